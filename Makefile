@@ -1,0 +1,40 @@
+# `make demo` and `make test` work on a fresh machine with only Python 3.11+:
+# each creates .venv when missing and installs the core and every pack (editable, with test extras).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+PACKS  := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+EXAMPLE_PACKS := $(sort $(dir $(wildcard examples/*/pyproject.toml)))
+STAMP  := $(VENV)/.installed
+INSTALL_INPUTS := pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard examples/*/pyproject.toml)
+
+.PHONY: setup demo test docs bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): $(PY) $(INSTALL_INPUTS)
+	$(PIP) install --quiet -e '.[test]' $(foreach p,$(PACKS),-e '$(p:%/=%)[test]') $(foreach p,$(EXAMPLE_PACKS),-e '$(p:%/=%)')
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/frame ops list
+	$(VENV)/bin/frame audit gradients
+	$(PY) examples/train_mlp.py
+
+test: setup
+	$(PY) -m pytest -q
+
+docs: setup
+	$(PIP) install --quiet -e '.[docs]'
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) docs/_build .pytest_cache

@@ -1,0 +1,176 @@
+"""Reverse-mode autodiff as a graph-to-graph transform (ARCH-060 ... ARCH-068).
+
+``build_backward_graph(forward, loss_output_index, wrt_input_indices)``
+returns a new graph whose outputs are ``[forward outputs..., grad(wrt[0]),
+grad(wrt[1]), ...]``; ``forward`` is never modified. Steps:
+
+1. clone the forward graph (``clone_graph``, the one shared cloning routine);
+2. seed the loss with ``constant(1)`` of its dtype;
+3. walk the nodes on the chain (those that depend on a ``wrt`` input through
+   floating values and that the loss depends on) in reverse topological
+   order, inlining each op's GradientFn micro-graph bound to ``[x.., y.., gy..]``;
+4. sum the contributions to a value with several consumers
+   (``accumulate_internal``), never overwrite;
+5. a ``wrt`` the loss does not reach gets ``constant(0)`` of its type.
+
+Integer and boolean values carry no gradient, nor do inputs a schema lists in
+``nondiff_inputs``. A gradient that is a known zero constant is not
+accumulated, so ``stop_gradient`` and second-order zeros (relu) cut the chain
+instead of adding zeros. Higher order (ARCH-067): add a scalar contraction of
+a gradient output (``add_scalar_contraction``) and call this function again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import GradientError, MissingGradientError, NonScalarLossError
+from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph
+from ..ir.keys import attrs_key
+from ..registry.registry import Registry, registry as current_registry
+from ..registry.schema import NodeContext
+
+__all__ = ["build_backward_graph", "add_scalar_contraction"]
+
+FUSED_OP = "fused_elementwise_internal"
+
+
+def _check_arguments(forward: Graph, loss_index: int, wrt: Sequence[int]) -> None:
+    if not isinstance(forward, Graph):
+        raise GradientError(f"build_backward_graph needs a Graph, got {type(forward).__name__}")
+    n_out = len(forward.outputs)
+    if not isinstance(loss_index, int) or not -n_out <= loss_index < n_out or n_out == 0:
+        raise GradientError(f"loss_output_index {loss_index!r} is out of range: the graph has {n_out} outputs")
+    loss = forward.outputs[loss_index].type
+    if loss.size != 1:
+        raise NonScalarLossError(
+            f"the loss (output {loss_index}) must be a scalar (rank 0 or one element), but it has shape "
+            f"{list(loss.shape)} ({loss}); reduce it first, e.g. ops.sum(y) or ops.mean(y) (ARCH-061)"
+        )
+    if not loss.dtype.is_float:
+        raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
+    n_in = len(forward.inputs)
+    seen = set()
+    for i in wrt:
+        if not isinstance(i, int) or not 0 <= i < n_in:
+            raise GradientError(f"wrt index {i!r} is out of range: the graph has {n_in} inputs (0..{n_in - 1})")
+        if i in seen:
+            raise GradientError(f"wrt index {i} is listed twice in {list(wrt)}; list each input once")
+        seen.add(i)
+        if not forward.inputs[i].type.dtype.is_float:
+            raise GradientError(f"cannot differentiate with respect to input {i} of type {forward.inputs[i].type}: "
+                                "only floating inputs carry gradients")
+
+
+def _chain(graph: Graph, loss: Value, sources: set[Value], reg: Registry) -> list[Node]:
+    """Nodes that depend on ``sources`` through floating values and that ``loss`` depends on, in order."""
+    active = set(sources)
+    forward_active = []
+    for node in graph.nodes:
+        nondiff = reg.schemas[node.op].nondiff_inputs if node.op in reg.schemas else frozenset()
+        if any(v in active for i, v in enumerate(node.inputs) if i not in nondiff):
+            forward_active.append(node)
+            active.update(v for v in node.outputs if v.type.dtype.is_float)
+    needed = {loss}
+    chain = []
+    for node in reversed(forward_active):
+        if any(v in needed for v in node.outputs):
+            chain.append(node)
+            needed.update(node.inputs)
+    chain.reverse()
+    return chain
+
+
+def _zero(graph: Graph, v: Value) -> Value:
+    return graph.constant(np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape))
+
+
+def _is_zero(v: Value) -> bool:
+    p = v.producer
+    return p is not None and p.op == "constant" and p.attrs["value"].size <= 1 << 16 and not np.any(p.attrs["value"])
+
+
+def build_backward_graph(
+    forward: Graph, loss_output_index: int, wrt_input_indices: Sequence[int], *, registry: Registry | None = None
+) -> Graph:
+    """The training graph of ``forward``: outputs ``[forward outputs..., grad(wrt[0]), ...]`` (ARCH-061).
+
+    Raises ``NonScalarLossError`` for a non-scalar loss, ``GradientError`` for
+    bad indices, and ``MissingGradientError`` listing every op on the chain
+    without a GradientFn (ARCH-062), including ``fused_elementwise_internal``.
+    """
+    wrt = list(wrt_input_indices)
+    _check_arguments(forward, loss_output_index, wrt)
+    reg = registry if registry is not None else current_registry()
+    vmap: dict[Value, Value] = {}
+    graph = clone_graph(forward, vmap)
+    graph.name = f"{forward.name}_grad"
+    loss = graph.outputs[loss_output_index]
+    sources = {graph.inputs[i] for i in wrt}
+    chain = _chain(graph, loss, sources, reg)
+
+    missing = [(i, n) for i, n in enumerate(chain) if n.op not in reg.schemas or reg.schemas[n.op].gradient is None]
+    if missing:
+        lines = []
+        for _, node in missing:
+            schema = reg.schemas.get(node.op)
+            why = (" (a compile-pipeline product: differentiate the graph before compiling it)" if node.op == FUSED_OP
+                   else f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
+                   else " (no GradientFn registered)" if schema else " (unknown op)")
+            lines.append(f"node {graph.nodes.index(node)} ({node.op}){why}")
+        raise MissingGradientError(
+            f"cannot differentiate output {loss_output_index}: {len(missing)} op(s) on its dependency chain have no "
+            f"gradient (ARCH-062):\n  " + "\n  ".join(lines)
+        )
+
+    grads: dict[Value, Value] = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
+    micro_cache: dict[tuple, Graph] = {}
+    with_grad = sources | {v for n in chain for v in n.outputs}
+    for node in reversed(chain):
+        gys = [grads.get(y) for y in node.outputs]
+        if all(g is None for g in gys):
+            continue
+        gys = [g if g is not None else _zero(graph, y) for g, y in zip(gys, node.outputs)]
+        schema = reg.schemas[node.op]
+        in_types = tuple(v.type for v in node.inputs)
+        key = (node.op, in_types, attrs_key(node.attrs))
+        micro = micro_cache.get(key)
+        if micro is None:
+            micro = schema.gradient(NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs]))
+            micro_cache[key] = micro
+        gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *gys])
+        for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
+            if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or _is_zero(gx):
+                continue
+            previous = grads.get(x)
+            grads[x] = gx if previous is None else graph.add_node("accumulate_internal", (previous, gx),
+                                                                 registry=reg).outputs[0]
+    for i in wrt:
+        x = graph.inputs[i]
+        graph.mark_output(grads.get(x) or _zero(graph, x))
+    return graph
+
+
+def add_scalar_contraction(graph: Graph, output_index: int, op: str = "sum", weights: np.ndarray | None = None) -> tuple[Graph, int]:
+    """A copy of ``graph`` with one more output: the scalar ``op(output)`` (ARCH-067).
+
+    With ``weights`` the contraction is ``sum(weights * output)`` (a chosen
+    direction, needed for anything beyond a vector-Jacobian product). Returns
+    the new graph and the new output's index, ready for another call to
+    ``build_backward_graph``. A full-ones contraction gives a vector-Jacobian
+    product (row sums of the Hessian for a gradient output), not a Hessian.
+    """
+    n = len(graph.outputs)
+    if not -n <= output_index < n:
+        raise GradientError(f"output_index {output_index} is out of range: the graph has {n} outputs")
+    copy = clone_graph(graph)
+    target = copy.outputs[output_index]
+    if weights is not None:
+        w = np.asarray(weights, dtype=target.type.dtype.np)
+        if w.shape != target.type.shape:
+            raise GradientError(f"weights of shape {list(w.shape)} do not match output {output_index} ({target.type})")
+        target = copy.apply("mul", target, copy.constant(w))
+    scalar = copy.apply(op, target) if target.type.rank else target
+    return copy, copy.mark_output(scalar)

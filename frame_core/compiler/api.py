@@ -1,0 +1,123 @@
+"""``compile(graph, backend="cpu") -> Executable`` and the compile cache."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CompileError
+from ..ir.graph import Graph
+from ..ir.keys import graph_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..registry.registry import Registry
+    from ..runtime.executable import Executable
+
+__all__ = ["compile", "compile_cache", "CompileCache", "CacheInfo"]
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+class CompileCache:
+    """Executables keyed by graph structure, types, attributes, backend and options (LRU).
+
+    ``hits`` and ``misses`` count lookups; a training loop that recompiles its
+    unchanged graphs every step shows one miss per graph and hits after that.
+    """
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._entries: OrderedDict[Any, Executable] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> "Executable | None":
+        with self._lock:
+            exe = self._entries.get(key)
+            if exe is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._entries.move_to_end(key)
+            return exe
+
+    def put(self, key: Any, exe: "Executable") -> None:
+        with self._lock:
+            self._entries[key] = exe
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
+    def info(self) -> CacheInfo:
+        return CacheInfo(self.hits, self.misses, len(self._entries), self.maxsize)
+
+    def clear(self) -> None:
+        """Drop every entry and reset the counters."""
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def __repr__(self) -> str:
+        return f"<CompileCache hits={self.hits} misses={self.misses} size={len(self._entries)}>"
+
+
+compile_cache = CompileCache()
+
+
+def compile(  # noqa: A001 - the name users expect
+    graph: Graph,
+    backend: str = "cpu",
+    *,
+    opt_level: int = 2,
+    disable: Iterable[str] = (),
+    decompose: Iterable[str] = (),
+    checks: bool | None = None,
+    cache: bool = True,
+    registry: "Registry | None" = None,
+) -> "Executable":
+    """Compile ``graph`` for ``backend`` through the pipeline (see ``frame_core.compiler.pipeline``).
+
+    ``opt_level`` 0 runs only what correctness needs, 1 adds constant folding
+    and dead-node elimination, 2 (default) everything. ``disable`` names
+    stages to skip; ``decompose`` names ops to replace by their DecomposeFn
+    even when a kernel exists. ``checks`` (default: ``FRAME_CHECKS=1``) runs
+    ``verify`` after every stage. Identical graphs hit the compile cache.
+    """
+    from ..registry.registry import registry as current
+    from ..runtime.executable import Executable
+    from .passes.lower import lower
+    from .passes.memory import plan_memory
+    from .pipeline import CompileContext, run_graph_stages
+
+    if not isinstance(graph, Graph):
+        raise CompileError(f"compile() takes a Graph, got {type(graph).__name__}; build one with frame_core.trace(...)")
+    if opt_level not in (0, 1, 2):
+        raise CompileError(f"opt_level must be 0, 1 or 2, got {opt_level!r}")
+    reg = registry if registry is not None else current()
+    if checks is None:
+        checks = os.environ.get("FRAME_CHECKS", "") not in ("", "0")
+    disable = frozenset(disable)
+    decompose = frozenset(decompose)
+    key = (graph_key(graph), backend, opt_level, disable, decompose, checks, id(reg))
+    if cache:
+        hit = compile_cache.get(key)
+        if hit is not None:
+            return hit
+    ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks)
+    optimised = run_graph_stages(graph, ctx, disable)
+    plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
+    program = lower(optimised, plan, ctx)
+    exe = Executable(optimised, program, plan, backend, ctx.log)
+    if cache:
+        compile_cache.put(key, exe)
+    return exe

@@ -1,0 +1,118 @@
+"""``fused_elementwise_internal``: the op that elementwise fusion produces.
+
+Its ``body`` attribute is the fused chain as a graph. The kernel builder
+assigns the body's values to a handful of registers (arrays of the chain's
+one type): a member writes in place into the register of an input that dies
+there, registers of dead values are recycled, and exported values keep their
+own. With one export the register that ends up holding it is the planned
+``out`` buffer, so a fused chain allocates nothing per run. The straight-line
+code is generated once per node; the members' kernels are called with a
+positional ``out`` (their ``accepts_out`` contract).
+
+It has no GradientFn on purpose: fusion runs after differentiation, and
+``build_backward_graph`` refuses graphs containing it (ARCH-062).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..ir.graph import Graph, Value
+from ..ir.types import TensorType
+from ..registry.schema import AttrSpec, Example, NodeContext, OpSchema
+
+__all__ = ["FUSED", "build_fused_kernel"]
+
+
+def _fused_shape(ctx: NodeContext) -> list[TensorType]:
+    body: Graph = ctx.attrs["body"]
+    got = list(ctx.input_types)
+    want = [v.type for v in body.inputs]
+    if got != want:
+        raise ctx.error(f"inputs [{', '.join(map(str, got))}] do not match the body's [{', '.join(map(str, want))}]")
+    return [v.type for v in body.outputs]
+
+
+def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    from ..registry.registry import registry
+
+    body: Graph = ctx.attrs["body"]
+    reg = registry()
+    out_type = body.outputs[0].type
+    last_use: dict[Value, int] = {}
+    for i, node in enumerate(body.nodes):
+        for v in node.inputs:
+            last_use[v] = i
+    exports = set(body.outputs)
+    namespace: dict[str, Any] = {"_empty": np.empty, "_shape": out_type.shape, "_dtype": out_type.dtype.np}
+
+    # 1. register allocation: in place into a dying input, else a recycled register, else a new one
+    reg_of: dict[Value, int] = {}
+    free: list[int] = []
+    first_write: dict[int, int] = {}
+    steps = []
+    for i, node in enumerate(body.nodes):
+        schema = reg.get(node.op)
+        namespace[f"k{i}"] = schema.kernels["cpu"](
+            NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
+        dying = [v for v in node.inputs if v in reg_of and last_use[v] == i and v not in exports]
+        if dying:
+            r = reg_of[dying[0]]
+        elif free:
+            r = free.pop()
+        else:
+            r = len(first_write)
+        first_write.setdefault(r, i)
+        for v in dying:
+            if reg_of[v] != r and reg_of[v] not in free:
+                free.append(reg_of[v])
+        out = node.outputs[0]
+        reg_of[out] = r
+        steps.append((i, node.inputs, r))
+
+    # 2. code: with a single export, the register that ends up holding it is the caller's `out`
+    out_reg = reg_of[body.outputs[0]] if len(body.outputs) == 1 else None
+    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
+    lines = []
+    for i, inputs, r in steps:
+        if first_write[r] == i:
+            alloc = "out if out is not None else _empty(_shape, _dtype)" if r == out_reg else "_empty(_shape, _dtype)"
+            lines.append(f"    r{r} = {alloc}")
+        args = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in inputs)
+        lines.append(f"    k{i}({args}, r{r})")
+    params = ", ".join(f"a{i}" for i in range(len(body.inputs)))
+    result = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in body.outputs)
+    source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"
+    exec(compile(source, "<fused_elementwise_internal>", "exec"), namespace)
+    fn = namespace["fused"]
+    fn.source = source  # type: ignore[attr-defined]
+    return fn
+
+
+def _example_body() -> Graph:
+    g = Graph("fused")
+    a = g.add_input("f32[4]")
+    b = g.add_input("f32[4]")
+    node = g.add_node("accumulate_internal", [a, b], {}, ["f32[4]"])
+    node2 = g.add_node("accumulate_internal", [node.outputs[0], a], {}, ["f32[4]"])
+    g.mark_output(node2.outputs[0])
+    return g
+
+
+FUSED = OpSchema(
+    "fused_elementwise_internal",
+    inputs=("xs",),
+    outputs=("ys",),
+    variadic=True,
+    attrs={"body": AttrSpec("graph", doc="the fused chain: elementwise ops whose outputs share one type")},
+    shape_infer=_fused_shape,
+    kernels={"cpu": build_fused_kernel},
+    not_differentiable="a compile-pipeline product made after differentiation (ARCH-062); differentiate the "
+                       "graph before compiling it",
+    traits=("accepts_out",),  # not "elementwise": `out` must not alias an input (members read inputs late)
+    doc="A chain of elementwise ops run with no intermediate allocations. Produced by the fuse_elementwise "
+        "stage after differentiation; not differentiable (ARCH-062: differentiate before compiling).",
+    examples=[Example(["f32[4]", "f32[4]"], {"body": _example_body()})],
+)

@@ -1,0 +1,29 @@
+"""Stage 6: dead-node elimination.
+
+Keeps the nodes some output needs, and every node with the
+``has_side_effect`` trait; drops the rest. This is what cleans up after
+``build_backward_graph``, which inlines whole micro-graphs (ARCH-061).
+"""
+
+from __future__ import annotations
+
+from ...ir.graph import Graph, Value
+from ..pipeline import CompileContext
+from ._rewrite import Rewriter
+
+
+def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
+    schemas = ctx.registry.schemas
+    live: set[Value] = set(graph.outputs)
+    keep = []
+    for node in reversed(graph.nodes):
+        if any(v in live for v in node.outputs) or "has_side_effect" in schemas[node.op].traits:
+            keep.append(node)
+            live.update(node.inputs)
+    if len(keep) == len(graph.nodes):
+        return graph
+    rw = Rewriter(graph)
+    for node in reversed(keep):
+        rw.copy(node)
+    ctx.note("eliminate_dead_nodes", f"removed {len(graph.nodes) - len(keep)} of {len(graph.nodes)} nodes")
+    return rw.finish()

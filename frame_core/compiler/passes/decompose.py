@@ -1,0 +1,49 @@
+"""Stage 3: decomposition.
+
+A node whose op has no kernel for the target backend (or whose op is named
+in ``compile(..., decompose=...)``) is replaced by its schema's DecomposeFn
+graph, inlined and decomposed again recursively. An op with neither a kernel
+nor a DecomposeFn is a ``CompileError`` naming the op and the backend.
+"""
+
+from __future__ import annotations
+
+from ...errors import CompileError
+from ...ir.graph import Graph, inline_graph
+from ...registry.schema import NodeContext
+from ..pipeline import CompileContext
+from ._rewrite import Rewriter
+
+MAX_DEPTH = 16
+
+
+def _needs(op: str, ctx: CompileContext) -> bool:
+    return op in ctx.decompose or ctx.backend not in ctx.registry.schemas[op].kernels
+
+
+def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
+    if not any(_needs(n.op, ctx) for n in graph.nodes):
+        return graph
+    if depth > MAX_DEPTH:
+        raise CompileError(f"decomposition did not terminate after {MAX_DEPTH} rounds (a DecomposeFn uses its own op?)")
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        if not _needs(node.op, ctx):
+            rw.copy(node)
+            continue
+        schema = ctx.registry.schemas[node.op]
+        if schema.decomposition is None:
+            raise CompileError(
+                f"op {node.op!r} has no kernel for backend {ctx.backend!r} (it has: {', '.join(schema.kernels)}) "
+                f"and no DecomposeFn; use a backend it supports or install a pack that provides one"
+            )
+        nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
+        sub = schema.decomposition(nctx)
+        if [v.type for v in sub.outputs] != [v.type for v in node.outputs]:
+            raise CompileError(f"DecomposeFn of {node.op!r} returns [{', '.join(str(v.type) for v in sub.outputs)}], "
+                               f"expected [{', '.join(str(v.type) for v in node.outputs)}]")
+        outs = inline_graph(rw.new, sub, [rw.vmap[v] for v in node.inputs])
+        for old, new in zip(node.outputs, outs):
+            rw.alias(old, new)
+    ctx.note("decompose", "decomposed ops without a kernel")
+    return decompose(rw.finish(), ctx, depth + 1)

@@ -1,0 +1,80 @@
+"""Stage 4: constant folding.
+
+A node whose inputs are all constants is evaluated once at compile time with
+its CPU kernel and replaced by constants, unless its op has a side effect or
+its outputs are larger than ``MAX_FOLD_ELEMENTS`` (folding would trade a
+cheap broadcast for a large stored array). A kernel that fails here is left
+in place, so the error surfaces at run time with the node's name.
+
+Algebraic rewrites for a pack's ops come from that pack through the passes
+hook (ops_basic contributes ``simplify_algebra``). The core's only rule:
+
+    accumulate_internal(x, 0) -> x     # adding a zero gradient contribution
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import CompileError
+from ...ir.dtypes import as_dtype
+from ...ir.graph import Graph, Value
+from ...registry.schema import NodeContext
+from ..pipeline import CompileContext
+from ._rewrite import Rewriter
+
+MAX_FOLD_ELEMENTS = 1 << 16
+
+
+def constant_value(v: Value) -> np.ndarray | None:
+    """The array of ``v`` if it is produced by a ``constant`` node, else ``None``."""
+    p = v.producer
+    if p is not None and p.op == "constant":
+        return p.attrs["value"]
+    return None
+
+
+def is_zero(v: Value) -> bool:
+    value = constant_value(v)
+    return value is not None and value.size <= MAX_FOLD_ELEMENTS and not np.any(value)
+
+
+def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
+    schemas = ctx.registry.schemas
+    rw = Rewriter(graph)
+    folded = 0
+    for node in graph.nodes:
+        inputs = [rw.vmap[v] for v in node.inputs]
+        if node.op == "accumulate_internal":
+            a, b = inputs
+            if is_zero(b) or is_zero(a):
+                rw.alias(node.outputs[0], a if is_zero(b) else b)
+                folded += 1
+                continue
+        schema = schemas[node.op]
+        arrays = [constant_value(v) for v in inputs]
+        if (node.op == "constant" or not inputs or any(a is None for a in arrays) or schema.has_side_effect
+                or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs)):
+            rw.copy(node, inputs)
+            continue
+        nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
+        try:
+            result = schema.kernels["cpu"](nctx)(*arrays)
+        except Exception:  # surfaced at run time, with the node named
+            rw.copy(node, inputs)
+            continue
+        results = result if isinstance(result, tuple) else (result,)
+        for old, array in zip(node.outputs, results):
+            array = np.asarray(array)
+            if as_dtype(array.dtype) is not old.type.dtype or array.shape != old.type.shape:
+                raise CompileError(
+                    f"kernel of {node.op!r} returned {array.dtype}{list(array.shape)} for an output inferred as "
+                    f"{old.type}; the pack's kernel and shape inference disagree"
+                )
+            const = rw.new.add_node("constant", (), {"value": array}, [old.type]).outputs[0]
+            rw.alias(old, const)
+        folded += 1
+    if not folded:
+        return graph
+    ctx.note("fold_constants", f"folded {folded} nodes")
+    return rw.finish()

@@ -1,0 +1,32 @@
+"""Stage 2: type inference. Every node's output types are re-derived from its schema.
+
+A recorded type that differs from the inferred one (a hand-built or loaded
+graph) is an error naming the node (rule V6); inference errors name the node
+and the op.
+"""
+
+from __future__ import annotations
+
+from ...errors import FrameError, VerifyError
+from ...ir.graph import Graph
+from ...ir.verify import Problem
+from ..pipeline import CompileContext
+
+
+def infer_types(graph: Graph, ctx: CompileContext) -> Graph:
+    """Return ``graph`` (types already agree) or raise ``VerifyError`` with one V6 problem per mismatch."""
+    problems = []
+    schemas = ctx.registry.schemas
+    for index, node in enumerate(graph.nodes):
+        schema = schemas[node.op]
+        try:
+            inferred = schema.infer(tuple(v.type for v in node.inputs), schema.normalize_attrs(node.attrs))
+        except FrameError as exc:
+            problems.append(Problem("V6", f"shape inference rejects the inputs: {exc}", node.op, index))
+            continue
+        for pos, (v, t) in enumerate(zip(node.outputs, inferred)):
+            if v.type != t:
+                problems.append(Problem("V6", f"output {pos} is recorded as {v.type} but inference gives {t}", node.op, index))
+    if problems:
+        raise VerifyError(problems)
+    return graph

@@ -1,0 +1,164 @@
+"""The compile pipeline: one ordered list of stages (SPEC §7).
+
+    1 verify                 structural rules V1-V5, V7, V8
+    2 infer_types            re-derive every output type from the schemas (V6)
+    3 decompose              DecomposeFn where the backend has no kernel
+    4 fold_constants         evaluate nodes whose inputs are all constants
+    5 eliminate_common_subexpressions   merge identical nodes
+    6 eliminate_dead_nodes   drop what no output needs (cleans up after autodiff)
+    7 fuse_elementwise       chains of elementwise ops -> fused_elementwise_internal
+    8 plan_memory            liveness, buffer reuse, peak bytes
+    9 lower                  flat list of prebound instructions for the backend
+
+Stages 1-7 are pure functions ``(Graph, CompileContext) -> Graph``; 8 and 9
+produce the plan and the program. Plugins insert passes before or after a
+named stage (``PassSpec``, hook ``frame_register_passes``), never by numeric
+priority. ``opt_level`` picks which optional stages run (0: none, 1: folding
+and dead-node elimination, 2: everything, the default); ``disable`` removes
+named stages. With ``FRAME_CHECKS=1`` (or ``checks=True``) the full ``verify``
+runs after every stage and an error names the stage that broke the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CompileError, FrameError
+from ..ir.graph import Graph
+from .passspec import PassSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..registry.registry import Registry
+
+__all__ = ["Stage", "PassSpec", "CompileContext", "STAGES", "OPTIONAL_STAGES", "stage_names", "run_graph_stages"]
+
+
+@dataclass
+class CompileContext:
+    """What every stage may read: backend, registry, options, and a log of what each stage did."""
+
+    backend: str
+    registry: "Registry"
+    opt_level: int = 2
+    decompose: frozenset[str] = frozenset()
+    checks: bool = False
+    log: list[tuple[str, str]] = field(default_factory=list)
+
+    def note(self, stage: str, message: str) -> None:
+        self.log.append((stage, message))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A built-in stage: ``name``, its function, the lowest ``opt_level`` that runs it, a one-line contract."""
+
+    name: str
+    fn: Callable[[Graph, CompileContext], Graph]
+    min_level: int
+    doc: str
+
+
+def _stages() -> list[Stage]:
+    from .passes.cse import eliminate_common_subexpressions
+    from .passes.dce import eliminate_dead_nodes
+    from .passes.decompose import decompose
+    from .passes.fold import fold_constants
+    from .passes.fuse import fuse_elementwise
+    from .passes.infer import infer_types
+    from .passes.verify import verify_structure
+
+    return [
+        Stage("verify", verify_structure, 0, "the graph satisfies rules V1-V5, V7, V8"),
+        Stage("infer_types", infer_types, 0, "every recorded type equals the type its schema infers (V6)"),
+        Stage("decompose", decompose, 0, "every op has a kernel for the backend"),
+        Stage("fold_constants", fold_constants, 1, "no side-effect-free node has only constant inputs"),
+        Stage("eliminate_common_subexpressions", eliminate_common_subexpressions, 2, "no two nodes compute the same thing"),
+        Stage("eliminate_dead_nodes", eliminate_dead_nodes, 1, "every node is needed by an output or has a side effect"),
+        Stage("fuse_elementwise", fuse_elementwise, 2, "chains of elementwise ops run as one fused node"),
+    ]
+
+
+_STAGE_CACHE: list[Stage] = []
+
+
+def stages() -> list[Stage]:
+    if not _STAGE_CACHE:
+        _STAGE_CACHE.extend(_stages())
+    return _STAGE_CACHE
+
+
+#: Stages 8 and 9, which build the plan and the program rather than a graph.
+PLAN_STAGES = ("plan_memory", "lower")
+#: Every stage name, in order (a plugin pass anchors to one of these).
+STAGES = ("verify", "infer_types", "decompose", "fold_constants", "eliminate_common_subexpressions",
+          "eliminate_dead_nodes", "fuse_elementwise", *PLAN_STAGES)
+#: Stages a user may disable (the rest are needed for a correct program).
+OPTIONAL_STAGES = ("fold_constants", "eliminate_common_subexpressions", "eliminate_dead_nodes",
+                   "fuse_elementwise", "plan_memory")
+
+
+def stage_names() -> tuple[str, ...]:
+    return STAGES
+
+
+def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Callable[[Graph, CompileContext], Graph]]]:
+    plugin = ctx.registry.passes
+    for spec in plugin:
+        anchor = spec.before or spec.after
+        if anchor not in STAGES or (spec.before and spec.after):
+            raise CompileError(
+                f"pass {spec.name!r} from pack {spec.pack!r} must name one built-in stage in before= or after=, "
+                f"got before={spec.before!r}, after={spec.after!r}; stages: {', '.join(STAGES)}"
+            )
+    run: list[tuple[str, Callable[[Graph, CompileContext], Graph]]] = []
+
+    def add_plugins(anchor: str, where: str) -> None:
+        for spec in plugin:
+            if getattr(spec, where) == anchor and ctx.opt_level >= spec.min_level and spec.name not in disable:
+                run.append((f"{spec.name} (pack {spec.pack})", spec.fn))
+
+    for stage in stages():
+        add_plugins(stage.name, "before")
+        if ctx.opt_level >= stage.min_level and stage.name not in disable:
+            run.append((stage.name, stage.fn))
+        add_plugins(stage.name, "after")
+    add_plugins("plan_memory", "before")
+    return run
+
+
+def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] = frozenset()) -> Graph:
+    """Run stages 1-7 (and plugin passes) in order; with ``ctx.checks``, verify after each one."""
+    from ..ir.verify import check_graph
+
+    unknown = set(disable) - set(STAGES) - {p.name for p in ctx.registry.passes}
+    if unknown:
+        raise CompileError(f"cannot disable unknown stage(s) {sorted(unknown)}; stages: {', '.join(STAGES)}")
+    required = set(disable) & {"verify", "infer_types", "decompose", "lower"}
+    if required:
+        raise CompileError(f"stage(s) {sorted(required)} are needed for a correct program and cannot be disabled")
+    for name, fn in _ordered(ctx, frozenset(disable)):
+        try:
+            result = fn(graph, ctx)
+        except FrameError:
+            raise
+        except Exception as exc:
+            raise CompileError(f"stage {name!r} failed with {type(exc).__name__}: {exc}") from exc
+        if not isinstance(result, Graph):
+            raise CompileError(f"stage {name!r} returned {type(result).__name__}, expected a Graph")
+        if ctx.checks:
+            problems = check_graph(result, ctx.registry)
+            if problems:
+                listing = "\n  ".join(str(p) for p in problems[:10])
+                raise CompileError(f"stage {name!r} produced an invalid graph (FRAME_CHECKS):\n  {listing}")
+        graph = result
+    return graph
+
+
+def describe() -> list[dict[str, Any]]:
+    """The built-in stages with their contracts (for docs and ``frame`` tooling)."""
+    out = [{"name": s.name, "min_level": s.min_level, "doc": s.doc} for s in stages()]
+    out.append({"name": "plan_memory", "min_level": 2, "doc": "intermediates share buffers; peak bytes known"})
+    out.append({"name": "lower", "min_level": 0, "doc": "a flat list of prebound instructions"})
+    return out

@@ -1,0 +1,126 @@
+"""The exception hierarchy of frame.
+
+Every error frame raises on purpose is a subclass of :class:`FrameError`, so a
+caller can catch them all in one place. Messages follow one shape: what was
+expected, what was found, where (op, node, input position, document path),
+and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "FrameError",
+    "IRError",
+    "VerifyError",
+    "ShapeError",
+    "AttributeSpecError",
+    "UnknownOpError",
+    "GraphFormatError",
+    "PluginError",
+    "RegistrationError",
+    "GradientError",
+    "NonScalarLossError",
+    "MissingGradientError",
+    "CompileError",
+    "InputError",
+    "KernelError",
+    "suggest",
+]
+
+
+class FrameError(Exception):
+    """Base class of every error frame raises deliberately."""
+
+
+class IRError(FrameError):
+    """A graph was built or edited in a way the IR does not allow."""
+
+
+class VerifyError(FrameError):
+    """``verify`` found graphs that break one or more named rules.
+
+    ``problems`` holds one :class:`~frame_core.ir.verify.Problem` per finding.
+    """
+
+    def __init__(self, problems: list) -> None:
+        self.problems = list(problems)
+        head = f"graph failed verification ({len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}):"
+        lines = [head] + [f"  {p}" for p in self.problems[:20]]
+        if len(self.problems) > 20:
+            lines.append(f"  ... and {len(self.problems) - 20} more")
+        super().__init__("\n".join(lines))
+
+
+class ShapeError(FrameError):
+    """Shape or dtype inference rejected an op's inputs or attributes."""
+
+
+class AttributeSpecError(FrameError):
+    """An attribute is missing, unknown, or of the wrong kind."""
+
+
+class UnknownOpError(FrameError, KeyError):
+    """An op name is not in the registry. The message suggests close matches."""
+
+    def __init__(self, name: str, known: Iterable[str], hint: str = "") -> None:
+        self.name = name
+        matches = suggest(name, known)
+        msg = f"unknown op {name!r}"
+        if matches:
+            msg += f"; did you mean {', '.join(repr(m) for m in matches)}?"
+        msg += hint or " (run `frame ops list` to see the registered ops; is the pack that provides it installed?)"
+        self.message = msg
+        super().__init__(msg)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class GraphFormatError(FrameError):
+    """A serialised graph is malformed; ``path`` says where in the document."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.detail = message
+        super().__init__(f"{path}: {message}")
+
+
+class PluginError(FrameError):
+    """A plugin (op pack) could not be loaded. Raised only in strict mode."""
+
+
+class RegistrationError(PluginError):
+    """An op schema breaks the registration contract (ARCH-062, ARCH-063)."""
+
+
+class GradientError(FrameError):
+    """``build_backward_graph`` cannot differentiate the given graph."""
+
+
+class NonScalarLossError(GradientError):
+    """The loss output is not a scalar (ARCH-061)."""
+
+
+class MissingGradientError(GradientError):
+    """An op on the loss's dependency chain has no GradientFn (ARCH-062)."""
+
+
+class CompileError(FrameError):
+    """The compile pipeline could not turn a graph into an executable."""
+
+
+class InputError(FrameError, TypeError):
+    """``Executable.run`` was given inputs of the wrong count, dtype or shape."""
+
+
+class KernelError(FrameError):
+    """A kernel failed while running; the message names the node and the op."""
+
+
+def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` names from ``known`` that look like ``name``."""
+    import difflib
+
+    return difflib.get_close_matches(name, list(known), n=n, cutoff=0.6)

@@ -1,0 +1,274 @@
+"""Tracing front end: write Python, get a ``Graph``.
+
+``trace(fn, *input_types)`` calls ``fn`` with one :class:`Tensor` per input;
+arithmetic on tensors (``x @ w + b``, ``-x``, ``x * 2.0``) and calls into the
+``ops`` namespace (``ops.relu(x)``) append nodes to the graph being traced.
+Python scalars become rank-0 constants of the other operand's dtype. The same
+front end writes GradientFns (``NodeContext.grad_graph``) and DecomposeFns.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import IRError, RegistrationError
+from ..ir.graph import Graph, Value
+from ..ir.types import TensorType, as_type
+
+__all__ = ["Tensor", "trace", "trace_gradient", "apply", "constant", "current_graph"]
+
+_current: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("frame_trace_graph", default=None)
+
+
+def current_graph() -> Graph:
+    """The graph being traced; ``IRError`` outside ``trace``."""
+    graph = _current.get()
+    if graph is None:
+        raise IRError("no graph is being traced here; build graphs inside frame_core.trace(fn, ...)")
+    return graph
+
+
+class Tensor:
+    """A value of the graph being traced, with operator overloading.
+
+    It has a type but no data: use it to describe computation, then compile
+    the traced graph and run it on arrays.
+    """
+
+    __slots__ = ("value", "graph")
+    __array_priority__ = 1000  # make numpy defer to our reflected operators
+
+    def __init__(self, value: Value, graph: Graph) -> None:
+        self.value = value
+        self.graph = graph
+
+    @property
+    def type(self) -> TensorType:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.type.shape
+
+    @property
+    def dtype(self):  # noqa: ANN201
+        return self.value.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.value.type.shape)
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.value.type} in {self.graph.name!r}>"
+
+    def __add__(self, other: Any) -> "Tensor":
+        return apply("add", self, other)
+
+    def __radd__(self, other: Any) -> "Tensor":
+        return apply("add", other, self)
+
+    def __sub__(self, other: Any) -> "Tensor":
+        return apply("sub", self, other)
+
+    def __rsub__(self, other: Any) -> "Tensor":
+        return apply("sub", other, self)
+
+    def __mul__(self, other: Any) -> "Tensor":
+        return apply("mul", self, other)
+
+    def __rmul__(self, other: Any) -> "Tensor":
+        return apply("mul", other, self)
+
+    def __truediv__(self, other: Any) -> "Tensor":
+        return apply("div", self, other)
+
+    def __rtruediv__(self, other: Any) -> "Tensor":
+        return apply("div", other, self)
+
+    def __matmul__(self, other: Any) -> "Tensor":
+        return apply("matmul", self, other)
+
+    def __rmatmul__(self, other: Any) -> "Tensor":
+        return apply("matmul", other, self)
+
+    def __neg__(self) -> "Tensor":
+        return apply("neg", self)
+
+    def __pos__(self) -> "Tensor":
+        return self
+
+    def __pow__(self, exponent: Any) -> "Tensor":
+        if exponent == 2:
+            return apply("square", self)
+        if exponent == 1:
+            return self
+        if exponent == 0.5:
+            return apply("sqrt", self)
+        raise IRError(f"x ** {exponent!r} is not supported; use x ** 2, x ** 0.5 or explicit ops (ops.exp, ops.log)")
+
+    def sum(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
+        return apply("sum", self, axes=axes, keepdims=keepdims)
+
+    def mean(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
+        return apply("mean", self, axes=axes, keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> "Tensor":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return apply("reshape", self, shape=shape)
+
+    def transpose(self, *perm: Any) -> "Tensor":
+        if len(perm) == 1 and isinstance(perm[0], (tuple, list)):
+            perm = tuple(perm[0])
+        return apply("transpose", self, perm=perm or None)
+
+    @property
+    def T(self) -> "Tensor":  # noqa: N802 - numpy's name
+        return self.transpose()
+
+    def __bool__(self) -> bool:
+        raise IRError(
+            "a traced Tensor has no value, so it cannot be used in `if`, `and`, `or` or `bool()`; "
+            "express the choice with ops inside the graph"
+        )
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise IRError("a traced Tensor has no data; compile the traced graph and run it to get arrays")
+
+    __hash__ = object.__hash__
+
+
+def _graph_of(args: Sequence[Any]) -> Graph:
+    graph = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if graph is None:
+                graph = a.graph
+            elif a.graph is not graph:
+                raise IRError(f"tensors from two different graphs ({graph.name!r} and {a.graph.name!r}) meet in one op")
+    if graph is None:
+        graph = current_graph()
+    return graph
+
+
+def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> Value:
+    if isinstance(x, Tensor):
+        return x.value
+    if isinstance(x, Value):
+        return x
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.ndarray):
+        if like is None:
+            dtype = np.float32 if isinstance(x, float) else (np.bool_ if isinstance(x, bool) else np.int64)
+            return graph.constant(np.asarray(x, dtype))
+        dt = like.dtype
+        if isinstance(x, float) and not dt.is_float:
+            raise IRError(
+                f"{op}: input {position} is the Python float {x!r} but the other operand is {like.type}; "
+                "cast the tensor to a floating dtype first"
+            )
+        return graph.constant(np.asarray(x, dt.np))
+    if isinstance(x, (np.ndarray, np.generic)):
+        return graph.constant(np.asarray(x))
+    raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got {type(x).__name__}")
+
+
+def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
+    """Append ``op(*inputs; attrs)`` to the traced graph; return a ``Tensor`` (a tuple for several outputs)."""
+    graph = _graph_of(inputs)
+    like = next((a for a in inputs if isinstance(a, Tensor)), None)
+    values = [_lift(x, graph, like, op, i) for i, x in enumerate(inputs)]
+    node = graph.add_node(op, values, attrs)
+    outs = node.outputs
+    if len(outs) == 1:
+        return Tensor(outs[0], graph)
+    return tuple(Tensor(v, graph) for v in outs)
+
+
+def constant(value: Any, dtype: Any = None) -> Tensor:
+    """A constant tensor in the graph being traced."""
+    graph = current_graph()
+    return Tensor(graph.constant(value, dtype), graph)
+
+
+def _param_names(fn: Callable[..., Any], count: int) -> list[str | None]:
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_flags & 0x04:  # *args
+        return [None] * count
+    names = list(code.co_varnames[: code.co_argcount])
+    if names and names[0] == "self":
+        names = names[1:]
+    return (names + [None] * count)[:count]
+
+
+def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | None = None) -> Graph:
+    """Trace ``fn`` over inputs of ``input_types`` and return the graph.
+
+    ``fn`` returns a tensor or a sequence of tensors, which become the graph's
+    outputs in order (Python numbers become constants).
+    """
+    graph = Graph(name or getattr(fn, "__name__", "graph").replace("<lambda>", "graph"))
+    types = [as_type(t) for t in input_types]
+    names = _param_names(fn, len(types))
+    args = [Tensor(graph.add_input(t, n), graph) for t, n in zip(types, names)]
+    token = _current.set(graph)
+    try:
+        result = fn(*args)
+    finally:
+        _current.reset(token)
+    results = list(result) if isinstance(result, (list, tuple)) else [result]
+    token = _current.set(graph)
+    try:
+        for r in results:
+            graph.mark_output(_lift(r, graph, None, "output", 0))
+    finally:
+        _current.reset(token)
+    return graph
+
+
+def _zeros_value(graph: Graph, t: TensorType) -> Value:
+    return graph.constant(np.broadcast_to(np.zeros((), t.dtype.np), t.shape))
+
+
+def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
+    """Trace a GradientFn body over ``[x.., y.., gy..]`` and check the contract (ARCH-063).
+
+    ``fn`` returns one gradient per forward input (a bare tensor when there is
+    one input); ``None`` stands for a zero gradient of that input's type.
+    Raises ``RegistrationError`` when the count or a type is wrong.
+    """
+    schema = ctx.schema
+    n = len(ctx.input_types)
+    graph = Graph(f"{schema.name}_grad")
+    types = ctx.gradient_input_types()
+    m = (len(types) - n) // 2
+    out_names = list(schema.outputs[:m]) if len(schema.outputs) >= m else [f"y{j}" for j in range(m)]
+    in_names = list(schema.inputs[:n]) if len(schema.inputs) >= n and not schema.variadic else [f"x{i}" for i in range(n)]
+    names = in_names + out_names + ["g" + o for o in out_names]
+    args = [Tensor(graph.add_input(t, nm), graph) for t, nm in zip(types, names)]
+    token = _current.set(graph)
+    try:
+        result = fn(*args)
+        if isinstance(result, (Tensor, Value)) or result is None:
+            result = [result]
+        result = list(result)
+        if len(result) != n:
+            raise RegistrationError(
+                f"GradientFn of {schema.name!r} returned {len(result)} gradients for {n} inputs "
+                f"(it must return one per input: [{', '.join(schema.inputs)}])"
+            )
+        for i, (g, t) in enumerate(zip(result, ctx.input_types)):
+            value = _zeros_value(graph, t) if g is None else _lift(g, graph, None, f"{schema.name} gradient", i)
+            if value.type != t:
+                label = schema.inputs[i] if i < len(schema.inputs) else f"#{i}"
+                raise RegistrationError(
+                    f"GradientFn of {schema.name!r} returned a gradient of type {value.type} for input {i} ({label}), "
+                    f"which has type {t}; a gradient has its input's type (reduce broadcast axes, cast back)"
+                )
+            graph.mark_output(value)
+    finally:
+        _current.reset(token)
+    return graph

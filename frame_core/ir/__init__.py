@@ -1,0 +1,1 @@
+"""frame_core.ir package."""

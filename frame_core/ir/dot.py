@@ -1,0 +1,60 @@
+"""Graphviz DOT export: ``to_dot(graph)``; render with ``dot -Tsvg``.
+
+Inputs are ellipses, ops are boxes (``_internal`` ops dashed, constants grey),
+outputs are double octagons; edges carry the value's type. Sub-graph
+attributes are drawn as clusters beside their node.
+"""
+
+from __future__ import annotations
+
+from .graph import Graph
+from .printer import format_attr
+
+__all__ = ["to_dot"]
+
+
+def _esc(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def to_dot(graph: Graph) -> str:
+    lines = [f'digraph "{_esc(graph.name)}" {{', "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];',
+             '  edge [fontname="Helvetica", fontsize=9];']
+    counter = [0]
+    _emit(graph, lines, "  ", counter)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> None:
+    prefix = f"g{counter[0]}_"
+    counter[0] += 1
+    ids: dict[object, str] = {}
+    for i, v in enumerate(graph.inputs):
+        nid = f"{prefix}in{i}"
+        ids[v] = nid
+        lines.append(f'{indent}{nid} [shape=ellipse, label="{_esc(v.name or f"input {i}")}\\n{v.type}"];')
+    for n, node in enumerate(graph.nodes):
+        nid = f"{prefix}n{n}"
+        label = node.op
+        small = [f"{k}={format_attr(a)}" for k, a in node.attrs.items() if not isinstance(a, Graph)]
+        if small:
+            label += "\\n" + _esc(", ".join(small))[:80]
+        style = 'style="filled", fillcolor="#eeeeee"' if node.op == "constant" else (
+            'style="dashed"' if node.op.endswith("_internal") else 'style="solid"')
+        lines.append(f'{indent}{nid} [shape=box, {style}, label="{label}"];')
+        for v in node.inputs:
+            src = ids.get(v, f"{prefix}undefined")
+            lines.append(f'{indent}{src} -> {nid} [label="{v.type}"];')
+        for v in node.outputs:
+            ids[v] = nid
+        for k, a in node.attrs.items():
+            if isinstance(a, Graph):
+                lines.append(f'{indent}subgraph "cluster_{prefix}{n}_{k}" {{')
+                lines.append(f'{indent}  label="{_esc(node.op)}.{_esc(k)}"; style=dotted;')
+                _emit(a, lines, indent + "  ", counter)
+                lines.append(f"{indent}}}")
+    for i, v in enumerate(graph.outputs):
+        oid = f"{prefix}out{i}"
+        lines.append(f'{indent}{oid} [shape=doubleoctagon, label="output {i}"];')
+        lines.append(f'{indent}{ids.get(v, prefix + "undefined")} -> {oid} [label="{v.type}"];')

@@ -1,0 +1,103 @@
+"""Element types of the IR.
+
+Seven dtypes, each a singleton :class:`DType`. ``bfloat16`` comes from
+``ml_dtypes``, which is imported only when its numpy dtype is first needed, so
+``import frame_core`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import IRError
+
+__all__ = [
+    "DType",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "bool_",
+    "DTYPES",
+    "as_dtype",
+]
+
+
+class DType:
+    """One element type. Compare with ``is`` or ``==``; hashable; picklable by name."""
+
+    __slots__ = ("name", "short", "itemsize", "is_float", "is_int", "_np")
+
+    def __init__(self, name: str, short: str, itemsize: int, is_float: bool, is_int: bool) -> None:
+        self.name = name
+        self.short = short
+        self.itemsize = itemsize
+        self.is_float = is_float
+        self.is_int = is_int
+        self._np: np.dtype | None = None
+
+    @property
+    def np(self) -> np.dtype:
+        """The numpy dtype (``ml_dtypes.bfloat16`` for bfloat16, imported on first use)."""
+        if self._np is None:
+            if self.name == "bfloat16":
+                import ml_dtypes
+
+                self._np = np.dtype(ml_dtypes.bfloat16)
+            else:
+                self._np = np.dtype(self.name if self.name != "bool" else np.bool_)
+        return self._np
+
+    def __repr__(self) -> str:
+        return f"frame_core.{self.name if self.name != 'bool' else 'bool_'}"
+
+    def __str__(self) -> str:
+        return self.short
+
+    def __reduce__(self) -> tuple:
+        return (as_dtype, (self.name,))
+
+
+float16 = DType("float16", "f16", 2, True, False)
+bfloat16 = DType("bfloat16", "bf16", 2, True, False)
+float32 = DType("float32", "f32", 4, True, False)
+float64 = DType("float64", "f64", 8, True, False)
+int32 = DType("int32", "i32", 4, False, True)
+int64 = DType("int64", "i64", 8, False, True)
+bool_ = DType("bool", "bool", 1, False, False)
+
+DTYPES: tuple[DType, ...] = (float16, bfloat16, float32, float64, int32, int64, bool_)
+
+_BY_NAME: dict[str, DType] = {}
+for _d in DTYPES:
+    _BY_NAME[_d.name] = _d
+    _BY_NAME[_d.short] = _d
+_BY_NAME["bool_"] = bool_
+_BY_NUMPY_NAME = {"float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64,
+                  "int32": int32, "int64": int64, "bool": bool_}
+
+
+def as_dtype(value: Any) -> DType:
+    """Coerce a DType, a name (``"float32"``, ``"f32"``) or a numpy dtype to a :class:`DType`.
+
+    Raises :class:`~frame_core.errors.IRError` naming the accepted spellings.
+    """
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        found = _BY_NAME.get(value)
+        if found is not None:
+            return found
+    else:
+        try:
+            found = _BY_NUMPY_NAME.get(np.dtype(value).name)
+        except TypeError:
+            found = None
+        if found is not None:
+            return found
+    names = ", ".join(d.short for d in DTYPES)
+    raise IRError(f"unsupported dtype {value!r}; expected one of {names} (or their long names such as 'float32')")

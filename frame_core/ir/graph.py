@@ -1,0 +1,255 @@
+"""The graph IR: ``Value``, ``Node`` and ``Graph``, plus ``clone_graph``.
+
+A graph holds ordered inputs, nodes in a topological order, and ordered
+outputs. Every ``Value`` is an SSA value: a graph input, or output ``index``
+of exactly one ``Node``. Op identity is a string looked up in the registry.
+
+Attributes are plain Python values of these kinds: int, float, bool, str,
+tuples of those, ``DType``, shapes (tuples of ints), tensor constants
+(``numpy.ndarray``) and sub-graphs (``Graph``, for control-flow ops).
+
+Graphs are edited only through their methods (``add_input``, ``add_node``,
+``apply``, ``mark_output``); compile passes never edit a graph in place, they
+build a new one. ``clone_graph`` is the one copying routine every caller uses
+(ARCH-061's generation step 1, the pipeline, the inliner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import IRError
+from .types import TensorType, as_type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..registry.registry import Registry
+
+__all__ = ["Value", "Node", "Graph", "clone_graph", "inline_graph"]
+
+
+class Value:
+    """One SSA value: a graph input (``producer is None``) or output ``index`` of ``producer``."""
+
+    __slots__ = ("type", "producer", "index", "name")
+
+    def __init__(self, type: TensorType, producer: "Node | None" = None, index: int = -1, name: str | None = None) -> None:
+        self.type = type
+        self.producer = producer
+        self.index = index
+        self.name = name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self):  # noqa: ANN201 - DType, kept untyped to avoid an import cycle in annotations
+        return self.type.dtype
+
+    def __repr__(self) -> str:
+        where = "input" if self.producer is None else f"{self.producer.op}#{self.index}"
+        label = f"%{self.name}" if self.name else f"@{id(self):x}"
+        return f"<Value {label}: {self.type} ({where})>"
+
+
+class Node:
+    """One operation: ``outputs = op(*inputs; attrs)``."""
+
+    __slots__ = ("op", "inputs", "outputs", "attrs")
+
+    def __init__(self, op: str, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.outputs: tuple[Value, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"<Node {self.op} ({len(self.inputs)} in, {len(self.outputs)} out)>"
+
+
+class Graph:
+    """Ordered inputs, nodes in topological order, ordered outputs.
+
+    The same value may be marked as an output more than once.
+    """
+
+    __slots__ = ("name", "inputs", "nodes", "outputs", "_version", "_key", "__weakref__")
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.inputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self.outputs: list[Value] = []
+        self._version = 0
+        self._key: tuple[int, Any] | None = None
+
+    # -- building --------------------------------------------------------
+    def add_input(self, type: TensorType | str, name: str | None = None) -> Value:
+        """Append a graph input of ``type`` and return its value."""
+        value = Value(as_type(type), None, -1, name)
+        self.inputs.append(value)
+        self._version += 1
+        return value
+
+    def add_node(
+        self,
+        op: str,
+        inputs: Sequence[Value] = (),
+        attrs: Mapping[str, Any] | None = None,
+        output_types: Sequence[TensorType] | None = None,
+        *,
+        registry: "Registry | None" = None,
+    ) -> Node:
+        """Append ``op(*inputs; attrs)`` and return the node.
+
+        With ``output_types`` omitted the op's schema normalises the
+        attributes (filling defaults) and infers the output types; errors name
+        the op and say what was expected (``ShapeError``, ``AttributeSpecError``,
+        ``UnknownOpError``). With ``output_types`` given, the node is recorded as
+        is (this is how loaders build graphs that ``verify`` then checks).
+        """
+        inputs = tuple(inputs)
+        for position, value in enumerate(inputs):
+            if type(value) is not Value:
+                raise IRError(
+                    f"input {position} of {op!r} must be a Value of this graph, got {type(value).__name__}; "
+                    "wrap constants with graph.constant(...)"
+                )
+        if output_types is None:
+            from ..registry.registry import current_registry
+
+            reg = registry if registry is not None else current_registry()
+            schema = reg.get(op)
+            norm_attrs = schema.normalize_attrs(attrs or {})
+            output_types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
+        else:
+            norm_attrs = dict(attrs) if attrs else {}
+            output_types = [as_type(t) for t in output_types]
+        node = Node(op, inputs, norm_attrs)
+        node.outputs = tuple(Value(t, node, i) for i, t in enumerate(output_types))
+        self.nodes.append(node)
+        self._version += 1
+        return node
+
+    def apply(self, op: str, *inputs: Value, **attrs: Any) -> Any:
+        """Append ``op`` with type inference; return its single output or a tuple of outputs."""
+        node = self.add_node(op, inputs, attrs)
+        return node.outputs[0] if len(node.outputs) == 1 else node.outputs
+
+    def constant(self, value: Any, dtype: Any = None) -> Value:
+        """Append a ``constant`` node holding ``value`` (array or scalar) and return its value."""
+        from .dtypes import as_dtype
+
+        array = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).np)
+        return self.add_node("constant", (), {"value": array}).outputs[0]
+
+    def mark_output(self, value: Value) -> int:
+        """Mark ``value`` as the next output; return its output index."""
+        if type(value) is not Value:
+            raise IRError(f"mark_output needs a Value, got {type(value).__name__}")
+        self.outputs.append(value)
+        self._version += 1
+        return len(self.outputs) - 1
+
+    # -- reading ---------------------------------------------------------
+    @property
+    def input_types(self) -> list[TensorType]:
+        return [v.type for v in self.inputs]
+
+    @property
+    def output_types(self) -> list[TensorType]:
+        return [v.type for v in self.outputs]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name!r}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+
+    def __str__(self) -> str:
+        from .printer import format_graph
+
+        return format_graph(self)
+
+    def to_json(self, **kwargs: Any) -> str:
+        from .serialize import dumps
+
+        return dumps(self, **kwargs)
+
+    @staticmethod
+    def from_json(text: str) -> "Graph":
+        from .serialize import loads
+
+        return loads(text)
+
+    def to_dot(self) -> str:
+        from .dot import to_dot
+
+        return to_dot(self)
+
+
+def _copy_nodes(nodes: Iterable[Node], value_map: dict[Value, Value], target: Graph) -> None:
+    """Append copies of ``nodes`` to ``target``, reading inputs through ``value_map`` and extending it.
+
+    The single node-copying routine behind ``clone_graph`` and ``inline_graph``.
+    Sub-graph attributes are cloned too, so a copy never shares mutable state.
+    """
+    append = target.nodes.append
+    for node in nodes:
+        try:
+            inputs = tuple([value_map[v] for v in node.inputs])
+        except KeyError:
+            raise IRError(f"node {node.op!r} reads a value that is not defined before it; run verify() for details") from None
+        attrs = node.attrs
+        if any(type(a) is Graph for a in attrs.values()):
+            attrs = {k: clone_graph(a) if type(a) is Graph else a for k, a in attrs.items()}
+        copy = Node(node.op, inputs, attrs)
+        outs = []
+        for value in node.outputs:
+            new = Value(value.type, copy, value.index, value.name)
+            value_map[value] = new
+            outs.append(new)
+        copy.outputs = tuple(outs)
+        append(copy)
+    target._version += 1
+
+
+def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Graph:
+    """Return a structurally identical copy of ``graph`` with fresh values and nodes.
+
+    If ``value_map`` is given it is filled with ``source value -> clone value``
+    for every input and node output (ARCH-061, generation step 1). Attributes
+    are shared except sub-graphs, which are cloned recursively.
+    """
+    vmap: dict[Value, Value] = {} if value_map is None else value_map
+    clone = Graph(graph.name)
+    for value in graph.inputs:
+        vmap[value] = clone.add_input(value.type, value.name)
+    _copy_nodes(graph.nodes, vmap, clone)
+    for value in graph.outputs:
+        if value not in vmap:
+            raise IRError(f"output of graph {graph.name!r} is not defined in it; run verify() for details")
+        clone.outputs.append(vmap[value])
+    return clone
+
+
+def inline_graph(target: Graph, sub: Graph, arguments: Sequence[Value]) -> list[Value]:
+    """Copy ``sub``'s nodes into ``target`` with its inputs bound to ``arguments``.
+
+    Returns the values of ``target`` that correspond to ``sub``'s outputs (an
+    output that is a ``sub`` input maps to the bound argument). Used by the
+    backward transform to inline GradientFn micro-graphs and by decomposition.
+    """
+    if len(arguments) != len(sub.inputs):
+        raise IRError(f"cannot inline {sub.name!r}: it takes {len(sub.inputs)} inputs, {len(arguments)} were given")
+    for position, (param, arg) in enumerate(zip(sub.inputs, arguments)):
+        if param.type != arg.type:
+            raise IRError(
+                f"cannot inline {sub.name!r}: its input {position} has type {param.type}, the argument has {arg.type}"
+            )
+    vmap = dict(zip(sub.inputs, arguments))
+    _copy_nodes(sub.nodes, vmap, target)
+    return [vmap[v] for v in sub.outputs]

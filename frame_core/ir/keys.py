@@ -1,0 +1,73 @@
+"""Canonical, hashable keys for attributes and whole graphs.
+
+``graph_key(g)`` is equal for two graphs exactly when they have the same
+structure, types and attributes (value identity does not matter). The compile
+cache, CSE and the closure audit's de-duplication use these keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType
+from .graph import Graph, Value
+
+__all__ = ["attr_key", "attrs_key", "graph_key"]
+
+
+def attr_key(value: Any) -> Any:
+    """A hashable key for one attribute value."""
+    t = type(value)
+    if t in (int, float, bool, str) or value is None:
+        return (t.__name__, value)
+    if t is tuple:
+        return ("tuple",) + tuple(attr_key(v) for v in value)
+    if t is DType:
+        return ("dtype", value.name)
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        raw = data.tobytes()
+        if len(raw) <= 64:
+            digest = raw
+        else:
+            import hashlib
+
+            digest = hashlib.blake2b(raw, digest_size=16).digest()
+        return ("tensor", data.dtype.str, data.shape, digest)
+    if t is Graph:
+        return ("graph", graph_key(value))
+    if isinstance(value, list):
+        return ("tuple",) + tuple(attr_key(v) for v in value)
+    return ("repr", repr(value))
+
+
+def attrs_key(attrs: dict[str, Any]) -> tuple:
+    if not attrs:
+        return ()
+    return tuple(sorted((k, attr_key(v)) for k, v in attrs.items()))
+
+
+def graph_key(graph: Graph) -> tuple:
+    """Structural key of ``graph``; memoised on the graph until it is next edited."""
+    cached = graph._key
+    if cached is not None and cached[0] == graph._version:
+        return cached[1]
+    ids: dict[Value, int] = {}
+    parts: list[Any] = []
+    for v in graph.inputs:
+        ids[v] = len(ids)
+        parts.append(v.type)
+    parts.append("|")
+    for node in graph.nodes:
+        ins = tuple([ids.get(v, -1) for v in node.inputs])
+        outs = []
+        for v in node.outputs:
+            ids[v] = len(ids)
+            outs.append(v.type)
+        parts.append((node.op, ins, attrs_key(node.attrs), tuple(outs)))
+    parts.append(tuple(ids.get(v, -1) for v in graph.outputs))
+    key = tuple(parts)
+    graph._key = (graph._version, key)
+    return key

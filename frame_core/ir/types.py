@@ -1,0 +1,108 @@
+"""``TensorType``: dtype, static shape and device of one value."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from ..errors import IRError
+from .dtypes import DType, as_dtype
+
+__all__ = ["TensorType", "as_type"]
+
+_SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*([0-9,\s]*)\]\s*(?:@\s*(\w+))?\s*$")
+
+
+class TensorType:
+    """An immutable tensor type such as ``f32[128, 784]``.
+
+    ``shape`` is a tuple of non-negative ints (``()`` is a scalar). Equality and
+    hashing cover dtype, shape and device. ``TensorType.parse`` reads the
+    shorthand that ``str`` writes.
+    """
+
+    __slots__ = ("dtype", "shape", "device", "_hash")
+
+    dtype: DType
+    shape: tuple[int, ...]
+    device: str
+
+    def __init__(self, dtype: DType | str, shape: Any = (), device: str = "cpu") -> None:
+        dtype = as_dtype(dtype)
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise IRError(f"a shape must be a sequence of ints, got {shape!r}") from None
+        for dim in shape:
+            if type(dim) is not int:
+                if hasattr(dim, "__index__") and not isinstance(dim, bool):
+                    shape = tuple(int(d) for d in shape)
+                    break
+                raise IRError(f"a shape must hold non-negative ints, got {shape!r}")
+        if any(d < 0 for d in shape):
+            raise IRError(f"a shape must hold non-negative ints, got {shape!r}")
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "_hash", hash((dtype.name, shape, device)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("TensorType is immutable")
+
+    @classmethod
+    def parse(cls, text: str) -> "TensorType":
+        """Read the shorthand ``"f32[2, 3]"`` (``"f32[]"`` is a scalar; ``"@dev"`` names a device)."""
+        m = _SHORTHAND.match(text)
+        if m is None:
+            raise IRError(f"cannot read the type {text!r}; expected a shorthand such as 'f32[128, 784]' or 'i64[]'")
+        dims = [d.strip() for d in m.group(2).split(",") if d.strip()]
+        return cls(m.group(1), tuple(int(d) for d in dims), m.group(3) or "cpu")
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def with_shape(self, shape: Any) -> "TensorType":
+        return TensorType(self.dtype, shape, self.device)
+
+    def with_dtype(self, dtype: DType | str) -> "TensorType":
+        return TensorType(dtype, self.shape, self.device)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, TensorType):
+            return NotImplemented
+        return self._hash == other._hash and self.dtype is other.dtype and self.shape == other.shape and self.device == other.device
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __str__(self) -> str:
+        text = f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"
+        return text if self.device == "cpu" else f"{text}@{self.device}"
+
+    def __repr__(self) -> str:
+        return f"TensorType({str(self)!r})"
+
+    def __reduce__(self) -> tuple:
+        return (TensorType, (self.dtype.name, self.shape, self.device))
+
+
+def as_type(value: Any) -> TensorType:
+    """Coerce a TensorType or a shorthand string to a :class:`TensorType`."""
+    if isinstance(value, TensorType):
+        return value
+    if isinstance(value, str):
+        return TensorType.parse(value)
+    raise IRError(f"expected a TensorType or a shorthand such as 'f32[2, 3]', got {value!r}")

@@ -1,0 +1,168 @@
+"""``verify``: the named structural and typing rules of a graph.
+
+Rules (each problem names its rule, the node, the op and what differs):
+
+V1  SSA: every value is a graph input or output ``index`` of exactly one node;
+    graph inputs are distinct.
+V2  Order: a node reads only graph inputs and outputs of earlier nodes (a
+    cycle is reported as such).
+V3  The op exists in the registry.
+V4  Attributes match the schema: none unknown, none missing, each of its kind.
+V5  Arity: input and output counts match the schema.
+V6  Recorded output types equal the types shape inference gives.
+V7  Outputs are values defined in the graph.
+V8  Sub-graph attributes are closed graphs that pass these rules themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import FrameError, UnknownOpError, VerifyError
+from .graph import Graph, Node, Value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..registry.registry import Registry
+
+__all__ = ["Problem", "RULES", "check_graph", "verify"]
+
+RULES = {
+    "V1": "SSA: one producer per value, distinct graph inputs",
+    "V2": "defined before use / acyclic",
+    "V3": "op exists in the registry",
+    "V4": "attributes match the op's schema",
+    "V5": "input and output counts match the op's schema",
+    "V6": "recorded types equal inferred types",
+    "V7": "outputs belong to the graph",
+    "V8": "sub-graphs are valid, recursively",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule: ``rule`` (``"V1"``...), where (``path``/``node_index``/``op``) and ``message``."""
+
+    rule: str
+    message: str
+    op: str | None = None
+    node_index: int | None = None
+    path: str = ""
+
+    def __str__(self) -> str:
+        where = self.path
+        if self.node_index is not None:
+            where += f"node {self.node_index}" + (f" ({self.op})" if self.op else "")
+        return f"{self.rule} {RULES[self.rule]}: {where + ': ' if where else ''}{self.message}"
+
+
+def verify(graph: Graph, registry: "Registry | None" = None) -> None:
+    """Raise :class:`~frame_core.errors.VerifyError` listing every problem, or return ``None``."""
+    problems = check_graph(graph, registry)
+    if problems:
+        raise VerifyError(problems)
+
+
+def check_graph(graph: Graph, registry: "Registry | None" = None, path: str = "") -> list[Problem]:
+    """Every rule violation in ``graph`` (empty list when it is valid)."""
+    if registry is None:
+        from ..registry.registry import current_registry
+
+        registry = current_registry()
+    problems: list[Problem] = []
+    names: dict[Value, str] = {}
+
+    def name(v: Value) -> str:
+        if v not in names:
+            names[v] = f"%{v.name}" if v.name else f"%{len(names)}"
+        return names[v]
+
+    defined: set[Value] = set()
+    for i, v in enumerate(graph.inputs):
+        if v in defined:
+            problems.append(Problem("V1", f"graph input {i} ({name(v)}) appears twice in the input list", path=path))
+        if v.producer is not None:
+            problems.append(Problem("V1", f"graph input {i} ({name(v)}) claims to be produced by a {v.producer.op} node", path=path))
+        defined.add(v)
+        name(v)
+
+    producer_index = {}
+    for index, node in enumerate(graph.nodes):
+        for v in node.outputs:
+            producer_index.setdefault(v, index)
+
+    for index, node in enumerate(graph.nodes):
+        for pos, v in enumerate(node.inputs):
+            if v in defined:
+                continue
+            later = producer_index.get(v)
+            if later is None:
+                problems.append(Problem("V2", f"input {pos} ({name(v)}: {v.type}) is not defined in this graph "
+                                              "(a value from another graph or a removed node)", node.op, index, path))
+            elif _reaches(graph, later, index, producer_index):
+                problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later} ({graph.nodes[later].op}), "
+                                              "which depends on this node: the graph has a cycle", node.op, index, path))
+            else:
+                problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later}, which comes later; "
+                                              "nodes must be in topological order", node.op, index, path))
+        for pos, v in enumerate(node.outputs):
+            if v.producer is not node or v.index != pos:
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its producer "
+                                              f"at index {pos}", node.op, index, path))
+            if v in defined:
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined earlier", node.op, index, path))
+            defined.add(v)
+        problems.extend(_check_node(node, index, registry, path))
+
+    for i, v in enumerate(graph.outputs):
+        if v not in defined:
+            problems.append(Problem("V7", f"output {i} ({v.type}) is not a value of this graph", path=path))
+    return problems
+
+
+def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, int]) -> bool:
+    """Whether node ``start`` depends (transitively) on node ``target``."""
+    seen = set()
+    stack = [start]
+    while stack:
+        i = stack.pop()
+        if i == target:
+            return True
+        if i in seen:
+            continue
+        seen.add(i)
+        for v in graph.nodes[i].inputs:
+            j = producer_index.get(v)
+            if j is not None:
+                stack.append(j)
+    return False
+
+
+def _check_node(node: Node, index: int, registry: "Registry", path: str) -> list[Problem]:
+    try:
+        schema = registry.get(node.op)
+    except UnknownOpError as exc:
+        return [Problem("V3", str(exc), node.op, index, path)]
+    problems = []
+    try:
+        attrs = schema.normalize_attrs(node.attrs)
+    except FrameError as exc:
+        return [Problem("V4", str(exc), node.op, index, path)]
+    for key, value in node.attrs.items():
+        if isinstance(value, Graph):
+            for p in check_graph(value, registry, f"{path}node {index} ({node.op}).{key}: "):
+                problems.append(Problem("V8", f"{p.rule}: {p.message}", p.op, p.node_index, p.path))
+    try:
+        schema.check_arity(len(node.inputs))
+    except FrameError as exc:
+        return problems + [Problem("V5", str(exc), node.op, index, path)]
+    try:
+        inferred = schema.infer(tuple(v.type for v in node.inputs), attrs)
+    except FrameError as exc:
+        return problems + [Problem("V6", f"shape inference rejects the inputs: {exc}", node.op, index, path)]
+    if len(inferred) != len(node.outputs):
+        return problems + [Problem("V5", f"has {len(node.outputs)} outputs, the schema gives {len(inferred)}", node.op, index, path)]
+    for pos, (v, t) in enumerate(zip(node.outputs, inferred)):
+        if v.type != t:
+            problems.append(Problem("V6", f"output {pos} is recorded as {v.type} but inference gives {t}", node.op, index, path))
+    return problems

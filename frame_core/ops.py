@@ -1,0 +1,57 @@
+"""The ``ops`` namespace: one function per registered op, generated from the registry.
+
+``ops.relu(x)``, ``ops.sum(x, axes=(0,), keepdims=True)``: positional
+arguments are the op's inputs (tensors, Python numbers or numpy arrays),
+keyword arguments its attributes. Use inside ``frame_core.trace``. An
+unknown name raises ``UnknownOpError`` suggesting close matches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__: list[str] = []
+
+_cache: dict[str, "OpFunction"] = {}
+
+
+class OpFunction:
+    """Calls one op by name in the graph being traced."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *inputs: Any, **attrs: Any) -> Any:
+        from .frontend.trace import apply
+
+        return apply(self.name, *inputs, **attrs)
+
+    @property
+    def __doc__(self) -> str:  # type: ignore[override]
+        from .registry.registry import registry
+
+        schema = registry().get(self.name)
+        return f"{schema.signature()}\n\n{schema.doc}"
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def __getattr__(name: str) -> OpFunction:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    fn = _cache.get(name)
+    if fn is None:
+        from .registry.registry import registry
+
+        registry().get(name)  # raises UnknownOpError with suggestions
+        fn = _cache[name] = OpFunction(name)
+    return fn
+
+
+def __dir__() -> list[str]:
+    from .registry.registry import registry
+
+    return registry().names()

@@ -1,0 +1,236 @@
+"""The start-up gradient-closure audit (ARCH-068).
+
+After the packs load, every GradientFn is instantiated on its op's examples
+and checked against the contract (inputs ``[x.., y.., gy..]``, one gradient
+per input of the input's type, a micro-graph that passes ``verify``). The ops
+on the active path of each micro-graph (those reading a floating value that
+depends on the micro-graph's inputs; zero-input constants are exempt) are
+followed recursively: at start-up at the op level (each is audited on its
+own examples), and with ``deep=True`` with the very types and attributes
+they have inside the micro-graph.
+
+Each op then gets its differentiation order: the number of times a graph
+containing it can be put through ``build_backward_graph``. An op without a
+GradientFn has order 0; an op whose micro-graphs use only ops of order
+``>= k`` has order ``k + 1``; ops whose micro-graphs never reach an op without a
+GradientFn are *closed* (differentiable to any order). Orders are a shortest
+path in the "gradient uses" graph, computed by breadth-first search from the
+order-0 ops, so cycles (``mul``'s gradient uses ``mul``) are handled.
+
+A pack whose GradientFn breaks the contract is marked failed and its ops are
+removed before orders are computed (a broken pack is reported, not fatal).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import FrameError, UnknownOpError
+from ..ir.graph import Graph
+from ..ir.keys import attrs_key
+from ..ir.verify import check_graph
+from .registry import Registry, use_registry
+from .schema import NodeContext, OpSchema
+
+__all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "CLOSED"]
+
+CLOSED = "closed"
+#: Upper bound on GradientFn instantiations, so a pathological pack cannot stall start-up.
+MAX_CONTEXTS = 5000
+
+
+@dataclass
+class ClosureInfo:
+    """Closure facts for one op: ``order`` is an int or ``"closed"``; ``chain`` shows what breaks it."""
+
+    op: str
+    differentiable: str
+    order: int | str
+    chain: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def closed(self) -> bool:
+        return self.order == CLOSED
+
+    def at_least(self, order: int) -> bool:
+        return self.order == CLOSED or (isinstance(self.order, int) and self.order >= order)
+
+    def json_order(self) -> int | str | None:
+        """What ``frame ops list --format json`` shows: int, ``"closed"``, or ``None`` without a GradientFn."""
+        return None if self.differentiable != "yes" else self.order
+
+
+def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, registry: Registry) -> tuple[list[str], set[str]]:
+    """Contract problems of one micro-graph, and the unregistered ops it uses."""
+    where = f"{schema.name} on [{', '.join(map(str, ctx.input_types))}]"
+    if not isinstance(micro, Graph):
+        return [f"GradientFn of {where} returned {type(micro).__name__}, expected a Graph"], set()
+    problems = []
+    expected_in = ctx.gradient_input_types()
+    got_in = [v.type for v in micro.inputs]
+    if got_in != expected_in:
+        problems.append(
+            f"GradientFn of {where}: micro-graph inputs are [{', '.join(map(str, got_in))}], "
+            f"expected [x.., y.., gy..] = [{', '.join(map(str, expected_in))}]"
+        )
+    got_out = [v.type for v in micro.outputs]
+    if got_out != list(ctx.input_types):
+        problems.append(
+            f"GradientFn of {where}: returns [{', '.join(map(str, got_out))}], expected one gradient per input of its "
+            f"type: [{', '.join(map(str, ctx.input_types))}]"
+        )
+    unknown = set()
+    for p in check_graph(micro, registry):
+        if p.rule == "V3":
+            unknown.add(p.op or "?")
+        else:
+            problems.append(f"GradientFn of {where}: micro-graph fails verify: {p}")
+    return problems, unknown
+
+
+def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
+    """Nodes reading a floating value that depends on the micro-graph's (differentiable) inputs."""
+    active = set()
+    for i, v in enumerate(micro.inputs):
+        if i < n_inputs and i in schema.nondiff_inputs:
+            continue
+        if v.type.dtype.is_float:
+            active.add(v)
+    nodes = []
+    for node in micro.nodes:
+        if any(v in active for v in node.inputs):
+            nodes.append(node)
+            for out in node.outputs:
+                if out.type.dtype.is_float:
+                    active.add(out)
+    return nodes
+
+
+def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInfo]:
+    """Audit every GradientFn of ``reg``; store and return ``reg.closure``. Failing packs are unloaded.
+
+    The start-up audit instantiates each GradientFn on its op's own examples
+    and follows the ops its micro-graphs use at the op level (each of those
+    is audited on its own examples). ``deep=True`` (``frame audit
+    gradients``, the test suite) also instantiates every op inside a
+    micro-graph with the exact types and attributes it has there, recursively.
+    """
+    with use_registry(reg):
+        return _audit(reg, deep)
+
+
+def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
+    uses: dict[str, set[str]] = defaultdict(set)
+    unresolved: dict[str, set[str]] = defaultdict(set)
+    contract: dict[str, list[str]] = defaultdict(list)
+    seen: set[tuple] = set()
+    work: deque[tuple[OpSchema, NodeContext]] = deque()
+
+    for schema in reg.schemas.values():
+        for example in schema.examples:
+            try:
+                ctx = schema.context(example.inputs, example.attrs)
+                ctx.output_types  # shape inference must accept the op's own examples
+            except FrameError as exc:
+                contract[schema.name].append(f"example {example!r} is rejected by its own op: {exc}")
+                continue
+            work.append((schema, ctx))
+
+    count = 0
+    while work and count < MAX_CONTEXTS:
+        schema, ctx = work.popleft()
+        if schema.gradient is None:
+            continue
+        key = (schema.name, ctx.input_types, attrs_key(ctx.attrs))
+        if key in seen:
+            continue
+        seen.add(key)
+        count += 1
+        try:
+            micro = schema.gradient(ctx)
+        except UnknownOpError as exc:  # needs an op no loaded pack provides: a closure break, not a contract error
+            unresolved[schema.name].add(exc.name)
+            continue
+        except Exception as exc:  # the pack's code, reported against its op
+            contract[schema.name].append(
+                f"GradientFn raised {type(exc).__name__} on [{', '.join(map(str, ctx.input_types))}]: {exc}"
+            )
+            continue
+        problems, unknown = check_gradient_contract(schema, ctx, micro, reg)
+        if problems:
+            contract[schema.name].extend(problems)
+            continue
+        unresolved[schema.name] |= unknown
+        for node in _active_nodes(micro, schema, len(ctx.input_types)):
+            uses[schema.name].add(node.op)
+            inner = reg.schemas.get(node.op)
+            if deep and inner is not None and inner.gradient is not None:
+                work.append((inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
+                                                [v.type for v in node.outputs])))
+
+    _unload_broken_packs(reg, contract)
+    reg.closure = _orders(reg, uses, unresolved)
+    return reg.closure
+
+
+def _unload_broken_packs(reg: Registry, contract: dict[str, list[str]]) -> None:
+    broken: dict[str, list[str]] = defaultdict(list)
+    for op, problems in contract.items():
+        schema = reg.schemas.get(op)
+        if schema is not None:
+            broken[schema.pack or "?"].extend(f"op {op!r}: {p}" for p in problems)
+    for pack, problems in broken.items():
+        record = reg.packs.get(pack)
+        if pack == "core":  # the core's own ops are part of frame itself: never unload them
+            reg.problems.extend(problems)
+            continue
+        if record is not None:
+            record.status = "failed"
+            record.error = "gradient contract violated (ARCH-068): " + "; ".join(problems)
+        for name in [n for n, s in reg.schemas.items() if s.pack == pack]:
+            del reg.schemas[name]
+
+
+def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[str]]) -> dict[str, ClosureInfo]:
+    order: dict[str, int] = {}
+    next_hop: dict[str, str] = {}
+    users: dict[str, set[str]] = defaultdict(set)
+    queue: deque[str] = deque()
+    for name, schema in reg.schemas.items():
+        for used in uses.get(name, ()):
+            users[used].add(name)
+        missing = {u for u in unresolved.get(name, set()) | uses.get(name, set()) if u not in reg.schemas}
+        if schema.gradient is None:
+            order[name] = 0
+            queue.append(name)
+        elif missing:
+            order[name] = 0
+            next_hop[name] = sorted(missing)[0]
+            queue.append(name)
+    while queue:
+        name = queue.popleft()
+        for user in users.get(name, ()):
+            if user not in order and reg.schemas[user].gradient is not None:
+                order[user] = order[name] + 1
+                next_hop[user] = name
+                queue.append(user)
+    result = {}
+    for name, schema in reg.schemas.items():
+        chain = [name]
+        while chain[-1] in next_hop and len(chain) < 64:
+            chain.append(next_hop[chain[-1]])
+        problems = [f"gradient uses {op!r}, which is not registered" for op in sorted(unresolved.get(name, ()))
+                    if op not in reg.schemas]
+        result[name] = ClosureInfo(
+            op=name,
+            differentiable=schema.differentiable,
+            order=order.get(name, CLOSED),
+            chain=tuple(chain) if name in order and len(chain) > 1 else ((name,) if name in order else ()),
+            uses=tuple(sorted(uses.get(name, ()))),
+            problems=problems,
+        )
+    return result

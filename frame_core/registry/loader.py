@@ -1,0 +1,233 @@
+"""Loading op packs from entry points into a :class:`Registry` (SPEC §4).
+
+The loader iterates the ``frame`` entry points itself, one ``try`` per pack,
+so one broken pack never takes the others down (pluggy's
+``load_setuptools_entrypoints`` would let it). For every pack it records
+distribution, version, status and error. It de-duplicates distributions seen
+twice on ``sys.path``, refuses duplicate op names (naming both
+distributions), refuses packs written for another plugin API major version,
+and honours:
+
+``FRAME_LOAD_PLUGINS=a,b``   load only these packs (empty: none)
+``FRAME_DISABLE_PLUGINS=a,b``  skip these packs
+``FRAME_STRICT=1``           any plugin problem raises ``PluginError``
+
+Packs are matched by entry-point name or distribution name. The core's
+built-in plugin always loads first, through the same hooks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pluggy
+
+from ..errors import PluginError
+from . import builtin
+from .hookspecs import PLUGIN_API_VERSION, PROJECT, FrameHookSpecs
+from .registry import PackRecord, Registry
+from .schema import OpSchema
+
+__all__ = ["load_registry", "discover_entry_points", "core_version"]
+
+GROUP = "frame"
+
+
+def core_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _names(value: str | None) -> set[str] | None:
+    if value is None:
+        return None
+    return {_norm(v) for v in value.split(",") if v.strip()}
+
+
+def discover_entry_points() -> list[Any]:
+    """The ``frame`` entry points of the installed distributions, sorted by (distribution, name)."""
+    from .entrypoints import entry_points
+
+    return sorted(entry_points(GROUP), key=lambda ep: (_dist_name(ep), ep.name))
+
+
+def _dist_name(ep: Any) -> str:
+    """Distribution name of an entry point (ours, or an ``importlib.metadata.EntryPoint``)."""
+    name = getattr(ep, "dist_name", None)
+    if name:
+        return name
+    dist = getattr(ep, "dist", None)
+    return dist.metadata["Name"] if dist is not None and dist.metadata["Name"] else "<unknown distribution>"
+
+
+def _dist_version(ep: Any) -> str:
+    version = getattr(ep, "dist_version", None)
+    if version:
+        return version
+    dist = getattr(ep, "dist", None)
+    return dist.version if dist is not None else "?"
+
+
+def load_registry(
+    entry_points: Iterable[Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    strict: bool | None = None,
+    audit: bool = True,
+) -> Registry:
+    """Build a registry from the built-in plugin and ``entry_points`` (default: the installed ones).
+
+    Runs the start-up gradient-closure audit (ARCH-068) unless ``audit=False``.
+    In strict mode (``strict=True`` or ``FRAME_STRICT=1``) any pack problem
+    raises :class:`PluginError` listing every problem.
+    """
+    env = os.environ if environ is None else environ
+    if strict is None:
+        strict = env.get("FRAME_STRICT", "") not in ("", "0", "false", "no")
+    only = _names(env.get("FRAME_LOAD_PLUGINS"))
+    skip = _names(env.get("FRAME_DISABLE_PLUGINS")) or set()
+
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(FrameHookSpecs)
+    reg = Registry()
+
+    pm.register(builtin, name="core")
+    reg.packs["core"] = PackRecord("core", "frame-core", core_version(), "loaded", module=builtin.__name__,
+                                   api_version=builtin.FRAME_PLUGIN_API)
+    _collect(pm, reg, "core")
+
+    seen: set[tuple[str, str]] = set()
+    for ep in discover_entry_points() if entry_points is None else entry_points:
+        dist, version = _dist_name(ep), _dist_version(ep)
+        key = (_norm(dist), ep.name)
+        if key in seen:  # the same distribution found twice on sys.path (editable installs)
+            continue
+        seen.add(key)
+        name = ep.name
+        if name in reg.packs:
+            other = reg.packs[name]
+            reg.packs[f"{name}@{dist}"] = PackRecord(
+                name, dist, version, "failed",
+                f"entry point name {name!r} is already used by {other.distribution} {other.version}; rename one of them",
+            )
+            continue
+        record = PackRecord(name, dist, version, "loaded", module=getattr(ep, "value", None))
+        reg.packs[name] = record
+        wanted = {_norm(name), _norm(dist)}
+        if (only is not None and not wanted & only) or wanted & skip:
+            record.status = "disabled"
+            record.error = "disabled by FRAME_LOAD_PLUGINS" if only is not None and not wanted & only else "disabled by FRAME_DISABLE_PLUGINS"
+            continue
+        try:
+            module = ep.load()
+            record.api_version = _check_api(module, dist)
+            pm.register(module, name=name)
+        except Exception as exc:  # a broken pack is reported, never fatal
+            _fail(record, f"cannot load {record.module}: {type(exc).__name__}: {exc}")
+            continue
+        _collect(pm, reg, name)
+
+    for spec_problem in _collect_passes(pm, reg):
+        reg.problems.append(spec_problem)
+    if audit:
+        from .closure import run_closure_audit
+
+        run_closure_audit(reg)
+    failures = [f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in reg.packs.values() if p.status == "failed"]
+    reg.problems.extend(failures)
+    if strict and reg.problems:
+        raise PluginError("plugin problems (FRAME_STRICT is set):\n  " + "\n  ".join(reg.problems))
+    return reg
+
+
+def _check_api(module: Any, dist: str) -> str:
+    declared = getattr(module, "FRAME_PLUGIN_API", None)
+    if declared is None:
+        raise PluginError(
+            f"{module.__name__} does not declare FRAME_PLUGIN_API; add FRAME_PLUGIN_API = \"{PLUGIN_API_VERSION}\" to it"
+        )
+    declared = str(declared)
+    if declared.split(".")[0] != PLUGIN_API_VERSION.split(".")[0]:
+        raise PluginError(
+            f"{dist} was written for frame plugin API {declared}, but frame-core {core_version()} provides API "
+            f"{PLUGIN_API_VERSION}; install a frame-core that provides API {declared.split('.')[0]}.x, "
+            f"or a release of {dist} built for API {PLUGIN_API_VERSION.split('.')[0]}.x"
+        )
+    return declared
+
+
+def _fail(record: PackRecord, reason: str) -> None:
+    record.status = "failed"
+    record.error = reason
+
+
+def _impls(pm: pluggy.PluginManager, hook: str, plugin_name: str) -> list[Any]:
+    caller = getattr(pm.hook, hook)
+    return [impl for impl in caller.get_hookimpls() if impl.plugin_name == plugin_name]
+
+
+def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
+    """Call one pack's ``frame_register_ops`` and add its schemas, or mark the pack failed."""
+    record = reg.packs[name]
+    schemas: list[OpSchema] = []
+    try:
+        for impl in _impls(pm, "frame_register_ops", name):
+            result = impl.function()
+            if result is None:
+                continue
+            schemas.extend(result)
+    except Exception as exc:
+        _fail(record, f"frame_register_ops raised {type(exc).__name__}: {exc}")
+        pm.unregister(name=name)
+        return
+    problems = []
+    names = set()
+    for schema in schemas:
+        if not isinstance(schema, OpSchema):
+            problems.append(f"frame_register_ops returned {type(schema).__name__}, expected OpSchema")
+            continue
+        problems.extend(schema.check_definition())
+        if schema.name in names:
+            problems.append(f"op {schema.name!r} is registered twice by this pack")
+        names.add(schema.name)
+        if schema.name in reg.schemas:
+            owner = reg.schemas[schema.name]
+            owner_pack = reg.packs[owner.pack] if owner.pack in reg.packs else None
+            owner_desc = f"{owner_pack.distribution} {owner_pack.version}" if owner_pack else str(owner.pack)
+            problems.append(
+                f"op {schema.name!r} is already registered by {owner_desc} (pack {owner.pack!r}); "
+                f"{record.distribution} {record.version} registers it again. Uninstall one of them or "
+                f"disable one with FRAME_DISABLE_PLUGINS"
+            )
+    if problems:
+        _fail(record, "; ".join(problems))
+        pm.unregister(name=name)
+        return
+    for schema in schemas:
+        schema.pack = name
+        schema.distribution = record.distribution
+        reg.schemas[schema.name] = schema
+        record.ops.append(schema.name)
+
+
+def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> list[str]:
+    problems = []
+    for name, record in reg.packs.items():
+        if record.status != "loaded":
+            continue
+        try:
+            for impl in _impls(pm, "frame_register_passes", name):
+                for spec in impl.function() or []:
+                    spec.pack = name
+                    reg.passes.append(spec)
+        except Exception as exc:
+            problems.append(f"{name}: frame_register_passes raised {type(exc).__name__}: {exc}")
+    return problems

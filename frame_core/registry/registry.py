@@ -1,0 +1,145 @@
+"""The one registry of op schemas, and how code reaches it.
+
+``frame_core.registry()`` returns the process-wide registry, loading the
+installed packs on first use (never at import). ``use_registry(reg)``
+temporarily makes another registry current (tests, tools that load a chosen
+set of packs).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UnknownOpError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..compiler.passspec import PassSpec
+    from .closure import ClosureInfo
+    from .schema import OpSchema
+
+__all__ = ["PackRecord", "Registry", "registry", "current_registry", "use_registry", "reset_registry"]
+
+
+@dataclass
+class PackRecord:
+    """What the loader knows about one pack: where it came from and how loading went.
+
+    ``status`` is ``"loaded"``, ``"failed"`` or ``"disabled"``; ``error`` is the
+    reason when it is not loaded.
+    """
+
+    name: str
+    distribution: str
+    version: str
+    status: str
+    error: str | None = None
+    ops: list[str] = field(default_factory=list)
+    module: str | None = None
+    api_version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "status": self.status,
+            "error": self.error,
+            "ops": len(self.ops),
+            "op_names": list(self.ops),
+            "module": self.module,
+            "api_version": self.api_version,
+        }
+
+
+class Registry:
+    """Op schemas by name, the packs they came from, and the closure audit's results.
+
+    ``closure[op]`` is a :class:`~frame_core.registry.closure.ClosureInfo`
+    (ARCH-068); ``passes`` are the compile passes packs contributed.
+    """
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, OpSchema] = {}
+        self.packs: dict[str, PackRecord] = {}
+        self.closure: dict[str, ClosureInfo] = {}
+        self.passes: list[PassSpec] = []
+        self.problems: list[str] = []
+
+    def get(self, name: str) -> "OpSchema":
+        """The schema called ``name``; ``UnknownOpError`` with close matches otherwise."""
+        try:
+            return self.schemas[name]
+        except KeyError:
+            raise UnknownOpError(name, self.schemas, self._missing_hint(name)) from None
+
+    def _missing_hint(self, name: str) -> str:
+        for pack in self.packs.values():
+            if name in pack.ops and pack.status != "loaded":
+                return f" (pack {pack.name!r} from {pack.distribution} provides it but is {pack.status}: {pack.error})"
+        return ""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.schemas
+
+    def __iter__(self) -> Iterator["OpSchema"]:
+        return iter(self.schemas.values())
+
+    def __len__(self) -> int:
+        return len(self.schemas)
+
+    def names(self, *, internal: bool = True) -> list[str]:
+        return sorted(n for n, s in self.schemas.items() if internal or not s.internal)
+
+    def user_ops(self) -> list["OpSchema"]:
+        """User-facing ops (not ``_internal``) of every pack except the core's built-ins."""
+        return [s for s in self.schemas.values() if not s.internal and s.pack != "core"]
+
+    def ops_of(self, pack: str) -> list["OpSchema"]:
+        return [s for s in self.schemas.values() if s.pack == pack]
+
+    def __repr__(self) -> str:
+        loaded = sum(p.status == "loaded" for p in self.packs.values())
+        return f"<Registry: {len(self.schemas)} ops from {loaded} packs>"
+
+
+_lock = threading.Lock()
+_global: Registry | None = None
+_override: list[Registry] = []
+
+
+def registry() -> Registry:
+    """The process-wide registry, loaded on first call (packs, then the closure audit)."""
+    global _global
+    if _override:
+        return _override[-1]
+    if _global is None:
+        with _lock:
+            if _global is None:
+                from .loader import load_registry
+
+                _global = load_registry()
+    return _global
+
+
+current_registry = registry
+
+
+def reset_registry() -> None:
+    """Forget the process-wide registry; the next ``registry()`` call loads packs again."""
+    global _global
+    with _lock:
+        _global = None
+
+
+@contextmanager
+def use_registry(reg: Registry) -> Iterator[Registry]:
+    """Make ``reg`` the current registry inside the ``with`` block."""
+    _override.append(reg)
+    try:
+        yield reg
+    finally:
+        _override.pop()

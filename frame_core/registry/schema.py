@@ -1,0 +1,469 @@
+"""``OpSchema``, ``AttrSpec``, ``Example`` and ``NodeContext`` (ARCH-063).
+
+One ``OpSchema`` says everything about one operator: its inputs, outputs and
+attributes, its shape inference, its kernels per backend (``cpu`` required),
+its GradientFn or the reason it has none, an optional DecomposeFn, traits,
+documentation and examples. There is one registry of schemas and no separate
+gradient registry.
+
+Contracts
+---------
+``shape_infer(ctx) -> Sequence[TensorType]``
+    Output types from ``ctx.input_types`` and ``ctx.attrs``; raise
+    ``ctx.error(...)`` (a ``ShapeError``) on bad input.
+kernel builder ``kernels[backend](ctx) -> callable``
+    Called once per node at compile time. The callable it returns takes the
+    input arrays positionally and returns the output array (a tuple for
+    several outputs). With the ``accepts_out`` trait it also takes a trailing
+    ``out`` array of the (single) output's type, writes the result there and
+    returns it; for ``elementwise`` ops this must be correct when ``out`` is
+    one of the inputs.
+GradientFn ``gradient(ctx) -> Graph``
+    A micro-graph whose inputs are, by position, ``[x_0..x_{n-1}, y_0..y_{m-1},
+    gy_0..gy_{m-1}]`` and whose outputs are ``[gx_0..gx_{n-1}]``, each of its
+    input's type. Slots for inputs listed in ``nondiff_inputs`` (and for any
+    non-floating input) are filled with a zero constant of the input's type;
+    the backward transform never reads them. ``ctx.grad_graph(fn)`` traces
+    ``fn`` over exactly these slots.
+DecomposeFn ``decomposition(ctx) -> Graph``
+    A graph over ``[x_0..x_{n-1}]`` returning ``[y_0..y_{m-1}]`` made of other ops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
+from ..ir.dtypes import DType, as_dtype
+from ..ir.graph import Graph
+from ..ir.types import TensorType, as_type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..frontend.trace import Tensor
+
+__all__ = [
+    "REQUIRED",
+    "ATTR_KINDS",
+    "TRAITS",
+    "AttrSpec",
+    "Example",
+    "NodeContext",
+    "OpSchema",
+    "normalize_attr",
+]
+
+
+class _Required:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "shape", "tensor", "graph")
+
+#: Traits a schema may declare, and what each promises.
+TRAITS = {
+    "elementwise": "output[i] depends only on input[i] (numpy broadcasting); output shape is the broadcast shape",
+    "commutative": "the op gives the same result with its two inputs swapped",
+    "has_side_effect": "the op must not be removed, merged or folded; it cannot have a GradientFn (ARCH-062)",
+    "internal": "not user-facing (set automatically for names ending in '_internal')",
+    "view": "the kernel may return a view of its first input (outputs are copied before leaving run)",
+    "accepts_out": "the built kernel takes a trailing out= array (see the module docstring)",
+    "broadcasting": "binary op following numpy broadcasting; gradients reduce back to each input's shape",
+}
+
+
+class AttrSpec:
+    """Specification of one attribute: its ``kind``, default (``REQUIRED`` if none) and doc.
+
+    ``default=None`` makes the attribute optional with value ``None``.
+    """
+
+    __slots__ = ("kind", "default", "doc")
+
+    def __init__(self, kind: str, default: Any = REQUIRED, doc: str = "") -> None:
+        if kind not in ATTR_KINDS:
+            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)}")
+        self.kind = kind
+        self.default = default if default is REQUIRED or default is None else normalize_attr(kind, default, "default")
+        self.doc = doc
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def __repr__(self) -> str:
+        return f"AttrSpec({self.kind!r}, default={self.default!r})"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
+    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit."""
+
+    def bad(expected: str) -> AttributeSpecError:
+        return AttributeSpecError(f"{name} must be {expected}, got {value!r} ({type(value).__name__})")
+
+    if kind == "int":
+        if _is_int(value):
+            return int(value)
+        raise bad("an int")
+    if kind == "float":
+        if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+            return float(value)
+        raise bad("a float")
+    if kind == "bool":
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise bad("a bool")
+    if kind == "str":
+        if isinstance(value, str):
+            return value
+        raise bad("a str")
+    if kind in ("ints", "shape"):
+        if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+            out = tuple(int(v) for v in value)
+            if kind == "shape" and any(v < 0 for v in out):
+                raise bad("a shape (non-negative ints)")
+            return out
+        if kind == "ints" and _is_int(value):
+            return (int(value),)
+        raise bad("a list of ints" if kind == "ints" else "a shape (a list of non-negative ints)")
+    if kind == "floats":
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in value
+        ):
+            return tuple(float(v) for v in value)
+        raise bad("a list of floats")
+    if kind == "strs":
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise bad("a list of str")
+    if kind == "dtype":
+        try:
+            return as_dtype(value)
+        except FrameError:
+            raise bad("a dtype such as 'f32'") from None
+    if kind == "tensor":
+        if isinstance(value, np.ndarray):
+            as_dtype(value.dtype)  # supported dtype?
+            return value
+        if isinstance(value, (int, float, bool, np.generic)):
+            return np.asarray(value)
+        raise bad("a numpy array")
+    if kind == "graph":
+        if isinstance(value, Graph):
+            return value
+        raise bad("a Graph")
+    raise AttributeSpecError(f"unknown attribute kind {kind!r}")
+
+
+class Example:
+    """Sample inputs (types or arrays) and attributes for one op.
+
+    Used by the closure audit (types only), the registry-driven tests, the
+    conformance kit and ``frame ops show``. Values are drawn uniformly from
+    ``[low, high]``; with ``min_abs`` they are pushed at least that far from
+    zero (to stay away from kinks such as relu's). ``values`` fixes them.
+    ``tolerance`` loosens the numerical gradient check for this example.
+    """
+
+    __slots__ = ("inputs", "attrs", "values", "low", "high", "min_abs", "tolerance", "note")
+
+    def __init__(
+        self,
+        inputs: Sequence[TensorType | str | np.ndarray],
+        attrs: Mapping[str, Any] | None = None,
+        *,
+        low: float = -1.0,
+        high: float = 1.0,
+        min_abs: float = 0.0,
+        values: Sequence[np.ndarray] | None = None,
+        tolerance: float | None = None,
+        note: str = "",
+    ) -> None:
+        types = []
+        arrays = []
+        for item in inputs:
+            if isinstance(item, np.ndarray):
+                types.append(TensorType(as_dtype(item.dtype), item.shape))
+                arrays.append(item)
+            else:
+                types.append(as_type(item))
+        if arrays and len(arrays) != len(types):
+            raise RegistrationError("an Example gives either all inputs as arrays or none (use values=... to fix some)")
+        self.inputs = tuple(types)
+        self.attrs = dict(attrs or {})
+        self.values = tuple(arrays) if arrays else (tuple(values) if values is not None else None)
+        self.low, self.high, self.min_abs = float(low), float(high), float(min_abs)
+        self.tolerance = tolerance
+        self.note = note
+
+    def sample(self, rng: np.random.Generator, dtype_override: DType | None = None) -> list[np.ndarray]:
+        """Input arrays for this example (fixed ``values`` if given, else random)."""
+        if self.values is not None:
+            out = [np.array(v, copy=True) for v in self.values]
+            if dtype_override is not None:
+                out = [v.astype(dtype_override.np) if as_dtype(v.dtype).is_float else v for v in out]
+            return out
+        out = []
+        for t in self.inputs:
+            dt = dtype_override if (dtype_override is not None and t.dtype.is_float) else t.dtype
+            if dt.is_float:
+                u = rng.uniform(self.low, self.high, size=t.shape)
+                if self.min_abs > 0:
+                    u = np.where(np.abs(u) < self.min_abs, np.copysign(self.min_abs, u) + u, u)
+                out.append(np.asarray(u).astype(dt.np))
+            elif dt.is_int:
+                out.append(rng.integers(int(math.floor(self.low)), int(math.ceil(self.high)) + 1, size=t.shape).astype(dt.np))
+            else:
+                out.append(rng.integers(0, 2, size=t.shape).astype(bool))
+        return out
+
+    def __repr__(self) -> str:
+        attrs = f", {self.attrs}" if self.attrs else ""
+        return f"Example([{', '.join(map(str, self.inputs))}]{attrs})"
+
+
+class NodeContext:
+    """What shape inference, kernel builders, GradientFns and DecomposeFns see of one node.
+
+    ``input_types`` and ``attrs`` (normalised, defaults filled) describe the
+    node; ``output_types`` is inferred on first access.
+    """
+
+    __slots__ = ("schema", "input_types", "attrs", "_output_types")
+
+    def __init__(self, schema: "OpSchema", input_types: Sequence[TensorType], attrs: Mapping[str, Any],
+                 output_types: Sequence[TensorType] | None = None) -> None:
+        self.schema = schema
+        self.input_types = tuple(input_types)
+        self.attrs = attrs
+        self._output_types = None if output_types is None else tuple(output_types)
+
+    @property
+    def op(self) -> str:
+        return self.schema.name
+
+    def attr(self, name: str) -> Any:
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise AttributeSpecError(f"op {self.op!r} has no attribute {name!r}") from None
+
+    @property
+    def output_types(self) -> tuple[TensorType, ...]:
+        if self._output_types is None:
+            self._output_types = tuple(self.schema.infer(self.input_types, self.attrs))
+        return self._output_types
+
+    def error(self, message: str) -> ShapeError:
+        """A ``ShapeError`` prefixed with the op name; ``raise ctx.error("...")`` in shape functions."""
+        return ShapeError(f"{self.op}: {message}")
+
+    def gradient_input_types(self) -> list[TensorType]:
+        """The micro-graph input types: ``[x.., y.., gy..]`` (GradientFn contract)."""
+        outs = list(self.output_types)
+        return [*self.input_types, *outs, *outs]
+
+    def grad_graph(self, fn: Callable[..., Any]) -> Graph:
+        """Trace ``fn(*xs, *ys, *gys)`` into a gradient micro-graph; ``fn`` returns one gradient per input.
+
+        Return a single tensor when the op has one input. Python scalars and
+        ``None`` are accepted: ``None`` means a zero gradient of the input's type.
+        """
+        from ..frontend.trace import trace_gradient
+
+        return trace_gradient(fn, self)
+
+    def decomposition_graph(self, fn: Callable[..., Any]) -> Graph:
+        """Trace ``fn(*xs)`` into a DecomposeFn graph returning the op's outputs."""
+        from ..frontend.trace import trace
+
+        return trace(fn, *self.input_types, name=f"{self.op}_decomposition")
+
+    def __repr__(self) -> str:
+        return f"NodeContext({self.op}, [{', '.join(map(str, self.input_types))}], {dict(self.attrs)})"
+
+
+GradientFn = Callable[[NodeContext], Graph]
+DecomposeFn = Callable[[NodeContext], Graph]
+ShapeFn = Callable[[NodeContext], Sequence[TensorType]]
+KernelBuilder = Callable[[NodeContext], Callable[..., Any]]
+
+
+class OpSchema:
+    """Everything about one operator (ARCH-063). See the module docstring for the callables' contracts.
+
+    ``not_differentiable`` is the reason an op declares it has no gradient
+    (every user-facing op has either a ``gradient`` or this reason).
+    ``nondiff_inputs`` lists input positions that never carry a gradient.
+    ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
+    derivative the GradientFn is checked against instead of the forward's.
+    ``pack`` and ``distribution`` are filled in by the loader.
+    """
+
+    __slots__ = (
+        "name", "inputs", "outputs", "attrs", "shape_infer", "kernels", "gradient", "not_differentiable",
+        "nondiff_inputs", "decomposition", "traits", "doc", "examples", "variadic", "gradient_surrogate",
+        "pack", "distribution",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        inputs: Sequence[str],
+        outputs: Sequence[str] = ("y",),
+        attrs: Mapping[str, AttrSpec] | None = None,
+        shape_infer: ShapeFn,
+        kernels: Mapping[str, KernelBuilder],
+        gradient: GradientFn | None = None,
+        not_differentiable: str | None = None,
+        nondiff_inputs: Sequence[int] = (),
+        decomposition: DecomposeFn | None = None,
+        traits: Sequence[str] = (),
+        doc: str = "",
+        examples: Sequence[Example] = (),
+        variadic: bool = False,
+        gradient_surrogate: Callable[..., np.ndarray] | None = None,
+    ) -> None:
+        self.name = name
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.attrs = dict(attrs or {})
+        self.shape_infer = shape_infer
+        self.kernels = dict(kernels)
+        self.gradient = gradient
+        self.not_differentiable = not_differentiable
+        self.nondiff_inputs = frozenset(nondiff_inputs)
+        self.decomposition = decomposition
+        traits = set(traits)
+        if name.endswith("_internal"):
+            traits.add("internal")
+        self.traits = frozenset(traits)
+        self.doc = doc
+        self.examples = tuple(examples)
+        self.variadic = variadic
+        self.gradient_surrogate = gradient_surrogate
+        self.pack: str | None = None
+        self.distribution: str | None = None
+
+    # -- facts -------------------------------------------------------------
+    @property
+    def internal(self) -> bool:
+        return "internal" in self.traits
+
+    @property
+    def has_side_effect(self) -> bool:
+        return "has_side_effect" in self.traits
+
+    @property
+    def differentiable(self) -> str:
+        """``"yes"`` (has a GradientFn), ``"no"`` (declared not differentiable) or ``"missing"``."""
+        if self.gradient is not None:
+            return "yes"
+        return "no" if self.not_differentiable else "missing"
+
+    def signature(self) -> str:
+        ins = ", ".join(self.inputs) + ("..." if self.variadic else "")
+        attrs = "".join(f", {k}: {s.kind}" + ("" if s.required else f" = {s.default!r}") for k, s in self.attrs.items())
+        return f"{self.name}({ins}{attrs}) -> ({', '.join(self.outputs)})"
+
+    # -- checking ------------------------------------------------------------
+    def check_definition(self) -> list[str]:
+        """Problems with the schema itself (empty when sound). Used by the loader."""
+        problems = []
+        if not self.name or not self.name.replace("_", "a").isalnum() or not self.name[0].isalpha():
+            problems.append(f"op name {self.name!r} must be an identifier (letters, digits, '_')")
+        if not callable(self.shape_infer):
+            problems.append(f"{self.name}: shape_infer is not callable")
+        if "cpu" not in self.kernels:
+            problems.append(f"{self.name}: no 'cpu' kernel (every op needs one)")
+        for backend, kernel in self.kernels.items():
+            if not callable(kernel):
+                problems.append(f"{self.name}: kernel for {backend!r} is not callable")
+        if self.has_side_effect and self.gradient is not None:
+            problems.append(f"{self.name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
+        if self.gradient is not None and self.not_differentiable:
+            problems.append(f"{self.name}: declares both a GradientFn and not_differentiable")
+        if not self.internal and self.gradient is None and not self.not_differentiable:
+            problems.append(
+                f"{self.name}: a user-facing op must register a GradientFn or say why not (not_differentiable='...')"
+            )
+        unknown = self.traits - set(TRAITS)
+        if unknown:
+            problems.append(f"{self.name}: unknown traits {sorted(unknown)}; known: {sorted(TRAITS)}")
+        bad = [i for i in self.nondiff_inputs if not 0 <= i < len(self.inputs)]
+        if bad and not self.variadic:
+            problems.append(f"{self.name}: nondiff_inputs {bad} out of range for {len(self.inputs)} inputs")
+        if not self.examples:
+            problems.append(f"{self.name}: no examples (the closure audit and the conformance kit need at least one)")
+        return problems
+
+    def normalize_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``attrs`` against the specs and return them canonical, with defaults filled in."""
+        specs = self.attrs
+        for key in attrs:
+            if key not in specs:
+                from ..errors import suggest
+
+                close = suggest(key, specs)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                known = ", ".join(specs) or "none"
+                raise AttributeSpecError(f"{self.name}: unknown attribute {key!r} (its attributes: {known}){hint}")
+        out = {}
+        for key, spec in specs.items():
+            if key in attrs and attrs[key] is not None:
+                out[key] = normalize_attr(spec.kind, attrs[key], f"{self.name}: attribute {key!r}")
+            elif spec.default is REQUIRED:
+                raise AttributeSpecError(f"{self.name}: attribute {key!r} ({spec.kind}) is required")
+            else:
+                out[key] = spec.default
+        return out
+
+    def check_arity(self, n_inputs: int) -> None:
+        expected = len(self.inputs)
+        if self.variadic:
+            if n_inputs < expected - 1:
+                raise ShapeError(f"{self.name}: takes at least {expected - 1} inputs, got {n_inputs}")
+        elif n_inputs != expected:
+            names = ", ".join(self.inputs)
+            raise ShapeError(f"{self.name}: takes {expected} input{'s' if expected != 1 else ''} ({names}), got {n_inputs}")
+
+    def infer(self, input_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+        """Run ``shape_infer`` with arity and result checks; bugs in it surface as ``ShapeError`` naming the pack."""
+        self.check_arity(len(input_types))
+        ctx = NodeContext(self, input_types, attrs, ())
+        try:
+            result = self.shape_infer(ctx)
+        except FrameError:
+            raise
+        except Exception as exc:  # a bug in the pack's shape function, not in the caller's graph
+            raise ShapeError(
+                f"{self.name}: shape inference raised {type(exc).__name__}: {exc} "
+                f"(a bug in pack {self.pack or '?'}; inputs were [{', '.join(map(str, input_types))}])"
+            ) from exc
+        result = list(result)
+        if not self.variadic and len(result) != len(self.outputs):
+            raise ShapeError(f"{self.name}: shape inference returned {len(result)} types, expected {len(self.outputs)}")
+        for t in result:
+            if not isinstance(t, TensorType):
+                raise ShapeError(f"{self.name}: shape inference returned {t!r}, expected TensorType values")
+        return result
+
+    def context(self, input_types: Sequence[TensorType], attrs: Mapping[str, Any] | None = None) -> NodeContext:
+        """A ``NodeContext`` for these input types and (raw) attributes."""
+        return NodeContext(self, [as_type(t) for t in input_types], self.normalize_attrs(attrs or {}))
+
+    def __repr__(self) -> str:
+        return f"<OpSchema {self.signature()}>"

@@ -1,0 +1,213 @@
+"""``Executable``: a compiled graph you can run on numpy arrays.
+
+The program's instruction list is turned once into straight-line Python (one
+line per kernel call, locals for registers, ``del`` after a value's last
+use), so a run does no dictionary lookups, no dispatch and no re-validation
+beyond a type check of each input: the per-step cost is the kernels' own.
+``profile`` runs the same instructions one by one under a timer.
+
+A run reuses the planned buffers, so one ``Executable`` runs one call at a
+time (a lock serialises concurrent calls).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, KernelError
+from ..ir.graph import Graph
+from ..ir.types import TensorType
+from ..compiler.passes.lower import Program
+from ..compiler.passes.memory import MemoryPlan
+
+__all__ = ["Executable", "ProfileReport"]
+
+_FILENAME = "<frame executable>"
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}{list(value.shape)}"
+    return type(value).__name__
+
+
+class Executable:
+    """A compiled graph. ``run(inputs) -> outputs`` (lists of numpy arrays)."""
+
+    def __init__(self, graph: Graph, program: Program, plan: MemoryPlan, backend: str, log: list[tuple[str, str]]) -> None:
+        self.graph = graph
+        self.program = program
+        self.plan = plan
+        self.backend = backend
+        self.log = log
+        self.input_types: list[TensorType] = list(program.input_types)
+        self.output_types: list[TensorType] = [v.type for v in graph.outputs]
+        self._lock = threading.Lock()
+        self.source, self._fn, self._line_to_instruction = self._generate()
+
+    # -- code generation ----------------------------------------------------------
+    def _generate(self) -> tuple[str, Any, dict[int, int]]:
+        prog = self.program
+        ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count}
+        ns.update(prog.constants)
+        ns.update(prog.buffers)
+        n = len(prog.input_names)
+        lines = ["def run(inputs):", f"    if len(inputs) != {n}: _count(inputs)"]
+        if n:
+            lines.append(f"    {', '.join(prog.input_names)}{',' if n == 1 else ''} = inputs")
+        for i, (name, t) in enumerate(zip(prog.input_names, prog.input_types)):
+            ns[f"_d{i}"] = t.dtype.np
+            ns[f"_s{i}"] = t.shape
+            lines.append(f"    if {name}.__class__ is not _nd or {name}.dtype != _d{i} or {name}.shape != _s{i}: "
+                         f"{name} = _coerce({i}, {name})")
+        lines.append("    try:")
+        line_map: dict[int, int] = {}
+        for k, ins in enumerate(prog.instructions):
+            ns[f"k{k}"] = ins.kernel
+            args = list(ins.inputs)
+            if ins.out_buffer:
+                args.append(ins.out_buffer)
+            lhs = ", ".join(ins.outputs)
+            lines.append(f"        {lhs} = k{k}({', '.join(args)})")
+            line_map[len(lines)] = k
+            if ins.frees:
+                lines.append(f"        del {', '.join(ins.frees)}")
+        if not prog.instructions:
+            lines.append("        pass")
+        lines.append("    except Exception as exc:")
+        lines.append("        _fail(exc)")
+        outs = [f"{name}.copy()" if copy else name for name, copy in zip(prog.output_names, prog.output_copies)]
+        lines.append(f"    return [{', '.join(outs)}]")
+        source = "\n".join(lines) + "\n"
+        ns["_fail"] = self._kernel_failed
+        exec(compile(source, _FILENAME, "exec"), ns)
+        return source, ns["run"], line_map
+
+    # -- running -------------------------------------------------------------------
+    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """Run on ``inputs`` (one array per graph input, in order); return one array per output.
+
+        Raises ``InputError`` naming the input, expected and actual type on a
+        wrong count, dtype or shape, and ``KernelError`` naming the node if a
+        kernel fails.
+        """
+        with self._lock:
+            return self._fn(inputs)
+
+    def __call__(self, *inputs: Any) -> list[np.ndarray]:
+        return self.run(inputs)
+
+    def _bad_count(self, inputs: Any) -> None:
+        if not isinstance(inputs, (list, tuple)):
+            raise InputError(f"run() takes a list of {len(self.input_types)} arrays, got {type(inputs).__name__}")
+        expected = ", ".join(str(t) for t in self.input_types)
+        raise InputError(f"run() expected {len(self.input_types)} inputs ({expected}), got {len(inputs)}")
+
+    def _input_label(self, i: int) -> str:
+        name = self.graph.inputs[i].name
+        return f"input {i}" + (f" ({name!r})" if name else "")
+
+    def _coerce(self, i: int, value: Any) -> np.ndarray:
+        t = self.input_types[i]
+        if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray) and t.shape == ():
+            array = np.asarray(value)
+            if array.dtype.kind == t.dtype.np.kind or (array.dtype.kind in "iu" and t.dtype.np.kind == "f"):
+                return np.asarray(value, t.dtype.np)
+        if isinstance(value, np.ndarray):
+            if value.dtype != t.dtype.np:
+                raise InputError(f"{self._input_label(i)} must have dtype {t.dtype.name} ({t}), got {_describe(value)}; "
+                                 f"convert it with array.astype(np.{t.dtype.np.name})")
+            if value.shape != t.shape:
+                raise InputError(f"{self._input_label(i)} must have shape {list(t.shape)} ({t}), got {_describe(value)}")
+            return value  # an ndarray subclass of the right type
+        raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
+
+    def _kernel_failed(self, exc: Exception) -> None:
+        tb = exc.__traceback__
+        k = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == _FILENAME:
+                k = self._line_to_instruction.get(tb.tb_lineno)
+            tb = tb.tb_next
+        if k is None:
+            raise exc
+        ins = self.program.instructions[k]
+        raise KernelError(f"the {self.backend} kernel of node {ins.index} ({ins.text}) failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+
+    # -- inspection ----------------------------------------------------------------
+    @property
+    def instructions(self) -> list[Any]:
+        return self.program.instructions
+
+    @property
+    def peak_bytes(self) -> int:
+        """Peak bytes of intermediates under the memory plan (arena plus live unplanned values)."""
+        return self.plan.peak_bytes
+
+    @property
+    def memory(self) -> dict[str, int]:
+        return self.plan.summary()
+
+    def profile(self, inputs: Sequence[Any], repeat: int = 10) -> "ProfileReport":
+        """Run ``repeat`` times with a timer around every instruction; return per-node medians."""
+        self._fn(inputs)  # validates inputs, warms caches
+        prog = self.program
+        env: dict[str, Any] = dict(prog.constants)
+        env.update(prog.buffers)
+        samples = [[0.0] * repeat for _ in prog.instructions]
+        perf = time.perf_counter
+        for r in range(repeat):
+            env.update(zip(prog.input_names, inputs))
+            for k, ins in enumerate(prog.instructions):
+                args = [env[a] for a in ins.inputs]
+                if ins.out_buffer:
+                    args.append(env[ins.out_buffer])
+                t0 = perf()
+                result = ins.kernel(*args)
+                samples[k][r] = perf() - t0
+                if len(ins.outputs) == 1:
+                    env[ins.outputs[0]] = result
+                else:
+                    env.update(zip(ins.outputs, result))
+        rows = [(ins, float(np.median(s))) for ins, s in zip(prog.instructions, samples)]
+        return ProfileReport(rows, repeat)
+
+    def __repr__(self) -> str:
+        return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.instructions)} instructions, "
+                f"peak {self.plan.peak_bytes} B>")
+
+
+@dataclass
+class ProfileReport:
+    """Per-instruction median times from ``Executable.profile``."""
+
+    rows: list[tuple[Any, float]]
+    repeat: int
+
+    @property
+    def total(self) -> float:
+        return sum(t for _, t in self.rows)
+
+    def by_op(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for ins, t in self.rows:
+            out[ins.op] = out.get(ins.op, 0.0) + t
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def top(self, n: int = 10) -> str:
+        """A table of the ``n`` slowest nodes: time, share of the total, node."""
+        total = self.total or 1.0
+        lines = [f"{'time (us)':>10}  {'share':>6}  node   (median of {self.repeat} runs, total {total * 1e6:.1f} us)"]
+        for ins, t in sorted(self.rows, key=lambda r: -r[1])[:n]:
+            lines.append(f"{t * 1e6:10.1f}  {t / total:6.1%}  #{ins.index} {ins.text}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.top()

@@ -1,0 +1,246 @@
+"""Reductions and the internal ops that move gradients between shapes.
+
+``sum``/``mean`` reduce over ``axes`` (``None``: all) with ``keepdims``.
+``sum_grad_internal`` expands a reduced gradient back to the input shape,
+carrying the input shape and the reduced axes as attributes (seed 000 §4: the
+gradient alone cannot tell which of two equal-sized axes was reduced); it
+accepts ``gy`` in both keepdims forms. ``reduce_to_shape_internal`` sums over
+broadcast axes (the gradient of broadcasting) and ``broadcast_to_internal``
+is its adjoint. Kernels pass ``dtype=`` so integer sums keep their dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from frame_core import TensorType, ops
+from frame_core.registry.schema import AttrSpec, Example, NodeContext, OpSchema
+
+from ._shapes import broadcast_shapes, normalize_axes
+
+_AXES = AttrSpec("ints", None, "axes to reduce (negative counts from the end); none: all axes")
+_KEEPDIMS = AttrSpec("bool", False, "keep reduced axes with size 1")
+
+
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _reduce_shape(ctx: NodeContext) -> list[TensorType]:
+    (x,) = ctx.input_types
+    axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
+    return [TensorType(x.dtype, _reduced_shape(x.shape, axes, ctx.attrs["keepdims"]))]
+
+
+def _reduce_kernel(fn: Callable) -> Callable[[NodeContext], Callable]:
+    def build(ctx: NodeContext) -> Callable:
+        (x,) = ctx.input_types
+        axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
+        keepdims = ctx.attrs["keepdims"]
+        dtype = x.dtype.np
+
+        def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            if out is None:
+                return np.asarray(fn(a, axis=axes, dtype=dtype, keepdims=keepdims))
+            return fn(a, axis=axes, dtype=dtype, keepdims=keepdims, out=out)
+        return kernel
+    return build
+
+
+def _sum_gradient(ctx: NodeContext):
+    (x,) = ctx.input_types
+    axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
+    # gx = sum_grad_internal(gy): gy copied along the reduced axes
+    return ctx.grad_graph(lambda x_, y, gy: ops.sum_grad_internal(gy, input_shape=x.shape, axes=axes))
+
+
+def _mean_gradient(ctx: NodeContext):
+    (x,) = ctx.input_types
+    axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
+    count = math.prod(x.shape[a] for a in axes)
+    # gx = sum_grad_internal(gy) / N
+    return ctx.grad_graph(lambda x_, y, gy: ops.sum_grad_internal(gy, input_shape=x.shape, axes=axes) * (1.0 / max(count, 1)))
+
+
+_REDUCE_EXAMPLES = [
+    Example(["f32[3, 4]"]),
+    Example(["f32[2, 3, 4]"], {"axes": [0, 2]}),
+    Example(["f32[2, 3, 4]"], {"axes": [1], "keepdims": True}),
+    Example(["f64[4, 4]"], {"axes": [-1]}),
+]
+
+SUM = OpSchema(
+    "sum",
+    inputs=("x",),
+    attrs={"axes": _AXES, "keepdims": _KEEPDIMS},
+    shape_infer=_reduce_shape,
+    kernels={"cpu": _reduce_kernel(np.sum)},
+    gradient=_sum_gradient,
+    traits=("accepts_out",),
+    doc="Sum over `axes` (all axes by default), keeping reduced axes as size 1 with keepdims=True.",
+    examples=_REDUCE_EXAMPLES,
+)
+
+
+def _mean_shape(ctx: NodeContext) -> list[TensorType]:
+    (t,) = _reduce_shape(ctx)
+    if not t.dtype.is_float:
+        raise ctx.error(f"needs a floating input, got {ctx.input_types[0]}")
+    return [t]
+
+
+MEAN = OpSchema(
+    "mean",
+    inputs=("x",),
+    attrs={"axes": _AXES, "keepdims": _KEEPDIMS},
+    shape_infer=_mean_shape,
+    kernels={"cpu": _reduce_kernel(np.mean)},
+    gradient=_mean_gradient,
+    traits=("accepts_out",),
+    doc="Mean over `axes` (all axes by default), keeping reduced axes as size 1 with keepdims=True.",
+    examples=_REDUCE_EXAMPLES,
+)
+
+
+# sum_grad_internal(gy; input_shape, axes): gy expanded along `axes` to `input_shape`.
+#   gy may have the reduced axes removed (sum with keepdims=False) or kept as size 1 (keepdims=True).
+#   second order (seed 000 §5): ggy = sum(ggx, axes, keepdims recovered from gy's rank)
+def _keepdims(ctx: NodeContext) -> bool:
+    (gy,) = ctx.input_types
+    shape, axes = ctx.attrs["input_shape"], ctx.attrs["axes"]
+    for a in axes:
+        if not 0 <= a < len(shape):
+            raise ctx.error(f"axis {a} is out of range for input_shape {list(shape)}")
+    if gy.shape == _reduced_shape(shape, axes, True) and len(shape) == gy.rank:
+        return True
+    if gy.shape == _reduced_shape(shape, axes, False):
+        return False
+    raise ctx.error(
+        f"gy {gy} fits neither keepdims form of input_shape {list(shape)} reduced over axes {list(axes)}: expected "
+        f"{list(_reduced_shape(shape, axes, False))} or {list(_reduced_shape(shape, axes, True))}"
+    )
+
+
+def _sum_grad_shape(ctx: NodeContext) -> list[TensorType]:
+    _keepdims(ctx)
+    return [TensorType(ctx.input_types[0].dtype, ctx.attrs["input_shape"])]
+
+
+def _sum_grad_kernel(ctx: NodeContext) -> Callable:
+    shape = ctx.attrs["input_shape"]
+    kept = _reduced_shape(shape, ctx.attrs["axes"], True)
+    dtype = ctx.input_types[0].dtype.np
+
+    def kernel(gy: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(shape, dtype)
+        np.copyto(out, gy.reshape(kept))
+        return out
+    return kernel
+
+
+def _sum_grad_gradient(ctx: NodeContext):
+    axes, keepdims = ctx.attrs["axes"], _keepdims(ctx)
+    return ctx.grad_graph(lambda gy, y, ggx: ops.sum(ggx, axes=axes, keepdims=keepdims))
+
+
+SUM_GRAD = OpSchema(
+    "sum_grad_internal",
+    inputs=("gy",),
+    attrs={"input_shape": AttrSpec("shape", doc="shape of the summed input"),
+           "axes": AttrSpec("ints", doc="the reduced axes, non-negative")},
+    shape_infer=_sum_grad_shape,
+    kernels={"cpu": _sum_grad_kernel},
+    gradient=_sum_grad_gradient,
+    traits=("accepts_out",),
+    doc="The gradient of sum: gy copied along the reduced axes back to the input shape.",
+    examples=[Example(["f32[4]"], {"input_shape": [3, 4], "axes": [0]}),
+              Example(["f32[1, 4]"], {"input_shape": [3, 4], "axes": [0]}, note="keepdims form"),
+              Example(["f32[]"], {"input_shape": [2, 3], "axes": [0, 1]})],
+)
+
+
+# reduce_to_shape_internal(x; shape): x summed over the axes numpy broadcasting added or stretched.
+#   gradient: gx = broadcast_to_internal(gy, shape=x.shape)
+def _reduce_to_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    lead = len(src) - len(dst)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(dst) if d == 1 and src[lead + i] != 1)
+    return axes, dst
+
+
+def _reduce_to_shape(ctx: NodeContext) -> list[TensorType]:
+    (x,) = ctx.input_types
+    target = ctx.attrs["shape"]
+    if len(target) > x.rank or broadcast_shapes(ctx, [x.shape, target]) != x.shape:
+        raise ctx.error(f"cannot reduce {x} to shape {list(target)}: the target must broadcast to the input's shape")
+    return [TensorType(x.dtype, target)]
+
+
+def _reduce_to_kernel(ctx: NodeContext) -> Callable:
+    axes, target = _reduce_to_axes(ctx.input_types[0].shape, ctx.attrs["shape"])
+    dtype = ctx.input_types[0].dtype.np
+
+    def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        summed = np.sum(x, axis=axes, dtype=dtype).reshape(target)
+        if out is None:
+            return summed
+        np.copyto(out, summed)
+        return out
+    return kernel
+
+
+REDUCE_TO_SHAPE = OpSchema(
+    "reduce_to_shape_internal",
+    inputs=("x",),
+    attrs={"shape": AttrSpec("shape", doc="the target shape, which broadcasts to x's shape")},
+    shape_infer=_reduce_to_shape,
+    kernels={"cpu": _reduce_to_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.broadcast_to_internal(gy, shape=x.shape)),
+    traits=("accepts_out",),
+    doc="x summed over broadcast axes down to `shape`: the gradient of numpy broadcasting.",
+    examples=[Example(["f32[2, 3, 4]"], {"shape": [4]}), Example(["f32[3, 4]"], {"shape": [3, 1]}),
+              Example(["f64[2, 3]"], {"shape": []})],
+)
+
+
+# broadcast_to_internal(x; shape): x broadcast (and materialised) to `shape`.
+#   gradient: gx = reduce_to_shape_internal(gy, shape=x.shape)
+def _broadcast_to_shape(ctx: NodeContext) -> list[TensorType]:
+    (x,) = ctx.input_types
+    target = ctx.attrs["shape"]
+    if x.rank > len(target) or broadcast_shapes(ctx, [x.shape, target]) != tuple(target):
+        raise ctx.error(f"cannot broadcast {x} to shape {list(target)}")
+    return [TensorType(x.dtype, target)]
+
+
+def _broadcast_to_kernel(ctx: NodeContext) -> Callable:
+    target = ctx.attrs["shape"]
+    dtype = ctx.input_types[0].dtype.np
+
+    def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(target, dtype)
+        np.copyto(out, x)
+        return out
+    return kernel
+
+
+BROADCAST_TO = OpSchema(
+    "broadcast_to_internal",
+    inputs=("x",),
+    attrs={"shape": AttrSpec("shape", doc="the target shape")},
+    shape_infer=_broadcast_to_shape,
+    kernels={"cpu": _broadcast_to_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.reduce_to_shape_internal(gy, shape=x.shape)),
+    traits=("accepts_out",),
+    doc="x broadcast to `shape` (numpy rules), materialised: the adjoint of reduce_to_shape_internal.",
+    examples=[Example(["f32[4]"], {"shape": [2, 3, 4]}), Example(["f32[3, 1]"], {"shape": [3, 4]}),
+              Example(["f64[]"], {"shape": [2, 3]})],
+)
+
+SCHEMAS = [SUM, MEAN, SUM_GRAD, REDUCE_TO_SHAPE, BROADCAST_TO]

@@ -1,0 +1,80 @@
+"""``simplify_algebra``: this pack's algebraic rewrites, contributed as a compile pass.
+
+Runs after constant folding (hook ``frame_register_passes``). Each rule
+applies only when the result has exactly the type of the node it replaces,
+so broadcasting is never lost. ``x * 0 -> 0`` is deliberately absent: it is
+wrong for infinities and NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from frame_core import Graph, Value
+from frame_core.compiler.passspec import PassSpec
+
+MAX_CONSTANT_ELEMENTS = 1 << 16
+
+
+def _constant(v: Value) -> np.ndarray | None:
+    p = v.producer
+    return p.attrs["value"] if p is not None and p.op == "constant" else None
+
+
+def _all_equal(v: Value, x: float) -> bool:
+    value = _constant(v)
+    return value is not None and value.size <= MAX_CONSTANT_ELEMENTS and bool(np.all(value == x))
+
+
+def _producer_op(v: Value) -> str | None:
+    return v.producer.op if v.producer is not None else None
+
+
+# (op, rule) where rule(inputs, node) returns the value that replaces the node's output, or None.
+RULES: list[tuple[str, Callable]] = [
+    ("add", lambda i, n: i[0] if _all_equal(i[1], 0) else None),                    # x + 0 -> x
+    ("add", lambda i, n: i[1] if _all_equal(i[0], 0) else None),                    # 0 + x -> x
+    ("sub", lambda i, n: i[0] if _all_equal(i[1], 0) else None),                    # x - 0 -> x
+    ("mul", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x * 1 -> x
+    ("mul", lambda i, n: i[1] if _all_equal(i[0], 1) else None),                    # 1 * x -> x
+    ("div", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x / 1 -> x
+    ("neg", lambda i, n: i[0].producer.inputs[0] if _producer_op(i[0]) == "neg" else None),   # -(-x) -> x
+    ("stop_gradient", lambda i, n: i[0]),                                           # identity once differentiated
+    ("reshape", lambda i, n: i[0]),                                                 # to its own shape -> x
+    ("transpose", lambda i, n: i[0] if n.attrs["perm"] == tuple(range(len(i[0].shape))) else None),  # identity perm
+    ("reduce_to_shape_internal", lambda i, n: i[0]),                                # to its own shape -> x
+    ("broadcast_to_internal", lambda i, n: i[0]),                                   # to its own shape -> x
+]
+_BY_OP: dict[str, list[Callable]] = {}
+for _op, _rule in RULES:
+    _BY_OP.setdefault(_op, []).append(_rule)
+
+
+def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
+    from frame_core.compiler.passes._rewrite import Rewriter
+
+    rw = Rewriter(graph)
+    changed = 0
+    for node in graph.nodes:
+        inputs = [rw.vmap[v] for v in node.inputs]
+        replacement = None
+        for rule in _BY_OP.get(node.op, ()):
+            candidate = rule(inputs, node)
+            if candidate is not None and candidate.type == node.outputs[0].type:
+                replacement = candidate
+                break
+        if replacement is None:
+            rw.copy(node, inputs)
+        else:
+            rw.alias(node.outputs[0], replacement)
+            changed += 1
+    if not changed:
+        return graph
+    ctx.note("simplify_algebra", f"rewrote {changed} nodes")
+    return rw.finish()
+
+
+PASSES = [PassSpec("simplify_algebra", simplify_algebra, after="fold_constants", min_level=1,
+                   doc="x+0, x*1, x/1, -(-x), identity reshapes/transposes/broadcasts, stop_gradient -> x")]
