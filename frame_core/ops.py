@@ -30,7 +30,7 @@ class OpFunction:
 
     @property
     def __doc__(self) -> str:  # type: ignore[override]
-        from .registry.registry import registry
+        from .ops_registry.registry import registry
 
         schema = registry().get(self.name)
         return f"{schema.signature()}\n\n{schema.doc}"
@@ -44,7 +44,7 @@ def __getattr__(name: str) -> OpFunction:
         raise AttributeError(name)
     fn = _cache.get(name)
     if fn is None:
-        from .registry.registry import registry
+        from .ops_registry.registry import registry
 
         registry().get(name)  # raises UnknownOpError with suggestions
         fn = _cache[name] = OpFunction(name)
@@ -52,6 +52,6 @@ def __getattr__(name: str) -> OpFunction:
 
 
 def __dir__() -> list[str]:
-    from .registry.registry import registry
+    from .ops_registry.registry import registry
 
     return registry().names()

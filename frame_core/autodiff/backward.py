@@ -26,11 +26,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._gc import gc_paused
 from ..errors import GradientError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph
 from ..ir.keys import attrs_key
-from ..registry.registry import Registry, registry as current_registry
-from ..registry.schema import NodeContext
+from ..ops_registry.registry import Registry, registry as current_registry
+from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
@@ -104,6 +105,11 @@ def build_backward_graph(
     wrt = list(wrt_input_indices)
     _check_arguments(forward, loss_output_index, wrt)
     reg = registry if registry is not None else current_registry()
+    with gc_paused():
+        return _build(forward, loss_output_index, wrt, reg)
+
+
+def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
     vmap: dict[Value, Value] = {}
     graph = clone_graph(forward, vmap)
     graph.name = f"{forward.name}_grad"

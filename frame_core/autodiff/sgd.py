@@ -26,7 +26,7 @@ __all__ = ["build_sgd_update_graph"]
 
 def build_sgd_update_graph(param_types: Sequence[TensorType | str], lr: float) -> Graph:
     """Graph ``[params..., grads...] -> [params - lr * grads...]``; ``GradientError`` on bad arguments."""
-    from ..registry.registry import registry
+    from ..ops_registry.registry import registry
 
     types = [as_type(t) for t in param_types]
     if not types:

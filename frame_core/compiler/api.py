@@ -9,12 +9,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._gc import gc_paused
 from ..errors import CompileError
 from ..ir.graph import Graph
 from ..ir.keys import graph_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry.registry import Registry
+    from ..ops_registry.registry import Registry
     from ..runtime.executable import Executable
 
 __all__ = ["compile", "compile_cache", "CompileCache", "CacheInfo"]
@@ -93,7 +94,7 @@ def compile(  # noqa: A001 - the name users expect
     even when a kernel exists. ``checks`` (default: ``FRAME_CHECKS=1``) runs
     ``verify`` after every stage. Identical graphs hit the compile cache.
     """
-    from ..registry.registry import registry as current
+    from ..ops_registry.registry import registry as current
     from ..runtime.executable import Executable
     from .passes.lower import lower
     from .passes.memory import plan_memory
@@ -114,10 +115,11 @@ def compile(  # noqa: A001 - the name users expect
         if hit is not None:
             return hit
     ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks)
-    optimised = run_graph_stages(graph, ctx, disable)
-    plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
-    program = lower(optimised, plan, ctx)
-    exe = Executable(optimised, program, plan, backend, ctx.log)
+    with gc_paused():
+        optimised = run_graph_stages(graph, ctx, disable)
+        plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
+        program = lower(optimised, plan, ctx)
+        exe = Executable(optimised, program, plan, backend, ctx.log)
     if cache:
         compile_cache.put(key, exe)
     return exe

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Value
 from ..ir.types import TensorType
-from ..registry.schema import AttrSpec, Example, NodeContext, OpSchema
+from ..ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
 
 __all__ = ["FUSED", "build_fused_kernel"]
 
@@ -35,8 +35,11 @@ def _fused_shape(ctx: NodeContext) -> list[TensorType]:
     return [v.type for v in body.outputs]
 
 
+_CODE: dict[str, Any] = {}
+
+
 def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
-    from ..registry.registry import registry
+    from ..ops_registry.registry import registry
 
     body: Graph = ctx.attrs["body"]
     reg = registry()
@@ -85,7 +88,10 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     params = ", ".join(f"a{i}" for i in range(len(body.inputs)))
     result = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in body.outputs)
     source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"
-    exec(compile(source, "<fused_elementwise_internal>", "exec"), namespace)
+    code = _CODE.get(source)
+    if code is None:  # graphs repeat the same fused shapes (layers, chains): compile each text once
+        code = _CODE[source] = compile(source, "<fused_elementwise_internal>", "exec")
+    exec(code, namespace)
     fn = namespace["fused"]
     fn.source = source  # type: ignore[attr-defined]
     return fn

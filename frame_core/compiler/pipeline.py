@@ -30,7 +30,7 @@ from ..ir.graph import Graph
 from .passspec import PassSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry.registry import Registry
+    from ..ops_registry.registry import Registry
 
 __all__ = ["Stage", "PassSpec", "CompileContext", "STAGES", "OPTIONAL_STAGES", "stage_names", "run_graph_stages"]
 

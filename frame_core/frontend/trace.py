@@ -142,14 +142,19 @@ class Tensor:
     __hash__ = object.__hash__
 
 
-def _graph_of(args: Sequence[Any]) -> Graph:
-    graph = None
-    for a in args:
+def _graph_of(args: Sequence[Any], op: str) -> Graph:
+    """The graph ``op`` is appended to: the one being traced, which every tensor argument must belong to."""
+    graph = _current.get()
+    for position, a in enumerate(args):
         if isinstance(a, Tensor):
             if graph is None:
                 graph = a.graph
             elif a.graph is not graph:
-                raise IRError(f"tensors from two different graphs ({graph.name!r} and {a.graph.name!r}) meet in one op")
+                raise IRError(
+                    f"{op}: input {position} is a tensor of graph {a.graph.name!r}, but this op is being added to "
+                    f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
+                    "(pass the value in as an input of the traced function instead of capturing it)"
+                )
     if graph is None:
         graph = current_graph()
     return graph
@@ -178,7 +183,7 @@ def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> 
 
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     """Append ``op(*inputs; attrs)`` to the traced graph; return a ``Tensor`` (a tuple for several outputs)."""
-    graph = _graph_of(inputs)
+    graph = _graph_of(inputs, op)
     like = next((a for a in inputs if isinstance(a, Tensor)), None)
     values = [_lift(x, graph, like, op, i) for i, x in enumerate(inputs)]
     node = graph.add_node(op, values, attrs)
@@ -222,8 +227,11 @@ def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | No
     results = list(result) if isinstance(result, (list, tuple)) else [result]
     token = _current.set(graph)
     try:
-        for r in results:
-            graph.mark_output(_lift(r, graph, None, "output", 0))
+        for i, r in enumerate(results):
+            if isinstance(r, Tensor) and r.graph is not graph:
+                raise IRError(f"output {i} of the traced function is a tensor of graph {r.graph.name!r}, not of the "
+                              f"graph being traced ({graph.name!r}); return tensors computed from the inputs")
+            graph.mark_output(_lift(r, graph, None, "output", i))
     finally:
         _current.reset(token)
     return graph
@@ -261,6 +269,9 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
                 f"(it must return one per input: [{', '.join(schema.inputs)}])"
             )
         for i, (g, t) in enumerate(zip(result, ctx.input_types)):
+            if isinstance(g, Tensor) and g.graph is not graph:
+                raise RegistrationError(f"GradientFn of {schema.name!r} returned, for input {i}, a tensor of graph "
+                                        f"{g.graph.name!r} instead of one computed in the micro-graph {graph.name!r}")
             value = _zeros_value(graph, t) if g is None else _lift(g, graph, None, f"{schema.name} gradient", i)
             if value.type != t:
                 label = schema.inputs[i] if i < len(schema.inputs) else f"#{i}"

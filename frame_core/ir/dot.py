@@ -36,10 +36,11 @@ def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> No
         lines.append(f'{indent}{nid} [shape=ellipse, label="{_esc(v.name or f"input {i}")}\\n{v.type}"];')
     for n, node in enumerate(graph.nodes):
         nid = f"{prefix}n{n}"
-        label = node.op
+        label = _esc(node.op)  # a loaded document may hold any op name: escape it like every other text
         small = [f"{k}={format_attr(a)}" for k, a in node.attrs.items() if not isinstance(a, Graph)]
         if small:
-            label += "\\n" + _esc(", ".join(small))[:80]
+            text = ", ".join(small)
+            label += "\\n" + _esc(text if len(text) <= 80 else text[:77] + "...")  # cut before escaping
         style = 'style="filled", fillcolor="#eeeeee"' if node.op == "constant" else (
             'style="dashed"' if node.op.endswith("_internal") else 'style="solid"')
         lines.append(f'{indent}{nid} [shape=box, {style}, label="{label}"];')
@@ -50,7 +51,7 @@ def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> No
             ids[v] = nid
         for k, a in node.attrs.items():
             if isinstance(a, Graph):
-                lines.append(f'{indent}subgraph "cluster_{prefix}{n}_{k}" {{')
+                lines.append(f'{indent}subgraph "cluster_{prefix}{n}_{_esc(k)}" {{')
                 lines.append(f'{indent}  label="{_esc(node.op)}.{_esc(k)}"; style=dotted;')
                 _emit(a, lines, indent + "  ", counter)
                 lines.append(f"{indent}}}")

@@ -92,7 +92,7 @@ def as_dtype(value: Any) -> DType:
         found = _BY_NAME.get(value)
         if found is not None:
             return found
-    else:
+    elif value is not None:  # np.dtype(None) is float64: never guess a dtype
         try:
             found = _BY_NUMPY_NAME.get(np.dtype(value).name)
         except TypeError:

@@ -25,7 +25,7 @@ from ..errors import IRError
 from .types import TensorType, as_type
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry.registry import Registry
+    from ..ops_registry.registry import Registry
 
 __all__ = ["Value", "Node", "Graph", "clone_graph", "inline_graph"]
 
@@ -119,7 +119,7 @@ class Graph:
                     "wrap constants with graph.constant(...)"
                 )
         if output_types is None:
-            from ..registry.registry import current_registry
+            from ..ops_registry.registry import current_registry
 
             reg = registry if registry is not None else current_registry()
             schema = reg.get(op)
@@ -203,9 +203,9 @@ def _copy_nodes(nodes: Iterable[Node], value_map: dict[Value, Value], target: Gr
             inputs = tuple([value_map[v] for v in node.inputs])
         except KeyError:
             raise IRError(f"node {node.op!r} reads a value that is not defined before it; run verify() for details") from None
-        attrs = node.attrs
-        if any(type(a) is Graph for a in attrs.values()):
-            attrs = {k: clone_graph(a) if type(a) is Graph else a for k, a in attrs.items()}
+        # A fresh dict per copy (editing a clone's attributes never edits the source); values are
+        # shared (tensors are immutable by convention) except sub-graphs, which are cloned.
+        attrs = {k: clone_graph(a) if type(a) is Graph else a for k, a in node.attrs.items()}
         copy = Node(node.op, inputs, attrs)
         outs = []
         for value in node.outputs:
@@ -221,8 +221,9 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
     """Return a structurally identical copy of ``graph`` with fresh values and nodes.
 
     If ``value_map`` is given it is filled with ``source value -> clone value``
-    for every input and node output (ARCH-061, generation step 1). Attributes
-    are shared except sub-graphs, which are cloned recursively.
+    for every input and node output (ARCH-061, generation step 1). Each node
+    gets its own attribute dict; attribute values are shared (tensors are
+    treated as immutable) except sub-graphs, which are cloned recursively.
     """
     vmap: dict[Value, Value] = {} if value_map is None else value_map
     clone = Graph(graph.name)

@@ -20,7 +20,9 @@ __all__ = ["attr_key", "attrs_key", "graph_key"]
 def attr_key(value: Any) -> Any:
     """A hashable key for one attribute value."""
     t = type(value)
-    if t in (int, float, bool, str) or value is None:
+    if t is float:  # by bits: NaN must equal itself (a key compares with ==), and -0.0 differs from 0.0
+        return ("float", value.hex())
+    if t in (int, bool, str) or value is None:
         return (t.__name__, value)
     if t is tuple:
         return ("tuple",) + tuple(attr_key(v) for v in value)

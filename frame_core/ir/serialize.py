@@ -274,7 +274,14 @@ def loads(text: str | bytes) -> Graph:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise GraphFormatError(f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
-    return from_document(doc)
+    except RecursionError:
+        raise GraphFormatError("$", "the document is nested too deeply to read") from None
+    except UnicodeDecodeError:
+        raise GraphFormatError("$", "the bytes are not UTF-8 text (a frame graph is JSON)") from None
+    try:
+        return from_document(doc)
+    except RecursionError:  # sub-graphs nested thousands deep: a hostile or corrupt document
+        raise GraphFormatError("$.graph", "sub-graph attributes are nested too deeply to read") from None
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:

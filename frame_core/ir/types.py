@@ -11,7 +11,8 @@ from .dtypes import DType, as_dtype
 
 __all__ = ["TensorType", "as_type"]
 
-_SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*([0-9,\s]*)\]\s*(?:@\s*(\w+))?\s*$")
+# dtype, then a bracketed list of dims (comma separated, no empty slots), then an optional @device.
+_SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]\s*(?:@\s*(\w+))?\s*$")
 
 
 class TensorType:
@@ -53,11 +54,15 @@ class TensorType:
     @classmethod
     def parse(cls, text: str) -> "TensorType":
         """Read the shorthand ``"f32[2, 3]"`` (``"f32[]"`` is a scalar; ``"@dev"`` names a device)."""
-        m = _SHORTHAND.match(text)
+        m = _SHORTHAND.match(text) if isinstance(text, str) else None
         if m is None:
             raise IRError(f"cannot read the type {text!r}; expected a shorthand such as 'f32[128, 784]' or 'i64[]'")
-        dims = [d.strip() for d in m.group(2).split(",") if d.strip()]
-        return cls(m.group(1), tuple(int(d) for d in dims), m.group(3) or "cpu")
+        dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
+        try:
+            dtype = as_dtype(m.group(1))
+        except IRError as exc:
+            raise IRError(f"cannot read the type {text!r}: {exc}") from None
+        return cls(dtype, dims, m.group(3) or "cpu")
 
     @property
     def rank(self) -> int:

@@ -23,7 +23,7 @@ from ..errors import FrameError, UnknownOpError, VerifyError
 from .graph import Graph, Node, Value
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry.registry import Registry
+    from ..ops_registry.registry import Registry
 
 __all__ = ["Problem", "RULES", "check_graph", "verify"]
 
@@ -63,10 +63,13 @@ def verify(graph: Graph, registry: "Registry | None" = None) -> None:
         raise VerifyError(problems)
 
 
-def check_graph(graph: Graph, registry: "Registry | None" = None, path: str = "") -> list[Problem]:
-    """Every rule violation in ``graph`` (empty list when it is valid)."""
+def check_graph(graph: Graph, registry: "Registry | None" = None, path: str = "", *, types: bool = True) -> list[Problem]:
+    """Every rule violation in ``graph`` (empty list when it is valid).
+
+    ``types=False`` skips rule V6 (shape inference), for callers that infer types themselves (the compile pipeline).
+    """
     if registry is None:
-        from ..registry.registry import current_registry
+        from ..ops_registry.registry import current_registry
 
         registry = current_registry()
     problems: list[Problem] = []
@@ -103,20 +106,29 @@ def check_graph(graph: Graph, registry: "Registry | None" = None, path: str = ""
                 problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later} ({graph.nodes[later].op}), "
                                               "which depends on this node: the graph has a cycle", node.op, index, path))
             else:
-                problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later}, which comes later; "
+                problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later} "
+                                              f"({graph.nodes[later].op}), which comes later; "
                                               "nodes must be in topological order", node.op, index, path))
         for pos, v in enumerate(node.outputs):
             if v.producer is not node or v.index != pos:
+                owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
                 problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its producer "
-                                              f"at index {pos}", node.op, index, path))
+                                              f"at index {pos} (it records {owner})", node.op, index, path))
             if v in defined:
-                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined earlier", node.op, index, path))
+                first = producer_index.get(v)
+                by = "as a graph input" if first is None or first == index else f"by node {first} ({graph.nodes[first].op})"
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has exactly "
+                                              "one producer", node.op, index, path))
             defined.add(v)
-        problems.extend(_check_node(node, index, registry, path))
+        problems.extend(_check_node(node, index, registry, path, types))
 
     for i, v in enumerate(graph.outputs):
         if v not in defined:
-            problems.append(Problem("V7", f"output {i} ({v.type}) is not a value of this graph", path=path))
+            origin = ("an input of another graph" if v.producer is None
+                      else f"output {v.index} of a {v.producer.op} node that is not in this graph")
+            problems.append(Problem("V7", f"output {i} ({v.type}) must be a value of this graph, but it is {origin}; "
+                                          "mark values of this graph only", v.producer.op if v.producer else None,
+                                    path=path))
     return problems
 
 
@@ -138,7 +150,7 @@ def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, 
     return False
 
 
-def _check_node(node: Node, index: int, registry: "Registry", path: str) -> list[Problem]:
+def _check_node(node: Node, index: int, registry: "Registry", path: str, types: bool = True) -> list[Problem]:
     try:
         schema = registry.get(node.op)
     except UnknownOpError as exc:
@@ -151,11 +163,15 @@ def _check_node(node: Node, index: int, registry: "Registry", path: str) -> list
     for key, value in node.attrs.items():
         if isinstance(value, Graph):
             for p in check_graph(value, registry, f"{path}node {index} ({node.op}).{key}: "):
-                problems.append(Problem("V8", f"{p.rule}: {p.message}", p.op, p.node_index, p.path))
+                # the innermost rule leads the message once, however deep the nesting
+                message = p.message if p.rule == "V8" else f"{p.rule}: {p.message}"
+                problems.append(Problem("V8", message, p.op, p.node_index, p.path))
     try:
         schema.check_arity(len(node.inputs))
     except FrameError as exc:
         return problems + [Problem("V5", str(exc), node.op, index, path)]
+    if not types:
+        return problems
     try:
         inferred = schema.infer(tuple(v.type for v in node.inputs), attrs)
     except FrameError as exc:

@@ -31,9 +31,9 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             rw.copy(node, inputs)
             continue
         ins_key = tuple(map(id, inputs))
-        if "commutative" in schema.traits and len(ins_key) == 2 and ins_key[0] > ins_key[1]:
+        if len(ins_key) == 2 and ins_key[0] > ins_key[1] and "commutative" in schema.traits:
             ins_key = (ins_key[1], ins_key[0])
-        key = (node.op, ins_key, attrs_key(node.attrs), tuple(v.type for v in node.outputs))
+        key = (node.op, ins_key, attrs_key(node.attrs))  # equal op, inputs and attributes: equal output types
         earlier = seen.get(key)
         if earlier is None:
             seen[key] = rw.copy(node, inputs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir.graph import Graph, inline_graph
-from ...registry.schema import NodeContext
+from ...ops_registry.schema import NodeContext
 from ..pipeline import CompileContext
 from ._rewrite import Rewriter
 

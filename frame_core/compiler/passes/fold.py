@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import CompileError
 from ...ir.dtypes import as_dtype
 from ...ir.graph import Graph, Value
-from ...registry.schema import NodeContext
+from ...ops_registry.schema import NodeContext
 from ..pipeline import CompileContext
 from ._rewrite import Rewriter
 

@@ -10,7 +10,8 @@ extra outputs of the fused node.
 Grouping walks nodes in order; a node joins the group of one of its
 producers when every input it reads from outside that group is defined before
 the group's first node (so placing the fused node there cannot create a
-cycle). Fused nodes are a pipeline product: ``build_backward_graph`` refuses
+cycle); constants count as defined before everything, and the rewritten
+graph lists them first. Fused nodes are a pipeline product: ``build_backward_graph`` refuses
 them (ARCH-062).
 """
 
@@ -46,7 +47,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
     groups = []
     for i, node in enumerate(graph.nodes):
         for v in node.outputs:
-            position[v] = i
+            position[v] = -1 if node.op == "constant" else i  # constants are hoisted to the front
         if not _eligible(node, ctx):
             continue
         out_t = node.outputs[0].type
@@ -77,7 +78,12 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     leader = {g.members[0]: g for g in groups}
     member = {n for g in groups for n in g.members}
     rw = Rewriter(graph)
+    for node in graph.nodes:  # constants first: a fused node may read one defined after its first member
+        if node.op == "constant":
+            rw.copy(node)
     for node in graph.nodes:
+        if node.op == "constant":
+            continue
         g = leader.get(node)
         if g is not None:
             _emit_fused(g, rw, users, outputs)
@@ -99,7 +105,9 @@ def _emit_fused(group: _Group, rw: Rewriter, users: dict[Value, list[Node]], out
                 external.append(v)
     exports = []
     for node in group.members:
-        copy = body.add_node(node.op, [bmap[v] for v in node.inputs], node.attrs, [node.outputs[0].type])
+        copy = Node(node.op, tuple([bmap[v] for v in node.inputs]), node.attrs)
+        copy.outputs = (Value(node.outputs[0].type, copy, 0),)
+        body.nodes.append(copy)
         bmap[node.outputs[0]] = copy.outputs[0]
         out = node.outputs[0]
         if out in outputs or any(u not in members for u in users.get(out, ())):

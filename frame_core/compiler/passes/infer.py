@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph
+from ...ir.keys import attrs_key
 from ...ir.verify import Problem
 from ..pipeline import CompileContext
 
@@ -17,13 +18,20 @@ def infer_types(graph: Graph, ctx: CompileContext) -> Graph:
     """Return ``graph`` (types already agree) or raise ``VerifyError`` with one V6 problem per mismatch."""
     problems = []
     schemas = ctx.registry.schemas
+    memo: dict[tuple, list] = {}  # graphs repeat signatures (layers, chains): infer each once
     for index, node in enumerate(graph.nodes):
-        schema = schemas[node.op]
-        try:
-            inferred = schema.infer(tuple(v.type for v in node.inputs), schema.normalize_attrs(node.attrs))
-        except FrameError as exc:
-            problems.append(Problem("V6", f"shape inference rejects the inputs: {exc}", node.op, index))
-            continue
+        in_types = tuple([v.type for v in node.inputs])
+        key = (node.op, in_types, attrs_key(node.attrs)) if node.op != "constant" else None
+        inferred = memo.get(key) if key is not None else None
+        if inferred is None:
+            schema = schemas[node.op]
+            try:
+                inferred = schema.infer(in_types, schema.normalize_attrs(node.attrs))
+            except FrameError as exc:
+                problems.append(Problem("V6", f"shape inference rejects the inputs: {exc}", node.op, index))
+                continue
+            if key is not None:
+                memo[key] = inferred
         for pos, (v, t) in enumerate(zip(node.outputs, inferred)):
             if v.type != t:
                 problems.append(Problem("V6", f"output {pos} is recorded as {v.type} but inference gives {t}", node.op, index))

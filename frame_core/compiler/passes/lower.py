@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from ...errors import CompileError
-from ...ir.graph import Graph, Value
+from ...ir.graph import Graph, Node, Value
+from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
-from ...registry.schema import NodeContext
+from ...ops_registry.schema import NodeContext
 from ..pipeline import CompileContext
 from .memory import MemoryPlan, view_bases
 
@@ -37,7 +38,14 @@ class Instruction:
     outputs: tuple[str, ...]
     out_buffer: str | None
     frees: tuple[str, ...]
-    text: str  # the node as the printer shows it, for errors and the profiler
+    node: Node
+    names: ValueNames  # shared by the program's instructions; used only for messages
+
+    @property
+    def text(self) -> str:
+        """The node as the printer shows it, for errors and the profiler."""
+        n = self.names
+        return f"{', '.join(n(v) for v in self.node.outputs)} = {self.op}({', '.join(n(v) for v in self.node.inputs)})"
 
 
 @dataclass
@@ -53,9 +61,24 @@ class Program:
     buffers: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+class _LazyNames:
+    """``ValueNames`` of a graph, computed the first time a message needs one."""
+
+    __slots__ = ("graph", "names")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.names: ValueNames | None = None
+
+    def __call__(self, v: Value) -> str:
+        if self.names is None:
+            self.names = ValueNames(self.graph)
+        return self.names(v)
+
+
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     schemas = ctx.registry.schemas
-    printable = ValueNames(graph)
+    printable = _LazyNames(graph)
     reg: dict[Value, str] = {}
     for i, v in enumerate(graph.inputs):
         reg[v] = f"x{i}"
@@ -67,6 +90,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     for v, i in plan.last_use.items():
         dies_after.setdefault(i, []).append(v)
     counter = 0
+    built: dict[tuple, Callable[..., Any]] = {}
     for index, node in enumerate(graph.nodes):
         if node.op == "constant":
             name = f"c{len(constants)}"
@@ -77,12 +101,16 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
         builder = schema.kernels.get(ctx.backend)
         if builder is None:
             raise CompileError(f"op {node.op!r} has no kernel for backend {ctx.backend!r}")
-        nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
-        try:
-            kernel = builder(nctx)
-        except Exception as exc:
-            raise CompileError(f"building the {ctx.backend} kernel of node {index} ({node.op}) failed: "
-                               f"{type(exc).__name__}: {exc}") from exc
+        in_types = tuple([v.type for v in node.inputs])
+        key = (node.op, in_types, attrs_key(node.attrs))
+        kernel = built.get(key)
+        if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
+            nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
+            try:
+                kernel = built[key] = builder(nctx)
+            except Exception as exc:
+                raise CompileError(f"building the {ctx.backend} kernel of node {index} ({node.op}) failed: "
+                                   f"{type(exc).__name__}: {exc}") from exc
         outs = []
         for v in node.outputs:
             name = f"v{counter}"
@@ -97,10 +125,8 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             buffers[out_buffer] = arena[: v.type.nbytes].view(v.type.dtype.np).reshape(v.type.shape)
         frees = tuple(reg[v] for v in dies_after.get(index, ()) if v in reg and reg[v].startswith("v")
                       and v not in plan.buffer_of)
-        text = (f"{', '.join(printable(v) for v in node.outputs)} = {node.op}"
-                f"({', '.join(printable(v) for v in node.inputs)})")
-        instructions.append(Instruction(index, node.op, kernel, tuple(reg[v] for v in node.inputs), tuple(outs),
-                                        out_buffer, frees, text))
+        instructions.append(Instruction(index, node.op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
+                                        out_buffer, frees, node, printable))
     base = view_bases(graph, ctx.registry)
     seen_bases: set[Value] = set()
     output_names, output_copies = [], []

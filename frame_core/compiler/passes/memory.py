@@ -20,10 +20,11 @@ frees or reuses would hold.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Value
-from ...registry.registry import Registry
+from ...ops_registry.registry import Registry
 
 __all__ = ["MemoryPlan", "plan_memory", "view_bases"]
 
@@ -47,6 +48,39 @@ class MemoryPlan:
         return {"peak_bytes": self.peak_bytes, "unplanned_bytes": self.unplanned_bytes,
                 "arena_bytes": self.arena_bytes, "buffers": len(self.buffer_bytes),
                 "planned_values": len(self.buffer_of)}
+
+
+class _Pool:
+    """Free arena buffers by size; ``take`` is best fit (smallest buffer that is large enough)."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes            # every buffer's capacity, by id (shared with the plan)
+        self.by_size: dict[int, list[int]] = {}
+        self.free_sizes: list[int] = []  # sorted capacities that have a free buffer
+        self.free: set[int] = set()
+
+    def take(self, need: int) -> int:
+        k = bisect.bisect_left(self.free_sizes, need)
+        if k == len(self.free_sizes):
+            self.sizes.append(need)
+            return len(self.sizes) - 1
+        size = self.free_sizes[k]
+        bucket = self.by_size[size]
+        buffer = bucket.pop()
+        if not bucket:
+            del self.free_sizes[k]
+        self.free.discard(buffer)
+        return buffer
+
+    def give(self, buffer: int) -> None:
+        if buffer in self.free:
+            return
+        self.free.add(buffer)
+        size = self.sizes[buffer]
+        bucket = self.by_size.setdefault(size, [])
+        if not bucket:
+            bisect.insort(self.free_sizes, size)
+        bucket.append(buffer)
 
 
 def view_bases(graph: Graph, registry: Registry) -> dict[Value, Value]:
@@ -80,7 +114,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     intermediates = [v for n in graph.nodes if n.op != "constant" for v in n.outputs if v not in escaping]
     plan.unplanned_bytes = sum(v.type.nbytes for v in intermediates if base.get(v) is v)
 
-    free: list[int] = []  # buffer ids available
+    pool = _Pool(plan.buffer_bytes)
     live_unplanned = 0
     peak_unplanned = 0
     releases: dict[int, list[Value]] = {}
@@ -91,35 +125,29 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     for v in intermediates:
         releases.setdefault(plan.last_use.get(v, position[v]), []).append(v)
 
+    buffer_of = plan.buffer_of
     for i, node in enumerate(graph.nodes):
         schema = schemas[node.op]
         out = node.outputs[0] if len(node.outputs) == 1 else None
-        plannable = (reuse and out is not None and out not in escaping and node.op != "constant"
-                     and "accepts_out" in schema.traits and out.type.nbytes > 0)
-        if plannable:
-            need = out.type.nbytes
-            candidates = list(free)
-            if "elementwise" in schema.traits:  # may write in place into an input dying here
-                candidates += [plan.buffer_of[v] for v in node.inputs
-                               if v in plan.buffer_of and plan.last_use.get(v) == i and v.type == out.type]
-            fitting = [b for b in candidates if plan.buffer_bytes[b] >= need]
-            if fitting:
-                chosen = min(fitting, key=lambda b: plan.buffer_bytes[b])
-                if chosen in free:
-                    free.remove(chosen)
-            else:
-                chosen = len(plan.buffer_bytes)
-                plan.buffer_bytes.append(need)
-            plan.buffer_of[out] = chosen
+        if (reuse and out is not None and out not in escaping and node.op != "constant"
+                and "accepts_out" in schema.traits and out.type.nbytes > 0):
+            chosen = None
+            if "elementwise" in schema.traits:  # write in place into an input dying here
+                for v in node.inputs:
+                    if v in buffer_of and plan.last_use.get(v) == i and v.type == out.type:
+                        chosen = buffer_of[v]
+                        break
+            buffer_of[out] = pool.take(out.type.nbytes) if chosen is None else chosen
         for v in node.outputs:
-            if v not in escaping and v not in plan.buffer_of and node.op != "constant" and base.get(v) is v:
+            if v not in escaping and v not in buffer_of and node.op != "constant" and base.get(v) is v:
                 live_unplanned += v.type.nbytes
-        peak_unplanned = max(peak_unplanned, live_unplanned)
+        if live_unplanned > peak_unplanned:
+            peak_unplanned = live_unplanned
+        taken_here = {buffer_of[w] for w in node.outputs if w in buffer_of}
         for v in releases.get(i, ()):
-            if v in plan.buffer_of:
-                b = plan.buffer_of[v]
-                if b not in free and not any(plan.buffer_of.get(w) == b for w in node.outputs):
-                    free.append(b)
+            if v in buffer_of:
+                if buffer_of[v] not in taken_here:
+                    pool.give(buffer_of[v])
             elif base.get(v) is v:
                 live_unplanned -= v.type.nbytes
     plan.peak_bytes = plan.arena_bytes + peak_unplanned

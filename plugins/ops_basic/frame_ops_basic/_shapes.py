@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from frame_core import TensorType
-from frame_core.registry.schema import NodeContext
+from frame_core.ops_registry.schema import NodeContext
 
 
 def broadcast(ctx: NodeContext) -> list[TensorType]:

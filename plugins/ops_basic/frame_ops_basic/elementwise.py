@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from frame_core import ops
-from frame_core.registry.schema import Example, NodeContext, OpSchema
+from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
 
 from ._shapes import broadcast, float_broadcast, float_unary
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from frame_core import TensorType, ops
-from frame_core.registry.schema import Example, NodeContext, OpSchema
+from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
 
 
 def _mse_shape(ctx: NodeContext) -> list[TensorType]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from frame_core import TensorType, ops
-from frame_core.registry.schema import AttrSpec, Example, NodeContext, OpSchema
+from frame_core.ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
 
 from ._shapes import broadcast_shapes, normalize_axes
 

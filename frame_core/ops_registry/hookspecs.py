@@ -6,11 +6,11 @@ A pack is a module named by an entry point in group ``frame``; it defines
 decorated with :data:`hookimpl`. Implementations may accept fewer arguments
 than a specification names (pluggy's rule), so hooks can grow arguments
 without breaking packs. The core's own ops come through these same hooks,
-from the built-in plugin ``frame_core.registry.builtin``.
+from the built-in plugin ``frame_core.ops_registry.builtin``.
 
 Example::
 
-    from frame_core.registry.hookspecs import hookimpl
+    from frame_core.ops_registry.hookspecs import hookimpl
 
     FRAME_PLUGIN_API = "1.0"
 
@@ -49,7 +49,7 @@ class FrameHookSpecs:
 
         Called once per pack while the registry loads (on first use of
         ``frame_core.registry()``, never at import). Each item must be an
-        :class:`~frame_core.registry.schema.OpSchema`. Op names must be unique
+        :class:`~frame_core.ops_registry.schema.OpSchema`. Op names must be unique
         across all packs: a second pack registering a taken name is refused,
         and the message names both distributions. Raising here marks the pack
         as failed (its ops are unavailable, the rest of frame keeps working;

@@ -193,6 +193,7 @@ def _unload_broken_packs(reg: Registry, contract: dict[str, list[str]]) -> None:
             record.error = "gradient contract violated (ARCH-068): " + "; ".join(problems)
         for name in [n for n, s in reg.schemas.items() if s.pack == pack]:
             del reg.schemas[name]
+        reg.passes = [p for p in reg.passes if getattr(p, "pack", None) != pack]  # a failed pack contributes nothing
 
 
 def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[str]]) -> dict[str, ClosureInfo]:

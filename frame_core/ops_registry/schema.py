@@ -12,9 +12,10 @@ Contracts
     Output types from ``ctx.input_types`` and ``ctx.attrs``; raise
     ``ctx.error(...)`` (a ``ShapeError``) on bad input.
 kernel builder ``kernels[backend](ctx) -> callable``
-    Called once per node at compile time. The callable it returns takes the
-    input arrays positionally and returns the output array (a tuple for
-    several outputs). With the ``accepts_out`` trait it also takes a trailing
+    Called at compile time for each distinct (input types, attributes) of the
+    op. The callable it returns takes the input arrays positionally and returns
+    the output array (a tuple for several outputs). It keeps no state between
+    calls: nodes with the same types and attributes share one callable. With the ``accepts_out`` trait it also takes a trailing
     ``out`` array of the (single) output's type, writes the result there and
     returns it; for ``elementwise`` ops this must be correct when ``out`` is
     one of the inputs.

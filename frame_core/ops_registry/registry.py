@@ -58,7 +58,7 @@ class PackRecord:
 class Registry:
     """Op schemas by name, the packs they came from, and the closure audit's results.
 
-    ``closure[op]`` is a :class:`~frame_core.registry.closure.ClosureInfo`
+    ``closure[op]`` is a :class:`~frame_core.ops_registry.closure.ClosureInfo`
     (ARCH-068); ``passes`` are the compile passes packs contributed.
     """
 

@@ -130,9 +130,16 @@ def load_registry(
             module = ep.load()
             record.api_version = _check_api(module, dist)
             pm.register(module, name=name)
-        except Exception as exc:  # a broken pack is reported, never fatal
+        except (Exception, SystemExit) as exc:  # a broken pack is reported, never fatal (even if it calls exit())
             _fail(record, f"cannot load {record.module}: {type(exc).__name__}: {exc}")
             continue
+        unknown = _unknown_hooks(pm, name)
+        if unknown:  # a misspelt hook would otherwise be ignored in silence
+            reg.problems.append(
+                f"{name} ({dist} {version}): implements {', '.join(unknown)}, which frame-core {core_version()} "
+                f"does not define (its hooks: {', '.join(_HOOKS)}); the implementation is ignored. Check the "
+                "spelling, or install the frame-core the pack was written for"
+            )
         _collect(pm, reg, name)
 
     for spec_problem in _collect_passes(pm, reg):
@@ -164,6 +171,15 @@ def _check_api(module: Any, dist: str) -> str:
     return declared
 
 
+_HOOKS = tuple(n for n in vars(FrameHookSpecs) if n.startswith("frame_"))
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, name: str) -> list[str]:
+    """Hook implementations of pack ``name`` that match no hook specification."""
+    callers = pm.get_hookcallers(pm.get_plugin(name)) or []
+    return sorted(c.name for c in callers if not c.has_spec())
+
+
 def _fail(record: PackRecord, reason: str) -> None:
     record.status = "failed"
     record.error = reason
@@ -178,21 +194,26 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
     """Call one pack's ``frame_register_ops`` and add its schemas, or mark the pack failed."""
     record = reg.packs[name]
     schemas: list[OpSchema] = []
-    try:
-        for impl in _impls(pm, "frame_register_ops", name):
+    for impl in _impls(pm, "frame_register_ops", name):
+        try:
             result = impl.function()
-            if result is None:
-                continue
-            schemas.extend(result)
-    except Exception as exc:
-        _fail(record, f"frame_register_ops raised {type(exc).__name__}: {exc}")
-        pm.unregister(name=name)
-        return
+        except (Exception, SystemExit) as exc:
+            _fail(record, f"frame_register_ops raised {type(exc).__name__}: {exc}")
+            pm.unregister(name=name)
+            return
+        if result is None:
+            continue
+        if not isinstance(result, (list, tuple)):
+            _fail(record, f"frame_register_ops returned {type(result).__name__}, expected a list of OpSchema")
+            pm.unregister(name=name)
+            return
+        schemas.extend(result)
     problems = []
     names = set()
-    for schema in schemas:
+    for position, schema in enumerate(schemas):
         if not isinstance(schema, OpSchema):
-            problems.append(f"frame_register_ops returned {type(schema).__name__}, expected OpSchema")
+            problems.append(f"item {position} returned by frame_register_ops is a {type(schema).__name__}, "
+                            "expected an OpSchema")
             continue
         problems.extend(schema.check_definition())
         if schema.name in names:

@@ -1,0 +1,1 @@
+"""frame_core.ops_registry package."""

@@ -1,1 +1,0 @@
-"""frame_core.registry package."""
