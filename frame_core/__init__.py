@@ -65,6 +65,7 @@ _LAZY = {
     "trace": ("frame_core.frontend.trace", "trace"),
     "Tensor": ("frame_core.frontend.trace", "Tensor"),
     "constant": ("frame_core.frontend.trace", "constant"),
+    "extend_graph": ("frame_core.frontend.extend", "extend_graph"),
     "compile": ("frame_core.compiler.api", "compile"),
     "compile_cache": ("frame_core.compiler.api", "compile_cache"),
     "Executable": ("frame_core.runtime.executable", "Executable"),

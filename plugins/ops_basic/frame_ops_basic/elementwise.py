@@ -87,7 +87,7 @@ def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 def _relu_kernel(ctx: NodeContext) -> Callable:
     zero = ctx.input_types[0].dtype.np.type(0)
-    return lambda x, out=None: np.maximum(x, zero, out)
+    return lambda x, out=None: np.maximum(x, zero, out=out)
 
 
 def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Callable, doc: str,

@@ -1,0 +1,39 @@
+"""``extend_graph``: add outputs computed from an existing graph's values.
+
+Higher-order autodiff (ARCH-067) works on derived graphs: take the training
+graph, compute something from its outputs (a contraction of a gradient, a
+physics residual built from second derivatives), mark it as an output and
+call ``build_backward_graph`` again. ``extend_graph`` does the middle step
+with the tracing front end, on a copy (the given graph is not modified).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..ir.graph import Graph, clone_graph
+from .trace import Tensor, _current, _lift
+
+__all__ = ["extend_graph"]
+
+
+def extend_graph(graph: Graph, fn: Callable[..., Any], name: str | None = None) -> tuple[Graph, list[int]]:
+    """A copy of ``graph`` with the tensors ``fn(*inputs, *outputs)`` appended as new outputs.
+
+    ``fn`` receives one tensor per graph input, then one per graph output, and
+    returns a tensor or a sequence of tensors. Returns the new graph and the
+    indices of the new outputs.
+    """
+    copy = clone_graph(graph)
+    if name is not None:
+        copy.name = name
+    args = [Tensor(v, copy) for v in (*copy.inputs, *copy.outputs)]
+    token = _current.set(copy)
+    try:
+        result = fn(*args)
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        indices = [copy.mark_output(_lift(r, copy, None, "output", i)) for i, r in enumerate(results)]
+    finally:
+        _current.reset(token)
+    return copy, indices
