@@ -18,6 +18,19 @@ from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
 from ._shapes import broadcast, float_broadcast, float_unary
 
 
+def ufunc_kernel(ufunc: np.ufunc) -> Callable[[NodeContext], Callable]:
+    """The ufunc itself, or for a rank-0 output a wrapper that returns a 0-d array, not a numpy scalar."""
+    def build(ctx: NodeContext) -> Callable:
+        (y,) = ctx.output_types
+        if y.shape:
+            return ufunc
+        dtype = y.dtype.np
+        if ufunc.nin == 1:
+            return lambda x, out=None: ufunc(x, out=out if out is not None else np.empty((), dtype))
+        return lambda a, b, out=None: ufunc(a, b, out=out if out is not None else np.empty((), dtype))
+    return build
+
+
 def unbroadcast(g, t):
     """``g`` summed back to type ``t`` (identity when nothing was broadcast)."""
     return g if g.shape == t.shape else ops.reduce_to_shape_internal(g, shape=t.shape)
@@ -42,7 +55,7 @@ def _binary(name: str, ufunc: np.ufunc, gradient: Callable, doc: str, *, commuta
         name,
         inputs=("a", "b"),
         shape_infer=float_broadcast if float_only else broadcast,
-        kernels={"cpu": lambda ctx: ufunc},
+        kernels={"cpu": ufunc_kernel(ufunc)},
         gradient=gradient,
         traits=("elementwise", "broadcasting", "accepts_out") + (("commutative",) if commutative else ()),
         doc=doc,
@@ -78,15 +91,22 @@ _POSITIVE_EXAMPLES = [Example(["f32[3, 4]"], low=0.5, high=2.0), Example(["f64[5
 
 
 def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    # 0.5 * (1 + tanh(x / 2)): no overflow for large |x|, unlike 1 / (1 + exp(-x))
-    out = np.multiply(x, 0.5, out)
+    # 0.5 * (1 + tanh(x / 2)): no overflow for large |x|, unlike 1 / (1 + exp(-x)).
+    # `half` has x's dtype (a Python float would promote bfloat16 to float32); `out` is allocated
+    # explicitly because ufuncs on 0-d arrays return scalars.
+    half = x.dtype.type(0.5)
+    out = np.multiply(x, half, out if out is not None else np.empty_like(x))
     np.tanh(out, out)
-    np.multiply(out, 0.5, out)
-    return np.add(out, 0.5, out)
+    np.multiply(out, half, out)
+    return np.add(out, half, out)
+
 
 
 def _relu_kernel(ctx: NodeContext) -> Callable:
-    zero = ctx.input_types[0].dtype.np.type(0)
+    t = ctx.input_types[0]
+    zero = t.dtype.np.type(0)
+    if not t.shape:
+        return lambda x, out=None: np.maximum(x, zero, out=out if out is not None else np.empty((), t.dtype.np))
     return lambda x, out=None: np.maximum(x, zero, out=out)
 
 
@@ -104,35 +124,37 @@ def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Calla
     )
 
 
-NEG = _unary("neg", lambda ctx: np.negative, lambda ctx: ctx.grad_graph(lambda x, y, gy: -gy),  # gx = -gy
+NEG = _unary("neg", ufunc_kernel(np.negative), lambda ctx: ctx.grad_graph(lambda x, y, gy: -gy),  # gx = -gy
              "Elementwise -x.", float_only=False)
-SQUARE = _unary("square", lambda ctx: np.square, lambda ctx: ctx.grad_graph(
+SQUARE = _unary("square", ufunc_kernel(np.square), lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy * (x * 2.0)),  # gx = gy * 2x
     "Elementwise x * x.")
-EXP = _unary("exp", lambda ctx: np.exp, lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * y),  # gx = gy * exp(x)
+EXP = _unary("exp", ufunc_kernel(np.exp), lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * y),  # gx = gy * exp(x)
              "Elementwise e ** x.")
-LOG = _unary("log", lambda ctx: np.log, lambda ctx: ctx.grad_graph(lambda x, y, gy: gy / x),  # gx = gy / x
+LOG = _unary("log", ufunc_kernel(np.log), lambda ctx: ctx.grad_graph(lambda x, y, gy: gy / x),  # gx = gy / x
              "Elementwise natural logarithm (x > 0).", _POSITIVE_EXAMPLES)
-SQRT = _unary("sqrt", lambda ctx: np.sqrt, lambda ctx: ctx.grad_graph(
+SQRT = _unary("sqrt", ufunc_kernel(np.sqrt), lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy / (y * 2.0)),  # gx = gy / (2 sqrt(x))
     "Elementwise square root (x > 0 for a finite gradient).", _POSITIVE_EXAMPLES)
-TANH = _unary("tanh", lambda ctx: np.tanh, lambda ctx: ctx.grad_graph(
+TANH = _unary("tanh", ufunc_kernel(np.tanh), lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy * (1.0 - ops.square(y))),  # gx = gy * (1 - tanh(x)^2)
     "Elementwise hyperbolic tangent.")
 SIGMOID = _unary("sigmoid", lambda ctx: _sigmoid, lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy * (y * (1.0 - y))),  # gx = gy * s * (1 - s)
     "Elementwise logistic function 1 / (1 + e ** -x), computed without overflow.")
-SIN = _unary("sin", lambda ctx: np.sin, lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * ops.cos(x)),  # gx = gy cos x
+SIN = _unary("sin", ufunc_kernel(np.sin), lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * ops.cos(x)),  # gx = gy cos x
              "Elementwise sine.")
-COS = _unary("cos", lambda ctx: np.cos, lambda ctx: ctx.grad_graph(lambda x, y, gy: -(gy * ops.sin(x))),  # -gy sin x
+COS = _unary("cos", ufunc_kernel(np.cos), lambda ctx: ctx.grad_graph(lambda x, y, gy: -(gy * ops.sin(x))),  # -gy sin x
              "Elementwise cosine.")
+# The mask reads the output y (y > 0 exactly where x > 0), so the pre-activation x need not be kept
+# for the backward pass: a fused `add + relu` then has a single output and a planned buffer.
 RELU = _unary("relu", _relu_kernel, lambda ctx: ctx.grad_graph(
-    lambda x, y, gy: ops.relu_grad_internal(x, gy)),  # gx = gy where x > 0, else 0
+    lambda x, y, gy: ops.relu_grad_internal(y, gy)),  # gx = gy where x > 0 (equivalently y > 0), else 0
     "Elementwise max(x, 0). Its derivative at 0 is taken as 0.",
     [Example(["f32[3, 4]"], min_abs=0.05), Example(["f64[6]"], min_abs=0.05)], float_only=False)
 
 
-# relu_grad_internal(x, gy) = gy * (x > 0)
+# relu_grad_internal(x, gy) = gy * (x > 0); relu's GradientFn passes relu's output as x (same mask)
 #   second order (seed 000 §5): g_x = 0 (zero away from the kink, and taken as zero at it), g_gy = relu_grad_internal(x, ggx)
 def _relu_grad_shape(ctx: NodeContext):
     x, gy = ctx.input_types
@@ -142,8 +164,12 @@ def _relu_grad_shape(ctx: NodeContext):
 
 
 def _relu_grad_kernel(ctx: NodeContext) -> Callable:
-    zero = ctx.input_types[0].dtype.np.type(0)
-    return lambda x, gy, out=None: np.multiply(gy, np.greater(x, zero), out)
+    t = ctx.input_types[0]
+    zero = t.dtype.np.type(0)
+
+    def kernel(x: np.ndarray, gy: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return np.multiply(gy, np.greater(x, zero), out if out is not None else np.empty(t.shape, t.dtype.np))
+    return kernel
 
 
 RELU_GRAD = OpSchema(

@@ -64,9 +64,11 @@ def _mse_grad_kernel(ctx: NodeContext) -> Callable:
     t = ctx.input_types[0]
     scale = 2.0 / max(t.size, 1)
 
+    dtype = t.dtype.np
+
     def kernel(pred: np.ndarray, target: np.ndarray, gy: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        out = np.subtract(pred, target, out)
-        return np.multiply(out, gy * scale, out)
+        out = np.subtract(pred, target, out if out is not None else np.empty(t.shape, dtype))
+        return np.multiply(out, (gy * scale).astype(dtype), out)
     return kernel
 
 

@@ -186,7 +186,7 @@ def _reduce_to_kernel(ctx: NodeContext) -> Callable:
     dtype = ctx.input_types[0].dtype.np
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        summed = np.sum(x, axis=axes, dtype=dtype).reshape(target)
+        summed = np.asarray(np.sum(x, axis=axes, dtype=dtype)).reshape(target)
         if out is None:
             return summed
         np.copyto(out, summed)

@@ -1,0 +1,471 @@
+"""The conformance kit: every op of a named pack against its own declarations (SPEC §4).
+
+The analogue of ``torch.library.opcheck``, plus the gradient mathematics.
+For each op of the pack, ``conformance_cases(pack)`` lists one case per
+(op, check, example); ``case.run()`` returns a ``CheckResult``. The checks
+(``CHECKS`` says the same in one line each):
+
+schema             ``OpSchema.check_definition()`` finds nothing (kernels, traits, a
+                   GradientFn or a reason, examples...).
+examples           the op has examples and its shape inference accepts each of them.
+kernel             the cpu kernel's outputs are ndarrays of exactly the dtype and shape
+                   ``shape_infer`` gives, for the example's dtypes and for float16/bfloat16
+                   where shape inference accepts them; it leaves its inputs unchanged and
+                   (unless ``view``) returns fresh arrays.
+gradient_contract  the GradientFn micro-graph takes ``[x.., y.., gy..]``, returns one
+                   gradient per input of its type, passes verify, uses registered ops,
+                   fills non-differentiable slots with zero constants, and runs.
+gradient_order{k}  analytic gradients against central differences in float64, for
+                   k = 1 .. min(order, the op's closure order) (``check_op_example``).
+gradient_f16/bf16  first-order gradients in float16/bfloat16 against float32
+                   (skipped, with the reason, when shape inference refuses the dtype).
+elementwise        outputs have the broadcast shape of the inputs, and evaluating the op
+                   on the flattened, permuted, strided inputs gives the permuted outputs.
+broadcasting       outputs have the broadcast shape of the inputs.
+accepts_out        ``kernel(*xs, out)`` writes into ``out`` and returns it; for an
+                   elementwise op also when ``out`` is one of the inputs.
+view               outputs alias no input but the first, and equal a fresh evaluation.
+commutative        swapping the two inputs gives the same outputs.
+has_side_effect    the op has no GradientFn (ARCH-062).
+
+``conformance_tests(pack)`` turns the cases into a parametrised pytest test
+(ids such as ``relu-gradient_order2-ex1``); assign it to a module-level name.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import FrameError, ShapeError, suggest
+from ..ir.dtypes import as_dtype
+from ..ir.types import TensorType
+from ..ops_registry.registry import PackRecord, Registry, registry as current_registry, use_registry
+from ..ops_registry.schema import OpSchema
+from .opcheck import LOW_PRECISION_DTYPES, check_op_example, check_op_low_precision, checked_order, example_rng
+from .results import CheckResult, OpReport, gradient_check_name
+from .retype import retype_type
+
+__all__ = ["CHECKS", "ConformanceCase", "conformance_cases", "run_conformance", "conformance_tests"]
+
+CHECKS = {
+    "pack": "the named pack is loaded and registers ops",
+    "schema": "OpSchema.check_definition() finds no problem",
+    "examples": "the op has examples and its shape inference accepts each",
+    "kernel": "kernel outputs match shape_infer (ndarray, dtype, shape), inputs untouched, no aliasing",
+    "gradient_contract": "GradientFn micro-graph: [x.., y.., gy..] -> [gx..] of the inputs' types, verifies, runs",
+    "gradient_order1": "first-order gradients against central differences (float64)",
+    "gradient_order2": "second-order gradients against central differences of the first order (float64)",
+    "gradient_f16": "float16 gradients against a float32 reference",
+    "gradient_bf16": "bfloat16 gradients against a float32 reference",
+    "elementwise": "broadcast output shape; permuted/strided evaluation gives permuted outputs",
+    "broadcasting": "output shape is the numpy broadcast of the input shapes",
+    "accepts_out": "kernel(*xs, out) writes into out and returns it (also when out is an input, if elementwise)",
+    "view": "outputs alias no input but the first and equal a fresh evaluation",
+    "commutative": "swapping the two inputs gives the same outputs",
+    "has_side_effect": "an op with side effects has no GradientFn (ARCH-062)",
+}
+
+#: Traits whose behaviour has a check of its own, run per example (``has_side_effect`` is per op).
+_TRAIT_CHECKS = ("elementwise", "broadcasting", "accepts_out", "view", "commutative")
+#: The random stream of the kit's non-gradient checks (``opcheck`` uses 0-2 for inputs, weights, low precision).
+_STREAM = 3
+_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+
+@dataclass(frozen=True)
+class ConformanceCase:
+    """One (op, check, example) of a pack's conformance suite; ``run()`` gives its ``CheckResult``."""
+
+    pack: str
+    op: str
+    check: str
+    example_index: int | None = None
+    seed: int = 0
+    problem: str = ""  # set for "pack" cases: why the pack cannot be checked
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.check}" + ("" if self.example_index is None else f"-ex{self.example_index}")
+
+    def run(self, registry: Registry | None = None, seed: int | None = None) -> CheckResult:
+        """Run the check (with ``seed`` instead of the case's own if given); never raises for the op's faults."""
+        reg = registry if registry is not None else current_registry()
+        seed = self.seed if seed is None else seed
+        if self.check == "pack":
+            return CheckResult(self.op, "pack", None, not self.problem, None, self.problem or "loaded")
+        schema = reg.schemas.get(self.op)
+        if schema is None:
+            return CheckResult(self.op, self.check, self.example_index, False, None,
+                               f"op {self.op!r} is no longer in the registry")
+        with use_registry(reg):
+            return _run_check(schema, self.check, self.example_index, seed, reg)
+
+    def assert_ok(self, registry: Registry | None = None, seed: int | None = None) -> CheckResult:
+        """``run()`` and raise ``AssertionError`` with the detail if the check failed."""
+        result = self.run(registry, seed)
+        if not result.ok:
+            raise AssertionError(str(result))
+        return result
+
+
+# -- which cases -----------------------------------------------------------------------------------
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _find_pack(reg: Registry, pack: str) -> tuple[PackRecord | None, str]:
+    for record in reg.packs.values():
+        if record.name == pack or _norm(record.distribution) == _norm(pack) or _norm(record.name) == _norm(pack):
+            if record.status != "loaded":
+                return None, f"pack {pack!r} ({record.distribution} {record.version}) is {record.status}: {record.error}"
+            return record, ""
+    names = sorted({r.name for r in reg.packs.values()})
+    close = suggest(pack, names)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    return None, f"no pack named {pack!r} is installed (packs: {', '.join(names) or 'none'}){hint}"
+
+
+def conformance_cases(pack: str, *, order: int = 2, seed: int = 0, registry: Registry | None = None,
+                      low_precision: Sequence[str] = LOW_PRECISION_DTYPES) -> list[ConformanceCase]:
+    """Every (op, check, example) case of ``pack`` (entry-point or distribution name), in a stable order.
+
+    A pack that is not installed, failed to load or registers no op gives a
+    single failing ``pack`` case saying why, so a test suite never passes
+    by collecting nothing.
+    """
+    reg = registry if registry is not None else current_registry()
+    record, problem = _find_pack(reg, pack)
+    if record is not None and not reg.ops_of(record.name):
+        problem = f"pack {pack!r} is loaded but registers no ops"
+    if problem:
+        return [ConformanceCase(pack, pack, "pack", None, seed, problem)]
+    cases = []
+    for schema in reg.ops_of(record.name):
+        cases += _op_cases(record.name, schema, order, seed, reg, low_precision)
+    return cases
+
+
+def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
+              low_precision: Sequence[str]) -> list[ConformanceCase]:
+    def case(check: str, index: int | None = None) -> ConformanceCase:
+        return ConformanceCase(pack, schema.name, check, index, seed)
+
+    cases = [case("schema"), case("examples")]
+    if schema.has_side_effect:
+        cases.append(case("has_side_effect"))
+    depth = checked_order(schema, order, reg)[0] if schema.gradient is not None else 0
+    for i, example in enumerate(schema.examples):
+        cases.append(case("kernel", i))
+        cases += [case(trait, i) for trait in _TRAIT_CHECKS if trait in schema.traits]
+        if schema.gradient is None:
+            continue
+        cases.append(case("gradient_contract", i))
+        cases += [case(gradient_check_name(k), i) for k in range(1, depth + 1)]
+        if any(t.dtype.is_float for t in example.inputs):
+            cases += [case(f"gradient_{as_dtype(d).short}", i) for d in low_precision]
+    return cases
+
+
+def run_conformance(pack: str, *, order: int = 2, seed: int = 0, registry: Registry | None = None,
+                    low_precision: Sequence[str] = LOW_PRECISION_DTYPES) -> list[OpReport]:
+    """Run every case of ``pack``; one ``OpReport`` per op (or one for the pack when it cannot be checked)."""
+    reg = registry if registry is not None else current_registry()
+    reports: dict[str, OpReport] = {}
+    for c in conformance_cases(pack, order=order, seed=seed, registry=reg, low_precision=low_precision):
+        reports.setdefault(c.op, OpReport(c.op)).results.append(c.run(reg))
+    return list(reports.values())
+
+
+def conformance_tests(pack: str, *, order: int = 2, seed: int = 0, registry: Registry | None = None,
+                      low_precision: Sequence[str] = LOW_PRECISION_DTYPES) -> Callable[..., None]:
+    """A pytest test function parametrised over ``conformance_cases(pack)``; assign it in a test module::
+
+        test_conformance = conformance_tests("my_pack")
+
+    The cases are listed when the module is collected (this loads the
+    registry). With the kit's pytest plugin enabled, ``--frame-seed N``
+    changes the random data.
+    """
+    import pytest
+
+    reg = registry if registry is not None else current_registry()
+    cases = conformance_cases(pack, order=order, seed=seed, registry=reg, low_precision=low_precision)
+
+    @pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
+    def test_conformance(case: ConformanceCase, request: Any) -> None:
+        option = request.config.getoption("frame_seed", default=None)
+        result = case.run(reg, seed if option is None else int(option))
+        if not result.ok:
+            pytest.fail(str(result), pytrace=False)
+
+    test_conformance.__doc__ = f"Conformance of pack {pack!r}: one case per (op, check, example)."
+    test_conformance.cases = cases  # type: ignore[attr-defined]
+    return test_conformance
+
+
+# -- running one check -----------------------------------------------------------------------------
+def _run_check(schema: OpSchema, check: str, index: int | None, seed: int, reg: Registry) -> CheckResult:
+    if check.startswith("gradient_order"):
+        return check_op_example(schema, index, int(check[len("gradient_order"):]), seed=seed, registry=reg)
+    if check.startswith("gradient_") and check != "gradient_contract":
+        return check_op_low_precision(schema, index, check[len("gradient_"):], seed=seed, registry=reg)
+    fn = _CHECK_FUNCTIONS[check]
+    try:
+        problems, note = fn(schema, index, example_rng(seed, schema.name, index or 0, _STREAM), reg)
+    except Exception as exc:  # the op's code under test raised: report it against the op
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f" at {frame.filename}:{frame.lineno}"
+        kind = "" if isinstance(exc, FrameError) else " (not a FrameError: a bug in the op's code?)"
+        return CheckResult(schema.name, check, index, False, None, f"{type(exc).__name__}: {exc}{kind}{where}")
+    if problems:
+        return CheckResult(schema.name, check, index, False, None, "; ".join(problems))
+    return CheckResult(schema.name, check, index, True, None, note)
+
+
+Outcome = tuple[list[str], str]
+
+
+def _check_schema(schema: OpSchema, index: None, rng: np.random.Generator, reg: Registry) -> Outcome:
+    return schema.check_definition(), "check_definition() found no problem"
+
+
+def _check_examples(schema: OpSchema, index: None, rng: np.random.Generator, reg: Registry) -> Outcome:
+    if not schema.examples:
+        return ["no examples: the closure audit, the CLI and this kit need at least one (OpSchema(examples=[...]))"], ""
+    problems = []
+    for i, example in enumerate(schema.examples):
+        try:
+            schema.context(example.inputs, example.attrs).output_types
+        except FrameError as exc:
+            problems.append(f"example {i} {example!r} is rejected by the op itself: {exc}")
+    return problems, f"{len(schema.examples)} example(s), all accepted by shape inference"
+
+
+def _check_side_effect(schema: OpSchema, index: None, rng: np.random.Generator, reg: Registry) -> Outcome:
+    if schema.gradient is not None:
+        return ["declares has_side_effect but registers a GradientFn (ARCH-062): remove one of them"], ""
+    return [], "no GradientFn, as a side-effect op must"
+
+
+def _outputs(result: Any, count: int) -> list[Any]:
+    if count == 1 and not isinstance(result, (tuple, list)):
+        return [result]
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, np.ndarray):
+        return f"ndarray {a.dtype}{list(a.shape)}"
+    return f"{type(a).__name__} {getattr(a, 'dtype', '')}".strip()
+
+
+def _evaluate(schema: OpSchema, types: Sequence[TensorType], attrs: dict[str, Any], arrays: Sequence[np.ndarray],
+              *extra: np.ndarray) -> tuple[list[TensorType], list[Any]]:
+    ctx = schema.context(types, attrs)
+    want = list(ctx.output_types)
+    result = schema.kernels["cpu"](ctx)(*arrays, *extra)
+    return want, _outputs(result, len(want))
+
+
+def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    example = schema.examples[index]
+    problems, checked = [], []
+    for dtype in (None, *LOW_PRECISION_DTYPES):
+        types = list(example.inputs)
+        if dtype is not None:
+            if not any(t.dtype.is_float for t in types) or all(t.dtype is as_dtype(dtype) for t in types if t.dtype.is_float):
+                continue
+            types = [retype_type(t, dtype) for t in types]
+            try:
+                schema.context(types, example.attrs).output_types
+            except ShapeError:
+                continue  # the op does not take this dtype: nothing to compare
+        label = "[" + ", ".join(map(str, types)) + "]"
+        arrays = example.sample(rng, None if dtype is None else as_dtype(dtype))
+        before = [a.copy() for a in arrays]
+        want, got = _evaluate(schema, types, example.attrs, arrays)
+        checked.append(label)
+        if len(got) != len(want):
+            problems.append(f"on {label} the kernel returned {len(got)} outputs, shape inference says {len(want)}")
+            continue
+        for j, (t, out) in enumerate(zip(want, got)):
+            if not isinstance(out, np.ndarray):
+                problems.append(f"on {label} output {j} is a {_describe(out)}, expected an ndarray {t} "
+                                "(wrap numpy scalars with np.asarray)")
+            elif out.dtype != t.dtype.np or out.shape != t.shape:
+                problems.append(f"on {label} output {j} is {_describe(out)}, shape inference says {t}")
+            else:
+                for k, x in enumerate(arrays):
+                    if np.shares_memory(out, x) and not ("view" in schema.traits and k == 0):
+                        problems.append(f"on {label} output {j} aliases input {k}; return a fresh array "
+                                        "(or declare the 'view' trait if it is a view of the first input)")
+        for k, (x, x0) in enumerate(zip(arrays, before)):
+            if x.tobytes() != x0.tobytes():
+                problems.append(f"on {label} the kernel modified its input {k}; kernels must not write their inputs")
+    return problems, "outputs match shape inference on " + ", ".join(checked)
+
+
+def _close(got: Any, want: Any) -> bool:
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if not as_dtype(want.dtype).is_float:
+        return bool(np.array_equal(got, want))
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    same_nan = np.isnan(g) == np.isnan(w)
+    eps = 16 * _EPS[as_dtype(want.dtype).name]
+    with np.errstate(invalid="ignore"):
+        near = np.isnan(w) | (g == w) | (np.abs(g - w) <= eps * (1.0 + np.abs(w)))
+    return bool(np.all(same_nan & near))
+
+
+def _broadcast_problems(schema: OpSchema, types: Sequence[TensorType], want: Sequence[TensorType]) -> list[str]:
+    try:
+        shape = np.broadcast_shapes(*[t.shape for t in types]) if types else ()
+    except ValueError:
+        return [f"inputs [{', '.join(map(str, types))}] do not broadcast, yet the op accepts them"]
+    return [f"output {j} has shape {list(t.shape)}, the broadcast of the inputs is {list(shape)}"
+            for j, t in enumerate(want) if t.shape != tuple(shape)]
+
+
+def _check_broadcasting(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    example = schema.examples[index]
+    want = list(schema.context(example.inputs, example.attrs).output_types)
+    return _broadcast_problems(schema, example.inputs, want), "output shape is the broadcast of the input shapes"
+
+
+def _check_elementwise(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    example = schema.examples[index]
+    arrays = example.sample(rng)
+    want, got = _evaluate(schema, example.inputs, example.attrs, arrays)
+    problems = _broadcast_problems(schema, example.inputs, want)
+    if problems or not want:
+        return problems, ""
+    shape = want[0].shape
+    n = int(np.prod(shape))
+    if n == 0:
+        return [], "empty output: shapes only"
+    perm = rng.permutation(n)
+    strided = []
+    for a in arrays:
+        flat = np.broadcast_to(a, shape).reshape(-1)[perm]
+        buffer = np.empty(2 * n, flat.dtype)
+        buffer[::2] = flat
+        strided.append(buffer[::2])  # a non-contiguous view: kernels must honour strides
+    flat_types = [TensorType(t.dtype, (n,)) for t in example.inputs]
+    try:
+        _, got_flat = _evaluate(schema, flat_types, example.attrs, strided)
+    except ShapeError as exc:
+        return [f"an elementwise op must accept its inputs flattened to [{n}]: {exc}"], ""
+    for j, (full, flat) in enumerate(zip(got, got_flat)):
+        if not _close(flat, np.asarray(full).reshape(-1)[perm]):
+            problems.append(f"output {j}: evaluating on permuted, strided, flattened inputs does not give the "
+                            "permuted outputs (output[i] must depend on input[i] only)")
+    return problems, f"{n} elements permuted and strided"
+
+
+def _check_accepts_out(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    example = schema.examples[index]
+    arrays = example.sample(rng)
+    want, reference = _evaluate(schema, example.inputs, example.attrs, [a.copy() for a in arrays])
+    if len(want) != 1:
+        return [f"accepts_out needs exactly one output, the op has {len(want)}"], ""
+    t = want[0]
+    out = np.full(t.shape, np.nan if t.dtype.is_float else 7, t.dtype.np)
+    _, (result,) = _evaluate(schema, example.inputs, example.attrs, [a.copy() for a in arrays], out)
+    problems = []
+    if result is not out:
+        problems.append(f"kernel(*xs, out) returned {_describe(result)} that is not `out`; write into out and return it")
+    if not _close(out, reference[0]):
+        problems.append("the values written into `out` differ from the result without out")
+    note = "writes into out"
+    if "elementwise" in schema.traits:
+        for k, x_type in enumerate(example.inputs):
+            if x_type != t:
+                continue
+            copies = [a.copy() for a in arrays]
+            _, (aliased,) = _evaluate(schema, example.inputs, example.attrs, copies, copies[k])
+            if not _close(aliased, reference[0]):
+                problems.append(f"wrong result when out is input {k} (an elementwise op must allow it)")
+        note += ", also when out is an input of its type"
+    return problems, note
+
+
+def _check_view(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    example = schema.examples[index]
+    arrays = example.sample(rng)
+    _, got = _evaluate(schema, example.inputs, example.attrs, arrays)
+    _, fresh = _evaluate(schema, example.inputs, example.attrs, [a.copy() for a in arrays])
+    problems = []
+    for j, out in enumerate(got):
+        for k, x in enumerate(arrays[1:], 1):
+            if np.shares_memory(out, x):
+                problems.append(f"output {j} aliases input {k}; a view op may only return a view of its first input")
+        if not _close(out, fresh[j]):
+            problems.append(f"output {j} differs from an evaluation on copies of the inputs")
+    return problems, "views only of the first input"
+
+
+def _check_commutative(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    example = schema.examples[index]
+    if len(example.inputs) != 2:
+        return [f"commutative needs two inputs, the example has {len(example.inputs)}"], ""
+    a, b = example.sample(rng)
+    _, got = _evaluate(schema, example.inputs, example.attrs, [a, b])
+    ta, tb = example.inputs
+    _, swapped = _evaluate(schema, [tb, ta], example.attrs, [b.copy(), a.copy()])
+    problems = [f"output {j} changes when the inputs are swapped" for j, (x, y) in enumerate(zip(got, swapped))
+                if not _close(y, x)]
+    return problems, "op(a, b) == op(b, a)"
+
+
+def _check_gradient_contract(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    from ..compiler.api import compile
+    from ..ops_registry.closure import check_gradient_contract
+
+    example = schema.examples[index]
+    ctx = schema.context(example.inputs, example.attrs)
+    micro = schema.gradient(ctx)
+    problems, unknown = check_gradient_contract(schema, ctx, micro, reg)
+    if unknown:
+        problems.append(f"the micro-graph uses ops no loaded pack provides: {', '.join(sorted(unknown))}")
+    if problems:
+        return problems, ""
+    n = len(ctx.input_types)
+    for i, t in enumerate(ctx.input_types):
+        if i in schema.nondiff_inputs or not t.dtype.is_float:
+            producer = micro.outputs[i].producer
+            zero = producer is not None and producer.op == "constant" and not np.any(producer.attrs["value"])
+            if not zero:
+                problems.append(f"input {i} ({t}) carries no gradient, so its slot must be a zero constant "
+                                "(return None for it from grad_graph)")
+    xs = example.sample(rng)
+    _, ys = _evaluate(schema, example.inputs, example.attrs, [x.copy() for x in xs])
+    gys = [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) for t in ctx.output_types]
+    outs = compile(micro, opt_level=0, cache=False, registry=reg).run([*xs, *ys, *gys])
+    for i, (g, t) in enumerate(zip(outs, ctx.input_types)):
+        if np.asarray(g).dtype != t.dtype.np or np.shape(g) != t.shape:
+            problems.append(f"run on the example, gradient {i} is {_describe(g)}, expected {t}")
+        elif t.dtype.is_float and not np.all(np.isfinite(np.asarray(g, np.float64))):
+            problems.append(f"run on the example, gradient {i} is not finite")
+    return problems, f"micro-graph of {len(micro.nodes)} nodes for {n} inputs verifies and runs"
+
+
+_CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
+    "schema": _check_schema,
+    "examples": _check_examples,
+    "has_side_effect": _check_side_effect,
+    "kernel": _check_kernel,
+    "gradient_contract": _check_gradient_contract,
+    "elementwise": _check_elementwise,
+    "broadcasting": _check_broadcasting,
+    "accepts_out": _check_accepts_out,
+    "view": _check_view,
+    "commutative": _check_commutative,
+}

@@ -1,0 +1,237 @@
+"""``check_op``: the numerical gradient checks of one op on each of its examples (ARCH-066).
+
+For example ``e`` of op ``f`` the checked graph is the single node
+``y = f(x; attrs)`` with ``e``'s input types re-typed to float64. Its inputs
+are drawn by ``e.sample`` (fixed values if the example gives them); the
+loss is ``sum_j sum(w_j * y_j)`` over the floating outputs with fixed random
+weights ``w_j``. Orders 1..``order`` follow ``numeric.GradientLadder``,
+capped at the op's closure order when the registry's audit says it is lower.
+
+ARCH-066 exception: an op with ``schema.gradient_surrogate`` (the smooth
+function its GradientFn differentiates, e.g. ``heaviside_surrogate``) is
+checked at first order against central differences of
+``sum_j sum(w_j * surrogate(*x, **attrs)_j)`` instead of the forward; higher
+orders differentiate the surrogate micro-graph as usual.
+
+An op whose shape inference refuses float64 is checked in float32 with
+``FLOAT32_STEP`` and ``FLOAT32_TOLERANCE`` (the result says so). Each
+example may loosen its bounds with ``Example(tolerance=...)``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import FrameError, ShapeError
+from ..ir.dtypes import DType, as_dtype, float32, float64
+from ..ir.graph import Graph
+from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from ..ops_registry.schema import OpSchema
+from . import numeric
+from .numeric import GradientLadder, check_low_precision, random_weights, tolerance_for
+from .results import CheckResult, OpReport, gradient_check_name
+from .retype import retype_array, retype_type
+
+__all__ = ["check_op", "check_op_example", "check_op_low_precision", "op_graph", "checked_order",
+           "LOW_PRECISION_DTYPES", "example_rng"]
+
+#: The dtypes ``check_op`` compares against float32 by default.
+LOW_PRECISION_DTYPES = ("float16", "bfloat16")
+
+# purposes of the per-example random streams (inputs, weights, low precision; 3 is the conformance kit's;
+# random directions of order k use 10 + k), so that no result depends on which checks ran before it
+_INPUTS, _WEIGHTS, _LOW, _DIRECTIONS = 0, 1, 2, 10
+
+
+def example_rng(seed: int, op: str, example_index: int, purpose: int = _INPUTS) -> np.random.Generator:
+    """A random stream fixed by (seed, op name, example index, purpose): results do not depend on run order."""
+    return np.random.default_rng([seed, zlib.crc32(op.encode()), example_index, purpose])
+
+
+def op_graph(schema: OpSchema, input_types: Sequence[Any], attrs: dict[str, Any] | None = None,
+             registry: Registry | None = None) -> Graph:
+    """The graph of one node ``schema(inputs; attrs)`` whose outputs are the node's outputs."""
+    graph = Graph(f"{schema.name}_example")
+    names = list(schema.inputs) if len(schema.inputs) == len(input_types) else [f"x{i}" for i in range(len(input_types))]
+    xs = [graph.add_input(t, n) for t, n in zip(input_types, names)]
+    node = graph.add_node(schema.name, xs, attrs or {}, registry=registry)
+    for value in node.outputs:
+        graph.mark_output(value)
+    return graph
+
+
+def checked_order(schema: OpSchema, order: int, reg: Registry) -> tuple[int, str]:
+    """``(order to check, why lower)``: ``order`` capped at the closure order the registry's audit found."""
+    info = reg.closure.get(schema.name)
+    if info is None or info.closed or not isinstance(info.order, int) or info.order >= order:
+        return order, ""
+    chain = " -> ".join(info.chain) if info.chain else schema.name
+    return info.order, f"the op's closure order is {info.order} (chain: {chain}; ARCH-068)"
+
+
+def _wrt(schema: OpSchema, types: Sequence[Any]) -> list[int]:
+    return [i for i, t in enumerate(types) if t.dtype.is_float and i not in schema.nondiff_inputs]
+
+
+class _ExampleSetup:
+    """The float64 (or float32 fallback) graph, inputs and ladder of one example; built once, cached."""
+
+    def __init__(self, schema: OpSchema, index: int, seed: int, reg: Registry) -> None:
+        example = schema.examples[index]
+        self.schema, self.index = schema, index
+        self.dtype: DType = float64
+        self.note = ""
+        types = [retype_type(t, float64) for t in example.inputs]
+        try:
+            graph = op_graph(schema, types, example.attrs, reg)
+        except ShapeError as exc:  # the op refuses float64: check in float32 with looser bounds
+            self.dtype = float32
+            self.note = f"checked in float32 (float64 refused: {exc}); "
+            types = [retype_type(t, float32) for t in example.inputs]
+            graph = op_graph(schema, types, example.attrs, reg)
+        self.graph = graph
+        self.inputs = [retype_array(x, self.dtype) for x in example.sample(example_rng(seed, schema.name, index))]
+        self.wrt = _wrt(schema, types)
+        self.labels = [graph.inputs[i].name or f"input {i}" for i in self.wrt]
+        wrng = example_rng(seed, schema.name, index, _WEIGHTS)
+        targets = [(j, random_weights(v.type, wrng)) for j, v in enumerate(graph.outputs) if v.type.dtype.is_float]
+        objective0 = None
+        if schema.gradient_surrogate is not None:
+            ctx = schema.context(types, example.attrs)
+            objective0 = _surrogate_objective(schema, dict(ctx.attrs), targets)
+            self.note += "first order against the gradient surrogate (ARCH-066); "
+        self.ladder = GradientLadder(graph, self.wrt, targets, wrng, reg, objective0=objective0)
+        self.seed = seed
+
+    def result(self, order: int, example_tolerance: float | None) -> CheckResult:
+        if not self.wrt:
+            return CheckResult(self.schema.name, gradient_check_name(order), self.index, True, None,
+                               "not checked: no floating input to differentiate", skipped=True)
+        tol = tolerance_for(order, self.dtype)
+        if example_tolerance is not None:
+            tol = max(tol, float(example_tolerance))
+        step = numeric.STEP if self.dtype is float64 else numeric.FLOAT32_STEP
+        directions = example_rng(self.seed, self.schema.name, self.index, _DIRECTIONS + order)
+        ok, err, detail = self.ladder.check(order, self.inputs, step=step, tolerance=tol, directions=None,
+                                            labels=self.labels, rng=directions)
+        return CheckResult(self.schema.name, gradient_check_name(order), self.index, ok, err, self.note + detail, tol)
+
+
+def _surrogate_objective(schema: OpSchema, attrs: dict[str, Any], targets: list) -> Any:
+    surrogate = schema.gradient_surrogate
+
+    def objective(xs: list[np.ndarray]) -> float:
+        out = surrogate(*xs, **attrs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        total = 0.0
+        for j, w in targets:
+            total += float(np.sum(np.asarray(outs[j], np.float64) * np.asarray(w, np.float64)))
+        return total
+    return objective
+
+
+# (registry, op, example, seed) -> _ExampleSetup, so that the order-1 and order-2 checks share graphs
+_SETUPS: "OrderedDict[tuple, tuple[Registry, OpSchema, _ExampleSetup]]" = OrderedDict()
+_MAX_SETUPS = 16
+
+
+def _setup(schema: OpSchema, index: int, seed: int, reg: Registry) -> _ExampleSetup:
+    key = (id(reg), schema.name, index, seed)
+    hit = _SETUPS.get(key)
+    if hit is not None and hit[0] is reg and hit[1] is schema:
+        _SETUPS.move_to_end(key)
+        return hit[2]
+    setup = _ExampleSetup(schema, index, seed, reg)
+    _SETUPS[key] = (reg, schema, setup)
+    while len(_SETUPS) > _MAX_SETUPS:
+        _SETUPS.popitem(last=False)
+    return setup
+
+
+def _crash(op: str, check: str, index: int | None, exc: BaseException) -> CheckResult:
+    kind = "" if isinstance(exc, FrameError) else " (an exception that is not a FrameError: a bug in the op's code?)"
+    return CheckResult(op, check, index, False, None, f"{type(exc).__name__}: {exc}{kind}")
+
+
+def check_op_example(schema: OpSchema, index: int, order: int, *, seed: int = 0,
+                     registry: Registry | None = None) -> CheckResult:
+    """The order-``order`` finite-difference check of example ``index`` of ``schema`` (one ``CheckResult``)."""
+    reg = registry if registry is not None else current_registry()
+    check = gradient_check_name(order)
+    try:
+        with use_registry(reg):
+            setup = _setup(schema, index, seed, reg)
+            return setup.result(order, schema.examples[index].tolerance)
+    except Exception as exc:  # the op's code under test: report it against the op, never crash the caller
+        return _crash(schema.name, check, index, exc)
+
+
+def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, seed: int = 0,
+                           registry: Registry | None = None) -> CheckResult:
+    """First-order gradients of example ``index`` in ``dtype`` against float32 (skipped if the op refuses ``dtype``)."""
+    reg = registry if registry is not None else current_registry()
+    low = as_dtype(dtype)
+    example = schema.examples[index]
+    check = f"gradient_{low.short}"
+    try:
+        with use_registry(reg):
+            types = list(example.inputs)
+            if not any(t.dtype.is_float for t in types):
+                return CheckResult(schema.name, check, index, True, None, "not checked: no floating input",
+                                   skipped=True)
+            graph = op_graph(schema, types, example.attrs, reg)
+            inputs = example.sample(example_rng(seed, schema.name, index, _LOW), float64)
+            return check_low_precision(graph, inputs, _wrt(schema, types), dtype=low,
+                                       seed=seed + zlib.crc32(schema.name.encode()) + index, registry=reg,
+                                       op=schema.name, example_index=index)
+    except Exception as exc:
+        return _crash(schema.name, check, index, exc)
+
+
+def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Registry | None = None,
+             low_precision: Sequence[str] = LOW_PRECISION_DTYPES) -> OpReport:
+    """Every numerical gradient check of ``schema`` on every example (ARCH-066).
+
+    Results: ``gradient_order{k}`` for k = 1..``order`` per example (orders
+    above the op's closure order are recorded as skipped, with the chain
+    that limits them), then ``gradient_f16``/``gradient_bf16`` per example
+    for the dtypes in ``low_precision``. An op without a GradientFn gives one
+    ``gradient`` result: skipped if it declares ``not_differentiable``,
+    failed if the gradient is missing. ``report.worst_error(k)`` is the worst
+    order-``k`` error over the examples.
+    """
+    reg = registry if registry is not None else current_registry()
+    report = OpReport(schema.name)
+    if schema.gradient is None:
+        if schema.not_differentiable or schema.internal:
+            why = f"declared not differentiable: {schema.not_differentiable}" if schema.not_differentiable \
+                else "an internal op without a GradientFn"
+            report.results.append(CheckResult(schema.name, "gradient", None, True, None, f"not checked: {why}",
+                                              skipped=True))
+        else:
+            report.results.append(CheckResult(schema.name, "gradient", None, False, None,
+                                              "a user-facing op with neither a GradientFn nor a not_differentiable "
+                                              "reason (ARCH-062)"))
+        return report
+    if not schema.examples:
+        report.results.append(CheckResult(schema.name, "examples", None, False, None,
+                                          "no examples: the numerical checks need at least one"))
+        return report
+    depth, why = checked_order(schema, order, reg)
+    for index in range(len(schema.examples)):
+        for k in range(1, depth + 1):
+            result = check_op_example(schema, index, k, seed=seed, registry=reg)
+            report.results.append(result)
+            if not result.ok and result.error is None:  # could not even build this order: higher ones cannot either
+                break
+        for k in range(depth + 1, order + 1):
+            report.results.append(CheckResult(schema.name, gradient_check_name(k), index, True, None,
+                                              f"not checked: {why}", skipped=True))
+        for dtype in low_precision:
+            report.results.append(check_op_low_precision(schema, index, dtype, seed=seed, registry=reg))
+    return report
