@@ -30,6 +30,8 @@ def attr_key(value: Any) -> Any:
         return ("dtype", value.name)
     if isinstance(value, np.ndarray):
         data = np.ascontiguousarray(value)
+        if not data.dtype.isnative:  # the same numbers in either byte order are the same attribute
+            data = data.astype(data.dtype.newbyteorder("="))
         raw = data.tobytes()
         if len(raw) <= 64:
             digest = raw

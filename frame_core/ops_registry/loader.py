@@ -49,7 +49,7 @@ def _norm(name: str) -> str:
 def _names(value: str | None) -> set[str] | None:
     if value is None:
         return None
-    return {_norm(v) for v in value.split(",") if v.strip()}
+    return {_norm(v.strip()) for v in value.split(",") if v.strip()}  # "a, b" is as good as "a,b"
 
 
 def discover_entry_points() -> list[Any]:

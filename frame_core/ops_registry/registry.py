@@ -80,6 +80,11 @@ class Registry:
         for pack in self.packs.values():
             if name in pack.ops and pack.status != "loaded":
                 return f" (pack {pack.name!r} from {pack.distribution} provides it but is {pack.status}: {pack.error})"
+        failed = [p for p in self.packs.values() if p.status == "failed" and not p.ops]
+        if failed:  # a pack that failed before registering anything may be the one that provides it
+            names = ", ".join(f"{p.name!r} ({p.distribution})" for p in failed)
+            return (f" (is the pack that provides it installed? These packs failed to load: {names}; "
+                    "run `frame plugins list` to see why)")
         return ""
 
     def __contains__(self, name: object) -> bool:
