@@ -41,7 +41,16 @@ CORE_ALONE = """
     fc.verify(first)
     fc.verify(second)
     outs = fc.compile(second).run([np.array(3.0, np.float32)])
+
+    # a vector graph: higher order through add_scalar_contraction needs no pack either
+    v = fc.Graph("vector")
+    a = v.add_input("f64[3]", "a")
+    v.mark_output(v.apply("weighted_sum_internal", v.apply("accumulate_internal", a, a), weights=np.array([1.0, 2.0, 3.0])))
+    g1 = fc.build_backward_graph(v, 0, [0])
+    g1c, k = fc.add_scalar_contraction(g1, 1, weights=np.array([1.0, 0.0, -1.0]))
+    vector = fc.compile(fc.build_backward_graph(g1c, k, [0])).run([np.ones(3)])
     print(json.dumps({
+        "vector": [o.tolist() for o in vector],
         "user_ops": [s.name for s in reg.user_ops()],
         "ops": sorted(reg.names()),
         "packs": {p.name: p.status for p in reg.packs.values()},
@@ -56,13 +65,16 @@ CORE_ALONE = """
 def test_core_alone_imports_lists_no_user_ops_and_differentiates_builtin_graphs():
     facts = json.loads(run_python(CORE_ALONE, FRAME_LOAD_PLUGINS=""))
     assert facts["user_ops"] == []
-    assert facts["ops"] == ["accumulate_internal", "constant", "fused_elementwise_internal"]
+    assert facts["vector"] == [12.0, [2.0, 4.0, 6.0], -4.0, [0.0, 0.0, 0.0]]  # sum(w*2a), 2w, <(1,0,-1), 2w>, linear
+    assert facts["ops"] == ["accumulate_internal", "constant", "fused_elementwise_internal", "weighted_broadcast_internal",
+                            "weighted_sum_internal"]
     assert facts["packs"]["core"] == "loaded"
     assert all(status == "disabled" for name, status in facts["packs"].items() if name != "core")
     assert facts["problems"] == []
     assert facts["outputs"] == [8.0, 2.0, 0.0]  # 2x + 2 at x = 3; d/dx = 2; d2/dx2 = 0
     assert facts["dtypes"] == ["float32"] * 3
-    assert facts["closed"] == {"constant": True, "accumulate_internal": True, "fused_elementwise_internal": False}
+    assert facts["closed"] == {"weighted_sum_internal": True, "weighted_broadcast_internal": True,
+                               "constant": True, "accumulate_internal": True, "fused_elementwise_internal": False}
 
 
 HEAVY = ("typer", "rich", "pluggy", "ml_dtypes", "importlib.metadata", "frame_ops_basic")

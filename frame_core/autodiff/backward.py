@@ -159,24 +159,25 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     return graph
 
 
-def add_scalar_contraction(graph: Graph, output_index: int, op: str = "sum", weights: np.ndarray | None = None) -> tuple[Graph, int]:
-    """A copy of ``graph`` with one more output: the scalar ``op(output)`` (ARCH-067).
+def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None) -> tuple[Graph, int]:
+    """A copy of ``graph`` with one more output: the scalar ``sum(weights * output)`` (ARCH-067).
 
-    With ``weights`` the contraction is ``sum(weights * output)`` (a chosen
-    direction, needed for anything beyond a vector-Jacobian product). Returns
-    the new graph and the new output's index, ready for another call to
-    ``build_backward_graph``. A full-ones contraction gives a vector-Jacobian
-    product (row sums of the Hessian for a gradient output), not a Hessian.
+    ``weights`` default to all ones. Returns the new graph and the new output's
+    index, ready for another call to ``build_backward_graph``. The contraction
+    is the core op ``weighted_sum_internal``, so higher order needs no pack.
+    A full-ones contraction of a gradient gives a vector-Jacobian product (the
+    Hessian's row sums), not a Hessian: choose ``weights`` (a direction, or a
+    basis vector for one Hessian row) for anything else.
     """
     n = len(graph.outputs)
-    if not -n <= output_index < n:
-        raise GradientError(f"output_index {output_index} is out of range: the graph has {n} outputs")
+    if not isinstance(output_index, int) or not -n <= output_index < n:
+        raise GradientError(f"output_index {output_index!r} is out of range: the graph has {n} outputs")
+    target = graph.outputs[output_index].type
+    if not target.dtype.is_float:
+        raise GradientError(f"output {output_index} has type {target}; only floating outputs can be contracted")
+    w = np.ones(target.shape, target.dtype.np) if weights is None else np.asarray(weights, dtype=target.dtype.np)
+    if w.shape != target.shape:
+        raise GradientError(f"weights of shape {list(w.shape)} do not match output {output_index} ({target})")
     copy = clone_graph(graph)
-    target = copy.outputs[output_index]
-    if weights is not None:
-        w = np.asarray(weights, dtype=target.type.dtype.np)
-        if w.shape != target.type.shape:
-            raise GradientError(f"weights of shape {list(w.shape)} do not match output {output_index} ({target.type})")
-        target = copy.apply("mul", target, copy.constant(w))
-    scalar = copy.apply(op, target) if target.type.rank else target
+    scalar = copy.add_node("weighted_sum_internal", [copy.outputs[output_index]], {"weights": w}).outputs[0]
     return copy, copy.mark_output(scalar)

@@ -1,16 +1,21 @@
 """The core's own ops, registered through the same hook as any pack (ARCH-063).
 
-``constant`` and ``accumulate_internal`` are what the core's transforms emit:
-``build_backward_graph`` seeds the loss with ``constant(1)``, fills
-unreachable ``wrt`` gradients with ``constant(0)`` and sums gradient
-contributions with ``accumulate_internal``. With no pack installed, graphs made
-of these ops can still be built, differentiated (to any order) and run.
+These are what the core's transforms emit: ``build_backward_graph`` seeds the
+loss with ``constant(1)``, fills unreachable ``wrt`` gradients with
+``constant(0)`` and sums gradient contributions with ``accumulate_internal``;
+``add_scalar_contraction`` (higher order, ARCH-067) and the numerical-check kit
+contract a tensor to a scalar with ``weighted_sum_internal``, whose gradient
+``weighted_broadcast_internal`` closes the pair. The compile pipeline emits
+``fused_elementwise_internal``. With no pack installed, graphs made of these
+ops can still be built, differentiated to any order and run, and a pack can be
+checked by the conformance kit without any other pack.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..frontend.trace import apply
 from .hookspecs import hookimpl
 from .schema import AttrSpec, Example, NodeContext, OpSchema
 from ..ir.dtypes import as_dtype
@@ -62,8 +67,78 @@ ACCUMULATE = OpSchema(
 )
 
 
+# weighted_sum_internal(x; weights) -> sum(weights * x): a scalar of x's dtype.
+#   gradient: gx = weighted_broadcast_internal(gy; weights)
+def _weights_of(ctx: NodeContext) -> np.ndarray:
+    return ctx.attrs["weights"]
+
+
+def _weighted_sum_shape(ctx: NodeContext) -> list[TensorType]:
+    (x,) = ctx.input_types
+    w = _weights_of(ctx)
+    if not x.dtype.is_float or tuple(w.shape) != x.shape:
+        raise ctx.error(f"needs a floating input with the weights' shape {list(w.shape)}, got {x}")
+    return [TensorType(x.dtype, ())]
+
+
+def _weighted_sum_kernel(ctx: NodeContext):
+    (x,) = ctx.input_types
+    wide = np.float32 if x.dtype.itemsize == 2 else x.dtype.np  # half precision accumulates in float32
+    w = np.ascontiguousarray(_weights_of(ctx), wide).reshape(-1)
+    dtype = x.dtype.np
+    return lambda a: np.asarray(np.dot(w, np.asarray(a, wide).reshape(-1)), dtype)
+
+
+# weighted_broadcast_internal(g; weights) -> g * weights: g is a scalar, the result has the weights' shape.
+#   gradient: gg = weighted_sum_internal(ggx; weights)
+def _weighted_broadcast_shape(ctx: NodeContext) -> list[TensorType]:
+    (g,) = ctx.input_types
+    if g.shape != () or not g.dtype.is_float:
+        raise ctx.error(f"needs a floating scalar, got {g}")
+    return [TensorType(g.dtype, _weights_of(ctx).shape)]
+
+
+def _weighted_broadcast_kernel(ctx: NodeContext):
+    (g,) = ctx.input_types
+    dtype = g.dtype.np
+    w = np.asarray(_weights_of(ctx), dtype)
+
+    def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return np.multiply(w, a, out if out is not None else np.empty(w.shape, dtype))
+    return kernel
+
+
+_WEIGHTS = AttrSpec("tensor", doc="the contraction weights (the shape of the contracted tensor)")
+
+WEIGHTED_SUM = OpSchema(
+    "weighted_sum_internal",
+    inputs=("x",),
+    attrs={"weights": _WEIGHTS},
+    shape_infer=_weighted_sum_shape,
+    kernels={"cpu": _weighted_sum_kernel},
+    gradient=lambda ctx: ctx.grad_graph(
+        lambda x, y, gy: apply("weighted_broadcast_internal", gy, weights=_weights_of(ctx))),
+    doc="sum(weights * x): the scalar contraction the core's transforms and the check kit use (ARCH-067).",
+    examples=[Example(["f32[3, 2]"], {"weights": np.arange(6, dtype=np.float32).reshape(3, 2)}),
+              Example(["f64[]"], {"weights": np.array(2.0)})],
+)
+
+WEIGHTED_BROADCAST = OpSchema(
+    "weighted_broadcast_internal",
+    inputs=("g",),
+    attrs={"weights": _WEIGHTS},
+    shape_infer=_weighted_broadcast_shape,
+    kernels={"cpu": _weighted_broadcast_kernel},
+    gradient=lambda ctx: ctx.grad_graph(
+        lambda g, y, gy: apply("weighted_sum_internal", gy, weights=_weights_of(ctx))),
+    traits=("accepts_out",),
+    doc="g * weights for a scalar g: the gradient of weighted_sum_internal.",
+    examples=[Example(["f32[]"], {"weights": np.arange(6, dtype=np.float32).reshape(3, 2)})],
+)
+
+
 @hookimpl
 def frame_register_ops() -> list[OpSchema]:
     from ..compiler.fused import FUSED
 
-    return [CONSTANT, ACCUMULATE, FUSED]
+    return [CONSTANT, ACCUMULATE, WEIGHTED_SUM, WEIGHTED_BROADCAST, FUSED]

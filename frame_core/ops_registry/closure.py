@@ -186,7 +186,7 @@ def _unload_broken_packs(reg: Registry, contract: dict[str, list[str]]) -> None:
     for pack, problems in broken.items():
         record = reg.packs.get(pack)
         if pack == "core":  # the core's own ops are part of frame itself: never unload them
-            reg.problems.extend(problems)
+            reg.notes.extend(problems)
             continue
         if record is not None:
             record.status = "failed"

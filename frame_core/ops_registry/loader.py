@@ -135,21 +135,18 @@ def load_registry(
             continue
         unknown = _unknown_hooks(pm, name)
         if unknown:  # a misspelt hook would otherwise be ignored in silence
-            reg.problems.append(
+            reg.notes.append(
                 f"{name} ({dist} {version}): implements {', '.join(unknown)}, which frame-core {core_version()} "
                 f"does not define (its hooks: {', '.join(_HOOKS)}); the implementation is ignored. Check the "
                 "spelling, or install the frame-core the pack was written for"
             )
         _collect(pm, reg, name)
 
-    for spec_problem in _collect_passes(pm, reg):
-        reg.problems.append(spec_problem)
+    reg.notes.extend(_collect_passes(pm, reg))
     if audit:
         from .closure import run_closure_audit
 
         run_closure_audit(reg)
-    failures = [f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in reg.packs.values() if p.status == "failed"]
-    reg.problems.extend(failures)
     if strict and reg.problems:
         raise PluginError("plugin problems (FRAME_STRICT is set):\n  " + "\n  ".join(reg.problems))
     return reg

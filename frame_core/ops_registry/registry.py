@@ -67,7 +67,13 @@ class Registry:
         self.packs: dict[str, PackRecord] = {}
         self.closure: dict[str, ClosureInfo] = {}
         self.passes: list[PassSpec] = []
-        self.problems: list[str] = []
+        self.notes: list[str] = []  # problems not tied to one failed pack (misspelt hooks, pass errors)
+
+    @property
+    def problems(self) -> list[str]:
+        """Every plugin problem: one line per failed pack (with its reason), then the other notes."""
+        failed = [f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in self.packs.values() if p.status == "failed"]
+        return failed + self.notes
 
     def get(self, name: str) -> "OpSchema":
         """The schema called ``name``; ``UnknownOpError`` with close matches otherwise."""

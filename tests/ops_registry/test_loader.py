@@ -15,7 +15,8 @@ from frame_core.ops_registry.registry import use_registry
 
 from .fakepacks import pack_source
 
-CORE_OPS = {"constant", "accumulate_internal", "fused_elementwise_internal"}
+CORE_OPS = {"constant", "accumulate_internal", "weighted_sum_internal", "weighted_broadcast_internal",
+            "fused_elementwise_internal"}
 
 
 def packs_of(reg, dist: str):

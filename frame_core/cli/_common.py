@@ -1,0 +1,192 @@
+"""What every ``frame`` command shares: exit codes, output streams, strict mode, loading the registry.
+
+Exit status (SPEC §8): ``0`` clean, ``1`` findings (including plugin
+problems under ``--strict``), ``2`` usage or internal error. Machine-readable
+output goes to stdout; diagnostics (warnings, errors) go to stderr. Commands
+raise :class:`CliFailure` for an expected failure; :func:`guarded` turns it,
+any ``FrameError`` and any unexpected exception into a message on stderr and
+an exit status, never a traceback (``FRAME_DEBUG=1`` shows one for bugs).
+
+This module imports neither rich nor the compiler: ``frame ops list`` must
+start fast (issue 5: within 2.5x of ``python -c "import numpy"``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ops_registry.registry import Registry
+
+__all__ = [
+    "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "CliFailure", "guarded", "state", "env_strict", "load",
+    "emit_json", "echo", "warn", "format_table", "unknown_name", "resolve_pack", "plugin_problems", "current",
+]
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliFailure(Exception):
+    """An expected failure of a command: ``message`` goes to stderr, ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class _State:
+    """Options of the ``frame`` group that its sub-commands read (reset on every invocation)."""
+
+    strict = False
+
+
+state = _State()
+
+
+def env_strict(environ: Mapping[str, str] | None = None) -> bool:
+    """``FRAME_STRICT`` read as the loader reads it: anything but empty, 0, false, no means on."""
+    env = os.environ if environ is None else environ
+    return env.get("FRAME_STRICT", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def echo(text: str = "") -> None:
+    """One line (or block) of output on stdout."""
+    typer.echo(text)
+
+
+def warn(text: str) -> None:
+    """A diagnostic on stderr."""
+    typer.echo(text, err=True)
+
+
+def emit_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout."""
+    typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def guarded(fn: F) -> F:
+    """Run a command body, turning failures into a message on stderr and the documented exit status."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ..errors import FrameError
+
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except CliFailure as failure:
+            warn(failure.message)
+            raise typer.Exit(failure.code) from None
+        except FrameError as exc:
+            warn(f"error: {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        except Exception as exc:  # a bug in frame or in a pack: say so in one paragraph, not a traceback
+            if os.environ.get("FRAME_DEBUG"):
+                import traceback
+
+                traceback.print_exc()
+            warn(f"internal error: {type(exc).__name__}: {exc}\n"
+                 "This is a bug in frame or in a pack; rerun with FRAME_DEBUG=1 for the traceback and report it.")
+            raise typer.Exit(EXIT_USAGE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False) -> "Registry":
+    """Load the installed packs into a fresh registry and report their problems on stderr.
+
+    ``strict`` (default: ``--strict`` or ``FRAME_STRICT``) makes any plugin
+    problem a :class:`CliFailure` with exit status 1. Without it, failed
+    packs are one warning line each unless ``quiet``. ``deep`` runs the deep
+    closure audit (ARCH-068) instead of the start-up one.
+    """
+    from ..ops_registry.closure import run_closure_audit
+    from ..ops_registry.loader import load_registry
+
+    strict = state.strict if strict is None else strict
+    reg = load_registry(strict=False, audit=False)
+    run_closure_audit(reg, deep=deep)
+    problems = plugin_problems(reg)
+    if strict and problems:
+        raise CliFailure("plugin problems (strict mode):\n  " + "\n  ".join(problems), EXIT_FINDINGS)
+    if not quiet:
+        for problem in problems:
+            warn(f"warning: {problem}")
+    return reg
+
+
+def plugin_problems(reg: "Registry") -> list[str]:
+    """Every plugin problem of ``reg``: failed packs (with their reasons) and the loader's other findings."""
+    out = []
+    for record in reg.packs.values():
+        if record.status == "failed":
+            out.append(f"pack {record.name!r} ({record.distribution} {record.version}) failed to load: {record.error}")
+    failed = {f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in reg.packs.values()}
+    out.extend(p for p in reg.problems if p not in failed)
+    return out
+
+
+@contextmanager
+def current(reg: "Registry") -> Iterator["Registry"]:
+    """Make ``reg`` the registry that tracing and autodiff use inside the block."""
+    from ..ops_registry.registry import use_registry
+
+    with use_registry(reg):
+        yield reg
+
+
+def unknown_name(kind: str, name: str, known: Sequence[str], listing: str) -> CliFailure:
+    """A usage failure for an unknown op or pack name, suggesting close matches."""
+    from ..errors import suggest
+
+    matches = suggest(name, known)
+    message = f"error: unknown {kind} {name!r}"
+    if matches:
+        message += f"; did you mean {', '.join(repr(m) for m in matches)}?"
+    message += f" (run `{listing}` to see them)"
+    return CliFailure(message, EXIT_USAGE)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Rows as left-aligned text columns under ``headers`` (plain text: pipes and greps well)."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def resolve_pack(reg: "Registry", pack: str | None) -> str | None:
+    """The pack name that ``--pack`` means (a pack name or its distribution's name); usage failure if none."""
+    if pack is None:
+        return None
+    import re
+
+    def norm(text: str) -> str:
+        return re.sub(r"[-_.]+", "-", text).lower()
+
+    for record in reg.packs.values():
+        if pack == record.name:
+            return record.name
+    for record in reg.packs.values():
+        if norm(pack) in (norm(record.name), norm(record.distribution)):
+            return record.name
+    from ..errors import suggest
+
+    by_label = {r.name: r.name for r in reg.packs.values()} | {r.distribution: r.name for r in reg.packs.values()}
+    close = list(dict.fromkeys(by_label[m] for m in suggest(pack, by_label)))
+    message = f"error: unknown pack {pack!r}"
+    if close:
+        message += f"; did you mean {', '.join(repr(m) for m in close)}?"
+    raise CliFailure(message + " (run `frame plugins list` to see the installed packs)", EXIT_USAGE)

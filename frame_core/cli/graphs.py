@@ -1,0 +1,104 @@
+"""``frame graph show|dot|grad``: tools for graphs saved as JSON (``frame_core.save_graph``).
+
+A file that cannot be read, is not a frame graph document, or fails
+``verify`` against the installed ops is a usage error (exit status 2) with
+the file, the place in the document (a JSONPath) and what was wrong.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._common import EXIT_USAGE, CliFailure, current, echo, load, warn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir.graph import Graph
+    from ..ops_registry.registry import Registry
+
+__all__ = ["graph_show", "graph_dot", "graph_grad", "parse_indices"]
+
+
+def _read(path: str, reg: "Registry", check: bool = True) -> "Graph":
+    from ..errors import GraphFormatError
+    from ..ir.serialize import load_graph
+    from ..ir.verify import check_graph
+
+    try:
+        graph = load_graph(path)
+    except GraphFormatError as exc:
+        raise CliFailure(f"error: cannot load graph {exc.path}: {exc.detail}", EXIT_USAGE) from None
+    if check:
+        problems = check_graph(graph, reg)
+        if problems:
+            lines = "\n  ".join(str(p) for p in problems[:20])
+            more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+            raise CliFailure(
+                f"error: {path} is not a valid graph for the installed ops ({len(problems)} problem"
+                f"{'s' if len(problems) != 1 else ''}):\n  {lines}{more}\n"
+                "(is the pack that provides its ops installed? `frame ops list` shows what is; "
+                "--no-verify prints it anyway)",
+                EXIT_USAGE,
+            )
+    return graph
+
+
+def graph_show(path: str, verify: bool) -> None:
+    from ..ir.printer import format_graph
+
+    reg = load()
+    echo(format_graph(_read(path, reg, verify)))
+
+
+def graph_dot(path: str, verify: bool) -> None:
+    from ..ir.dot import to_dot
+
+    reg = load()
+    echo(to_dot(_read(path, reg, verify)).rstrip("\n"))
+
+
+def parse_indices(text: str, option: str) -> list[int]:
+    """``"0,2"`` -> ``[0, 2]``; a usage failure naming ``option`` otherwise."""
+    try:
+        out = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CliFailure(f"error: {option} takes comma-separated input indices such as 0,2; got {text!r}",
+                         EXIT_USAGE) from None
+    if not out:
+        raise CliFailure(f"error: {option} needs at least one index, got {text!r}", EXIT_USAGE)
+    return out
+
+
+def graph_grad(path: str, loss: int, wrt: str | None, output: str | None) -> None:
+    """Differentiate output ``loss`` of the saved graph with respect to inputs ``wrt``; save the result."""
+    from ..autodiff.backward import build_backward_graph
+    from ..errors import GradientError
+    from ..ir.serialize import dumps, save_graph
+
+    reg = load()
+    graph = _read(path, reg)
+    if wrt is None:
+        indices = [i for i, v in enumerate(graph.inputs) if v.type.dtype.is_float]
+        if not indices:
+            raise CliFailure(f"error: {path} has no floating input to differentiate with respect to", EXIT_USAGE)
+    else:
+        indices = parse_indices(wrt, "--wrt")
+    try:
+        with current(reg):
+            grad = build_backward_graph(graph, loss, indices, registry=reg)
+    except GradientError as exc:
+        raise CliFailure(f"error: cannot differentiate {path}: {exc}", EXIT_USAGE) from None
+    if output is None or output == "-":
+        echo(dumps(grad, indent=1))
+        return
+    try:
+        save_graph(grad, output)
+    except OSError as exc:
+        raise CliFailure(f"error: cannot write {output}: {exc.strerror or exc}", EXIT_USAGE) from None
+    n_out = len(graph.outputs)
+    warn(f"wrote {output}: outputs {_span(0, n_out)} the forward outputs, {_span(n_out, n_out + len(indices))} the "
+         f"gradients of output {loss} with respect to input{'s' if len(indices) != 1 else ''} "
+         f"{', '.join(map(str, indices))}")
+
+
+def _span(start: int, stop: int) -> str:
+    return f"{start} is" if stop - start == 1 else f"{start}..{stop - 1} are"

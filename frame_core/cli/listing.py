@@ -1,0 +1,236 @@
+"""``frame --version``, ``frame plugins list``, ``frame ops list`` and ``frame ops show``.
+
+Each command is a function that builds plain data (what ``--format json``
+prints) and a text rendering of that data, so both formats always say the
+same thing. JSON shapes are documented in ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._common import echo, emit_json, format_table, load, plugin_problems, resolve_pack, unknown_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ops_registry.closure import ClosureInfo
+    from ..ops_registry.registry import Registry
+    from ..ops_registry.schema import OpSchema
+
+__all__ = ["version_text", "plugins_list", "ops_list", "ops_show", "op_row", "describe_chain"]
+
+
+# -- frame --version ----------------------------------------------------------------------
+def version_text() -> str:
+    """The core's version and every installed pack's, read from metadata (no pack is imported)."""
+    from .. import __version__
+    from ..ops_registry.entrypoints import entry_points
+    from ..ops_registry.hookspecs import PLUGIN_API_VERSION
+    from ..ops_registry.loader import GROUP
+
+    lines = [f"frame-core {__version__} (plugin API {PLUGIN_API_VERSION})"]
+    seen = set()
+    for ep in sorted(entry_points(GROUP), key=lambda ep: (ep.dist_name.lower(), ep.name)):
+        if (ep.dist_name, ep.name) not in seen:
+            seen.add((ep.dist_name, ep.name))
+            lines.append(f"{ep.dist_name} {ep.dist_version} (pack {ep.name})")
+    return "\n".join(lines)
+
+
+# -- frame plugins list -------------------------------------------------------------------
+def plugins_list(fmt: str) -> list[str]:
+    """Print every pack; return the plugin problems (the caller fails on them under ``--strict``)."""
+    reg = load(strict=False, quiet=True)
+    rows = []
+    for record in reg.packs.values():
+        row = record.to_json()
+        row["passes"] = sum(1 for p in reg.passes if getattr(p, "pack", None) == record.name)
+        rows.append(row)
+    if fmt == "json":
+        emit_json(rows)
+        return plugin_problems(reg)
+    echo(format_table(
+        ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "OPS", "API"],
+        [[r["name"], r["distribution"], r["version"], r["status"], r["ops"], r["api_version"] or "-"] for r in rows],
+    ))
+    for r in rows:
+        if r["error"]:
+            echo(f"\n{r['name']} ({r['distribution']} {r['version']}) is {r['status']}: {r['error']}")
+    return plugin_problems(reg)
+
+
+# -- frame ops list -----------------------------------------------------------------------
+def op_row(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
+    """One op as ``frame ops list --format json`` shows it."""
+    info = reg.closure.get(schema.name)
+    return {
+        "name": schema.name,
+        "pack": schema.pack,
+        "distribution": schema.distribution,
+        "internal": schema.internal,
+        "kernels": sorted(schema.kernels),
+        "differentiable": schema.differentiable,
+        "closure_order": info.json_order() if info is not None else None,
+        "traits": sorted(schema.traits),
+        "signature": schema.signature(),
+    }
+
+
+def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool) -> None:
+    reg = load()
+    pack = resolve_pack(reg, pack)
+    schemas = sorted(reg.schemas.values(), key=lambda s: s.name)
+    rows = [
+        op_row(s, reg) for s in schemas
+        if (internal or not s.internal)
+        and (pack is None or s.pack == pack)
+        and (not missing_gradient or s.gradient is None)
+    ]
+    if fmt == "json":
+        emit_json(rows)
+        return
+    hidden = sum(1 for s in schemas if s.internal and (pack is None or s.pack == pack)) if not internal else 0
+    echo(format_table(
+        ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS"],
+        [[r["name"], r["pack"], r["differentiable"], "-" if r["closure_order"] is None else r["closure_order"],
+          ",".join(r["kernels"])] for r in rows],
+    ))
+    tail = f"\n{len(rows)} op{'s' if len(rows) != 1 else ''}"
+    if hidden:
+        tail += f" ({hidden} internal op{'s' if hidden != 1 else ''} hidden; add --internal to list them)"
+    echo(tail)
+
+
+# -- frame ops show -----------------------------------------------------------------------
+def describe_chain(info: "ClosureInfo", reg: "Registry") -> str:
+    """Why ``info.op`` is not closed: the chain of ops its gradients reach, ending at the one that breaks it."""
+    if not info.chain:
+        return ""
+    last = info.chain[-1]
+    schema = reg.schemas.get(last)
+    if schema is None:
+        why = "is not registered (is the pack that provides it installed and loaded?)"
+    elif schema.not_differentiable:
+        why = f"is declared not differentiable: {schema.not_differentiable}"
+    else:
+        why = "has no GradientFn"
+    if len(info.chain) == 1:
+        return f"{last} {why}"
+    return f"{' -> '.join(info.chain)} ({last} {why})"
+
+
+def _example_text(example: Any) -> str:
+    text = ", ".join(str(t) for t in example.inputs) or "(no inputs)"
+    if example.attrs:
+        attrs = ", ".join(f"{k}={_short(v)}" for k, v in example.attrs.items())
+        text += f"  {{{attrs}}}"
+    extras = [f"values in [{example.low:g}, {example.high:g}]"] if example.values is None else ["fixed values"]
+    if example.min_abs:
+        extras.append(f"|x| >= {example.min_abs:g}")
+    if example.note:
+        extras.append(example.note)
+    return f"{text}  ({'; '.join(extras)})"
+
+
+def _short(value: Any) -> str:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return f"array({value.dtype}, shape={list(value.shape)})"
+    return repr(value)
+
+
+def _gradient_graph_text(schema: "OpSchema") -> str | None:
+    if schema.gradient is None or not schema.examples:
+        return None
+    from ..ir.printer import format_graph
+
+    example = schema.examples[0]
+    try:
+        micro = schema.gradient(schema.context(example.inputs, example.attrs))
+        return format_graph(micro)
+    except Exception as exc:  # a broken GradientFn is shown, not raised: this is a diagnostic command
+        return f"(the GradientFn raised {type(exc).__name__}: {exc})"
+
+
+def op_details(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
+    """Everything ``frame ops show`` prints, as data."""
+    info = reg.closure.get(schema.name)
+    record = reg.packs.get(schema.pack or "")
+    return {
+        **op_row(schema, reg),
+        "version": record.version if record else None,
+        "inputs": list(schema.inputs),
+        "outputs": list(schema.outputs),
+        "nondiff_inputs": sorted(schema.nondiff_inputs),
+        "attributes": [
+            {"name": k, "kind": spec.kind, "required": spec.required,
+             "default": None if spec.required else _short(spec.default), "doc": spec.doc}
+            for k, spec in schema.attrs.items()
+        ],
+        "doc": schema.doc,
+        "not_differentiable": schema.not_differentiable,
+        "examples": [_example_text(e) for e in schema.examples],
+        "gradient_uses": list(info.uses) if info else [],
+        "closure_chain": list(info.chain) if info and not info.closed else [],
+        "closure_breaks": describe_chain(info, reg) if info and not info.closed else None,
+        "closure_problems": list(info.problems) if info else [],
+        "gradient_graph": _gradient_graph_text(schema),
+    }
+
+
+def ops_show(name: str, fmt: str) -> None:
+    reg = load(deep=True)
+    schema = reg.schemas.get(name)
+    if schema is None:
+        failure = unknown_name("op", name, reg.names(), "frame ops list --internal")
+        for record in reg.packs.values():
+            if name in record.ops and record.status != "loaded":
+                failure.message += f"; pack {record.name!r} provides it but is {record.status}: {record.error}"
+        raise failure
+    details = op_details(schema, reg)
+    if fmt == "json":
+        emit_json(details)
+        return
+    echo(_render_details(details))
+
+
+def _render_details(d: dict[str, Any]) -> str:
+    out = [f"{d['name']}  (pack {d['pack']}, {d['distribution']} {d['version']})", f"  {d['signature']}", ""]
+    if d["doc"]:
+        out += [d["doc"], ""]
+    width = 12
+
+    def field(label: str, value: str) -> None:
+        out.append(f"{label + ':':{width}} {value}".rstrip())
+
+    if d["attributes"]:
+        field("attributes", "")
+        for a in d["attributes"]:
+            default = "required" if a["required"] else f"default {a['default']}"
+            out.append(f"  {a['name']}: {a['kind']} ({default})" + (f"  {a['doc']}" if a["doc"] else ""))
+    else:
+        field("attributes", "none")
+    field("traits", ", ".join(d["traits"]) or "none")
+    field("kernels", ", ".join(d["kernels"]))
+    if d["nondiff_inputs"]:
+        field("no gradient", "inputs " + ", ".join(f"{i} ({d['inputs'][i]})" for i in d["nondiff_inputs"]
+                                                   if i < len(d["inputs"])))
+    gradient = {"yes": "GradientFn", "no": f"declared not differentiable: {d['not_differentiable']}",
+                "missing": "MISSING (no GradientFn and no reason given)"}[d["differentiable"]]
+    field("gradient", gradient)
+    order = d["closure_order"]
+    if d["differentiable"] == "yes":
+        closure = "closed (differentiable to any order)" if order == "closed" else f"order {order}"
+        if d["gradient_uses"]:
+            closure += f"; its gradient uses {', '.join(d['gradient_uses'])}"
+        field("closure", closure)
+        if d["closure_breaks"]:
+            field("breaks at", d["closure_breaks"])
+    for problem in d["closure_problems"]:
+        field("problem", problem)
+    out.append("examples:")
+    out += [f"  [{i}] {e}" for i, e in enumerate(d["examples"])] or ["  none"]
+    if d["gradient_graph"]:
+        out += ["", "gradient micro-graph for example [0] (inputs [x.., y.., gy..], outputs [gx..]):"]
+        out += ["  " + line for line in d["gradient_graph"].splitlines()]
+    return "\n".join(out)

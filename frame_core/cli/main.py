@@ -1,0 +1,184 @@
+"""The ``frame`` command line (SPEC §8): ops, plugins, gradient audit, graph tools, pack scaffold.
+
+Each command here only parses options; the work lives in ``listing``,
+``audit``, ``graphs`` and ``scaffold``, imported when the command runs so
+that start-up stays fast. Exit status: 0 clean, 1 findings, 2 usage or
+internal error (``_common``). The reference is ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from ._common import echo, env_strict, guarded, state
+
+__all__ = ["app", "main"]
+
+
+class ListFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class AuditFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+FormatOption = Annotated[ListFormat, typer.Option("--format", "-f", help="text (a table) or json (to stdout).")]
+PackOption = Annotated[str | None, typer.Option("--pack", "-p", help="Only this pack (its name or distribution).")]
+VerifyOption = Annotated[bool, typer.Option("--verify/--no-verify", help="Check the graph against the installed ops.")]
+
+app = typer.Typer(
+    name="frame",
+    help="frame: list and inspect ops, audit gradient coverage, work with saved graphs, scaffold op packs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+ops_app = typer.Typer(help="List and inspect registered ops.", no_args_is_help=True)
+plugins_app = typer.Typer(help="Installed op packs and how loading went.", no_args_is_help=True)
+audit_app = typer.Typer(help="Audits for CI.", no_args_is_help=True)
+graph_app = typer.Typer(help="Tools for graphs saved as JSON (frame_core.save_graph).", no_args_is_help=True)
+app.add_typer(ops_app, name="ops")
+app.add_typer(plugins_app, name="plugins")
+app.add_typer(audit_app, name="audit")
+app.add_typer(graph_app, name="graph")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from .listing import version_text
+
+        echo(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True,
+        help="Print the core's version and every installed pack's, then exit.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat any plugin problem as a failure (exit 1); "
+                                                          "also set by FRAME_STRICT=1.")] = False,
+) -> None:
+    state.strict = strict or env_strict()
+
+
+@plugins_app.command("list")
+@guarded
+def plugins_list(fmt: FormatOption = ListFormat.text) -> None:
+    """List every pack: distribution, version, status (loaded, failed, disabled), the reason, op count."""
+    from .listing import plugins_list as run
+
+    problems = run(fmt.value)
+    if state.strict and problems:
+        from ._common import EXIT_FINDINGS, warn
+
+        warn("plugin problems (strict mode):\n  " + "\n  ".join(problems))
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+@ops_app.command("list")
+@guarded
+def ops_list(
+    fmt: FormatOption = ListFormat.text,
+    pack: PackOption = None,
+    internal: Annotated[bool, typer.Option("--internal", help="Include _internal ops.")] = False,
+    missing_gradient: Annotated[bool, typer.Option("--missing-gradient",
+                                                   help="Only ops without a GradientFn.")] = False,
+) -> None:
+    """List ops: pack, gradient (yes, no, missing), closure order, kernels."""
+    from .listing import ops_list as run
+
+    run(fmt.value, pack, internal, missing_gradient)
+
+
+@ops_app.command("show")
+@guarded
+def ops_show(
+    name: Annotated[str, typer.Argument(help="The op's name.")],
+    fmt: FormatOption = ListFormat.text,
+) -> None:
+    """Everything about one op, including its gradient micro-graph and closure order."""
+    from .listing import ops_show as run
+
+    run(name, fmt.value)
+
+
+@audit_app.command("gradients")
+@guarded
+def audit_gradients(
+    order: Annotated[int | None, typer.Option("--order", "-n", help="Require every op with a GradientFn to be "
+                                                 "differentiable to this order (default 1).")] = None,
+    numeric: Annotated[bool, typer.Option("--numeric", help="Also check gradients against finite differences "
+                                          "(orders 1 and 2, every example).")] = False,
+    pack: PackOption = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Plugin problems outside --pack are findings too.")] = False,
+    fmt: Annotated[AuditFormat, typer.Option("--format", "-f", help="text, json, or github (::error lines).")]
+    = AuditFormat.text,
+) -> None:
+    """Gradient coverage per pack and closure order per op; exit 1 on findings (for CI)."""
+    from .audit import audit_gradients as run
+
+    raise typer.Exit(run(order, numeric, pack, strict, fmt.value))
+
+
+@graph_app.command("show")
+@guarded
+def graph_show(path: Annotated[str, typer.Argument(metavar="FILE")], verify: VerifyOption = True) -> None:
+    """Print a saved graph as text."""
+    from .graphs import graph_show as run
+
+    run(path, verify)
+
+
+@graph_app.command("dot")
+@guarded
+def graph_dot(path: Annotated[str, typer.Argument(metavar="FILE")], verify: VerifyOption = True) -> None:
+    """Print a saved graph in Graphviz DOT (pipe it to `dot -Tsvg`)."""
+    from .graphs import graph_dot as run
+
+    run(path, verify)
+
+
+@graph_app.command("grad")
+@guarded
+def graph_grad(
+    path: Annotated[str, typer.Argument(metavar="FILE")],
+    loss: Annotated[int, typer.Option("--loss", help="Index of the (scalar) output to differentiate.")] = 0,
+    wrt: Annotated[str | None, typer.Option("--wrt", help="Comma-separated input indices "
+                                               "(default: every floating input).")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Where to save the gradient graph "
+                                                  "(default: JSON to stdout).")] = None,
+) -> None:
+    """Build the backward graph of a saved graph (build_backward_graph) and save it as JSON."""
+    from .graphs import graph_grad as run
+
+    run(path, loss, wrt, output)
+
+
+@app.command("new-pack")
+@guarded
+def new_pack(
+    name: Annotated[str, typer.Argument(help="The pack's name: lowercase letters, digits, '_'.")],
+    directory: Annotated[str | None, typer.Option("--dir", "-d", help="Folder to create "
+                                                     "(default ./frame-ops-NAME); must be new or empty.")] = None,
+) -> None:
+    """Scaffold a third-party op pack: pyproject, one complete op, conformance tests, README."""
+    from .scaffold import new_pack as run
+
+    run(name, directory)
+
+
+def main() -> None:
+    """Console-script entry point (``frame``)."""
+    app(prog_name="frame")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
