@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -74,6 +75,15 @@ def emit_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def guarded(fn: F) -> F:
     """Run a command body, turning failures into a message on stderr and the documented exit status."""
 
@@ -85,6 +95,9 @@ def guarded(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
+        except BrokenPipeError:  # `frame ops list | head`: the reader left; stop quietly, like other tools
+            _silence_stdout()
+            raise typer.Exit(EXIT_OK) from None
         except CliFailure as failure:
             warn(failure.message)
             raise typer.Exit(failure.code) from None

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import ORDER_ONE_PACK, run_frame
+from .conftest import FRAME, ORDER_ONE_PACK, run_frame
 
 ACTIVATIONS = ["elu", "gelu", "leaky_relu", "softplus"]
 
@@ -104,3 +104,12 @@ def test_activations_pack_audits_clean(extra):
     report = json.loads(result.stdout)
     assert result.returncode == 0, report["findings"]
     assert report["total"] == {"packs": 1, "ops": 4, "with_gradient": 4, "not_differentiable": 0, "missing": 0}
+
+
+def test_a_reader_that_leaves_early_is_not_an_error():
+    """`frame ops list | head -1`: the closed pipe ends the command quietly with status 0."""
+    proc = subprocess.Popen([str(FRAME), "ops", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the command writes anything
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert b"internal error" not in err and b"Traceback" not in err
