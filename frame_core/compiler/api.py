@@ -6,6 +6,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,7 @@ def compile(  # noqa: A001 - the name users expect
     even when a kernel exists. ``checks`` (default: ``FRAME_CHECKS=1``) runs
     ``verify`` after every stage. Identical graphs hit the compile cache.
     """
-    from ..ops_registry.registry import registry as current
+    from ..ops_registry.registry import registry as current, use_registry
     from ..runtime.executable import Executable
     from .passes.lower import lower
     from .passes.memory import plan_memory
@@ -109,13 +110,17 @@ def compile(  # noqa: A001 - the name users expect
         checks = os.environ.get("FRAME_CHECKS", "") not in ("", "0")
     disable = frozenset(disable)
     decompose = frozenset(decompose)
-    key = (graph_key(graph), backend, opt_level, disable, decompose, checks, id(reg))
+    # The registry itself, not its id: a freed registry's id can be reused by another one. Input names
+    # are in the key because run() names inputs in its errors.
+    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), backend, opt_level, disable, decompose, checks, reg)
     if cache:
         hit = compile_cache.get(key)
         if hit is not None:
             return hit
     ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks)
-    with gc_paused():
+    # DecomposeFns, plugin passes and kernel builders look ops up in the current registry: make it `reg`
+    current_reg = use_registry(reg) if registry is not None else nullcontext()
+    with gc_paused(), current_reg:
         optimised = run_graph_stages(graph, ctx, disable)
         plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
         program = lower(optimised, plan, ctx)

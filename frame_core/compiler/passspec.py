@@ -13,7 +13,8 @@ __all__ = ["PassSpec"]
 class PassSpec:
     """A plugin pass: ``fn(graph, ctx) -> graph`` run ``before`` or ``after`` the named built-in stage.
 
-    Exactly one of ``before``/``after`` is set. ``min_level`` is the lowest
+    Exactly one of ``before``/``after`` is set, naming a stage up to ``before="plan_memory"``
+    (stages 8 and 9 do not make graphs, so nothing runs after them). ``min_level`` is the lowest
     ``opt_level`` at which it runs. ``pack`` is filled in by the loader.
     """
 

@@ -13,8 +13,9 @@
 Stages 1-7 are pure functions ``(Graph, CompileContext) -> Graph``; 8 and 9
 produce the plan and the program. Plugins insert passes before or after a
 named stage (``PassSpec``, hook ``frame_register_passes``), never by numeric
-priority. ``opt_level`` picks which optional stages run (0: none, 1: folding
-and dead-node elimination, 2: everything, the default); ``disable`` removes
+priority; a graph pass runs before ``plan_memory`` at the latest.
+``opt_level`` picks which optional stages run (0: none, 1: folding and
+dead-node elimination, 2: everything, the default); ``disable`` removes
 named stages. With ``FRAME_CHECKS=1`` (or ``checks=True``) the full ``verify``
 runs after every stage and an error names the stage that broke the graph.
 """
@@ -111,6 +112,12 @@ def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Ca
             raise CompileError(
                 f"pass {spec.name!r} from pack {spec.pack!r} must name one built-in stage in before= or after=, "
                 f"got before={spec.before!r}, after={spec.after!r}; stages: {', '.join(STAGES)}"
+            )
+        if spec.after in PLAN_STAGES or spec.before == "lower":  # a graph pass must run before the plan is made
+            raise CompileError(
+                f"pass {spec.name!r} from pack {spec.pack!r} is anchored {'after' if spec.after else 'before'} "
+                f"{anchor!r}, but graph passes must run before plan_memory; use before='plan_memory' or "
+                f"after='fuse_elementwise'"
             )
     run: list[tuple[str, Callable[[Graph, CompileContext], Graph]]] = []
 

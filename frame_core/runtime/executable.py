@@ -63,7 +63,8 @@ class Executable:
     # -- code generation ----------------------------------------------------------
     def _generate(self) -> tuple[str, Any, dict[int, int]]:
         prog = self.program
-        ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count}
+        ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count,
+                              "_array": np.array, "_asarray": np.asarray}
         ns.update(prog.constants)
         ns.update(prog.buffers)
         n = len(prog.input_names)
@@ -91,7 +92,12 @@ class Executable:
             lines.append("        pass")
         lines.append("    except Exception as exc:")
         lines.append("        _fail(exc)")
-        outs = [f"{name}.copy()" if copy else name for name, copy in zip(prog.output_names, prog.output_copies)]
+        outs = []
+        for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types):
+            if t.rank == 0:  # ufuncs return numpy scalars for 0-d arrays; run() returns arrays
+                outs.append(f"_array({name})" if copy else f"_asarray({name})")
+            else:
+                outs.append(f"{name}.copy()" if copy else name)
         lines.append(f"    return [{', '.join(outs)}]")
         source = "\n".join(lines) + "\n"
         ns["_fail"] = self._kernel_failed
@@ -119,7 +125,9 @@ class Executable:
         template: list[Any] = [None] * len(slot)
         for k, array in preset.items():
             template[k] = array
-        results = [(at(name), copy) for name, copy in zip(prog.output_names, prog.output_copies)]
+        # np.array copies; np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
+        results = [(at(name), np.array if copy else np.asarray if t.rank == 0 else None)
+                   for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
         coerce, fail, count = self._coerce, self._kernel_failed_at, self._bad_count
@@ -145,7 +153,7 @@ class Executable:
                         regs[f] = None
             except Exception as exc:
                 fail(exc, k)
-            return [regs[o].copy() if copy else regs[o] for o, copy in results]
+            return [regs[o] if convert is None else convert(regs[o]) for o, convert in results]
         return run
 
     # -- running -------------------------------------------------------------------
@@ -191,8 +199,9 @@ class Executable:
         tb = exc.__traceback__
         k = None
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == _FILENAME:
-                k = self._line_to_instruction.get(tb.tb_lineno)
+            if tb.tb_frame.f_code.co_filename == _FILENAME:  # the first is this run's frame; deeper ones
+                k = self._line_to_instruction.get(tb.tb_lineno)  # belong to executables a kernel runs
+                break
             tb = tb.tb_next
         if k is None:
             raise exc
@@ -219,7 +228,12 @@ class Executable:
 
     def profile(self, inputs: Sequence[Any], repeat: int = 10) -> "ProfileReport":
         """Run ``repeat`` times with a timer around every instruction; return per-node medians."""
-        self._fn(inputs)  # validates inputs, warms caches
+        with self._lock:  # it writes into the planned buffers, as run() does
+            self._fn(inputs)  # validates inputs, warms caches
+            inputs = [self._coerce(i, v) for i, v in enumerate(inputs)]  # Python scalars -> arrays, as run() does
+            return self._profile(inputs, repeat)
+
+    def _profile(self, inputs: list[np.ndarray], repeat: int) -> "ProfileReport":
         prog = self.program
         env: dict[str, Any] = dict(prog.constants)
         env.update(prog.buffers)

@@ -18,6 +18,8 @@ MAX_DEPTH = 16
 
 
 def _needs(op: str, ctx: CompileContext) -> bool:
+    if op == "constant":  # lowering preloads constants on every backend; they need no kernel
+        return False
     return op in ctx.decompose or ctx.backend not in ctx.registry.schemas[op].kernels
 
 

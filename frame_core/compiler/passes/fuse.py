@@ -70,6 +70,9 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
 
 
 def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
+    fused = ctx.registry.schemas.get(FUSED_OP)
+    if fused is None or ctx.backend not in fused.kernels:  # nothing could run the fused node (it is cpu-only)
+        return graph
     groups = find_groups(graph, ctx)
     if not groups:
         return graph

@@ -1,0 +1,281 @@
+"""Pipeline mechanics: one ordered stage list, opt levels, ``disable``, ``checks``/FRAME_CHECKS, plugin passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import CompileError, Graph, PassSpec, ops
+from frame_core.compiler import pipeline
+from frame_core.ops_registry.registry import use_registry
+
+from .fixture_pack import registry_with_passes
+
+FUSED = "fused_elementwise_internal"
+
+
+def marked_graph() -> Graph:
+    """A graph on which every optional stage leaves a visible trace.
+
+    ``exp(constant)`` folds; the two ``sin(x)`` merge (CSE); ``cos(x)`` is dead;
+    ``sin + sin -> tanh -> mul`` is an elementwise chain (fusion); ``* 1`` is for simplify_algebra.
+    """
+    def f(x):
+        c = ops.exp(fc.constant(np.ones(3, np.float32)))
+        a, b = ops.sin(x), ops.sin(x)
+        ops.cos(x)  # dead
+        return ops.sum(ops.tanh(a + b) * c * 1.0)
+    return fc.trace(f, "f32[3]")
+
+
+def ops_in(graph: Graph) -> list[str]:
+    """Every op of ``graph``, including the bodies of fused nodes."""
+    out = []
+    for node in graph.nodes:
+        out.append(node.op)
+        if node.op == FUSED:
+            out.extend(ops_in(node.attrs["body"]))
+    return out
+
+
+def run(exe, x=np.array([0.1, 0.2, 0.3], np.float32)):
+    return exe.run([x])[0]
+
+
+def expected(x=np.array([0.1, 0.2, 0.3], np.float32)):
+    return np.sum(np.tanh(2 * np.sin(x)) * np.e)
+
+
+# -- the stage list ------------------------------------------------------------------------------
+def test_stage_order_comes_from_one_list():
+    graph_stages = [s.name for s in pipeline.stages()]
+    assert pipeline.STAGES == (*graph_stages, *pipeline.PLAN_STAGES)
+    assert [d["name"] for d in pipeline.describe()] == list(pipeline.STAGES)
+    assert pipeline.STAGES == ("verify", "infer_types", "decompose", "fold_constants",
+                               "eliminate_common_subexpressions", "eliminate_dead_nodes", "fuse_elementwise",
+                               "plan_memory", "lower")
+    assert set(pipeline.OPTIONAL_STAGES) < set(pipeline.STAGES)
+
+
+def test_passes_anchored_around_every_stage_run_in_the_order_of_the_stage_list():
+    seen = []
+
+    def recorder(label):
+        def record(graph, ctx):
+            seen.append((label, ops_in(graph)))
+            return graph
+        return record
+
+    specs = []
+    for stage in pipeline.STAGES[:-2]:
+        specs.append(PassSpec(f"before_{stage}", recorder(f"before {stage}"), before=stage, min_level=0))
+        specs.append(PassSpec(f"after_{stage}", recorder(f"after {stage}"), after=stage, min_level=0))
+    specs.append(PassSpec("before_plan", recorder("before plan_memory"), before="plan_memory", min_level=0))
+    reg = registry_with_passes(*specs)
+    exe = fc.compile(marked_graph(), registry=reg, cache=False)
+    labels = [label for label, _ in seen]
+    assert labels == [f"{w} {s}" for s in pipeline.STAGES[:-2] for w in ("before", "after")] + ["before plan_memory"]
+    snapshot = dict(seen)
+    # each stage did its job between its "before" and "after" recorders
+    assert "exp" in snapshot["before fold_constants"] and "exp" not in snapshot["after fold_constants"]
+    assert snapshot["before eliminate_common_subexpressions"].count("sin") == 2
+    assert snapshot["after eliminate_common_subexpressions"].count("sin") == 1
+    assert "cos" in snapshot["before eliminate_dead_nodes"] and "cos" not in snapshot["after eliminate_dead_nodes"]
+    assert FUSED not in snapshot["before fuse_elementwise"] and FUSED in snapshot["after fuse_elementwise"]
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+
+
+# -- opt levels ----------------------------------------------------------------------------------
+def test_opt_level_0_runs_only_the_required_stages():
+    exe = fc.compile(marked_graph(), opt_level=0, cache=False)
+    found = ops_in(exe.graph)
+    assert "exp" in found and found.count("sin") == 2 and "cos" in found and FUSED not in found
+    assert exe.log == []
+    assert exe.plan.buffer_of == {} and not exe.plan.enabled
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+
+
+def test_opt_level_1_adds_folding_simplification_and_dead_node_elimination():
+    exe = fc.compile(marked_graph(), opt_level=1, cache=False)
+    found = ops_in(exe.graph)
+    assert "exp" not in found and "cos" not in found
+    assert found.count("sin") == 2 and FUSED not in found  # no CSE, no fusion at level 1
+    assert found.count("mul") == 1  # `* 1.0` removed by ops_basic's simplify_algebra (min_level 1)
+    assert {stage for stage, _ in exe.log} == {"fold_constants", "simplify_algebra", "eliminate_dead_nodes"}
+    assert exe.plan.buffer_of == {}
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+
+
+def test_opt_level_2_runs_every_stage():
+    exe = fc.compile(marked_graph(), opt_level=2, cache=False)
+    found = ops_in(exe.graph)
+    assert "exp" not in found and "cos" not in found and found.count("sin") == 1 and FUSED in found
+    assert [stage for stage, _ in exe.log] == ["fold_constants", "simplify_algebra", "eliminate_common_subexpressions",
+                                               "eliminate_dead_nodes", "fuse_elementwise"]
+    assert exe.plan.enabled
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+
+
+def test_opt_level_outside_0_to_2_is_a_compile_error():
+    with pytest.raises(CompileError, match="opt_level must be 0, 1 or 2, got 3"):
+        fc.compile(marked_graph(), opt_level=3)
+
+
+# -- disable -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("stage, still_there", [
+    ("fold_constants", lambda found: "exp" in found),
+    ("eliminate_common_subexpressions", lambda found: found.count("sin") == 2),
+    ("eliminate_dead_nodes", lambda found: "cos" in found),
+    ("fuse_elementwise", lambda found: FUSED not in found),
+    ("simplify_algebra", lambda found: found.count("mul") == 2),
+])
+def test_disable_skips_exactly_the_named_stage(stage, still_there):
+    exe = fc.compile(marked_graph(), disable=[stage], cache=False)
+    assert still_there(ops_in(exe.graph)), ops_in(exe.graph)
+    assert stage not in {s for s, _ in exe.log}
+    others = {"fold_constants": "exp", "eliminate_dead_nodes": "cos", "fuse_elementwise": FUSED}
+    for other, op in others.items():  # the stages not disabled still ran
+        if other != stage:
+            assert (op in ops_in(exe.graph)) == (other == "fuse_elementwise")
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+
+
+def test_disabling_plan_memory_leaves_every_value_unplanned():
+    exe = fc.compile(marked_graph(), disable=["plan_memory"], cache=False)
+    assert not exe.plan.enabled and exe.plan.buffer_of == {} and exe.memory["arena_bytes"] == 0
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+
+
+def test_disabling_an_unknown_stage_is_a_compile_error_listing_the_stages():
+    with pytest.raises(CompileError, match=r"unknown stage\(s\) \['fold'\].*fold_constants"):
+        fc.compile(marked_graph(), disable=["fold"])
+
+
+@pytest.mark.parametrize("stage", ["verify", "infer_types", "decompose", "lower"])
+def test_required_stages_cannot_be_disabled(stage):
+    with pytest.raises(CompileError, match=f"{stage}.*cannot be disabled"):
+        fc.compile(marked_graph(), disable=[stage])
+
+
+# -- checks --------------------------------------------------------------------------------------
+def mislabel_sum(graph: Graph, ctx) -> Graph:
+    """A broken pass: records the ``sum`` output as f64 (the kernel still makes f32, so the program runs)."""
+    out = Graph(graph.name)
+    vmap = {v: out.add_input(v.type, v.name) for v in graph.inputs}
+    for node in graph.nodes:
+        types = [fc.TensorType.parse("f64[]") if node.op == "sum" else v.type for v in node.outputs]
+        new = out.add_node(node.op, [vmap[v] for v in node.inputs], node.attrs, types)
+        vmap.update(zip(node.outputs, new.outputs))
+    for v in graph.outputs:
+        out.mark_output(vmap[v])
+    return out
+
+
+def reverse_nodes(graph: Graph, ctx) -> Graph:
+    """A broken pass: the same nodes in reverse order (reads before definitions)."""
+    out = fc.clone_graph(graph)
+    out.nodes.reverse()
+    return out
+
+
+@pytest.mark.parametrize("broken, rule", [(mislabel_sum, "V6"), (reverse_nodes, "V2")])
+def test_checks_verify_after_every_stage_and_name_the_plugin_pass_that_broke_the_graph(broken, rule):
+    reg = registry_with_passes(PassSpec("breaker", broken, after="eliminate_common_subexpressions"), pack="bad_pack")
+    with pytest.raises(CompileError) as err:
+        fc.compile(marked_graph(), registry=reg, checks=True, cache=False)
+    message = str(err.value)
+    assert "stage 'breaker (pack bad_pack)' produced an invalid graph" in message
+    assert rule in message
+
+
+def test_frame_checks_environment_variable_turns_checks_on(monkeypatch):
+    reg = registry_with_passes(PassSpec("breaker", mislabel_sum, after="fold_constants"), pack="bad_pack")
+    monkeypatch.delenv("FRAME_CHECKS", raising=False)
+    exe = fc.compile(marked_graph(), registry=reg, cache=False)  # unchecked: the mislabel goes unnoticed
+    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+    monkeypatch.setenv("FRAME_CHECKS", "1")
+    with pytest.raises(CompileError, match=r"'breaker \(pack bad_pack\)' produced an invalid graph \(FRAME_CHECKS\)"):
+        fc.compile(marked_graph(), registry=reg, cache=False)
+    monkeypatch.setenv("FRAME_CHECKS", "0")
+    fc.compile(marked_graph(), registry=reg, cache=False)
+
+
+def test_checks_pass_for_every_built_in_stage_on_a_training_graph():
+    forward = fc.trace(lambda x, w: ops.mse_loss(ops.tanh(x @ w) * 2.0 + 0.0, x @ w), "f32[4, 3]", "f32[3, 3]")
+    training = fc.build_backward_graph(forward, 0, [1])
+    for level in (0, 1, 2):
+        fc.compile(training, opt_level=level, checks=True, cache=False)
+
+
+def test_a_plugin_pass_that_raises_is_a_compile_error_naming_it():
+    def explode(graph, ctx):
+        raise ZeroDivisionError("boom")
+    reg = registry_with_passes(PassSpec("exploder", explode, before="fuse_elementwise"), pack="bad_pack")
+    with pytest.raises(CompileError, match=r"stage 'exploder \(pack bad_pack\)' failed with ZeroDivisionError: boom"):
+        fc.compile(marked_graph(), registry=reg, cache=False)
+
+
+def test_a_plugin_pass_that_returns_no_graph_is_a_compile_error_naming_it():
+    reg = registry_with_passes(PassSpec("forgetful", lambda graph, ctx: None, after="verify", min_level=0))
+    with pytest.raises(CompileError, match=r"stage 'forgetful \(pack test_passes\)' returned NoneType, expected a Graph"):
+        fc.compile(marked_graph(), registry=reg, cache=False)
+
+
+# -- plugin passes -------------------------------------------------------------------------------
+def test_a_pass_from_the_frame_register_passes_hook_runs_where_it_is_anchored():
+    calls = []
+
+    def count_exp(label):
+        def fn(graph, ctx):
+            calls.append((label, ops_in(graph).count("exp")))
+            ctx.note(label, "looked")
+            return graph
+        return fn
+
+    reg = registry_with_passes(PassSpec("early", count_exp("early"), before="fold_constants"),
+                               PassSpec("late", count_exp("late"), after="fold_constants"), pack="counting")
+    assert [(p.name, p.pack) for p in reg.passes if p.pack == "counting"] == [("early", "counting"), ("late", "counting")]
+    with use_registry(reg):  # the current registry's passes run, as with registry=reg
+        exe = fc.compile(marked_graph(), cache=False)
+    assert calls == [("early", 1), ("late", 0)]
+    assert ("early", "looked") in exe.log and ("late", "looked") in exe.log
+
+
+def test_plugin_passes_at_one_anchor_run_in_registration_order_and_respect_min_level_and_disable():
+    calls = []
+
+    def mark(label):
+        def fn(graph, ctx):
+            calls.append(label)
+            return graph
+        return fn
+
+    reg = registry_with_passes(PassSpec("one", mark("one"), after="eliminate_dead_nodes", min_level=0),
+                               PassSpec("two", mark("two"), after="eliminate_dead_nodes", min_level=2))
+    for level, disable, want in [(2, (), ["one", "two"]), (1, (), ["one"]), (0, (), ["one"]), (2, ["one"], ["two"])]:
+        calls.clear()
+        fc.compile(marked_graph(), registry=reg, opt_level=level, disable=disable, cache=False)
+        assert calls == want, (level, disable)
+
+
+@pytest.mark.parametrize("anchors, complaint", [
+    (dict(before="folding"), "must name one built-in stage"),
+    (dict(), "must name one built-in stage"),
+    (dict(before="verify", after="verify"), "must name one built-in stage"),
+    (dict(after="plan_memory"), "graph passes must run before plan_memory"),
+    (dict(before="lower"), "graph passes must run before plan_memory"),
+    (dict(after="lower"), "graph passes must run before plan_memory"),
+])
+def test_a_pass_with_a_bad_anchor_is_rejected_with_a_compile_error(anchors, complaint):
+    reg = registry_with_passes(PassSpec("misplaced", lambda g, ctx: g, **anchors), pack="odd_pack")
+    with pytest.raises(CompileError, match=complaint) as err:
+        fc.compile(marked_graph(), registry=reg, cache=False)
+    assert "'misplaced' from pack 'odd_pack'" in str(err.value)
+
+
+def test_a_pass_anchored_before_plan_memory_sees_the_fused_graph():
+    seen = []
+    reg = registry_with_passes(PassSpec("last", lambda g, ctx: seen.append(ops_in(g)) or g, before="plan_memory"))
+    fc.compile(marked_graph(), registry=reg, cache=False)
+    assert FUSED in seen[0]
