@@ -39,7 +39,7 @@ def attr_key(value: Any) -> Any:
             import hashlib
 
             digest = hashlib.blake2b(raw, digest_size=16).digest()
-        return ("tensor", data.dtype.str, data.shape, digest)
+        return ("tensor", data.dtype.str, value.shape, digest)  # value's shape: ascontiguousarray makes 0-d 1-d
     if t is Graph:
         return ("graph", graph_key(value))
     if isinstance(value, list):

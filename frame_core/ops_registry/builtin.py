@@ -55,11 +55,19 @@ def _accumulate_shape(ctx: NodeContext) -> list[TensorType]:
     return [a]
 
 
+def _accumulate_kernel(ctx: NodeContext):
+    t = ctx.input_types[0]
+    if t.shape:
+        return np.add
+    dtype = t.dtype.np  # np.add on 0-d arrays returns a numpy scalar; kernels return arrays
+    return lambda a, b, out=None: np.add(a, b, out=out if out is not None else np.empty((), dtype))
+
+
 ACCUMULATE = OpSchema(
     "accumulate_internal",
     inputs=("a", "b"),
     shape_infer=_accumulate_shape,
-    kernels={"cpu": lambda ctx: np.add},
+    kernels={"cpu": _accumulate_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda a, b, y, gy: [gy, gy]),  # d(a+b) = (gy, gy)
     traits=("elementwise", "commutative", "accepts_out"),
     doc="Sum of two gradient contributions of the same type (emitted by build_backward_graph).",

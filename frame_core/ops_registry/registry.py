@@ -8,6 +8,7 @@ set of packs).
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,14 +120,16 @@ class Registry:
 
 _lock = threading.Lock()
 _global: Registry | None = None
-_override: list[Registry] = []
+# use_registry's stack, per thread and per asyncio task (a ContextVar), so concurrent code is not mixed up
+_override: contextvars.ContextVar[tuple[Registry, ...]] = contextvars.ContextVar("frame_registry_override", default=())
 
 
 def registry() -> Registry:
     """The process-wide registry, loaded on first call (packs, then the closure audit)."""
     global _global
-    if _override:
-        return _override[-1]
+    stack = _override.get()
+    if stack:
+        return stack[-1]
     if _global is None:
         with _lock:
             if _global is None:
@@ -149,8 +152,8 @@ def reset_registry() -> None:
 @contextmanager
 def use_registry(reg: Registry) -> Iterator[Registry]:
     """Make ``reg`` the current registry inside the ``with`` block."""
-    _override.append(reg)
+    token = _override.set(_override.get() + (reg,))
     try:
         yield reg
     finally:
-        _override.pop()
+        _override.reset(token)

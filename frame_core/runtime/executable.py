@@ -64,11 +64,13 @@ class Executable:
     def _generate(self) -> tuple[str, Any, dict[int, int]]:
         prog = self.program
         ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count,
-                              "_array": np.array, "_asarray": np.asarray}
+                              "_array": np.array, "_asarray": np.asarray, "_as_list": self._as_list}
         ns.update(prog.constants)
         ns.update(prog.buffers)
         n = len(prog.input_names)
-        lines = ["def run(inputs):", f"    if len(inputs) != {n}: _count(inputs)"]
+        lines = ["def run(inputs):",
+                 "    if inputs.__class__ is not list and inputs.__class__ is not tuple: inputs = _as_list(inputs)",
+                 f"    if len(inputs) != {n}: _count(inputs)"]
         if n:
             lines.append(f"    {', '.join(prog.input_names)}{',' if n == 1 else ''} = inputs")
         for i, (name, t) in enumerate(zip(prog.input_names, prog.input_types)):
@@ -130,9 +132,11 @@ class Executable:
                    for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
-        coerce, fail, count = self._coerce, self._kernel_failed_at, self._bad_count
+        coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
+            if inputs.__class__ is not list and inputs.__class__ is not tuple:
+                inputs = as_list(inputs)
             if len(inputs) != n:
                 count(inputs)
             regs = template.copy()
@@ -169,6 +173,13 @@ class Executable:
 
     def __call__(self, *inputs: Any) -> list[np.ndarray]:
         return self.run(inputs)
+
+    def _as_list(self, inputs: Any) -> list[Any]:
+        """Any other sequence of arrays as a list; an array or a non-sequence is refused (not unpacked row by row)."""
+        if isinstance(inputs, (np.ndarray, np.generic)) or not hasattr(inputs, "__iter__") or isinstance(inputs, (str, bytes)):
+            raise InputError(f"run() takes a list of {len(self.input_types)} arrays (one per graph input), got "
+                             f"{_describe(inputs)}; wrap a single array in a list: run([x])")
+        return list(inputs)
 
     def _bad_count(self, inputs: Any) -> None:
         if not isinstance(inputs, (list, tuple)):

@@ -41,7 +41,7 @@ def test_a_wrong_input_count_lists_the_expected_types():
         exe.run([X])
     with pytest.raises(InputError, match="got 3"):
         exe.run([X, W, W])
-    with pytest.raises(InputError, match=r"run\(\) takes a list of 2 arrays, got ndarray"):
+    with pytest.raises(InputError, match=r"run\(\) takes a list of 2 arrays \(one per graph input\), got float32\[3, 3\]"):
         exe.run(np.ones((3, 3), np.float32))
 
 
@@ -227,3 +227,16 @@ def test_concurrent_runs_of_one_executable_give_each_caller_its_own_results():
     finally:
         sys.setswitchinterval(interval)
     assert failures == []
+
+
+@pytest.mark.parametrize("bad", [np.zeros((2, 3), np.float32), 3.0, "x"], ids=["array", "number", "str"])
+def test_run_refuses_something_that_is_not_a_list_of_arrays(bad):
+    exe = fc.compile(fc.trace(lambda a, b: a + b, "f32[3]", "f32[3]"))
+    with pytest.raises(fc.InputError, match=r"takes a list of 2 arrays"):
+        exe.run(bad)
+
+
+def test_run_accepts_any_sequence_of_arrays():
+    exe = fc.compile(fc.trace(lambda a, b: a + b, "f32[3]", "f32[3]"))
+    (y,) = exe.run(iter([np.ones(3, np.float32), np.ones(3, np.float32)]))
+    np.testing.assert_array_equal(y, np.full(3, 2.0, np.float32))
