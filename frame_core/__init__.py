@@ -73,6 +73,7 @@ _LAZY = {
     "add_scalar_contraction": ("frame_core.autodiff.backward", "add_scalar_contraction"),
     "build_sgd_update_graph": ("frame_core.autodiff.sgd", "build_sgd_update_graph"),
     "PassSpec": ("frame_core.compiler.passspec", "PassSpec"),
+    "Rewriter": ("frame_core.compiler.rewrite", "Rewriter"),
 }
 
 __all__ = [

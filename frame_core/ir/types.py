@@ -11,6 +11,9 @@ from .dtypes import DType, as_dtype
 
 __all__ = ["TensorType", "as_type"]
 
+# (DType, shape, device) -> the one TensorType with those fields.
+_INTERNED: dict[tuple, "TensorType"] = {}
+
 # dtype, then a bracketed list of dims (comma separated, no empty slots), then an optional @device.
 _SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]\s*(?:@\s*(\w+))?\s*$")
 
@@ -18,18 +21,28 @@ _SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*(\d+(?:\s*,\s*\d+)
 class TensorType:
     """An immutable tensor type such as ``f32[128, 784]``.
 
-    ``shape`` is a tuple of non-negative ints (``()`` is a scalar). Equality and
-    hashing cover dtype, shape and device. ``TensorType.parse`` reads the
-    shorthand that ``str`` writes.
+    ``shape`` is a tuple of non-negative ints (``()`` is a scalar).
+    ``TensorType.parse`` reads the shorthand that ``str`` writes.
+
+    Types are interned: constructing the same dtype, shape and device twice
+    gives the same object, so equality and hashing are identity (done in C)
+    while meaning value equality. Compilers compare and hash types constantly;
+    this keeps that cheap.
     """
 
-    __slots__ = ("dtype", "shape", "device", "_hash")
+    __slots__ = ("dtype", "shape", "device", "size", "nbytes", "__weakref__")
 
     dtype: DType
     shape: tuple[int, ...]
     device: str
+    size: int  # number of elements
+    nbytes: int
 
-    def __init__(self, dtype: DType | str, shape: Any = (), device: str = "cpu") -> None:
+    def __new__(cls, dtype: DType | str, shape: Any = (), device: str = "cpu") -> "TensorType":
+        if type(shape) is tuple:
+            hit = _INTERNED.get((dtype, shape, device))
+            if hit is not None:
+                return hit
         dtype = as_dtype(dtype)
         try:
             shape = tuple(shape)
@@ -43,10 +56,18 @@ class TensorType:
                 raise IRError(f"a shape must hold non-negative ints, got {shape!r}")
         if any(d < 0 for d in shape):
             raise IRError(f"a shape must hold non-negative ints, got {shape!r}")
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "device", device)
-        object.__setattr__(self, "_hash", hash((dtype.name, shape, device)))
+        if not isinstance(device, str) or not device:
+            raise IRError(f"a device is a non-empty name such as 'cpu', got {device!r}")
+        key = (dtype, shape, device)
+        hit = _INTERNED.get(key)
+        if hit is None:
+            hit = object.__new__(cls)
+            size = math.prod(shape)
+            for name, value in (("dtype", dtype), ("shape", shape), ("device", device), ("size", size),
+                                ("nbytes", size * dtype.itemsize)):
+                object.__setattr__(hit, name, value)
+            hit = _INTERNED.setdefault(key, hit)
+        return hit
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("TensorType is immutable")
@@ -68,30 +89,11 @@ class TensorType:
     def rank(self) -> int:
         return len(self.shape)
 
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     def with_shape(self, shape: Any) -> "TensorType":
         return TensorType(self.dtype, shape, self.device)
 
     def with_dtype(self, dtype: DType | str) -> "TensorType":
         return TensorType(dtype, self.shape, self.device)
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if not isinstance(other, TensorType):
-            return NotImplemented
-        return self._hash == other._hash and self.dtype is other.dtype and self.shape == other.shape and self.device == other.device
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def __str__(self) -> str:
         text = f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"

@@ -279,3 +279,37 @@ def test_a_pass_anchored_before_plan_memory_sees_the_fused_graph():
     reg = registry_with_passes(PassSpec("last", lambda g, ctx: seen.append(ops_in(g)) or g, before="plan_memory"))
     fc.compile(marked_graph(), registry=reg, cache=False)
     assert FUSED in seen[0]
+
+
+def _snapshot(graph: Graph) -> list:
+    return [(id(n), n.op, tuple(map(id, n.inputs)), tuple(map(id, n.outputs))) for n in graph.nodes]
+
+
+@pytest.mark.parametrize("opt_level", [0, 1, 2])
+def test_compiling_leaves_the_callers_graph_untouched_and_recompiles(opt_level):
+    # passes share unchanged nodes with their input and release the nodes they replace: never the caller's
+    forward = fc.trace(lambda x, w: ops.sum(ops.tanh(x @ w) * ops.tanh(x @ w) + 1.0), "f32[4, 3]", "f32[3, 3]")
+    training = fc.build_backward_graph(forward, 0, [1])
+    before = _snapshot(training)
+    first = fc.compile(training, opt_level=opt_level, cache=False)
+    assert _snapshot(training) == before
+    fc.verify(training)
+    second = fc.compile(training, opt_level=opt_level, cache=False)
+    x, w = np.ones((4, 3), np.float32), np.full((3, 3), 0.1, np.float32)
+    for a, b in zip(first.run([x, w]), second.run([x, w])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_nodes_a_plugin_pass_made_are_never_released():
+    kept = []
+
+    def remember(graph: Graph, ctx) -> Graph:  # a plugin pass that holds on to the nodes it made
+        copy = fc.clone_graph(graph)
+        kept.extend(copy.nodes)
+        return copy
+
+    reg = registry_with_passes(PassSpec("remember", remember, after="infer_types", min_level=0))
+    graph = fc.trace(lambda x: ops.sum(ops.exp(x) + ops.exp(x)), "f32[3]")
+    with use_registry(reg):
+        fc.compile(graph, registry=reg, cache=False)
+    assert kept and all(n.outputs for n in kept)

@@ -13,7 +13,7 @@ from typing import Any
 from ...ir.graph import Graph
 from ...ir.keys import attrs_key
 from ..pipeline import CompileContext
-from ._rewrite import Rewriter
+from ..rewrite import Rewriter
 
 #: Constants above this many bytes are not compared (hashing them costs more than it saves).
 MAX_CONSTANT_BYTES = 1 << 16

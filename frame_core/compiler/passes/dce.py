@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...ir.graph import Graph, Value
 from ..pipeline import CompileContext
-from ._rewrite import Rewriter
+from ..rewrite import Rewriter
 
 
 def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:

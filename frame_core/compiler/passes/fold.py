@@ -21,7 +21,7 @@ from ...ir.dtypes import as_dtype
 from ...ir.graph import Graph, Value
 from ...ops_registry.schema import NodeContext
 from ..pipeline import CompileContext
-from ._rewrite import Rewriter
+from ..rewrite import Rewriter
 
 MAX_FOLD_ELEMENTS = 1 << 16
 

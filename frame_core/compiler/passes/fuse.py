@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ...ir.graph import Graph, Node, Value
 from ..pipeline import CompileContext
-from ._rewrite import Rewriter, consumers
+from ..rewrite import Rewriter, consumers
 
 FUSED_OP = "fused_elementwise_internal"
 
@@ -34,21 +34,22 @@ class _Group:
         self.produced = {node.outputs[0]}
 
 
-def _eligible(node: Node, ctx: CompileContext) -> bool:
-    schema = ctx.registry.schemas[node.op]
-    return (len(node.outputs) == 1 and "elementwise" in schema.traits and "accepts_out" in schema.traits
-            and "has_side_effect" not in schema.traits and node.op != FUSED_OP and len(node.inputs) > 0)
-
-
 def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
     """Groups of two or more fusable nodes, each a list of members in graph order."""
     position = {}
     group_of: dict[Value, _Group] = {}
     groups = []
+    fusable: dict[str, bool] = {}  # per op: elementwise, accepts_out, no side effect
+    schemas = ctx.registry.schemas
     for i, node in enumerate(graph.nodes):
         for v in node.outputs:
             position[v] = -1 if node.op == "constant" else i  # constants are hoisted to the front
-        if not _eligible(node, ctx):
+        ok = fusable.get(node.op)
+        if ok is None:
+            traits = schemas[node.op].traits
+            ok = fusable[node.op] = ("elementwise" in traits and "accepts_out" in traits
+                                     and "has_side_effect" not in traits and node.op != FUSED_OP)
+        if not ok or len(node.outputs) != 1 or not node.inputs:
             continue
         out_t = node.outputs[0].type
         chosen = None
@@ -104,7 +105,8 @@ def _emit_fused(group: _Group, rw: Rewriter, users: dict[Value, list[Node]], out
     for node in group.members:
         for v in node.inputs:
             if v not in group.produced and v not in bmap:
-                bmap[v] = body.add_input(v.type, v.name)
+                bmap[v] = param = Value(v.type, None, -1, v.name)
+                body.inputs.append(param)
                 external.append(v)
     exports = []
     for node in group.members:
@@ -115,8 +117,9 @@ def _emit_fused(group: _Group, rw: Rewriter, users: dict[Value, list[Node]], out
         out = node.outputs[0]
         if out in outputs or any(u not in members for u in users.get(out, ())):
             exports.append(out)
-    for v in exports:
-        body.mark_output(bmap[v])
-    fused = rw.emit(FUSED_OP, [rw.vmap[v] for v in external], {"body": body}, [v.type for v in exports])
+    body.outputs.extend(bmap[v] for v in exports)
+    fused = Node(FUSED_OP, tuple(map(rw.vmap.__getitem__, external)), {"body": body})
+    fused.outputs = tuple(Value(v.type, fused, i) for i, v in enumerate(exports))
+    rw.new.nodes.append(fused)
     for old, new in zip(exports, fused.outputs):
         rw.alias(old, new)

@@ -53,7 +53,7 @@ for _op, _rule in RULES:
 
 
 def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
-    from frame_core.compiler.passes._rewrite import Rewriter
+    from frame_core.compiler.rewrite import Rewriter
 
     rw = Rewriter(graph)
     changed = 0

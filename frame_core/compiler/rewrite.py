@@ -1,0 +1,88 @@
+"""``Rewriter``: how a pass builds its output graph from its input graph.
+
+Passes never edit a graph in place; they return a new one. Nodes and values
+are immutable once they are in a graph, so the new graph *reuses* every node
+whose inputs did not change (copy-on-write) and copies only the nodes
+downstream of a rewrite. A pass that changes a handful of nodes of a large
+graph therefore costs a walk over the graph, not a copy of it. Public: packs
+that contribute passes (hook ``frame_register_passes``) use it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..ir.graph import Graph, Node, Value
+
+__all__ = ["Rewriter", "consumers"]
+
+
+class _ValueMap(dict):
+    """old value -> value to read instead; a value never remapped reads itself."""
+
+    def __missing__(self, key: Value) -> Value:
+        return key
+
+
+class Rewriter:
+    """Builds a new graph from ``old`` node by node, through a value map.
+
+    ``copy(node)`` keeps ``node`` when its (mapped) inputs and attributes are
+    unchanged and otherwise re-creates it on the mapped inputs (types are kept,
+    no re-inference); ``alias(old, new)`` makes later readers of ``old`` read
+    ``new`` instead; ``emit(...)`` appends a brand-new node; ``finish()`` marks
+    the mapped outputs and returns the new graph, which shares its inputs and
+    unchanged nodes with ``old``.
+    """
+
+    __slots__ = ("old", "new", "vmap")
+
+    def __init__(self, old: Graph) -> None:
+        self.old = old
+        self.new = Graph(old.name)
+        self.new.inputs = list(old.inputs)
+        self.vmap: dict[Value, Value] = _ValueMap()
+
+    def copy(self, node: Node, inputs: Sequence[Value] | None = None, attrs: dict[str, Any] | None = None) -> Node:
+        vmap = self.vmap
+        if inputs is None:
+            ins = tuple(map(vmap.__getitem__, node.inputs)) if vmap else node.inputs
+        else:
+            ins = tuple(inputs)
+        if attrs is None and ins == node.inputs:  # nothing upstream changed: share the node
+            self.new.nodes.append(node)
+            return node
+        copy = Node(node.op, ins, node.attrs if attrs is None else attrs)
+        outs = node.outputs
+        if len(outs) == 1:
+            old = outs[0]
+            new = vmap[old] = Value(old.type, copy, 0, old.name)
+            copy.outputs = (new,)
+        else:
+            copy.outputs = tuple([Value(v.type, copy, v.index, v.name) for v in outs])
+            for old, new in zip(outs, copy.outputs):
+                vmap[old] = new
+        self.new.nodes.append(copy)
+        return copy
+
+    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any], output_types: Sequence[Any]) -> Node:
+        return self.new.add_node(op, inputs, attrs, output_types)
+
+    def alias(self, old: Value, new: Value) -> None:
+        self.vmap[old] = new
+
+    def finish(self) -> Graph:
+        for v in self.old.outputs:
+            self.new.outputs.append(self.vmap[v])
+        self.new._version += 1
+        return self.new
+
+
+def consumers(graph: Graph) -> dict[Value, list[Node]]:
+    """For each value, the nodes that read it (in order, a node listed once per read)."""
+    users: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            users.setdefault(v, []).append(node)
+    return users
