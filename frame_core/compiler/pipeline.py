@@ -145,8 +145,8 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
     required = set(disable) & {"verify", "infer_types", "decompose", "lower"}
     if required:
         raise CompileError(f"stage(s) {sorted(required)} are needed for a correct program and cannot be disabled")
-    # Nodes that came from the caller or from a plugin pass are never released (see _release); built-in
-    # stages share unchanged nodes with their input, so these can sit inside any later graph.
+    # The caller's nodes are never released (see _release); stages share unchanged nodes with their
+    # input, so the caller's nodes can sit inside any later graph.
     protected = set(map(id, graph.nodes))
     for name, fn in _ordered(ctx, frozenset(disable)):
         try:
@@ -163,10 +163,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
                 listing = "\n  ".join(str(p) for p in problems[:10])
                 raise CompileError(f"stage {name!r} produced an invalid graph (FRAME_CHECKS):\n  {listing}")
         if result is not graph:
-            if name in STAGES:
-                _release(graph, result, protected)
-            else:
-                protected.update(map(id, result.nodes))
+            _release(graph, result, protected)
         graph = result
     return graph
 
@@ -174,10 +171,10 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
 def _release(old: Graph, new: Graph, protected: set[int]) -> None:
     """Break the node/value cycles of ``old``'s nodes that ``new`` dropped and this compile created.
 
-    Built-in stages keep no reference to nodes they replace, so such nodes are
-    garbage; without their ``outputs`` links reference counting frees them at
-    once, instead of leaving a few hundred thousand objects (on a 10k-node
-    training graph) to a later pass of the cyclic garbage collector.
+    Passes keep no reference to nodes after they return (the pass contract,
+    see ``PassSpec``), so such nodes are garbage; without their ``outputs``
+    links reference counting frees them at once, instead of leaving a hundred
+    thousand objects (on a 10k-node training graph) to the cyclic collector.
     """
     kept = set(map(id, new.nodes))
     for node in old.nodes:
