@@ -138,15 +138,17 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
         gys = [grads.get(y) for y in node.outputs]
         if all(g is None for g in gys):
             continue
-        gys = [g if g is not None else _zero(graph, y) for g, y in zip(gys, node.outputs)]
+        seeds = [g if g is not None else _zero(graph, y) for g, y in zip(gys, node.outputs)]
         schema = reg.schemas[node.op]
         in_types = tuple(v.type for v in node.inputs)
         key = (node.op, in_types, attrs_key(node.attrs))
         micro = micro_cache.get(key)
         if micro is None:
-            micro = schema.gradient(NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs]))
-            micro_cache[key] = micro
-        gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *gys])
+            gradient = schema.gradient
+            if gradient is None:  # cannot happen: the chain was checked above; keeps the types honest
+                raise MissingGradientError(f"op {node.op!r} has no GradientFn")
+            micro = micro_cache[key] = gradient(NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs]))
+        gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds])
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
             if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or _is_zero(gx):
                 continue

@@ -93,7 +93,7 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
         code = _CODE[source] = compile(source, "<fused_elementwise_internal>", "exec")
     exec(code, namespace)
     fn = namespace["fused"]
-    fn.source = source  # type: ignore[attr-defined]
+    fn.source = source
     return fn
 
 

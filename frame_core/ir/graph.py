@@ -99,7 +99,7 @@ class Graph:
         op: str,
         inputs: Sequence[Value] = (),
         attrs: Mapping[str, Any] | None = None,
-        output_types: Sequence[TensorType] | None = None,
+        output_types: Sequence[TensorType | str] | None = None,
         *,
         registry: "Registry | None" = None,
     ) -> Node:
@@ -124,12 +124,12 @@ class Graph:
             reg = registry if registry is not None else current_registry()
             schema = reg.get(op)
             norm_attrs = schema.normalize_attrs(attrs or {})
-            output_types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
+            types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
         else:
             norm_attrs = dict(attrs) if attrs else {}
-            output_types = [as_type(t) for t in output_types]
+            types = [as_type(t) for t in output_types]
         node = Node(op, inputs, norm_attrs)
-        node.outputs = tuple(Value(t, node, i) for i, t in enumerate(output_types))
+        node.outputs = tuple(Value(t, node, i) for i, t in enumerate(types))
         self.nodes.append(node)
         self._version += 1
         return node

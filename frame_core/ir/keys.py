@@ -7,6 +7,7 @@ cache, CSE and the closure audit's de-duplication use these keys.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ def attr_key(value: Any) -> Any:
     return ("repr", repr(value))
 
 
-def attrs_key(attrs: dict[str, Any]) -> tuple:
+def attrs_key(attrs: Mapping[str, Any]) -> tuple:
     if not attrs:
         return ()
     return tuple(sorted((k, attr_key(v)) for k, v in attrs.items()))

@@ -33,7 +33,7 @@ class ValueNames:
         used: set[str] = set()
         counter = 0
         values = list(graph.inputs) + [v for n in graph.nodes for v in n.outputs]
-        taken = {}
+        taken: dict[str, int] = {}
         for v in values:
             if v.name:
                 taken[v.name] = taken.get(v.name, 0) + 1

@@ -89,7 +89,7 @@ def check_graph(graph: Graph, registry: "Registry | None" = None, path: str = ""
         defined.add(v)
         name(v)
 
-    producer_index = {}
+    producer_index: dict[Value, int] = {}
     for index, node in enumerate(graph.nodes):
         for v in node.outputs:
             producer_index.setdefault(v, index)

@@ -44,7 +44,7 @@ class FrameHookSpecs:
     """The hooks a pack may implement."""
 
     @hookspec
-    def frame_register_ops(self) -> "list[OpSchema]":
+    def frame_register_ops(self) -> "list[OpSchema]":  # type: ignore[empty-body]
         """Return the pack's operator schemas.
 
         Called once per pack while the registry loads (on first use of
@@ -59,7 +59,7 @@ class FrameHookSpecs:
         """
 
     @hookspec
-    def frame_register_passes(self) -> "list[PassSpec]":
+    def frame_register_passes(self) -> "list[PassSpec]":  # type: ignore[empty-body]
         """Return compile passes to insert into the pipeline.
 
         Each :class:`~frame_core.compiler.passspec.PassSpec` names a pure

@@ -348,10 +348,10 @@ class OpSchema:
         self.not_differentiable = not_differentiable
         self.nondiff_inputs = frozenset(nondiff_inputs)
         self.decomposition = decomposition
-        traits = set(traits)
+        trait_set = set(traits)
         if name.endswith("_internal"):
-            traits.add("internal")
-        self.traits = frozenset(traits)
+            trait_set.add("internal")
+        self.traits = frozenset(trait_set)
         self.doc = doc
         self.examples = tuple(examples)
         self.variadic = variadic

@@ -55,6 +55,7 @@ class Executable:
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._lock = threading.Lock()
         self._line_to_instruction: dict[int, int] = {}
+        self.source: str | None
         if len(program.instructions) <= CODEGEN_LIMIT:
             self.source, self._fn, self._line_to_instruction = self._generate()
         else:
@@ -118,7 +119,7 @@ class Executable:
         for name in prog.input_names:
             at(name)
         preset = {at(name): array for name, array in (*prog.constants.items(), *prog.buffers.items())}
-        steps = []
+        steps: list[tuple[Any, ...]] = []  # (kernel, argument slots, output slot(s), single output?, frees)
         for ins in prog.instructions:
             args = tuple(at(a) for a in ins.inputs) + ((at(ins.out_buffer),) if ins.out_buffer else ())
             outs = tuple(at(o) for o in ins.outputs)

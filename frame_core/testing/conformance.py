@@ -143,8 +143,8 @@ def conformance_cases(pack: str, *, order: int = 2, seed: int = 0, registry: Reg
     record, problem = _find_pack(reg, pack)
     if record is not None and not reg.ops_of(record.name):
         problem = f"pack {pack!r} is loaded but registers no ops"
-    if problem:
-        return [ConformanceCase(pack, pack, "pack", None, seed, problem)]
+    if problem or record is None:
+        return [ConformanceCase(pack, pack, "pack", None, seed, problem or f"pack {pack!r} is not loaded")]
     cases = []
     for schema in reg.ops_of(record.name):
         cases += _op_cases(record.name, schema, order, seed, reg, low_precision)
@@ -205,15 +205,17 @@ def conformance_tests(pack: str, *, order: int = 2, seed: int = 0, registry: Reg
             pytest.fail(str(result), pytrace=False)
 
     test_conformance.__doc__ = f"Conformance of pack {pack!r}: one case per (op, check, example)."
-    test_conformance.cases = cases  # type: ignore[attr-defined]
+    test_conformance.cases = cases
     return test_conformance
 
 
 # -- running one check -----------------------------------------------------------------------------
 def _run_check(schema: OpSchema, check: str, index: int | None, seed: int, reg: Registry) -> CheckResult:
-    if check.startswith("gradient_order"):
-        return check_op_example(schema, index, int(check[len("gradient_order"):]), seed=seed, registry=reg)
     if check.startswith("gradient_") and check != "gradient_contract":
+        if index is None:
+            raise FrameError(f"conformance check {check!r} of {schema.name!r} needs an example index")
+        if check.startswith("gradient_order"):
+            return check_op_example(schema, index, int(check[len("gradient_order"):]), seed=seed, registry=reg)
         return check_op_low_precision(schema, index, check[len("gradient_"):], seed=seed, registry=reg)
     fn = _CHECK_FUNCTIONS[check]
     try:
@@ -431,6 +433,8 @@ def _check_gradient_contract(schema: OpSchema, index: int, rng: np.random.Genera
 
     example = schema.examples[index]
     ctx = schema.context(example.inputs, example.attrs)
+    if schema.gradient is None:
+        return [], "no GradientFn"
     micro = schema.gradient(ctx)
     problems, unknown = check_gradient_contract(schema, ctx, micro, reg)
     if unknown:

@@ -124,6 +124,8 @@ class _ExampleSetup:
 
 def _surrogate_objective(schema: OpSchema, attrs: dict[str, Any], targets: list) -> Any:
     surrogate = schema.gradient_surrogate
+    if surrogate is None:
+        raise FrameError(f"op {schema.name!r} declares no gradient_surrogate")
 
     def objective(xs: list[np.ndarray]) -> float:
         out = surrogate(*xs, **attrs)

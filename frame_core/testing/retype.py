@@ -76,7 +76,7 @@ def retype_graph(graph: Graph, dtype: DType | str = float64, *, registry: Regist
 
 
 def _retype_attrs(op: str, attrs: dict[str, Any], target: DType, reg: Registry) -> dict[str, Any]:
-    changed = {}
+    changed: dict[str, Any] = {}
     for key, value in attrs.items():
         if isinstance(value, Graph):
             changed[key] = retype_graph(value, target, registry=reg)

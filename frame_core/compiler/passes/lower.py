@@ -39,7 +39,7 @@ class Instruction:
     out_buffer: str | None
     frees: tuple[str, ...]
     node: Node
-    names: ValueNames  # shared by the program's instructions; used only for messages
+    names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
 
     @property
     def text(self) -> str:
