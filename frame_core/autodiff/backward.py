@@ -23,26 +23,28 @@ a gradient output (``add_scalar_contraction``) and call this function again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .._gc import gc_paused
-from ..errors import GradientError, MissingGradientError, NonScalarLossError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph
+from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
+from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, registry as current_registry
 from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
-FUSED_OP = "fused_elementwise_internal"
+from ..compiler.fused import FUSED_OP
 
 
 def _check_arguments(forward: Graph, loss_index: int, wrt: Sequence[int]) -> None:
     if not isinstance(forward, Graph):
         raise GradientError(f"build_backward_graph needs a Graph, got {type(forward).__name__}")
     n_out = len(forward.outputs)
-    if not isinstance(loss_index, int) or not -n_out <= loss_index < n_out or n_out == 0:
+    if (isinstance(loss_index, (bool, np.bool_)) or not isinstance(loss_index, (int, np.integer))
+            or not -n_out <= loss_index < n_out or n_out == 0):
         raise GradientError(f"loss_output_index {loss_index!r} is out of range: the graph has {n_out} outputs")
     loss = forward.outputs[loss_index].type
     if loss.size != 1:
@@ -55,8 +57,10 @@ def _check_arguments(forward: Graph, loss_index: int, wrt: Sequence[int]) -> Non
     n_in = len(forward.inputs)
     seen = set()
     for i in wrt:
-        if not isinstance(i, int) or not 0 <= i < n_in:
-            raise GradientError(f"wrt index {i!r} is out of range: the graph has {n_in} inputs (0..{n_in - 1})")
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise GradientError(f"wrt indices are input positions (ints), got {i!r} ({type(i).__name__})")
+        if not 0 <= i < n_in:
+            raise GradientError(f"wrt index {int(i)} is out of range: the graph has {n_in} inputs (0..{n_in - 1})")
         if i in seen:
             raise GradientError(f"wrt index {i} is listed twice in {list(wrt)}; list each input once")
         seen.add(i)
@@ -84,13 +88,34 @@ def _chain(graph: Graph, loss: Value, sources: set[Value], reg: Registry) -> lis
     return chain
 
 
-def _zero(graph: Graph, v: Value) -> Value:
-    return graph.constant(np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape))
+def _micro_graph(schema: Any, node: Node, graph: Graph) -> Graph:
+    """The node's GradientFn micro-graph, checked against the contract for this node's very types (the
+    start-up audit saw only the op's examples): a GradientError names the node otherwise."""
+    ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
 
-
-def _is_zero(v: Value) -> bool:
-    p = v.producer
-    return p is not None and p.op == "constant" and p.attrs["value"].size <= 1 << 16 and not np.any(p.attrs["value"])
+    def where() -> str:  # only on the error path: finding the node's index costs a scan
+        return f"node {graph.nodes.index(node)} ({node.op}) on [{', '.join(map(str, ctx.input_types))}]"
+    gradient = schema.gradient
+    if gradient is None:  # cannot happen: the chain was checked; keeps the types honest
+        raise MissingGradientError(f"{where()} has no GradientFn")
+    try:
+        micro = gradient(ctx)
+    except FrameError as exc:
+        raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
+    except Exception as exc:  # a bug in the pack's GradientFn
+        raise GradientError(f"the GradientFn of {where()} raised {type(exc).__name__}: {exc} "
+                            f"(a bug in pack {schema.pack or '?'})") from exc
+    if not isinstance(micro, Graph):
+        raise GradientError(f"the GradientFn of {where()} returned {type(micro).__name__}, expected a Graph")
+    want_in, got_in = ctx.gradient_input_types(), [v.type for v in micro.inputs]
+    want_out, got_out = list(ctx.input_types), [v.type for v in micro.outputs]
+    if got_in != want_in or got_out != want_out:
+        raise GradientError(
+            f"the GradientFn of {where()} breaks the contract (ARCH-063): its micro-graph maps "
+            f"[{', '.join(map(str, got_in))}] -> [{', '.join(map(str, got_out))}], expected "
+            f"[x.., y.., gy..] = [{', '.join(map(str, want_in))}] -> one gradient per input "
+            f"[{', '.join(map(str, want_out))}] (a bug in pack {schema.pack or '?'})")
+    return micro
 
 
 def build_backward_graph(
@@ -104,6 +129,8 @@ def build_backward_graph(
     """
     wrt = list(wrt_input_indices)
     _check_arguments(forward, loss_output_index, wrt)
+    wrt = [int(i) for i in wrt]
+    loss_output_index = int(loss_output_index)
     reg = registry if registry is not None else current_registry()
     with gc_paused():
         return _build(forward, loss_output_index, wrt, reg)
@@ -138,26 +165,23 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
         gys = [grads.get(y) for y in node.outputs]
         if all(g is None for g in gys):
             continue
-        seeds = [g if g is not None else _zero(graph, y) for g, y in zip(gys, node.outputs)]
+        seeds = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, node.outputs)]
         schema = reg.schemas[node.op]
         in_types = tuple(v.type for v in node.inputs)
         key = (node.op, in_types, attrs_key(node.attrs))
         micro = micro_cache.get(key)
         if micro is None:
-            gradient = schema.gradient
-            if gradient is None:  # cannot happen: the chain was checked above; keeps the types honest
-                raise MissingGradientError(f"op {node.op!r} has no GradientFn")
-            micro = micro_cache[key] = gradient(NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs]))
+            micro = micro_cache[key] = _micro_graph(schema, node, graph)
         gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds])
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
-            if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or _is_zero(gx):
+            if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
                 continue
             previous = grads.get(x)
             grads[x] = gx if previous is None else graph.add_node("accumulate_internal", (previous, gx),
                                                                  registry=reg).outputs[0]
     for i in wrt:
         x = graph.inputs[i]
-        graph.mark_output(grads.get(x) or _zero(graph, x))
+        graph.mark_output(grads.get(x) or graph.zeros(x.type))
     return graph
 
 

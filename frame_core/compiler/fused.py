@@ -23,7 +23,9 @@ from ..ir.graph import Graph, Value
 from ..ir.types import TensorType
 from ..ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
 
-__all__ = ["FUSED", "build_fused_kernel"]
+__all__ = ["FUSED", "FUSED_OP", "build_fused_kernel"]
+
+FUSED_OP = "fused_elementwise_internal"
 
 
 def _fused_shape(ctx: NodeContext) -> list[TensorType]:
@@ -35,7 +37,8 @@ def _fused_shape(ctx: NodeContext) -> list[TensorType]:
     return [v.type for v in body.outputs]
 
 
-_CODE: dict[str, Any] = {}
+_CODE: dict[str, Any] = {}  # generated source -> code object
+_CODE_LIMIT = 4096
 
 
 def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
@@ -90,6 +93,8 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"
     code = _CODE.get(source)
     if code is None:  # graphs repeat the same fused shapes (layers, chains): compile each text once
+        if len(_CODE) >= _CODE_LIMIT:
+            _CODE.clear()
         code = _CODE[source] = compile(source, "<fused_elementwise_internal>", "exec")
     exec(code, namespace)
     fn = namespace["fused"]
@@ -108,7 +113,7 @@ def _example_body() -> Graph:
 
 
 FUSED = OpSchema(
-    "fused_elementwise_internal",
+    FUSED_OP,
     inputs=("xs",),
     outputs=("ys",),
     variadic=True,

@@ -6,7 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PassSpec"]
+__all__ = ["PassSpec", "STAGES", "PLAN_STAGES", "pass_problems"]
+
+#: Stages 8 and 9, which build the plan and the program rather than a graph.
+PLAN_STAGES = ("plan_memory", "lower")
+#: Every built-in stage name, in order (a plugin pass anchors to one of these).
+STAGES = ("verify", "infer_types", "decompose", "fold_constants", "eliminate_common_subexpressions",
+          "eliminate_dead_nodes", "fuse_elementwise", *PLAN_STAGES)
 
 
 @dataclass
@@ -25,3 +31,23 @@ class PassSpec:
     min_level: int = 1
     doc: str = ""
     pack: str | None = None
+
+
+def pass_problems(spec: Any) -> list[str]:
+    """What is wrong with a pass specification (empty when it can run). The loader refuses a pack whose
+    passes have problems, so one bad anchor cannot make every compile in the process fail."""
+    if not isinstance(spec, PassSpec):
+        return [f"frame_register_passes returned a {type(spec).__name__}, expected PassSpec"]
+    problems = []
+    if not isinstance(spec.name, str) or not spec.name:
+        problems.append(f"pass name {spec.name!r} must be a non-empty string")
+    if not callable(spec.fn):
+        problems.append(f"pass {spec.name!r}: fn is not callable")
+    anchor = spec.before or spec.after
+    if anchor not in STAGES or (spec.before and spec.after):
+        problems.append(f"pass {spec.name!r} must name one built-in stage in before= or after=, got "
+                        f"before={spec.before!r}, after={spec.after!r}; stages: {', '.join(STAGES)}")
+    elif spec.after in PLAN_STAGES or spec.before == "lower":  # a graph pass must run before the plan is made
+        problems.append(f"pass {spec.name!r} is anchored {'after' if spec.after else 'before'} {anchor!r}, but graph "
+                        "passes must run before plan_memory; use before='plan_memory' or after='fuse_elementwise'")
+    return problems

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CompileError, FrameError
 from ..ir.graph import Graph
-from .passspec import PassSpec
+from .passspec import PLAN_STAGES, STAGES, PassSpec, pass_problems
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
@@ -90,11 +90,6 @@ def stages() -> list[Stage]:
     return _STAGE_CACHE
 
 
-#: Stages 8 and 9, which build the plan and the program rather than a graph.
-PLAN_STAGES = ("plan_memory", "lower")
-#: Every stage name, in order (a plugin pass anchors to one of these).
-STAGES = ("verify", "infer_types", "decompose", "fold_constants", "eliminate_common_subexpressions",
-          "eliminate_dead_nodes", "fuse_elementwise", *PLAN_STAGES)
 #: Stages a user may disable (the rest are needed for a correct program).
 OPTIONAL_STAGES = ("fold_constants", "eliminate_common_subexpressions", "eliminate_dead_nodes",
                    "fuse_elementwise", "plan_memory")
@@ -106,19 +101,10 @@ def stage_names() -> tuple[str, ...]:
 
 def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Callable[[Graph, CompileContext], Graph]]]:
     plugin = ctx.registry.passes
-    for spec in plugin:
-        anchor = spec.before or spec.after
-        if anchor not in STAGES or (spec.before and spec.after):
-            raise CompileError(
-                f"pass {spec.name!r} from pack {spec.pack!r} must name one built-in stage in before= or after=, "
-                f"got before={spec.before!r}, after={spec.after!r}; stages: {', '.join(STAGES)}"
-            )
-        if spec.after in PLAN_STAGES or spec.before == "lower":  # a graph pass must run before the plan is made
-            raise CompileError(
-                f"pass {spec.name!r} from pack {spec.pack!r} is anchored {'after' if spec.after else 'before'} "
-                f"{anchor!r}, but graph passes must run before plan_memory; use before='plan_memory' or "
-                f"after='fuse_elementwise'"
-            )
+    for spec in plugin:  # the loader refuses bad specs; a registry assembled by hand may still hold one
+        problems = pass_problems(spec)
+        if problems:
+            raise CompileError(f"pass from pack {spec.pack!r}: {'; '.join(problems)}")
     run: list[tuple[str, Callable[[Graph, CompileContext], Graph]]] = []
 
     def add_plugins(anchor: str, where: str) -> None:

@@ -175,7 +175,11 @@ def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> 
                 f"{op}: input {position} is the Python float {x!r} but the other operand is {like.type}; "
                 "cast the tensor to a floating dtype first"
             )
-        return graph.constant(np.asarray(x, dt.np))
+        try:
+            return graph.constant(np.asarray(x, dt.np))
+        except OverflowError:
+            raise IRError(f"{op}: input {position} is the Python number {x!r}, which does not fit in the other "
+                          f"operand's dtype ({like.type}); use a wider dtype") from None
     if isinstance(x, (np.ndarray, np.generic)):
         return graph.constant(np.asarray(x))
     raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got {type(x).__name__}")
@@ -209,6 +213,22 @@ def _param_names(fn: Callable[..., Any], count: int) -> list[str | None]:
     return (names + [None] * count)[:count]
 
 
+def _check_arity(fn: Callable[..., Any], count: int) -> None:
+    """An IRError, not a TypeError from inside the call, when ``fn`` cannot take one tensor per input type."""
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: let the call decide
+        return
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        name = getattr(fn, "__name__", repr(fn))
+        raise IRError(f"trace: {name}{signature} cannot take {count} tensor argument{'s' if count != 1 else ''} "
+                      f"(one per input type given); pass as many input types as it has parameters") from None
+
+
 def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | None = None) -> Graph:
     """Trace ``fn`` over inputs of ``input_types`` and return the graph.
 
@@ -219,6 +239,7 @@ def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | No
     types = [as_type(t) for t in input_types]
     names = _param_names(fn, len(types))
     args = [Tensor(graph.add_input(t, n), graph) for t, n in zip(types, names)]
+    _check_arity(fn, len(args))
     token = _current.set(graph)
     try:
         result = fn(*args)
@@ -235,10 +256,6 @@ def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | No
     finally:
         _current.reset(token)
     return graph
-
-
-def _zeros_value(graph: Graph, t: TensorType) -> Value:
-    return graph.constant(np.broadcast_to(np.zeros((), t.dtype.np), t.shape))
 
 
 def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
@@ -272,7 +289,7 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
             if isinstance(g, Tensor) and g.graph is not graph:
                 raise RegistrationError(f"GradientFn of {schema.name!r} returned, for input {i}, a tensor of graph "
                                         f"{g.graph.name!r} instead of one computed in the micro-graph {graph.name!r}")
-            value = _zeros_value(graph, t) if g is None else _lift(g, graph, None, f"{schema.name} gradient", i)
+            value = graph.zeros(t) if g is None else _lift(g, graph, None, f"{schema.name} gradient", i)
             if value.type != t:
                 label = schema.inputs[i] if i < len(schema.inputs) else f"#{i}"
                 raise RegistrationError(

@@ -27,7 +27,10 @@ from .types import TensorType, as_type
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
 
-__all__ = ["Value", "Node", "Graph", "clone_graph", "inline_graph"]
+__all__ = ["Value", "Node", "Graph", "clone_graph", "inline_graph", "constant_array", "is_zero_constant"]
+
+#: Constants above this many elements are not inspected for their values (zero tests, folding rules).
+INSPECT_LIMIT = 1 << 16
 
 
 class Value:
@@ -140,11 +143,21 @@ class Graph:
         return node.outputs[0] if len(node.outputs) == 1 else node.outputs
 
     def constant(self, value: Any, dtype: Any = None) -> Value:
-        """Append a ``constant`` node holding ``value`` (array or scalar) and return its value."""
+        """Append a ``constant`` node holding ``value`` (array or scalar) and return its value.
+
+        The graph keeps a read-only copy (unless ``value`` is already immutable):
+        changing the caller's array later does not change the graph.
+        """
         from .dtypes import as_dtype
 
         array = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).np)
         return self.add_node("constant", (), {"value": array}).outputs[0]
+
+    def zeros(self, type: TensorType | str) -> Value:
+        """Append a zero constant of ``type`` (stored as a one-element broadcast) and return its value."""
+        from .tensors import zeros
+
+        return self.constant(zeros(as_type(type)))
 
     def mark_output(self, value: Value) -> int:
         """Mark ``value`` as the next output; return its output index."""
@@ -189,6 +202,18 @@ class Graph:
         from .dot import to_dot
 
         return to_dot(self)
+
+
+def constant_array(v: Value) -> np.ndarray | None:
+    """The array of ``v`` if a ``constant`` node produces it, else ``None``."""
+    p = v.producer
+    return p.attrs["value"] if p is not None and p.op == "constant" else None
+
+
+def is_zero_constant(v: Value) -> bool:
+    """Whether ``v`` is a constant of zeros (either sign) no larger than ``INSPECT_LIMIT`` elements."""
+    array = constant_array(v)
+    return array is not None and array.size <= INSPECT_LIMIT and not np.any(array)
 
 
 def _copy_nodes(nodes: Iterable[Node], value_map: dict[Value, Value], target: Graph) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 from typing import Any
 
@@ -200,11 +201,13 @@ def _decode_attr(doc: Any, path: str) -> Any:
             raw = base64.b64decode(data.encode("ascii"), validate=True)
         except (ValueError, UnicodeError):
             raise GraphFormatError(f"{vpath}.data", "expected base64-encoded bytes") from None
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # exact: np.prod would wrap around for absurd shapes
         expected = count * dtype.itemsize
         _expect(len(raw) == expected, f"{vpath}.data",
                 f"holds {len(raw)} bytes but {dtype.short}{shape} needs {expected}")
-        return np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape)
+        array = np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape)
+        array.flags.writeable = False  # constants in graphs are read-only (see ir.tensors)
+        return array
     if kind == "graph":
         return _read_graph(v, vpath)
     raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {kind!r}; expected one of bool, int, float, str, "

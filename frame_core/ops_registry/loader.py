@@ -19,7 +19,6 @@ built-in plugin always loads first, through the same hooks.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,6 +26,7 @@ import pluggy
 
 from ..errors import PluginError
 from . import builtin
+from .entrypoints import normalize
 from .hookspecs import PLUGIN_API_VERSION, PROJECT, FrameHookSpecs
 from .registry import PackRecord, Registry
 from .schema import OpSchema
@@ -42,14 +42,10 @@ def core_version() -> str:
     return __version__
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _names(value: str | None) -> set[str] | None:
     if value is None:
         return None
-    return {_norm(v.strip()) for v in value.split(",") if v.strip()}  # "a, b" is as good as "a,b"
+    return {normalize(v.strip()) for v in value.split(",") if v.strip()}  # "a, b" is as good as "a,b"
 
 
 def discover_entry_points() -> list[Any]:
@@ -105,9 +101,10 @@ def load_registry(
     _collect(pm, reg, "core")
 
     seen: set[tuple[str, str]] = set()
+    matched: set[str] = set()  # names in FRAME_LOAD_PLUGINS / FRAME_DISABLE_PLUGINS that some pack answered to
     for ep in discover_entry_points() if entry_points is None else entry_points:
         dist, version = _dist_name(ep), _dist_version(ep)
-        key = (_norm(dist), ep.name)
+        key = (normalize(dist), ep.name)
         if key in seen:  # the same distribution found twice on sys.path (editable installs)
             continue
         seen.add(key)
@@ -121,7 +118,8 @@ def load_registry(
             continue
         record = PackRecord(name, dist, version, "loaded", module=getattr(ep, "value", None))
         reg.packs[name] = record
-        wanted = {_norm(name), _norm(dist)}
+        wanted = {normalize(name), normalize(dist)}
+        matched |= wanted
         if (only is not None and not wanted & only) or wanted & skip:
             record.status = "disabled"
             record.error = "disabled by FRAME_LOAD_PLUGINS" if only is not None and not wanted & only else "disabled by FRAME_DISABLE_PLUGINS"
@@ -142,7 +140,11 @@ def load_registry(
             )
         _collect(pm, reg, name)
 
-    reg.notes.extend(_collect_passes(pm, reg))
+    for variable, names in (("FRAME_LOAD_PLUGINS", only or set()), ("FRAME_DISABLE_PLUGINS", skip)):
+        for unknown_name in sorted(names - matched - {"core", "frame-core"}):
+            reg.notes.append(f"{variable} names {unknown_name!r}, which no installed pack answers to (installed: "
+                             f"{', '.join(sorted(p.name for p in reg.packs.values() if p.name != 'core')) or 'none'})")
+    _collect_passes(pm, reg)
     if audit:
         from .closure import run_closure_audit
 
@@ -236,16 +238,33 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
         record.ops.append(schema.name)
 
 
-def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> list[str]:
-    problems = []
-    for name, record in reg.packs.items():
+def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> None:
+    """Add each loaded pack's passes; a pack whose hook raises or returns a bad PassSpec is refused whole."""
+    from ..compiler.passspec import pass_problems
+
+    for name, record in list(reg.packs.items()):
         if record.status != "loaded":
             continue
         try:
-            for impl in _impls(pm, "frame_register_passes", name):
-                for spec in impl.function() or []:
-                    spec.pack = name
-                    reg.passes.append(spec)
+            specs = [spec for impl in _impls(pm, "frame_register_passes", name) for spec in impl.function() or []]
         except Exception as exc:
-            problems.append(f"{name}: frame_register_passes raised {type(exc).__name__}: {exc}")
-    return problems
+            _drop_pack(reg, pm, name, f"frame_register_passes raised {type(exc).__name__}: {exc}")
+            continue
+        taken = {spec.name for spec in reg.passes}
+        problems = [p for spec in specs for p in pass_problems(spec)]
+        problems += [f"a pass named {spec.name!r} is already registered" for spec in specs
+                     if getattr(spec, "name", None) in taken]
+        if problems:
+            _drop_pack(reg, pm, name, "frame_register_passes: " + "; ".join(problems))
+            continue
+        for spec in specs:
+            spec.pack = name
+            reg.passes.append(spec)
+
+
+def _drop_pack(reg: Registry, pm: pluggy.PluginManager, name: str, reason: str) -> None:
+    """Mark a pack failed after its ops were added: its ops go too (a pack loads whole or not at all)."""
+    _fail(reg.packs[name], reason)
+    for op in [n for n, s in reg.schemas.items() if s.pack == name]:
+        del reg.schemas[op]
+    pm.unregister(name=name)

@@ -41,6 +41,7 @@ import numpy as np
 from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
 from ..ir.dtypes import DType, as_dtype
 from ..ir.graph import Graph
+from ..ir.tensors import frozen
 from ..ir.types import TensorType, as_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -155,11 +156,11 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
         except FrameError:
             raise bad("a dtype such as 'f32'") from None
     if kind == "tensor":
+        if isinstance(value, (int, float, bool, np.generic)):
+            value = np.asarray(value)
         if isinstance(value, np.ndarray):
             as_dtype(value.dtype)  # supported dtype?
-            return value
-        if isinstance(value, (int, float, bool, np.generic)):
-            return np.asarray(value)
+            return frozen(value)  # a graph never sees later writes to the caller's array
         raise bad("a numpy array")
     if kind == "graph":
         if isinstance(value, Graph):

@@ -291,10 +291,10 @@ class ProfileReport:
 
     def top(self, n: int = 10) -> str:
         """A table of the ``n`` slowest nodes: time, share of the total, node."""
-        total = self.total or 1.0
+        total = self.total
         lines = [f"{'time (us)':>10}  {'share':>6}  node   (median of {self.repeat} runs, total {total * 1e6:.1f} us)"]
         for ins, t in sorted(self.rows, key=lambda r: -r[1])[:n]:
-            lines.append(f"{t * 1e6:10.1f}  {t / total:6.1%}  #{ins.index} {ins.text}")
+            lines.append(f"{t * 1e6:10.1f}  {t / total if total else 0.0:6.1%}  #{ins.index} {ins.text}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -34,7 +34,6 @@ has_side_effect    the op has no GradientFn (ARCH-062).
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ import numpy as np
 from ..errors import FrameError, ShapeError, suggest
 from ..ir.dtypes import as_dtype
 from ..ir.types import TensorType
+from ..ops_registry.entrypoints import normalize
 from ..ops_registry.registry import PackRecord, Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import OpSchema
 from .opcheck import LOW_PRECISION_DTYPES, check_op_example, check_op_low_precision, checked_order, example_rng
@@ -115,13 +115,9 @@ class ConformanceCase:
 
 
 # -- which cases -----------------------------------------------------------------------------------
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _find_pack(reg: Registry, pack: str) -> tuple[PackRecord | None, str]:
     for record in reg.packs.values():
-        if record.name == pack or _norm(record.distribution) == _norm(pack) or _norm(record.name) == _norm(pack):
+        if record.name == pack or normalize(record.distribution) == normalize(pack) or normalize(record.name) == normalize(pack):
             if record.status != "loaded":
                 return None, f"pack {pack!r} ({record.distribution} {record.version}) is {record.status}: {record.error}"
             return record, ""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import frame_core as fc
-from frame_core import ops
+from frame_core import Example, OpSchema, ops
 from frame_core.ir.keys import graph_key
 
 from ._fd import gradient, rel_error
@@ -179,3 +179,51 @@ def test_non_differentiable_input_positions_receive_no_gradient(registry_with_no
         _, gx, gk = fc.compile(training).run([np.ones(3), np.full(3, 4.0)])
     np.testing.assert_allclose(gx, 4.0)
     assert not gk.any()  # the rule: a declared non-differentiable input gets no contribution, so zero
+
+
+def _registry_with(schema):
+    reg = fc.load_registry(audit=False)
+    schema.pack = "tests"
+    reg.schemas[schema.name] = schema
+    return reg
+
+
+def _hand_built_bad_gradient(ctx):
+    # a micro-graph that forgets to reduce the broadcast input b back to its shape
+    g = fc.Graph("bad_grad")
+    a, b, y, gy = (g.add_input(t) for t in ctx.gradient_input_types())
+    g.mark_output(gy)
+    g.mark_output(gy)  # wrong: b has fewer elements than gy
+    return g
+
+
+def test_a_gradient_of_the_wrong_type_for_this_node_is_refused_naming_the_node():
+    # the start-up audit only sees the op's examples; the transform checks each node's own types
+    bad = OpSchema("bad_add", inputs=("a", "b"), shape_infer=lambda ctx: [ctx.input_types[0]],
+                   kernels={"cpu": lambda ctx: np.add}, gradient=_hand_built_bad_gradient,
+                   examples=[Example(["f32[3]", "f32[3]"])])
+    with fc.use_registry(_registry_with(bad)):
+        forward = fc.trace(lambda a, b: ops.sum(ops.bad_add(a, b)), "f32[2, 3]", "f32[3]")
+        with pytest.raises(fc.GradientError, match=r"node 0 \(bad_add\) on \[f32\[2, 3\], f32\[3\]\].*f32\[3\]"):
+            fc.build_backward_graph(forward, 0, [0, 1])
+
+
+def test_a_gradient_fn_that_raises_is_a_gradient_error_naming_the_node_and_pack():
+    def explode(ctx):
+        return 1 / 0
+    bad = OpSchema("bad_grad_op", inputs=("x",), shape_infer=lambda ctx: [ctx.input_types[0]],
+                   kernels={"cpu": lambda ctx: np.negative}, gradient=explode, examples=[Example(["f32[3]"])])
+    with fc.use_registry(_registry_with(bad)):
+        forward = fc.trace(lambda x: ops.sum(ops.bad_grad_op(x)), "f32[3]")
+        with pytest.raises(fc.GradientError, match=r"node 0 \(bad_grad_op\).*ZeroDivisionError.*pack tests"):
+            fc.build_backward_graph(forward, 0, [0])
+
+
+def test_numpy_integer_indices_are_accepted_and_bools_are_not():
+    forward = fc.trace(lambda x, y: ops.sum(x * y), "f64[2]", "f64[2]")
+    training = fc.build_backward_graph(forward, np.int64(0), np.array([1]))
+    assert len(training.outputs) == 2
+    with pytest.raises(fc.GradientError, match="input positions"):
+        fc.build_backward_graph(forward, 0, [True])
+    with pytest.raises(fc.GradientError, match="out of range"):
+        fc.build_backward_graph(forward, True, [0])

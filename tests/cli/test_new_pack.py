@@ -81,7 +81,7 @@ def test_generated_pack_registers_a_closed_op(invoke, tmp_path, monkeypatch):
     module = f"frame_ops_{name}.plugin"
     try:
         ep = EntryPoint(name, module, "frame", f"frame-ops-{name}", "0.1.0")
-        # next to the installed packs: the kit's checks build their losses with ops of frame-ops-basic
+        # next to the installed packs, as a user would have it (the kit itself needs only the core)
         reg = frame_core.load_registry(entry_points=[*discover_entry_points(), ep], environ={})
         assert reg.packs[name].status == "loaded", reg.packs[name].error
         op = f"{name}_scale"

@@ -140,7 +140,7 @@ def load_basic_registry() -> Registry:
     return load_registry(entry_points=basic_entry_points(), environ={}, strict=True)
 
 
-def registry_with_passes(*passes: Any, pack: str = "test_passes") -> Registry:
+def registry_with_passes(*passes: Any, pack: str = "test_passes", strict: bool = True) -> Registry:
     """core + ops_basic + a pack named ``pack`` whose ``frame_register_passes`` returns ``passes``."""
     module = types.ModuleType(f"{pack}_plugin")
     module.FRAME_PLUGIN_API = "1.0"
@@ -150,7 +150,7 @@ def registry_with_passes(*passes: Any, pack: str = "test_passes") -> Registry:
         return list(passes)
 
     module.frame_register_passes = frame_register_passes
-    return load_registry(entry_points=[*basic_entry_points(), FakeEntryPoint(pack, module)], environ={}, strict=True,
+    return load_registry(entry_points=[*basic_entry_points(), FakeEntryPoint(pack, module)], environ={}, strict=strict,
                          audit=False)
 
 

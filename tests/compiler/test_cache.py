@@ -136,3 +136,28 @@ def test_the_cache_is_bounded_and_evicts_the_least_recently_used(monkeypatch):
     misses = small.misses
     fc.compile(build(scale=2.0))
     assert small.misses == misses + 1
+
+
+def test_a_graph_keeps_its_own_copy_of_an_array_the_caller_changes_later():
+    # the cache keys on constant bytes: a constant that later changed in place would alias two graphs
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    first = fc.compile(fc.trace(lambda x: x * w, "f32[3]"))
+    w += 10
+    v = np.array([1.0, 2.0, 3.0], np.float32)
+    second = fc.compile(fc.trace(lambda x: x * v, "f32[3]"))
+    ones = np.ones(3, np.float32)
+    np.testing.assert_array_equal(first.run([ones])[0], [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(second.run([ones])[0], [1.0, 2.0, 3.0])
+
+
+def test_constants_in_a_graph_are_read_only():
+    g = fc.Graph("g")
+    source = np.arange(3.0)
+    value = g.constant(source)
+    g.mark_output(value)
+    stored = value.producer.attrs["value"]
+    assert not stored.flags.writeable and not np.shares_memory(stored, source)
+    source[:] = -1
+    np.testing.assert_array_equal(fc.compile(g, cache=False).run([])[0], [0.0, 1.0, 2.0])
+    zero = g.zeros("f64[1000, 1000]").producer.attrs["value"]  # zeros cost one element, not a megabyte
+    assert not zero.flags.writeable and zero.base is not None and zero.base.size == 1

@@ -270,3 +270,14 @@ def test_grad_graph_refuses_a_tensor_from_another_graph():
 def test_apply_is_the_function_behind_operators_and_ops():
     graph = trace(lambda x: apply("add", x, x), "f32[2]")
     assert [n.op for n in graph.nodes] == ["add"]
+
+
+def test_a_python_int_too_large_for_the_tensor_dtype_is_an_ir_error():
+    with pytest.raises(IRError, match=r"does not fit in the other operand's dtype \(i32\[3\]\)"):
+        trace(lambda i: i + 2**40, "i32[3]")
+
+
+@pytest.mark.parametrize("types", [["f32[3]"], ["f32[3]", "f32[3]", "f32[3]"]], ids=["too few", "too many"])
+def test_a_function_that_cannot_take_the_given_input_types_is_an_ir_error(types):
+    with pytest.raises(IRError, match=r"cannot take \d tensor argument"):
+        trace(lambda x, y: x + y, *types)

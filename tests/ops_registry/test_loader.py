@@ -268,3 +268,13 @@ def test_discovery_ignores_other_groups_and_loads_nothing_at_import(site):
     assert module not in sys.modules  # writing a pack imports nothing; only load_registry does
     load_registry(environ={})
     assert module in sys.modules
+
+
+@pytest.mark.parametrize("variable", ["FRAME_LOAD_PLUGINS", "FRAME_DISABLE_PLUGINS"])
+def test_a_pack_name_no_pack_answers_to_is_reported(site, variable):
+    site.pack("wanted-pack", pack_source(["fk_wanted"]))
+    reg = load_registry(environ={variable: "wanted_pack, wantd_pack"})
+    assert any(f"{variable} names 'wantd-pack', which no installed pack answers to" in p for p in reg.problems)
+    assert not any("'wanted-pack'" in p for p in reg.problems)
+    with pytest.raises(PluginError, match="wantd-pack"):
+        load_registry(environ={variable: "wantd_pack", "FRAME_STRICT": "1"})

@@ -9,7 +9,7 @@ in place, so the error surfaces at run time with the node's name.
 Algebraic rewrites for a pack's ops come from that pack through the passes
 hook (ops_basic contributes ``simplify_algebra``). The core's only rule:
 
-    accumulate_internal(x, 0) -> x     # adding a zero gradient contribution
+    accumulate_internal(x, -0.0) -> x   # exact for every x, -0.0 included; x + (+0.0) is not (-0.0 + 0.0 = +0.0)
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import numpy as np
 
 from ...errors import CompileError
 from ...ir.dtypes import as_dtype
-from ...ir.graph import Graph, Value
+from ...ir.graph import INSPECT_LIMIT, Graph, Value, constant_array
+from ...ir.tensors import frozen
 from ...ops_registry.schema import NodeContext
 from ..pipeline import CompileContext
 from ..rewrite import Rewriter
@@ -26,17 +27,9 @@ from ..rewrite import Rewriter
 MAX_FOLD_ELEMENTS = 1 << 16
 
 
-def constant_value(v: Value) -> np.ndarray | None:
-    """The array of ``v`` if it is produced by a ``constant`` node, else ``None``."""
-    p = v.producer
-    if p is not None and p.op == "constant":
-        return p.attrs["value"]
-    return None
-
-
-def is_zero(v: Value) -> bool:
-    value = constant_value(v)
-    return value is not None and value.size <= MAX_FOLD_ELEMENTS and not np.any(value)
+def _negative_zeros(v: Value) -> bool:
+    array = constant_array(v)
+    return array is not None and array.size <= INSPECT_LIMIT and not np.any(array) and bool(np.all(np.signbit(array)))
 
 
 def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
@@ -47,12 +40,12 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
         inputs = [rw.vmap[v] for v in node.inputs]
         if node.op == "accumulate_internal":
             a, b = inputs
-            if is_zero(b) or is_zero(a):
-                rw.alias(node.outputs[0], a if is_zero(b) else b)
+            if _negative_zeros(b) or _negative_zeros(a):
+                rw.alias(node.outputs[0], a if _negative_zeros(b) else b)
                 folded += 1
                 continue
         schema = schemas[node.op]
-        arrays = [constant_value(v) for v in inputs]
+        arrays = [constant_array(v) for v in inputs]
         if (node.op == "constant" or not inputs or any(a is None for a in arrays) or schema.has_side_effect
                 or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs)):
             rw.copy(node, inputs)
@@ -65,7 +58,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
             continue
         results = result if isinstance(result, tuple) else (result,)
         for old, array in zip(node.outputs, results):
-            array = np.asarray(array)
+            array = frozen(np.asarray(array))
             if as_dtype(array.dtype) is not old.type.dtype or array.shape != old.type.shape:
                 raise CompileError(
                     f"kernel of {node.op!r} returned {array.dtype}{list(array.shape)} for an output inferred as "

@@ -21,7 +21,7 @@ from ...ir.graph import Graph, Node, Value
 from ..pipeline import CompileContext
 from ..rewrite import Rewriter, consumers
 
-FUSED_OP = "fused_elementwise_internal"
+from ..fused import FUSED_OP
 
 
 class _Group:

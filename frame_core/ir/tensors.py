@@ -1,0 +1,41 @@
+"""Tensor constants held in graphs: read-only, and never sharing memory the caller can write.
+
+A graph's tensor attributes are part of its identity (the compile cache keys
+on their bytes) and of its meaning, so a constant must not change after it
+enters a graph: ``frozen`` copies an array unless it is already read-only all
+the way down to memory nobody can write, and marks the copy read-only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .types import TensorType
+
+__all__ = ["frozen", "zeros"]
+
+
+def _immutable(array: np.ndarray) -> bool:
+    """Whether ``array`` and every array it views are read-only, over memory no one can write."""
+    node: object = array
+    while isinstance(node, np.ndarray):
+        if node.flags.writeable:
+            return False
+        node = node.base
+    return node is None or isinstance(node, bytes)
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` itself if it is immutable, else a read-only copy of it."""
+    if _immutable(array):
+        return array
+    copy = np.array(array, copy=True)
+    copy.flags.writeable = False
+    return copy
+
+
+def zeros(t: TensorType) -> np.ndarray:
+    """A read-only array of zeros of type ``t`` that costs one element of memory (a broadcast view)."""
+    scalar = np.zeros((), t.dtype.np)
+    scalar.flags.writeable = False
+    return np.broadcast_to(scalar, t.shape)
