@@ -1,13 +1,29 @@
-"""Shape-inference helpers shared by the pack's ops."""
+"""Helpers shared by the pack's ops: shape inference, broadcast axes, the accumulation dtype, unbroadcast."""
 
 from __future__ import annotations
 
-from frame_core import TensorType
-from frame_core.ops_registry.schema import NodeContext
+import numpy as np
+
+from frame_core import NodeContext, TensorType, ops
+
+
+def require_numeric(ctx: NodeContext) -> None:
+    """Refuse bool inputs: arithmetic and sums need integers or floats.
+
+    numpy refuses boolean ``negative``/``subtract`` only at run time, and a bool
+    sum is a logical any, not a count, so the refusal belongs in shape inference.
+    """
+    for i, t in enumerate(ctx.input_types):
+        if not (t.dtype.is_float or t.dtype.is_int):
+            raise ctx.error(
+                f"needs numeric (integer or float) inputs, got {t} for input {i} ({ctx.schema.inputs[i]!r}); "
+                f"cast it to an integer or float dtype first (e.g. feed x.astype(np.int32) to an i32 input)"
+            )
 
 
 def broadcast(ctx: NodeContext) -> list[TensorType]:
-    """numpy broadcasting of all inputs, which must share one dtype."""
+    """numpy broadcasting of all inputs, which must be numeric and share one dtype."""
+    require_numeric(ctx)
     types = ctx.input_types
     first = types[0]
     for i, t in enumerate(types[1:], 1):
@@ -33,12 +49,58 @@ def broadcast_shapes(ctx: NodeContext, shapes: list[tuple[int, ...]]) -> tuple[i
     return tuple(out)
 
 
+def broadcast_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes of ``src`` that broadcasting ``dst`` to ``src`` added (leading) or stretched (size 1 in ``dst``).
+
+    Summing over them with ``keepdims=True`` gives ``(1,) * (len(src) - len(dst)) + dst``.
+    """
+    lead = len(src) - len(dst)
+    return tuple(range(lead)) + tuple(lead + i for i, d in enumerate(dst) if d == 1 and src[lead + i] != 1)
+
+
+def unbroadcast(g, t: TensorType):  # noqa: ANN001, ANN201 - traced Tensors
+    """``g`` summed back to type ``t`` (identity when nothing was broadcast): the gradient of broadcasting."""
+    return g if g.shape == t.shape else ops.reduce_to_shape_internal(g, shape=t.shape)
+
+
+def accumulation_dtype(t: TensorType) -> np.dtype:
+    """The dtype in which kernels sum elements of type ``t``: float32 for 2-byte floats, else ``t``'s own.
+
+    A float16/bfloat16 running total stops growing once the terms fall below its
+    last bit (4096 bfloat16 ones sum to 256), so half precision accumulates in
+    float32 and rounds the result once. Integer sums keep their dtype.
+    """
+    if t.dtype.is_float and t.dtype.itemsize == 2:
+        return np.dtype(np.float32)
+    return t.dtype.np
+
+
+def sum_into(x: np.ndarray, axes: tuple[int, ...], out: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """``x`` summed over ``axes`` in dtype ``acc``, written into ``out`` and returned.
+
+    ``out`` has the keepdims shape of the sum, less the leading axes it lacks
+    (``broadcast_axes`` gives such axes). When ``acc`` is ``out``'s dtype the
+    sum goes straight into ``out``; otherwise the ``acc`` total is rounded once.
+    """
+    if acc == out.dtype:  # reshaping only inserts size-1 axes, so it is a view of out
+        np.sum(x, axis=axes, dtype=acc, keepdims=True, out=out.reshape((1,) * (x.ndim - out.ndim) + out.shape))
+    else:
+        out[...] = np.sum(x, axis=axes, dtype=acc, keepdims=True).reshape(out.shape)
+    return out
+
+
 def float_unary(ctx: NodeContext) -> list[TensorType]:
     """Same type as the input, which must be floating."""
     (t,) = ctx.input_types
     if not t.dtype.is_float:
         raise ctx.error(f"needs a floating input, got {t}; cast it to a float dtype first")
     return [t]
+
+
+def numeric_unary(ctx: NodeContext) -> list[TensorType]:
+    """Same type as the input, which must be numeric (integer or float)."""
+    require_numeric(ctx)
+    return [ctx.input_types[0]]
 
 
 def float_broadcast(ctx: NodeContext) -> list[TensorType]:

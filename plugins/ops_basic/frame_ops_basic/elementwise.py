@@ -12,10 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import ops
-from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
+from frame_core import Example, NodeContext, OpSchema, ops
 
-from ._shapes import broadcast, float_broadcast, float_unary
+from ._shapes import broadcast, float_broadcast, float_unary, numeric_unary, unbroadcast
 
 
 def ufunc_kernel(ufunc: np.ufunc) -> Callable[[NodeContext], Callable]:
@@ -29,11 +28,6 @@ def ufunc_kernel(ufunc: np.ufunc) -> Callable[[NodeContext], Callable]:
             return lambda x, out=None: ufunc(x, out=out if out is not None else np.empty((), dtype))
         return lambda a, b, out=None: ufunc(a, b, out=out if out is not None else np.empty((), dtype))
     return build
-
-
-def unbroadcast(g, t):
-    """``g`` summed back to type ``t`` (identity when nothing was broadcast)."""
-    return g if g.shape == t.shape else ops.reduce_to_shape_internal(g, shape=t.shape)
 
 
 _BINARY_EXAMPLES = [
@@ -101,7 +95,6 @@ def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.add(out, half, out)
 
 
-
 def _relu_kernel(ctx: NodeContext) -> Callable:
     t = ctx.input_types[0]
     zero = t.dtype.np.type(0)
@@ -115,7 +108,7 @@ def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Calla
     return OpSchema(
         name,
         inputs=("x",),
-        shape_infer=float_unary if float_only else (lambda ctx: [ctx.input_types[0]]),
+        shape_infer=float_unary if float_only else numeric_unary,
         kernels={"cpu": kernel},
         gradient=gradient,
         traits=("elementwise", "accepts_out"),

@@ -7,7 +7,8 @@ broadcasting over the batch axes; both operands have rank >= 2.
 ``matmul_grad_rhs_internal(a, gy; shape) = a^T @ gy``, summed over batch
 axes that broadcasting added to the operand, down to ``shape`` (the
 operand's shape). Transposes are strided views handed to BLAS, never copies.
-Half-precision operands are multiplied in float32 and rounded once.
+Products and batch sums run in ``accumulation_dtype`` (float32 for
+half-precision operands), rounded once to the operand dtype.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import TensorType, ops
-from frame_core.ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._shapes import broadcast_shapes
+from ._shapes import accumulation_dtype, broadcast_axes, broadcast_shapes, sum_into, unbroadcast
 
 
 def _check_operands(ctx: NodeContext, a: TensorType, b: TensorType, what: str) -> tuple[int, ...]:
@@ -40,23 +40,19 @@ def _matmul_shape(ctx: NodeContext) -> list[TensorType]:
     return [TensorType(a.dtype, batch + (a.shape[-2], b.shape[-1]))]
 
 
-def _half(t: TensorType) -> bool:
-    return t.dtype.itemsize == 2 and t.dtype.is_float
-
-
 def _matmul_kernel(ctx: NodeContext) -> Callable:
     a_t = ctx.input_types[0]
-    if not _half(a_t):
+    dtype, acc = a_t.dtype.np, accumulation_dtype(a_t)
+    if acc == dtype:
         return np.matmul  # accepts a trailing out
-    dtype = a_t.dtype.np
 
-    def half(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        result = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
+    def widened(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        result = np.matmul(a.astype(acc), b.astype(acc))
         if out is None:
-            return result
-        np.copyto(out, result)
+            return result.astype(dtype)
+        out[...] = result  # rounded once
         return out
-    return half
+    return widened
 
 
 def _swap(t: TensorType) -> TensorType:
@@ -89,28 +85,21 @@ MATMUL = OpSchema(
 
 def _grad_kernel(ctx: NodeContext, transpose_first: bool) -> Callable:
     x_t, y_t = ctx.input_types
-    shape = ctx.attrs["shape"]
+    shape = tuple(ctx.attrs["shape"])
     product = _product_shape(x_t, y_t, transpose_first)
-    lead = len(product) - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape[:-2]) if d == 1 and product[lead + i] != 1)
-    half = _half(x_t)
-    dtype = x_t.dtype.np
+    axes = broadcast_axes(product, shape)  # batch axes broadcasting added to (or stretched in) the operand
+    dtype, acc = x_t.dtype.np, accumulation_dtype(x_t)
 
     def kernel(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        if half:
-            x, y = x.astype(np.float32), y.astype(np.float32)
+        if acc != dtype:
+            x, y = x.astype(acc), y.astype(acc)
         xt = np.swapaxes(x, -1, -2) if transpose_first else x
         yt = y if transpose_first else np.swapaxes(y, -1, -2)
-        if not axes and not half:
-            return np.matmul(xt, yt, out) if out is not None else np.matmul(xt, yt)
-        result = np.matmul(xt, yt)
-        if axes:
-            result = result.sum(axis=axes).reshape(shape)
-        result = result.astype(dtype, copy=False)
         if out is None:
-            return result
-        np.copyto(out, result)
-        return out
+            out = np.empty(shape, dtype)
+        if not axes and acc == dtype:
+            return np.matmul(xt, yt, out)
+        return sum_into(np.matmul(xt, yt), axes, out, acc)
     return kernel
 
 
@@ -146,7 +135,7 @@ MATMUL_GRAD_LHS = OpSchema(
     shape_infer=_grad_shape(False),
     kernels={"cpu": lambda ctx: _grad_kernel(ctx, False)},
     gradient=lambda ctx: ctx.grad_graph(lambda gy, b, ga, gga: [
-        unreduce(ops.matmul(gga, b), gy.type),
+        unbroadcast(ops.matmul(gga, b), gy.type),
         ops.matmul_grad_rhs_internal(gga, gy, shape=b.shape)]),
     traits=("accepts_out",),
     doc="gy @ b^T reduced to `shape`: the gradient of matmul for its left operand.",
@@ -165,18 +154,13 @@ MATMUL_GRAD_RHS = OpSchema(
     kernels={"cpu": lambda ctx: _grad_kernel(ctx, True)},
     gradient=lambda ctx: ctx.grad_graph(lambda a, gy, gb, ggb: [
         ops.matmul_grad_lhs_internal(gy, ggb, shape=a.shape),
-        unreduce(ops.matmul(a, ggb), gy.type)]),
+        unbroadcast(ops.matmul(a, ggb), gy.type)]),
     traits=("accepts_out",),
     doc="a^T @ gy reduced to `shape`: the gradient of matmul for its right operand.",
     examples=[Example(["f32[3, 4]", "f32[3, 5]"], {"shape": [4, 5]}),
               Example(["f32[2, 3, 4]", "f32[2, 3, 5]"], {"shape": [4, 5]}, note="summed over the batch"),
               Example(["f64[2, 3, 4]", "f64[2, 3, 5]"], {"shape": [2, 4, 5]})],
 )
-
-
-def unreduce(g, t: TensorType):
-    """``g`` summed to ``t`` when broadcasting gave it more batch axes than ``t`` has."""
-    return g if g.shape == t.shape else ops.reduce_to_shape_internal(g, shape=t.shape)
 
 
 SCHEMAS = [MATMUL, MATMUL_GRAD_LHS, MATMUL_GRAD_RHS]

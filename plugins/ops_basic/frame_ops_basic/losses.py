@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import TensorType, ops
-from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
+from frame_core import Example, NodeContext, OpSchema, TensorType, ops
+
+from ._shapes import accumulation_dtype
 
 
 def _mse_shape(ctx: NodeContext) -> list[TensorType]:
@@ -28,8 +29,7 @@ def _mse_shape(ctx: NodeContext) -> list[TensorType]:
 def _mse_kernel(ctx: NodeContext) -> Callable:
     t = ctx.input_types[0]
     n = max(t.size, 1)
-    dtype = t.dtype.np
-    wide = np.float32 if t.dtype.itemsize == 2 else dtype  # half precision accumulates in float32
+    dtype, wide = t.dtype.np, accumulation_dtype(t)
 
     def kernel(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
         d = np.subtract(pred, target, dtype=wide).reshape(-1)
@@ -63,7 +63,6 @@ def _mse_grad_shape(ctx: NodeContext) -> list[TensorType]:
 def _mse_grad_kernel(ctx: NodeContext) -> Callable:
     t = ctx.input_types[0]
     scale = 2.0 / max(t.size, 1)
-
     dtype = t.dtype.np
 
     def kernel(pred: np.ndarray, target: np.ndarray, gy: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frame_core.ops_registry.hookspecs import hookimpl
+from frame_core import hookimpl
 
 FRAME_PLUGIN_API = "1.0"
 

@@ -6,7 +6,10 @@ carrying the input shape and the reduced axes as attributes (seed 000 §4: the
 gradient alone cannot tell which of two equal-sized axes was reduced); it
 accepts ``gy`` in both keepdims forms. ``reduce_to_shape_internal`` sums over
 broadcast axes (the gradient of broadcasting) and ``broadcast_to_internal``
-is its adjoint. Kernels pass ``dtype=`` so integer sums keep their dtype.
+is its adjoint. Sums accumulate in ``accumulation_dtype``: float32 for
+float16/bfloat16 (rounded once to the output), otherwise the input's own
+dtype, so integer sums keep theirs. Bool inputs are refused: a bool sum would
+be a logical any, not a count.
 """
 
 from __future__ import annotations
@@ -16,10 +19,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import TensorType, ops
-from frame_core.ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._shapes import broadcast_shapes, normalize_axes
+from ._shapes import accumulation_dtype, broadcast_axes, broadcast_shapes, normalize_axes, require_numeric, sum_into
 
 _AXES = AttrSpec("ints", None, "axes to reduce (negative counts from the end); none: all axes")
 _KEEPDIMS = AttrSpec("bool", False, "keep reduced axes with size 1")
@@ -32,6 +34,7 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
 
 
 def _reduce_shape(ctx: NodeContext) -> list[TensorType]:
+    require_numeric(ctx)
     (x,) = ctx.input_types
     axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
     return [TensorType(x.dtype, _reduced_shape(x.shape, axes, ctx.attrs["keepdims"]))]
@@ -42,13 +45,20 @@ def _reduce_kernel(fn: Callable) -> Callable[[NodeContext], Callable]:
         (x,) = ctx.input_types
         axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
         keepdims = ctx.attrs["keepdims"]
-        dtype = x.dtype.np
+        dtype, acc = x.dtype.np, accumulation_dtype(x)
 
         def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             if out is None:
                 return np.asarray(fn(a, axis=axes, dtype=dtype, keepdims=keepdims))
             return fn(a, axis=axes, dtype=dtype, keepdims=keepdims, out=out)
-        return kernel
+
+        def widened(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:  # half precision
+            result = np.asarray(fn(a, axis=axes, dtype=acc, keepdims=keepdims))
+            if out is None:
+                return result.astype(dtype)
+            out[...] = result  # the float32 total, rounded once
+            return out
+        return kernel if acc == dtype else widened
     return build
 
 
@@ -167,13 +177,8 @@ SUM_GRAD = OpSchema(
 
 # reduce_to_shape_internal(x; shape): x summed over the axes numpy broadcasting added or stretched.
 #   gradient: gx = broadcast_to_internal(gy, shape=x.shape)
-def _reduce_to_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    lead = len(src) - len(dst)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(dst) if d == 1 and src[lead + i] != 1)
-    return axes, dst
-
-
 def _reduce_to_shape(ctx: NodeContext) -> list[TensorType]:
+    require_numeric(ctx)
     (x,) = ctx.input_types
     target = ctx.attrs["shape"]
     if len(target) > x.rank or broadcast_shapes(ctx, [x.shape, target]) != x.shape:
@@ -182,15 +187,13 @@ def _reduce_to_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 def _reduce_to_kernel(ctx: NodeContext) -> Callable:
-    axes, target = _reduce_to_axes(ctx.input_types[0].shape, ctx.attrs["shape"])
-    dtype = ctx.input_types[0].dtype.np
+    (x_t,) = ctx.input_types
+    target = tuple(ctx.attrs["shape"])
+    axes = broadcast_axes(x_t.shape, target)
+    dtype, acc = x_t.dtype.np, accumulation_dtype(x_t)
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        summed = np.asarray(np.sum(x, axis=axes, dtype=dtype)).reshape(target)
-        if out is None:
-            return summed
-        np.copyto(out, summed)
-        return out
+        return sum_into(x, axes, out if out is not None else np.empty(target, dtype), acc)
     return kernel
 
 

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import TensorType, ops
-from frame_core.ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, ops
 
 
 # reshape(x; shape) -> x with a new shape (one entry may be -1)      gx = reshape(gy, x.shape)

@@ -2,8 +2,10 @@
 
 Runs after constant folding (hook ``frame_register_passes``). Each rule
 applies only when the result has exactly the type of the node it replaces,
-so broadcasting is never lost. ``x * 0 -> 0`` is deliberately absent: it is
-wrong for infinities and NaN.
+so broadcasting is never lost, and only when it is exact in IEEE arithmetic
+for every x, signed zeros, infinities and NaN included: ``x + 0.0 -> x`` is
+not (``-0.0 + 0.0`` is ``+0.0``), ``x + (-0.0) -> x`` is. ``x * 0 -> 0`` is
+deliberately absent: it is wrong for infinities and NaN.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import Graph, Value
-from frame_core.compiler.passspec import PassSpec
+from frame_core import Graph, PassSpec, Rewriter, Value
 
 MAX_CONSTANT_ELEMENTS = 1 << 16
 
@@ -28,18 +29,31 @@ def _all_equal(v: Value, x: float) -> bool:
     return value is not None and value.size <= MAX_CONSTANT_ELEMENTS and bool(np.all(value == x))
 
 
+def _zeros(v: Value, negative: bool) -> bool:
+    """Whether ``v`` is a constant of zeros all of one sign: -0.0 if ``negative``, else +0.0.
+
+    Integer zeros count as either sign: integers have a single zero, and adding or subtracting it is exact.
+    """
+    value = _constant(v)
+    if value is None or value.size > MAX_CONSTANT_ELEMENTS or np.any(value):
+        return False
+    return np.issubdtype(value.dtype, np.integer) or bool(np.all(np.signbit(value) == negative))
+
+
 def _producer_op(v: Value) -> str | None:
     return v.producer.op if v.producer is not None else None
 
 
 # (op, rule) where rule(inputs, node) returns the value that replaces the node's output, or None.
 RULES: list[tuple[str, Callable]] = [
-    ("add", lambda i, n: i[0] if _all_equal(i[1], 0) else None),                    # x + 0 -> x
-    ("add", lambda i, n: i[1] if _all_equal(i[0], 0) else None),                    # 0 + x -> x
-    ("sub", lambda i, n: i[0] if _all_equal(i[1], 0) else None),                    # x - 0 -> x
-    ("mul", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x * 1 -> x
-    ("mul", lambda i, n: i[1] if _all_equal(i[0], 1) else None),                    # 1 * x -> x
-    ("div", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x / 1 -> x
+    # x + (-0.0) -> x: exact for every x (-0.0 + -0.0 = -0.0); x + (+0.0) is not (-0.0 + 0.0 = +0.0)
+    ("add", lambda i, n: i[0] if _zeros(i[1], negative=True) else None),
+    ("add", lambda i, n: i[1] if _zeros(i[0], negative=True) else None),           # (-0.0) + x -> x, likewise
+    # x - (+0.0) -> x: it is x + (-0.0), exact; x - (-0.0) is x + (+0.0), which is not
+    ("sub", lambda i, n: i[0] if _zeros(i[1], negative=False) else None),
+    ("mul", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x * 1 -> x: exact, signs and NaN kept
+    ("mul", lambda i, n: i[1] if _all_equal(i[0], 1) else None),                    # 1 * x -> x: likewise
+    ("div", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x / 1 -> x: likewise
     ("neg", lambda i, n: i[0].producer.inputs[0] if _producer_op(i[0]) == "neg" else None),   # -(-x) -> x
     ("stop_gradient", lambda i, n: i[0]),                                           # identity once differentiated
     ("reshape", lambda i, n: i[0]),                                                 # to its own shape -> x
@@ -53,8 +67,6 @@ for _op, _rule in RULES:
 
 
 def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
-    from frame_core.compiler.rewrite import Rewriter
-
     rw = Rewriter(graph)
     changed = 0
     for node in graph.nodes:
@@ -77,4 +89,4 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
 
 
 PASSES = [PassSpec("simplify_algebra", simplify_algebra, after="fold_constants", min_level=1,
-                   doc="x+0, x*1, x/1, -(-x), identity reshapes/transposes/broadcasts, stop_gradient -> x")]
+                   doc="x+(-0.0), x-(+0.0), x*1, x/1, -(-x), identity reshapes/transposes/broadcasts, stop_gradient -> x")]

@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import ops
-from frame_core.ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, ops
 
 from ._shapes import float_unary
 
