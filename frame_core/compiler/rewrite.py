@@ -75,7 +75,6 @@ class Rewriter:
     def finish(self) -> Graph:
         for v in self.old.outputs:
             self.new.outputs.append(self.vmap[v])
-        self.new._version += 1
         return self.new
 
 

@@ -79,22 +79,20 @@ class Graph:
     The same value may be marked as an output more than once.
     """
 
-    __slots__ = ("name", "inputs", "nodes", "outputs", "_version", "_key", "__weakref__")
+    __slots__ = ("name", "inputs", "nodes", "outputs", "_key", "__weakref__")
 
     def __init__(self, name: str = "graph") -> None:
         self.name = name
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
         self.outputs: list[Value] = []
-        self._version = 0
-        self._key: tuple[int, Any] | None = None
+        self._key: tuple[Any, Any] | None = None  # (snapshot of the lists, structural key): see ir.keys
 
     # -- building --------------------------------------------------------
     def add_input(self, type: TensorType | str, name: str | None = None) -> Value:
         """Append a graph input of ``type`` and return its value."""
         value = Value(as_type(type), None, -1, name)
         self.inputs.append(value)
-        self._version += 1
         return value
 
     def add_node(
@@ -134,7 +132,6 @@ class Graph:
         node = Node(op, inputs, norm_attrs)
         node.outputs = tuple(Value(t, node, i) for i, t in enumerate(types))
         self.nodes.append(node)
-        self._version += 1
         return node
 
     def apply(self, op: str, *inputs: Value, **attrs: Any) -> Any:
@@ -164,7 +161,6 @@ class Graph:
         if type(value) is not Value:
             raise IRError(f"mark_output needs a Value, got {type(value).__name__}")
         self.outputs.append(value)
-        self._version += 1
         return len(self.outputs) - 1
 
     # -- reading ---------------------------------------------------------
@@ -239,7 +235,6 @@ def _copy_nodes(nodes: Iterable[Node], value_map: dict[Value, Value], target: Gr
             outs.append(new)
         copy.outputs = tuple(outs)
         append(copy)
-    target._version += 1
 
 
 def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Graph:

@@ -55,9 +55,16 @@ def attrs_key(attrs: Mapping[str, Any]) -> tuple:
 
 
 def graph_key(graph: Graph) -> tuple:
-    """Structural key of ``graph``; memoised on the graph until it is next edited."""
+    """Structural key of ``graph``; memoised on the graph while its inputs, nodes and outputs stay the same.
+
+    Nodes and values are immutable once in a graph (their fields and attribute dicts are not to be
+    edited in place); edits to the graph's lists are detected.
+    """
+    # The memo holds the graph's inputs, nodes and outputs as they were: any edit of those lists (through the
+    # methods or directly, `g.outputs[0] = v`) makes the comparison fail; it compares identities, at C speed.
+    snapshot = (tuple(graph.inputs), tuple(graph.nodes), tuple(graph.outputs))
     cached = graph._key
-    if cached is not None and cached[0] == graph._version:
+    if cached is not None and cached[0] == snapshot:
         return cached[1]
     ids: dict[Value, int] = {}
     parts: list[Any] = []
@@ -74,5 +81,5 @@ def graph_key(graph: Graph) -> tuple:
         parts.append((node.op, ins, attrs_key(node.attrs), tuple(outs)))
     parts.append(tuple(ids.get(v, -1) for v in graph.outputs))
     key = tuple(parts)
-    graph._key = (graph._version, key)
+    graph._key = (snapshot, key)
     return key

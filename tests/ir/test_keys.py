@@ -97,6 +97,22 @@ def test_key_is_recomputed_after_an_edit():
     assert graph_key(g) != before
 
 
+@pytest.mark.parametrize("edit", [
+    lambda g: g.outputs.__setitem__(0, g.inputs[0]),
+    lambda g: g.outputs.pop(),
+    lambda g: g.outputs.append(g.outputs[0]),
+    lambda g: g.nodes.reverse(),
+    lambda g: g.nodes.pop(),
+    lambda g: g.inputs.append(g.inputs[0]),
+], ids=["outputs[0]=", "outputs.pop", "outputs.append", "nodes.reverse", "nodes.pop", "inputs.append"])
+def test_key_is_recomputed_after_an_edit_of_the_lists_themselves(edit):
+    # the compile cache reads the memoised key: a stale one would hand back another graph's executable
+    g = build()
+    before = graph_key(g)
+    edit(g)
+    assert graph_key(g) != before
+
+
 def test_tensor_keys_ignore_byte_order():
     little = np.arange(4, dtype="<f8")
     assert attr_key(little.astype(">f8")) == attr_key(little)
