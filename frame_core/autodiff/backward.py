@@ -28,24 +28,33 @@ from typing import Any
 import numpy as np
 
 from .._gc import gc_paused
+from ..compiler.fused import FUSED_OP
 from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
 from ..ir.keys import attrs_key
-from ..ops_registry.registry import Registry, registry as current_registry
+from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
-from ..compiler.fused import FUSED_OP
+
+def _is_index(value: Any) -> bool:
+    """An int or numpy integer, and not a bool (``True`` is not a position)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _check_arguments(forward: Graph, loss_index: int, wrt: Sequence[int]) -> None:
+def _output_position(value: Any, graph: Graph, what: str) -> int:
+    n = len(graph.outputs)
+    if not _is_index(value) or not -n <= value < n:
+        raise GradientError(f"{what} {value!r} is out of range: the graph has {n} outputs")
+    return int(value)
+
+
+def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tuple[int, list[int]]:
+    """The loss index and the wrt indices as ints, or a GradientError saying what is wrong."""
     if not isinstance(forward, Graph):
         raise GradientError(f"build_backward_graph needs a Graph, got {type(forward).__name__}")
-    n_out = len(forward.outputs)
-    if (isinstance(loss_index, (bool, np.bool_)) or not isinstance(loss_index, (int, np.integer))
-            or not -n_out <= loss_index < n_out or n_out == 0):
-        raise GradientError(f"loss_output_index {loss_index!r} is out of range: the graph has {n_out} outputs")
+    loss_index = _output_position(loss_index, forward, "loss_output_index")
     loss = forward.outputs[loss_index].type
     if loss.size != 1:
         raise NonScalarLossError(
@@ -55,18 +64,19 @@ def _check_arguments(forward: Graph, loss_index: int, wrt: Sequence[int]) -> Non
     if not loss.dtype.is_float:
         raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
     n_in = len(forward.inputs)
-    seen = set()
     for i in wrt:
-        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+        if not _is_index(i):
             raise GradientError(f"wrt indices are input positions (ints), got {i!r} ({type(i).__name__})")
         if not 0 <= i < n_in:
             raise GradientError(f"wrt index {int(i)} is out of range: the graph has {n_in} inputs (0..{n_in - 1})")
-        if i in seen:
-            raise GradientError(f"wrt index {i} is listed twice in {list(wrt)}; list each input once")
-        seen.add(i)
+    positions = [int(i) for i in wrt]
+    for k, i in enumerate(positions):
+        if i in positions[:k]:
+            raise GradientError(f"wrt index {i} is listed twice in {positions}; list each input once")
         if not forward.inputs[i].type.dtype.is_float:
             raise GradientError(f"cannot differentiate with respect to input {i} of type {forward.inputs[i].type}: "
                                 "only floating inputs carry gradients")
+    return loss_index, positions
 
 
 def _chain(graph: Graph, loss: Value, sources: set[Value], reg: Registry) -> list[Node]:
@@ -127,27 +137,25 @@ def build_backward_graph(
     bad indices, and ``MissingGradientError`` listing every op on the chain
     without a GradientFn (ARCH-062), including ``fused_elementwise_internal``.
     """
-    wrt = list(wrt_input_indices)
-    _check_arguments(forward, loss_output_index, wrt)
-    wrt = [int(i) for i in wrt]
-    loss_output_index = int(loss_output_index)
-    reg = registry if registry is not None else current_registry()
-    with gc_paused():
-        return _build(forward, loss_output_index, wrt, reg)
+    loss_output_index, wrt = _check_arguments(forward, loss_output_index, list(wrt_input_indices))
+    if registry is None:
+        with gc_paused():
+            return _build(forward, loss_output_index, wrt, current_registry())
+    with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
+        return _build(forward, loss_output_index, wrt, registry)
 
 
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
-    vmap: dict[Value, Value] = {}
-    graph = clone_graph(forward, vmap)
+    graph = clone_graph(forward)
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
     sources = {graph.inputs[i] for i in wrt}
     chain = _chain(graph, loss, sources, reg)
 
-    missing = [(i, n) for i, n in enumerate(chain) if n.op not in reg.schemas or reg.schemas[n.op].gradient is None]
+    missing = [n for n in chain if n.op not in reg.schemas or reg.schemas[n.op].gradient is None]
     if missing:
         lines = []
-        for _, node in missing:
+        for node in missing:
             schema = reg.schemas.get(node.op)
             why = (" (a compile-pipeline product: differentiate the graph before compiling it)" if node.op == FUSED_OP
                    else f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
@@ -195,9 +203,7 @@ def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray 
     Hessian's row sums), not a Hessian: choose ``weights`` (a direction, or a
     basis vector for one Hessian row) for anything else.
     """
-    n = len(graph.outputs)
-    if not isinstance(output_index, int) or not -n <= output_index < n:
-        raise GradientError(f"output_index {output_index!r} is out of range: the graph has {n} outputs")
+    output_index = _output_position(output_index, graph, "output_index")
     target = graph.outputs[output_index].type
     if not target.dtype.is_float:
         raise GradientError(f"output {output_index} has type {target}; only floating outputs can be contracted")

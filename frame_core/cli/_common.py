@@ -17,18 +17,17 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..ops_registry.registry import Registry
+    from ..ops_registry.registry import PackRecord, Registry
 
 __all__ = [
-    "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "CliFailure", "guarded", "state", "env_strict", "load",
-    "emit_json", "echo", "warn", "format_table", "unknown_name", "resolve_pack", "plugin_problems", "current",
+    "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "CliFailure", "guarded", "state", "load",
+    "emit_json", "echo", "warn", "format_table", "resolve_pack", "plugin_problems", "failed_pack", "strict_failure",
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -52,12 +51,6 @@ class _State:
 
 
 state = _State()
-
-
-def env_strict(environ: Mapping[str, str] | None = None) -> bool:
-    """``FRAME_STRICT`` read as the loader reads it: anything but empty, 0, false, no means on."""
-    env = os.environ if environ is None else environ
-    return env.get("FRAME_STRICT", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def echo(text: str = "") -> None:
@@ -132,43 +125,27 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     run_closure_audit(reg, deep=deep)
     problems = plugin_problems(reg)
     if strict and problems:
-        raise CliFailure("plugin problems (strict mode):\n  " + "\n  ".join(problems), EXIT_FINDINGS)
+        raise strict_failure(problems)
     if not quiet:
         for problem in problems:
             warn(f"warning: {problem}")
     return reg
 
 
-def plugin_problems(reg: "Registry") -> list[str]:
-    """Every plugin problem of ``reg``: failed packs (with their reasons) and the loader's other findings."""
-    out = []
-    for record in reg.packs.values():
-        if record.status == "failed":
-            out.append(f"pack {record.name!r} ({record.distribution} {record.version}) failed to load: {record.error}")
-    failed = {f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in reg.packs.values()}
-    out.extend(p for p in reg.problems if p not in failed)
-    return out
+def failed_pack(record: "PackRecord") -> str:
+    """How the CLI reports a pack that failed to load."""
+    return f"pack {record.name!r} ({record.distribution} {record.version}) failed to load: {record.error}"
 
 
-@contextmanager
-def current(reg: "Registry") -> Iterator["Registry"]:
-    """Make ``reg`` the registry that tracing and autodiff use inside the block."""
-    from ..ops_registry.registry import use_registry
-
-    with use_registry(reg):
-        yield reg
+def plugin_problems(reg: "Registry", skip: Sequence[str] = ()) -> list[str]:
+    """Every plugin problem of ``reg`` (failed packs, then the loader's notes), less the packs in ``skip``."""
+    failed = [failed_pack(r) for r in reg.packs.values() if r.status == "failed" and r.name not in skip]
+    return failed + reg.notes
 
 
-def unknown_name(kind: str, name: str, known: Sequence[str], listing: str) -> CliFailure:
-    """A usage failure for an unknown op or pack name, suggesting close matches."""
-    from ..errors import suggest
-
-    matches = suggest(name, known)
-    message = f"error: unknown {kind} {name!r}"
-    if matches:
-        message += f"; did you mean {', '.join(repr(m) for m in matches)}?"
-    message += f" (run `{listing}` to see them)"
-    return CliFailure(message, EXIT_USAGE)
+def strict_failure(problems: Sequence[str]) -> CliFailure:
+    """The failure strict mode turns plugin problems into (exit status 1)."""
+    return CliFailure("plugin problems (strict mode):\n  " + "\n  ".join(problems), EXIT_FINDINGS)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -184,18 +161,12 @@ def resolve_pack(reg: "Registry", pack: str | None) -> str | None:
     """The pack name that ``--pack`` means (a pack name or its distribution's name); usage failure if none."""
     if pack is None:
         return None
-    import re
-
-    def norm(text: str) -> str:
-        return re.sub(r"[-_.]+", "-", text).lower()
-
-    for record in reg.packs.values():
-        if pack == record.name:
-            return record.name
-    for record in reg.packs.values():
-        if norm(pack) in (norm(record.name), norm(record.distribution)):
-            return record.name
     from ..errors import suggest
+    from ..ops_registry.entrypoints import normalize
+
+    for record in reg.packs.values():
+        if normalize(pack) in (normalize(record.name), normalize(record.distribution)):
+            return record.name
 
     by_label = {r.name: r.name for r in reg.packs.values()} | {r.distribution: r.name for r in reg.packs.values()}
     close = list(dict.fromkeys(by_label[m] for m in suggest(pack, by_label)))

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._common import (
-    EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliFailure, echo, emit_json, format_table, load, plugin_problems,
-    resolve_pack, state, warn,
+    EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliFailure, echo, emit_json, failed_pack, format_table, load,
+    plugin_problems, resolve_pack, state, warn,
 )
 from .listing import describe_chain
 
@@ -74,23 +74,18 @@ def collect_audit(reg: "Registry", *, order: int, numeric: bool, pack: str | Non
     findings: list[Finding] = []
     pack_rows, op_rows = [], []
     for record in records:
-        schemas = sorted((s for s in reg.schemas.values() if s.pack == record.name and not s.internal),
-                         key=lambda s: s.name)
+        schemas = sorted((s for s in reg.ops_of(record.name) if not s.internal), key=lambda s: s.name)
         pack_rows.append(_pack_row(record, schemas))
         if record.status == "failed":
-            findings.append(Finding("pack-failed", f"pack {record.name!r} ({record.distribution} {record.version}) "
-                                                   f"failed to load: {record.error}", pack=record.name))
+            findings.append(Finding("pack-failed", failed_pack(record), pack=record.name))
         for schema in schemas:
             row, op_findings = _audit_op(schema, reg, order)
             op_rows.append(row)
             findings.extend(op_findings)
     if numeric:
         findings.extend(_numeric(reg, op_rows, order))
-    covered = {f.message for f in findings}
     warnings = []
-    for problem in plugin_problems(reg):
-        if problem in covered or any(problem.startswith(f"pack {r.name!r} ") for r in records):
-            continue
+    for problem in plugin_problems(reg, skip=[r.name for r in records]):  # the audited packs are findings above
         if strict:
             findings.append(Finding("plugin", problem))
         else:
@@ -158,10 +153,8 @@ def _numeric(reg: "Registry", op_rows: list[dict[str, Any]], order: int) -> list
 
     Orders 1 and 2 (or ``order`` when higher), every example, plus float16/bfloat16 against float32.
     """
-    try:
-        from ..testing import check_op
-    except ImportError as exc:
-        raise CliFailure(f"internal error: --numeric needs frame_core.testing.check_op ({exc})", EXIT_USAGE) from None
+    from ..testing import check_op
+
     findings = []
     for row in op_rows:
         row["numeric"] = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_USAGE, CliFailure, current, echo, load, warn
+from ._common import EXIT_USAGE, CliFailure, echo, load, warn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ir.graph import Graph
@@ -83,8 +83,7 @@ def graph_grad(path: str, loss: int, wrt: str | None, output: str | None) -> Non
     else:
         indices = parse_indices(wrt, "--wrt")
     try:
-        with current(reg):
-            grad = build_backward_graph(graph, loss, indices, registry=reg)
+        grad = build_backward_graph(graph, loss, indices, registry=reg)
     except GradientError as exc:
         raise CliFailure(f"error: cannot differentiate {path}: {exc}", EXIT_USAGE) from None
     if output is None or output == "-":

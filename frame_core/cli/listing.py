@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._common import echo, emit_json, format_table, load, plugin_problems, resolve_pack, unknown_name
+from ._common import echo, emit_json, format_table, load, plugin_problems, resolve_pack
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.closure import ClosureInfo
@@ -180,13 +180,7 @@ def op_details(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
 
 def ops_show(name: str, fmt: str) -> None:
     reg = load(deep=True)
-    schema = reg.schemas.get(name)
-    if schema is None:
-        failure = unknown_name("op", name, reg.names(), "frame ops list --internal")
-        for record in reg.packs.values():
-            if name in record.ops and record.status != "loaded":
-                failure.message += f"; pack {record.name!r} provides it but is {record.status}: {record.error}"
-        raise failure
+    schema = reg.get(name)  # UnknownOpError suggests close matches and names a failed pack that provides it
     details = op_details(schema, reg)
     if fmt == "json":
         emit_json(details)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import echo, env_strict, guarded, state
+from ._common import echo, guarded, state
 
 __all__ = ["app", "main"]
 
@@ -66,7 +66,9 @@ def _root(
     strict: Annotated[bool, typer.Option("--strict", help="Treat any plugin problem as a failure (exit 1); "
                                                           "also set by FRAME_STRICT=1.")] = False,
 ) -> None:
-    state.strict = strict or env_strict()
+    from ..ops_registry.registry import strict_from_env
+
+    state.strict = strict or strict_from_env()
 
 
 @plugins_app.command("list")
@@ -77,10 +79,9 @@ def plugins_list(fmt: FormatOption = ListFormat.text) -> None:
 
     problems = run(fmt.value)
     if state.strict and problems:
-        from ._common import EXIT_FINDINGS, warn
+        from ._common import strict_failure
 
-        warn("plugin problems (strict mode):\n  " + "\n  ".join(problems))
-        raise typer.Exit(EXIT_FINDINGS)
+        raise strict_failure(problems)
 
 
 @ops_app.command("list")

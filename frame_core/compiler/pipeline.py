@@ -33,7 +33,7 @@ from .passspec import PLAN_STAGES, STAGES, PassSpec, pass_problems
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
 
-__all__ = ["Stage", "PassSpec", "CompileContext", "STAGES", "OPTIONAL_STAGES", "stage_names", "run_graph_stages"]
+__all__ = ["Stage", "PassSpec", "CompileContext", "STAGES", "OPTIONAL_STAGES", "run_graph_stages"]
 
 
 @dataclass
@@ -93,10 +93,6 @@ def stages() -> list[Stage]:
 #: Stages a user may disable (the rest are needed for a correct program).
 OPTIONAL_STAGES = ("fold_constants", "eliminate_common_subexpressions", "eliminate_dead_nodes",
                    "fuse_elementwise", "plan_memory")
-
-
-def stage_names() -> tuple[str, ...]:
-    return STAGES
 
 
 def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Callable[[Graph, CompileContext], Graph]]]:

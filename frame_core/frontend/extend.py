@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.graph import Graph, clone_graph
-from .trace import Tensor, _current, _lift
+from .trace import Tensor, call_and_mark
 
 __all__ = ["extend_graph"]
 
@@ -28,12 +28,4 @@ def extend_graph(graph: Graph, fn: Callable[..., Any], name: str | None = None) 
     copy = clone_graph(graph)
     if name is not None:
         copy.name = name
-    args = [Tensor(v, copy) for v in (*copy.inputs, *copy.outputs)]
-    token = _current.set(copy)
-    try:
-        result = fn(*args)
-        results = list(result) if isinstance(result, (list, tuple)) else [result]
-        indices = [copy.mark_output(_lift(r, copy, None, "output", i)) for i, r in enumerate(results)]
-    finally:
-        _current.reset(token)
-    return copy, indices
+    return copy, call_and_mark(copy, fn, [Tensor(v, copy) for v in (*copy.inputs, *copy.outputs)])

@@ -239,23 +239,27 @@ def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | No
     types = [as_type(t) for t in input_types]
     names = _param_names(fn, len(types))
     args = [Tensor(graph.add_input(t, n), graph) for t, n in zip(types, names)]
+    call_and_mark(graph, fn, args)
+    return graph
+
+
+def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) -> list[int]:
+    """Call ``fn(*args)`` with ``graph`` being traced; mark what it returns (a tensor, a number or a
+    sequence of them) as new outputs and return their indices. Shared by ``trace`` and ``extend_graph``."""
     _check_arity(fn, len(args))
     token = _current.set(graph)
     try:
         result = fn(*args)
-    finally:
-        _current.reset(token)
-    results = list(result) if isinstance(result, (list, tuple)) else [result]
-    token = _current.set(graph)
-    try:
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        indices = []
         for i, r in enumerate(results):
             if isinstance(r, Tensor) and r.graph is not graph:
                 raise IRError(f"output {i} of the traced function is a tensor of graph {r.graph.name!r}, not of the "
                               f"graph being traced ({graph.name!r}); return tensors computed from the inputs")
-            graph.mark_output(_lift(r, graph, None, "output", i))
+            indices.append(graph.mark_output(_lift(r, graph, None, "output", i)))
     finally:
         _current.reset(token)
-    return graph
+    return indices
 
 
 def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:

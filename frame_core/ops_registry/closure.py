@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FrameError, UnknownOpError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from .registry import Registry, use_registry
@@ -83,6 +83,11 @@ def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, regi
             f"GradientFn of {where}: returns [{', '.join(map(str, got_out))}], expected one gradient per input of its "
             f"type: [{', '.join(map(str, ctx.input_types))}]"
         )
+    else:  # the slot of an input that carries no gradient holds a zero (the documented rule, schema module)
+        for i, t in enumerate(ctx.input_types):
+            if (i in schema.nondiff_inputs or not t.dtype.is_float) and not is_zero_constant(micro.outputs[i]):
+                problems.append(f"GradientFn of {where}: input {i} ({t}) carries no gradient, so its slot must be a "
+                                "zero constant (return None for it from grad_graph)")
     unknown = set()
     for p in check_graph(micro, registry):
         if p.rule == "V3":
@@ -184,16 +189,10 @@ def _unload_broken_packs(reg: Registry, contract: dict[str, list[str]]) -> None:
         if schema is not None:
             broken[schema.pack or "?"].extend(f"op {op!r}: {p}" for p in problems)
     for pack, problems in broken.items():
-        record = reg.packs.get(pack)
-        if pack == "core":  # the core's own ops are part of frame itself: never unload them
+        if pack == "core" or pack not in reg.packs:  # the core's own ops are part of frame itself: never unload them
             reg.notes.extend(problems)
             continue
-        if record is not None:
-            record.status = "failed"
-            record.error = "gradient contract violated (ARCH-068): " + "; ".join(problems)
-        for name in [n for n, s in reg.schemas.items() if s.pack == pack]:
-            del reg.schemas[name]
-        reg.passes = [p for p in reg.passes if getattr(p, "pack", None) != pack]  # a failed pack contributes nothing
+        reg.drop_pack(pack, "gradient contract violated (ARCH-068): " + "; ".join(problems))
 
 
 def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[str]]) -> dict[str, ClosureInfo]:
@@ -230,7 +229,7 @@ def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[
             op=name,
             differentiable=schema.differentiable,
             order=order.get(name, CLOSED),
-            chain=tuple(chain) if name in order and len(chain) > 1 else ((name,) if name in order else ()),
+            chain=tuple(chain) if name in order else (),  # from the op to the one that breaks closure
             uses=tuple(sorted(uses.get(name, ()))),
             problems=problems,
         )

@@ -28,7 +28,7 @@ from ..errors import PluginError
 from . import builtin
 from .entrypoints import normalize
 from .hookspecs import PLUGIN_API_VERSION, PROJECT, FrameHookSpecs
-from .registry import PackRecord, Registry
+from .registry import PackRecord, Registry, strict_from_env
 from .schema import OpSchema
 
 __all__ = ["load_registry", "discover_entry_points", "core_version"]
@@ -87,7 +87,7 @@ def load_registry(
     """
     env = os.environ if environ is None else environ
     if strict is None:
-        strict = env.get("FRAME_STRICT", "") not in ("", "0", "false", "no")
+        strict = strict_from_env(env)
     only = _names(env.get("FRAME_LOAD_PLUGINS"))
     skip = _names(env.get("FRAME_DISABLE_PLUGINS")) or set()
 
@@ -129,7 +129,7 @@ def load_registry(
             record.api_version = _check_api(module, dist)
             pm.register(module, name=name)
         except (Exception, SystemExit) as exc:  # a broken pack is reported, never fatal (even if it calls exit())
-            _fail(record, f"cannot load {record.module}: {type(exc).__name__}: {exc}")
+            reg.drop_pack(name, f"cannot load {record.module}: {type(exc).__name__}: {exc}")
             continue
         unknown = _unknown_hooks(pm, name)
         if unknown:  # a misspelt hook would otherwise be ignored in silence
@@ -179,11 +179,6 @@ def _unknown_hooks(pm: pluggy.PluginManager, name: str) -> list[str]:
     return sorted(c.name for c in callers if not c.has_spec())
 
 
-def _fail(record: PackRecord, reason: str) -> None:
-    record.status = "failed"
-    record.error = reason
-
-
 def _impls(pm: pluggy.PluginManager, hook: str, plugin_name: str) -> list[Any]:
     caller = getattr(pm.hook, hook)
     return [impl for impl in caller.get_hookimpls() if impl.plugin_name == plugin_name]
@@ -197,14 +192,12 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
         try:
             result = impl.function()
         except (Exception, SystemExit) as exc:
-            _fail(record, f"frame_register_ops raised {type(exc).__name__}: {exc}")
-            pm.unregister(name=name)
+            _refuse(reg, pm, name, f"frame_register_ops raised {type(exc).__name__}: {exc}")
             return
         if result is None:
             continue
         if not isinstance(result, (list, tuple)):
-            _fail(record, f"frame_register_ops returned {type(result).__name__}, expected a list of OpSchema")
-            pm.unregister(name=name)
+            _refuse(reg, pm, name, f"frame_register_ops returned {type(result).__name__}, expected a list of OpSchema")
             return
         schemas.extend(result)
     problems = []
@@ -228,8 +221,7 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
                 f"disable one with FRAME_DISABLE_PLUGINS"
             )
     if problems:
-        _fail(record, "; ".join(problems))
-        pm.unregister(name=name)
+        _refuse(reg, pm, name, "; ".join(problems))
         return
     for schema in schemas:
         schema.pack = name
@@ -248,23 +240,21 @@ def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> None:
         try:
             specs = [spec for impl in _impls(pm, "frame_register_passes", name) for spec in impl.function() or []]
         except Exception as exc:
-            _drop_pack(reg, pm, name, f"frame_register_passes raised {type(exc).__name__}: {exc}")
+            _refuse(reg, pm, name, f"frame_register_passes raised {type(exc).__name__}: {exc}")
             continue
         taken = {spec.name for spec in reg.passes}
         problems = [p for spec in specs for p in pass_problems(spec)]
         problems += [f"a pass named {spec.name!r} is already registered" for spec in specs
                      if getattr(spec, "name", None) in taken]
         if problems:
-            _drop_pack(reg, pm, name, "frame_register_passes: " + "; ".join(problems))
+            _refuse(reg, pm, name, "frame_register_passes: " + "; ".join(problems))
             continue
         for spec in specs:
             spec.pack = name
             reg.passes.append(spec)
 
 
-def _drop_pack(reg: Registry, pm: pluggy.PluginManager, name: str, reason: str) -> None:
-    """Mark a pack failed after its ops were added: its ops go too (a pack loads whole or not at all)."""
-    _fail(reg.packs[name], reason)
-    for op in [n for n, s in reg.schemas.items() if s.pack == name]:
-        del reg.schemas[op]
+def _refuse(reg: Registry, pm: pluggy.PluginManager, name: str, reason: str) -> None:
+    """A registered pack fails: the registry drops what it added, pluggy forgets its hooks."""
+    reg.drop_pack(name, reason)
     pm.unregister(name=name)

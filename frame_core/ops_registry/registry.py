@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .closure import ClosureInfo
     from .schema import OpSchema
 
-__all__ = ["PackRecord", "Registry", "registry", "current_registry", "use_registry", "reset_registry"]
+__all__ = ["PackRecord", "Registry", "registry", "current_registry", "use_registry", "reset_registry", "strict_from_env"]
 
 
 @dataclass
@@ -76,6 +76,16 @@ class Registry:
         failed = [f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in self.packs.values() if p.status == "failed"]
         return failed + self.notes
 
+    def drop_pack(self, name: str, reason: str) -> None:
+        """Mark pack ``name`` failed with ``reason`` and remove everything it contributed (a pack loads
+        whole or not at all)."""
+        record = self.packs[name]
+        record.status = "failed"
+        record.error = reason
+        for op in [n for n, s in self.schemas.items() if s.pack == name]:
+            del self.schemas[op]
+        self.passes = [p for p in self.passes if getattr(p, "pack", None) != name]
+
     def get(self, name: str) -> "OpSchema":
         """The schema called ``name``; ``UnknownOpError`` with close matches otherwise."""
         try:
@@ -122,6 +132,14 @@ _lock = threading.Lock()
 _global: Registry | None = None
 # use_registry's stack, per thread and per asyncio task (a ContextVar), so concurrent code is not mixed up
 _override: contextvars.ContextVar[tuple[Registry, ...]] = contextvars.ContextVar("frame_registry_override", default=())
+
+
+def strict_from_env(environ: "Mapping[str, str] | None" = None) -> bool:
+    """Whether ``FRAME_STRICT`` asks for strict plugin loading: set to anything but empty, 0, false or no."""
+    import os
+
+    env = os.environ if environ is None else environ
+    return env.get("FRAME_STRICT", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def registry() -> Registry:

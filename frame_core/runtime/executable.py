@@ -107,7 +107,10 @@ class Executable:
         exec(compile(source, _FILENAME, "exec"), ns)
         return source, ns["run"], line_map
 
-    def _interpreter(self) -> Any:
+    def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any], dict[str, int]]:
+        """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
+        output?, slots freed after)``, the register template (constants and buffers preloaded) and the
+        slot of every register name (inputs first). Used by the loop interpreter and the profiler."""
         prog = self.program
         slot: dict[str, int] = {}
 
@@ -119,17 +122,24 @@ class Executable:
         for name in prog.input_names:
             at(name)
         preset = {at(name): array for name, array in (*prog.constants.items(), *prog.buffers.items())}
-        steps: list[tuple[Any, ...]] = []  # (kernel, argument slots, output slot(s), single output?, frees)
+        steps: list[tuple[Any, ...]] = []
         for ins in prog.instructions:
             args = tuple(at(a) for a in ins.inputs) + ((at(ins.out_buffer),) if ins.out_buffer else ())
             outs = tuple(at(o) for o in ins.outputs)
             steps.append((ins.kernel, args, outs[0] if len(outs) == 1 else outs, len(outs) == 1,
                           tuple(at(f) for f in ins.frees)))
+        for name in prog.output_names:
+            at(name)
         template: list[Any] = [None] * len(slot)
         for k, array in preset.items():
             template[k] = array
+        return steps, template, slot
+
+    def _interpreter(self) -> Any:
+        prog = self.program
+        steps, template, slot = self._steps()
         # np.array copies; np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
-        results = [(at(name), np.array if copy else np.asarray if t.rank == 0 else None)
+        results = [(slot[name], np.array if copy else np.asarray if t.rank == 0 else None)
                    for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
@@ -182,9 +192,7 @@ class Executable:
                              f"{_describe(inputs)}; wrap a single array in a list: run([x])")
         return list(inputs)
 
-    def _bad_count(self, inputs: Any) -> None:
-        if not isinstance(inputs, (list, tuple)):
-            raise InputError(f"run() takes a list of {len(self.input_types)} arrays, got {type(inputs).__name__}")
+    def _bad_count(self, inputs: Sequence[Any]) -> None:
         expected = ", ".join(str(t) for t in self.input_types)
         raise InputError(f"run() expected {len(self.input_types)} inputs ({expected}), got {len(inputs)}")
 
@@ -246,25 +254,23 @@ class Executable:
             return self._profile(inputs, repeat)
 
     def _profile(self, inputs: list[np.ndarray], repeat: int) -> "ProfileReport":
-        prog = self.program
-        env: dict[str, Any] = dict(prog.constants)
-        env.update(prog.buffers)
-        samples = [[0.0] * repeat for _ in prog.instructions]
+        steps, template, _ = self._steps()
+        samples = [[0.0] * repeat for _ in steps]
         perf = time.perf_counter
         for r in range(repeat):
-            env.update(zip(prog.input_names, inputs))
-            for k, ins in enumerate(prog.instructions):
-                args = [env[a] for a in ins.inputs]
-                if ins.out_buffer:
-                    args.append(env[ins.out_buffer])
+            regs = template.copy()
+            regs[: len(inputs)] = inputs
+            for k, (kernel, args, out, single, _frees) in enumerate(steps):
+                arrays = [regs[a] for a in args]
                 t0 = perf()
-                result = ins.kernel(*args)
+                result = kernel(*arrays)
                 samples[k][r] = perf() - t0
-                if len(ins.outputs) == 1:
-                    env[ins.outputs[0]] = result
+                if single:
+                    regs[out] = result
                 else:
-                    env.update(zip(ins.outputs, result))
-        rows = [(ins, float(np.median(s))) for ins, s in zip(prog.instructions, samples)]
+                    for o, x in zip(out, result):
+                        regs[o] = x
+        rows = [(ins, float(np.median(s))) for ins, s in zip(self.program.instructions, samples)]
         return ProfileReport(rows, repeat)
 
     def __repr__(self) -> str:

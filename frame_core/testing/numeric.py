@@ -152,7 +152,7 @@ def tolerance_for(order: int, dtype: DType | str = float64) -> float:
     return TOLERANCE.get(order, HIGHER_ORDER_TOLERANCE)
 
 
-def _worst_element(analytic: np.ndarray, numeric: np.ndarray) -> str:
+def _worst_element(analytic: np.ndarray, numeric: np.ndarray, reference: str = "finite difference") -> str:
     a = np.asarray(analytic, np.float64)
     n = np.asarray(numeric, np.float64)
     if a.size == 0 or a.shape != n.shape:
@@ -162,7 +162,7 @@ def _worst_element(analytic: np.ndarray, numeric: np.ndarray) -> str:
     err = np.where(np.isfinite(err), err, np.inf)
     i = np.unravel_index(int(np.argmax(err)), a.shape)
     where = f"[{', '.join(map(str, i))}]" if a.ndim else "[]"
-    return f"worst at {where}: analytic {a[i]:.9g}, finite difference {n[i]:.9g}"
+    return f"worst at {where}: analytic {a[i]:.9g}, {reference} {n[i]:.9g}"
 
 
 # -- the ladder of derivative graphs ----------------------------------------------------------------
@@ -442,7 +442,7 @@ def check_low_precision(
                                f"the gradient for {labels[j]} has dtype {np.asarray(a).dtype}, expected {low}")
         err = relative_error(a, r)
         worst = max(worst, err)
-        where = f" ({_worst_element(a, r).replace('finite difference', 'float32')})" if err > tol else ""
+        where = f" ({_worst_element(a, r, 'float32')})" if err > tol else ""
         parts.append(f"{labels[j]}: {err:.3g}{where}")
     detail = f"{low} against float32: " + ("; ".join(parts) if parts else "no floating input to differentiate")
     return CheckResult(name, check, example_index, worst <= tol, worst, detail, tol)

@@ -33,7 +33,7 @@ from ..ir.graph import Graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import OpSchema
 from . import numeric
-from .numeric import GradientLadder, check_low_precision, random_weights, tolerance_for
+from .numeric import GradientLadder, check_low_precision, contract_values, random_weights, tolerance_for
 from .results import CheckResult, OpReport, gradient_check_name
 from .retype import retype_array, retype_type
 
@@ -103,7 +103,7 @@ class _ExampleSetup:
         objective0 = None
         if schema.gradient_surrogate is not None:
             ctx = schema.context(types, example.attrs)
-            objective0 = _surrogate_objective(schema, dict(ctx.attrs), targets)
+            objective0 = _surrogate_objective(schema.gradient_surrogate, dict(ctx.attrs), targets)
             self.note += "first order against the gradient surrogate (ARCH-066); "
         self.ladder = GradientLadder(graph, self.wrt, targets, wrng, reg, objective0=objective0)
         self.seed = seed
@@ -122,18 +122,11 @@ class _ExampleSetup:
         return CheckResult(self.schema.name, gradient_check_name(order), self.index, ok, err, self.note + detail, tol)
 
 
-def _surrogate_objective(schema: OpSchema, attrs: dict[str, Any], targets: list) -> Any:
-    surrogate = schema.gradient_surrogate
-    if surrogate is None:
-        raise FrameError(f"op {schema.name!r} declares no gradient_surrogate")
-
+def _surrogate_objective(surrogate: Any, attrs: dict[str, Any], targets: list) -> Any:
+    """The contraction of ``surrogate``'s outputs that the first-order check differentiates (ARCH-066)."""
     def objective(xs: list[np.ndarray]) -> float:
         out = surrogate(*xs, **attrs)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        total = 0.0
-        for j, w in targets:
-            total += float(np.sum(np.asarray(outs[j], np.float64) * np.asarray(w, np.float64)))
-        return total
+        return contract_values(list(out) if isinstance(out, (tuple, list)) else [out], targets)
     return objective
 
 

@@ -31,9 +31,10 @@ def test_outputs_are_forward_outputs_then_one_gradient_per_wrt_in_order():
 
 def test_loss_may_be_any_scalar_output_and_the_forward_graph_is_untouched():
     forward = fc.trace(lambda x: [x * 2.0, ops.sum(ops.square(x))], "f64[4]")
-    key, nodes = graph_key(forward), list(forward.nodes)
+    key, nodes, text = graph_key(fc.clone_graph(forward)), list(forward.nodes), str(forward)
     training = fc.build_backward_graph(forward, 1, [0])
-    assert graph_key(forward) == key and forward.nodes == nodes and len(forward.outputs) == 2
+    assert graph_key(fc.clone_graph(forward)) == key and forward.nodes == nodes and len(forward.outputs) == 2
+    assert str(forward) == text  # the printer shows wiring and attributes
     x = np.arange(4.0)
     _, _, gx = run(training, x)
     np.testing.assert_allclose(gx, 2 * x)

@@ -57,8 +57,11 @@ def test_cli_reference_covers_every_command_and_option():
     assert len(found) >= 8
     for path, command in found:
         heading = " ".join(path)
-        assert re.search(rf"^## .*`{re.escape(heading)}( [^`]*)?`", text, re.M), f"no section for {heading}"
+        found_heading = re.search(rf"^## .*`{re.escape(heading)}( [^`]*)?`.*$", text, re.M)
+        assert found_heading, f"no section for {heading}"
+        following = re.search(r"^## ", text[found_heading.end():], re.M)
+        section = text[found_heading.start(): found_heading.end() + (following.start() if following else len(text))]
         for param in command.params:
             for option in param.opts:
                 if option.startswith("--") and option != "--help":
-                    assert option in text, f"{heading}: {option} is not documented"
+                    assert option in section, f"{heading}: {option} is not documented in its own section"

@@ -25,25 +25,11 @@ from frame_core.ops_registry.hookspecs import hookimpl
 from frame_core.ops_registry.loader import discover_entry_points, load_registry
 from frame_core.ops_registry.registry import Registry
 from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
+from ..fakes import FakeEntryPoint
 
 FIXTURE = "a pipeline-test fixture op"
 #: Every array the ``record`` op saw, in order (tests clear it).
 RECORDED: list[np.ndarray] = []
-
-
-class FakeEntryPoint:
-    """Quacks like an entry point; ``load()`` returns an in-memory plugin module."""
-
-    def __init__(self, name: str, plugin: Any, dist_name: str = "pipeline-fixture-pack") -> None:
-        self.name = name
-        self.value = getattr(plugin, "__name__", name)
-        self.group = "frame"
-        self.dist_name = dist_name
-        self.dist_version = "1.0"
-        self._plugin = plugin
-
-    def load(self) -> Any:
-        return self._plugin
 
 
 def _same_type(ctx: NodeContext) -> list[Any]:

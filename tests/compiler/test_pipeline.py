@@ -293,8 +293,9 @@ def test_a_pass_anchored_before_plan_memory_sees_the_fused_graph():
     assert FUSED in seen[0]
 
 
-def _snapshot(graph: Graph) -> list:
-    return [(id(n), n.op, tuple(map(id, n.inputs)), tuple(map(id, n.outputs))) for n in graph.nodes]
+def _snapshot(graph: Graph) -> tuple:
+    ids = [(id(n), n.op, tuple(map(id, n.inputs)), tuple(map(id, n.outputs))) for n in graph.nodes]
+    return ids, str(graph)
 
 
 @pytest.mark.parametrize("opt_level", [0, 1, 2])

@@ -16,6 +16,8 @@ from frame_core.ops_registry.loader import discover_entry_points, load_registry
 from frame_core.ops_registry.registry import registry, use_registry
 from frame_core.ops_registry.schema import Example, OpSchema
 
+from ..fakes import FakeEntryPoint
+
 RNG = np.random.default_rng(7)
 
 
@@ -200,15 +202,9 @@ def _split_pack() -> types.ModuleType:
     return module
 
 
-class _EP:
-    name, value, group, dist_name, dist_version = "halves", "frontend_split_pack", "frame", "halves-pack", "1.0"
-
-    def load(self):
-        return _split_pack()
-
-
 def test_multi_output_ops_return_a_tuple_of_tensors():
-    reg = load_registry([*discover_entry_points(), _EP()], environ={}, strict=True)
+    reg = load_registry([*discover_entry_points(), FakeEntryPoint("halves", _split_pack(), "halves-pack")], environ={},
+                        strict=True)
     with use_registry(reg):
         graph = trace(lambda x: (lambda lo, hi: [hi - lo, lo])(*ops.halves(x)), "f32[6]")
         assert [n.op for n in graph.nodes] == ["halves", "sub"]

@@ -19,23 +19,9 @@ from frame_core.ops_registry.hookspecs import hookimpl
 from frame_core.ops_registry.loader import load_registry
 from frame_core.ops_registry.registry import Registry
 from frame_core.ops_registry.schema import AttrSpec, Example, OpSchema
+from ..fakes import FakeEntryPoint
 
 FIXTURE_API = "1.0"
-
-
-class FakeEntryPoint:
-    """Quacks like an entry point; ``load()`` returns an in-memory plugin module."""
-
-    def __init__(self, name: str, plugin: object, dist_name: str = "ir-fixture-pack", dist_version: str = "1.0") -> None:
-        self.name = name
-        self.value = getattr(plugin, "__name__", name)
-        self.group = "frame"
-        self.dist_name = dist_name
-        self.dist_version = dist_version
-        self._plugin = plugin
-
-    def load(self) -> object:
-        return self._plugin
 
 
 def _same(ctx):

@@ -26,6 +26,8 @@ import numpy as np
 from frame_core.ops_registry.hookspecs import hookimpl
 from frame_core.ops_registry.schema import Example, OpSchema
 
+from ..fakes import FakeEntryPoint
+
 _counter = itertools.count()
 
 PACK_HEADER = '''\
@@ -92,21 +94,6 @@ class Site:
     def cleanup(self) -> None:
         for module in self.modules:
             sys.modules.pop(module, None)
-
-
-class FakeEntryPoint:
-    """Quacks like an entry point; ``load()`` returns an in-memory plugin module."""
-
-    def __init__(self, name: str, plugin: object, dist_name: str | None = None, dist_version: str = "1.0") -> None:
-        self.name = name
-        self.value = getattr(plugin, "__name__", name)
-        self.group = "frame"
-        self.dist_name = dist_name or f"{name.replace('_', '-')}-dist"
-        self.dist_version = dist_version
-        self._plugin = plugin
-
-    def load(self) -> object:
-        return self._plugin
 
 
 def plugin(name: str, make_ops: Callable[[], list], api: str = "1.0") -> types.ModuleType:

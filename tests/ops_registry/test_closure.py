@@ -238,3 +238,15 @@ def test_every_installed_op_is_closed_except_the_documented_ones(deep):
     not_closed = {op: (info.order, info.differentiable) for op, info in reg.closure.items() if not info.closed}
     assert not_closed == {op: (0, "no") for op in NOT_CLOSED}
     assert all(not info.problems for info in reg.closure.values())
+
+
+def test_a_gradient_in_the_slot_of_an_input_that_carries_none_fails_the_pack():
+    # the slot of a non-differentiable input holds a zero (schema docstring); the audit enforces it at load
+    def ops():
+        return [unary("nd_bad", lambda ctx: ctx.grad_graph(lambda x, y, gy: gy), nondiff_inputs=(0,)),
+                unary("nd_good", lambda ctx: ctx.grad_graph(lambda x, y, gy: None), nondiff_inputs=(0,))]
+
+    reg = load_registry([FakeEntryPoint("slots", plugin("slots", ops))], environ={})
+    assert reg.packs["slots"].status == "failed"
+    assert "op 'nd_bad'" in reg.packs["slots"].error and "must be a zero constant" in reg.packs["slots"].error
+    assert "nd_good" not in reg.packs["slots"].error

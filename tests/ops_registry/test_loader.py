@@ -10,7 +10,7 @@ import pytest
 import frame_core as fc
 from frame_core import Graph, PluginError, UnknownOpError
 from frame_core.ops_registry.hookspecs import PLUGIN_API_VERSION
-from frame_core.ops_registry.loader import load_registry
+from frame_core.ops_registry.loader import discover_entry_points, load_registry
 from frame_core.ops_registry.registry import use_registry
 
 from .fakepacks import pack_source
@@ -264,10 +264,13 @@ def test_unknown_op_of_a_failed_pack_says_which_pack_and_why(site):
 
 
 def test_discovery_ignores_other_groups_and_loads_nothing_at_import(site):
-    module = site.pack("fake-pack", pack_source(["fk_x"]))
+    module = site.pack("fake-pack", pack_source(["fk_x"]))  # its entry_points.txt also has a console script
     assert module not in sys.modules  # writing a pack imports nothing; only load_registry does
-    load_registry(environ={})
-    assert module in sys.modules
+    found = discover_entry_points()
+    assert [ep.name for ep in found if ep.dist_name == "fake-pack"] == ["fake_pack"]
+    assert all(ep.name != "not-ours" for ep in found)
+    reg = load_registry(environ={})
+    assert module in sys.modules and "not-ours" not in reg.packs
 
 
 @pytest.mark.parametrize("variable", ["FRAME_LOAD_PLUGINS", "FRAME_DISABLE_PLUGINS"])

@@ -208,8 +208,10 @@ def test_concurrent_runs_of_one_executable_give_each_caller_its_own_results():
     cases = [mlp_inputs(seed) for seed in range(8)]
     expected = [fc.compile(graph, opt_level=0, cache=False).run(inputs) for inputs in cases]
     failures: list[str] = []
+    start = threading.Barrier(len(cases))
 
     def worker(k: int) -> None:
+        start.wait()  # every thread runs at once: without the lock, runs would overwrite each other's buffers
         for _ in range(25):
             for got, want in zip(exe.run(cases[k]), expected[k]):
                 if not np.allclose(got, want, rtol=1e-5, atol=1e-6):

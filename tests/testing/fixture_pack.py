@@ -28,26 +28,9 @@ from frame_core.ops_registry.hookspecs import hookimpl
 from frame_core.ops_registry.loader import load_registry
 from frame_core.ops_registry.registry import PackRecord, Registry
 from frame_core.ops_registry.schema import Example, NodeContext, OpSchema
+from ..fakes import FakeEntryPoint
 
 PACK = "kit_fixture"
-
-
-class FakeEntryPoint:
-    """Quacks like an entry point; ``load()`` returns a module object (or raises ``error``)."""
-
-    def __init__(self, name: str, plugin: object | None, dist_name: str, error: Exception | None = None) -> None:
-        self.name = name
-        self.value = getattr(plugin, "__name__", name)
-        self.group = "frame"
-        self.dist_name = dist_name
-        self.dist_version = "1.0"
-        self._plugin = plugin
-        self._error = error
-
-    def load(self) -> object:
-        if self._error is not None:
-            raise self._error
-        return self._plugin
 
 
 def _same(ctx: NodeContext) -> list[TensorType]:
@@ -84,6 +67,8 @@ FX_SIN = _unary("fx_sin", lambda x, out=None: np.sin(x, out),
                 traits=("elementwise", "accepts_out"))
 FX_SIN_WRONG_SIGN = _unary("fx_sin_wrong_sign", np.sin,
                            lambda ctx: ctx.grad_graph(lambda x, y, gy: -(gy * ops.cos(x))))  # wrong: -gy cos x
+# wrong: forgets gy (right only for an all-ones upstream gradient, which the random loss weights rule out)
+FX_SIN_IGNORES_GY = _unary("fx_sin_ignores_gy", np.sin, lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.cos(x)))
 
 
 def _cube_grad_shape(ctx: NodeContext) -> list[TensorType]:
@@ -188,10 +173,10 @@ FX_CAST = OpSchema("fx_cast_internal", inputs=("n",), shape_infer=lambda ctx: [c
                    kernels={"cpu": lambda ctx: lambda n: n.astype(np.float64)},
                    examples=[Example(["i64[3]"])])
 
-SCHEMAS = [FX_SIN, FX_SIN_WRONG_SIGN, FX_CUBE, FX_CUBE_GRAD, FX_CUBE_BAD2, FX_CUBE_GRAD_BAD, FX_SCALE, FX_SCALE_GRAD,
+SCHEMAS = [FX_SIN, FX_SIN_WRONG_SIGN, FX_SIN_IGNORES_GY, FX_CUBE, FX_CUBE_GRAD, FX_CUBE_BAD2, FX_CUBE_GRAD_BAD, FX_SCALE, FX_SCALE_GRAD,
            FX_F32_ONLY, FX_STEP, FX_STEP_BAD_SURROGATE, FX_SIGN, FX_ABS, FX_ADD2, FX_FLATTEN,
            FX_NOT_ELEMENTWISE, FX_IGNORES_OUT, FX_WRONG_SHAPE, FX_MUTATES, FX_NOT_COMMUTATIVE, FX_BAD_VIEW,
-           FX_BAD_SLOT, FX_CAST]
+           FX_CAST]
 
 #: Fixture ops whose every conformance case must pass.
 RIGHT_OPS = ["fx_sin", "fx_cube", "fx_cube_grad_internal", "fx_f32_only", "fx_step", "fx_add2", "fx_flatten"]
@@ -216,17 +201,20 @@ FX_SIDE_EFFECT = _unary("fx_side_effect", lambda x: x.copy(), lambda ctx: ctx.gr
 
 def load_kit_registry() -> Registry:
     """Core + frame-ops-basic + the fixture pack (through the loader), a pack that fails to import,
-    and ``kit_side_effect`` (one op the loader would refuse, added by hand)."""
+    and ``kit_side_effect`` and ``kit_bad_slot`` (one op each that the loader would refuse, added by hand)."""
     import frame_ops_basic.plugin
 
     entry_points = [
         FakeEntryPoint("ops_basic", frame_ops_basic.plugin, "frame-ops-basic"),
         FakeEntryPoint(PACK, _plugin_module(), "kit-fixture-pack"),
-        FakeEntryPoint("kit_broken", None, "kit-broken-pack", ImportError("No module named 'kit_broken'")),
+        FakeEntryPoint("kit_broken", None, "kit-broken-pack", error=ImportError("No module named 'kit_broken'")),
     ]
     reg = load_registry(entry_points, environ={}, strict=False)
     FX_SIDE_EFFECT.pack = "kit_side_effect"
     reg.schemas[FX_SIDE_EFFECT.name] = FX_SIDE_EFFECT
     reg.packs["kit_side_effect"] = PackRecord("kit_side_effect", "kit-side-effect", "1.0", "loaded",
                                               ops=[FX_SIDE_EFFECT.name])
+    FX_BAD_SLOT.pack = PACK  # the kit still reports it per case, as it would for a pack that skipped the loader
+    reg.schemas[FX_BAD_SLOT.name] = FX_BAD_SLOT
+    reg.packs[PACK].ops.append(FX_BAD_SLOT.name)
     return reg

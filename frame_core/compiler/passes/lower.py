@@ -132,7 +132,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     output_names, output_copies = [], []
     for v in graph.outputs:
         b = base.get(v, v)
-        alias = b.producer is None or b.producer.op == "constant" or b in seen_bases or v in plan.buffer_of
+        alias = b.producer is None or b.producer.op == "constant" or b in seen_bases  # outputs are never planned
         seen_bases.add(b)
         output_names.append(reg[v])
         output_copies.append(alias)

@@ -118,12 +118,8 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     live_unplanned = 0
     peak_unplanned = 0
     releases: dict[int, list[Value]] = {}
-    position = {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.outputs:
-            position[v] = i
     for v in intermediates:
-        releases.setdefault(plan.last_use.get(v, position[v]), []).append(v)
+        releases.setdefault(plan.last_use[v], []).append(v)
 
     buffer_of = plan.buffer_of
     for i, node in enumerate(graph.nodes):

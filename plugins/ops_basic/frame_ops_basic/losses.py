@@ -37,14 +37,18 @@ def _mse_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
+def _mse_gradient(p, t, y, gy):
+    g = ops.mse_loss_grad_internal(p, t, gy)  # computed once: -g is the target's share
+    return [g, -g]
+
+
 MSE_LOSS = OpSchema(
     "mse_loss",
     inputs=("pred", "target"),
     shape_infer=_mse_shape,
     kernels={"cpu": _mse_kernel},
     # gpred = mse_loss_grad_internal(pred, target, gy), gtarget = -gpred
-    gradient=lambda ctx: ctx.grad_graph(lambda p, t, y, gy: [
-        ops.mse_loss_grad_internal(p, t, gy), -ops.mse_loss_grad_internal(p, t, gy)]),
+    gradient=lambda ctx: ctx.grad_graph(_mse_gradient),
     doc="Mean squared error mean((pred - target)^2) over all elements: a scalar.",
     examples=[Example(["f32[4, 3]", "f32[4, 3]"]), Example(["f64[5]", "f64[5]"]), Example(["f32[]", "f32[]"])],
 )
