@@ -1,0 +1,5 @@
+"""Control flow over sub-graphs: if_else, loop and scan."""
+
+from __future__ import annotations
+
+SCHEMAS: list = []  # filled as the ops land

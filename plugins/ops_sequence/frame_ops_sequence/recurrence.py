@@ -1,0 +1,5 @@
+"""Cumsum, linear_scan and selective_scan."""
+
+from __future__ import annotations
+
+SCHEMAS: list = []  # filled as the ops land
