@@ -106,7 +106,9 @@ class Graph:
     ) -> Node:
         """Append ``op(*inputs; attrs)`` and return the node.
 
-        With ``output_types`` omitted the op's schema normalises the
+        With ``output_types`` omitted, ``op`` (a short or qualified name) is
+        resolved in the registry and the node records the op's canonical key;
+        the op's schema normalises the
         attributes (filling defaults) and infers the output types; errors name
         the op and say what was expected (``ShapeError``, ``AttributeSpecError``,
         ``UnknownOpError``). With ``output_types`` given, the node is recorded as
@@ -123,7 +125,7 @@ class Graph:
             from ..ops_registry.registry import current_registry
 
             reg = registry if registry is not None else current_registry()
-            schema = reg.get(op)
+            op, schema = reg.resolve(op)  # the canonical key: `ops_basic::relu` and `relu` build the same node
             norm_attrs = schema.normalize_attrs(attrs or {})
             types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
         else:
@@ -148,7 +150,8 @@ class Graph:
         from .dtypes import as_dtype
 
         array = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).np)
-        return self.add_node("constant", (), {"value": array}).outputs[0]
+        # qualified: inside a pack's scope, a pack op that happens to be called `constant` must not be picked
+        return self.add_node("core::constant", (), {"value": array}).outputs[0]
 
     def zeros(self, type: TensorType | str) -> Value:
         """Append a zero constant of ``type`` (stored as a one-element broadcast) and return its value."""
