@@ -27,6 +27,7 @@ from .errors import (
     InputError,
     IRError,
     KernelError,
+    DataError,
     MissingGradientError,
     NonScalarLossError,
     PluginError,
@@ -84,7 +85,7 @@ __all__ = [
     # errors
     "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",
-    "MissingGradientError", "CompileError", "InputError", "KernelError",
+    "MissingGradientError", "CompileError", "InputError", "KernelError", "DataError",
     # lazily loaded
     *_LAZY,
     "ops",
