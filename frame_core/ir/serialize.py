@@ -31,7 +31,7 @@ import json
 import math
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +40,7 @@ from .dtypes import DType, as_dtype
 from .graph import Graph, Node, Value
 from .types import TensorType
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..ops_registry.registry import Registry
+from .schemas import SchemaSource, default_source
 
 __all__ = ["FORMAT", "VERSION", "READS", "to_document", "from_document", "dumps", "loads", "save_graph", "load_graph"]
 
@@ -114,26 +113,22 @@ def _graph_doc(graph: Graph, qualify: Callable[[str], str] = str) -> dict[str, A
     return doc
 
 
-def _registry(registry: "Registry | None") -> "Registry":
-    if registry is not None:
-        return registry
-    from ..ops_registry.registry import current_registry
-
-    return current_registry()
+def _source(registry: "SchemaSource | None") -> "SchemaSource":
+    return registry if registry is not None else default_source()
 
 
-def to_document(graph: Graph, *, registry: "Registry | None" = None) -> dict[str, Any]:
+def to_document(graph: Graph, *, registry: "SchemaSource | None" = None) -> dict[str, Any]:
     """The JSON-ready document for ``graph`` (format version 2: ops by qualified name, from ``registry``)."""
-    return {"format": FORMAT, "version": VERSION, "graph": _graph_doc(graph, _registry(registry).schemas.qualname_of)}
+    return {"format": FORMAT, "version": VERSION, "graph": _graph_doc(graph, _source(registry).qualname_of)}
 
 
-def dumps(graph: Graph, indent: int | None = None, *, registry: "Registry | None" = None) -> str:
+def dumps(graph: Graph, indent: int | None = None, *, registry: "SchemaSource | None" = None) -> str:
     """``graph`` as a JSON document (see the module docstring)."""
     return json.dumps(to_document(graph, registry=registry), indent=indent)
 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 1, *,
-               registry: "Registry | None" = None) -> None:
+               registry: "SchemaSource | None" = None) -> None:
     """Write ``graph`` to ``path`` as JSON."""
     text = dumps(graph, indent=indent, registry=registry)
     with open(path, "w", encoding="utf-8") as f:
@@ -293,7 +288,7 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
     return graph
 
 
-def from_document(doc: Any, *, registry: "Registry | None" = None) -> Graph:
+def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
     """The graph described by a parsed document; ``GraphFormatError`` with a path if malformed.
 
     Qualified op names (version 2) become ``registry``'s canonical keys (the current registry unless one is given).
@@ -309,11 +304,11 @@ def from_document(doc: Any, *, registry: "Registry | None" = None) -> Graph:
             f"{', '.join(map(str, READS))} (upgrade frame-core to read newer files)")
     if version == 1:  # short names, kept as written
         return _read_graph(doc.get("graph"), "$.graph")
-    canonical = _registry(registry).schemas.canonical
+    canonical = _source(registry).canonical
     return _read_graph(doc.get("graph"), "$.graph", lambda op: canonical(op) if "::" in op else op)
 
 
-def loads(text: str | bytes, *, registry: "Registry | None" = None) -> Graph:
+def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph:
     """The graph of a JSON document (see :func:`from_document`)."""
     try:
         doc = json.loads(text)
@@ -329,7 +324,7 @@ def loads(text: str | bytes, *, registry: "Registry | None" = None) -> Graph:
         raise GraphFormatError("$.graph", "sub-graph attributes are nested too deeply to read") from None
 
 
-def load_graph(path: str | os.PathLike[str], *, registry: "Registry | None" = None) -> Graph:
+def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" = None) -> Graph:
     """The graph saved in the file ``path`` (see :func:`from_document`)."""
     try:
         with open(path, encoding="utf-8") as f:

@@ -311,6 +311,14 @@ class Registry:
             known = self.schemas.qualnames() if isinstance(key, str) and "::" in key else list(self.schemas)
             raise UnknownOpError(str(key), known, self._missing_hint(str(key))) from None
 
+    def qualname_of(self, name: str) -> str:
+        """The qualified name of the op ``name`` (a stored key or qualified name) names; ``name`` if unknown."""
+        return self.schemas.qualname_of(name)
+
+    def canonical(self, name: str) -> str:
+        """The canonical key of the op ``name`` (a stored key or qualified name) names; ``name`` if unknown."""
+        return self.schemas.canonical(name)
+
     def key_of(self, schema: "OpSchema") -> str:
         """The canonical key of ``schema`` in this registry."""
         return self.schemas.canonical(schema.qualname) if schema.qualname in self.schemas else schema.name

@@ -12,7 +12,7 @@ from ...errors import CompileError
 from ...ir.graph import Graph, inline_graph
 from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 MAX_DEPTH = 16

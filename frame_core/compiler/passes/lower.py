@@ -22,7 +22,7 @@ from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
 from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from .memory import MemoryPlan, view_bases
 
 __all__ = ["Instruction", "Program", "lower"]
