@@ -46,7 +46,8 @@ class PackRecord:
     """What the loader knows about one pack: where it came from and how loading went.
 
     ``status`` is ``"loaded"``, ``"failed"`` or ``"disabled"``; ``error`` is the
-    reason when it is not loaded.
+    reason when it is not loaded (with the file and line where loading raised),
+    ``traceback`` the whole traceback in that case.
     """
 
     name: str
@@ -58,6 +59,7 @@ class PackRecord:
     module: str | None = None
     api_version: str | None = None
     namespace: str | None = None  # the qualifier of its ops (``namespace::op``): the entry-point name as an identifier
+    traceback: str | None = None  # the whole traceback when loading raised (``frame --verbose`` shows it)
 
     def to_json(self) -> dict[str, Any]:
         return {

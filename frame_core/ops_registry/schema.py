@@ -60,6 +60,23 @@ __all__ = [
 ]
 
 
+def _items(value: Any, what: str, op: str) -> tuple[Any, ...]:
+    """``value`` as a tuple; a RegistrationError when it is not a sequence (a bare string would be split)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise RegistrationError(f"{op}: {what} must be a list, got {type(value).__name__} {value!r:.40}"
+                                + (f"; write [{value!r}] for one item" if isinstance(value, str) else ""))
+    return tuple(value)
+
+
+def _names(value: Any, what: str, op: str) -> tuple[str, ...]:
+    """``value`` as a tuple of strings: ``("x", "y")``, never the characters of a bare string."""
+    items = _items(value, what, op)
+    bad = [v for v in items if not isinstance(v, str)]
+    if bad:
+        raise RegistrationError(f"{op}: {what} must be a list of names (strings), got {bad[0]!r} in {value!r:.60}")
+    return items
+
+
 class _Required:
     __slots__ = ()
 
@@ -311,7 +328,7 @@ class OpSchema:
 
     ``not_differentiable`` is the reason an op declares it has no gradient
     (every user-facing op has either a ``gradient`` or this reason).
-    ``nondiff_inputs`` lists input positions that never carry a gradient.
+    ``nondiff_inputs`` lists the inputs (positions, or names of ``inputs``) that never carry a gradient.
     ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
     derivative the GradientFn is checked against instead of the forward's.
     ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
@@ -335,7 +352,7 @@ class OpSchema:
         kernels: Mapping[str, KernelBuilder],
         gradient: GradientFn | None = None,
         not_differentiable: str | None = None,
-        nondiff_inputs: Sequence[int] = (),
+        nondiff_inputs: Sequence[int | str] = (),
         decomposition: DecomposeFn | None = None,
         traits: Sequence[str] = (),
         doc: str = "",
@@ -343,22 +360,30 @@ class OpSchema:
         variadic: bool = False,
         gradient_surrogate: Callable[..., np.ndarray] | None = None,
     ) -> None:
+        if not isinstance(name, str) or not name:
+            raise RegistrationError(f"an op name is a non-empty string such as 'relu', got {name!r}")
         self.name = name
-        self.inputs = tuple(inputs)
-        self.outputs = tuple(outputs)
+        self.inputs = _names(inputs, "inputs", name)
+        self.outputs = _names(outputs, "outputs", name)
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise RegistrationError(f"{name}: attrs must map attribute names to AttrSpec, got {type(attrs).__name__}")
         self.attrs = dict(attrs or {})
         self.shape_infer = shape_infer
+        if not isinstance(kernels, Mapping):
+            raise RegistrationError(f"{name}: kernels must map backends to kernel builders, e.g. {{'cpu': build}}, "
+                                    f"got {type(kernels).__name__}")
         self.kernels = dict(kernels)
         self.gradient = gradient
         self.not_differentiable = not_differentiable
-        self.nondiff_inputs = frozenset(nondiff_inputs)
+        self.nondiff_inputs = frozenset(self.inputs.index(i) if isinstance(i, str) and i in self.inputs else i
+                                        for i in _items(nondiff_inputs, "nondiff_inputs", name))
         self.decomposition = decomposition
-        trait_set = set(traits)
+        trait_set = set(_names(traits, "traits", name))
         if name.endswith("_internal"):
             trait_set.add("internal")
         self.traits = frozenset(trait_set)
         self.doc = doc
-        self.examples = tuple(examples)
+        self.examples = _items(examples, "examples", name)
         self.variadic = variadic
         self.gradient_surrogate = gradient_surrogate
         self.pack: str | None = None
@@ -393,33 +418,57 @@ class OpSchema:
 
     # -- checking ------------------------------------------------------------
     def check_definition(self) -> list[str]:
-        """Problems with the schema itself (empty when sound). Used by the loader."""
+        """Problems with the schema itself (empty when sound). Used by the loader; never raises."""
         problems = []
-        if not self.name or not self.name.replace("_", "a").isalnum() or not self.name[0].isalpha():
-            problems.append(f"op name {self.name!r} must be an identifier (letters, digits, '_')")
-        if not callable(self.shape_infer):
-            problems.append(f"{self.name}: shape_infer is not callable")
+        name = self.name
+        if not name.replace("_", "a").isalnum() or not name[0].isalpha() or not name.isascii():
+            problems.append(f"op name {name!r} must be an identifier (letters, digits, '_')")
+        for label, value in (("shape_infer", self.shape_infer), ("gradient", self.gradient),
+                             ("decomposition", self.decomposition), ("gradient_surrogate", self.gradient_surrogate)):
+            if (value is not None or label == "shape_infer") and not callable(value):
+                problems.append(f"{name}: {label} must be callable, got {type(value).__name__}")
         if "cpu" not in self.kernels:
-            problems.append(f"{self.name}: no 'cpu' kernel (every op needs one)")
+            problems.append(f"{name}: no 'cpu' kernel (every op needs one)")
         for backend, kernel in self.kernels.items():
             if not callable(kernel):
-                problems.append(f"{self.name}: kernel for {backend!r} is not callable")
+                problems.append(f"{name}: kernel for {backend!r} is not callable")
+        for key, spec in self.attrs.items():
+            if not isinstance(key, str) or not key.isidentifier():
+                problems.append(f"{name}: attribute name {key!r} must be an identifier")
+            if not isinstance(spec, AttrSpec):
+                problems.append(f"{name}: attribute {key!r} must be described by an AttrSpec such as "
+                                f"AttrSpec('int', 0), got {type(spec).__name__} {spec!r:.40}")
+        for label, text in (("not_differentiable", self.not_differentiable), ("doc", self.doc)):
+            if text is not None and not isinstance(text, str):
+                problems.append(f"{name}: {label} must be a string, got {type(text).__name__}")
         if self.has_side_effect and self.gradient is not None:
-            problems.append(f"{self.name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
+            problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
         if self.gradient is not None and self.not_differentiable:
-            problems.append(f"{self.name}: declares both a GradientFn and not_differentiable")
+            problems.append(f"{name}: declares both a GradientFn and not_differentiable")
         if not self.internal and self.gradient is None and not self.not_differentiable:
             problems.append(
-                f"{self.name}: a user-facing op must register a GradientFn or say why not (not_differentiable='...')"
+                f"{name}: a user-facing op must register a GradientFn or say why not (not_differentiable='...')"
             )
         unknown = self.traits - set(TRAITS)
         if unknown:
-            problems.append(f"{self.name}: unknown traits {sorted(unknown)}; known: {sorted(TRAITS)}")
-        bad = [i for i in self.nondiff_inputs if not 0 <= i < len(self.inputs)]
-        if bad and not self.variadic:
-            problems.append(f"{self.name}: nondiff_inputs {bad} out of range for {len(self.inputs)} inputs")
+            problems.append(f"{name}: unknown traits {sorted(map(str, unknown))}; known: {sorted(TRAITS)}")
+        for i in sorted(self.nondiff_inputs, key=repr):
+            if isinstance(i, str):
+                problems.append(f"{name}: nondiff_inputs names {i!r}, which is not an input (inputs: "
+                                f"{', '.join(self.inputs) or 'none'})")
+            elif not _is_int(i):
+                problems.append(f"{name}: nondiff_inputs holds {i!r} ({type(i).__name__}); list input positions "
+                                "(ints) or input names")
+            elif not self.variadic and not 0 <= i < len(self.inputs):
+                problems.append(f"{name}: nondiff_inputs {i} out of range for {len(self.inputs)} inputs")
         if not self.examples:
-            problems.append(f"{self.name}: no examples (the closure audit and the conformance kit need at least one)")
+            problems.append(f"{name}: no examples (the closure audit and the conformance kit need at least one)")
+        for k, example in enumerate(self.examples):
+            if not isinstance(example, Example):
+                problems.append(f"{name}: example {k} is a {type(example).__name__}, expected an Example")
+            elif not self.variadic and len(example.inputs) != len(self.inputs):
+                problems.append(f"{name}: example {k} gives {len(example.inputs)} inputs, the op takes "
+                                f"{len(self.inputs)} ({', '.join(self.inputs)})")
         return problems
 
     def normalize_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -461,7 +510,7 @@ class OpSchema:
                 result = self.shape_infer(ctx)
         except FrameError:
             raise
-        except Exception as exc:  # a bug in the pack's shape function, not in the caller's graph
+        except (Exception, SystemExit) as exc:  # a bug in the pack's shape function, not in the caller's graph
             raise ShapeError(
                 f"{self.name}: shape inference raised {type(exc).__name__}: {exc} "
                 f"(a bug in pack {self.pack or '?'}; inputs were [{', '.join(map(str, input_types))}])"
