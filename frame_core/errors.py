@@ -146,7 +146,7 @@ class CompileError(FrameError):
 
 
 class InputError(FrameError, TypeError):
-    """``Executable.run`` was given inputs of the wrong count, dtype or shape."""
+    """``Executable.run`` (or ``profile``) was given inputs of the wrong count, dtype or shape, or a bad argument."""
 
 
 class KernelError(FrameError):

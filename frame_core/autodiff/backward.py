@@ -22,7 +22,7 @@ a gradient output (``add_scalar_contraction``) and call this function again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from .._gc import gc_paused
 from ..compiler.fused import FUSED_OP
 from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext
@@ -138,6 +139,13 @@ def build_backward_graph(
     bad indices, and ``MissingGradientError`` listing every op on the chain
     without a GradientFn (ARCH-062), including ``fused_elementwise_internal``.
     """
+    if isinstance(wrt_input_indices, (str, bytes)) or not isinstance(wrt_input_indices, Iterable):
+        raise GradientError(f"wrt_input_indices is a list of input positions such as [0, 2], got "
+                            f"{type(wrt_input_indices).__name__} {wrt_input_indices!r:.40}"
+                            + (f"; for one input write [{wrt_input_indices!r}]" if _is_index(wrt_input_indices) else ""))
+    if registry is not None and not isinstance(registry, Registry):
+        raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
+                            f"{type(registry).__name__} {registry!r:.40}")
     loss_output_index, wrt = _check_arguments(forward, loss_output_index, list(wrt_input_indices))
     if registry is None:
         with gc_paused():
@@ -146,7 +154,20 @@ def build_backward_graph(
         return _build(forward, loss_output_index, wrt, registry)
 
 
+def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
+    listing = "\n  ".join(str(p) for p in problems[:10]) + (f"\n  ... and {len(problems) - 10} more"
+                                                             if len(problems) > 10 else "")
+    return GradientError(f"cannot differentiate: the forward graph itself is invalid ({len(problems)} problem"
+                         f"{'s' if len(problems) != 1 else ''}; frame_core.verify(graph) lists them all):\n  {listing}\n"
+                         "Fix the graph (built or edited by hand?); no pack is at fault")
+
+
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
+    # The user's mistakes first, so that a GradientFn handed an impossible node is never blamed for it. The
+    # structure is checked whole here (cheap); types (rule V6) node by node below, for the nodes on the chain.
+    problems = check_graph(forward, reg, types=False)
+    if problems:
+        raise _not_the_packs_fault(problems)
     graph = clone_graph(forward)
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
@@ -168,7 +189,7 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
         )
 
     grads: dict[Value, Value] = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
-    micro_cache: dict[tuple, Graph] = {}
+    micro_cache: dict[tuple, tuple[list, Graph]] = {}  # (op, input types, attrs) -> (inferred types, micro-graph)
     with_grad = sources | {v for n in chain for v in n.outputs}
     for node in reversed(chain):
         gys = [grads.get(y) for y in node.outputs]
@@ -178,9 +199,22 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
         schema = reg.schemas[node.op]
         in_types = tuple(v.type for v in node.inputs)
         key = (node.op, in_types, attrs_key(node.attrs))
-        micro = micro_cache.get(key)
-        if micro is None:
-            micro = micro_cache[key] = _micro_graph(schema, node, graph)
+        cached = micro_cache.get(key)
+        if cached is None:
+            try:
+                inferred = schema.infer(in_types, schema.normalize_attrs(node.attrs))
+            except FrameError as exc:
+                raise _not_the_packs_fault([Problem("V6", f"shape inference rejects the inputs: {exc}", node.op,
+                                                    graph.nodes.index(node))]) from exc  # the clone keeps the order
+        else:
+            inferred = cached[0]
+        if [v.type for v in node.outputs] != inferred:  # checked before the GradientFn sees the node
+            raise _not_the_packs_fault([Problem(
+                "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
+                      f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node))])
+        if cached is None:
+            cached = micro_cache[key] = (inferred, _micro_graph(schema, node, graph))
+        micro = cached[1]
         gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds])
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
             if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
@@ -204,11 +238,17 @@ def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray 
     Hessian's row sums), not a Hessian: choose ``weights`` (a direction, or a
     basis vector for one Hessian row) for anything else.
     """
+    if not isinstance(graph, Graph):
+        raise GradientError(f"add_scalar_contraction needs a Graph, got {type(graph).__name__}")
     output_index = _output_position(output_index, graph, "output_index")
     target = graph.outputs[output_index].type
     if not target.dtype.is_float:
         raise GradientError(f"output {output_index} has type {target}; only floating outputs can be contracted")
-    w = np.ones(target.shape, target.dtype.np) if weights is None else np.asarray(weights, dtype=target.dtype.np)
+    try:
+        w = np.ones(target.shape, target.dtype.np) if weights is None else np.asarray(weights, dtype=target.dtype.np)
+    except (TypeError, ValueError) as exc:
+        raise GradientError(f"weights must be an array of numbers of output {output_index}'s shape ({target}), got "
+                            f"{type(weights).__name__} ({exc})") from None
     if w.shape != target.shape:
         raise GradientError(f"weights of shape {list(w.shape)} do not match output {output_index} ({target})")
     copy = clone_graph(graph)

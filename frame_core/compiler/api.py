@@ -93,7 +93,9 @@ def compile(  # noqa: A001 - the name users expect
     and dead-node elimination, 2 (default) everything. ``disable`` names
     stages to skip; ``decompose`` names ops to replace by their DecomposeFn
     even when a kernel exists. ``checks`` (default: ``FRAME_CHECKS=1``) runs
-    ``verify`` after every stage. Identical graphs hit the compile cache.
+    ``verify`` after every stage and checks every kernel's results on every run
+    (without it only the first run's are checked). Identical graphs hit the
+    compile cache.
     """
     from ..ops_registry.registry import registry as current, use_registry
     from ..runtime.executable import Executable
@@ -126,7 +128,7 @@ def compile(  # noqa: A001 - the name users expect
         optimised = run_graph_stages(graph, ctx, disable)
         plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
         program = lower(optimised, plan, ctx)
-        exe = Executable(optimised, program, plan, backend, ctx.log)
+        exe = Executable(optimised, program, plan, backend, ctx.log, checks=checks)
     if cache:
         compile_cache.put(key, exe)
     return exe

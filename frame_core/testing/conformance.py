@@ -276,7 +276,9 @@ def _evaluate(schema: OpSchema, types: Sequence[TensorType], attrs: dict[str, An
 def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
     example = schema.examples[index]
     problems, checked = [], []
-    for dtype in (None, *LOW_PRECISION_DTYPES):
+    # every dtype the kit runs the op at: the example's, float64 (the gradient checks), float32 (the reference of
+    # the reduced-precision checks) and the reduced precisions themselves
+    for dtype in (None, "f64", "f32", *LOW_PRECISION_DTYPES):
         types = list(example.inputs)
         if dtype is not None:
             if not any(t.dtype.is_float for t in types) or all(t.dtype is as_dtype(dtype) for t in types if t.dtype.is_float):

@@ -20,6 +20,7 @@ example may loosen its bounds with ``Example(tolerance=...)``.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -137,16 +138,21 @@ _SETUPS: "OrderedDict[tuple, tuple[Registry, OpSchema, _ExampleSetup]]" = Ordere
 _MAX_SETUPS = 16
 
 
+_SETUPS_LOCK = threading.Lock()  # checks may run in threads (pytest-xdist's, a user's pool): keep the LRU whole
+
+
 def _setup(schema: OpSchema, index: int, seed: int, reg: Registry) -> _ExampleSetup:
-    key = (id(reg), schema.name, index, seed)
-    hit = _SETUPS.get(key)
-    if hit is not None and hit[0] is reg and hit[1] is schema:
-        _SETUPS.move_to_end(key)
-        return hit[2]
+    key = (id(reg), schema.qualname, index, seed)
+    with _SETUPS_LOCK:
+        hit = _SETUPS.get(key)
+        if hit is not None and hit[0] is reg and hit[1] is schema:
+            _SETUPS.move_to_end(key)
+            return hit[2]
     setup = _ExampleSetup(schema, index, seed, reg)
-    _SETUPS[key] = (reg, schema, setup)
-    while len(_SETUPS) > _MAX_SETUPS:
-        _SETUPS.popitem(last=False)
+    with _SETUPS_LOCK:
+        _SETUPS[key] = (reg, schema, setup)
+        while len(_SETUPS) > _MAX_SETUPS:
+            _SETUPS.popitem(last=False)
     return setup
 
 

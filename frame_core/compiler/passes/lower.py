@@ -41,6 +41,7 @@ class Instruction:
     frees: tuple[str, ...]
     node: Node
     names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
+    schema: Any = None  # the op's schema: where the kernel comes from, for messages
 
     @property
     def text(self) -> str:
@@ -128,7 +129,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
         frees = tuple(reg[v] for v in dies_after.get(index, ()) if v in reg and reg[v].startswith("v")
                       and v not in plan.buffer_of)
         instructions.append(Instruction(index, node.op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
-                                        out_buffer, frees, node, printable))
+                                        out_buffer, frees, node, printable, schema))
     base = view_bases(graph, ctx.registry)
     seen_bases: set[Value] = set()
     output_names, output_copies = [], []
