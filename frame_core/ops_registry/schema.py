@@ -193,11 +193,17 @@ class Example:
     Used by the closure audit (types only), the registry-driven tests, the
     conformance kit and ``frame ops show``. Values are drawn uniformly from
     ``[low, high]``; with ``min_abs`` they are pushed at least that far from
-    zero (to stay away from kinks such as relu's). ``values`` fixes them.
-    ``tolerance`` loosens the numerical gradient check for this example.
+    zero (to stay away from kinks such as relu's). ``values`` fixes them
+    (one array per input, used as given; give them as ``inputs`` arrays to
+    take the types from them). ``tolerance`` (a positive number) loosens every
+    numerical gradient check of this example, the float16/bfloat16 ones
+    included: each uses the larger of its default and this. ``low_precision``
+    chooses which reduced-precision gradient checks run on it: ``True`` (all
+    the kit runs), ``False`` (none), or a list such as ``["float16"]``; say
+    why in ``note``, which ``frame ops show`` prints and skipped checks report.
     """
 
-    __slots__ = ("inputs", "attrs", "values", "low", "high", "min_abs", "tolerance", "note")
+    __slots__ = ("inputs", "attrs", "values", "low", "high", "min_abs", "tolerance", "note", "low_precision")
 
     def __init__(
         self,
@@ -210,7 +216,25 @@ class Example:
         values: Sequence[np.ndarray] | None = None,
         tolerance: float | None = None,
         note: str = "",
+        low_precision: bool | Sequence[str] = True,
     ) -> None:
+        if isinstance(inputs, (str, bytes, TensorType, np.ndarray)) or not isinstance(inputs, (list, tuple)):
+            raise RegistrationError(f"Example inputs are a list of types or arrays, got {type(inputs).__name__} "
+                                    f"{inputs!r:.40}" + (f"; for one input write [{inputs!r}]"
+                                                         if isinstance(inputs, (str, TensorType)) else ""))
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.number))
+                                      or not math.isfinite(tolerance) or tolerance <= 0):
+            raise RegistrationError(f"Example tolerance is a positive number (a relative error bound), got {tolerance!r}")
+        if isinstance(low_precision, bool):
+            chosen: bool | tuple[str, ...] = low_precision
+        else:
+            try:
+                chosen = tuple(as_dtype(d).name for d in _items(low_precision, "low_precision", "Example"))
+            except FrameError as exc:
+                raise RegistrationError(f"Example low_precision is True, False or a list of dtypes such as "
+                                        f"['float16']: {exc}") from None
+        if not isinstance(note, str):
+            raise RegistrationError(f"Example note is a string (why the example is as it is), got {type(note).__name__}")
         types = []
         arrays = []
         for item in inputs:
@@ -225,8 +249,15 @@ class Example:
         self.attrs = dict(attrs or {})
         self.values = tuple(arrays) if arrays else (tuple(values) if values is not None else None)
         self.low, self.high, self.min_abs = float(low), float(high), float(min_abs)
-        self.tolerance = tolerance
+        self.tolerance = None if tolerance is None else float(tolerance)
         self.note = note
+        self.low_precision = chosen
+
+    def checks_low_precision(self, dtype: DType | str) -> bool:
+        """Whether the reduced-precision gradient check in ``dtype`` runs on this example."""
+        if isinstance(self.low_precision, bool):
+            return self.low_precision
+        return as_dtype(dtype).name in self.low_precision
 
     def sample(self, rng: np.random.Generator, dtype_override: DType | None = None) -> list[np.ndarray]:
         """Input arrays for this example (fixed ``values`` if given, else random)."""

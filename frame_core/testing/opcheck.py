@@ -34,7 +34,8 @@ from ..ir.graph import Graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import OpSchema
 from . import numeric
-from .numeric import GradientLadder, check_low_precision, contract_values, random_weights, tolerance_for
+from .numeric import (LOW_PRECISION_TOLERANCE, GradientLadder, check_low_precision, contract_values,
+                      random_weights, tolerance_for)
 from .results import CheckResult, OpReport, gradient_check_name
 from .retype import retype_array, retype_type
 
@@ -187,11 +188,18 @@ def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, 
             if not any(t.dtype.is_float for t in types):
                 return CheckResult(schema.name, check, index, True, None, "not checked: no floating input",
                                    skipped=True)
+            if not example.checks_low_precision(low):
+                why = f" ({example.note})" if example.note else ""
+                return CheckResult(schema.name, check, index, True, None,
+                                   f"not checked: the example opts out of the {low.name} check{why}", skipped=True)
             graph = op_graph(schema, types, example.attrs, reg)
             inputs = example.sample(example_rng(seed, schema.name, index, _LOW), float64)
+            tolerance = LOW_PRECISION_TOLERANCE.get(low.name, 1e-2)
+            if example.tolerance is not None:  # the example's own bound loosens this check too
+                tolerance = max(tolerance, example.tolerance)
             return check_low_precision(graph, inputs, _wrt(schema, types), dtype=low,
                                        seed=seed + zlib.crc32(schema.name.encode()) + index, registry=reg,
-                                       op=schema.name, example_index=index)
+                                       op=schema.name, example_index=index, tolerance=tolerance)
     except Exception as exc:
         return _crash(schema.name, check, index, exc)
 
