@@ -5,7 +5,9 @@ assigns the body's values to a handful of registers (arrays of the chain's
 one type): a member writes in place into the register of an input that dies
 there, registers of dead values are recycled, and exported values keep their
 own. With one export the register that ends up holding it is the planned
-``out`` buffer, so a fused chain allocates nothing per run. The straight-line
+``out`` buffer, so a fused chain allocates nothing per run; with several
+exports ``out`` is a tuple of buffers (``None`` for an export that is not
+planned), one per export. The straight-line
 code is generated once per node; the members' kernels are called with a
 positional ``out`` (their ``accepts_out`` contract).
 
@@ -71,6 +73,8 @@ def body_problem(body: Graph) -> str | None:
     for j, v in enumerate(body.outputs):
         if v.producer is None:
             return f"returns its input as output {j}; every output must be made by a member"
+        if v in body.outputs[:j]:
+            return f"returns one value twice (outputs {body.outputs.index(v)} and {j})"
     return None
 
 
@@ -125,13 +129,20 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
         reg_of[out] = r
         steps.append((i, node.inputs, r))
 
-    # 2. code: with a single export, the register that ends up holding it is the caller's `out`
-    out_reg = reg_of[body.outputs[0]] if len(body.outputs) == 1 else None
+    # 2. code: the register that ends up holding an export is the caller's `out` (one array for one export, a
+    # tuple with one array or None per export for several), so planned buffers take every export
+    export_of = {reg_of[v]: j for j, v in enumerate(body.outputs)}
     arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
     lines = []
     for i, inputs, r in steps:
         if first_write[r] == i:
-            alloc = "out if out is not None else _empty(_shape, _dtype)" if r == out_reg else "_empty(_shape, _dtype)"
+            j = export_of.get(r)
+            if j is None:
+                alloc = "_empty(_shape, _dtype)"
+            elif len(body.outputs) == 1:
+                alloc = "out if out is not None else _empty(_shape, _dtype)"
+            else:
+                alloc = f"out[{j}] if out is not None and out[{j}] is not None else _empty(_shape, _dtype)"
             lines.append(f"    r{r} = {alloc}")
         args = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in inputs)
         # a member that ignored `out` would leave the register unwritten: a silent wrong answer, so refuse it

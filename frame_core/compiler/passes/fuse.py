@@ -25,23 +25,32 @@ from ..fused import FUSED_OP
 
 
 class _Group:
-    __slots__ = ("first", "members", "type", "produced")
+    __slots__ = ("first", "last", "members", "type", "produced")
 
     def __init__(self, first: int, node: Node) -> None:
         self.first = first
+        self.last = first
         self.members = [node]
         self.type = node.outputs[0].type
         self.produced = {node.outputs[0]}
 
 
-def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
-    """Groups of two or more fusable nodes, each a list of members in graph order."""
+def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> list[_Group]:
+    """Groups of two or more fusable nodes, each a list of members in graph order.
+
+    With ``contiguous`` a node joins a group only when no other (non-constant) node lies between the group's
+    last member and it, so no member is moved earlier past another node.
+    """
+    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
+    rank_at: list[int] = []
     position = {}
     group_of: dict[Value, _Group] = {}
     groups = []
     fusable: dict[str, bool] = {}  # per op: elementwise, accepts_out, no side effect
     schemas = ctx.registry.schemas
     for i, node in enumerate(graph.nodes):
+        rank += node.op != "constant"
+        rank_at.append(rank)
         for v in node.outputs:
             position[v] = -1 if node.op == "constant" else i  # constants are hoisted to the front
         ok = fusable.get(node.op)
@@ -55,7 +64,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
         chosen = None
         for v in node.inputs:
             g = group_of.get(v)
-            if g is None or g.type != out_t or g is chosen:
+            if g is None or g.type != out_t or g is chosen or (contiguous and rank_at[i] - rank_at[g.last] != 1):
                 continue
             if all(w in g.produced or position.get(w, -1) < g.first for w in node.inputs):
                 chosen = g
@@ -66,6 +75,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
         else:
             chosen.members.append(node)
             chosen.produced.add(node.outputs[0])
+            chosen.last = i
         group_of[node.outputs[0]] = chosen
     return [g for g in groups if len(g.members) > 1]
 
@@ -77,6 +87,26 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     groups = find_groups(graph, ctx)
     if not groups:
         return graph
+    fused = _rewrite(graph, groups)
+    # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
+    # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
+    # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
+    if any(g.last - g.first >= len(g.members) for g in groups) and _peak(fused, ctx) > _peak(graph, ctx):
+        groups = find_groups(graph, ctx, contiguous=True)
+        fused = _rewrite(graph, groups) if groups else graph
+        ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
+    if groups:
+        ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
+    return fused
+
+
+def _peak(graph: Graph, ctx: CompileContext) -> int:
+    from .memory import plan_memory
+
+    return plan_memory(graph, ctx.registry, reuse=False).peak_bytes
+
+
+def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
     users = consumers(graph)
     outputs = set(graph.outputs)
     leader = {g.members[0]: g for g in groups}
@@ -93,7 +123,6 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
             _emit_fused(g, rw, users, outputs)
         elif node not in member:
             rw.copy(node)
-    ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
     return rw.finish()
 
 

@@ -60,7 +60,7 @@ class Program:
     output_names: list[str]
     output_copies: list[bool]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
-    buffers: dict[str, np.ndarray] = field(default_factory=dict)
+    buffers: dict[str, Any] = field(default_factory=dict)  # an array, or a tuple of them for several outputs
 
 
 class _LazyNames:
@@ -78,6 +78,11 @@ class _LazyNames:
         return self.names(v)
 
 
+def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
+    """The planned buffer of ``v``: its arena, viewed as ``v``'s dtype and shape."""
+    return arenas[plan.buffer_of[v]][: v.type.nbytes].view(v.type.dtype.np).reshape(v.type.shape)
+
+
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     schemas = ctx.registry.schemas
     printable = _LazyNames(graph)
@@ -86,7 +91,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
         reg[v] = f"x{i}"
     constants: dict[str, np.ndarray] = {}
     arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
-    buffers: dict[str, np.ndarray] = {}
+    buffers: dict[str, Any] = {}
     instructions: list[Instruction] = []
     dies_after: dict[int, list[Value]] = {}
     for v, i in plan.last_use.items():
@@ -121,11 +126,10 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             reg[v] = name
             outs.append(name)
         out_buffer = None
-        if len(node.outputs) == 1 and node.outputs[0] in plan.buffer_of:
-            v = node.outputs[0]
+        planned = [_view(arenas, plan, v) if v in plan.buffer_of else None for v in node.outputs]
+        if any(b is not None for b in planned):  # one array, or for several outputs a tuple (None: not planned)
             out_buffer = f"b{len(buffers)}"
-            arena = arenas[plan.buffer_of[v]]
-            buffers[out_buffer] = arena[: v.type.nbytes].view(v.type.dtype.np).reshape(v.type.shape)
+            buffers[out_buffer] = planned[0] if len(planned) == 1 else tuple(planned)
         frees = tuple(reg[v] for v in dies_after.get(index, ()) if v in reg and reg[v].startswith("v")
                       and v not in plan.buffer_of)
         instructions.append(Instruction(index, node.op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
