@@ -164,12 +164,13 @@ def graph_grad(
     wrt: Annotated[str | None, typer.Option("--wrt", help="Comma-separated input indices "
                                                "(default: every floating input).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Where to save the gradient graph "
-                                                  "(default: JSON to stdout).")] = None,
+                                                  "(default: JSON to stdout); never the input file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists.")] = False,
 ) -> None:
     """Build the backward graph of a saved graph (build_backward_graph) and save it as JSON."""
     from .graphs import graph_grad as run
 
-    run(path, loss, wrt, output)
+    run(path, loss, wrt, output, force)
 
 
 @app.command("new-pack")

@@ -27,6 +27,7 @@ checks the document's structure; ``verify`` then checks the graph's meaning.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
@@ -129,10 +130,46 @@ def dumps(graph: Graph, indent: int | None = None, *, registry: "SchemaSource | 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 1, *,
                registry: "SchemaSource | None" = None) -> None:
-    """Write ``graph`` to ``path`` as JSON."""
+    """Write ``graph`` to ``path`` as JSON, atomically: ``path`` holds the old file or the whole new one.
+
+    The document is made in memory first, written to a temporary file in the same folder, flushed and
+    synced to disk, then renamed over ``path`` (an existing file keeps its permissions). A serialisation
+    error, a full disk or a file-size limit leaves an existing file as it was and no temporary file behind.
+    """
+    import secrets
+
     text = dumps(graph, indent=indent, registry=registry)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    target = os.path.realpath(os.fspath(path))  # through a symlink: replace the file it points to
+    folder = os.path.dirname(target) or "."
+    try:
+        mode: int | None = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None  # a new file: the umask decides, as for open(path, "w")
+    while True:
+        temporary = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable (POSIX; not possible everywhere)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 # -- reading ------------------------------------------------------------------
