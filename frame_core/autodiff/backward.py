@@ -46,7 +46,9 @@ def _is_index(value: Any) -> bool:
 
 def _output_position(value: Any, graph: Graph, what: str) -> int:
     n = len(graph.outputs)
-    if not _is_index(value) or not -n <= value < n:
+    if not _is_index(value):
+        raise GradientError(f"{what} is an output position (an int), got {type(value).__name__} {value!r:.40}")
+    if not -n <= value < n:
         raise GradientError(f"{what} {value!r} is out of range: the graph has {n} outputs")
     return int(value)
 

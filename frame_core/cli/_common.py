@@ -63,13 +63,17 @@ state = _State()
 
 
 def echo(text: str = "") -> None:
-    """One line (or block) of output on stdout."""
-    typer.echo(text, file=state.stdout if state.stdout is not None else sys.stdout)
+    """One line (or block) of output on stdout (a lone surrogate from a loaded name is escaped, never fatal)."""
+    from .._text import printable
+
+    typer.echo(printable(text), file=state.stdout if state.stdout is not None else sys.stdout)
 
 
 def warn(text: str) -> None:
     """A diagnostic on stderr."""
-    typer.echo(text, err=True)
+    from .._text import printable
+
+    typer.echo(printable(text), err=True)
 
 
 def emit_json(data: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import IRError
 from ..ir.graph import Graph, clone_graph
 from .trace import Tensor, call_and_mark
 
@@ -25,6 +26,10 @@ def extend_graph(graph: Graph, fn: Callable[..., Any], name: str | None = None) 
     returns a tensor or a sequence of tensors. Returns the new graph and the
     indices of the new outputs.
     """
+    if not isinstance(graph, Graph):
+        raise IRError(f"extend_graph(graph, fn) takes a Graph first, got {type(graph).__name__}")
+    if not callable(fn):
+        raise IRError(f"extend_graph(graph, fn) takes a function second, got {type(fn).__name__}")
     copy = clone_graph(graph)
     if name is not None:
         copy.name = name

@@ -150,10 +150,14 @@ def _graph_of(args: Sequence[Any], op: str) -> Graph:
             if graph is None:
                 graph = a.graph
             elif a.graph is not graph:
+                theirs = (f"another graph that is also named {a.graph.name!r} (a tensor captured from an earlier "
+                          "trace, or from another call of the traced function?)" if a.graph.name == graph.name
+                          else f"graph {a.graph.name!r}")
                 raise IRError(
-                    f"{op}: input {position} is a tensor of graph {a.graph.name!r}, but this op is being added to "
-                    f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
-                    "(pass the value in as an input of the traced function instead of capturing it)"
+                    f"{op}: input {position} ({a.type}) is a tensor of {theirs}, but this op is being added to "
+                    f"graph {graph.name!r}; a tensor belongs to the one trace that made it and cannot be reused in "
+                    "another: pass the value in as an input of the traced function (or as a constant array) "
+                    "instead of capturing it"
                 )
     if graph is None:
         graph = current_graph()
@@ -235,7 +239,11 @@ def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | No
     ``fn`` returns a tensor or a sequence of tensors, which become the graph's
     outputs in order (Python numbers become constants).
     """
-    graph = Graph(name or getattr(fn, "__name__", "graph").replace("<lambda>", "graph"))
+    if not callable(fn):
+        raise IRError(f"trace(fn, *input_types) takes a function first, got {type(fn).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise IRError(f"trace(..., name=) takes a string, got {type(name).__name__}")
+    graph = Graph(name or str(getattr(fn, "__name__", "graph")).replace("<lambda>", "graph"))
     types = [as_type(t) for t in input_types]
     names = _param_names(fn, len(types))
     args = [Tensor(graph.add_input(t, n), graph) for t, n in zip(types, names)]

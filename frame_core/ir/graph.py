@@ -80,6 +80,8 @@ class Graph:
     __slots__ = ("name", "inputs", "nodes", "outputs", "_key", "__weakref__")
 
     def __init__(self, name: str = "graph") -> None:
+        if not isinstance(name, str):
+            raise IRError(f"a graph's name is a string, got {type(name).__name__}")
         self.name = name
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
@@ -89,6 +91,8 @@ class Graph:
     # -- building --------------------------------------------------------
     def add_input(self, type: TensorType | str, name: str | None = None) -> Value:
         """Append a graph input of ``type`` and return its value."""
+        if name is not None and not isinstance(name, str):
+            raise IRError(f"an input's name is a string, got {_typename(name)}")
         value = Value(as_type(type), None, -1, name)
         self.inputs.append(value)
         return value
@@ -114,6 +118,14 @@ class Graph:
         With ``output_types`` given, the node is recorded as is (this is how
         loaders build graphs that ``verify`` then checks).
         """
+        if type(inputs) is Value or not isinstance(inputs, Iterable):
+            raise IRError(f"add_node({op!r}, inputs) takes a list of Values, got {type(inputs).__name__}"
+                          + ("; for one input write [value]" if type(inputs) is Value else ""))
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise IRError(f"add_node({op!r}, ..., attrs) takes a dict of attributes, got {type(attrs).__name__}")
+        if isinstance(output_types, (str, TensorType)):
+            raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types; for one output write "
+                          f"[{str(output_types)!r}]")
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
             if type(value) is not Value:
@@ -199,6 +211,10 @@ class Graph:
         from .dot import to_dot
 
         return to_dot(self)
+
+
+def _typename(value: Any) -> str:
+    return value.__class__.__name__
 
 
 def constant_array(v: Value) -> np.ndarray | None:

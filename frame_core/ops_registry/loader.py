@@ -103,6 +103,14 @@ def load_registry(
     In strict mode (``strict=True`` or ``FRAME_STRICT=1``) any pack problem
     raises :class:`PluginError` listing every problem.
     """
+    from ..errors import ArgumentError
+
+    if environ is not None and not isinstance(environ, Mapping):
+        raise ArgumentError(f"load_registry(environ=) takes a mapping such as {{'FRAME_LOAD_PLUGINS': ''}}, got "
+                            f"{type(environ).__name__}")
+    if entry_points is not None and (isinstance(entry_points, (str, bytes)) or not isinstance(entry_points, Iterable)):
+        raise ArgumentError(f"load_registry(entry_points) takes a list of entry points (objects with name, value, "
+                            f"dist_name, dist_version and load()), got {type(entry_points).__name__}")
     env = os.environ if environ is None else environ
     if strict is None:
         strict = strict_from_env(env)
@@ -121,6 +129,9 @@ def load_registry(
     seen: set[tuple[str, str]] = set()
     matched: set[str] = set()  # names in FRAME_LOAD_PLUGINS / FRAME_DISABLE_PLUGINS that some pack answered to
     for ep in discover_entry_points() if entry_points is None else entry_points:
+        if not isinstance(getattr(ep, "name", None), str) or not callable(getattr(ep, "load", None)):
+            raise ArgumentError(f"load_registry(entry_points): {ep!r:.60} is not an entry point (it needs a name "
+                                "string, value, dist_name, dist_version and a load() method)")
         dist, version = _dist_name(ep), _dist_version(ep)
         key = (normalize(dist), ep.name)
         if key in seen:  # the same distribution found twice on sys.path (editable installs)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from types import MappingProxyType
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -223,6 +224,11 @@ class SchemaTable(dict[str, "OpSchema"]):
         """Every op's qualified name."""
         return [s.qualname for s in self.values()]
 
+    @property
+    def qualified(self) -> Mapping[str, "OpSchema"]:
+        """Qualified name -> schema (read-only view)."""
+        return MappingProxyType(self._by_qualname)
+
     def collisions(self) -> list[Collision]:
         """Short names that several loaded packs register, in load order."""
         return [Collision(short, tuple(qualnames), self._owner(short))
@@ -299,8 +305,8 @@ class Registry:
         except AmbiguousOpError:
             raise
         except KeyError:
-            known = self.schemas.qualnames() if "::" in name else list(self.schemas)
-            raise UnknownOpError(name, known, self._missing_hint(name)) from None
+            known = self.schemas.qualified if "::" in name else self.schemas
+            raise UnknownOpError(name, known, lambda: self._missing_hint(name)) from None
 
     def lookup(self, key: str) -> "OpSchema":
         """The schema of a stored op key (a canonical key or a qualified name; no pack scope applies), with the
@@ -309,9 +315,9 @@ class Registry:
             return self.schemas[key]
         except AmbiguousOpError:
             raise
-        except (KeyError, TypeError):
-            known = self.schemas.qualnames() if isinstance(key, str) and "::" in key else list(self.schemas)
-            raise UnknownOpError(str(key), known, self._missing_hint(str(key))) from None
+        except (KeyError, TypeError):  # the names to suggest from are read only if the message is
+            known = self.schemas.qualified if isinstance(key, str) and "::" in key else self.schemas
+            raise UnknownOpError(str(key), known, lambda: self._missing_hint(str(key))) from None
 
     def qualname_of(self, name: str) -> str:
         """The qualified name of the op ``name`` (a stored key or qualified name) names; ``name`` if unknown."""
@@ -408,6 +414,11 @@ def reset_registry() -> None:
 @contextmanager
 def use_registry(reg: Registry) -> Iterator[Registry]:
     """Make ``reg`` the current registry inside the ``with`` block."""
+    if not isinstance(reg, Registry):
+        from ..errors import ArgumentError
+
+        raise ArgumentError(f"use_registry takes a Registry (frame_core.registry(), load_registry(...)), got "
+                            f"{type(reg).__name__}")
     token = _override.set(_override.get() + (reg,))
     try:
         yield reg

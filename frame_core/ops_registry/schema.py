@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._text import short_repr
 from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
 from ..ir.dtypes import DType, as_dtype
 from ..ir.graph import Graph
@@ -131,12 +132,15 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
     """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit."""
 
     def bad(expected: str) -> AttributeSpecError:
-        return AttributeSpecError(f"{name} must be {expected}, got {value!r} ({type(value).__name__})")
+        return AttributeSpecError(f"{name} must be {expected}, got {short_repr(value)} ({type(value).__name__})")
+
+    def fits(v: Any) -> bool:  # kernels hand ints to numpy, whose ints are 64-bit
+        return -(2**63) <= int(v) < 2**63
 
     if kind == "int":
-        if _is_int(value):
+        if _is_int(value) and fits(value):
             return int(value)
-        raise bad("an int")
+        raise bad("an int (64-bit)" if _is_int(value) else "an int")
     if kind == "float":
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
             return float(value)
@@ -150,14 +154,14 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
             return value
         raise bad("a str")
     if kind in ("ints", "shape"):
-        if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+        if isinstance(value, (list, tuple)) and all(_is_int(v) and fits(v) for v in value):
             out = tuple(int(v) for v in value)
             if kind == "shape" and any(v < 0 for v in out):
                 raise bad("a shape (non-negative ints)")
             return out
-        if kind == "ints" and _is_int(value):
+        if kind == "ints" and _is_int(value) and fits(value):
             return (int(value),)
-        raise bad("a list of ints" if kind == "ints" else "a shape (a list of non-negative ints)")
+        raise bad("a list of (64-bit) ints" if kind == "ints" else "a shape (a list of non-negative 64-bit ints)")
     if kind == "floats":
         if isinstance(value, (list, tuple)) and all(
             isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in value
@@ -177,7 +181,12 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
         if isinstance(value, (int, float, bool, np.generic)):
             value = np.asarray(value)
         if isinstance(value, np.ndarray):
-            as_dtype(value.dtype)  # supported dtype?
+            try:
+                dtype = as_dtype(value.dtype)  # supported dtype?
+            except FrameError:
+                raise bad("a numpy array of a supported dtype (f16, bf16, f32, f64, i32, i64, bool)") from None
+            if value.dtype != dtype.np:  # big-endian or otherwise non-native: the kernels' dtype is the native one
+                value = value.astype(dtype.np)
             return frozen(value)  # a graph never sees later writes to the caller's array
         raise bad("a numpy array")
     if kind == "graph":

@@ -204,6 +204,28 @@ def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, 
         return _crash(schema.name, check, index, exc)
 
 
+def kit_arguments(schema: Any, order: Any, seed: Any, registry: Any, low_precision: Any,
+                  caller: str) -> tuple[Any, int, Registry, tuple[str, ...]]:
+    """The check kit's common arguments, checked: ``ArgumentError`` saying what was expected otherwise."""
+    from .._args import name_list, positive_int
+    from ..errors import ArgumentError
+
+    if schema is not None and not isinstance(schema, OpSchema):
+        raise ArgumentError(f"{caller} takes an OpSchema such as frame_core.registry().get('tanh'), got "
+                            f"{type(schema).__name__} {schema!r:.40}")
+    order = positive_int(order, f"{caller}(order=)", ArgumentError)
+    positive_int(seed, f"{caller}(seed=)", ArgumentError, low=0)
+    if registry is not None and not isinstance(registry, Registry):
+        raise ArgumentError(f"{caller}(registry=) takes a Registry, got {type(registry).__name__}")
+    dtypes = name_list(low_precision, f"{caller}(low_precision=)", ArgumentError, "['float16', 'bfloat16']")
+    for d in dtypes:
+        try:
+            as_dtype(d)
+        except FrameError as exc:
+            raise ArgumentError(f"{caller}(low_precision=) names {d!r}: {exc}") from None
+    return schema, order, registry if registry is not None else current_registry(), dtypes
+
+
 def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Registry | None = None,
              low_precision: Sequence[str] = LOW_PRECISION_DTYPES) -> OpReport:
     """Every numerical gradient check of ``schema`` on every example (ARCH-066).
@@ -214,9 +236,9 @@ def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Regis
     for the dtypes in ``low_precision``. An op without a GradientFn gives one
     ``gradient`` result: skipped if it declares ``not_differentiable``,
     failed if the gradient is missing. ``report.worst_error(k)`` is the worst
-    order-``k`` error over the examples.
+    order-``k`` error over the examples. Wrong argument types are an ``ArgumentError``.
     """
-    reg = registry if registry is not None else current_registry()
+    schema, order, reg, low_precision = kit_arguments(schema, order, seed, registry, low_precision, "check_op")
     report = OpReport(schema.name)
     if schema.gradient is None:
         if schema.not_differentiable or schema.internal:

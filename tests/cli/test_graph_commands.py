@@ -149,3 +149,20 @@ def test_grad_never_overwrites_its_input_even_with_force(invoke, saved, tmp_path
 def test_grad_refuses_a_folder_as_output(invoke, saved, tmp_path):
     result = invoke("graph", "grad", str(saved), "-o", str(tmp_path))
     assert result.exit_code == 2 and "is a folder" in result.stderr
+
+
+def test_show_and_dot_print_names_with_lone_surrogates_escaped(tmp_path):
+    from .conftest import run_frame
+
+    doc = {"format": "frame-graph", "version": 1, "graph": {
+        "name": "g\ud800", "inputs": [{"id": 0, "type": "f32[3]", "name": "x\udcff"}],
+        "nodes": [{"op": "relu\ud800", "inputs": [0], "outputs": [{"id": 1, "type": "f32[3]"}]}], "outputs": [1]}}
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))  # ASCII JSON with \\ud800 escapes: valid JSON, invalid UTF-8 once decoded
+    for command in ("show", "dot"):
+        done = run_frame("graph", command, str(path), "--no-verify")
+        assert done.returncode == 0, done.stderr
+        assert "\\ud800" in done.stdout and "Traceback" not in done.stderr
+    checked = run_frame("graph", "show", str(path))
+    assert checked.returncode == 2 and "unknown op 'relu\\ud800'" in checked.stderr
+    assert "internal error" not in checked.stderr

@@ -78,3 +78,10 @@ def test_a_fused_node_with_several_outputs_writes_into_planned_buffers():
     for _ in range(2):  # the second run reuses the buffers the first one wrote
         got = exe.run([x])
         np.testing.assert_allclose(got, [np.sum((t * 2) @ t), np.sum((t + 1) @ t)], rtol=1e-4)
+
+
+def test_a_plan_larger_than_the_machine_is_a_compile_error_saying_how_many_bytes():
+    # 4 PiB of float32: more than any address space, so no allocator (overcommitting or not) can give it
+    graph = fc.trace(lambda x: ops.sum(ops.tanh(ops.sin(x) * 2.0) + 1.0), "f32[1048576, 1048576, 1024]")
+    with pytest.raises(fc.CompileError, match=r"the memory plan needs 4,503,599,627,370,496 bytes \(4 PiB\)"):
+        fc.compile(graph, cache=False)

@@ -83,6 +83,16 @@ def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
     return arenas[plan.buffer_of[v]][: v.type.nbytes].view(v.type.dtype.np).reshape(v.type.shape)
 
 
+def _human(n: int) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{size:.4g} {unit}"
+        size /= 1024
+    return f"{size:.4g} PiB"
+
+
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     schemas = ctx.registry.schemas
     printable = _LazyNames(graph)
@@ -90,7 +100,15 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     for i, v in enumerate(graph.inputs):
         reg[v] = f"x{i}"
     constants: dict[str, np.ndarray] = {}
-    arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
+    try:
+        arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
+    except (MemoryError, ValueError) as exc:  # ValueError: "array is too big" past numpy's own limit
+        need = plan.arena_bytes
+        raise CompileError(
+            f"the memory plan needs {need:,} bytes ({_human(need)}) for the graph's intermediates in "
+            f"{len(plan.buffer_bytes)} buffers, more than this machine can allocate ({type(exc).__name__}: {exc}); "
+            f"the largest single intermediate is {_human(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
+            "batch), or split the computation") from None
     buffers: dict[str, Any] = {}
     instructions: list[Instruction] = []
     dies_after: dict[int, list[Value]] = {}
