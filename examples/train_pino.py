@@ -128,9 +128,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"PINO, -u'' + u = f on [0, 2 pi), N = {N}: model {args.model}, batch {BATCH}, SGD lr {args.lr}")
     result = train(args.model, args.steps, args.lr, args.seed, log=print)
-    first, last = result.losses[0], result.losses[-1]
-    print(f"physics loss {first:.3e} -> {last:.3e} ({first / last:.0f}x lower) in {args.steps} steps, "
-          f"{result.seconds / args.steps * 1e3:.2f} ms/step, {result.seconds:.1f} s")
+    first, last = result.losses[0], float(np.mean(result.losses[-20:]))  # each step sees fresh forcings
+    print(f"physics loss {first:.3e} -> {last:.3e} (mean of the last 20 steps: {first / last:.0f}x lower) in "
+          f"{args.steps} steps, {result.seconds / args.steps * 1e3:.2f} ms/step, {result.seconds:.1f} s")
     print(f"relative L2 error against the analytic solution on 64 held-out forcings: {result.rel_l2:.2e}")
 
 

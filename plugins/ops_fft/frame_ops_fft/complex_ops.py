@@ -15,7 +15,7 @@ import numpy as np
 
 from frame_core import Example, NodeContext, OpSchema, TensorType, ops
 
-from ._packed import as_complex, as_packed, compute_dtype, require_packed, unbroadcast
+from ._packed import as_complex, as_packed, compute_dtype, require_float, require_packed, unbroadcast
 
 
 def _broadcast(ctx: NodeContext, shapes: list[tuple[int, ...]], what: str) -> tuple[int, ...]:
@@ -34,17 +34,26 @@ def _same_dtype(ctx: NodeContext) -> None:
 
 
 def _complex_result(ctx: NodeContext, fn: Callable[..., np.ndarray]) -> Callable:
-    """A kernel applying ``fn`` to the complex views of its packed inputs, writing into ``out`` when given."""
+    """A kernel applying ``fn`` to its inputs as numpy complex arrays (a real multiplier, last axis 1, as real),
+    writing into ``out`` when given."""
     (y_t,) = ctx.output_types
     real, dtype = compute_dtype(y_t), y_t.dtype.np
+    count = len(ctx.input_types)
+    complex_out = y_t.shape[-1] == 2
+
+    def numeric(a: np.ndarray) -> np.ndarray:
+        return as_complex(a, real) if a.shape[-1] == 2 else a[..., 0].astype(real, copy=False)
+
+    def repack(result: np.ndarray) -> np.ndarray:
+        return as_packed(result, dtype) if complex_out else result[..., None].astype(dtype, copy=False)
 
     def kernel(*arrays: np.ndarray) -> np.ndarray:
-        out = arrays[len(ctx.input_types)] if len(arrays) > len(ctx.input_types) else None
-        args = [as_complex(a, real) for a in arrays[:len(ctx.input_types)]]
+        out = arrays[count] if len(arrays) > count else None
+        args = [numeric(a) for a in arrays[:count]]
         if out is not None and out.dtype == real and out.flags.c_contiguous:
-            fn(*args, out=as_complex(out, real))  # out is a planned buffer: contiguous, so this is a view
+            fn(*args, out=as_complex(out, real) if complex_out else out[..., 0])  # views of the planned buffer
             return out
-        result = as_packed(fn(*args), dtype)
+        result = repack(fn(*args))
         if out is None:
             return result
         out[...] = result
@@ -52,19 +61,29 @@ def _complex_result(ctx: NodeContext, fn: Callable[..., np.ndarray]) -> Callable
     return kernel
 
 
-# complex_mul(a, b) -> a b, broadcasting              ga = G conj(b), gb = G conj(a) (summed to each shape)
+# complex_mul(a, b) -> a b, broadcasting; an operand with a last axis of 1 is real (a complex number with Im 0)
+#   ga = G conj(b), gb = G conj(a), each summed to its operand's shape; a real operand takes the Re part
 def _complex_mul_shape(ctx: NodeContext) -> list[TensorType]:
     a, b = ctx.input_types
-    require_packed(ctx, a, 0)
-    require_packed(ctx, b, 1)
+    for i, t in enumerate((a, b)):
+        require_float(ctx, t, i)
+        if t.rank < 1 or t.shape[-1] not in (1, 2):
+            raise ctx.error(f"got {t} for input {i} ({ctx.schema.inputs[i]}), expected packed complex [..., 2] or a "
+                            "real multiplier [..., 1]")
     _same_dtype(ctx)
-    return [a.with_shape(_broadcast(ctx, [a.shape[:-1], b.shape[:-1]], "the complex shapes") + (2,))]
+    last = max(a.shape[-1], b.shape[-1])
+    return [a.with_shape(_broadcast(ctx, [a.shape[:-1], b.shape[:-1]], "the complex shapes") + (last,))]
 
 
 def _complex_mul_gradient(ctx: NodeContext):
     a, b = ctx.input_types
-    return ctx.grad_graph(lambda a_, b_, y, gy: [unbroadcast(ops.complex_mul(gy, ops.conj(b_)), a),
-                                                 unbroadcast(ops.complex_mul(gy, ops.conj(a_)), b)])
+
+    def part(g, operand: TensorType, other):  # noqa: ANN001, ANN202 - traced Tensors
+        g = ops.complex_mul(g, ops.conj(other) if other.shape[-1] == 2 else other)
+        if operand.shape[-1] == 1 and g.shape[-1] == 2:
+            g = ops.slice(g, starts=[0], stops=[1], axes=[-1])  # dL/d(real operand) = Re(G conj(other))
+        return unbroadcast(g, operand)
+    return ctx.grad_graph(lambda a_, b_, y, gy: [part(gy, a, b_), part(gy, b, a_)])
 
 
 COMPLEX_MUL = OpSchema(
@@ -75,9 +94,13 @@ COMPLEX_MUL = OpSchema(
     gradient=_complex_mul_gradient,
     traits=("accepts_out", "commutative"),
     doc="The complex product of packed a and b: (a_re b_re - a_im b_im, a_re b_im + a_im b_re); the complex "
-        "axes broadcast as in numpy.",
+        "axes broadcast as in numpy. An operand whose last axis is 1 is real: it scales re and im alike "
+        "(one pass over complex numbers, where a broadcast `mul` would loop over pairs).",
     examples=[Example(["f32[3, 4, 2]", "f32[3, 4, 2]"]), Example(["f32[2, 5, 2]", "f32[5, 2]"], note="broadcast"),
-              Example(["f64[3, 1, 2]", "f64[1, 4, 2]"], note="broadcast both ways")],
+              Example(["f64[3, 1, 2]", "f64[1, 4, 2]"], note="broadcast both ways"),
+              Example(["f32[2, 5, 2]", "f32[5, 1]"], note="a real multiplier"),
+              Example(["f64[3, 1]", "f64[3, 2]"], note="a real operand first"),
+              Example(["f64[2, 3, 1]", "f64[3, 1]"], note="both real")],
 )
 
 
@@ -89,9 +112,9 @@ def _conj_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 def _conj_kernel(ctx: NodeContext) -> Callable:
-    (z_t,) = ctx.input_types
-    sign = np.array([1, -1], z_t.dtype.np)
-    return lambda z, out=None: np.multiply(z, sign, out=out if out is not None else np.empty(z_t.shape, z_t.dtype.np))
+    # numpy's conjugate on the complex view streams over complex numbers; multiplying the packed array by
+    # (1, -1) would run numpy's inner loop over (re, im) pairs, several times slower
+    return _complex_result(ctx, np.conjugate)
 
 
 CONJ = OpSchema(
@@ -130,9 +153,12 @@ def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.n
 
 
 def _adjoint(t):  # noqa: ANN001, ANN201 - a traced Tensor
-    """The conjugate transpose of a packed matrix stack (axes -3 and -2 swapped)."""
+    """The conjugate transpose of a packed matrix stack (axes -3 and -2 swapped).
+
+    conj first, on the contiguous input (one streaming pass), then the transpose as a free view.
+    """
     perm = list(range(t.ndim - 3)) + [t.ndim - 2, t.ndim - 3, t.ndim - 1]
-    return ops.conj(ops.transpose(t, perm=perm))
+    return ops.transpose(ops.conj(t), perm=perm)
 
 
 def _complex_matmul_gradient(ctx: NodeContext):

@@ -1,4 +1,4 @@
-"""Entry point of frame-ops-fft: registers the transforms and the packed complex ops."""
+"""Entry point of frame-ops-fft: registers the transforms, the packed complex ops and a compile pass."""
 
 from __future__ import annotations
 
@@ -12,3 +12,10 @@ def frame_register_ops():
     from . import complex_ops, transforms
 
     return [*transforms.SCHEMAS, *complex_ops.SCHEMAS]
+
+
+@hookimpl
+def frame_register_passes():
+    from .simplify import PASSES
+
+    return PASSES

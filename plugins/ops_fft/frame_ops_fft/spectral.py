@@ -73,7 +73,8 @@ def irfftn(z: Tensor, s: Sequence[int], axes: Sequence[int] = (-2, -1), norm: st
 
 
 def _along(values: np.ndarray, axis: int, rank: int, packed: int) -> np.ndarray:
-    """``values`` (one per bin) shaped to broadcast along ``axis`` of a packed tensor of ``rank`` complex axes."""
+    """``values`` (one per bin; complex ones packed) shaped to broadcast along ``axis`` of a packed tensor of
+    ``rank`` complex axes: real ones get a last axis of 1, which complex_mul reads as a real multiplier."""
     return values.reshape(values.shape[:1] + (1,) * (rank - 1 - axis) + values.shape[1:] + (1,) * (1 - packed))
 
 
@@ -94,7 +95,7 @@ def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, 
     k = wavenumbers(n, length) ** order * (-1.0) ** (order // 2)
     z = ops.rfft(x, axis=a)
     if order % 2 == 0:
-        z = z * _along(k, a, x.ndim, packed=0).astype(x.dtype.np)
+        z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(x.dtype.np))  # a real multiplier [m, .., 1]
     else:
         if n % 2 == 0:
             k[-1] = 0.0

@@ -12,20 +12,21 @@ Adjoints (derived here; the packed gradient of a complex value is
   (Im G_0 and Im G_{n/2} meet sin 0 = 0 and drop out). irfft(Y) with scale
   t = s counts every inner bin twice (its Hermitian mirror) and reads only
   Re Y at DC and Nyquist, so halving the inner bins reproduces the sum:
-  ``gx = irfft(G * W, n, norm=swap(a))``, W = 1/2 on inner bins, (1, 0) at DC
-  and (for even n) Nyquist.
+  ``gx = irfft(G * W, n, norm=swap(a))``, W = 1/2 on inner bins, 1 at DC and
+  (for even n) Nyquist.
 * irfft: y_j = t (Re Z_0 + 2 sum_inner Re(Z_k e^{+i theta}) + Re Z_{n/2} (-1)^j).
   Then dL/dRe Z_k = c_k t sum_j gy_j cos theta and dL/dIm Z_k = -c_k t sum_j
   gy_j sin theta, which is c_k times rfft(gy) with scale s(swap(a)) = t:
-  ``gZ = rfft(gy, norm=swap(a)) * C``, C = 2 on inner bins, (1, 0) at DC and
-  Nyquist: Im Z_0 and Im Z_{n/2} never reach the output, their gradient is 0.
+  ``gZ = rfft(gy, norm=swap(a)) * C``, C = 2 on inner bins, 1 at DC and
+  Nyquist. Im Z_0 and Im Z_{n/2} never reach the output and their gradient is
+  exactly 0: rfft of the real gy puts exact zeros there.
 * fft: Y = s F z is complex-linear; its adjoint is s F^H = s n F^{-1}, the
   inverse transform with scale s = t(swap(a)): ``gz = ifft(G, norm=swap(a))``;
   likewise ``ifft``'s is ``fft(G, norm=swap(a))``.
 
-Each adjoint is one of these four ops times a constant, and W * C = 1 where
-the transforms' outputs can be non-zero, so the adjoint of an adjoint is the
-op again: every gradient is closed, to any order (ARCH-068).
+Each adjoint is one of these four ops times a real constant per bin, and
+W * C = 1, so the adjoint of an adjoint is the op again: every gradient is
+closed, to any order (ARCH-068).
 """
 
 from __future__ import annotations
@@ -44,16 +45,18 @@ _NORM = AttrSpec("str", "backward", "'backward' (default), 'ortho' or 'forward',
 
 
 def bin_weights(n: int, trailing: int, inverse: bool, dtype: np.dtype) -> np.ndarray:
-    """W (``inverse=False``: 1/2 on inner bins) or C (``inverse=True``: 2), (1, 0) at DC and Nyquist.
+    """W (``inverse=False``: 1/2 on inner bins) or C (``inverse=True``: 2 on inner bins), 1 at DC and Nyquist.
 
-    Shaped ``[m] + [1] * trailing + [2]`` to broadcast against a packed half spectrum whose transformed axis
-    has ``trailing`` complex axes after it.
+    A real multiplier per bin, shaped ``[m] + [1] * trailing + [1]`` to scale re and im alike along the
+    transformed axis of a packed half spectrum with ``trailing`` complex axes after it. (The Im parts of
+    the DC and Nyquist bins need no mask: irfft never reads them, and rfft of a real signal makes them
+    exactly 0.) Being a real per-bin multiplier, it folds into neighbouring spectral multipliers
+    (``fold_spectral_multipliers``).
     """
     m = n // 2 + 1
-    w = np.full((m, 2), 2.0 if inverse else 0.5)
-    edges = [0, n // 2] if n % 2 == 0 else [0]  # bins a real signal's spectrum holds once: DC, Nyquist
-    w[edges] = (1.0, 0.0)
-    return w.reshape((m,) + (1,) * trailing + (2,)).astype(dtype)
+    w = np.full(m, 2.0 if inverse else 0.5)
+    w[[0, n // 2] if n % 2 == 0 else [0]] = 1.0  # bins a real signal's spectrum holds once: DC, Nyquist
+    return w.reshape((m,) + (1,) * trailing + (1,)).astype(dtype)
 
 
 # rfft(x; axis, norm) -> X [..., n//2 + 1, ..., 2]        gx = irfft(gX * W, n, norm=swap(norm))
@@ -88,7 +91,7 @@ def _rfft_gradient(ctx: NodeContext):
     axis, norm = complex_axis(ctx, x.rank), norm_of(ctx)
     n = x.shape[axis]
     w = bin_weights(n, x.rank - 1 - axis, inverse=False, dtype=x.dtype.np)
-    return ctx.grad_graph(lambda x_, y, gy: ops.irfft(gy * w, n=n, axis=axis, norm=SWAP[norm]))
+    return ctx.grad_graph(lambda x_, y, gy: ops.irfft(ops.complex_mul(gy, w), n=n, axis=axis, norm=SWAP[norm]))
 
 
 RFFT = OpSchema(
@@ -147,7 +150,7 @@ def _irfft_gradient(ctx: NodeContext):
     axis, n = _irfft_n(ctx)
     norm = norm_of(ctx)
     c = bin_weights(n, z.rank - 2 - axis, inverse=True, dtype=z.dtype.np)
-    return ctx.grad_graph(lambda z_, y, gy: ops.rfft(gy, axis=axis, norm=SWAP[norm]) * c)
+    return ctx.grad_graph(lambda z_, y, gy: ops.complex_mul(ops.rfft(gy, axis=axis, norm=SWAP[norm]), c))
 
 
 IRFFT = OpSchema(

@@ -40,6 +40,9 @@ def cases():
                 out[f"ifft-{tag}"] = ([full], lambda z, a=axis, m=norm: ops.ifft(z, axis=a, norm=m),
                                       lambda z, a=axis, m=norm: R(torch.fft.ifft(C(z), dim=a, norm=m)))
     out["complex_mul"] = ([(2, 3, 4, 2), (4, 2)], ops.complex_mul, lambda a, b: R(C(a) * C(b)))
+    out["complex_mul-real multiplier"] = ([(2, 5, 2), (5, 1)], ops.complex_mul, lambda a, r: R(C(a) * r[..., 0]))
+    out["complex_mul-real first"] = ([(3, 1, 1), (3, 4, 2)], ops.complex_mul, lambda r, b: R(r[..., 0] * C(b)))
+    out["complex_mul-both real"] = ([(2, 3, 1), (3, 1)], ops.complex_mul, lambda a, b: a * b)
     out["conj"] = ([(3, 4, 2)], ops.conj, lambda z: R(torch.conj(C(z)).resolve_conj()))
     out["complex_matmul"] = ([(2, 3, 4, 2), (4, 5, 2)], ops.complex_matmul, lambda a, b: R(C(a) @ C(b)))
     out["complex_matmul-batched"] = ([(5, 1, 2, 3, 2), (4, 3, 2, 2)], ops.complex_matmul,
