@@ -3,6 +3,8 @@ setting, and the named errors for bad input."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import scipy.fft
@@ -112,6 +114,8 @@ def test_half_precision_is_computed_in_float32_and_rounded_once(dtype):
 
 # -- workers -----------------------------------------------------------------------------------------
 def test_workers_default_to_the_usable_cores_and_a_change_reaches_compiled_kernels(monkeypatch):
+    monkeypatch.setattr(config, "WORKERS", -1)
+    importlib.reload(config)  # the module-level default, whatever ran before
     assert config.WORKERS == config.usable_cores() >= 1
     seen = []
     real = scipy.fft.rfft
