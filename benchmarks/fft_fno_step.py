@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _fft_common import apply_threads, ensure_malloc_env, interleaved, machine_line  # noqa: E402
+from fft_common import apply_threads, ensure_malloc_env, interleaved, machine_line  # noqa: E402
 
 ensure_malloc_env()
 
