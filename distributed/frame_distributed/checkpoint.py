@@ -21,6 +21,7 @@ import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
     target = pathlib.Path(path)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise CheckpointError(f"save_checkpoint: step must be a non-negative int, got {step!r}")
-    arrays = {"format": np.array(CHECKPOINT_FORMAT), "step": np.array(int(step), np.int64)}
+    arrays: dict[str, Any] = {"format": np.array(CHECKPOINT_FORMAT), "step": np.array(int(step), np.int64)}
     for i, p in enumerate(params):
         if not isinstance(p, np.ndarray):
             raise CheckpointError(f"save_checkpoint: parameter {i} must be a numpy array, got {type(p).__name__}")

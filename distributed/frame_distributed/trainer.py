@@ -89,7 +89,7 @@ class DataParallelTrainer:
         self._loss = loss
         self._check_params(params)
         self.dtype: np.dtype = params[0].dtype
-        self.param_types = [fc.TensorType(p.dtype, p.shape) for p in params]
+        self.param_types = [type_of(p) for p in params]
         self._update = fc.compile(fc.build_sgd_update_graph(self.param_types, lr))
         self.lr = lr
         sizes = [p.size for p in params]
@@ -150,7 +150,7 @@ class DataParallelTrainer:
         return rows[0]
 
     def _training_executable(self, data: Sequence[np.ndarray]) -> fc.Executable:
-        key = tuple(fc.TensorType(a.dtype, a.shape) for a in data)
+        key = tuple(type_of(a) for a in data)
         exe = self._training.get(key)
         if exe is None:
             exe = fc.compile(self.training_graph(key))
@@ -247,8 +247,13 @@ class DataParallelTrainer:
                 f"({self._offsets[-1]} values, {self.dtype}), step {self.step}>")
 
 
+def type_of(array: np.ndarray) -> fc.TensorType:
+    """The frame type of a numpy array (``IRError`` for a dtype frame does not have)."""
+    return fc.TensorType(array.dtype.name, array.shape)
+
+
 def _describe(array: np.ndarray) -> str:
     try:
-        return str(fc.TensorType(array.dtype, array.shape))
+        return str(type_of(array))
     except fc.FrameError:  # a dtype frame has no name for
         return f"{array.dtype}{list(array.shape)}"
