@@ -6,6 +6,7 @@ rank (OMP/OPENBLAS/MKL_NUM_THREADS=1). Runs ``mpiexec -n 1`` and ``-n 2`` of
 this script in turns (interleaved, ``--rounds`` each) and prints per
 configuration the median step time, samples per second, the time the step
 spends in ``allreduce_`` (waiting for the slower rank included) and its share,
+the compute part of rank 0's step (training graph and packing the gradients),
 plus the median of a bare ``allreduce_`` of the same buffer; then the 2/1
 ratio of samples per second (target >= 1.6x) and the hand-written numpy step
 in one process for reference. Ends with the ring all-reduce model for 64
@@ -51,13 +52,14 @@ def worker(steps: int, batch: int) -> None:
     trainer = DataParallelTrainer(mlp_loss, init(rng), LR, comm=comm)
     for _ in range(5):  # compile, warm caches
         trainer.train_step(x_shard, t_shard)
-    step_s, reduce_s = [], []
+    step_s, reduce_s, compute_s = [], [], []
     for _ in range(steps):
-        before = trainer.stats.allreduce_s
+        before = (trainer.stats.allreduce_s, trainer.stats.compute_s)
         t0 = time.perf_counter()
         trainer.train_step(x_shard, t_shard)
         step_s.append(time.perf_counter() - t0)
-        reduce_s.append(trainer.stats.allreduce_s - before)
+        reduce_s.append(trainer.stats.allreduce_s - before[0])
+        compute_s.append(trainer.stats.compute_s - before[1])
     buffer = np.zeros(trainer.allreduce_bytes // 4, np.float32)
     bare = []
     for _ in range(50):
@@ -67,7 +69,7 @@ def worker(steps: int, batch: int) -> None:
         bare.append(time.perf_counter() - t0)
     if comm.rank == 0:
         print(json.dumps({"ranks": comm.size, "step_s": statistics.median(step_s),
-                          "allreduce_s": statistics.median(reduce_s), "bare_allreduce_s": statistics.median(bare),
+                          "allreduce_s": statistics.median(reduce_s), "compute_s": statistics.median(compute_s), "bare_allreduce_s": statistics.median(bare),
                           "bytes": trainer.allreduce_bytes, "shard": len(x_shard)}), flush=True)
 
 
@@ -120,16 +122,17 @@ def main() -> None:
     for _ in range(args.rounds):  # interleaved: a busy spell hurts both configurations alike
         for ranks in (1, 2):
             results[ranks].append(run(ranks, args.steps, args.batch))
-    print(f"{'ranks':>5} {'shard':>6} {'step ms':>8} {'samples/s':>10} {'allreduce ms':>13} {'share':>6} "
-          f"{'bare allreduce ms':>18}")
+    print(f"{'ranks':>5} {'shard':>6} {'step ms':>8} {'samples/s':>10} {'compute ms':>11} {'allreduce ms':>13} "
+          f"{'share':>6} {'bare allreduce ms':>18}")
     summary = {}
     for ranks, rows in results.items():
         step = statistics.median(r["step_s"] for r in rows)
         reduce = statistics.median(r["allreduce_s"] for r in rows)
+        compute = statistics.median(r["compute_s"] for r in rows)
         bare = statistics.median(r["bare_allreduce_s"] for r in rows)
         summary[ranks] = args.batch / step
-        print(f"{ranks:5d} {rows[0]['shard']:6d} {step * 1e3:8.2f} {args.batch / step:10,.0f} {reduce * 1e3:13.3f} "
-              f"{reduce / step:6.1%} {bare * 1e3:18.3f}")
+        print(f"{ranks:5d} {rows[0]['shard']:6d} {step * 1e3:8.2f} {args.batch / step:10,.0f} {compute * 1e3:11.2f} "
+              f"{reduce * 1e3:13.3f} {reduce / step:6.1%} {bare * 1e3:18.3f}")
     print(f"2 ranks / 1 rank, samples per second: {summary[2] / summary[1]:.2f}x (target >= 1.6x); "
           f"medians of {args.rounds} interleaved runs of {args.steps} steps; load average now "
           f"{os.getloadavg()[0]:.2f}")

@@ -19,10 +19,11 @@ when an ``MPICommunicator`` is created.
 from __future__ import annotations
 
 from .checkpoint import CHECKPOINT_FORMAT, Checkpoint, load_checkpoint, save_checkpoint
-from .communicator import Communicator, LocalCommunicator, MPICommunicator, default_communicator, launched_by_mpi
+from .communicator import Communicator, LocalCommunicator, default_communicator, launched_by_mpi
 from .data import shard_range, split_by_rank
 from .errors import CheckpointError, DistributedError, MPIUnavailableError
 from .evaluate import parallel_evaluate
+from .mpi import MPICommunicator
 from .trainer import DataParallelTrainer, StepStats
 
 __version__ = "0.1.0"

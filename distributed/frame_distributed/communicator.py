@@ -6,31 +6,26 @@ Everything frame-distributed sends between ranks goes through five members:
 ``barrier``. Another engine (Ray, torch.distributed, ...) plugs in by
 implementing them; nothing else in this package knows about MPI.
 
-``mpi4py`` is imported only when an ``MPICommunicator`` is created, so this
-package (and ``frame_core``) import without it.
+``MPICommunicator`` lives in ``frame_distributed.mpi``; ``mpi4py`` is imported
+only when one is created, so this package (and ``frame_core``) import without it.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
-import sys
-import time
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from .errors import DistributedError, MPIUnavailableError
 
-__all__ = ["Communicator", "LocalCommunicator", "MPICommunicator", "default_communicator", "launched_by_mpi"]
+__all__ = ["Communicator", "LocalCommunicator", "default_communicator", "launched_by_mpi"]
 
 #: Environment variables that MPI launchers set in every process they start: MPICH/Intel MPI/MVAPICH
 #: (PMI), Open MPI, and PMIx (Open MPI 5, Slurm's ``srun --mpi=pmix``; ``srun --mpi=pmi2`` sets PMI_RANK).
 LAUNCHER_VARIABLES = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
 #: ``FRAME_COMMUNICATOR=mpi`` or ``=local`` overrides what ``default_communicator`` picks.
 OVERRIDE_VARIABLE = "FRAME_COMMUNICATOR"
-#: Seconds between printing why a rank aborts and calling MPI_Abort.
-ABORT_GRACE_S = 0.3
 INSTALL_HINT = "pip install 'frame-distributed[mpi]' (mpi4py and the MPICH wheel, which brings mpiexec)"
 
 
@@ -112,142 +107,6 @@ class LocalCommunicator:
         return "<LocalCommunicator rank 0 of 1>"
 
 
-def import_mpi() -> Any:
-    """``mpi4py.MPI`` (initialising MPI), or ``MPIUnavailableError`` saying what to install."""
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        raise MPIUnavailableError(
-            f"MPICommunicator needs mpi4py, which cannot be imported ({type(exc).__name__}: {exc}); install it with "
-            f"{INSTALL_HINT}, or use LocalCommunicator() to run in a single process") from exc
-    return MPI
-
-
-class MPICommunicator:
-    """The ranks of an MPI communicator (default ``COMM_WORLD``) through mpi4py.
-
-    ``allreduce_`` is one ``Allreduce(IN_PLACE, SUM)`` and ``broadcast_`` one
-    ``Bcast``, both straight on the numpy buffer (no copy, no pickling).
-
-    Failure behaviour (so that a failing rank never leaves the others waiting
-    forever in a collective):
-
-    - ``abort_on_error`` (default): an exception that ends the program on any
-      rank prints its traceback and ``rank R of N failed: Type: message``,
-      then calls ``MPI_Abort``, which ends every rank with a non-zero status.
-    - ``exit_timeout_s``: a rank that reaches the end of the program waits at
-      most this long for the others to reach it too, then aborts the job (a
-      rank that left through ``sys.exit`` or skipped a collective).
-    - ``timeout_s`` (default ``None``: wait as long as it takes): the longest a
-      collective may wait for the other ranks before the job is aborted (for
-      a rank that hangs without raising). Waiting then polls the request.
-    """
-
-    def __init__(self, comm: Any = None, *, abort_on_error: bool = True, timeout_s: float | None = None,
-                 exit_timeout_s: float | None = 60.0) -> None:
-        for name, value in (("timeout_s", timeout_s), ("exit_timeout_s", exit_timeout_s)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise DistributedError(f"{name} must be a positive number of seconds or None, got {value!r}")
-        MPI = import_mpi()
-        self._MPI = MPI
-        # A duplicate keeps frame's messages apart from any MPI traffic of the user's own on the same ranks.
-        self._comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
-        self._rank: int = self._comm.Get_rank()
-        self._size: int = self._comm.Get_size()
-        self.timeout_s = timeout_s
-        self.exit_timeout_s = exit_timeout_s
-        if abort_on_error:
-            _abort_on_uncaught_exception(self)
-        if exit_timeout_s is not None:
-            atexit.register(self._wait_for_everyone_at_exit)
-
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def mpi_comm(self) -> Any:
-        """The underlying ``mpi4py.MPI.Comm`` (a duplicate of the one given)."""
-        return self._comm
-
-    def allreduce_(self, buffer: np.ndarray) -> None:
-        check_reduce_buffer(buffer)
-        if self.timeout_s is None:
-            self._comm.Allreduce(self._MPI.IN_PLACE, buffer, op=self._MPI.SUM)
-        else:
-            self._wait(self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=self._MPI.SUM), "allreduce_")
-
-    def broadcast_(self, buffer: np.ndarray, root: int = 0) -> None:
-        check_broadcast_buffer(buffer, root, self._size)
-        raw = [buffer.reshape(-1).view(np.uint8), self._MPI.BYTE]  # any dtype (bool, bfloat16) travels as bytes
-        if self.timeout_s is None:
-            self._comm.Bcast(raw, root=root)
-        else:
-            self._wait(self._comm.Ibcast(raw, root=root), "broadcast_")
-
-    def barrier(self) -> None:
-        if self.timeout_s is None:
-            self._comm.Barrier()
-        else:
-            self._wait(self._comm.Ibarrier(), "barrier")
-
-    def abort(self, reason: str, code: int = 1) -> None:
-        """Print ``rank R of N <reason>`` on stderr and end every rank of the job with status ``code``."""
-        sys.stdout.flush()
-        print(f"frame-distributed: rank {self._rank} of {self._size} {reason}; aborting all ranks (MPI_Abort)",
-              file=sys.stderr, flush=True)
-        # The launcher tears the job down as soon as it hears of the abort, and can drop output it has not
-        # forwarded yet: give it a moment to pass this message (and the traceback before it) on.
-        time.sleep(ABORT_GRACE_S)
-        self._MPI.COMM_WORLD.Abort(code)
-
-    def _wait(self, request: Any, what: str) -> None:
-        timeout_s = self.timeout_s or 0.0
-        self._wait_or_abort(request, timeout_s, f"waited {timeout_s:g} s in {what} for the other ranks (one is "
-                                                "stuck, has died or skipped the call)")
-
-    def _wait_or_abort(self, request: Any, timeout_s: float, reason: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        pause = 0.0
-        while not request.Test():
-            if time.monotonic() > deadline:
-                self.abort(reason)
-            time.sleep(pause)
-            pause = min(2 * pause or 1e-5, 1e-2)  # spin first (a step's collective is short), then back off
-
-    def _wait_for_everyone_at_exit(self) -> None:
-        if self._MPI.Is_finalized() or self._size == 1:
-            return
-        timeout_s = self.exit_timeout_s or 0.0
-        self._wait_or_abort(self._comm.Ibarrier(), timeout_s,
-                            f"reached the end of the program, but the other ranks did not within {timeout_s:g} s "
-                            "(a rank left early, e.g. through sys.exit, or waits in a collective this rank skipped)")
-
-    def __repr__(self) -> str:
-        return f"<MPICommunicator rank {self._rank} of {self._size}>"
-
-
-_hooked: list[MPICommunicator] = []
-
-
-def _abort_on_uncaught_exception(comm: MPICommunicator) -> None:
-    """Make an uncaught exception abort the whole MPI job (once per process)."""
-    if _hooked:
-        return
-    _hooked.append(comm)
-    previous = sys.excepthook
-
-    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-        previous(exc_type, exc, tb)
-        comm.abort(f"failed with {exc_type.__name__}: {exc}")
-
-    sys.excepthook = hook
-
-
 def launched_by_mpi(environ: Any = None) -> bool:
     """Whether an MPI launcher (``mpiexec``, ``mpirun``, ``srun``) started this process."""
     env = os.environ if environ is None else environ
@@ -275,6 +134,8 @@ def default_communicator() -> Communicator:
     if choice == "local" or (choice == "" and not launched_by_mpi()):
         comm = LocalCommunicator()
     else:
+        from .mpi import MPICommunicator
+
         try:
             comm = MPICommunicator()
         except MPIUnavailableError as exc:

@@ -6,7 +6,7 @@ Scenarios: ``acceptance`` (data-parallel training with even, uneven and
 empty shards, parallel evaluation, communicator round trips), ``train``
 (training with checkpoints, optionally killing the whole job part-way, or
 resuming), ``raise``, ``exit`` and ``hang`` (one rank fails in a different
-way at step 3). Each rank writes what it ends with to ``OUT_DIR`` as
+way at step 3), ``tail`` (rank 0 works on after rank 1 has ended). Each rank writes what it ends with to ``OUT_DIR`` as
 ``.npz`` files; the tests load them. The tests also import this file (by path)
 for the problem and the reference, which uses no frame-distributed code.
 """
@@ -169,7 +169,7 @@ def acceptance(comm, out: pathlib.Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["acceptance", "train", "raise", "exit", "hang"])
+    parser.add_argument("scenario", choices=["acceptance", "train", "raise", "exit", "hang", "tail"])
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--split", default="even", choices=SPLITS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -182,7 +182,7 @@ def main() -> None:
     from frame_distributed import MPICommunicator, default_communicator
 
     if args.scenario in ("raise", "exit", "hang"):
-        comm = MPICommunicator(timeout_s=2.0 if args.scenario == "hang" else None, exit_timeout_s=2.0)
+        comm = MPICommunicator(timeout_s=2.0 if args.scenario == "hang" else None)
         (args.out / f"pid-rank{comm.rank}").write_text(str(os.getpid()))
         train(comm, "even", STEPS, fail=args.scenario)
     else:
@@ -190,6 +190,11 @@ def main() -> None:
         (args.out / f"pid-rank{comm.rank}").write_text(str(os.getpid()))
         if args.scenario == "acceptance":
             acceptance(comm, args.out)
+        elif args.scenario == "tail":  # rank 1 ends right after training; rank 0 works on for a while
+            train(comm, "even", 5)
+            if comm.rank == 0:
+                time.sleep(2.0)
+                (args.out / "tail-done").write_text("rank 0 finished its tail")
         else:
             train(comm, args.split, args.steps, args.out, args.checkpoint, args.every, args.resume, args.kill_job_at)
 

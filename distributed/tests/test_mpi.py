@@ -169,7 +169,8 @@ def test_mpi_communicator_sums_and_broadcasts_any_dtype(acceptance):
 
 @pytest.mark.parametrize("failure,culprit,message", [
     ("raise", 1, "rank 1 of 2 failed with RuntimeError: injected failure at step 3"),
-    ("exit", 1, "rank 1 of 2 reached the end of the program, but the other ranks did not within 2 s"),
+    ("exit", 0, "rank 0 of 2 waits in allreduce_ (its collective 5), but rank 1 ended its program after 4 "
+                "collectives and will never join it"),
     ("hang", 0, "rank 0 of 2 waited 2 s in allreduce_ for the other ranks"),
 ], ids=["raises", "exits-early", "hangs"])
 def test_a_failing_rank_ends_every_rank_in_bounded_time(tmp_path, failure, culprit, message):
@@ -183,6 +184,14 @@ def test_a_failing_rank_ends_every_rank_in_bounded_time(tmp_path, failure, culpr
     if failure == "raise":
         assert "Traceback" in run.stderr  # the failing rank's own traceback comes first
     assert len(rank_pids(tmp_path)) == RANKS and not run.stragglers  # every rank started, none is left
+
+
+def test_a_rank_that_ends_first_does_not_cut_short_a_rank_still_working(tmp_path):
+    """Rank 1 ends right after training, rank 0 works 2 s longer: a normal end, not an abort."""
+    run = mpiexec("tail", out=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "tail-done").read_text() == "rank 0 finished its tail"
+    assert "aborting" not in run.stderr and not run.stragglers
 
 
 def test_killed_job_resumes_from_its_checkpoint_to_the_uninterrupted_result(acceptance, tmp_path, scenarios):
