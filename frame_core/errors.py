@@ -26,6 +26,7 @@ __all__ = [
     "CompileError",
     "InputError",
     "KernelError",
+    "DataError",
     "suggest",
 ]
 
@@ -117,6 +118,14 @@ class InputError(FrameError, TypeError):
 
 class KernelError(FrameError):
     """A kernel failed while running; the message names the node and the op."""
+
+
+class DataError(FrameError, ValueError):
+    """Input data breaks an op's run-time precondition (an index out of range, a label past the class count).
+
+    Kernels raise it with a message naming the offending value and the valid range; ``Executable.run``
+    re-raises it with the node it came from. It is the caller's data at fault, not the kernel.
+    """
 
 
 def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, KernelError
+from ..errors import DataError, InputError, KernelError
 from ..ir.graph import Graph
 from ..ir.types import TensorType
 from ..compiler.passes.lower import Program
@@ -229,6 +229,8 @@ class Executable:
 
     def _kernel_failed_at(self, exc: Exception, k: int) -> None:
         ins = self.program.instructions[k]
+        if isinstance(exc, DataError):  # the caller's data, not a broken kernel: keep the kernel's own words
+            raise DataError(f"node {ins.index} ({ins.text}): {exc}") from exc
         raise KernelError(f"the {self.backend} kernel of node {ins.index} ({ins.text}) failed: "
                           f"{type(exc).__name__}: {exc}") from exc
 

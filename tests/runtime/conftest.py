@@ -1,6 +1,7 @@
 """Runtime tests run against core + ops_basic plus two test ops, made current for every test.
 
-``explode(x)`` raises ``ValueError`` when an element is negative; ``call(x; body)``
+``explode(x)`` raises ``ValueError`` when an element is negative (a kernel failure) and
+``DataError`` when one is above 1e6 (the caller's data at fault); ``call(x; body)``
 runs its ``body`` graph through its own compiled executable (as a control-flow op would).
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from frame_core.errors import DataError
 
 from frame_core.ops_registry.loader import discover_entry_points, load_registry
 from frame_core.ops_registry.registry import Registry, use_registry
@@ -18,6 +21,8 @@ def _explode_kernel(ctx):
     def kernel(x: np.ndarray) -> np.ndarray:
         if np.any(x < 0):
             raise ValueError("negative input")
+        if np.any(x > 1e6):
+            raise DataError(f"x holds {x.max()}, above the limit 1e6")
         return x.copy()
     return kernel
 

@@ -10,7 +10,7 @@ import pytest
 
 import frame_core as fc
 import frame_core.runtime.executable as executable
-from frame_core import InputError, KernelError, ops
+from frame_core import DataError, InputError, KernelError, ops
 from frame_core.frontend.trace import apply
 
 
@@ -106,6 +106,13 @@ def test_a_kernel_that_raises_becomes_a_kernel_error_naming_the_node():
                                           r"ValueError: negative input") as err:
         exe.run([-np.ones(3, np.float32)])
     assert isinstance(err.value.__cause__, ValueError)
+
+
+def test_a_data_error_from_a_kernel_stays_a_data_error_naming_the_node():
+    exe = fc.compile(fc.trace(lambda x: ops.exp(apply("explode", x * 2.0)), "f32[3]"), cache=False)
+    with pytest.raises(DataError, match=r"^node \d+ \(%\d+ = explode\(%\d+\)\): x holds 20000000.0, above the limit 1e6$") as err:
+        exe.run([np.full(3, 1e7, np.float32)])
+    assert not isinstance(err.value, KernelError) and isinstance(err.value, ValueError)
 
 
 def test_a_failure_inside_a_nested_executable_names_the_outer_node():
