@@ -40,7 +40,7 @@ __all__ = ["MPICommunicator", "import_mpi"]
 #: as it hears of the abort and can drop output it has not forwarded yet.
 ABORT_GRACE_S = 0.3
 _LEAVING_TAG = 7301  # point-to-point tag of "I am ending my program after k collectives"
-_SPINS = 2000        # polls before a waiting rank starts to sleep between polls
+_SPINS = 200        # polls before a waiting rank starts to sleep between polls
 _PAUSE_S = 1e-4
 
 
