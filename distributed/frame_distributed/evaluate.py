@@ -31,8 +31,9 @@ def parallel_evaluate(graph: fc.Graph | fc.Executable, inputs: Sequence[Sequence
     """Run ``graph`` on every ``inputs[i]`` (a list of arrays, one per graph input) across the ranks (collective).
 
     Returns, on every rank, ``results[i]`` = the outputs for ``inputs[i]``
-    (a list of arrays, as ``Executable.run`` returns), in input order; with
-    ``stacked=True`` one array per output instead, ``inputs`` along axis 0.
+    (a list of arrays, as ``Executable.run`` returns; they are views of one
+    array per output), in input order; with ``stacked=True`` those arrays
+    themselves, one per output, the inputs along axis 0.
     Every rank must pass a sequence of the same length, but a rank reads only
     its own block, so the others' items may be placeholders (for example a
     lazy sequence that loads only what is indexed). ``graph`` may be a
