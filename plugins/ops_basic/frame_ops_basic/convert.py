@@ -69,9 +69,10 @@ def _cast_kernel(ctx: NodeContext) -> Callable:
     def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if check is not None:
             check(a)
-        if out is None:
-            return a.astype(dst.np)  # always a fresh array, also when the dtype does not change
-        np.copyto(out, a, casting="unsafe")
+        with np.errstate(over="ignore"):  # overflowing to +-inf is the documented float rule, not an accident
+            if out is None:
+                return a.astype(dst.np)  # always a fresh array, also when the dtype does not change
+            np.copyto(out, a, casting="unsafe")
         return out
     return kernel
 
