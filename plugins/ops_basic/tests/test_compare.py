@@ -93,3 +93,23 @@ def test_where_cannot_be_differentiated_with_respect_to_its_condition():
     graph = fc.trace(lambda c, x: ops.sum(ops.where(c, x, x * 2.0)), "bool[3]", "f64[3]")
     with pytest.raises(fc.GradientError, match="only floating inputs carry gradients"):
         fc.build_backward_graph(graph, 0, [0])
+
+
+def test_every_opt_level_agrees_on_a_graph_of_masks_casts_and_selections():
+    # fusion groups elementwise chains of one type: bool masks, their casts and float selections meet here
+    def f(x, y):
+        mask = ops.greater(x, y)
+        both = ops.equal(ops.less_equal(x, 0.5), mask)
+        picked = ops.where(both, ops.maximum(x, y) * 2.0, ops.clip(abs(x - y), min=0.1, max=0.6) ** 3)
+        counted = ops.cast(ops.cast(picked > 0.2, to="i32") + ops.cast(mask, to="i32"), to="f32")
+        return ops.sum(ops.softmax(picked + counted, axis=1) * x) + ops.max(picked)
+    forward = fc.trace(f, "f32[4, 5]", "f32[4, 5]")
+    training = fc.build_backward_graph(forward, 0, [0, 1])
+    rng = np.random.default_rng(5)
+    args = [rng.uniform(-1, 1, (4, 5)).astype(np.float32) for _ in range(2)]
+    results = [fc.compile(training, opt_level=level, cache=False).run(args) for level in (0, 1, 2)]
+    assert any(n.op == "fused_elementwise_internal" for n in fc.compile(training, opt_level=2, cache=False).graph.nodes)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
