@@ -142,6 +142,7 @@ def _one_hot_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
+# one_hot(indices; depth, dtype): integer indices carry no gradient (and an integer input is never on the chain)
 ONE_HOT = OpSchema(
     "one_hot",
     inputs=("indices",),
