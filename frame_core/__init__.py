@@ -37,10 +37,24 @@ from .errors import (
     VerifyError,
 )
 from .ir.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from .ir import schemas as _schemas
 from .ir.graph import Graph, Node, Value, clone_graph
 from .ir.types import TensorType
 
 __version__ = "0.1.0"
+
+
+def _current_registry() -> Any:
+    """The IR's default schema source (``ir.schemas``): the current registry, loaded on first use.
+
+    Installed here, at the package root, so that the IR itself never imports the registry.
+    """
+    from .ops_registry.registry import current_registry
+
+    return current_registry()
+
+
+_schemas.set_default_source(_current_registry)
 
 # name -> (module, attribute): loaded on first access so `import frame_core` stays light.
 _LAZY = {

@@ -99,7 +99,8 @@ def compile(  # noqa: A001 - the name users expect
     from ..runtime.executable import Executable
     from .passes.lower import lower
     from .passes.memory import plan_memory
-    from .pipeline import CompileContext, run_graph_stages
+    from .context import CompileContext
+    from .pipeline import run_graph_stages
 
     if not isinstance(graph, Graph):
         raise CompileError(f"compile() takes a Graph, got {type(graph).__name__}; build one with frame_core.trace(...)")
@@ -117,7 +118,8 @@ def compile(  # noqa: A001 - the name users expect
         hit = compile_cache.get(key)
         if hit is not None:
             return hit
-    ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks)
+    ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks,
+                         disable=disable)
     # DecomposeFns, plugin passes and kernel builders look ops up in the current registry: make it `reg`
     current_reg = use_registry(reg) if registry is not None else nullcontext()
     with gc_paused(), current_reg:

@@ -23,32 +23,15 @@ runs after every stage and an error names the stage that broke the graph.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CompileError, FrameError
 from ..ir.graph import Graph
+from .context import CompileContext
 from .passspec import PLAN_STAGES, STAGES, PassSpec, pass_problems
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..ops_registry.registry import Registry
-
 __all__ = ["Stage", "PassSpec", "CompileContext", "STAGES", "OPTIONAL_STAGES", "run_graph_stages"]
-
-
-@dataclass
-class CompileContext:
-    """What every stage may read: backend, registry, options, and a log of what each stage did."""
-
-    backend: str
-    registry: "Registry"
-    opt_level: int = 2
-    decompose: frozenset[str] = frozenset()
-    checks: bool = False
-    log: list[tuple[str, str]] = field(default_factory=list)
-
-    def note(self, stage: str, message: str) -> None:
-        self.log.append((stage, message))
 
 
 @dataclass(frozen=True)

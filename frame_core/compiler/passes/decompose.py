@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...errors import CompileError
 from ...ir.graph import Graph, inline_graph
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 MAX_DEPTH = 16

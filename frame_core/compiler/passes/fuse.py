@@ -18,7 +18,7 @@ them (ARCH-062).
 from __future__ import annotations
 
 from ...ir.graph import Graph, Node, Value
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter, consumers
 
 from ..fused import FUSED_OP

@@ -11,7 +11,7 @@ from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph
 from ...ir.keys import attrs_key
 from ...ir.verify import Problem
-from ..pipeline import CompileContext
+from ..context import CompileContext
 
 
 def infer_types(graph: Graph, ctx: CompileContext) -> Graph:

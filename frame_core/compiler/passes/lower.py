@@ -21,7 +21,7 @@ from ...ir.graph import Graph, Node, Value
 from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from .memory import MemoryPlan, view_bases
 
 __all__ = ["Instruction", "Program", "lower"]

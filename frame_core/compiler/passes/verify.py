@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...errors import VerifyError
 from ...ir.graph import Graph
 from ...ir.verify import check_graph
-from ..pipeline import CompileContext
+from ..context import CompileContext
 
 
 def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
