@@ -64,19 +64,11 @@ def as_out(result: np.ndarray, t: TensorType) -> np.ndarray:
 
 
 def shift(x, axis: int, by: int):  # noqa: ANN001, ANN201 - traced tensors
-    """``x`` moved ``by`` places along ``axis`` (+1: ``out_t = x_{t-1}``, -1: ``out_t = x_{t+1}``), zero-filled."""
+    """``x`` moved ``by`` places along ``axis`` (+1: ``out_t = x_{t-1}``, -1: ``out_t = x_{t+1}``), zero-filled.
+
+    A slice and a pad (frame-ops-basic), each the other's gradient, so a shift keeps gradients closed.
+    """
     n = x.shape[axis]
-    if n <= abs(by):
-        return x * 0.0
-    rank = len(x.shape)
-    starts = [0] * rank
-    ends = list(x.shape)
-    if by > 0:
-        ends[axis] = n - by
-    else:
-        starts[axis] = -by
-    kept = ops.slice(x, starts=starts, ends=ends)
-    before = [0] * rank
-    after = [0] * rank
-    (before if by > 0 else after)[axis] = abs(by)
-    return ops.pad(kept, before=before, after=after)
+    by = max(-n, min(n, by))
+    kept = ops.slice(x, starts=[max(-by, 0)], stops=[n - max(by, 0)], axes=[axis])
+    return ops.pad(kept, before=[max(by, 0)], after=[max(-by, 0)], axes=[axis])
