@@ -10,30 +10,25 @@ from __future__ import annotations
 import numpy as np
 
 
-def linear_scan_into(h: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+def linear_scan(a: np.ndarray, b: np.ndarray, axis: int, reverse: bool, dtype: np.dtype) -> np.ndarray:
     """``h_t = a_t * h_{t-1} + b_t`` along ``axis`` with ``h_{-1} = 0`` (walking backwards if ``reverse``).
 
-    ``h`` is the output buffer (its dtype is the one computed in); it may be ``b`` itself.
-    Steps are slices ``t:t+1`` so that a rank-1 scan still works on views, not numpy scalars.
+    Computed in ``dtype`` on time-major C-contiguous copies, so every step is one
+    contiguous block whatever the inputs' strides (a transposed view would make
+    each step a strided gather, several times slower); returns a (possibly
+    non-contiguous) view of a fresh array. Steps are slices ``t:t+1`` so that a
+    rank-1 scan works on views, not numpy scalars.
     """
-    n = h.shape[axis]
-    if n == 0:
-        return h
-    hv, av, bv = (np.moveaxis(x, axis, 0) for x in (h, a, b))
-    steps = range(n - 1, -1, -1) if reverse else range(n)
-    first = steps[0]
-    if hv is not bv:
-        hv[first:first + 1] = bv[first:first + 1]
-    prev = hv[first:first + 1]
-    for t in steps[1:]:
-        cur = hv[t:t + 1]
-        if h is b:  # in place: h_t already holds b_t
-            cur += av[t:t + 1] * prev
-        else:
-            np.multiply(av[t:t + 1], prev, out=cur)
-            cur += bv[t:t + 1]
-        prev = cur
-    return h
+    am = np.ascontiguousarray(np.moveaxis(a, axis, 0), dtype)
+    h = np.array(np.moveaxis(b, axis, 0), dtype, order="C")  # h_t starts as b_t
+    n = h.shape[0]
+    scratch = np.empty_like(h[:1])
+    steps = range(n - 2, -1, -1) if reverse else range(1, n)
+    for t in steps:
+        prev = t + 1 if reverse else t - 1
+        np.multiply(am[t:t + 1], h[prev:prev + 1], out=scratch)
+        h[t:t + 1] += scratch
+    return np.moveaxis(h, 0, axis)
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -62,15 +57,13 @@ def selective_scan_forward(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: n
     dt = delta if delta_bias is None else delta + np.asarray(delta_bias, dtype)[:, None]
     if delta_softplus:
         dt = softplus(dt)
-    dt_t = dt.transpose(2, 0, 1).reshape(length, batch, groups, per, 1)
+    dt_t = np.ascontiguousarray(dt.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
     a = np.exp(dt_t * A.reshape(groups, per, n))                                  # exp(delta_t A)
-    h = (dt * u).transpose(2, 0, 1).reshape(length, batch, groups, per, 1) * time_major(B, dtype, groups, per)
-    linear_scan_into(h, a, h, 0, False)                                            # h_t = a_t h_{t-1} + delta_t B_t u_t
+    du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
+    h = linear_scan(a, du * time_major(B, dtype, groups, per), 0, False, dtype)  # h_t = a_t h_{t-1} + delta_t B_t u_t
     c = time_major(C, dtype, groups, per)
-    if c.ndim == 5:  # variable C: (L, batch, G or 1, 1, N) -> one matrix-vector product per (t, b, g)
-        y = np.matmul(h, np.swapaxes(c, -1, -2))[..., 0]
-    else:
-        y = np.einsum("lbgdn,gdn->lbgd", h, c)
+    # y_t = C_t h_t: a contraction over N, einsum's own loop (a batched matmul here is thousands of tiny calls)
+    y = np.einsum("lbgdn,lbgdn->lbgd", h, np.broadcast_to(c, h.shape))
     out = y.reshape(length, batch, dim).transpose(1, 2, 0)
     if D is not None:
         out = out + u * np.asarray(D, dtype)[:, None]

@@ -24,7 +24,7 @@ import numpy as np
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
 from ._common import as_out, compute_dtype, normalize_axis, require_float, require_numeric, shift
-from ._scan import linear_scan_into, selective_scan_forward
+from ._scan import linear_scan, selective_scan_forward
 from ._selective import layout, selective_scan_gradient
 
 _AXIS = AttrSpec("int", doc="the axis to scan along (negative counts from the end)")
@@ -108,7 +108,7 @@ def _linear_scan_kernel(ctx: NodeContext) -> Callable:
     acc = compute_dtype(t)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return as_out(linear_scan_into(np.empty(t.shape, acc), a, b, axis, reverse), t)
+        return as_out(linear_scan(a, b, axis, reverse, acc), t)
     return kernel
 
 
