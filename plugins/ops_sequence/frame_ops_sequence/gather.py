@@ -123,10 +123,52 @@ def _scatter_shape(ctx: NodeContext) -> list[TensorType]:
     return [ctx.input_types[0].with_shape(_scatter_layout(ctx)[2])]
 
 
+#: Below this many rows np.add.at is as fast as anything (sorting costs more than it saves).
+SMALL_SCATTER = 4096
+#: A rank level (one vectorised add) is worth its call only with at least this many rows.
+LEVEL_ROWS = 1024
+
+
 def scatter_add_rows(indices: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
-    """``out[i] = sum of rows[j] with indices[j] == i`` for ``out`` of ``size`` rows (``rows`` is 2-D)."""
+    """``out[i] = sum of rows[j] with indices[j] == i`` for ``out`` of ``size`` rows (``rows`` is 2-D).
+
+    np.add.at pays about a microsecond per row (one inner-loop call each). Above
+    ``SMALL_SCATTER`` rows this sorts the indices instead and adds in *rank
+    levels*: level r adds, in one fancy-indexed ``out[ids] += rows[...]``, the
+    r-th occurrence of every index that occurs more than r times (no index twice
+    in one level, so no write is lost). Levels run while at least ``LEVEL_ROWS``
+    indices are that frequent; the rest of those few heavy indices' rows (long
+    runs in sorted order) are summed with one ``sum(axis=0)`` per index. Cost:
+    one sort and about two passes over the rows, with Python and ufunc calls per
+    level and per heavy index, never per row, whatever the index distribution
+    (uniform or Zipf). Sums run in the rows' dtype, in index order (as add.at).
+    See benchmarks/sequence_ops.py for the measurements against np.add.at,
+    bincount per column and sort + reduceat.
+    """
     out = np.zeros((size, rows.shape[1]), rows.dtype)
-    np.add.at(out, indices, rows)
+    n = indices.shape[0]
+    if n < SMALL_SCATTER:
+        np.add.at(out, indices, rows)
+        return out
+    order = np.argsort(indices, kind="stable")  # stable: a fixed summation order for every run
+    ordered = indices[order]
+    starts = np.concatenate(([0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1))
+    counts = np.diff(np.append(starts, n))
+    ids = ordered[starts]
+    level = 0
+    frequent = counts > 0
+    while True:
+        frequent = counts > level if level else frequent
+        taken = np.count_nonzero(frequent)
+        if taken == 0:
+            return out
+        if taken < LEVEL_ROWS and level > 0:
+            break
+        out[ids[frequent]] += rows[order[starts[frequent] + level]]
+        level += 1
+    # the few indices still going: the rest of each one's rows is one contiguous run of `order`
+    for i, start, count in zip(ids[frequent], starts[frequent] + level, counts[frequent] - level):
+        out[i] += rows[order[start:start + count]].sum(axis=0)
     return out
 
 

@@ -122,3 +122,21 @@ def test_the_indices_input_carries_no_gradient():
     graph = fc.trace(lambda t, i: ops.sum(ops.gather(t, i)), "f32[4, 2]", "i64[3]")
     with pytest.raises(fc.GradientError, match="only floating inputs carry gradients"):
         fc.build_backward_graph(graph, 0, [1])
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "zipf", "one index", "heavy and light"])
+def test_scatter_add_of_many_indices_sums_every_row_once(distribution):
+    # above SMALL_SCATTER rows the kernel sorts and adds in rank levels plus per-index runs: all paths here
+    rng = np.random.default_rng(4)
+    size, n = 300, 30000
+    indices = {
+        "uniform": rng.integers(0, size, n),
+        "zipf": np.minimum(rng.zipf(1.5, n) - 1, size - 1),
+        "one index": np.full(n, 7),
+        "heavy and light": np.concatenate([np.full(n // 2, 3), rng.integers(0, size, n - n // 2)]),
+    }[distribution]
+    updates = rng.standard_normal((n, 2))
+    (y,) = _run(lambda u, i: ops.scatter_add(u, i, size=size), updates, indices)
+    want = np.zeros((size, 2))
+    np.add.at(want, indices, updates)
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-10)
