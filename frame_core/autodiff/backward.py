@@ -32,7 +32,7 @@ from ..compiler.fused import FUSED_OP
 from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
 from ..ir.keys import attrs_key
-from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
@@ -109,7 +109,8 @@ def _micro_graph(schema: Any, node: Node, graph: Graph) -> Graph:
     if gradient is None:  # cannot happen: the chain was checked; keeps the types honest
         raise MissingGradientError(f"{where()} has no GradientFn")
     try:
-        micro = gradient(ctx)
+        with op_scope(schema.namespace):  # the pack's short names mean its own ops first
+            micro = gradient(ctx)
     except FrameError as exc:
         raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
     except Exception as exc:  # a bug in the pack's GradientFn
