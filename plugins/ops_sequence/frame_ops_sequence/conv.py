@@ -51,6 +51,10 @@ class ConvGeometry:
     def padding(self) -> tuple[int, int]:
         return (self.left, self.right)
 
+    @property
+    def padded_length(self) -> int:
+        return self.length + self.left + self.right
+
     def attrs(self) -> dict:
         """The attributes of the gradient ops (padding resolved to sizes)."""
         return {"stride": self.stride, "padding": self.padding, "dilation": self.dilation, "groups": self.groups}
@@ -90,7 +94,7 @@ def _float_pair(ctx: NodeContext, first: str, second: str) -> tuple[TensorType, 
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """y[b, g, o, t] = sum_k w[g, o, :, k] @ x_pad[b, g, :, k * dilation + t * stride]: K batched products."""
     g = geo.groups
-    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, geo.c_in // g, -1)
+    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, geo.c_in // g, geo.padded_length)
     taps = np.ascontiguousarray(np.moveaxis(np.asarray(w, acc).reshape(g, geo.c_out // g, geo.c_in // g, geo.kernel), 3, 0))
     y = np.matmul(taps[0], tap(xg, 0, geo.stride, geo.dilation, geo.out_length))
     for k in range(1, geo.kernel):
@@ -103,7 +107,7 @@ def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dt
     g = geo.groups
     gyg = np.asarray(gy, acc).reshape(geo.batch, g, geo.c_out // g, geo.out_length)
     taps = np.ascontiguousarray(np.asarray(w, acc).reshape(g, geo.c_out // g, geo.c_in // g, geo.kernel).transpose(3, 0, 2, 1))
-    gxp = np.zeros((geo.batch, g, geo.c_in // g, geo.length + geo.left + geo.right), acc)
+    gxp = np.zeros((geo.batch, g, geo.c_in // g, geo.padded_length), acc)
     for k in range(geo.kernel):
         tap(gxp, k, geo.stride, geo.dilation, geo.out_length)[...] += np.matmul(taps[k], gyg)
     return gxp[..., geo.left:geo.left + geo.length].reshape(geo.batch, geo.c_in, geo.length)
@@ -112,12 +116,14 @@ def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dt
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: per tap, one product over (b, t)."""
     g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
-    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, cig, -1)
+    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, cig, geo.padded_length)
     # gy as (G, C_out/G, B * L_out) so each tap is one product (G, C_out/G, B L_out) @ (G, B L_out, C_in/G)
-    gyg = np.asarray(gy, acc).reshape(geo.batch, g, cog, geo.out_length).transpose(1, 2, 0, 3).reshape(g, cog, -1)
+    gyg = np.asarray(gy, acc).reshape(geo.batch, g, cog, geo.out_length).transpose(1, 2, 0, 3).reshape(
+        g, cog, geo.batch * geo.out_length)
     gw = np.empty((geo.kernel, g, cog, cig), acc)
     for k in range(geo.kernel):
-        xs = tap(xg, k, geo.stride, geo.dilation, geo.out_length).transpose(1, 0, 3, 2).reshape(g, -1, cig)
+        xs = tap(xg, k, geo.stride, geo.dilation, geo.out_length).transpose(1, 0, 3, 2).reshape(
+            g, geo.batch * geo.out_length, cig)
         np.matmul(gyg, xs, out=gw[k])
     return gw.transpose(1, 2, 3, 0).reshape(geo.c_out, cig, geo.kernel)
 

@@ -183,3 +183,11 @@ def test_a_conv_graph_round_trips_through_json_with_both_padding_kinds():
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((1, 2, 8)).astype(np.float32), rng.standard_normal((2, 2, 3)).astype(np.float32)
     np.testing.assert_array_equal(fc.compile(back).run([x, w])[0], fc.compile(g).run([x, w])[0])
+
+
+def test_an_empty_batch_convolves_to_an_empty_output_and_zero_weight_gradient():
+    g = fc.trace(lambda x, w: ops.sum(ops.conv1d(x, w, padding="same", stride=2)), "f32[0, 2, 5]", "f32[3, 2, 2]")
+    loss, gx, gw = fc.compile(fc.build_backward_graph(g, 0, [0, 1])).run(
+        [np.ones((0, 2, 5), np.float32), np.ones((3, 2, 2), np.float32)])
+    assert loss == 0.0 and gx.shape == (0, 2, 5)
+    np.testing.assert_array_equal(gw, np.zeros((3, 2, 2), np.float32))
