@@ -164,6 +164,7 @@ def _selective_kernel(ctx: NodeContext) -> Callable:
 SELECTIVE_SCAN = OpSchema(
     "selective_scan",
     inputs=("u", "delta", "A", "B", "C", "optional"),
+    outputs=("out",),
     attrs={
         "delta_softplus": AttrSpec("bool", False, "delta <- softplus(delta + delta_bias) before the scan"),
         "optional_inputs": AttrSpec("strs", None, "which of D, z, delta_bias follow C, in order; none: the first "
