@@ -26,7 +26,7 @@ from ._common import (
     EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliFailure, echo, emit_json, failed_pack, format_table, load,
     plugin_problems, resolve_pack, state, warn,
 )
-from .listing import describe_chain
+from .listing import describe_chain, gradient_note
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import PackRecord, Registry
@@ -236,6 +236,7 @@ def _render_text(report: dict[str, Any]) -> str:
         headers = ["OP", "PACK", "GRADIENT", "ORDER"]
         if report["numeric"]:
             headers += ["ERR ORDER 1", "ERR ORDER 2"]
+        headers.append("NOTE")
         rows = []
         for op in report["ops"]:
             order = "-" if op["closure_order"] is None else op["closure_order"]
@@ -243,7 +244,7 @@ def _render_text(report: dict[str, Any]) -> str:
             if report["numeric"]:
                 num = op.get("numeric") or {}
                 row += [_fmt_err(num.get("worst_error_order1")), _fmt_err(num.get("worst_error_order2"))]
-            rows.append(row)
+            rows.append(row + [gradient_note(op)])
         out += ["", format_table(headers, rows)]
     if report["findings"]:
         out += ["", f"findings ({len(report['findings'])}):"]
