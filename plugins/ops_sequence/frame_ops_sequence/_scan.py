@@ -62,8 +62,13 @@ def selective_scan_forward(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: n
     du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
     h = linear_scan(a, du * time_major(B, dtype, groups, per), 0, False, dtype)  # h_t = a_t h_{t-1} + delta_t B_t u_t
     c = time_major(C, dtype, groups, per)
-    # y_t = C_t h_t: a contraction over N, einsum's own loop (a batched matmul here is thousands of tiny calls)
-    y = np.einsum("lbgdn,lbgdn->lbgd", h, np.broadcast_to(c, h.shape))
+    # y_t = C_t h_t: a contraction over N by einsum (a batched matmul here is thousands of tiny calls)
+    if c.ndim == 3:
+        y = np.einsum("lbgdn,gdn->lbgd", h, c)
+    elif c.shape[2] == groups:
+        y = np.einsum("lbgdn,lbgn->lbgd", h, c[:, :, :, 0, :])
+    else:  # variable C, shared by every group
+        y = np.einsum("lbgdn,lbn->lbgd", h, c[:, :, 0, 0, :])
     out = y.reshape(length, batch, dim).transpose(1, 2, 0)
     if D is not None:
         out = out + u * np.asarray(D, dtype)[:, None]

@@ -140,6 +140,7 @@ CASES = [
     ("constant", "variable", ("z",), False),
     ("variable", "constant", ("D", "z"), True),
     ("grouped", "constant", ("delta_bias",), True),
+    ("grouped", "variable", ("z",), True),
 ]
 
 
