@@ -86,14 +86,17 @@ TRAITS = {
 class AttrSpec:
     """Specification of one attribute: its ``kind``, default (``REQUIRED`` if none) and doc.
 
-    ``default=None`` makes the attribute optional with value ``None``.
+    ``default=None`` makes the attribute optional with value ``None``. A kind
+    may join several kinds with ``|`` (``"str|ints"``: a padding mode or pad
+    sizes); a value takes the first kind it fits, in the order written.
     """
 
     __slots__ = ("kind", "default", "doc")
 
     def __init__(self, kind: str, default: Any = REQUIRED, doc: str = "") -> None:
-        if kind not in ATTR_KINDS:
-            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)}")
+        if not isinstance(kind, str) or any(k not in ATTR_KINDS for k in kind.split("|")):
+            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)} "
+                                    "(or several joined with '|')")
         self.kind = kind
         self.default = default if default is REQUIRED or default is None else normalize_attr(kind, default, "default")
         self.doc = doc
@@ -111,7 +114,18 @@ def _is_int(v: Any) -> bool:
 
 
 def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
-    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit."""
+    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit.
+
+    For a union kind (``"str|ints"``) the first kind that accepts ``value`` gives its form.
+    """
+    if "|" in kind:
+        for part in kind.split("|"):
+            try:
+                return normalize_attr(part, value, name)
+            except AttributeSpecError:
+                continue
+        kinds = " or ".join(repr(k) for k in kind.split("|"))
+        raise AttributeSpecError(f"{name} must be of kind {kinds}, got {value!r} ({type(value).__name__})")
 
     def bad(expected: str) -> AttributeSpecError:
         return AttributeSpecError(f"{name} must be {expected}, got {value!r} ({type(value).__name__})")
