@@ -3,7 +3,9 @@
 ``ops.relu(x)``, ``ops.sum(x, axes=(0,), keepdims=True)``: positional
 arguments are the op's inputs (tensors, Python numbers or numpy arrays),
 keyword arguments its attributes. Use inside ``frame_core.trace``. An
-unknown name raises ``UnknownOpError`` suggesting close matches.
+unknown name raises ``UnknownOpError`` suggesting close matches. An op whose
+schema has a front-end builder (``OpSchema(frontend=...)``, e.g. control
+flow taking Python callables) is called through it instead.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ class OpFunction:
 
     def __call__(self, *inputs: Any, **attrs: Any) -> Any:
         from .frontend.trace import apply
+        from .ops_registry.registry import registry
 
+        frontend = registry().get(self.name).frontend
+        if frontend is not None:
+            return frontend(*inputs, **attrs)
         return apply(self.name, *inputs, **attrs)
 
     @property
