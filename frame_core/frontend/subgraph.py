@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import IRError, ShapeError
 from ..ir.graph import Graph, Value, clone_graph
 from ..ir.types import TensorType, as_type
-from .trace import Tensor, _current, _lift, _Scope, _scopes
+from .trace import Tensor, _current, _lift, _param_names, _Scope, _scopes
 
 __all__ = ["Body", "trace_body", "align_captures", "flatten_result"]
 
@@ -71,6 +71,7 @@ def trace_body(
     per output, the type a Python number returned there takes (its dtype).
     ``outer`` is the enclosing graph whose tensors the body may capture
     (default: the graph being traced). ``role`` names the body in errors.
+    ``names`` name the inputs (default: ``fn``'s parameter names).
 
     Raises ``IRError`` when ``fn`` is neither a callable nor a graph, and
     ``ShapeError`` when a given graph does not take ``input_types``.
@@ -86,7 +87,7 @@ def trace_body(
         raise IRError(f"the {role} must be a Python callable (or a frame Graph), got {type(fn).__name__} {fn!r:.60}")
     enclosing = outer if outer is not None else _current.get()
     graph = Graph(name)
-    labels = list(names) if names is not None else [None] * len(types)
+    labels = list(names) if names is not None else _param_names(fn, len(types))
     args = [Tensor(graph.add_input(t, n), graph) for t, n in zip(types, labels)]
     scope = _Scope(graph, enclosing)
     token = _current.set(graph)
