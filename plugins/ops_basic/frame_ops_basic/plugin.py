@@ -9,10 +9,10 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
-    from . import elementwise, linalg, losses, reductions, shape, special
+    from . import elementwise, linalg, losses, reductions, regions, shape, special
 
     return [*elementwise.SCHEMAS, *linalg.SCHEMAS, *reductions.SCHEMAS, *shape.SCHEMAS, *losses.SCHEMAS,
-            *special.SCHEMAS]
+            *special.SCHEMAS, *regions.SCHEMAS]
 
 
 @hookimpl
