@@ -40,7 +40,7 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
-    TensorType, build_vjp_graph, compile_subgraph, constant, trace_body, align_captures,
+    TensorType, align_captures, build_vjp_graph, constant, trace_body,
 )
 from frame_core.frontend.trace import apply, current_graph
 from frame_core.ir.graph import inline_graph
@@ -140,6 +140,8 @@ def _if_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 def _if_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    from frame_core import compile_subgraph  # the compiler loads only when a kernel is built
+
     then = compile_subgraph(ctx.attrs["then_branch"]).unchecked()
     other = compile_subgraph(ctx.attrs["else_branch"]).unchecked()
     single = len(ctx.output_types) == 1
@@ -228,6 +230,8 @@ def _loop_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    from frame_core import compile_subgraph
+
     m, ns, nx, ni = _loop_layout(ctx)
     body = compile_subgraph(ctx.attrs["body"]).unchecked()
     reverse, trajectory = ctx.attrs["reverse"], ctx.attrs["trajectory"]
@@ -423,6 +427,8 @@ def _scan_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    from frame_core import compile_subgraph
+
     length, nc, nx, ni = _scan_layout(ctx)
     body = compile_subgraph(ctx.attrs["body"]).unchecked()
     reverse, trajectory = ctx.attrs["reverse"], ctx.attrs["trajectory"]
@@ -661,6 +667,4 @@ SCAN = OpSchema(
                                        "reverse": True, "trajectory": True}, note="reverse, trajectory saved")],
 )
 
-from .control_checkpoint import SCHEMAS as _CHECKPOINT_SCHEMAS  # noqa: E402 - after the ops it builds on
-
-SCHEMAS = [IF_ELSE, LOOP, SCAN, *_CHECKPOINT_SCHEMAS]
+SCHEMAS = [IF_ELSE, LOOP, SCAN]

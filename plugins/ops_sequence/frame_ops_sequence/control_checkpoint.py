@@ -7,14 +7,12 @@ differentiating the nest with the ordinary rule saves the outer trajectory
 recomputes one segment at a time with its own k-row trajectory. Memory for
 the trajectory falls from M to S + k states; the forward runs once more
 during the backward; the gradients are the same (the same kernels on the
-same values). Scanned inputs are padded to S*k rows and cut into
-``[S, k, ...]`` blocks; stacked outputs come back ``[S, k, ...]`` and are
-cut to M rows. The inner body's step ``i = m*k + j`` is the step of the
-unrolled loop, and the last segment's trip limit is the remainder.
-
-``pad_rows_internal`` and ``take_rows_internal`` (zero rows appended at the
-end / the first rows) are each other's gradient, so the nest is closed to any
-order.
+same values). Scanned inputs are padded to S*k rows (``pad``) and cut into
+``[S, k, ...]`` blocks (``reshape``); stacked outputs come back
+``[S, k, ...]`` and are cut to M rows (``slice``). The inner body's step
+``i = m*k + j`` is the step of the unrolled loop, and the last segment's trip
+limit is the remainder. Every op involved is closed, so the nest is
+differentiable to any order.
 """
 
 from __future__ import annotations
@@ -25,67 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, IRError, NodeContext, OpSchema, Tensor, TensorType, constant, ops
+from frame_core import IRError, Tensor, constant, ops
 from frame_core.frontend.subgraph import flatten_result
-from frame_core.frontend.trace import apply
 
-__all__ = ["SCHEMAS", "checkpointed_loop", "checkpointed_scan"]
-
-
-# pad_rows_internal(x; rows) -> x with zero rows appended up to `rows`     gx = take_rows_internal(gy; rows(x))
-def _pad_shape(ctx: NodeContext) -> list[TensorType]:
-    (x,) = ctx.input_types
-    rows = ctx.attrs["rows"]
-    if x.rank == 0 or rows < x.shape[0]:
-        raise ctx.error(f"pads the leading axis of {x} to {rows} rows; it needs a rank >= 1 input with at most "
-                        f"{rows} rows")
-    return [x.with_shape((rows, *x.shape[1:]))]
-
-
-def _pad_kernel(ctx: NodeContext) -> Callable[..., Any]:
-    (y,) = ctx.output_types
-    n = ctx.input_types[0].shape[0]
-
-    def kernel(x: np.ndarray) -> np.ndarray:
-        out = np.zeros(y.shape, y.dtype.np)
-        out[:n] = x
-        return out
-    return kernel
-
-
-# take_rows_internal(x; rows) -> x[:rows]                                  gx = pad_rows_internal(gy; rows(x))
-def _take_shape(ctx: NodeContext) -> list[TensorType]:
-    (x,) = ctx.input_types
-    rows = ctx.attrs["rows"]
-    if x.rank == 0 or not 0 <= rows <= x.shape[0]:
-        raise ctx.error(f"takes the first {rows} rows of {x}; it needs a rank >= 1 input with at least {rows} rows")
-    return [x.with_shape((rows, *x.shape[1:]))]
-
-
-def _take_kernel(ctx: NodeContext) -> Callable[..., Any]:
-    rows = ctx.attrs["rows"]
-    return lambda x: np.array(x[:rows], copy=True)
-
-
-_ROWS = {"rows": AttrSpec("int", doc="the number of rows of the output")}
-
-PAD_ROWS = OpSchema(
-    "pad_rows_internal", inputs=("x",), attrs=_ROWS, shape_infer=_pad_shape, kernels={"cpu": _pad_kernel},
-    gradient=lambda ctx: ctx.grad_graph(
-        lambda x, y, gy: apply("take_rows_internal", gy, rows=x.shape[0])),
-    doc="x with zero rows appended to its leading axis, up to `rows` (checkpointed loops pad scanned inputs).",
-    examples=[Example(["f32[3, 2]"], {"rows": 5}), Example(["f64[2]"], {"rows": 2})],
-)
-
-TAKE_ROWS = OpSchema(
-    "take_rows_internal", inputs=("x",), attrs=_ROWS, shape_infer=_take_shape, kernels={"cpu": _take_kernel},
-    gradient=lambda ctx: ctx.grad_graph(
-        lambda x, y, gy: apply("pad_rows_internal", gy, rows=x.shape[0])),
-    doc="The first `rows` rows of x (checkpointed loops cut stacked outputs back to max_trip rows).",
-    examples=[Example(["f32[5, 2]"], {"rows": 3}), Example(["f64[2]"], {"rows": 0})],
-)
-
-SCHEMAS = [PAD_ROWS, TAKE_ROWS]
+__all__ = ["checkpointed_loop", "checkpointed_scan"]
 
 
 def _segments(k: Any, steps: int) -> tuple[int, int]:
@@ -119,7 +60,7 @@ def checkpointed_loop(body_fn: Callable[..., Any], max_trip: int, cond: Any, ini
     limits[-1] = max_trip - (segments - 1) * k
     blocks = []
     for x in scanned:
-        padded = apply("pad_rows_internal", x, rows=segments * k) if segments * k != max_trip else x
+        padded = ops.pad(x, before=[0], after=[segments * k - max_trip], axes=[0]) if segments * k != max_trip else x
         blocks.append(ops.reshape(padded, shape=(segments, k, *x.shape[1:])))
 
     flag = 1 if exits else 0  # the inner loop carries its last cond to the outer one
@@ -146,7 +87,7 @@ def checkpointed_loop(body_fn: Callable[..., Any], max_trip: int, cond: Any, ini
     ys = []
     for y in stacked:
         flat = ops.reshape(y, shape=(segments * k, *y.shape[2:]))
-        ys.append(apply("take_rows_internal", flat, rows=max_trip) if segments * k != max_trip else flat)
+        ys.append(ops.slice(flat, starts=[0], stops=[max_trip], axes=[0]) if segments * k != max_trip else flat)
     outs = [*states, *ys]
     return outs[0] if len(outs) == 1 else tuple(outs)
 
