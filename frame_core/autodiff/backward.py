@@ -90,9 +90,10 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
     forward_active = []
     for node in graph.nodes:
         nondiff = reg.schemas[node.op].nondiff_inputs if node.op in reg.schemas else frozenset()
-        if any(v in active for i, v in enumerate(node.inputs) if i not in nondiff):
-            forward_active.append(node)
-            active.update(v for v in node.outputs if v.type.dtype.is_float)
+        floating = [v for v in node.outputs if v.type.dtype.is_float]
+        if floating and any(v in active for i, v in enumerate(node.inputs) if i not in nondiff):  # integer and
+            forward_active.append(node)  # boolean outputs carry no gradient: such a node is never on the chain
+            active.update(floating)
     needed = set(targets)
     chain = []
     for node in reversed(forward_active):

@@ -262,13 +262,16 @@ def _carries_graphs(attrs: dict[str, Any]) -> bool:
 def graph_order(graph: Graph, registry: Registry) -> tuple[int | str, tuple[str, ...]]:
     """How many times ``graph`` can be put through ``build_backward_graph`` (``"closed"``: any number), by its ops.
 
-    The smallest closure order among its nodes and, through every level, the nodes of their bodies; the
+    The smallest closure order among its nodes with a floating output and, through every level, the nodes
+    of their bodies (integer and boolean outputs carry no gradient, so a comparison never limits it); the
     second item is the path to a node that sets it (``("node 3 (loop)", "body node 1 (foo)")``), empty when
     closed. Uses ``registry.closure`` (the audit's orders); an unknown op counts as order 0.
     """
     best: int | str = CLOSED
     where: tuple[str, ...] = ()
     for index, node in enumerate(graph.nodes):
+        if not any(v.type.dtype.is_float for v in node.outputs):  # never on a gradient chain (comparisons)
+            continue
         here = f"node {index} ({node.op})"
         info = registry.closure.get(node.op)
         order = info.order if info is not None else (CLOSED if node.op in registry.schemas else 0)
