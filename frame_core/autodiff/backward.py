@@ -19,10 +19,10 @@ accumulated, so ``stop_gradient`` and second-order zeros (relu) cut the chain
 instead of adding zeros. Higher order (ARCH-067): add a scalar contraction of
 a gradient output (``add_scalar_contraction``) and call this function again.
 
-``build_vjp_graph(graph)`` runs the same walk seeded by cotangent inputs
-instead of a loss: the vector-Jacobian product of a whole graph, which is how
-control-flow ops differentiate their bodies. A body op without a gradient is
-reported with its path through the enclosing nodes (``MissingGradientError``).
+``autodiff.vjp`` runs the same walk seeded by cotangent inputs instead of a
+loss: the vector-Jacobian product of a whole graph, which is how control-flow
+ops differentiate their bodies. A body op without a gradient is reported with
+its path through the enclosing nodes (``MissingGradientError``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext
 
-__all__ = ["build_backward_graph", "build_vjp_graph", "add_scalar_contraction"]
+__all__ = ["build_backward_graph", "add_scalar_contraction"]
 
 
 def _is_index(value: Any) -> bool:
@@ -220,67 +220,6 @@ def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, re
     previous = grads.get(x)
     grads[x] = gx if previous is None else graph.add_node("accumulate_internal", (previous, gx),
                                                          registry=reg).outputs[0]
-
-
-def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: str = "",
-                    registry: Registry | None = None) -> Graph:
-    """The vector-Jacobian product of ``graph``: a graph ``(inputs..., gy per output...) -> (gx per wrt input...)``.
-
-    Inputs are ``graph``'s inputs followed by one cotangent per output, of the
-    output's type (those of integer and boolean outputs are read by nothing);
-    outputs are the cotangent of each input in ``wrt`` (default: every input),
-    a zero constant for an input that no output depends on through floating
-    values or that is not floating. The forward nodes are recomputed inside
-    (the same reverse walk as ``build_backward_graph``, seeded by the cotangent
-    inputs instead of ``constant(1)``), and nodes the gradients do not need
-    are dropped. This is how the GradientFn of a control-flow op differentiates
-    its bodies: the result is an ordinary graph, so differentiating it again
-    gives higher orders (ARCH-067).
-
-    ``label`` names ``graph`` in error paths (a GradientFn passes the attribute
-    name, giving ``body node 1 (foo)``); ``MissingGradientError`` lists every
-    node without a gradient that the cotangents reach.
-    """
-    if not isinstance(graph, Graph):
-        raise GradientError(f"build_vjp_graph needs a Graph, got {type(graph).__name__}")
-    n = len(graph.inputs)
-    positions = list(range(n)) if wrt is None else [int(i) for i in wrt]
-    for i in positions:
-        if not 0 <= i < n:
-            raise GradientError(f"wrt index {i} is out of range: the graph has {n} inputs (0..{n - 1})")
-    reg = registry if registry is not None else current_registry()
-    prefix = f"{label} " if label else ""
-    with gc_paused(), use_registry(reg):
-        vjp = clone_graph(graph)
-        vjp.name = f"{graph.name}_vjp"
-        outputs, vjp.outputs = vjp.outputs, []
-        cotangents = [vjp.add_input(v.type, f"g{v.name}" if v.name else None) for v in outputs]
-        seeds: dict[Value, Value] = {}
-        for y, gy in zip(outputs, cotangents):
-            if y.type.dtype.is_float:
-                _accumulate(vjp, seeds, y, gy, reg)
-        sources = {vjp.inputs[i] for i in positions if vjp.inputs[i].type.dtype.is_float}
-        grads = _backpropagate(vjp, seeds, sources, reg, prefix)
-        for i in positions:
-            x = vjp.inputs[i]
-            g = grads.get(x) if x.type.dtype.is_float else None
-            vjp.mark_output(g if g is not None else vjp.zeros(x.type))
-        _drop_unneeded(vjp, reg)
-    return vjp
-
-
-def _drop_unneeded(graph: Graph, reg: Registry) -> None:
-    """Remove (in place, on a graph this module just built) the nodes no output needs and that have no
-    side effect: the recomputed forward values the gradients do not read."""
-    live = set(graph.outputs)
-    keep = []
-    for node in reversed(graph.nodes):
-        schema = reg.schemas.get(node.op)
-        if any(v in live for v in node.outputs) or (schema is not None and schema.has_side_effect):
-            keep.append(node)
-            live.update(node.inputs)
-    keep.reverse()
-    graph.nodes[:] = keep
 
 
 def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None) -> tuple[Graph, int]:

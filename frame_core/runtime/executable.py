@@ -59,7 +59,7 @@ class Executable:
         self.input_types: list[TensorType] = list(program.input_types)
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._lock = threading.Lock()
-        self._unchecked: Any = None
+        self._unchecked: dict[bool, Any] = {}
         self.source: str | None
         if len(program.instructions) <= CODEGEN_LIMIT:
             self.source, self._fn = self._generate()
@@ -67,7 +67,7 @@ class Executable:
             self.source, self._fn = None, self._interpreter()
 
     # -- code generation ----------------------------------------------------------
-    def _generate(self, checked: bool = True) -> tuple[str, Any]:
+    def _generate(self, checked: bool = True, copy_outputs: bool = True) -> tuple[str, Any]:
         prog = self.program
         ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count,
                               "_array": np.array, "_asarray": np.asarray, "_as_list": self._as_list}
@@ -105,6 +105,7 @@ class Executable:
         lines.append("        _fail(exc)")
         outs = []
         for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types):
+            copy = copy and copy_outputs
             if t.rank == 0:  # ufuncs return numpy scalars for 0-d arrays; run() returns arrays
                 outs.append(f"_array({name})" if copy else f"_asarray({name})")
             else:
@@ -193,16 +194,21 @@ class Executable:
     def __call__(self, *inputs: Any) -> list[np.ndarray]:
         return self.run(inputs)
 
-    def unchecked(self) -> Any:
+    def unchecked(self, copy_outputs: bool = True) -> Any:
         """``run`` without input checks and without the lock: ``fn(list of arrays) -> list of arrays``.
 
         For a caller that owns this executable (nobody else runs it) and passes
         exactly the input types; a control-flow kernel calls its body's runner
         once per iteration. Kernel failures are still named (``KernelError``).
+        With ``copy_outputs=False`` an output may be one of the inputs, a
+        constant of the graph (read-only) or another output: for a caller that
+        only reads the results (and copies what it hands on).
         """
-        if self._unchecked is None:
-            self._unchecked = self._generate(checked=False)[1] if self.source is not None else self._fn
-        return self._unchecked
+        fn = self._unchecked.get(copy_outputs)
+        if fn is None:
+            fn = self._unchecked[copy_outputs] = (self._generate(False, copy_outputs)[1] if self.source is not None
+                                                  else self._fn)
+        return fn
 
     def _as_list(self, inputs: Any) -> list[Any]:
         """Any other sequence of arrays as a list; an array or a non-sequence is refused (not unpacked row by row)."""

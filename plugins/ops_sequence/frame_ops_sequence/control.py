@@ -13,22 +13,25 @@ control flow the same way (``docs/control-flow.md``).
     ONNX ``Loop``: while ``cond`` and fewer than ``limit`` (<= ``max_trip`` = M)
     steps, ``(cond, states, y) = body(i, states, scanned[i], invariants)``.
     Outputs the final states and the per-step ``y`` stacked to ``[M, ...]``
-    (rows not run are zero); with ``trajectory=True`` also the states entering
-    each step, stacked ``[M, ...]``, and the trip count ``T``.
-    Gradient: a ``loop`` of ``T`` steps in the opposite direction over the
-    trajectory, carrying the state cotangent and the invariants' accumulated
-    cotangents; a cotangent arriving on the trajectory output is added to the
-    state cotangent of its step.
+    (rows not run are zero); with ``trip_count=True`` also ``T``, the number
+    of steps run. Gradient: a ``loop`` of ``T`` steps in the opposite
+    direction, carrying the state cotangent and the invariants' accumulated
+    cotangents over what the forward saved.
 ``scan(*init, *xs, *invariants; body, length, ...)``
     ``(carry, y) = body(carry, xs[t], invariants)`` for t < length; outputs the
     final carry and the stacked ``y``. Gradient: a reverse ``scan``.
 
-Without ``trajectory`` the GradientFn of ``loop``/``scan`` recomputes the
-forward with ``trajectory=True``; this pack's pass ``merge_trajectory_recompute``
-then makes the forward node itself save it (the trajectory costs
-``M * bytes(states)`` only in graphs that differentiate through the loop), and
-``prune_control_flow`` drops outputs, states and inputs that nothing reads
-(e.g. the gradient of a sequence that is not differentiated).
+What the forward saves is explicit in the IR: the GradientFn runs the loop
+again with a *saving body* (``split_vjp_graph``) that also returns, per step,
+the states entering the step and the residuals the gradient reads (a tanh
+derivative); the loop stacks them like any per-step output (``[M, ...]``, the
+first T rows valid) and outputs T. A cotangent reaching those stacked outputs
+(second order) flows through the saving body like any other: that is what
+keeps third derivatives right (the PyTensor #1772 class of bug). This pack's
+pass ``merge_trajectory_recompute`` then makes the forward node itself run
+the saving body, so the loop runs once, and ``prune_control_flow`` drops the
+stacks, states and inputs nothing reads. Saving costs ``M`` rows of each
+saved value only in graphs that differentiate through the loop.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
-    TensorType, align_captures, build_vjp_graph, constant, trace_body,
+    TensorType, align_captures, build_vjp_graph, constant, split_vjp_graph, trace_body,
 )
 from frame_core.frontend.trace import apply, current_graph
 from frame_core.ir.graph import inline_graph
@@ -79,11 +82,11 @@ def _check_returned(ctx: NodeContext, attr: str, got: Sequence[TensorType], want
                             f"carried value with the type it came in with (cast it, or fix the initial value)")
 
 
-def _fresh(out: Any, inputs: Sequence[Any]) -> Any:
-    """``out`` unless it is one of the kernel's input arrays (a loop that ran zero steps): then a copy."""
-    for a in inputs:
-        if out is a:
-            return np.array(out, copy=True)
+def _fresh(out: np.ndarray, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """``out``, or a copy of it when it may share memory with the kernel's inputs (a loop that ran no step, a
+    body returning a row or an invariant) or is a body constant (read-only): kernels return arrays of their own."""
+    if not out.flags.writeable or any(np.may_share_memory(out, a) for a in inputs):
+        return np.array(out, copy=True)
     return out
 
 
@@ -223,40 +226,39 @@ def _loop_shape(ctx: NodeContext) -> list[TensorType]:
         raise ctx.error(f"its body returns {outs[0]} as cond (its first output); the condition must be a boolean "
                         "with one element (bool[])")
     _check_returned(ctx, "body", outs[1:1 + ns], states, "state")
-    result = [*states, *(_stacked(t, m) for t in outs[1 + ns:])]
-    if ctx.attrs["trajectory"]:
-        result += [*(_stacked(t, m) for t in states), I64]
-    return result
+    return [*states, *(_stacked(t, m) for t in outs[1 + ns:]), *([I64] if ctx.attrs["trip_count"] else [])]
+
+
+def _run_body(graph: Graph) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+    """The body compiled once (with the enclosing compile's options), run without checks or copies: the
+    loop kernels copy what they keep (rows into stacked outputs, the final values through ``_fresh``)."""
+    from frame_core import compile_subgraph  # the compiler loads only when a kernel is built
+
+    return compile_subgraph(graph).unchecked(copy_outputs=False)
 
 
 def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
-    from frame_core import compile_subgraph
-
     m, ns, nx, ni = _loop_layout(ctx)
-    body = compile_subgraph(ctx.attrs["body"]).unchecked()
-    reverse, trajectory = ctx.attrs["reverse"], ctx.attrs["trajectory"]
+    body = _run_body(ctx.attrs["body"])
+    reverse, trip_count = ctx.attrs["reverse"], ctx.attrs["trip_count"]
     outs = ctx.output_types
-    y_types = outs[ns:len(outs) - (ns + 1 if trajectory else 0)]
-    states_types = ctx.input_types[2:2 + ns]
+    y_types = outs[ns:len(outs) - (1 if trip_count else 0)]
     positions = [np.asarray(i, np.int64) for i in range(min(m, 1 << 16))]
 
     def position(i: int) -> np.ndarray:
         return positions[i] if i < len(positions) else np.asarray(i, np.int64)
 
-    def kernel(limit: np.ndarray, cond: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    def kernel(limit: np.ndarray, cond: np.ndarray, *values: np.ndarray) -> Any:
         n = int(limit)
         if not 0 <= n <= m:
             raise DataError(f"the trip count limit is {n}, outside [0, max_trip = {m}]")
         states = list(values[:ns])
         scanned, invariants = values[ns:ns + nx], list(values[ns + nx:])
         ys = [np.zeros(t.shape, t.dtype.np) for t in y_types]
-        trajs = [np.zeros((m, *t.shape), t.dtype.np) for t in states_types] if trajectory else []
         go = bool(cond.reshape(()))
         steps = 0
         while go and steps < n:
             i = n - 1 - steps if reverse else steps
-            for traj, s in zip(trajs, states):
-                traj[i] = s
             out = body([position(i), *states, *[x[i] for x in scanned], *invariants])
             go = bool(out[0])
             states = out[1:1 + ns]
@@ -264,77 +266,78 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
                 y[i] = row
             steps += 1
         result = [_fresh(s, values) for s in states] + ys
-        if trajectory:
-            result += [*trajs, np.asarray(steps, np.int64)]
+        if trip_count:
+            result.append(np.asarray(steps, np.int64))
         return tuple(result) if len(result) != 1 else result[0]
     return kernel
 
 
-def _backward_body(body: Graph, ns: int, nx: int, ni: int, with_position: bool, traj_cotangent: bool,
-                   name: str) -> Graph:
-    """The body of the reverse pass of a loop (``with_position``) or scan over ``body``.
+def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[Graph, Graph, int]:
+    """How a loop (``lead=1``: a step input and a cond output) or a scan over ``body`` is differentiated.
 
-    Forward body: ``([i,] s.., x.., θ..) -> ([cond,] s'.., y..)``. Backward body:
-    ``([i,] gs'.., acc.., s.., x.., gy.., [gtraj..,] θ..) -> ([True,] gs.., acc + gθ.., gx..)`` where
-    ``gs, gx, gθ`` is the VJP of the forward body at ``(s, x, θ)`` with cotangents ``(gs', gy)``, and
-    ``gs`` also receives the cotangent of the trajectory row of this step when there is one.
+    Returns the *saving body*, the *reverse body* and the number of residuals. The saving body extends
+    ``body`` (``split_vjp_graph``): ``([i,] s.., x.., θ..) -> ([cond,] s'.., y.., r.., s..)``, i.e. it also
+    returns, per step, the residuals ``r`` its gradient reads and the states ``s`` it was given (the
+    trajectory), which the forward loop stacks. The reverse body is
+    ``([i,] gs'.., acc.., s.., x.., gy.., r.., θ..) -> ([true,] gs.., acc + gθ.., gx..)``: the VJP at
+    ``(s, x, θ)`` with cotangents ``(gs', gy)``, reading the stacked residuals instead of recomputing them.
     """
-    lead = 1 if with_position else 0
-    vjp = build_vjp_graph(body, list(range(lead, len(body.inputs))), label="body")
+    n_in = len(body.inputs)
+    split = split_vjp_graph(body, list(range(lead, n_in)), invariant=list(range(lead + ns + nx, n_in)), label="body")
+    saving = split.forward
+    saving.outputs.extend(saving.inputs[lead:lead + ns])  # the trajectory (rows nothing reads are pruned)
     ins = [v.type for v in body.inputs]
     s_t, x_t, th_t = ins[lead:lead + ns], ins[lead + ns:lead + ns + nx], ins[lead + ns + nx:]
     outs = [v.type for v in body.outputs]
     y_t = outs[lead + ns:]
+    r_t = [v.type for v in split.forward.outputs[len(outs):len(outs) + split.n_residuals]]
     g = Graph(name)
-    i = [g.add_input(I64, "i")] if with_position else []
+    i = [g.add_input(I64, "i")] if lead else []
     gs_next = [g.add_input(t, f"gs{k}") for k, t in enumerate(s_t)]
     acc = [g.add_input(t, f"acc{k}") for k, t in enumerate(th_t)]
     s = [g.add_input(t, f"s{k}") for k, t in enumerate(s_t)]
     x = [g.add_input(t, f"x{k}") for k, t in enumerate(x_t)]
     gy = [g.add_input(t, f"gy{k}") for k, t in enumerate(y_t)]
-    gtraj = [g.add_input(t, f"gtraj{k}") for k, t in enumerate(s_t)] if traj_cotangent else []
+    r = [g.add_input(t, f"r{k}") for k, t in enumerate(r_t)]
     theta = [g.add_input(t, f"th{k}") for k, t in enumerate(th_t)]
-    gcond = [g.zeros(outs[0])] if with_position else []
-    grads = inline_graph(g, vjp, [*i, *s, *x, *theta, *gcond, *gs_next, *gy])
+    gcond = [g.zeros(outs[0])] if lead else []
+    grads = inline_graph(g, split.backward, [*i, *s, *x, *theta, *r, *gcond, *gs_next, *gy])
     gs, gx, gth = grads[:ns], grads[ns:ns + nx], grads[ns + nx:]
-
-    def plus(a: Any, b: Any) -> Any:
-        return g.apply("accumulate_internal", a, b) if a.type.dtype.is_float else a
-    if traj_cotangent:
-        gs = [plus(a, b) for a, b in zip(gs, gtraj)]
-    new_acc = [plus(a, b) for a, b in zip(acc, gth)]
-    if with_position:
+    new_acc = [g.apply("accumulate_internal", a, b) if a.type.dtype.is_float else a for a, b in zip(acc, gth)]
+    if lead:
         g.mark_output(g.constant(np.True_))
     for v in (*gs, *new_acc, *gx):
         g.mark_output(v)
-    return g
+    return saving, g, split.n_residuals
 
 
-# loop gradient: reverse loop of T steps over the trajectory (module docstring); limit and cond get none
+def _zeros_like(types: Sequence[TensorType]) -> list[Tensor]:
+    return [constant(np.zeros(t.shape, t.dtype.np)) for t in types]
+
+
+# loop gradient: a loop of the forward's T steps in the other direction over the stacked states and residuals,
+# carrying the state cotangent and the invariants' accumulated cotangents; limit and cond get none
 def _loop_gradient(ctx: NodeContext) -> Graph:
     m, ns, nx, ni = _loop_layout(ctx)
     a = ctx.attrs
-    body, reverse, trajectory = a["body"], a["reverse"], a["trajectory"]
+    body, reverse = a["body"], a["reverse"]
     if reverse and not _constant_true(body.outputs[0]):
         raise GradientError("a reverse loop is differentiated only when its body's cond is the constant true "
                             "(its rows are counted from the trip limit, so an early exit would misplace them)")
     ny = len(body.outputs) - 1 - ns
-    back_body = _backward_body(body, ns, nx, ni, True, trajectory, "body_backward")
+    saving, back_body, nr = _reverse_body(body, 1, ns, nx, "body_backward")
     n_in, n_out = len(ctx.input_types), len(ctx.output_types)
     in_types = ctx.input_types
 
     def fn(limit: Tensor, cond: Tensor, *rest: Tensor) -> list[Any]:
-        values, outs, gouts = rest[:n_in - 2], rest[n_in - 2:n_in - 2 + n_out], rest[n_in - 2 + n_out:]
-        states, scanned, invariants = values[:ns], values[ns:ns + nx], values[ns + nx:]
-        if trajectory:
-            traj, steps, gtraj = outs[ns + ny:2 * ns + ny], outs[-1], list(gouts[ns + ny:2 * ns + ny])
-        else:
-            saved = _as_list(apply("loop", limit, cond, *values, **{**a, "trajectory": True}))
-            traj, steps, gtraj = saved[ns + ny:2 * ns + ny], saved[-1], []
-        acc = [constant(np.zeros(t.shape, t.dtype.np)) for t in in_types[2 + ns + nx:]]
+        values, gouts = rest[:n_in - 2], rest[n_in - 2 + n_out:]
+        scanned, invariants = values[ns:ns + nx], values[ns + nx:]
+        saved = _as_list(apply("loop", limit, cond, *values, **{**a, "body": saving, "trip_count": True}))
+        residuals, trajectory, steps = saved[ns + ny:ns + ny + nr], saved[ns + ny + nr:ns + ny + nr + ns], saved[-1]
         back = _as_list(apply(
-            "loop", steps, constant(np.array(True)), *gouts[:ns], *acc, *traj, *scanned, *gouts[ns:ns + ny], *gtraj, *invariants,
-            body=back_body, max_trip=m, n_states=ns + ni, n_scanned=ns + nx + ny + len(gtraj), reverse=not reverse))
+            "loop", steps, constant(np.array(True)), *gouts[:ns], *_zeros_like(in_types[2 + ns + nx:]), *trajectory,
+            *scanned, *gouts[ns:ns + ny], *residuals, *invariants, body=back_body, max_trip=m, n_states=ns + ni,
+            n_scanned=ns + nx + ny + nr, reverse=not reverse))
         gs0, gth, gx = back[:ns], back[ns:ns + ni], back[ns + ni:]
         grads = [None, None, *gs0, *gx, *gth]
         return [g if t.dtype.is_float else None for g, t in zip(grads, in_types)]
@@ -420,61 +423,46 @@ def _scan_shape(ctx: NodeContext) -> list[TensorType]:
         raise ctx.error(f"its body returns {len(outs)} values; it must return ({nc} new carries..., "
                         "per-step outputs...)")
     _check_returned(ctx, "body", outs[:nc], carry, "carry")
-    result = [*carry, *(_stacked(t, length) for t in outs[nc:])]
-    if ctx.attrs["trajectory"]:
-        result += [_stacked(t, length) for t in carry]
-    return result
+    return [*carry, *(_stacked(t, length) for t in outs[nc:])]
 
 
 def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
-    from frame_core import compile_subgraph
-
     length, nc, nx, ni = _scan_layout(ctx)
-    body = compile_subgraph(ctx.attrs["body"]).unchecked()
-    reverse, trajectory = ctx.attrs["reverse"], ctx.attrs["trajectory"]
-    outs = ctx.output_types
-    y_types = outs[nc:len(outs) - (nc if trajectory else 0)]
-    carry_types = ctx.input_types[:nc]
-    order = range(length - 1, -1, -1) if reverse else range(length)
+    body = _run_body(ctx.attrs["body"])
+    y_types = ctx.output_types[nc:]
+    order = range(length - 1, -1, -1) if ctx.attrs["reverse"] else range(length)
 
     def kernel(*values: np.ndarray) -> Any:
         carry = list(values[:nc])
         scanned, invariants = values[nc:nc + nx], list(values[nc + nx:])
         ys = [np.zeros(t.shape, t.dtype.np) for t in y_types]
-        trajs = [np.zeros((length, *t.shape), t.dtype.np) for t in carry_types] if trajectory else []
         for i in order:
-            for traj, c in zip(trajs, carry):
-                traj[i] = c
             out = body([*carry, *[x[i] for x in scanned], *invariants])
             carry = out[:nc]
             for y, row in zip(ys, out[nc:]):
                 y[i] = row
-        result = [_fresh(c, values) for c in carry] + ys + trajs
+        result = [_fresh(c, values) for c in carry] + ys
         return tuple(result) if len(result) != 1 else result[0]
     return kernel
 
 
-# scan gradient: a scan in the other direction over the trajectory, carrying (gcarry, accumulated gθ)
+# scan gradient: a scan in the other direction over the stacked carries and residuals, carrying (gcarry, Σ gθ)
 def _scan_gradient(ctx: NodeContext) -> Graph:
     length, nc, nx, ni = _scan_layout(ctx)
     a = ctx.attrs
-    body, trajectory = a["body"], a["trajectory"]
-    ny = len(body.outputs) - nc
-    back_body = _backward_body(body, nc, nx, ni, False, trajectory, "body_backward")
+    ny = len(a["body"].outputs) - nc
+    saving, back_body, nr = _reverse_body(a["body"], 0, nc, nx, "body_backward")
     n_in, n_out = len(ctx.input_types), len(ctx.output_types)
     in_types = ctx.input_types
 
     def fn(*rest: Tensor) -> list[Any]:
-        values, outs, gouts = rest[:n_in], rest[n_in:n_in + n_out], rest[n_in + n_out:]
+        values, gouts = rest[:n_in], rest[n_in + n_out:]
         scanned, invariants = values[nc:nc + nx], values[nc + nx:]
-        if trajectory:
-            traj, gtraj = outs[nc + ny:], list(gouts[nc + ny:])
-        else:
-            traj, gtraj = _as_list(apply("scan", *values, **{**a, "trajectory": True}))[nc + ny:], []
-        acc = [constant(np.zeros(t.shape, t.dtype.np)) for t in in_types[nc + nx:]]
+        saved = _as_list(apply("scan", *values, **{**a, "body": saving}))
+        residuals, trajectory = saved[nc + ny:nc + ny + nr], saved[nc + ny + nr:]
         back = _as_list(apply(
-            "scan", *gouts[:nc], *acc, *traj, *scanned, *gouts[nc:nc + ny], *gtraj, *invariants,
-            body=back_body, length=length, n_carry=nc + ni, n_scanned=nc + nx + ny + len(gtraj),
+            "scan", *gouts[:nc], *_zeros_like(in_types[nc + nx:]), *trajectory, *scanned, *gouts[nc:nc + ny],
+            *residuals, *invariants, body=back_body, length=length, n_carry=nc + ni, n_scanned=nc + nx + ny + nr,
             reverse=not a["reverse"]))
         gc0, gth, gx = back[:nc], back[nc:nc + ni], back[nc + ni:]
         return [g if t.dtype.is_float else None for g, t in zip([*gc0, *gx, *gth], in_types)]
@@ -617,7 +605,7 @@ _LOOP_ATTRS = {
     "n_states": AttrSpec("int", doc="how many inputs after limit and cond are loop-carried states"),
     "n_scanned": AttrSpec("int", 0, doc="how many inputs after the states are scanned row by row"),
     "reverse": AttrSpec("bool", False, doc="step k reads and writes row n-1-k (n = the trip limit)"),
-    "trajectory": AttrSpec("bool", False, doc="also output the states entering each step ([M, ...]) and T"),
+    "trip_count": AttrSpec("bool", False, doc="also output T, the number of steps run (i64[], the last output)"),
 }
 
 LOOP = OpSchema(
@@ -638,8 +626,8 @@ LOOP = OpSchema(
     examples=[Example([np.array(3, np.int64), np.array(True), _S0, _XS, _W],
                       {"body": _LOOP_BODY, "max_trip": 3, "n_states": 1, "n_scanned": 1}, note="all steps run"),
               Example([np.array(2, np.int64), np.array(True), _S0, _XS, _W],
-                      {"body": _LOOP_BODY, "max_trip": 3, "n_states": 1, "n_scanned": 1, "trajectory": True},
-                      note="a shorter trip limit, trajectory saved"),
+                      {"body": _LOOP_BODY, "max_trip": 3, "n_states": 1, "n_scanned": 1, "trip_count": True},
+                      note="a shorter trip limit, trip count output"),
               Example([np.array(3, np.int64), np.array(True), _S0, _XS, _W],
                       {"body": _LOOP_BODY, "max_trip": 3, "n_states": 1, "n_scanned": 1, "reverse": True},
                       note="reverse")],
@@ -654,8 +642,7 @@ SCAN = OpSchema(
            "length": AttrSpec("int", doc="the number of steps (rows of each scanned input and stacked output)"),
            "n_carry": AttrSpec("int", doc="how many leading inputs are carried from step to step"),
            "n_scanned": AttrSpec("int", 0, doc="how many inputs after the carries are scanned row by row"),
-           "reverse": AttrSpec("bool", False, doc="run from the last row to the first"),
-           "trajectory": AttrSpec("bool", False, doc="also output the carries entering each step ([length, ...])")},
+           "reverse": AttrSpec("bool", False, doc="run from the last row to the first")},
     shape_infer=_scan_shape,
     kernels={"cpu": _scan_kernel},
     gradient=_scan_gradient,
@@ -664,7 +651,7 @@ SCAN = OpSchema(
         "final carry and the stacked y. Front end: carry, ys = ops.scan(f, init, xs). Gradient: a reverse scan.",
     examples=[Example([_S0, _XS, _W], {"body": _SCAN_BODY, "length": 3, "n_carry": 1, "n_scanned": 1}),
               Example([_S0, _XS, _W], {"body": _SCAN_BODY, "length": 3, "n_carry": 1, "n_scanned": 1,
-                                       "reverse": True, "trajectory": True}, note="reverse, trajectory saved")],
+                                       "reverse": True}, note="reverse")],
 )
 
 SCHEMAS = [IF_ELSE, LOOP, SCAN]

@@ -1,18 +1,21 @@
 """Compile passes for the control-flow ops (contributed through ``frame_register_passes``).
 
 merge_trajectory_recompute (after ``decompose``)
-    The GradientFn of a ``loop``/``scan`` without a saved trajectory recomputes
-    the forward with ``trajectory=True``. When the graph also holds that
-    forward node (same op, inputs and attributes but ``trajectory``), the
-    forward node is replaced by the trajectory one, moved to its place: the
-    loop runs once and saves its states, instead of running twice.
+    The GradientFn of a ``loop``/``scan`` runs the forward again with a
+    *saving body*: the body extended with outputs that stack the trajectory
+    and the residuals its gradient reads. When the graph also holds the
+    original forward node (same op, inputs and attributes, a body the saving
+    body extends), the forward node is replaced by the saving one, moved to
+    its place: the loop runs once and saves what the backward needs, instead
+    of running twice. Without this pass (``opt_level=0``) the results are the
+    same and the forward runs twice.
 prune_control_flow (before ``eliminate_dead_nodes``)
     Outputs of a control-flow node that nothing reads are removed from its
-    bodies: unread stacked outputs, loop-carried states whose final value is
-    unread and that no kept output depends on (e.g. the accumulated gradient
-    of an invariant that is not differentiated), an unread trajectory
-    (``trajectory=False``). Inputs the pruned bodies no longer read are
-    dropped, so their producers become dead too.
+    bodies: unread stacked outputs (trajectory rows or residuals the backward
+    does not read), loop-carried states whose final value is unread and that
+    no kept output depends on (e.g. the accumulated gradient of an invariant
+    that is not differentiated), an unread trip count. Inputs the pruned
+    bodies no longer read are dropped, so their producers become dead too.
 
 Both run on bodies as well, since bodies are compiled through the same
 pipeline (``compile_subgraph``).
@@ -24,33 +27,66 @@ from typing import Any
 
 from frame_core import Graph, PassSpec, Rewriter, Value
 from frame_core.ir.graph import Node
-from frame_core.ir.keys import attrs_key
+from frame_core.ir.keys import attrs_key, graph_key
 
 __all__ = ["PASSES", "merge_trajectory_recompute", "prune_control_flow"]
 
 _SAVING = ("loop", "scan")
 
 
-def _forward_key(node: Node) -> tuple:
-    attrs = {k: v for k, v in node.attrs.items() if k != "trajectory"}
+def _node_key(node: Node) -> tuple:
+    """What a forward node and its saving twin share: op, inputs, and attributes but the body and trip_count."""
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("body", "trip_count")}
     return (node.op, tuple(map(id, node.inputs)), attrs_key(attrs))
 
 
+def _extends(big: Graph, small: Graph) -> bool:
+    """Whether ``big`` is ``small`` with nodes and outputs appended (``split_vjp_graph``'s forward part)."""
+    if len(big.nodes) < len(small.nodes) or len(big.outputs) < len(small.outputs) or \
+            [v.type for v in big.inputs] != [v.type for v in small.inputs]:
+        return False
+    prefix = Graph(small.name)
+    prefix.inputs, prefix.nodes = list(big.inputs), big.nodes[:len(small.nodes)]
+    prefix.outputs = big.outputs[:len(small.outputs)]
+    return graph_key(prefix) == graph_key(small)
+
+
+def _output_map(small: Node, big: Node) -> list[int] | None:
+    """Where each output of ``small`` is among ``big``'s, when ``big`` computes all of them, else None."""
+    is_loop = small.op == "loop"
+    if is_loop and small.attrs["trip_count"] and not big.attrs["trip_count"]:
+        return None
+    if not _extends(big.attrs["body"], small.attrs["body"]):
+        return None
+    n = len(small.outputs) - (1 if is_loop and small.attrs["trip_count"] else 0)
+    return list(range(n)) + ([len(big.outputs) - 1] if n < len(small.outputs) else [])
+
+
 def merge_trajectory_recompute(graph: Graph, ctx: Any) -> Graph:
-    """Replace a ``loop``/``scan`` by the ``trajectory=True`` copy of it that its gradient computes."""
-    saving: dict[tuple, Node] = {}
+    """Replace a ``loop``/``scan`` by the saving copy of it that its gradient computes (module docstring)."""
+    groups: dict[tuple, list[Node]] = {}
     for node in graph.nodes:
-        if node.op in _SAVING and node.attrs.get("trajectory"):
-            saving.setdefault(_forward_key(node), node)
-    if not saving:
-        return graph
-    twins = {n: saving[k] for n in graph.nodes
-             if n.op in _SAVING and not n.attrs.get("trajectory") and (k := _forward_key(n)) in saving}
+        if node.op in _SAVING:
+            groups.setdefault(_node_key(node), []).append(node)
+    twins: dict[Node, tuple[Node, list[int]]] = {}  # forward node -> (saving node, output positions)
+    for nodes in groups.values():
+        for small in nodes:
+            for big in nodes:
+                if big is not small and len(big.outputs) > len(small.outputs) and small not in twins:
+                    where = _output_map(small, big)
+                    if where is not None:
+                        twins[small] = (big, where)
+    for small in list(twins):  # follow chains (a saving node that another one extends) to the largest
+        big, where = twins[small]
+        while big in twins:
+            bigger, more = twins[big]
+            big, where = bigger, [more[k] for k in where]
+        twins[small] = (big, where)
     if not twins:
         return graph
     rw = Rewriter(graph)
-    savers = set(saving.values())
     placed: dict[Node, Node] = {}  # saving node -> its node in the new graph
+    savers = {big for big, _ in twins.values()}
     for node in graph.nodes:
         if node in placed:  # already emitted where its forward twin was
             continue
@@ -60,11 +96,12 @@ def merge_trajectory_recompute(graph: Graph, ctx: Any) -> Graph:
             if node in savers:
                 placed[node] = copy
             continue
-        if twin not in placed:  # its inputs are this node's, so they are defined here
-            placed[twin] = rw.copy(twin)
-        for old, new in zip(node.outputs, placed[twin].outputs):
-            rw.alias(old, new)
-    ctx.note("merge_trajectory_recompute", f"{len(twins)} forward loop(s) now save their trajectory")
+        big, where = twin
+        if big not in placed:  # its inputs are this node's, so they are defined here
+            placed[big] = rw.copy(big)
+        for k, old in enumerate(node.outputs):
+            rw.alias(old, placed[big].outputs[where[k]])
+    ctx.note("merge_trajectory_recompute", f"{len(twins)} forward loop(s) now save what their gradient reads")
     return rw.finish()
 
 
@@ -98,9 +135,9 @@ def _prune_sequential(node: Node, used: set[int], schemas: dict[str, Any]) -> tu
     lead = 1 if is_loop else 0  # the body's position input / cond output
     ny = len(body.outputs) - lead - ns
     n_out = len(node.outputs)
-    trajectory = a["trajectory"] and any(k in used for k in range(ns + ny, n_out))
+    trip_count = is_loop and a["trip_count"] and n_out - 1 in used
     ys = [k for k in range(ny) if ns + k in used]
-    states = {k for k in range(ns) if k in used or trajectory}
+    states = {k for k in range(ns) if k in used}
     b_states = body.inputs[lead:lead + ns]
     while True:
         outs = body.outputs[:lead] + [body.outputs[lead + k] for k in sorted(states)] + \
@@ -114,18 +151,17 @@ def _prune_sequential(node: Node, used: set[int], schemas: dict[str, Any]) -> tu
     rows = [k for k in range(nx) if body.inputs[lead + ns + k] in read]
     n_inv = len(body.inputs) - lead - ns - nx
     invs = [k for k in range(n_inv) if body.inputs[lead + ns + nx + k] in read]
-    if (len(kept_states), len(rows), len(invs), len(ys), trajectory) == (ns, nx, n_inv, ny, a["trajectory"]):
+    if (len(kept_states), len(rows), len(invs), len(ys), trip_count) == (ns, nx, n_inv, ny, is_loop and a["trip_count"]):
         return None
     b_in = body.inputs[:lead] + [b_states[k] for k in kept_states] + \
         [body.inputs[lead + ns + k] for k in rows] + [body.inputs[lead + ns + nx + k] for k in invs]
     new_body = _subgraph(body, b_in, outs, nodes)
     inputs = list(range(head)) + [head + k for k in kept_states] + [head + ns + k for k in rows] + \
         [head + ns + nx + k for k in invs]
-    attrs = {**a, "body": new_body, "n_scanned": len(rows), "trajectory": trajectory,
-             ("n_states" if is_loop else "n_carry"): len(kept_states)}
-    outputs = kept_states + [ns + k for k in ys]
-    if trajectory:
-        outputs += list(range(ns + ny, n_out))
+    attrs = {**a, "body": new_body, "n_scanned": len(rows), ("n_states" if is_loop else "n_carry"): len(kept_states)}
+    if is_loop:
+        attrs["trip_count"] = trip_count
+    outputs = kept_states + [ns + k for k in ys] + ([n_out - 1] if trip_count else [])
     return inputs, attrs, outputs
 
 

@@ -71,14 +71,18 @@ def test_bodies_inherit_the_options_of_the_enclosing_compile(compiled_bodies):
 def test_the_forward_loop_runs_once_and_saves_its_trajectory_only_when_differentiated():
     forward = fc.trace(rnn, *TYPES)
     scans = [n for n in fc.compile(forward).graph.nodes if n.op == "scan"]
-    assert len(scans) == 1 and not scans[0].attrs["trajectory"]
+    assert len(scans) == 1 and len(scans[0].outputs) == 2  # final carry, stacked per-step output
     training = fc.build_backward_graph(forward, 0, [0, 2, 3])
-    assert sum(n.op == "scan" for n in training.nodes) == 3  # forward, recompute with trajectory, backward
+    assert sum(n.op == "scan" for n in training.nodes) == 3  # forward, forward with a saving body, backward
     optimised = fc.compile(training).graph
     scans = [n for n in optimised.nodes if n.op == "scan"]
-    assert len(scans) == 2  # the forward saves the trajectory itself; the recompute is gone
-    assert scans[0].attrs["trajectory"] and not scans[1].attrs["trajectory"]
-    at0 = fc.compile(training, opt_level=0)  # no merge: the recompute runs, with the same results
+    assert len(scans) == 2  # the forward node runs the saving body; the second forward is gone
+    forward_node, backward_node = scans
+    # the forward also stacks the states entering each step and tanh's derivative: [6, 4, 8] each
+    assert [str(v.type) for v in forward_node.outputs] == ["f64[4, 8]", "f64[6]", "f64[6, 4, 8]", "f64[6, 4, 8]"]
+    body = backward_node.attrs["body"]
+    assert not any(n.op == "tanh" for n in body.nodes)  # the backward reads the residual, recomputes nothing
+    at0 = fc.compile(training, opt_level=0)  # no merge: the second forward runs, with the same results
     assert sum(n.op == "scan" for n in at0.graph.nodes) == 3
     for a, b in zip(at0.run(_inputs()), fc.compile(training).run(_inputs())):
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)

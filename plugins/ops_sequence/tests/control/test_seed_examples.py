@@ -46,7 +46,7 @@ def test_seed_if_backward_is_an_if_on_the_same_cond():
 def test_seed_loop_backward_is_a_reverse_loop_of_T_steps_from_dL_dsT():
     training = grad_graph(seed_example, ["f64[]", "bool[]"], [0])
     loops = [n for n in training.nodes if n.op == "loop"]
-    saving = next(n for n in loops if n.attrs["trajectory"])
+    saving = next(n for n in loops if n.attrs["trip_count"])
     backward = next(n for n in loops if n.attrs["reverse"])
     assert backward.inputs[0] is saving.outputs[-1]  # trip limit = the forward's T
     assert bool(fc.ir.graph.constant_array(backward.inputs[1]))  # initial cond: true
