@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import (
+    AmbiguousOpError,
     AttributeSpecError,
     CompileError,
     FrameError,
@@ -103,7 +104,7 @@ __all__ = [
     "DType", "float16", "bfloat16", "float32", "float64", "int32", "int64", "bool_",
     "TensorType", "Value", "Node", "Graph", "clone_graph",
     # errors
-    "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError",
+    "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError", "AmbiguousOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",
     "MissingGradientError", "CompileError", "InputError", "KernelError", "DataError",
     # lazily loaded

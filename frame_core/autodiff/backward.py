@@ -37,7 +37,7 @@ from ..compiler.fused import FUSED_OP
 from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
 from ..ir.keys import attrs_key
-from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
@@ -119,7 +119,8 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
     if gradient is None:  # cannot happen: the chain was checked; keeps the types honest
         raise MissingGradientError(f"{where()} has no GradientFn", [at()])
     try:
-        micro = gradient(ctx)
+        with op_scope(schema.namespace):  # the pack's short names mean its own ops first
+            micro = gradient(ctx)
     except MissingGradientError as exc:  # inside a body of this node: extend the path
         paths = [f"{at()} > {p}" for p in exc.paths] or [f"{at()} > {exc}"]
         raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient (ARCH-062):\n  "

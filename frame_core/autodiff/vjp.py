@@ -178,13 +178,13 @@ def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[V
     # forward: graph's nodes (a prefix: merge_trajectory_recompute recognises the extension), then what the
     # residuals need of the appended primal nodes
     needed: set[Node] = set()
-    stack = [producer[v] for v in residuals]
-    while stack:
-        node = stack.pop()
+    todo = [producer[v] for v in residuals]
+    while todo:
+        node = todo.pop()
         if node in needed or order[node] < n_forward:
             continue
         needed.add(node)
-        stack.extend(producer[v] for v in node.inputs if v in producer)
+        todo.extend(producer[v] for v in node.inputs if v in producer)
     forward = Graph(graph.name)
     forward.inputs = list(combined.inputs[:len(graph.inputs)])
     forward.nodes = combined.nodes[:n_forward] + [n for n in combined.nodes[n_forward:] if n in needed]

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Value
 from ..ir.types import TensorType
+from ..ops_registry.registry import op_scope
 from ..ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
 
 __all__ = ["FUSED", "FUSED_OP", "build_fused_kernel"]
@@ -60,9 +61,10 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     first_write: dict[int, int] = {}
     steps = []
     for i, node in enumerate(body.nodes):
-        schema = reg.get(node.op)
-        namespace[f"k{i}"] = schema.kernels["cpu"](
-            NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
+        schema = reg.lookup(node.op)  # a stored key: no pack scope applies
+        with op_scope(schema.namespace):
+            namespace[f"k{i}"] = schema.kernels["cpu"](
+                NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
         dying = [v for v in node.inputs if v in reg_of and last_use[v] == i and v not in exports]
         if dying:
             r = reg_of[dying[0]]
@@ -127,3 +129,4 @@ FUSED = OpSchema(
         "stage after differentiation; not differentiable (ARCH-062: differentiate before compiling).",
     examples=[Example(["f32[4]", "f32[4]"], {"body": _example_body()})],
 )
+FUSED.namespace = "core"

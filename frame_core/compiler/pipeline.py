@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import CompileError, FrameError
 from ..ir.graph import Graph
+from ..ops_registry.registry import op_scope
 from .context import CompileContext
 from .passspec import PLAN_STAGES, STAGES, PassSpec, pass_problems
 
@@ -89,7 +90,8 @@ def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Ca
     def add_plugins(anchor: str, where: str) -> None:
         for spec in plugin:
             if getattr(spec, where) == anchor and ctx.opt_level >= spec.min_level and spec.name not in disable:
-                run.append((f"{spec.name} (pack {spec.pack})", spec.fn))
+                record = ctx.registry.packs.get(spec.pack or "")
+                run.append((f"{spec.name} (pack {spec.pack})", _in_scope(spec.fn, record.namespace if record else None)))
 
     for stage in stages():
         add_plugins(stage.name, "before")
@@ -98,6 +100,15 @@ def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Ca
         add_plugins(stage.name, "after")
     add_plugins("plan_memory", "before")
     return run
+
+
+def _in_scope(fn: Callable[[Graph, CompileContext], Graph],
+              namespace: str | None) -> Callable[[Graph, CompileContext], Graph]:
+    """``fn`` run with its pack's op scope: short names it builds nodes with mean its own ops first."""
+    def scoped(graph: Graph, ctx: CompileContext) -> Graph:
+        with op_scope(namespace):
+            return fn(graph, ctx)
+    return scoped
 
 
 def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] = frozenset()) -> Graph:

@@ -104,7 +104,9 @@ class Graph:
     ) -> Node:
         """Append ``op(*inputs; attrs)`` and return the node.
 
-        With ``output_types`` omitted the op's schema normalises the
+        With ``output_types`` omitted, ``op`` (a short or qualified name) is
+        resolved in the registry and the node records the op's canonical key;
+        the op's schema normalises the
         attributes (filling defaults) and infers the output types; errors name
         the op and say what was expected (``ShapeError``, ``AttributeSpecError``,
         ``UnknownOpError``). The schema comes from ``registry`` or, without one,
@@ -120,7 +122,8 @@ class Graph:
                     "wrap constants with graph.constant(...)"
                 )
         if output_types is None:
-            schema = (registry if registry is not None else default_source()).get(op)
+            source = registry if registry is not None else default_source()
+            op, schema = source.resolve(op)  # the canonical key: `ops_basic::relu` and `relu` build the same node
             norm_attrs = schema.normalize_attrs(attrs or {})
             types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
         else:
@@ -145,7 +148,8 @@ class Graph:
         from .dtypes import as_dtype
 
         array = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).np)
-        return self.add_node("constant", (), {"value": array}).outputs[0]
+        # qualified: inside a pack's scope, a pack op that happens to be called `constant` must not be picked
+        return self.add_node("core::constant", (), {"value": array}).outputs[0]
 
     def zeros(self, type: TensorType | str) -> Value:
         """Append a zero constant of ``type`` (stored as a one-element broadcast) and return its value."""

@@ -35,9 +35,27 @@ class SchemaLike(Protocol):
 
 
 class SchemaSource(Protocol):
-    """Anything that finds a schema by op name (``Registry.get``); raises ``UnknownOpError`` otherwise."""
+    """Anything that finds a schema by op name; a ``Registry`` is one. Raises ``UnknownOpError`` otherwise.
 
-    def get(self, name: str) -> Any: ...
+    Op identity (SPEC §4): an op has a qualified name ``namespace::name`` and a
+    canonical key (its short name when it owns it, else its qualified name),
+    which is what ``Node.op`` holds.
+    """
+
+    def get(self, name: str) -> Any:
+        """The schema a name written by a person means (short or qualified; pack scope applies)."""
+
+    def resolve(self, name: str) -> tuple[str, Any]:
+        """``(canonical key, schema)`` of a written name, as :meth:`get` finds it (``Graph.add_node``)."""
+
+    def lookup(self, key: str) -> Any:
+        """The schema of a stored key (``node.op``): exact, no pack scope (``verify``)."""
+
+    def qualname_of(self, name: str) -> str:
+        """The qualified name of the op ``name`` names, or ``name`` when unknown (writing JSON)."""
+
+    def canonical(self, name: str) -> str:
+        """The canonical key of the op ``name`` names, or ``name`` when unknown (reading JSON)."""
 
 
 _default: Callable[[], SchemaSource] | None = None

@@ -146,7 +146,7 @@ def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, 
 
 def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types: bool = True) -> list[Problem]:
     try:
-        schema = registry.get(node.op)
+        schema = registry.lookup(node.op)  # a stored key: no pack scope applies
     except UnknownOpError as exc:
         return [Problem("V3", str(exc), node.op, index, path)]
     problems = []

@@ -39,13 +39,14 @@ from ..errors import FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
-from .registry import Registry, use_registry
+from .registry import Registry, op_scope, use_registry
 from .schema import NodeContext, OpSchema
 
 __all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
 CLOSED = "closed"
-#: Upper bound on GradientFn instantiations, so a pathological pack cannot stall start-up.
+#: Upper bound on the GradientFn instantiations the deep audit makes beyond the ops' own examples (every example is
+#: always checked), so a GradientFn that makes ever new types cannot stall it; what it leaves out is reported.
 MAX_CONTEXTS = 5000
 
 
@@ -142,56 +143,73 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
 
 
 def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
+    # every table is keyed by canonical op key (what node.op holds), never by short name: names may collide
     uses: dict[str, set[str]] = defaultdict(set)
     unresolved: dict[str, set[str]] = defaultdict(set)
     contract: dict[str, list[str]] = defaultdict(list)
     seen: set[tuple] = set()
-    work: deque[tuple[OpSchema, NodeContext]] = deque()
+    work: deque[tuple[str, OpSchema, NodeContext]] = deque()
 
-    for schema in reg.schemas.values():
+    for key, schema in reg.schemas.items():
         for example in schema.examples:
             try:
                 ctx = schema.context(example.inputs, example.attrs)
                 ctx.output_types  # shape inference must accept the op's own examples
-            except FrameError as exc:
-                contract[schema.name].append(f"example {example!r} is rejected by its own op: {exc}")
+            except Exception as exc:  # FrameError or a bug: either way the pack's own example is at fault
+                reason = str(exc) if isinstance(exc, FrameError) else f"{type(exc).__name__}: {exc}"
+                contract[key].append(f"example {example!r} is rejected by its own op: {reason}")
                 continue
-            work.append((schema, ctx))
+            work.append((key, schema, ctx))
 
+    examples = len(work)  # every example is checked; only contexts found inside micro-graphs count to the bound
     count = 0
-    while work and count < MAX_CONTEXTS:
-        schema, ctx = work.popleft()
+    while work and count < examples + MAX_CONTEXTS:
+        key, schema, ctx = work.popleft()
         if schema.gradient is None:
             continue
-        key = (schema.name, ctx.input_types, attrs_key(ctx.attrs))
-        if key in seen:
+        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+        if seen_key in seen:
             continue
-        seen.add(key)
+        seen.add(seen_key)
         count += 1
         try:
-            micro = schema.gradient(ctx)
+            with op_scope(schema.namespace):  # the pack's short names mean its own ops first
+                micro = schema.gradient(ctx)
         except UnknownOpError as exc:  # needs an op no loaded pack provides: a closure break, not a contract error
-            unresolved[schema.name].add(exc.name)
+            unresolved[key].add(exc.name)
             continue
-        except Exception as exc:  # the pack's code, reported against its op
-            contract[schema.name].append(
-                f"GradientFn raised {type(exc).__name__} on [{', '.join(map(str, ctx.input_types))}]: {exc}"
-            )
+        except (Exception, SystemExit) as exc:  # the pack's code, reported against its op
+            contract[key].append(
+                f"GradientFn raised {type(exc).__name__} on [{', '.join(map(str, ctx.input_types))}]: {exc}")
             continue
         problems, unknown = check_gradient_contract(schema, ctx, micro, reg)
         if problems:
-            contract[schema.name].extend(problems)
+            contract[key].extend(problems)
             continue
-        unresolved[schema.name] |= unknown
+        unresolved[key] |= unknown
         for node in _active_nodes(micro, schema, len(ctx.input_types)):
-            uses[schema.name].add(node.op)
+            uses[key].add(node.op)
             inner = reg.schemas.get(node.op)
             if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
-                work.append((inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
-                                                [v.type for v in node.outputs])))
+                work.append((node.op, inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
+                                                         [v.type for v in node.outputs])))
 
+    unchecked: dict[str, int] = defaultdict(int)
+    for key, schema, ctx in work:
+        if schema.gradient is not None and (key, ctx.input_types, attrs_key(ctx.attrs)) not in seen:
+            unchecked[key] += 1
     _unload_broken_packs(reg, contract)
     reg.closure = _orders(reg, uses, unresolved)
+    if unchecked:  # never stop in silence: say what the bound left out
+        total = sum(unchecked.values())
+        ops = ", ".join(f"{op} ({n})" for op, n in sorted(unchecked.items())[:10])
+        reg.notes.append(f"the deep closure audit stopped after {MAX_CONTEXTS} GradientFn instantiations found inside "
+                         f"micro-graphs; {total} more were not checked: {ops}"
+                         f"{' ...' if len(unchecked) > 10 else ''}. Their orders count only what was checked")
+        for op, n in unchecked.items():
+            if op in reg.closure:
+                reg.closure[op].problems.append(f"the deep audit did not check {n} context(s) of this op "
+                                                f"(bound MAX_CONTEXTS={MAX_CONTEXTS} reached)")
     return reg.closure
 
 

@@ -48,6 +48,7 @@ from ..ir.dtypes import DType, as_dtype
 from ..ir.graph import Graph
 from ..ir.tensors import frozen
 from ..ir.types import TensorType, as_type
+from .registry import op_scope
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..frontend.trace import Tensor
@@ -290,13 +291,15 @@ class NodeContext:
         """
         from ..frontend.trace import trace_gradient
 
-        return trace_gradient(fn, self)
+        with op_scope(self.schema.namespace):  # short names mean this pack's own ops first
+            return trace_gradient(fn, self)
 
     def decomposition_graph(self, fn: Callable[..., Any]) -> Graph:
         """Trace ``fn(*xs)`` into a DecomposeFn graph returning the op's outputs."""
         from ..frontend.trace import trace
 
-        return trace(fn, *self.input_types, name=f"{self.op}_decomposition")
+        with op_scope(self.schema.namespace):
+            return trace(fn, *self.input_types, name=f"{self.op}_decomposition")
 
     def __repr__(self) -> str:
         return f"NodeContext({self.op}, [{', '.join(map(str, self.input_types))}], {dict(self.attrs)})"
@@ -318,13 +321,14 @@ class OpSchema:
     derivative the GradientFn is checked against instead of the forward's.
     ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
     calls instead of appending the node itself (see the module docstring).
-    ``pack`` and ``distribution`` are filled in by the loader.
+    ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
+    ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
     """
 
     __slots__ = (
         "name", "inputs", "outputs", "attrs", "shape_infer", "kernels", "gradient", "not_differentiable",
         "nondiff_inputs", "decomposition", "traits", "doc", "examples", "variadic", "gradient_surrogate",
-        "frontend", "pack", "distribution",
+        "frontend", "pack", "distribution", "namespace",
     )
 
     def __init__(
@@ -368,8 +372,14 @@ class OpSchema:
         self.frontend = frontend
         self.pack: str | None = None
         self.distribution: str | None = None
+        self.namespace: str | None = None
 
     # -- facts -------------------------------------------------------------
+    @property
+    def qualname(self) -> str:
+        """``namespace::name`` once a loader registered the op (just ``name`` before)."""
+        return f"{self.namespace}::{self.name}" if self.namespace else self.name
+
     @property
     def internal(self) -> bool:
         return "internal" in self.traits
@@ -458,7 +468,8 @@ class OpSchema:
         self.check_arity(len(input_types))
         ctx = NodeContext(self, input_types, attrs, ())
         try:
-            result = self.shape_infer(ctx)
+            with op_scope(self.namespace):
+                result = self.shape_infer(ctx)
         except FrameError:
             raise
         except Exception as exc:  # a bug in the pack's shape function, not in the caller's graph

@@ -59,7 +59,9 @@ def op_graph(schema: OpSchema, input_types: Sequence[Any], attrs: dict[str, Any]
     graph = Graph(f"{schema.name}_example")
     names = list(schema.inputs) if len(schema.inputs) == len(input_types) else [f"x{i}" for i in range(len(input_types))]
     xs = [graph.add_input(t, n) for t, n in zip(input_types, names)]
-    node = graph.add_node(schema.name, xs, attrs or {}, registry=registry)
+    reg = registry if registry is not None else current_registry()
+    # the op's own key (qualified when another pack owns its short name): never another pack's op of that name
+    node = graph.add_node(reg.key_of(schema), xs, attrs or {}, registry=reg)
     for value in node.outputs:
         graph.mark_output(value)
     return graph
@@ -67,7 +69,7 @@ def op_graph(schema: OpSchema, input_types: Sequence[Any], attrs: dict[str, Any]
 
 def checked_order(schema: OpSchema, order: int, reg: Registry) -> tuple[int, str]:
     """``(order to check, why lower)``: ``order`` capped at the closure order the registry's audit found."""
-    info = reg.closure.get(schema.name)
+    info = reg.closure.get(reg.key_of(schema))
     if info is None or info.closed or not isinstance(info.order, int) or info.order >= order:
         return order, ""
     chain = " -> ".join(info.chain) if info.chain else schema.name

@@ -20,6 +20,7 @@ from ...errors import CompileError
 from ...ir.graph import Graph, Node, Value
 from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
+from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
 from ..context import CompileContext
 from .memory import MemoryPlan, view_bases
@@ -107,7 +108,8 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
         if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
             nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
             try:
-                kernel = built[key] = builder(nctx)
+                with op_scope(schema.namespace):
+                    kernel = built[key] = builder(nctx)
             except Exception as exc:
                 raise CompileError(f"building the {ctx.backend} kernel of node {index} ({node.op}) failed: "
                                    f"{type(exc).__name__}: {exc}") from exc
