@@ -68,3 +68,13 @@ def test_compile_subgraph_inside_a_kernel_builder_inherits_the_compile_options()
         exe = fc.compile(outer, opt_level=level, registry=reg, cache=False)
         assert any(n.op == "fused_elementwise_internal" for n in seen[-1].graph.nodes) is fused
         np.testing.assert_allclose(exe.run([np.zeros(3)])[0], 1.0)
+
+
+def test_unchecked_without_output_copies_may_hand_back_inputs_and_constants():
+    g = fc.Graph("aliases")
+    x = g.add_input("f64[2]", "x")
+    g.mark_output(x)
+    g.mark_output(g.constant(np.array([1.0, 2.0])))
+    data = np.array([3.0, 4.0])
+    same, const = fc.compile(g).unchecked(copy_outputs=False)([data])
+    assert same is data and not const.flags.writeable  # for a caller that only reads what it gets
