@@ -31,7 +31,7 @@ from ..ir.graph import Graph, Value, clone_graph
 from ..ir.types import TensorType, as_type
 from .trace import Tensor, _current, _lift, _param_names, _Scope, _scopes
 
-__all__ = ["Body", "trace_body", "align_captures", "flatten_result"]
+__all__ = ["Body", "trace_body", "align_captures", "flatten_result", "check_arity"]
 
 
 @dataclass
@@ -62,6 +62,8 @@ def trace_body(
     expect: Sequence[TensorType | None] | None = None,
     outer: Graph | None = None,
     role: str = "body",
+    arity: int | None = None,
+    called_as: str = "",
 ) -> Body:
     """Trace ``fn`` over inputs of ``input_types`` into a body graph named ``name``.
 
@@ -72,9 +74,13 @@ def trace_body(
     ``outer`` is the enclosing graph whose tensors the body may capture
     (default: the graph being traced). ``role`` names the body in errors.
     ``names`` name the inputs (default: ``fn``'s parameter names).
+    ``arity`` is how many positional arguments ``call`` passes (default: one
+    per input type) and ``called_as`` how, for the error when ``fn`` cannot
+    take them.
 
-    Raises ``IRError`` when ``fn`` is neither a callable nor a graph, and
-    ``ShapeError`` when a given graph does not take ``input_types``.
+    Raises ``IRError`` when ``fn`` is neither a callable nor a graph or cannot
+    take the arguments, and ``ShapeError`` when a given graph does not take
+    ``input_types``.
     """
     types = [as_type(t) for t in input_types]
     if isinstance(fn, Graph):
@@ -85,6 +91,7 @@ def trace_body(
         return Body(clone_graph(fn), [])
     if not callable(fn):
         raise IRError(f"the {role} must be a Python callable (or a frame Graph), got {type(fn).__name__} {fn!r:.60}")
+    check_arity(fn, len(types) if arity is None else arity, role, called_as)
     enclosing = outer if outer is not None else _current.get()
     graph = Graph(name)
     labels = list(names) if names is not None else _param_names(fn, len(types))
@@ -102,6 +109,22 @@ def trace_body(
         _current.reset(token)
     captures = [Tensor(v, enclosing) for v in scope.captured] if enclosing is not None else []
     return Body(graph, captures)
+
+
+def check_arity(fn: Callable[..., Any], count: int, role: str = "body", called_as: str = "") -> None:
+    """An ``IRError`` saying how the body is called, not a ``TypeError`` from inside the call."""
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: let the call decide
+        return
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        how = f" ({called_as})" if called_as else ""
+        raise IRError(f"the {role} {getattr(fn, '__name__', 'function')}{signature} cannot take {count} positional "
+                      f"argument{'s' if count != 1 else ''}: it is called with {count}{how}") from None
 
 
 def _lift_output(r: Any, graph: Graph, like: TensorType | None, role: str, i: int) -> Value:

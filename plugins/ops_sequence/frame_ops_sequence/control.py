@@ -45,6 +45,7 @@ from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
     TensorType, align_captures, build_vjp_graph, constant, split_vjp_graph, trace_body,
 )
+from frame_core.frontend.subgraph import check_arity
 from frame_core.frontend.trace import apply, current_graph
 from frame_core.ir.graph import inline_graph
 
@@ -181,9 +182,10 @@ def if_else(cond: Any, then_fn: Callable[..., Any] | Graph, else_fn: Callable[..
     _graph_for([cond, *xs])
     values = [_tensor(x, f"if_else input {i}") for i, x in enumerate(xs)]
     types = [x.type for x in values]
-    then = trace_body(then_fn, types, name="then_branch", role="then branch of if_else")
+    how = f"one argument per input after the two branches: {len(types)}"
+    then = trace_body(then_fn, types, name="then_branch", role="then branch of if_else", called_as=how)
     other = trace_body(else_fn, types, name="else_branch", role="else branch of if_else",
-                       expect=then.graph.output_types)
+                       expect=then.graph.output_types, called_as=how)
     (then, other), captured = align_captures([then, other])
     return apply("if_else", _flag(cond), *values, *captured, then_branch=then.graph, else_branch=other.graph)
 
@@ -381,6 +383,8 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
     if checkpoint_every is not None:
         from .control_checkpoint import checkpointed_loop
 
+        if not isinstance(body_fn, Graph):
+            check_arity(body_fn, 1 + len(init) + len(scanned) + len(invs), "loop body")
         return checkpointed_loop(body_fn, max_trip, cond, init, scanned, invs, checkpoint_every)
     return build_loop(body_fn, max_trip, np.asarray(max_trip, np.int64), cond, init, scanned, invs)
 
@@ -390,7 +394,9 @@ def build_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, limit: Any, c
     """Trace ``body_fn`` and append the ``loop`` node (the front end's last step, shared with checkpointing)."""
     rows = [x.type.with_shape(x.shape[1:]) for x in scanned]
     types = [I64, *(s.type for s in init), *rows, *(v.type for v in invs)]
-    body = trace_body(body_fn, types, name="body", role="loop body", expect=[BOOL, *(s.type for s in init)])
+    how = f"body(i, *states, *rows of xs, *invariants): 1 + {len(init)} + {len(scanned)} + {len(invs)} arguments"
+    body = trace_body(body_fn, types, name="body", role="loop body", expect=[BOOL, *(s.type for s in init)],
+                      called_as=how)
     return apply("loop", limit, _flag(cond), *init, *scanned, *invs, *body.captures, body=body.graph,
                  max_trip=max_trip, n_states=len(init), n_scanned=len(scanned), reverse=reverse)
 
@@ -502,6 +508,9 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     if checkpoint_every is not None:
         from .control_checkpoint import checkpointed_scan
 
+        if not isinstance(body_fn, Graph):
+            check_arity(body_fn, 2 + len(invs), "scan body")
+
         return checkpointed_scan(body_fn, carry0, carry_struct, scanned, xs_struct, invs, length, bool(reverse),
                                  checkpoint_every)
     nc, nx = len(carry0), len(scanned)
@@ -522,12 +531,16 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
 
     rows = [x.type.with_shape(x.shape[1:]) for x in scanned]
     types = [*(c.type for c in carry0), *rows, *(v.type for v in invs)]
-    body = trace_body(body_fn, types, name="body", role="scan body", call=call, expect=[c.type for c in carry0])
+    how = "f(carry, x, *invariants), carry and x a tensor, a tuple or None as given"
+    body = trace_body(body_fn, types, name="body", role="scan body", call=call, expect=[c.type for c in carry0],
+                      arity=2 + len(invs), called_as=how)
     outs = _as_list(apply("scan", *carry0, *scanned, *invs, *body.captures, body=body.graph, length=length,
                           n_carry=nc, n_scanned=nx, reverse=bool(reverse)))
     carry = tuple(outs[:nc]) if carry_struct else outs[0]
-    y = y_struct[0]
     ys = outs[nc:]
+    if not y_struct:  # a graph body: its per-step outputs are a tensor, a tuple or nothing by their count
+        y_struct.append(None if not ys else ys[0] if len(ys) == 1 else tuple(ys))
+    y = y_struct[0]
     return carry, (None if y is None else tuple(ys) if isinstance(y, (tuple, list)) else ys[0])
 
 

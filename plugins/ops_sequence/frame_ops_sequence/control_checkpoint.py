@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import IRError, Tensor, constant, ops
+from frame_core import Graph, IRError, Tensor, constant, ops
+from frame_core.frontend.trace import current_graph
+from frame_core.ir.graph import inline_graph
 from frame_core.frontend.subgraph import flatten_result
 
 __all__ = ["checkpointed_loop", "checkpointed_scan"]
@@ -34,6 +36,18 @@ def _segments(k: Any, steps: int) -> tuple[int, int]:
         raise IRError(f"checkpoint_every must be an int >= 1 (keep every k-th state), got {k!r}")
     k = int(k)
     return k, math.ceil(steps / k)
+
+
+def _callable(body: Any) -> Callable[..., Any]:
+    """A body given as a Graph, as a function of tensors (it is inlined where it is called)."""
+    if not isinstance(body, Graph):
+        return body
+
+    def inlined(*args: Tensor) -> list[Tensor]:
+        graph = current_graph()
+        values = [a.value if isinstance(a, Tensor) else graph.constant(np.asarray(a)) for a in args]
+        return [Tensor(v, graph) for v in inline_graph(graph, body, values)]
+    return inlined
 
 
 def _as_flag(c: Any) -> Any:
@@ -53,6 +67,7 @@ def checkpointed_loop(body_fn: Callable[..., Any], max_trip: int, cond: Any, ini
     from .control import _as_list, build_loop
 
     k, segments = _segments(every, max_trip)
+    body_fn = _callable(body_fn)
     if segments <= 1:  # one segment: nothing to save on
         return build_loop(body_fn, max_trip, np.asarray(max_trip, np.int64), cond, init, scanned, invs, reverse)
     ns, nx = len(init), len(scanned)
@@ -92,12 +107,23 @@ def checkpointed_loop(body_fn: Callable[..., Any], max_trip: int, cond: Any, ini
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def _regroup(outs: list[Tensor], nc: int, carry_struct: bool) -> tuple[Any, Any]:
+    carry = tuple(outs[:nc]) if carry_struct else outs[0]
+    ys = outs[nc:]
+    return carry, (None if not ys else ys[0] if len(ys) == 1 else tuple(ys))
+
+
 def checkpointed_scan(body_fn: Callable[..., Any], carry0: Sequence[Tensor], carry_struct: bool,
                       scanned: Sequence[Tensor], xs_struct: bool, invs: Sequence[Tensor], length: int, reverse: bool,
                       every: Any) -> tuple[Any, Any]:
     """``scan(...)`` through ``checkpointed_loop`` (a scan is a loop whose cond stays true)."""
     nc, nx = len(carry0), len(scanned)
     y_struct: list[Any] = []
+    if isinstance(body_fn, Graph):  # a graph body takes (carries, rows, invariants) flat: call it so
+        graph_body = _callable(body_fn)
+        body_fn = lambda c, x, *inv: _regroup(graph_body(*(c if carry_struct else (c,)),  # noqa: E731
+                                                          *(() if x is None else x if xs_struct else (x,)), *inv),
+                                                nc, carry_struct)
 
     def step(i: Tensor, *args: Tensor) -> list[Any]:
         c = tuple(args[:nc]) if carry_struct else args[0]

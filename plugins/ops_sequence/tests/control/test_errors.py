@@ -128,3 +128,16 @@ def test_a_reverse_loop_with_a_data_dependent_exit_is_not_differentiated():
     with pytest.raises(fc.GradientError, match="reverse loop is differentiated only when its body's cond is the "
                                                "constant true"):
         fc.build_backward_graph(g, 0, [0])
+
+
+def test_a_body_that_cannot_take_its_arguments_says_how_it_is_called():
+    with pytest.raises(fc.IRError, match=r"the loop body <lambda>\(s\) cannot take 2 positional arguments.*"
+                                         r"body\(i, \*states"):
+        trace(lambda x: ops.loop(lambda s: (True, s), 3, True, x), "f64[3]")
+    with pytest.raises(fc.IRError, match=r"the scan body <lambda>\(c\) cannot take 2 positional arguments.*"
+                                         r"f\(carry, x, \*invariants\)"):
+        trace(lambda x: ops.scan(lambda c: (c, None), x, length=3), "f64[3]")
+    with pytest.raises(fc.IRError, match="the then branch of if_else <lambda>\\(\\) cannot take 1 positional"):
+        trace(lambda c, x: ops.if_else(c, lambda: x, lambda v: v, x), "bool[]", "f64[3]")
+    with pytest.raises(fc.IRError, match="cannot take 2 positional arguments"):
+        trace(lambda x: ops.loop(lambda s: (True, s), 4, True, x, checkpoint_every=2), "f64[3]")

@@ -76,3 +76,29 @@ def test_the_same_at_second_order():
     one = fc.compile(contracted)
     numeric = central_gradient(lambda xs: float(one.run(xs)[k]), [x, r], 0, h=1e-5)
     np.testing.assert_allclose(second.run([x, r])[-1], numeric, rtol=1e-7)
+
+
+def test_empty_loops_and_scans_and_branches_without_inputs():
+    g = fc.trace(lambda x, xs: ops.loop(lambda i, s, r: (True, s + r, s), 0, True, x, xs=[xs]), "f64[2]", "f64[0, 2]")
+    final, ys = fc.compile(g).run([np.ones(2), np.zeros((0, 2))])
+    np.testing.assert_array_equal(final, 1.0)
+    assert ys.shape == (0, 2)
+    empty = fc.trace(lambda x: ops.sum(ops.scan(lambda c, _: (c * 2.0, c), x, length=0)[0]), "f64[2]")
+    np.testing.assert_array_equal(fc.compile(fc.build_backward_graph(empty, 0, [0])).run([np.ones(2)])[1], 1.0)
+
+    def branches(c, x):  # noqa: ANN001, ANN202 - both branches read x from outside, take no argument
+        return ops.sum(ops.if_else(c, lambda: x * 2.0, lambda: ops.sin(x)))
+    check_gradients(lambda x: branches(True, x), ["f64[2]"], [np.array([0.3, 0.4])])
+    check_gradients(lambda x: branches(False, x), ["f64[2]"], [np.array([0.3, 0.4])])
+
+
+@pytest.mark.parametrize("every", [None, 2, 3])
+def test_bodies_given_as_graphs_also_checkpoint(every):
+    step = fc.trace(lambda i, s: (True, ops.sin(s) * 1.1), "i64[]", "f64[2]")
+    cell = fc.trace(lambda c, x: (c * x, c + x), "f64[2]", "f64[2]")
+
+    def f(x, xs):  # noqa: ANN001, ANN202
+        c, ys = ops.scan(cell, ops.loop(step, 5, True, x, checkpoint_every=every), xs, checkpoint_every=every)
+        return ops.sum(c) + ops.sum(ys)
+    rng = np.random.default_rng(2)
+    check_gradients(f, ["f64[2]", "f64[5, 2]"], [rng.uniform(0.2, 0.8, 2), rng.uniform(0.5, 1.2, (5, 2))])
