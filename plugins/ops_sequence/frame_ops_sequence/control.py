@@ -46,7 +46,7 @@ from frame_core import (
     TensorType, align_captures, build_vjp_graph, constant, split_vjp_graph, trace_body,
 )
 from frame_core.frontend.subgraph import check_arity
-from frame_core.frontend.trace import apply, current_graph
+from frame_core.frontend.trace import apply
 from frame_core.ir.graph import inline_graph
 
 I64 = TensorType("int64", ())
@@ -94,17 +94,6 @@ def _fresh(out: np.ndarray, inputs: Sequence[np.ndarray]) -> np.ndarray:
 def _constant_true(value: Any) -> bool:
     p = value.producer
     return p is not None and p.op == "constant" and bool(np.all(p.attrs["value"]))
-
-
-def _graph_for(args: Sequence[Any]) -> Graph:
-    """The graph a front end appends to: the one being traced, else the graph of its first tensor."""
-    for a in args:
-        if isinstance(a, Tensor):
-            try:
-                return current_graph()
-            except IRError:
-                return a.graph
-    return current_graph()
 
 
 def _tensor(x: Any, what: str) -> Tensor:
@@ -179,7 +168,6 @@ def if_else(cond: Any, then_fn: Callable[..., Any] | Graph, else_fn: Callable[..
     read from outside are captured as extra inputs. Returns what a branch
     returns (a tensor, or a tuple).
     """
-    _graph_for([cond, *xs])
     values = [_tensor(x, f"if_else input {i}") for i, x in enumerate(xs)]
     types = [x.type for x in values]
     how = f"one argument per input after the two branches: {len(types)}"
@@ -375,7 +363,6 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
     init = [_tensor(s, f"loop state {k}") for k, s in enumerate(states)]
     scanned = [_tensor(x, f"loop xs[{k}]") for k, x in enumerate(_seq(xs, "loop xs"))]
     invs = [_tensor(v, f"loop invariant {k}") for k, v in enumerate(_seq(invariants, "loop invariants"))]
-    _graph_for([cond, *init, *scanned, *invs])
     for k, x in enumerate(scanned):
         if x.ndim == 0 or x.shape[0] != max_trip:
             raise ShapeError(f"loop: xs[{k}] is {x.type}; each scanned tensor needs max_trip = {max_trip} rows "
@@ -493,7 +480,6 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     xs_struct = isinstance(xs, (tuple, list))
     scanned = [_tensor(x, f"scan xs[{k}]") for k, x in enumerate(_seq(xs, "scan xs"))]
     invs = [_tensor(v, f"scan invariant {k}") for k, v in enumerate(_seq(invariants, "scan invariants"))]
-    _graph_for([*carry0, *scanned, *invs])
     lengths = {x.shape[0] for x in scanned if x.ndim}
     if any(x.ndim == 0 for x in scanned) or len(lengths) > 1 or (length is not None and lengths - {length}):
         raise ShapeError(f"scan: xs {_types(scanned)} must all have the same number of rows"
