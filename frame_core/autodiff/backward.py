@@ -7,14 +7,15 @@ grad(wrt[1]), ...]``; ``forward`` is never modified. Steps:
 1. clone the forward graph (``clone_graph``, the one shared cloning routine);
 2. seed the loss with ``constant(1)`` of its dtype;
 3. walk the nodes on the chain (those that depend on a ``wrt`` input through
-   floating values and that the loss depends on) in reverse topological
-   order, inlining each op's GradientFn micro-graph bound to ``[x.., y.., gy..]``;
+   floating values and that the loss depends on through a floating output)
+   in reverse topological order, inlining each op's GradientFn micro-graph bound to ``[x.., y.., gy..]``;
 4. sum the contributions to a value with several consumers
    (``accumulate_internal``), never overwrite;
 5. a ``wrt`` the loss does not reach gets ``constant(0)`` of its type.
 
 Integer and boolean values carry no gradient, nor do inputs a schema lists in
-``nondiff_inputs``. A gradient that is a known zero constant is not
+``nondiff_inputs``: a node whose outputs are all integer or boolean (a
+comparison feeding ``where``) is off the chain, whatever its op. A gradient that is a known zero constant is not
 accumulated, so ``stop_gradient`` and second-order zeros (relu) cut the chain
 instead of adding zeros. Higher order (ARCH-067): add a scalar contraction of
 a gradient output (``add_scalar_contraction``) and call this function again.
@@ -85,19 +86,22 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
 
 
 def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry) -> list[Node]:
-    """Nodes that depend on ``sources`` through floating values and that a target depends on, in order."""
+    """Nodes that depend on ``sources`` through floating values and that a target depends on through a
+    floating output, in order. Integer and boolean values carry no gradient, so a node whose outputs are
+    all integer or boolean (a comparison, an argmax) is never on the chain and needs no GradientFn."""
     active = set(sources)
     forward_active = []
     for node in graph.nodes:
         nondiff = reg.schemas[node.op].nondiff_inputs if node.op in reg.schemas else frozenset()
-        floating = [v for v in node.outputs if v.type.dtype.is_float]
-        if floating and any(v in active for i, v in enumerate(node.inputs) if i not in nondiff):  # integer and
-            forward_active.append(node)  # boolean outputs carry no gradient: such a node is never on the chain
-            active.update(floating)
+        if any(v in active for i, v in enumerate(node.inputs) if i not in nondiff):
+            floating = [v for v in node.outputs if v.type.dtype.is_float]
+            if floating:
+                forward_active.append(node)
+                active.update(floating)
     needed = set(targets)
     chain = []
     for node in reversed(forward_active):
-        if any(v in needed for v in node.outputs):
+        if any(v in needed and v.type.dtype.is_float for v in node.outputs):
             chain.append(node)
             needed.update(node.inputs)
     chain.reverse()

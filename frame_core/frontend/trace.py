@@ -1,8 +1,11 @@
 """Tracing front end: write Python, get a ``Graph``.
 
 ``trace(fn, *input_types)`` calls ``fn`` with one :class:`Tensor` per input;
-arithmetic on tensors (``x @ w + b``, ``-x``, ``x * 2.0``) and calls into the
-``ops`` namespace (``ops.relu(x)``) append nodes to the graph being traced.
+arithmetic on tensors (``x @ w + b``, ``-x``, ``x * 2.0``, ``x ** 3``, ``abs(x)``),
+ordering comparisons (``x < y`` gives a boolean tensor; ``==`` and ``!=`` stay
+identity comparisons, so tensors remain usable as dict keys: use
+``ops.equal``) and calls into the ``ops`` namespace (``ops.relu(x)``) append
+nodes to the graph being traced.
 Python scalars become rank-0 constants of the other operand's dtype. The same
 front end writes GradientFns (``NodeContext.grad_graph``) and DecomposeFns.
 """
@@ -102,19 +105,51 @@ class Tensor:
         return self
 
     def __pow__(self, exponent: Any) -> "Tensor":
-        if exponent == 2:
-            return apply("square", self)
-        if exponent == 1:
-            return self
-        if exponent == 0.5:
-            return apply("sqrt", self)
-        raise IRError(f"x ** {exponent!r} is not supported; use x ** 2, x ** 0.5 or explicit ops (ops.exp, ops.log)")
+        if isinstance(exponent, (int, float, np.integer, np.floating)) and not isinstance(exponent, (bool, np.bool_)):
+            if exponent == 2:
+                return apply("square", self)
+            if exponent == 1:
+                return self
+            if exponent == 0.5:
+                return apply("sqrt", self)
+            exponent = float(exponent)  # a Python number takes the tensor's dtype
+        return apply("pow", self, exponent)
+
+    def __rpow__(self, base: Any) -> "Tensor":
+        return apply("pow", base, self)
+
+    def __abs__(self) -> "Tensor":
+        return apply("abs", self)
+
+    # Ordering comparisons build boolean tensors. `==` and `!=` deliberately stay identity comparisons:
+    # a Tensor is hashable and used as a dict key and in `x in list`, which need a bool answer; compare
+    # values with ops.equal(a, b) and ops.not_equal(a, b).
+    def __lt__(self, other: Any) -> "Tensor":
+        return apply("less", self, other)
+
+    def __le__(self, other: Any) -> "Tensor":
+        return apply("less_equal", self, other)
+
+    def __gt__(self, other: Any) -> "Tensor":
+        return apply("greater", self, other)
+
+    def __ge__(self, other: Any) -> "Tensor":
+        return apply("greater_equal", self, other)
 
     def sum(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
         return apply("sum", self, axes=axes, keepdims=keepdims)
 
     def mean(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
         return apply("mean", self, axes=axes, keepdims=keepdims)
+
+    def max(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
+        return apply("max", self, axes=axes, keepdims=keepdims)
+
+    def min(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
+        return apply("min", self, axes=axes, keepdims=keepdims)
+
+    def astype(self, dtype: Any) -> "Tensor":
+        return apply("cast", self, to=dtype)
 
     def reshape(self, *shape: Any) -> "Tensor":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

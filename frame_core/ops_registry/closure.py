@@ -4,7 +4,8 @@ After the packs load, every GradientFn is instantiated on its op's examples
 and checked against the contract (inputs ``[x.., y.., gy..]``, one gradient
 per input of the input's type, a micro-graph that passes ``verify``). The ops
 on the active path of each micro-graph (those reading a floating value that
-depends on the micro-graph's inputs; zero-input constants are exempt) are
+depends on the micro-graph's inputs and having a floating output; zero-input
+constants and ops whose outputs are all integer or boolean are exempt) are
 followed recursively: at start-up at the op level (each is audited on its
 own examples), and with ``deep=True`` with the very types and attributes
 they have inside the micro-graph.
@@ -112,7 +113,9 @@ def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, regi
 
 
 def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
-    """Nodes reading a floating value that depends on the micro-graph's (differentiable) inputs."""
+    """Nodes reading a floating value that depends on the micro-graph's (differentiable) inputs and having a
+    floating output: a node whose outputs are all integer or boolean (a comparison) carries no gradient, so
+    the backward transform never differentiates it and it does not limit the closure order."""
     active = set()
     for i, v in enumerate(micro.inputs):
         if i < n_inputs and i in schema.nondiff_inputs:
@@ -121,11 +124,10 @@ def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
             active.add(v)
     nodes = []
     for node in micro.nodes:
-        if any(v in active for v in node.inputs):
+        floating = [v for v in node.outputs if v.type.dtype.is_float]
+        if floating and any(v in active for v in node.inputs):
             nodes.append(node)
-            for out in node.outputs:
-                if out.type.dtype.is_float:
-                    active.add(out)
+            active.update(floating)
     return nodes
 
 

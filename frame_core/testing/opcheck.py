@@ -109,11 +109,14 @@ class _ExampleSetup:
             self.note += "first order against the gradient surrogate (ARCH-066); "
         self.ladder = GradientLadder(graph, self.wrt, targets, wrng, reg, objective0=objective0)
         self.seed = seed
+        self.no_gradient = "" if targets else "no floating output (integer and boolean outputs carry no gradient)"
+        if not self.wrt:
+            self.no_gradient = "no floating input to differentiate"
 
     def result(self, order: int, example_tolerance: float | None) -> CheckResult:
-        if not self.wrt:
+        if self.no_gradient:
             return CheckResult(self.schema.name, gradient_check_name(order), self.index, True, None,
-                               "not checked: no floating input to differentiate", skipped=True)
+                               f"not checked: {self.no_gradient}", skipped=True)
         tol = tolerance_for(order, self.dtype)
         if example_tolerance is not None:
             tol = max(tol, float(example_tolerance))
@@ -182,6 +185,9 @@ def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, 
                 return CheckResult(schema.name, check, index, True, None, "not checked: no floating input",
                                    skipped=True)
             graph = op_graph(schema, types, example.attrs, reg)
+            if not any(v.type.dtype.is_float for v in graph.outputs):
+                return CheckResult(schema.name, check, index, True, None, "not checked: no floating output "
+                                   "(integer and boolean outputs carry no gradient)", skipped=True)
             inputs = example.sample(example_rng(seed, schema.name, index, _LOW), float64)
             return check_low_precision(graph, inputs, _wrt(schema, types), dtype=low,
                                        seed=seed + zlib.crc32(schema.name.encode()) + index, registry=reg,
