@@ -129,10 +129,9 @@ def while_loop_gradient(repeat: int) -> tuple[float, int]:
         def body(i, s):  # noqa: ANN001, ANN202
             new = ops.tanh(s @ w + b)
             change = ops.sum((new - s) * (new - s))
-            return _less(1e-12, change), new
+            return ops.less(1e-12, change), new
         return ops.sum(ops.loop(body, 500, True, x))
-    exe = fc.compile(fc.build_backward_graph(fc.trace(f, "f64[8, 64]", "f64[64, 64]", "f64[64]"), 0, [0, 1, 2]),
-                     registry=fc.registry())
+    exe = fc.compile(fc.build_backward_graph(fc.trace(f, "f64[8, 64]", "f64[64, 64]", "f64[64]"), 0, [0, 1, 2]))
     rng = np.random.default_rng(2)
     w = rng.standard_normal((64, 64))
     w *= 0.9 / np.linalg.norm(w, 2)  # a contraction: the iteration converges, in about a hundred steps
@@ -144,26 +143,6 @@ def while_loop_gradient(repeat: int) -> tuple[float, int]:
         if not 1e-12 < change:
             break
     return interleaved({"loop": lambda: exe.run(args)}, repeat)["loop"], steps
-
-
-def _less(limit, a):  # noqa: ANN001, ANN202
-    """``limit < a``: frame-ops-basic's comparison, or this script's stand-in where that pack has none yet."""
-    bound = fc.constant(np.asarray(limit, a.dtype.np))
-    return ops.less(bound, a) if "less" in fc.registry() else ops.bench_less(bound, a)
-
-
-def _with_comparison() -> "fc.Registry":
-    """The current registry, or a copy with a ``bench_less`` op when frame-ops-basic has no comparison."""
-    reg = fc.registry()
-    if "less" in reg:
-        return reg
-    copy = fc.load_registry(audit=False)
-    less = fc.OpSchema("bench_less", inputs=("a", "b"), shape_infer=lambda ctx: [ctx.input_types[0].with_dtype("bool")],
-                       kernels={"cpu": lambda ctx: lambda a, b: np.asarray(a < b)},
-                       not_differentiable="outputs carry no gradient", examples=[fc.Example(["f64[]", "f64[]"])])
-    less.pack = "bench"
-    copy.schemas["bench_less"] = less
-    return copy
 
 
 def main() -> None:
@@ -208,8 +187,7 @@ def main() -> None:
     per_step, kernel = overhead_per_iteration()
     print(f"loop overhead: {per_step * 1e6:.2f} us per scan step with a one-add body "
           f"(the add kernel itself {kernel * 1e6:.2f} us): {(per_step - kernel) * 1e6:.2f} us per iteration")
-    with fc.use_registry(_with_comparison()):
-        t, trips = while_loop_gradient(max(5, args.repeat // 3))
+    t, trips = while_loop_gradient(max(5, args.repeat // 3))
     print(f"while loop (a fixed point, converged after {trips} of at most 500 steps, batch 8, hidden 64): forward + "
           f"gradient in {t * 1e3:.2f} ms, {t / trips * 1e6:.1f} us per step (jax: lax.while_loop has no reverse "
           "mode, it needs static bounds; not installed here)")

@@ -561,6 +561,21 @@ def _example_loop_body() -> Graph:
     return g
 
 
+def _example_exit_body() -> Graph:
+    """(i, s, x, w) -> (sum(new) < 1.6, new = sin(s) * w + x, s * s): on the example's values the loop stops
+    after two of three steps (the sums are 1.54, then 1.63), far enough from 1.6 for finite differences."""
+    g = Graph("body")
+    g.add_input("i64[]", "i")
+    s, x, w = g.add_input("f32[2]", "s"), g.add_input("f32[2]", "x"), g.add_input("f32[2]", "w")
+    new = _node(g, "add", [_node(g, "mul", [_node(g, "sin", [s], "f32[2]"), w], "f32[2]"), x], "f32[2]")
+    total = _node(g, "sum", [new], "f32[]", axes=None, keepdims=False)
+    bound = g.add_node("constant", [], {"value": np.array(1.6, np.float32)}, ["f32[]"]).outputs[0]
+    g.mark_output(_node(g, "less", [total, bound], "bool[]"))
+    g.mark_output(new)
+    g.mark_output(_node(g, "mul", [s, s], "f32[2]"))
+    return g
+
+
 def _example_scan_body() -> Graph:
     """(c, x, w) -> (tanh-free Elman-like step: sin(c * w + x), c * x)."""
     g = Graph("body")
@@ -574,6 +589,7 @@ _RNG = np.random.default_rng(4)
 _X3 = _RNG.uniform(-1, 1, (2, 3)).astype(np.float32)
 _THEN, _ELSE = _example_branches()
 _LOOP_BODY = _example_loop_body()
+_EXIT_BODY = _example_exit_body()
 _SCAN_BODY = _example_scan_body()
 _S0, _XS, _W = (_RNG.uniform(-1, 1, s).astype(np.float32) for s in ((2,), (3, 2), (2,)))
 
@@ -629,7 +645,10 @@ LOOP = OpSchema(
                       note="a shorter trip limit, trip count output"),
               Example([np.array(3, np.int64), np.array(True), _S0, _XS, _W],
                       {"body": _LOOP_BODY, "max_trip": 3, "n_states": 1, "n_scanned": 1, "reverse": True},
-                      note="reverse")],
+                      note="reverse"),
+              Example([np.array(3, np.int64), np.array(True), _S0, _XS, _W],
+                      {"body": _EXIT_BODY, "max_trip": 3, "n_states": 1, "n_scanned": 1, "trip_count": True},
+                      note="a data-dependent exit after 2 of 3 steps")],
 )
 
 SCAN = OpSchema(

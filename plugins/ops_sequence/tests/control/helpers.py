@@ -1,4 +1,4 @@
-"""Helpers of the control-flow tests: a comparison, runners, finite differences, Hessian-vector products."""
+"""Helpers of the control-flow tests: runners, finite differences, Hessian-vector products."""
 
 from __future__ import annotations
 
@@ -8,13 +8,6 @@ import numpy as np
 
 import frame_core as fc
 from frame_core import ops
-
-
-def less(a, b):  # noqa: ANN001, ANN201 - traced tensors
-    """``a < b`` as a boolean tensor (``b`` may be a Python number)."""
-    if not isinstance(b, fc.Tensor):
-        b = fc.constant(np.full(a.shape, b, a.dtype.np))
-    return ops.less(a, b) if "less" in fc.registry() else ops.cf_less(a, b)
 
 
 def run(graph: fc.Graph, *arrays: np.ndarray) -> list[np.ndarray]:

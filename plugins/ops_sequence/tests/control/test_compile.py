@@ -16,8 +16,6 @@ import pytest
 import frame_core as fc
 from frame_core import ops
 
-from .helpers import less
-
 
 def rnn(h0, xs, w, u):  # noqa: ANN001, ANN201 - traced tensors
     h, ys = ops.scan(lambda h, x: (ops.tanh(x @ w + h @ u), ops.sum(h * h)), h0, xs)
@@ -48,7 +46,7 @@ def compiled_bodies(monkeypatch):
 
 
 def test_each_body_is_compiled_once_per_executable_not_per_iteration(compiled_bodies):
-    g = fc.trace(lambda x: ops.loop(lambda i, s: (less(ops.sum(s), 50.0), s * 1.5 + 0.1), 40, True, x), "f64[3]")
+    g = fc.trace(lambda x: ops.loop(lambda i, s: (ops.less(ops.sum(s), 50.0), s * 1.5 + 0.1), 40, True, x), "f64[3]")
     exe = fc.compile(g, cache=False)
     assert len(compiled_bodies) == 1
     for _ in range(3):

@@ -14,13 +14,13 @@ import pytest
 import frame_core as fc
 from frame_core import ops
 
-from .helpers import hvp_graph, less, torch_hvp
+from .helpers import hvp_graph, torch_hvp
 
 
 def f_loop(x, w):  # noqa: ANN001, ANN201 - traced tensors
     def body(i, s):  # noqa: ANN001, ANN202
         new = ops.tanh(s * w + 0.3)
-        return less(ops.sum(new), 2.5), new
+        return ops.less(ops.sum(new), 2.5), new
     return ops.sum(ops.loop(body, 6, True, x) ** 2)
 
 
@@ -50,7 +50,7 @@ def t_scan(x, w):  # noqa: ANN001, ANN201
 
 
 def f_if(x, w):  # noqa: ANN001, ANN201
-    y = ops.if_else(less(ops.sum(x), 1.0), lambda a, b: ops.exp(a * b), lambda a, b: ops.sin(a) * b * b, x, w)
+    y = ops.if_else(ops.less(ops.sum(x), 1.0), lambda a, b: ops.exp(a * b), lambda a, b: ops.sin(a) * b * b, x, w)
     return ops.sum(y * x)
 
 
@@ -63,9 +63,9 @@ def f_nested(x, w):  # noqa: ANN001, ANN201
     """A loop inside an if inside a scan: the branch taken and the loop length depend on the data."""
     def step(h, row):  # noqa: ANN001, ANN202
         def deep(a):  # noqa: ANN001, ANN202
-            inner = ops.loop(lambda i, s: (less(ops.sum(s * s), 0.8), ops.tanh(s * w + row)), 3, True, a)
+            inner = ops.loop(lambda i, s: (ops.less(ops.sum(s * s), 0.8), ops.tanh(s * w + row)), 3, True, a)
             return inner * 1.5
-        new = ops.if_else(less(ops.sum(row), 0.0), deep, lambda a: ops.sin(a * w) + row, h)
+        new = ops.if_else(ops.less(ops.sum(row), 0.0), deep, lambda a: ops.sin(a * w) + row, h)
         return new, ops.sum(new * row)
     h, ys = ops.scan(step, ops.sum(x, axes=0) * 0.2, x)
     return ops.sum(h * h) + ops.sum(ys * ys)

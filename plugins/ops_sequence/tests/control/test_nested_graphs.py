@@ -12,15 +12,13 @@ from frame_core import ops
 from frame_core.ir.keys import graph_key
 from frame_core.ops_registry.closure import graph_order, run_closure_audit
 
-from .helpers import less
-
 
 def nested(x, w):  # noqa: ANN001, ANN201 - traced tensors
     """A loop inside an if inside a scan, reading w from two levels out."""
     def step(h, row):  # noqa: ANN001, ANN202
         def deep(a):  # noqa: ANN001, ANN202
-            return ops.loop(lambda i, s: (less(ops.sum(s), 2.0), ops.tanh(s * w + row)), 3, True, a)
-        return ops.if_else(less(ops.sum(row), 0.0), deep, lambda a: ops.sin(a) * w, h), h * row
+            return ops.loop(lambda i, s: (ops.less(ops.sum(s), 2.0), ops.tanh(s * w + row)), 3, True, a)
+        return ops.if_else(ops.less(ops.sum(row), 0.0), deep, lambda a: ops.sin(a) * w, h), h * row
     h, ys = ops.scan(step, x, ops.reshape(x, shape=(1, 3)) * np.ones((4, 1)))
     return ops.sum(h) + ops.sum(ys)
 

@@ -16,7 +16,7 @@ import pytest
 import frame_core as fc
 from frame_core import ops
 
-from .helpers import central_gradient, grad_graph, less, run
+from .helpers import central_gradient, grad_graph, run
 
 
 def seed_example(x, cond):  # noqa: ANN001, ANN201 - traced tensors
@@ -61,7 +61,7 @@ def until_loss(x0, y, a):  # noqa: ANN001, ANN201 - traced tensors
     """x_t = a x_{t-1} + y_t until a x + y > 5; loss = sum of the states after each step."""
     def body(i, x, y_t):  # noqa: ANN001, ANN202
         new = a * x + y_t
-        return less(new, 5.0), new, new
+        return ops.less(new, 5.0), new, new
     _, states = ops.loop(body, 10, True, x0, xs=[y])
     return ops.sum(states)
 

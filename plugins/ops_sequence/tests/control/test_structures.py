@@ -102,3 +102,14 @@ def test_bodies_given_as_graphs_also_checkpoint(every):
         return ops.sum(c) + ops.sum(ys)
     rng = np.random.default_rng(2)
     check_gradients(f, ["f64[2]", "f64[5, 2]"], [rng.uniform(0.2, 0.8, 2), rng.uniform(0.5, 1.2, (5, 2))])
+
+
+def test_the_conformance_examples_exit_early_where_they_say():
+    """The kit's loop example with a data-dependent exit really stops after 2 of 3 steps."""
+    from frame_core.testing.opcheck import op_graph
+
+    schema = fc.registry().get("loop")
+    example = next(e for e in schema.examples if "exit" in e.note)
+    outs = fc.compile(op_graph(schema, example.inputs, example.attrs)).run(list(example.values))
+    assert int(outs[-1]) == 2
+    assert not outs[1][2].any() and outs[1][1].any()  # the third row of the stacked output was never written

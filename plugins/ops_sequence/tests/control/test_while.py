@@ -14,7 +14,7 @@ import pytest
 import frame_core as fc
 from frame_core import ops
 
-from .helpers import central_gradient, less, run
+from .helpers import central_gradient, run
 
 M = 12
 C = 6.0
@@ -23,8 +23,8 @@ C = 6.0
 def while_loss(x, w, b):  # noqa: ANN001, ANN201 - traced tensors
     def body(i, s):  # noqa: ANN001, ANN202
         new = s * w + b
-        return less(ops.sum(new), C), new
-    out = ops.loop(body, M, less(ops.sum(x), C), x)
+        return ops.less(ops.sum(new), C), new
+    out = ops.loop(body, M, ops.less(ops.sum(x), C), x)
     return ops.sum(out * out)
 
 
