@@ -62,13 +62,13 @@ def _usable(schema) -> bool:
 
 
 def _floating_example(schema, example) -> bool:
-    """The example reads and writes values of one floating dtype (the graph's dtype replaces it; integer labels,
-    boolean conditions, integer results and casts to another dtype have no place in a graph of one dtype)."""
-    dtypes = {t.dtype for t in example.inputs}
-    if len(dtypes) != 1 or not next(iter(dtypes)).is_float:
+    """The example reads and writes only values of one floating dtype (the graph's dtype replaces theirs;
+    integer labels, boolean conditions, integer results and a dtype pinned by an attribute, as cast's `to`,
+    have no place in a graph of one floating dtype)."""
+    if not all(t.dtype.is_float for t in example.inputs) or any(a.kind == "dtype" for a in schema.attrs.values()):
         return False
     outputs = schema.context(example.inputs, example.attrs).output_types
-    return all(t.dtype in dtypes for t in outputs)
+    return all(t.dtype is example.inputs[0].dtype for t in outputs)
 
 
 def _needs_no_attrs(schema) -> bool:

@@ -69,9 +69,10 @@ def _cast_kernel(ctx: NodeContext) -> Callable:
     def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if check is not None:
             check(a)
-        if out is None:
-            return a.astype(dst.np)  # always a fresh array, also when the dtype does not change
-        np.copyto(out, a, casting="unsafe")
+        with np.errstate(over="ignore"):  # overflowing to +-inf is the documented float rule, not an accident
+            if out is None:
+                return a.astype(dst.np)  # always a fresh array, also when the dtype does not change
+            np.copyto(out, a, casting="unsafe")
         return out
     return kernel
 
@@ -141,6 +142,7 @@ def _one_hot_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
+# one_hot(indices; depth, dtype): integer indices carry no gradient (and an integer input is never on the chain)
 ONE_HOT = OpSchema(
     "one_hot",
     inputs=("indices",),

@@ -193,10 +193,13 @@ CLIP = OpSchema(
 # -- pow ------------------------------------------------------------------------------------------
 def _pow_gradient(ctx: NodeContext):
     def grad(a, b, y, gy):
-        ga = gy * ops.where(ops.equal(b, 0.0), zero_like(gy), b * ops.pow(a, b - 1.0))
+        # b a^(b-1) with b = 0 replaced by 1 inside the power, so 0 ** 0 computes no 0 ** -1 to mask afterwards
+        one = constant(np.ones((), gy.dtype.np))
+        b_is_zero = ops.equal(b, 0.0)
+        ga = gy * ops.where(b_is_zero, zero_like(gy), b * ops.pow(a, ops.where(b_is_zero, one, b) - 1.0))
         # log is taken of a where a > 0 and of 1 elsewhere, so that x ** 3 on negative x computes no log of a
         # negative number (no warning, nothing to mask); the exponent's NaN for a < 0 is put in explicitly
-        log_a = ops.log(ops.where(a > 0.0, a, constant(np.ones((), gy.dtype.np))))  # log a where a > 0, else 0
+        log_a = ops.log(ops.where(a > 0.0, a, one))  # log a where a > 0, else 0
         gb = gy * ops.where(a < 0.0, constant(np.full((), np.nan, gy.dtype.np)), y * log_a)
         return [unbroadcast(ga, a.type), unbroadcast(gb, b.type)]
     return ctx.grad_graph(grad)
