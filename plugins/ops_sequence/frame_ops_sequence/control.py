@@ -2,8 +2,8 @@
 
 Each op carries its bodies as graph attributes and uses only public core API
 (``trace_body`` in its front end, ``compile_subgraph`` in its kernel,
-``build_vjp_graph`` in its GradientFn), so a third-party pack can define
-control flow the same way (``docs/control-flow.md``).
+``build_vjp_graph``/``split_vjp_graph`` in its GradientFn), so a third-party
+pack can define control flow the same way (``docs/control-flow.md``).
 
 ``if_else(cond, *xs; then_branch, else_branch) -> ys``
     Runs one branch on ``xs``; both take ``xs`` and return the same types.
