@@ -141,3 +141,21 @@ def test_a_body_that_cannot_take_its_arguments_says_how_it_is_called():
         trace(lambda c, x: ops.if_else(c, lambda: x, lambda v: v, x), "bool[]", "f64[3]")
     with pytest.raises(fc.IRError, match="cannot take 2 positional arguments"):
         trace(lambda x: ops.loop(lambda s: (True, s), 4, True, x, checkpoint_every=2), "f64[3]")
+
+
+def test_an_op_without_gradient_that_only_decides_the_cond_is_fine():
+    def f(x):  # noqa: ANN001, ANN202
+        body = lambda i, s: (ops.less(ops.sum(ops.nograd(s * 3.0)), 6.0), s * 1.5)  # noqa: E731
+        return ops.sum(ops.loop(body, 6, True, x))
+    training = fc.build_backward_graph(trace(f, "f64[3]"), 0, [0])
+    x = np.array([0.2, 0.3, 0.4])
+    loss, gx = fc.compile(training).run([x])
+    s, steps = x, 0  # the step's cond reads the state it was given: floor sums 1, 2, 5, 9 -> four steps
+    while steps < 6:
+        go = np.floor(s * 3.0).sum() < 6.0
+        s, steps = s * 1.5, steps + 1
+        if not go:
+            break
+    assert steps == 4
+    np.testing.assert_allclose(gx, 1.5 ** steps)
+    np.testing.assert_allclose(loss, s.sum())
