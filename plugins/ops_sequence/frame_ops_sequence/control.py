@@ -233,7 +233,7 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
     reverse, trip_count = ctx.attrs["reverse"], ctx.attrs["trip_count"]
     outs = ctx.output_types
     y_types = outs[ns:len(outs) - (1 if trip_count else 0)]
-    positions = [np.asarray(i, np.int64) for i in range(min(m, 1 << 16))]
+    positions = [np.asarray(i, np.int64) for i in range(min(m, 4096))]  # the step inputs, made once
 
     def position(i: int) -> np.ndarray:
         return positions[i] if i < len(positions) else np.asarray(i, np.int64)
