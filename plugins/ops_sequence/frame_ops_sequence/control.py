@@ -227,16 +227,23 @@ def _run_body(graph: Graph) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
     return compile_subgraph(graph).unchecked(copy_outputs=False)
 
 
+def _frozen_step(i: int) -> np.ndarray:
+    """The step input of the body: read-only, so a body that returns it hands on a copy (``_fresh``)."""
+    step = np.asarray(i, np.int64)
+    step.flags.writeable = False
+    return step
+
+
 def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
     m, ns, nx, ni = _loop_layout(ctx)
     body = _run_body(ctx.attrs["body"])
     reverse, trip_count = ctx.attrs["reverse"], ctx.attrs["trip_count"]
     outs = ctx.output_types
     y_types = outs[ns:len(outs) - (1 if trip_count else 0)]
-    positions = [np.asarray(i, np.int64) for i in range(min(m, 4096))]  # the step inputs, made once
+    positions = [_frozen_step(i) for i in range(min(m, 4096))]  # the step inputs, made once
 
     def position(i: int) -> np.ndarray:
-        return positions[i] if i < len(positions) else np.asarray(i, np.int64)
+        return positions[i] if i < len(positions) else _frozen_step(i)
 
     def kernel(limit: np.ndarray, cond: np.ndarray, *values: np.ndarray) -> Any:
         n = int(limit)
