@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SCRIPTS = ["startup.py", "elementwise_chain.py", "mlp_step.py", "backward_scaling.py"]
+SCRIPTS = ["startup.py", "elementwise_chain.py", "mlp_step.py", "backward_scaling.py", "classification_step.py",
+           "fft_spectral.py", "fft_fno_step.py", "sequence_ops.py"]
 
 
 def main() -> int:

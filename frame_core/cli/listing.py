@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
     from ..ops_registry.schema import OpSchema
 
-__all__ = ["version_text", "plugins_list", "ops_list", "ops_show", "op_row", "describe_chain"]
+__all__ = ["version_text", "plugins_list", "ops_list", "ops_show", "op_row", "describe_chain", "gradient_note"]
 
 
 # -- frame --version ----------------------------------------------------------------------
@@ -91,7 +91,9 @@ def op_row(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
         "internal": schema.internal,
         "kernels": sorted(schema.kernels),
         "differentiable": schema.differentiable,
+        "not_differentiable": schema.not_differentiable,
         "closure_order": info.json_order() if info is not None else None,
+        "closure_bodies": bool(info and info.bodies),
         "traits": sorted(schema.traits),
         "signature": schema.signature(),
     }
@@ -112,14 +114,23 @@ def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool)
         return
     hidden = sum(1 for s in schemas if s.internal and (pack is None or s.pack == pack)) if not internal else 0
     echo(format_table(
-        ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS"],
+        ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS", "NOTE"],
         [[r["name"], r["pack"], r["differentiable"], "-" if r["closure_order"] is None else r["closure_order"],
-          ",".join(r["kernels"])] for r in rows],
+          ",".join(r["kernels"]), gradient_note(r)] for r in rows],
     ))
     tail = f"\n{len(rows)} op{'s' if len(rows) != 1 else ''}"
     if hidden:
         tail += f" ({hidden} internal op{'s' if hidden != 1 else ''} hidden; add --internal to list them)"
     echo(tail)
+
+
+def gradient_note(row: dict[str, Any]) -> str:
+    """Why an op has no GradientFn, for the NOTE column of the text listings ('' when it has one)."""
+    if row["differentiable"] == "no":
+        return f"no gradient: {row['not_differentiable']}"
+    if row["differentiable"] == "missing":
+        return "MISSING: no GradientFn and no reason given"
+    return ""
 
 
 # -- frame ops show -----------------------------------------------------------------------
@@ -245,6 +256,8 @@ def _render_details(d: dict[str, Any]) -> str:
     order = d["closure_order"]
     if d["differentiable"] == "yes":
         closure = "closed (differentiable to any order)" if order == "closed" else f"order {order}"
+        if d["closure_bodies"]:
+            closure += " when the ops in its bodies are (control flow)"
         if d["gradient_uses"]:
             closure += f"; its gradient uses {', '.join(d['gradient_uses'])}"
         field("closure", closure)

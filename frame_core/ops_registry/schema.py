@@ -28,6 +28,11 @@ GradientFn ``gradient(ctx) -> Graph``
     ``fn`` over exactly these slots.
 DecomposeFn ``decomposition(ctx) -> Graph``
     A graph over ``[x_0..x_{n-1}]`` returning ``[y_0..y_{m-1}]`` made of other ops.
+front-end builder ``frontend(*args, **kwargs) -> Tensor | tuple``
+    Optional. What ``ops.<name>(...)`` calls instead of appending the node
+    directly: for ops whose Python signature differs from their node's
+    (control flow takes callables, traces them into body graphs with
+    ``frame_core.trace_body`` and appends the node with ``apply``).
 """
 
 from __future__ import annotations
@@ -104,14 +109,17 @@ TRAITS = {
 class AttrSpec:
     """Specification of one attribute: its ``kind``, default (``REQUIRED`` if none) and doc.
 
-    ``default=None`` makes the attribute optional with value ``None``.
+    ``default=None`` makes the attribute optional with value ``None``. A kind
+    may join several kinds with ``|`` (``"str|ints"``: a padding mode or pad
+    sizes); a value takes the first kind it fits, in the order written.
     """
 
     __slots__ = ("kind", "default", "doc")
 
     def __init__(self, kind: str, default: Any = REQUIRED, doc: str = "") -> None:
-        if kind not in ATTR_KINDS:
-            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)}")
+        if not isinstance(kind, str) or any(k not in ATTR_KINDS for k in kind.split("|")):
+            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)} "
+                                    "(or several joined with '|')")
         self.kind = kind
         self.default = default if default is REQUIRED or default is None else normalize_attr(kind, default, "default")
         self.doc = doc
@@ -129,7 +137,18 @@ def _is_int(v: Any) -> bool:
 
 
 def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
-    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit."""
+    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit.
+
+    For a union kind (``"str|ints"``) the first kind that accepts ``value`` gives its form.
+    """
+    if "|" in kind:
+        for part in kind.split("|"):
+            try:
+                return normalize_attr(part, value, name)
+            except AttributeSpecError:
+                continue
+        kinds = " or ".join(repr(k) for k in kind.split("|"))
+        raise AttributeSpecError(f"{name} must be of kind {kinds}, got {short_repr(value)} ({type(value).__name__})")
 
     def bad(expected: str) -> AttributeSpecError:
         return AttributeSpecError(f"{name} must be {expected}, got {short_repr(value)} ({type(value).__name__})")
@@ -371,6 +390,8 @@ class OpSchema:
     ``nondiff_inputs`` lists the inputs (positions, or names of ``inputs``) that never carry a gradient.
     ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
     derivative the GradientFn is checked against instead of the forward's.
+    ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
+    calls instead of appending the node itself (see the module docstring).
     ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
     ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
     """
@@ -378,7 +399,7 @@ class OpSchema:
     __slots__ = (
         "name", "inputs", "outputs", "attrs", "shape_infer", "kernels", "gradient", "not_differentiable",
         "nondiff_inputs", "decomposition", "traits", "doc", "examples", "variadic", "gradient_surrogate",
-        "pack", "distribution", "namespace",
+        "frontend", "pack", "distribution", "namespace",
     )
 
     def __init__(
@@ -399,6 +420,7 @@ class OpSchema:
         examples: Sequence[Example] = (),
         variadic: bool = False,
         gradient_surrogate: Callable[..., np.ndarray] | None = None,
+        frontend: Callable[..., Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise RegistrationError(f"an op name is a non-empty string such as 'relu', got {name!r}")
@@ -426,6 +448,7 @@ class OpSchema:
         self.examples = _items(examples, "examples", name)
         self.variadic = variadic
         self.gradient_surrogate = gradient_surrogate
+        self.frontend = frontend
         self.pack: str | None = None
         self.distribution: str | None = None
         self.namespace: str | None = None
@@ -472,6 +495,8 @@ class OpSchema:
         for backend, kernel in self.kernels.items():
             if not callable(kernel):
                 problems.append(f"{name}: kernel for {backend!r} is not callable")
+        if self.frontend is not None and not callable(self.frontend):
+            problems.append(f"{name}: frontend is not callable")
         for key, spec in self.attrs.items():
             if not isinstance(key, str) or not key.isidentifier():
                 problems.append(f"{name}: attribute name {key!r} must be an identifier")

@@ -18,6 +18,12 @@ the inferred types (an ndarray, never a numpy scalar or ``None``, of exactly
 the dtype and shape shape inference gave), and a ``KernelError`` names the
 node, the op and its pack otherwise; later runs use the unchecked program.
 With ``checks`` (``FRAME_CHECKS=1``) every run is checked.
+
+``unchecked()`` gives the same straight-line code without the input checks
+and without the lock, for a caller that owns the executable and guarantees
+both: a control-flow kernel running its body once per iteration (the body is
+compiled once per kernel, by ``compile_subgraph``). Its first call checks the
+kernels' results too.
 """
 
 from __future__ import annotations
@@ -67,28 +73,31 @@ class Executable:
         self.input_types: list[TensorType] = list(program.input_types)
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._lock = threading.Lock()
-        self._line_to_instruction: dict[int, int] = {}
+        self._unchecked: dict[bool, Any] = {}
         self.source: str | None
         if len(program.instructions) <= CODEGEN_LIMIT:
-            self.source, self._fast, self._line_to_instruction = self._generate()
+            self.source, self._fast = self._generate()
         else:
             self.source, self._fast = None, self._interpreter()
         self._fn: Any = self._first_run  # checks every kernel's results, then hands over to _fast
 
     # -- code generation ----------------------------------------------------------
-    def _generate(self) -> tuple[str, Any, dict[int, int]]:
+    def _generate(self, checked: bool = True, copy_outputs: bool = True) -> tuple[str, Any]:
         prog = self.program
         ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count,
                               "_array": np.array, "_asarray": np.asarray, "_as_list": self._as_list}
         ns.update(prog.constants)
         ns.update(prog.buffers)
         n = len(prog.input_names)
-        lines = ["def run(inputs):",
-                 "    if inputs.__class__ is not list and inputs.__class__ is not tuple: inputs = _as_list(inputs)",
-                 f"    if len(inputs) != {n}: _count(inputs)"]
+        lines = ["def run(inputs):"]
+        if checked:
+            lines += ["    if inputs.__class__ is not list and inputs.__class__ is not tuple: inputs = _as_list(inputs)",
+                      f"    if len(inputs) != {n}: _count(inputs)"]
         if n:
             lines.append(f"    {', '.join(prog.input_names)}{',' if n == 1 else ''} = inputs")
         for i, (name, t) in enumerate(zip(prog.input_names, prog.input_types)):
+            if not checked:
+                break
             ns[f"_d{i}"] = t.dtype.np
             ns[f"_s{i}"] = t.shape
             lines.append(f"    if {name}.__class__ is not _nd or {name}.dtype != _d{i} or {name}.shape != _s{i}: "
@@ -111,15 +120,16 @@ class Executable:
         lines.append("        _fail(exc)")
         outs = []
         for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types):
+            copy = copy and copy_outputs
             if t.rank == 0:  # ufuncs return numpy scalars for 0-d arrays; run() returns arrays
                 outs.append(f"_array({name})" if copy else f"_asarray({name})")
             else:
                 outs.append(f"{name}.copy()" if copy else name)
         lines.append(f"    return [{', '.join(outs)}]")
         source = "\n".join(lines) + "\n"
-        ns["_fail"] = self._kernel_failed
+        ns["_fail"] = lambda exc: self._kernel_failed(exc, line_map)
         exec(compile(source, _FILENAME, "exec"), ns)
-        return source, ns["run"], line_map
+        return source, ns["run"]
 
     def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any], dict[str, int]]:
         """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
@@ -172,12 +182,12 @@ class Executable:
             return f"returned {what} for {label}, but shape inference says {t}"
         return None
 
-    def _interpreter(self, check: bool = False) -> Any:
+    def _interpreter(self, check: bool = False, copy_outputs: bool = True) -> Any:
         prog = self.program
         steps, template, slot = self._steps()
         # a C-ordered copy (as the generated code's .copy(): a broadcast view must not come back with 0 strides);
         # np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
-        results = [(slot[name], _c_copy if copy else np.asarray if t.rank == 0 else None)
+        results = [(slot[name], _c_copy if copy and copy_outputs else np.asarray if t.rank == 0 else None)
                    for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
@@ -231,6 +241,23 @@ class Executable:
     def __call__(self, *inputs: Any) -> list[np.ndarray]:
         return self.run(inputs)
 
+    def unchecked(self, copy_outputs: bool = True) -> Any:
+        """``run`` without input checks and without the lock: ``fn(list of arrays) -> list of arrays``.
+
+        For a caller that owns this executable (nobody else runs it) and passes
+        exactly the input types; a control-flow kernel calls its body's runner
+        once per iteration. Kernel failures are still named (``KernelError``).
+        With ``copy_outputs=False`` an output may be one of the inputs, a
+        constant of the graph (read-only) or another output: for a caller that
+        only reads the results (and copies what it hands on).
+        """
+        fn = self._unchecked.get(copy_outputs)
+        if fn is None:
+            fast = self._generate(False, copy_outputs)[1] if self.source is not None else self._fast
+            fn = self._unchecked[copy_outputs] = (self._interpreter(True, copy_outputs) if self.checks
+                                                  else _FirstRunChecked(self, fast, copy_outputs))
+        return fn
+
     def _as_list(self, inputs: Any) -> list[Any]:
         """Any other sequence of arrays as a list; an array or a non-sequence is refused (not unpacked row by row)."""
         if isinstance(inputs, (np.ndarray, np.generic)) or not hasattr(inputs, "__iter__") or isinstance(inputs, (str, bytes)):
@@ -261,12 +288,12 @@ class Executable:
             return value  # an ndarray subclass of the right type
         raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
 
-    def _kernel_failed(self, exc: Exception) -> None:
+    def _kernel_failed(self, exc: Exception, line_map: dict[int, int]) -> None:
         tb = exc.__traceback__
         k = None
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == _FILENAME:  # the first is this run's frame; deeper ones
-                k = self._line_to_instruction.get(tb.tb_lineno)  # belong to executables a kernel runs
+                k = line_map.get(tb.tb_lineno)  # belong to executables a kernel runs
                 break
             tb = tb.tb_next
         if k is None:
@@ -352,6 +379,24 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.instructions)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
+
+
+class _FirstRunChecked:
+    """A runner whose first call checks every kernel's results (the loop with checks), then runs ``fast``."""
+
+    __slots__ = ("fn", "fast")
+
+    def __init__(self, exe: Executable, fast: Any, copy_outputs: bool) -> None:
+        self.fast = fast
+        self.fn = lambda inputs: self._first(exe, inputs, copy_outputs)
+
+    def _first(self, exe: Executable, inputs: Sequence[Any], copy_outputs: bool) -> list[np.ndarray]:
+        outputs = exe._interpreter(True, copy_outputs)(inputs)
+        self.fn = self.fast
+        return outputs
+
+    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        return self.fn(inputs)
 
 
 @dataclass

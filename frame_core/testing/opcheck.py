@@ -37,7 +37,7 @@ from . import numeric
 from .numeric import (LOW_PRECISION_TOLERANCE, GradientLadder, check_low_precision, contract_values,
                       random_weights, tolerance_for)
 from .results import CheckResult, OpReport, gradient_check_name
-from .retype import retype_array, retype_type
+from .retype import retype_array, retype_attrs, retype_type
 
 __all__ = ["check_op", "check_op_example", "check_op_low_precision", "op_graph", "checked_order",
            "LOW_PRECISION_DTYPES", "example_rng"]
@@ -91,13 +91,13 @@ class _ExampleSetup:
         self.dtype: DType = float64
         self.note = ""
         types = [retype_type(t, float64) for t in example.inputs]
-        try:
-            graph = op_graph(schema, types, example.attrs, reg)
+        try:  # sub-graph attributes (control-flow bodies) are re-typed with the inputs
+            graph = op_graph(schema, types, retype_attrs(schema.name, example.attrs, float64, registry=reg), reg)
         except ShapeError as exc:  # the op refuses float64: check in float32 with looser bounds
             self.dtype = float32
             self.note = f"checked in float32 (float64 refused: {exc}); "
             types = [retype_type(t, float32) for t in example.inputs]
-            graph = op_graph(schema, types, example.attrs, reg)
+            graph = op_graph(schema, types, retype_attrs(schema.name, example.attrs, float32, registry=reg), reg)
         self.graph = graph
         self.inputs = [retype_array(x, self.dtype) for x in example.sample(example_rng(seed, schema.name, index))]
         self.wrt = _wrt(schema, types)
@@ -111,11 +111,14 @@ class _ExampleSetup:
             self.note += "first order against the gradient surrogate (ARCH-066); "
         self.ladder = GradientLadder(graph, self.wrt, targets, wrng, reg, objective0=objective0)
         self.seed = seed
+        self.no_gradient = "" if targets else "no floating output (integer and boolean outputs carry no gradient)"
+        if not self.wrt:
+            self.no_gradient = "no floating input to differentiate"
 
     def result(self, order: int, example_tolerance: float | None) -> CheckResult:
-        if not self.wrt:
+        if self.no_gradient:
             return CheckResult(self.schema.name, gradient_check_name(order), self.index, True, None,
-                               "not checked: no floating input to differentiate", skipped=True)
+                               f"not checked: {self.no_gradient}", skipped=True)
         tol = tolerance_for(order, self.dtype)
         if example_tolerance is not None:
             tol = max(tol, float(example_tolerance))
@@ -193,6 +196,9 @@ def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, 
                 return CheckResult(schema.name, check, index, True, None,
                                    f"not checked: the example opts out of the {low.name} check{why}", skipped=True)
             graph = op_graph(schema, types, example.attrs, reg)
+            if not any(v.type.dtype.is_float for v in graph.outputs):
+                return CheckResult(schema.name, check, index, True, None, "not checked: no floating output "
+                                   "(integer and boolean outputs carry no gradient)", skipped=True)
             inputs = example.sample(example_rng(seed, schema.name, index, _LOW), float64)
             tolerance = LOW_PRECISION_TOLERANCE.get(low.name, 1e-2)
             if example.tolerance is not None:  # the example's own bound loosens this check too

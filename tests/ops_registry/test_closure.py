@@ -226,7 +226,13 @@ def test_deep_audit_follows_the_types_ops_have_inside_micro_graphs():
 
 # -- the installed registry -----------------------------------------------------------------------------------------
 #: Ops of the installed packs that are, by design, not closed: op -> why (documented in docs/plugins.md).
-NOT_CLOSED = {"fused_elementwise_internal": "made by the compile pipeline after differentiation (ARCH-062)"}
+#: Besides the pipeline's fused op these are the ops declared not differentiable, with the reason they declare.
+NOT_CLOSED = {
+    "fused_elementwise_internal": "made by the compile pipeline after differentiation (ARCH-062)",
+    **{op: "outputs carry no gradient" for op in ("equal", "not_equal", "less", "less_equal", "greater",
+                                                   "greater_equal", "argmax", "argmin")},
+    "one_hot": "integer indices carry no gradient",
+}
 
 
 @pytest.mark.parametrize("deep", [False, True], ids=["start-up", "deep"])
@@ -237,6 +243,8 @@ def test_every_installed_op_is_closed_except_the_documented_ones(deep):
     assert all(p.status == "loaded" for p in reg.packs.values())
     not_closed = {op: (info.order, info.differentiable) for op, info in reg.closure.items() if not info.closed}
     assert not_closed == {op: (0, "no") for op in NOT_CLOSED}
+    declared = {op: reg.schemas[op].not_differentiable for op in NOT_CLOSED if op != "fused_elementwise_internal"}
+    assert declared == {op: why for op, why in NOT_CLOSED.items() if op != "fused_elementwise_internal"}
     assert all(not info.problems for info in reg.closure.values())
 
 

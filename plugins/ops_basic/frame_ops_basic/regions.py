@@ -255,7 +255,8 @@ def _concat_axis(ctx: NodeContext, extra_rank: int) -> int:
             raise ctx.error(f"inputs must have the same rank, got {first} and {t} (input {i})")
     if first.rank + extra_rank == 0:
         raise ctx.error("cannot join rank-0 tensors along an axis; stack them, or expand_dims them first")
-    return axis_in(ctx, ctx.attrs["axis"], first.rank + extra_rank)
+    what = f"axis {ctx.attrs['axis']}" + (" (a position in the result)" if extra_rank else "")
+    return axis_in(ctx, ctx.attrs["axis"], first.rank + extra_rank, what)
 
 
 def _concat_shape(ctx: NodeContext) -> list[TensorType]:

@@ -90,16 +90,16 @@ TRANSPOSE = OpSchema(
 )
 
 
-def axis_in(ctx: NodeContext, axis: int, rank: int, what: str = "axis") -> int:
+def axis_in(ctx: NodeContext, axis: int, rank: int, what: str = "") -> int:
     """``axis`` made non-negative for a tensor of ``rank`` axes; a ShapeError naming the valid range otherwise."""
     if not -rank <= axis < rank:
-        raise ctx.error(f"{what} {axis} is out of range for rank {rank} (valid: {-rank}..{rank - 1})")
+        raise ctx.error(f"{what or f'axis {axis}'} is out of range for rank {rank} (valid: {-rank}..{rank - 1})")
     return axis % rank
 
 
 def distinct_axes(ctx: NodeContext, axes: tuple[int, ...], rank: int, what: str = "axes") -> tuple[int, ...]:
     """``axes`` made non-negative, in the order given; errors for an axis out of range or listed twice."""
-    out = tuple(axis_in(ctx, a, rank, f"{what[:-1] if what.endswith('s') else what} entry") for a in axes)
+    out = tuple(axis_in(ctx, a, rank, f"axis {a} in {what}") for a in axes)
     if len(set(out)) != len(out):
         raise ctx.error(f"{what} {list(axes)} name an axis twice (for rank {rank})")
     return out
@@ -109,7 +109,8 @@ def distinct_axes(ctx: NodeContext, axes: tuple[int, ...], rank: int, what: str 
 #   gx = squeeze(gy, axes)
 def _inserted(ctx: NodeContext) -> tuple[int, ...]:
     (x,) = ctx.input_types
-    return tuple(sorted(distinct_axes(ctx, ctx.attrs["axes"], x.rank + len(ctx.attrs["axes"]))))
+    return tuple(sorted(distinct_axes(ctx, ctx.attrs["axes"], x.rank + len(ctx.attrs["axes"]),
+                                      "axes (positions in the result)")))
 
 
 def _expand_dims_shape(ctx: NodeContext) -> list[TensorType]:
