@@ -151,9 +151,15 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
 
 
 def build_backward_graph(
-    forward: Graph, loss_output_index: int, wrt_input_indices: Sequence[int], *, registry: Registry | None = None
+    forward: Graph, loss_output_index: int, wrt_input_indices: Sequence[int], *, registry: Registry | None = None,
+    names: Sequence[str] | None = None,
 ) -> Graph:
     """The training graph of ``forward``: outputs ``[forward outputs..., grad(wrt[0]), ...]`` (ARCH-061).
+
+    The forward outputs keep their names; gradient ``k`` is named ``names[k]``, by default
+    ``grad(<loss>, <input>)`` (each the output's or input's name, else ``output i`` / ``input j``), so
+    ``training.output_index("grad(loss, w)")`` finds it; a second application gives
+    ``grad(sum(grad(loss, w)), w)`` after ``add_scalar_contraction``.
 
     Raises ``NonScalarLossError`` for a non-scalar loss, ``GradientError`` for
     bad indices, and ``MissingGradientError`` listing every op on the chain
@@ -169,11 +175,34 @@ def build_backward_graph(
         raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
                             f"{type(registry).__name__} {registry!r:.40}")
     loss_output_index, wrt = _check_arguments(forward, loss_output_index, list(wrt_input_indices))
+    grad_names = _grad_names(forward, loss_output_index, wrt, names)
     if registry is None:
         with gc_paused():
-            return _build(forward, loss_output_index, wrt, current_registry())
-    with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
-        return _build(forward, loss_output_index, wrt, registry)
+            training = _build(forward, loss_output_index, wrt, current_registry())
+    else:
+        with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
+            training = _build(forward, loss_output_index, wrt, registry)
+    first = len(forward.outputs)
+    for k, name in enumerate(grad_names):
+        training.name_output(first + k, name)
+    return training
+
+
+def output_label(graph: Graph, position: int) -> str:
+    """How generated names refer to output ``position``: its name, else ``output <position>``."""
+    return graph.output_names[position] or f"output {position}"
+
+
+def _grad_names(forward: Graph, loss: int, wrt: list[int], names: Sequence[str] | None) -> list[str]:
+    if names is None:
+        of = output_label(forward, loss)
+        return [f"grad({of}, {forward.inputs[i].name or f'input {i}'})" for i in wrt]
+    from .._args import name_list
+
+    given = list(name_list(names, "build_backward_graph(names=...)", GradientError, "['gw', 'gb']"))
+    if len(given) != len(wrt):
+        raise GradientError(f"names= gives {len(given)} names for {len(wrt)} gradients; give one per wrt input")
+    return given
 
 
 def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
@@ -263,11 +292,14 @@ def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, re
                                                          registry=reg).outputs[0]
 
 
-def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None) -> tuple[Graph, int]:
+def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None, *,
+                           name: str | None = None) -> tuple[Graph, int]:
     """A copy of ``graph`` with one more output: the scalar ``sum(weights * output)`` (ARCH-067).
 
     ``weights`` default to all ones. Returns the new graph and the new output's
-    index, ready for another call to ``build_backward_graph``. The contraction
+    position (as ``extend_graph`` returns the position of a single new output),
+    ready for another call to ``build_backward_graph``. The new output is named
+    ``name``, by default ``sum(<output>)`` (``contract(<output>)`` with weights). The contraction
     is the core op ``weighted_sum_internal``, so higher order needs no pack.
     A full-ones contraction of a gradient gives a vector-Jacobian product (the
     Hessian's row sums), not a Hessian: choose ``weights`` (a direction, or a
@@ -286,6 +318,7 @@ def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray 
                             f"{type(weights).__name__} ({exc})") from None
     if w.shape != target.shape:
         raise GradientError(f"weights of shape {list(w.shape)} do not match output {output_index} ({target})")
+    label = output_label(graph, output_index)
     copy = clone_graph(graph)
     scalar = copy.add_node("weighted_sum_internal", [copy.outputs[output_index]], {"weights": w}).outputs[0]
-    return copy, copy.mark_output(scalar)
+    return copy, copy.mark_output(scalar, name or (f"sum({label})" if weights is None else f"contract({label})"))

@@ -147,7 +147,8 @@ def compile(  # noqa: A001 - the name users expect
     decompose = _decomposed(name_list(decompose, "compile(decompose=...)", CompileError, "['softplus']"), reg)
     # The registry itself, not its id: a freed registry's id can be reused by another one. Input names
     # are in the key because run() names inputs in its errors.
-    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), backend, opt_level, disable, decompose, checks, reg)
+    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend, opt_level,
+           disable, decompose, checks, reg)
     if cache:
         hit = compile_cache.get(key)
         if hit is not None:
@@ -163,6 +164,7 @@ def compile(  # noqa: A001 - the name users expect
             plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
             program = lower(optimised, plan, ctx)
             exe = Executable(optimised, program, plan, backend, ctx.log, checks=checks)
+            exe.output_names = graph.output_names  # the passes keep output positions
     finally:
         _active.reset(token)
     if cache:

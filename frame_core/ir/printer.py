@@ -111,6 +111,8 @@ def _format_graph(graph: Graph, indent: str = "") -> str:
         lhs = f"{outs} = " if outs else ""
         lines.append(f"{indent}  {lhs}{node.op}({ins}){attrs} : {types}")
         lines.extend(sub)
-    lines.append(f"{indent}  return {', '.join(names(v) for v in graph.outputs)}")
+    labels = graph.output_names
+    lines.append(f"{indent}  return " + ", ".join(names(v) + (f" as {labels[i]!r}" if labels[i] is not None else "")
+                                                  for i, v in enumerate(graph.outputs)))
     lines.append(f"{indent}}}")
     return "\n".join(lines)

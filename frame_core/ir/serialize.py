@@ -113,6 +113,8 @@ def _graph_doc(graph: Graph, qualify: Callable[[str], str] = str) -> dict[str, A
         nodes.append(entry)
     doc["nodes"] = nodes
     doc["outputs"] = [vid(v) for v in graph.outputs]
+    if any(n is not None for n in graph.output_names):
+        doc["output_names"] = graph.output_names
     return doc
 
 
@@ -355,6 +357,15 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
         if not isinstance(r, int) or isinstance(r, bool) or r not in values:
             raise GraphFormatError(f"{path}.outputs[{i}]", f"expected the id of a defined value, got {_short(r)}")
         graph.outputs.append(values[r])
+    names = doc.get("output_names")
+    if names is not None:
+        if not isinstance(names, list) or len(names) != len(graph.outputs):
+            raise GraphFormatError(f"{path}.output_names", f"expected a list of {len(graph.outputs)} names (or nulls), "
+                                                           f"one per output, got {_short(names)}")
+        for i, name in enumerate(names):
+            if name is not None and (not isinstance(name, str) or not name):
+                raise GraphFormatError(f"{path}.output_names[{i}]", f"expected a name or null, got {_short(name)}")
+            graph.name_output(i, name)
     return graph
 
 

@@ -72,6 +72,7 @@ class Executable:
         self.log = log
         self.input_types: list[TensorType] = list(program.input_types)
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
+        self.output_names: list[str | None] = graph.output_names  # compile() gives the source graph's
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
         self.source: str | None

@@ -148,3 +148,13 @@ def test_a_bad_node_deep_in_a_document_is_reported_with_its_path():
     with pytest.raises(GraphFormatError) as info:
         fc.loads(document(nodes=nodes, outputs=[300]))
     assert info.value.path == "$.graph.nodes[250].inputs[0]" and "9999" in info.value.detail
+
+
+@pytest.mark.parametrize("names, path", [(["a", "b"], "$.graph.output_names"), ([3], "$.graph.output_names[0]"),
+                                         ("a", "$.graph.output_names")])
+def test_malformed_output_names_are_a_format_error(names, path):
+    doc = json.loads(document())
+    doc["graph"]["output_names"] = names
+    with pytest.raises(GraphFormatError) as info:
+        fc.loads(json.dumps(doc))
+    assert info.value.path == path
