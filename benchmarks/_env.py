@@ -9,8 +9,9 @@
   with them set.
 * BLAS threads: OpenBLAS with two threads on two shared cores spins and
   makes small-matrix timings swing 3x between runs. The count in use is
-  reported with every result (``threadpoolctl`` when installed, else the
-  environment).
+  reported with every result (``threadpoolctl`` when installed, else
+  numpy's own build information and the environment); a script given
+  ``--blas-threads N`` runs with that many.
 """
 
 from __future__ import annotations
@@ -25,12 +26,27 @@ MALLOC_SETTINGS = {
 }
 
 
+def _requested_blas_threads() -> str | None:
+    """The value of a ``--blas-threads N`` (or ``=N``) argument, if the script was given one."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--blas-threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--blas-threads="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def _ensure_malloc_settings() -> None:
-    if all(os.environ.get(k) == v for k, v in MALLOC_SETTINGS.items()):
+    wanted = dict(MALLOC_SETTINGS)
+    threads = _requested_blas_threads()
+    if threads is not None:  # BLAS reads these once, when numpy loads it
+        wanted.update(OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    if all(os.environ.get(k) == v for k, v in wanted.items()):
         return
-    if os.environ.get("FRAME_BENCH_REEXEC"):  # never loop
+    if os.environ.get("FRAME_BENCH_REEXEC") or not os.path.isfile(sys.argv[0]):  # never loop; scripts only
         return
-    env = dict(os.environ, **MALLOC_SETTINGS, FRAME_BENCH_REEXEC="1")
+    env = dict(os.environ, **wanted, FRAME_BENCH_REEXEC="1")
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
@@ -39,7 +55,7 @@ _ensure_malloc_settings()
 
 
 def blas_threads() -> str:
-    """The BLAS library and its thread count, as far as can be told without loading anything heavy."""
+    """The BLAS library and the number of threads it uses."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
@@ -51,10 +67,39 @@ def blas_threads() -> str:
                  if p.get("user_api") == "blas"]
         if pools:
             return ", ".join(pools)
+    found = _openblas_in_numpy()
+    if found:
+        return found
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         if os.environ.get(var):
             return f"{var}={os.environ[var]}"
-    return f"default (up to {os.cpu_count()} threads)"
+    return f"unknown library, default threads (up to {os.cpu_count()})"
+
+
+def _openblas_in_numpy() -> str | None:
+    """Ask the OpenBLAS that numpy's wheel bundles (numpy.libs/) for its configuration and thread count."""
+    import ctypes
+    import glob
+
+    import numpy
+
+    folder = os.path.join(os.path.dirname(os.path.dirname(numpy.__file__)), "numpy.libs")
+    for path in glob.glob(os.path.join(folder, "libscipy_openblas*.so*")):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas_", "scipy_openblas64_"):
+            for suffix in ("64_", ""):
+                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                config = getattr(lib, f"{prefix}get_config{suffix}", None)
+                if get is not None:
+                    config_text = ""
+                    if config is not None:
+                        config.restype = ctypes.c_char_p
+                        config_text = config().decode(errors="replace").strip()
+                    return f"{config_text or 'OpenBLAS'}, {get()} threads"
+    return None
 
 
 def describe_environment() -> str:
