@@ -7,7 +7,11 @@ there, registers of dead values are recycled, and exported values keep their
 own. With one export the register that ends up holding it is the planned
 ``out`` buffer, so a fused chain allocates nothing per run. The straight-line
 code is generated once per node; the members' kernels are called with a
-positional ``out`` (their ``accepts_out`` contract).
+positional ``out`` (their ``accepts_out`` contract), numpy's fastest form for
+a ufunc. A kernel that is a ufunc applied to its inputs and some constants can
+say so with an attribute, ``kernel.ufunc_form = (ufunc, constants)`` meaning
+``kernel(*xs, out) == ufunc(*xs, *constants, out=out)``; the fused code then
+calls the ufunc directly (relu is ``maximum`` with a zero).
 
 It has no GradientFn on purpose: fusion runs after differentiation, and
 ``build_backward_graph`` refuses graphs containing it (ARCH-062).
@@ -59,10 +63,18 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     free: list[int] = []
     first_write: dict[int, int] = {}
     steps = []
+    extra: dict[int, str] = {}  # member -> trailing constant arguments of its ufunc form
     for i, node in enumerate(body.nodes):
         schema = reg.get(node.op)
-        namespace[f"k{i}"] = schema.kernels["cpu"](
+        kernel = schema.kernels["cpu"](
             NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
+        form = getattr(kernel, "ufunc_form", None)
+        if form is not None:  # call the ufunc itself, out by keyword: no Python frame per member
+            kernel, constants = form
+            for j, c in enumerate(constants):
+                namespace[f"k{i}_{j}"] = c
+            extra[i] = "".join(f", k{i}_{j}" for j in range(len(constants)))
+        namespace[f"k{i}"] = kernel
         dying = [v for v in node.inputs if v in reg_of and last_use[v] == i and v not in exports]
         if dying:
             r = reg_of[dying[0]]
@@ -87,7 +99,10 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
             alloc = "out if out is not None else _empty(_shape, _dtype)" if r == out_reg else "_empty(_shape, _dtype)"
             lines.append(f"    r{r} = {alloc}")
         args = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in inputs)
-        lines.append(f"    k{i}({args}, r{r})")
+        if i in extra:
+            lines.append(f"    k{i}({args}{extra[i]}, out=r{r})")
+        else:
+            lines.append(f"    k{i}({args}, r{r})")
     params = ", ".join(f"a{i}" for i in range(len(body.inputs)))
     result = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in body.outputs)
     source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"
