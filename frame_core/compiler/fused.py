@@ -1,6 +1,7 @@
 """``fused_elementwise_internal``: the op that elementwise fusion produces.
 
-Its ``body`` attribute is the fused chain as a graph. The kernel builder
+Its ``body`` attribute is the fused chain as a graph (it may also hold
+``constant`` nodes, which the code reads as globals). The kernel builder
 assigns the body's values to a handful of registers (arrays of the chain's
 one type): a member writes in place into the register of an input that dies
 there, registers of dead values are recycled, and exported values keep their
@@ -64,7 +65,12 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     first_write: dict[int, int] = {}
     steps = []
     extra: dict[int, str] = {}  # member -> trailing constant arguments of its ufunc form
+    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
     for i, node in enumerate(body.nodes):
+        if node.op == "constant":  # a body may hold its constants: the code reads them as globals
+            arg[node.outputs[0]] = f"c{i}"
+            namespace[f"c{i}"] = node.attrs["value"]
+            continue
         schema = reg.get(node.op)
         kernel = schema.kernels["cpu"](
             NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
@@ -92,7 +98,6 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
 
     # 2. code: with a single export, the register that ends up holding it is the caller's `out`
     out_reg = reg_of[body.outputs[0]] if len(body.outputs) == 1 else None
-    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
     lines = []
     for i, inputs, r in steps:
         if first_write[r] == i:
