@@ -73,8 +73,8 @@ class Operand:
 class Plan:
     """How a compilable body reads and writes memory, and the kernel's argument list.
 
-    Arguments are, in order: the body's inputs, the large constants, the body's outputs, then one scratch
-    array per value handed between chunks.
+    Arguments are, in order: the body's inputs, the large constants, the body's outputs, then (when there
+    are several chunks) one scratch array with a row per value handed from a chunk to a later one.
     """
 
     body: Graph
@@ -93,6 +93,10 @@ class Plan:
     @property
     def n_outputs(self) -> int:
         return len(self.body.outputs)
+
+    @property
+    def n_args(self) -> int:
+        return self.n_inputs + self.n_outputs + (1 if self.scratch else 0)
 
 
 def _period(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
@@ -198,6 +202,7 @@ class _Writer:
         self.plan, self.width, self.name = plan, width, name
         self.members, self.reads, self.writes = members, reads, writes
         self.arg_of, self.n_args, self.n_in, self.const_names = arg_of, n_args, n_in, const_names
+        self.scratch_row = {v: k for k, v in enumerate(plan.scratch)}
         self.t, self.suffix, self.size, _ = _LLVM_TYPE[plan.dtype]
         self.vt = f"<{width} x {self.t}>"
         self.lines: list[str] = []
@@ -213,6 +218,10 @@ class _Writer:
         args = ", ".join(f"ptr noalias %d{k}" if k >= self.n_in else f"ptr %d{k}" for k in range(self.n_args))
         L.append(f"define internal void @{self.name}({args}) #0 {{")
         L.append("go:")
+        for v in dict.fromkeys(self.reads + self.writes):  # rows of the scratch array this chunk touches
+            row = self.scratch_row.get(v)
+            if row is not None:
+                L.append(f"  %row{row} = getelementptr {t}, ptr %d{self.n_args - 1}, i64 {row * p.size}")
         for j, v in enumerate(self.reads):
             if self.kind(v) == "scalar":
                 L += [f"  %s{j} = load {t}, ptr {self.ptr(v)}, align {self.size}",
@@ -239,7 +248,10 @@ class _Writer:
 
     def ptr(self, v: Value) -> str:
         name = self.const_names.get(v)
-        return name if name is not None else f"%d{self.arg_of[v]}"
+        if name is not None:
+            return name
+        row = self.scratch_row.get(v)
+        return f"%row{row}" if row is not None else f"%d{self.arg_of[v]}"
 
     def body(self, tag: str, j: str, ty: str, lanes: int) -> None:
         """One iteration (``lanes`` elements at position ``j`` of the current row) of every member."""
@@ -317,9 +329,7 @@ def generate(plan: Plan, width: int) -> str:
     n_in = plan.n_inputs
     for k, v in enumerate(body.outputs):
         arg_of.setdefault(v, n_in + k)
-    for k, v in enumerate(plan.scratch):
-        arg_of[v] = n_in + plan.n_outputs + k
-    n_args = n_in + plan.n_outputs + len(plan.scratch)
+    n_args = plan.n_args
     needed_later: set[Value] = set(body.outputs) | set(plan.scratch)
     for c, ids in enumerate(plan.chunks):
         own = {body.nodes[i].outputs[0] for i in ids}

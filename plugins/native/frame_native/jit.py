@@ -300,7 +300,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     text = generate(plan, width)
     key = hashlib.sha256((llvm.identity + "\n" + text).encode()).hexdigest()
     symbol = f"frame_kernel_{key[:32]}"
-    n_args = plan.n_inputs + plan.n_outputs + len(plan.scratch)
+    n_args = plan.n_args
     hit = _loaded.get(key)
     if hit is None:
         path = os.path.join(cache_dir(), key + ".o")

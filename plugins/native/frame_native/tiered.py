@@ -125,7 +125,8 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
         outs = [f"o{k}" for k in range(plan.n_outputs)]
         lines += [f"    {o} = _empty(_shape, _dtype)" for o in outs]
         result = "(" + ", ".join(outs) + ")"
-    scratch = [f"_empty(_shape, _dtype)" for _ in plan.scratch]
+    namespace["_rows"] = (len(plan.scratch),) + tuple(out_t.shape)
+    scratch = ["_empty(_rows, _dtype)"] if plan.scratch else []
     call = ", ".join(params + passed + outs + scratch)
     lines.append(f"    if _fn({call}):\n        _refused()\n        return _numpy({', '.join(params + ['out'])})")
     lines.append(f"    return {result}")
