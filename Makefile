@@ -1,13 +1,16 @@
 # `make demo` and `make test` work on a fresh machine with only Python 3.11+:
-# each creates .venv when missing and installs the core and every pack (editable, with test extras).
+# each creates .venv when missing and installs the core, every pack (editable, with test extras) and
+# frame-distributed with its MPI extra (mpi4py and the MPICH wheel, whose mpiexec the tests run).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 PACKS  := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 EXAMPLE_PACKS := $(sort $(dir $(wildcard examples/*/pyproject.toml)))
+DISTRIBUTED := distributed
 STAMP  := $(VENV)/.installed
-INSTALL_INPUTS := pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard examples/*/pyproject.toml)
+INSTALL_INPUTS := pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard examples/*/pyproject.toml) \
+                  $(DISTRIBUTED)/pyproject.toml
 
 .PHONY: setup demo test docs bench clean
 
@@ -16,7 +19,8 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 $(STAMP): $(PY) $(INSTALL_INPUTS)
-	$(PIP) install --quiet -e '.[test]' $(foreach p,$(PACKS),-e '$(p:%/=%)[test]') $(foreach p,$(EXAMPLE_PACKS),-e '$(p:%/=%)')
+	$(PIP) install --quiet -e '.[test]' $(foreach p,$(PACKS),-e '$(p:%/=%)[test]') $(foreach p,$(EXAMPLE_PACKS),-e '$(p:%/=%)') \
+		-e '$(DISTRIBUTED)[mpi,test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -25,6 +29,7 @@ demo: setup
 	$(VENV)/bin/frame ops list
 	$(VENV)/bin/frame audit gradients
 	$(PY) examples/train_mlp.py
+	$(PY) examples/train_rnn.py
 
 test: setup
 	$(PY) -m pytest -q

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import (
+    AmbiguousOpError,
     AttributeSpecError,
     CompileError,
     FrameError,
@@ -37,10 +38,24 @@ from .errors import (
     VerifyError,
 )
 from .ir.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from .ir import schemas as _schemas
 from .ir.graph import Graph, Node, Value, clone_graph
 from .ir.types import TensorType
 
 __version__ = "0.1.0"
+
+
+def _current_registry() -> Any:
+    """The IR's default schema source (``ir.schemas``): the current registry, loaded on first use.
+
+    Installed here, at the package root, so that the IR itself never imports the registry.
+    """
+    from .ops_registry.registry import current_registry
+
+    return current_registry()
+
+
+_schemas.set_default_source(_current_registry)
 
 # name -> (module, attribute): loaded on first access so `import frame_core` stays light.
 _LAZY = {
@@ -67,11 +82,17 @@ _LAZY = {
     "Tensor": ("frame_core.frontend.trace", "Tensor"),
     "constant": ("frame_core.frontend.trace", "constant"),
     "extend_graph": ("frame_core.frontend.extend", "extend_graph"),
+    "trace_body": ("frame_core.frontend.subgraph", "trace_body"),
+    "align_captures": ("frame_core.frontend.subgraph", "align_captures"),
+    "Body": ("frame_core.frontend.subgraph", "Body"),
     "compile": ("frame_core.compiler.api", "compile"),
     "compile_cache": ("frame_core.compiler.api", "compile_cache"),
+    "compile_subgraph": ("frame_core.compiler.api", "compile_subgraph"),
     "Executable": ("frame_core.runtime.executable", "Executable"),
     "build_backward_graph": ("frame_core.autodiff.backward", "build_backward_graph"),
     "add_scalar_contraction": ("frame_core.autodiff.backward", "add_scalar_contraction"),
+    "build_vjp_graph": ("frame_core.autodiff.vjp", "build_vjp_graph"),
+    "split_vjp_graph": ("frame_core.autodiff.vjp", "split_vjp_graph"),
     "build_sgd_update_graph": ("frame_core.autodiff.sgd", "build_sgd_update_graph"),
     "PassSpec": ("frame_core.compiler.passspec", "PassSpec"),
     "Rewriter": ("frame_core.compiler.rewrite", "Rewriter"),
@@ -83,7 +104,7 @@ __all__ = [
     "DType", "float16", "bfloat16", "float32", "float64", "int32", "int64", "bool_",
     "TensorType", "Value", "Node", "Graph", "clone_graph",
     # errors
-    "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError",
+    "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError", "AmbiguousOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",
     "MissingGradientError", "CompileError", "InputError", "KernelError", "DataError",
     # lazily loaded

@@ -17,6 +17,7 @@ __all__ = [
     "ShapeError",
     "AttributeSpecError",
     "UnknownOpError",
+    "AmbiguousOpError",
     "GraphFormatError",
     "PluginError",
     "RegistrationError",
@@ -63,20 +64,52 @@ class AttributeSpecError(FrameError):
 
 
 class UnknownOpError(FrameError, KeyError):
-    """An op name is not in the registry. The message suggests close matches."""
+    """An op name is not in the registry. The message suggests close matches.
 
-    def __init__(self, name: str, known: Iterable[str], hint: str = "") -> None:
+    The suggestions are computed when the message is first read, so code that
+    only counts unknown ops (``verify`` on a large document) does not pay for them.
+    """
+
+    def __init__(self, name: str, known: Iterable[str] = (), hint: str = "") -> None:
         self.name = name
-        matches = suggest(name, known)
-        msg = f"unknown op {name!r}"
-        if matches:
-            msg += f"; did you mean {', '.join(repr(m) for m in matches)}?"
-        msg += hint or " (run `frame ops list` to see the registered ops; is the pack that provides it installed?)"
-        self.message = msg
-        super().__init__(msg)
+        self._known = known
+        self._hint = hint
+        self._message: str | None = None
+        super().__init__(name)
+
+    @property
+    def message(self) -> str:
+        if self._message is None:
+            matches = suggest(self.name, self._known)
+            msg = f"unknown op {self.name!r}"
+            if matches:
+                msg += f"; did you mean {', '.join(repr(m) for m in matches)}?"
+            msg += self._hint or " (run `frame ops list` to see the registered ops; is the pack that provides it installed?)"
+            self._message = msg
+            self._known = ()
+        return self._message
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message
+
+
+class AmbiguousOpError(UnknownOpError):
+    """A short op name that several third-party packs register, none of them bundled with frame.
+
+    frame never picks one in silence (installing a second pack must not change what user code means):
+    ``candidates`` are the qualified names (``pack::name``) to use instead. A subclass of
+    :class:`UnknownOpError`, so code that handles "this name does not resolve" handles it too.
+    """
+
+    def __init__(self, name: str, candidates: Iterable[str]) -> None:
+        super().__init__(name)
+        self.candidates = list(candidates)
+        self._message = (
+            f"op name {name!r} is ambiguous: the packs {', '.join(c.split('::')[0] for c in self.candidates)} all "
+            f"register it; use a qualified name ({' or '.join(repr(c) for c in self.candidates)}), "
+            f"e.g. ops.op({self.candidates[0]!r})(x) or apply({self.candidates[0]!r}, ...), or uninstall or disable "
+            "one of the packs (FRAME_DISABLE_PLUGINS)"
+        )
 
 
 class GraphFormatError(FrameError):
@@ -105,7 +138,15 @@ class NonScalarLossError(GradientError):
 
 
 class MissingGradientError(GradientError):
-    """An op on the loss's dependency chain has no GradientFn (ARCH-062)."""
+    """An op on the loss's dependency chain has no GradientFn (ARCH-062).
+
+    ``paths`` names each offending node, through the bodies of control-flow
+    nodes when it sits inside one: ``node 3 (loop) > body node 1 (foo) (...)``.
+    """
+
+    def __init__(self, message: str, paths: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.paths = list(paths)
 
 
 class CompileError(FrameError):

@@ -3,14 +3,22 @@
 ``ops.relu(x)``, ``ops.sum(x, axes=(0,), keepdims=True)``: positional
 arguments are the op's inputs (tensors, Python numbers or numpy arrays),
 keyword arguments its attributes. Use inside ``frame_core.trace``. An
-unknown name raises ``UnknownOpError`` suggesting close matches.
+unknown name raises ``UnknownOpError`` suggesting close matches; a short name
+that two third-party packs register raises ``AmbiguousOpError``. An op whose
+schema has a front-end builder (``OpSchema(frontend=...)``, e.g. control
+flow taking Python callables) is called through it instead.
+
+``ops.op("activations::relu")(x)`` calls an op by its qualified name
+(``namespace::name``, SPEC §4), for an op whose short name belongs to
+another pack; ``frame_core.frontend.trace.apply("activations::relu", x)`` does
+the same.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__: list[str] = []
+__all__ = ["op"]
 
 _cache: dict[str, "OpFunction"] = {}
 
@@ -25,7 +33,11 @@ class OpFunction:
 
     def __call__(self, *inputs: Any, **attrs: Any) -> Any:
         from .frontend.trace import apply
+        from .ops_registry.registry import registry
 
+        frontend = registry().get(self.name).frontend
+        if frontend is not None:
+            return frontend(*inputs, **attrs)
         return apply(self.name, *inputs, **attrs)
 
     @property
@@ -37,6 +49,17 @@ class OpFunction:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def op(name: str) -> OpFunction:
+    """The function of the op ``name``: a short name (``"relu"``) or a qualified one (``"activations::relu"``).
+
+    Raises ``UnknownOpError`` (``AmbiguousOpError`` for an ambiguous short name) at once, not at the call.
+    """
+    from .ops_registry.registry import registry
+
+    registry().get(name)
+    return OpFunction(name)
 
 
 def __getattr__(name: str) -> OpFunction:

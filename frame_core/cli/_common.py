@@ -138,9 +138,10 @@ def failed_pack(record: "PackRecord") -> str:
 
 
 def plugin_problems(reg: "Registry", skip: Sequence[str] = ()) -> list[str]:
-    """Every plugin problem of ``reg`` (failed packs, then the loader's notes), less the packs in ``skip``."""
+    """Every plugin problem of ``reg`` (failed packs, op-name collisions, then the loader's notes), less the
+    failed packs in ``skip``."""
     failed = [failed_pack(r) for r in reg.packs.values() if r.status == "failed" and r.name not in skip]
-    return failed + reg.notes
+    return failed + reg.collision_warnings() + reg.notes
 
 
 def strict_failure(problems: Sequence[str]) -> CliFailure:

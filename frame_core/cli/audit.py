@@ -10,7 +10,8 @@ What counts as a finding (exit status 1):
   differentiable are counted, never findings;
 - with ``--numeric``: a failed check of ``frame_core.testing.check_op``
   (finite differences to order 2, or the op's closure order if lower);
-- with ``--strict``: any other plugin problem, even outside ``--pack``.
+- with ``--strict``: any other plugin problem, even outside ``--pack``, and
+  op-name collisions between packs (warnings otherwise).
 
 The closure orders come from the deep audit (ARCH-068): every op inside a
 micro-graph is instantiated with the types it has there, recursively.
@@ -25,7 +26,7 @@ from ._common import (
     EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliFailure, echo, emit_json, failed_pack, format_table, load,
     plugin_problems, resolve_pack, state, warn,
 )
-from .listing import describe_chain
+from .listing import describe_chain, gradient_note
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import PackRecord, Registry
@@ -36,7 +37,8 @@ __all__ = ["Finding", "audit_gradients", "collect_audit", "github_line"]
 
 @dataclass
 class Finding:
-    """One problem the audit found: ``kind`` is pack-failed, missing-gradient, order, numeric or plugin."""
+    """One problem the audit found: ``kind`` is pack-failed, missing-gradient, order, numeric, plugin or
+    collision."""
 
     kind: str
     message: str
@@ -58,10 +60,12 @@ def audit_gradients(order: int | None, numeric: bool, pack: str | None, strict: 
     for line in report["warnings"]:
         warn(f"warning: {line}")
     if fmt == "json":
-        emit_json({k: v for k, v in report.items() if k != "warnings"})
+        emit_json(report)
     elif fmt == "github":
         for finding in report["findings"]:
             echo(github_line(finding))
+        for line in report["warnings"]:
+            echo(github_line({"kind": "warning", "message": line}, level="warning"))
         warn(_summary(report))
     else:
         echo(_render_text(report))
@@ -69,12 +73,12 @@ def audit_gradients(order: int | None, numeric: bool, pack: str | None, strict: 
 
 
 def collect_audit(reg: "Registry", *, order: int, numeric: bool, pack: str | None, strict: bool) -> dict[str, Any]:
-    """The audit as data (what ``--format json`` prints, plus ``warnings`` for stderr)."""
+    """The audit as data (what ``--format json`` prints; ``warnings`` also go to stderr)."""
     records = [r for r in reg.packs.values() if (r.name == pack if pack else r.name != "core")]
     findings: list[Finding] = []
     pack_rows, op_rows = [], []
     for record in records:
-        schemas = sorted((s for s in reg.ops_of(record.name) if not s.internal), key=lambda s: s.name)
+        schemas = sorted((s for s in reg.ops_of(record.name) if not s.internal), key=reg.key_of)
         pack_rows.append(_pack_row(record, schemas))
         if record.status == "failed":
             findings.append(Finding("pack-failed", failed_pack(record), pack=record.name))
@@ -85,9 +89,13 @@ def collect_audit(reg: "Registry", *, order: int, numeric: bool, pack: str | Non
     if numeric:
         findings.extend(_numeric(reg, op_rows, order))
     warnings = []
+    collisions = set(reg.collision_warnings())
     for problem in plugin_problems(reg, skip=[r.name for r in records]):  # the audited packs are findings above
+        kind = "collision" if problem in collisions else "plugin"
         if strict:
-            findings.append(Finding("plugin", problem))
+            findings.append(Finding(kind, problem))
+        elif kind == "collision":
+            warnings.append(problem + " (--strict makes this a finding)")
         else:
             warnings.append(problem + " (not audited here; --strict makes this a finding)")
     for record in records:
@@ -124,26 +132,29 @@ def _pack_row(record: "PackRecord", schemas: list["OpSchema"]) -> dict[str, Any]
 
 
 def _audit_op(schema: "OpSchema", reg: "Registry", order: int) -> tuple[dict[str, Any], list[Finding]]:
-    info = reg.closure.get(schema.name)
+    key = reg.key_of(schema)  # the short name, or the qualified one when another pack owns the short name
+    info = reg.closure.get(key)
     findings = []
     breaks = describe_chain(info, reg) if info is not None and not info.closed else None
     row = {
-        "name": schema.name,
+        "name": key,
+        "qualname": schema.qualname,
         "pack": schema.pack,
         "differentiable": schema.differentiable,
         "closure_order": info.json_order() if info is not None else None,
+        "closure_bodies": bool(info is not None and info.bodies),
         "closure_breaks": breaks if schema.differentiable == "yes" else None,
         "not_differentiable": schema.not_differentiable,
     }
     if schema.differentiable == "missing":
-        findings.append(Finding("missing-gradient", f"op {schema.name!r} has no GradientFn and does not declare "
-                                                    "not_differentiable='<reason>'", schema.pack, schema.name))
+        findings.append(Finding("missing-gradient", f"op {key!r} has no GradientFn and does not declare "
+                                                    "not_differentiable='<reason>'", schema.pack, key))
     elif schema.differentiable == "yes" and info is not None and not info.at_least(order):
         extra = "".join(f"; {p}" for p in info.problems)
         findings.append(Finding(
             "order",
-            f"op {schema.name!r} is differentiable to order {info.order}, {order} required: {breaks}{extra}",
-            schema.pack, schema.name,
+            f"op {key!r} is differentiable to order {info.order}, {order} required: {breaks}{extra}",
+            schema.pack, key,
         ))
     return row, findings
 
@@ -160,12 +171,13 @@ def _numeric(reg: "Registry", op_rows: list[dict[str, Any]], order: int) -> list
         row["numeric"] = None
         if row["differentiable"] != "yes":
             continue
-        schema = reg.schemas[row["name"]]
+        key = row["name"]
+        schema = reg.schemas[key]
         try:
             report = check_op(schema, order=max(order, 2), registry=reg)  # orders above the closure order are skipped
         except Exception as exc:  # the kit reports a pack's crashes itself; this is the last line of defence
-            findings.append(Finding("numeric", f"op {schema.name!r}: the numerical check raised "
-                                               f"{type(exc).__name__}: {exc}", schema.pack, schema.name))
+            findings.append(Finding("numeric", f"op {key!r}: the numerical check raised "
+                                               f"{type(exc).__name__}: {exc}", schema.pack, key))
             continue
         failures = [r for r in report.results if not r.ok]
         row["numeric"] = {
@@ -177,8 +189,8 @@ def _numeric(reg: "Registry", op_rows: list[dict[str, Any]], order: int) -> list
         for r in failures:
             where = f" on example {r.example_index}" if r.example_index is not None else ""
             detail = r.detail or (f"relative error {r.error:.3g}" if r.error is not None else "failed")
-            findings.append(Finding("numeric", f"op {schema.name!r}: check {r.check!r}{where} failed: {detail}",
-                                    schema.pack, schema.name))
+            findings.append(Finding("numeric", f"op {key!r}: check {r.check!r}{where} failed: {detail}",
+                                    schema.pack, key))
     return findings
 
 
@@ -191,10 +203,10 @@ def _escape(text: str, *, property_value: bool = False) -> str:
     return text
 
 
-def github_line(finding: dict[str, Any]) -> str:
-    """One ``::error`` workflow command for a finding (GitHub Actions turns it into an annotation)."""
+def github_line(finding: dict[str, Any], level: str = "error") -> str:
+    """One ``::error`` (or ``::warning``) workflow command for a finding (GitHub Actions makes it an annotation)."""
     title = f"frame audit gradients ({finding['kind']}" + (f" {finding['op']})" if finding.get("op") else ")")
-    return f"::error title={_escape(title, property_value=True)}::{_escape(finding['message'])}"
+    return f"::{level} title={_escape(title, property_value=True)}::{_escape(finding['message'])}"
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -225,15 +237,20 @@ def _render_text(report: dict[str, Any]) -> str:
         headers = ["OP", "PACK", "GRADIENT", "ORDER"]
         if report["numeric"]:
             headers += ["ERR ORDER 1", "ERR ORDER 2"]
+        headers.append("NOTE")
         rows = []
         for op in report["ops"]:
             order = "-" if op["closure_order"] is None else op["closure_order"]
+            if op["closure_bodies"] and op["closure_order"] is not None:
+                order = f"{order}*"
             row = [op["name"], op["pack"], op["differentiable"], order]
             if report["numeric"]:
                 num = op.get("numeric") or {}
                 row += [_fmt_err(num.get("worst_error_order1")), _fmt_err(num.get("worst_error_order2"))]
-            rows.append(row)
+            rows.append(row + [gradient_note(op)])
         out += ["", format_table(headers, rows)]
+        if any(op["closure_bodies"] for op in report["ops"]):
+            out.append("* control flow: a node of it is differentiable to that order when the ops in its bodies are")
     if report["findings"]:
         out += ["", f"findings ({len(report['findings'])}):"]
         out += [f"  - {f['message']}" for f in report["findings"]]

@@ -24,7 +24,7 @@ def _read(path: str, reg: "Registry", check: bool = True) -> "Graph":
     from ..ir.verify import check_graph
 
     try:
-        graph = load_graph(path)
+        graph = load_graph(path, registry=reg)  # qualified op names become this registry's keys
     except GraphFormatError as exc:
         raise CliFailure(f"error: cannot load graph {exc.path}: {exc.detail}", EXIT_USAGE) from None
     if check:
@@ -87,10 +87,10 @@ def graph_grad(path: str, loss: int, wrt: str | None, output: str | None) -> Non
     except GradientError as exc:
         raise CliFailure(f"error: cannot differentiate {path}: {exc}", EXIT_USAGE) from None
     if output is None or output == "-":
-        echo(dumps(grad, indent=1))
+        echo(dumps(grad, indent=1, registry=reg))
         return
     try:
-        save_graph(grad, output)
+        save_graph(grad, output, registry=reg)
     except OSError as exc:
         raise CliFailure(f"error: cannot write {output}: {exc.strerror or exc}", EXIT_USAGE) from None
     n_out = len(graph.outputs)

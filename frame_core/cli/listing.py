@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._common import echo, emit_json, format_table, load, plugin_problems, resolve_pack
+from ._common import echo, emit_json, format_table, load, plugin_problems, resolve_pack, warn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.closure import ClosureInfo
     from ..ops_registry.registry import Registry
     from ..ops_registry.schema import OpSchema
 
-__all__ = ["version_text", "plugins_list", "ops_list", "ops_show", "op_row", "describe_chain"]
+__all__ = ["version_text", "plugins_list", "ops_list", "ops_show", "op_row", "describe_chain", "gradient_note"]
 
 
 # -- frame --version ----------------------------------------------------------------------
@@ -38,38 +38,62 @@ def version_text() -> str:
 
 # -- frame plugins list -------------------------------------------------------------------
 def plugins_list(fmt: str) -> list[str]:
-    """Print every pack; return the plugin problems (the caller fails on them under ``--strict``)."""
+    """Print every pack; return the plugin problems (the caller fails on them under ``--strict``).
+
+    Op-name collisions are warnings: listed under the table (text), in each involved pack's ``collisions``
+    (json, and on stderr).
+    """
     reg = load(strict=False, quiet=True)
+    collisions = _collisions(reg)
     rows = []
     for record in reg.packs.values():
         row = record.to_json()
         row["passes"] = sum(1 for p in reg.passes if getattr(p, "pack", None) == record.name)
+        row["collisions"] = [c for c in collisions if record.namespace in c["namespaces"]]
         rows.append(row)
     if fmt == "json":
         emit_json(rows)
+        for c in collisions:
+            warn(f"warning: {c['message']}")
         return plugin_problems(reg)
     echo(format_table(
-        ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "OPS", "API"],
-        [[r["name"], r["distribution"], r["version"], r["status"], r["ops"], r["api_version"] or "-"] for r in rows],
+        ["NAME", "NAMESPACE", "DISTRIBUTION", "VERSION", "STATUS", "OPS", "API"],
+        [[r["name"], r["namespace"] or "-", r["distribution"], r["version"], r["status"], r["ops"],
+          r["api_version"] or "-"] for r in rows],
     ))
     for r in rows:
         if r["error"]:
             echo(f"\n{r['name']} ({r['distribution']} {r['version']}) is {r['status']}: {r['error']}")
+    for c in collisions:
+        echo(f"\nwarning: {c['message']}")
     return plugin_problems(reg)
+
+
+def _collisions(reg: "Registry") -> list[dict[str, Any]]:
+    """Op-name collisions as data: the short name, the qualified names, what the short name means, the warning."""
+    messages = reg.collision_warnings()
+    return [{"name": c.name, "qualnames": list(c.qualnames), "owner": c.owner, "ambiguous": c.owner is None,
+             "namespaces": [q.split("::")[0] for q in c.qualnames], "message": message}
+            for c, message in zip(reg.schemas.collisions(), messages)]
 
 
 # -- frame ops list -----------------------------------------------------------------------
 def op_row(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
-    """One op as ``frame ops list --format json`` shows it."""
-    info = reg.closure.get(schema.name)
+    """One op as ``frame ops list --format json`` shows it: ``name`` is its canonical key (the short name, or
+    the qualified name when another pack owns the short name), ``qualname`` always ``namespace::name``."""
+    key = reg.key_of(schema)
+    info = reg.closure.get(key)
     return {
-        "name": schema.name,
+        "name": key,
+        "qualname": schema.qualname,
         "pack": schema.pack,
         "distribution": schema.distribution,
         "internal": schema.internal,
         "kernels": sorted(schema.kernels),
         "differentiable": schema.differentiable,
+        "not_differentiable": schema.not_differentiable,
         "closure_order": info.json_order() if info is not None else None,
+        "closure_bodies": bool(info and info.bodies),
         "traits": sorted(schema.traits),
         "signature": schema.signature(),
     }
@@ -78,7 +102,7 @@ def op_row(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
 def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool) -> None:
     reg = load()
     pack = resolve_pack(reg, pack)
-    schemas = sorted(reg.schemas.values(), key=lambda s: s.name)
+    schemas = [s for _, s in sorted(reg.schemas.items())]
     rows = [
         op_row(s, reg) for s in schemas
         if (internal or not s.internal)
@@ -90,14 +114,23 @@ def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool)
         return
     hidden = sum(1 for s in schemas if s.internal and (pack is None or s.pack == pack)) if not internal else 0
     echo(format_table(
-        ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS"],
+        ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS", "NOTE"],
         [[r["name"], r["pack"], r["differentiable"], "-" if r["closure_order"] is None else r["closure_order"],
-          ",".join(r["kernels"])] for r in rows],
+          ",".join(r["kernels"]), gradient_note(r)] for r in rows],
     ))
     tail = f"\n{len(rows)} op{'s' if len(rows) != 1 else ''}"
     if hidden:
         tail += f" ({hidden} internal op{'s' if hidden != 1 else ''} hidden; add --internal to list them)"
     echo(tail)
+
+
+def gradient_note(row: dict[str, Any]) -> str:
+    """Why an op has no GradientFn, for the NOTE column of the text listings ('' when it has one)."""
+    if row["differentiable"] == "no":
+        return f"no gradient: {row['not_differentiable']}"
+    if row["differentiable"] == "missing":
+        return "MISSING: no GradientFn and no reason given"
+    return ""
 
 
 # -- frame ops show -----------------------------------------------------------------------
@@ -139,14 +172,16 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
-def _gradient_graph_text(schema: "OpSchema") -> str | None:
+def _gradient_graph_text(schema: "OpSchema", reg: "Registry") -> str | None:
     if schema.gradient is None or not schema.examples:
         return None
     from ..ir.printer import format_graph
+    from ..ops_registry.registry import op_scope, use_registry
 
     example = schema.examples[0]
-    try:
-        micro = schema.gradient(schema.context(example.inputs, example.attrs))
+    try:  # traced against the registry this command loaded, not the process-wide one
+        with use_registry(reg), op_scope(schema.namespace):
+            micro = schema.gradient(schema.context(example.inputs, example.attrs))
         return format_graph(micro)
     except Exception as exc:  # a broken GradientFn is shown, not raised: this is a diagnostic command
         return f"(the GradientFn raised {type(exc).__name__}: {exc})"
@@ -154,7 +189,7 @@ def _gradient_graph_text(schema: "OpSchema") -> str | None:
 
 def op_details(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
     """Everything ``frame ops show`` prints, as data."""
-    info = reg.closure.get(schema.name)
+    info = reg.closure.get(reg.key_of(schema))
     record = reg.packs.get(schema.pack or "")
     return {
         **op_row(schema, reg),
@@ -174,7 +209,7 @@ def op_details(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
         "closure_chain": list(info.chain) if info and not info.closed else [],
         "closure_breaks": describe_chain(info, reg) if info and not info.closed else None,
         "closure_problems": list(info.problems) if info else [],
-        "gradient_graph": _gradient_graph_text(schema),
+        "gradient_graph": _gradient_graph_text(schema, reg),
     }
 
 
@@ -197,6 +232,7 @@ def _render_details(d: dict[str, Any]) -> str:
     def field(label: str, value: str) -> None:
         out.append(f"{label + ':':{width}} {value}".rstrip())
 
+    field("qualified", d["qualname"] + ("" if d["name"] == d["qualname"] else f" (short name {d['name']!r})"))
     if d["attributes"]:
         field("attributes", "")
         for a in d["attributes"]:
@@ -215,6 +251,8 @@ def _render_details(d: dict[str, Any]) -> str:
     order = d["closure_order"]
     if d["differentiable"] == "yes":
         closure = "closed (differentiable to any order)" if order == "closed" else f"order {order}"
+        if d["closure_bodies"]:
+            closure += " when the ops in its bodies are (control flow)"
         if d["gradient_uses"]:
             closure += f"; its gradient uses {', '.join(d['gradient_uses'])}"
         field("closure", closure)

@@ -136,8 +136,10 @@ _PLUGIN = '''\
 
 One op reads in one place: its shape function, kernel and GradientFn, then
 the ``OpSchema`` that ties them together with its examples. Add ops the same
-way and list them in ``frame_register_ops``. Op names are global across
-every installed pack, so they carry the pack's name as a prefix.
+way and list them in ``frame_register_ops``. Each op is also ``$pack::<name>``:
+when another pack registers the same name, users reach this pack's op by that
+qualified name, and inside this pack a short name means this pack's op first.
+The example op carries the pack's name as a prefix, which spares users that.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Value
 from ..ir.types import TensorType
+from ..ops_registry.registry import op_scope
 from ..ops_registry.schema import AttrSpec, Example, NodeContext, OpSchema
 
 __all__ = ["FUSED", "FUSED_OP", "build_fused_kernel"]
@@ -71,9 +72,10 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
             arg[node.outputs[0]] = f"c{i}"
             namespace[f"c{i}"] = node.attrs["value"]
             continue
-        schema = reg.get(node.op)
-        kernel = schema.kernels["cpu"](
-            NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
+        schema = reg.lookup(node.op)  # a stored key: no pack scope applies
+        with op_scope(schema.namespace):
+            kernel = schema.kernels["cpu"](
+                NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
         form = getattr(kernel, "ufunc_form", None)
         if form is not None:  # call the ufunc itself, out by keyword: no Python frame per member
             kernel, constants = form
@@ -147,3 +149,4 @@ FUSED = OpSchema(
         "stage after differentiation; not differentiable (ARCH-062: differentiate before compiling).",
     examples=[Example(["f32[4]", "f32[4]"], {"body": _example_body()})],
 )
+FUSED.namespace = "core"

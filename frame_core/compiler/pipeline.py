@@ -23,32 +23,16 @@ runs after every stage and an error names the stage that broke the graph.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CompileError, FrameError
 from ..ir.graph import Graph
+from ..ops_registry.registry import op_scope
+from .context import CompileContext
 from .passspec import PLAN_STAGES, STAGES, PassSpec, pass_problems
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..ops_registry.registry import Registry
-
 __all__ = ["Stage", "PassSpec", "CompileContext", "STAGES", "OPTIONAL_STAGES", "run_graph_stages"]
-
-
-@dataclass
-class CompileContext:
-    """What every stage may read: backend, registry, options, and a log of what each stage did."""
-
-    backend: str
-    registry: "Registry"
-    opt_level: int = 2
-    decompose: frozenset[str] = frozenset()
-    checks: bool = False
-    log: list[tuple[str, str]] = field(default_factory=list)
-
-    def note(self, stage: str, message: str) -> None:
-        self.log.append((stage, message))
 
 
 @dataclass(frozen=True)
@@ -106,7 +90,8 @@ def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Ca
     def add_plugins(anchor: str, where: str) -> None:
         for spec in plugin:
             if getattr(spec, where) == anchor and ctx.opt_level >= spec.min_level and spec.name not in disable:
-                run.append((f"{spec.name} (pack {spec.pack})", spec.fn))
+                record = ctx.registry.packs.get(spec.pack or "")
+                run.append((f"{spec.name} (pack {spec.pack})", _in_scope(spec.fn, record.namespace if record else None)))
 
     for stage in stages():
         add_plugins(stage.name, "before")
@@ -115,6 +100,15 @@ def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Ca
         add_plugins(stage.name, "after")
     add_plugins("plan_memory", "before")
     return run
+
+
+def _in_scope(fn: Callable[[Graph, CompileContext], Graph],
+              namespace: str | None) -> Callable[[Graph, CompileContext], Graph]:
+    """``fn`` run with its pack's op scope: short names it builds nodes with mean its own ops first."""
+    def scoped(graph: Graph, ctx: CompileContext) -> Graph:
+        with op_scope(namespace):
+            return fn(graph, ctx)
+    return scoped
 
 
 def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] = frozenset()) -> Graph:

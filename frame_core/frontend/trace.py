@@ -1,8 +1,11 @@
 """Tracing front end: write Python, get a ``Graph``.
 
 ``trace(fn, *input_types)`` calls ``fn`` with one :class:`Tensor` per input;
-arithmetic on tensors (``x @ w + b``, ``-x``, ``x * 2.0``) and calls into the
-``ops`` namespace (``ops.relu(x)``) append nodes to the graph being traced.
+arithmetic on tensors (``x @ w + b``, ``-x``, ``x * 2.0``, ``x ** 3``, ``abs(x)``),
+ordering comparisons (``x < y`` gives a boolean tensor; ``==`` and ``!=`` stay
+identity comparisons, so tensors remain usable as dict keys: use
+``ops.equal``) and calls into the ``ops`` namespace (``ops.relu(x)``) append
+nodes to the graph being traced.
 Python scalars become rank-0 constants of the other operand's dtype. The same
 front end writes GradientFns (``NodeContext.grad_graph``) and DecomposeFns.
 """
@@ -102,19 +105,51 @@ class Tensor:
         return self
 
     def __pow__(self, exponent: Any) -> "Tensor":
-        if exponent == 2:
-            return apply("square", self)
-        if exponent == 1:
-            return self
-        if exponent == 0.5:
-            return apply("sqrt", self)
-        raise IRError(f"x ** {exponent!r} is not supported; use x ** 2, x ** 0.5 or explicit ops (ops.exp, ops.log)")
+        if isinstance(exponent, (int, float, np.integer, np.floating)) and not isinstance(exponent, (bool, np.bool_)):
+            if exponent == 2:
+                return apply("square", self)
+            if exponent == 1:
+                return self
+            if exponent == 0.5:
+                return apply("sqrt", self)
+            exponent = float(exponent)  # a Python number takes the tensor's dtype
+        return apply("pow", self, exponent)
+
+    def __rpow__(self, base: Any) -> "Tensor":
+        return apply("pow", base, self)
+
+    def __abs__(self) -> "Tensor":
+        return apply("abs", self)
+
+    # Ordering comparisons build boolean tensors. `==` and `!=` deliberately stay identity comparisons:
+    # a Tensor is hashable and used as a dict key and in `x in list`, which need a bool answer; compare
+    # values with ops.equal(a, b) and ops.not_equal(a, b).
+    def __lt__(self, other: Any) -> "Tensor":
+        return apply("less", self, other)
+
+    def __le__(self, other: Any) -> "Tensor":
+        return apply("less_equal", self, other)
+
+    def __gt__(self, other: Any) -> "Tensor":
+        return apply("greater", self, other)
+
+    def __ge__(self, other: Any) -> "Tensor":
+        return apply("greater_equal", self, other)
 
     def sum(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
         return apply("sum", self, axes=axes, keepdims=keepdims)
 
     def mean(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
         return apply("mean", self, axes=axes, keepdims=keepdims)
+
+    def max(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
+        return apply("max", self, axes=axes, keepdims=keepdims)
+
+    def min(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
+        return apply("min", self, axes=axes, keepdims=keepdims)
+
+    def astype(self, dtype: Any) -> "Tensor":
+        return apply("cast", self, to=dtype)
 
     def reshape(self, *shape: Any) -> "Tensor":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -143,26 +178,69 @@ class Tensor:
 
 
 def _graph_of(args: Sequence[Any], op: str) -> Graph:
-    """The graph ``op`` is appended to: the one being traced, which every tensor argument must belong to."""
+    """The graph ``op`` is appended to: the one being traced, else the graph of its first tensor argument.
+
+    Tensors of other graphs are resolved (captured into a body, or refused) by ``_lift``.
+    """
     graph = _current.get()
-    for position, a in enumerate(args):
-        if isinstance(a, Tensor):
-            if graph is None:
-                graph = a.graph
-            elif a.graph is not graph:
-                raise IRError(
-                    f"{op}: input {position} is a tensor of graph {a.graph.name!r}, but this op is being added to "
-                    f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
-                    "(pass the value in as an input of the traced function instead of capturing it)"
-                )
     if graph is None:
-        graph = current_graph()
+        graph = next((a.graph for a in args if isinstance(a, Tensor)), None) or current_graph()
     return graph
+
+
+class _Scope:
+    """A body being traced inside an enclosing graph's trace (control flow; see ``frontend.subgraph``).
+
+    ``captured`` maps values of ``outer`` that the body reads to the body inputs standing for them,
+    in the order they were first read.
+    """
+
+    __slots__ = ("graph", "outer", "captured")
+
+    def __init__(self, graph: Graph, outer: Graph | None) -> None:
+        self.graph = graph
+        self.outer = outer
+        self.captured: dict[Value, Value] = {}
+
+
+# bodies being traced, outermost first; each one's `outer` is the graph of the scope before it
+_scopes: contextvars.ContextVar[tuple[_Scope, ...]] = contextvars.ContextVar("frame_trace_scopes", default=())
+
+
+def _capture(x: Tensor, graph: Graph) -> Value | None:
+    """``x`` (a tensor of an enclosing graph) seen from ``graph``, the body being traced: a body input
+    standing for it, added through every body between the two (closure conversion); ``None`` when
+    ``x``'s graph does not enclose ``graph``."""
+    scopes = _scopes.get()
+    if not scopes or scopes[-1].graph is not graph:
+        return None
+    start = next((j for j in range(len(scopes) - 1, -1, -1) if scopes[j].outer is x.graph), None)
+    if start is None:
+        return None
+    value = x.value
+    for scope in scopes[start:]:
+        inner = scope.captured.get(value)
+        if inner is None:
+            inner = scope.captured[value] = scope.graph.add_input(value.type, value.name)
+        value = inner
+    return value
+
+
+def _foreign(x: Tensor, graph: Graph, op: str, position: int) -> Value:
+    """The value of a tensor of another graph: captured when that graph encloses ``graph``, else refused."""
+    value = _capture(x, graph)
+    if value is None:
+        raise IRError(
+            f"{op}: input {position} is a tensor of graph {x.graph.name!r}, but this op is being added to "
+            f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
+            "(pass the value in as an input of the traced function instead of capturing it)"
+        )
+    return value
 
 
 def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> Value:
     if isinstance(x, Tensor):
-        return x.value
+        return x.value if x.graph is graph else _foreign(x, graph, op, position)
     if isinstance(x, Value):
         return x
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.ndarray):

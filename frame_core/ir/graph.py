@@ -17,15 +17,13 @@ build a new one. ``clone_graph`` is the one copying routine every caller uses
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import IRError
+from .schemas import SchemaSource, default_source
 from .types import TensorType, as_type
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..ops_registry.registry import Registry
 
 __all__ = ["Value", "Node", "Graph", "clone_graph", "inline_graph", "constant_array", "is_zero_constant"]
 
@@ -102,15 +100,19 @@ class Graph:
         attrs: Mapping[str, Any] | None = None,
         output_types: Sequence[TensorType | str] | None = None,
         *,
-        registry: "Registry | None" = None,
+        registry: SchemaSource | None = None,
     ) -> Node:
         """Append ``op(*inputs; attrs)`` and return the node.
 
-        With ``output_types`` omitted the op's schema normalises the
+        With ``output_types`` omitted, ``op`` (a short or qualified name) is
+        resolved in the registry and the node records the op's canonical key;
+        the op's schema normalises the
         attributes (filling defaults) and infers the output types; errors name
         the op and say what was expected (``ShapeError``, ``AttributeSpecError``,
-        ``UnknownOpError``). With ``output_types`` given, the node is recorded as
-        is (this is how loaders build graphs that ``verify`` then checks).
+        ``UnknownOpError``). The schema comes from ``registry`` or, without one,
+        from the default source (the current registry: see ``ir.schemas``).
+        With ``output_types`` given, the node is recorded as is (this is how
+        loaders build graphs that ``verify`` then checks).
         """
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
@@ -120,10 +122,8 @@ class Graph:
                     "wrap constants with graph.constant(...)"
                 )
         if output_types is None:
-            from ..ops_registry.registry import current_registry
-
-            reg = registry if registry is not None else current_registry()
-            schema = reg.get(op)
+            source = registry if registry is not None else default_source()
+            op, schema = source.resolve(op)  # the canonical key: `ops_basic::relu` and `relu` build the same node
             norm_attrs = schema.normalize_attrs(attrs or {})
             types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
         else:
@@ -148,7 +148,8 @@ class Graph:
         from .dtypes import as_dtype
 
         array = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).np)
-        return self.add_node("constant", (), {"value": array}).outputs[0]
+        # qualified: inside a pack's scope, a pack op that happens to be called `constant` must not be picked
+        return self.add_node("core::constant", (), {"value": array}).outputs[0]
 
     def zeros(self, type: TensorType | str) -> Value:
         """Append a zero constant of ``type`` (stored as a one-element broadcast) and return its value."""

@@ -1,14 +1,20 @@
 """JSON save and load of graphs (versioned format; loading never executes code).
 
-Document layout (``version`` 1)::
+Document layout (``version`` 2)::
 
-    {"format": "frame-graph", "version": 1,
+    {"format": "frame-graph", "version": 2,
      "graph": {"name": "g",
                "inputs": [{"id": 0, "type": "f32[2, 3]", "name": "x"}],
-               "nodes": [{"op": "relu", "inputs": [0],
+               "nodes": [{"op": "ops_basic::relu", "inputs": [0],
                           "outputs": [{"id": 1, "type": "f32[2, 3]"}],
                           "attrs": {"axes": {"kind": "ints", "value": [0]}}}],
                "outputs": [1]}}
+
+Version 2 names every op by its qualified name (``namespace::name``, SPEC §4),
+looked up in the registry (the current one unless one is given); an op the
+registry does not know is written as the graph has it. Reading maps qualified
+names back to the registry's canonical keys (``ops_basic::relu`` -> ``relu``).
+Version 1 documents (short names) still load, their names kept as written.
 
 Attribute values are tagged with their kind. Tensors store dtype, shape and
 little-endian bytes in base64 (exact, including NaN and infinities).
@@ -24,6 +30,7 @@ import base64
 import json
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,14 +40,18 @@ from .dtypes import DType, as_dtype
 from .graph import Graph, Node, Value
 from .types import TensorType
 
-__all__ = ["FORMAT", "VERSION", "to_document", "from_document", "dumps", "loads", "save_graph", "load_graph"]
+from .schemas import SchemaSource, default_source
+
+__all__ = ["FORMAT", "VERSION", "READS", "to_document", "from_document", "dumps", "loads", "save_graph", "load_graph"]
 
 FORMAT = "frame-graph"
-VERSION = 1
+VERSION = 2
+#: Versions this reader accepts: 1 (short op names), 2 (qualified op names).
+READS = (1, 2)
 
 
 # -- writing ------------------------------------------------------------------
-def _encode_attr(value: Any) -> dict[str, Any]:
+def _encode_attr(value: Any, qualify: Callable[[str], str] = str) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"kind": "bool", "value": value}
     if isinstance(value, int):
@@ -69,7 +80,7 @@ def _encode_attr(value: Any) -> dict[str, Any]:
         return {"kind": "tensor", "value": {"dtype": as_dtype(value.dtype).short, "shape": list(value.shape),
                                             "data": base64.b64encode(data.tobytes()).decode("ascii")}}
     if isinstance(value, Graph):
-        return {"kind": "graph", "value": _graph_doc(value)}
+        return {"kind": "graph", "value": _graph_doc(value, qualify)}
     raise GraphFormatError("$", f"cannot serialise attribute value of type {type(value).__name__}")
 
 
@@ -79,7 +90,7 @@ def _float_out(x: float) -> Any:
     return x
 
 
-def _graph_doc(graph: Graph) -> dict[str, Any]:
+def _graph_doc(graph: Graph, qualify: Callable[[str], str] = str) -> dict[str, Any]:
     ids: dict[Value, int] = {}
 
     def vid(v: Value) -> int:
@@ -91,32 +102,49 @@ def _graph_doc(graph: Graph) -> dict[str, Any]:
     doc["inputs"] = [{"id": vid(v), "type": str(v.type), **({"name": v.name} if v.name else {})} for v in graph.inputs]
     nodes = []
     for node in graph.nodes:
-        entry: dict[str, Any] = {"op": node.op, "inputs": [vid(v) for v in node.inputs],
+        entry: dict[str, Any] = {"op": qualify(node.op), "inputs": [vid(v) for v in node.inputs],
                                  "outputs": [{"id": vid(v), "type": str(v.type), **({"name": v.name} if v.name else {})}
                                              for v in node.outputs]}
         if node.attrs:
-            entry["attrs"] = {k: _encode_attr(a) for k, a in node.attrs.items()}
+            entry["attrs"] = {k: _encode_attr(a, qualify) for k, a in node.attrs.items()}
         nodes.append(entry)
     doc["nodes"] = nodes
     doc["outputs"] = [vid(v) for v in graph.outputs]
     return doc
 
 
-def to_document(graph: Graph) -> dict[str, Any]:
-    """The JSON-ready document for ``graph``."""
-    return {"format": FORMAT, "version": VERSION, "graph": _graph_doc(graph)}
+def _source(registry: "SchemaSource | None") -> "SchemaSource":
+    return registry if registry is not None else default_source()
 
 
-def dumps(graph: Graph, indent: int | None = None) -> str:
-    return json.dumps(to_document(graph), indent=indent)
+def to_document(graph: Graph, *, registry: "SchemaSource | None" = None) -> dict[str, Any]:
+    """The JSON-ready document for ``graph`` (format version 2: ops by qualified name, from ``registry``)."""
+    return {"format": FORMAT, "version": VERSION, "graph": _graph_doc(graph, _source(registry).qualname_of)}
 
 
-def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 1) -> None:
+def dumps(graph: Graph, indent: int | None = None, *, registry: "SchemaSource | None" = None) -> str:
+    """``graph`` as a JSON document (see the module docstring)."""
+    return json.dumps(to_document(graph, registry=registry), indent=indent)
+
+
+def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 1, *,
+               registry: "SchemaSource | None" = None) -> None:
+    """Write ``graph`` to ``path`` as JSON."""
+    text = dumps(graph, indent=indent, registry=registry)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(dumps(graph, indent=indent))
+        f.write(text)
 
 
 # -- reading ------------------------------------------------------------------
+def _short(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters: messages stay short whatever a document holds."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for repr (sys.set_int_max_str_digits)
+        text = f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _expect(cond: bool, path: str, message: str) -> None:
     if not cond:
         raise GraphFormatError(path, message)
@@ -147,7 +175,7 @@ def _float_in(x: Any, path: str) -> float:
     return float(x)
 
 
-def _decode_attr(doc: Any, path: str) -> Any:
+def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any:
     _expect(isinstance(doc, dict), path, "expected an attribute object {\"kind\": ..., \"value\": ...}")
     kind = _get(doc, "kind", str, path)
     _expect("value" in doc, path, "missing field 'value'")
@@ -209,12 +237,12 @@ def _decode_attr(doc: Any, path: str) -> Any:
         array.flags.writeable = False  # constants in graphs are read-only (see ir.tensors)
         return array
     if kind == "graph":
-        return _read_graph(v, vpath)
+        return _read_graph(v, vpath, op_key)
     raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {kind!r}; expected one of bool, int, float, str, "
                                           "none, ints, floats, strs, dtype, tensor, graph")
 
 
-def _read_graph(doc: Any, path: str) -> Graph:
+def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Graph:
     _expect(isinstance(doc, dict), path, "expected a graph object {name, inputs, nodes, outputs}")
     graph = Graph(_get(doc, "name", str, path))
     values: dict[int, Value] = {}
@@ -235,13 +263,13 @@ def _read_graph(doc: Any, path: str) -> Graph:
     for i, entry in enumerate(_get(doc, "nodes", list, path)):
         npath = f"{path}.nodes[{i}]"
         _expect(isinstance(entry, dict), npath, "expected a node object {op, inputs, outputs}")
-        op = _get(entry, "op", str, npath)
+        op = op_key(_get(entry, "op", str, npath))
         refs = _get(entry, "inputs", list, npath)
         for j, r in enumerate(refs):
             _expect(isinstance(r, int) and not isinstance(r, bool), f"{npath}.inputs[{j}]", f"expected a value id, got {r!r}")
         attrs_doc = entry.get("attrs", {})
         _expect(isinstance(attrs_doc, dict), f"{npath}.attrs", "expected an object")
-        attrs = {k: _decode_attr(a, f"{npath}.attrs.{k}") for k, a in attrs_doc.items()}
+        attrs = {k: _decode_attr(a, f"{npath}.attrs.{k}", op_key) for k, a in attrs_doc.items()}
         node = Node(op, (), attrs)
         node.outputs = tuple(define(o, f"{npath}.outputs[{j}]", node, j)
                              for j, o in enumerate(_get(entry, "outputs", list, npath)))
@@ -260,19 +288,28 @@ def _read_graph(doc: Any, path: str) -> Graph:
     return graph
 
 
-def from_document(doc: Any) -> Graph:
-    """The graph described by a parsed document; ``GraphFormatError`` with a path if malformed."""
+def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
+    """The graph described by a parsed document; ``GraphFormatError`` with a path if malformed.
+
+    Qualified op names (version 2) become ``registry``'s canonical keys (the current registry unless one is given).
+    """
     _expect(isinstance(doc, dict), "$", "expected a JSON object with fields format, version, graph")
     fmt = doc.get("format")
-    _expect(fmt == FORMAT, "$.format", f"expected {FORMAT!r}, got {fmt!r}: this is not a frame graph document")
+    _expect(fmt == FORMAT, "$.format", f"expected {FORMAT!r}, got {_short(fmt)}: this is not a frame graph document")
     version = doc.get("version")
-    _expect(isinstance(version, int) and not isinstance(version, bool), "$.version", f"expected an integer, got {version!r}")
-    _expect(version == VERSION, "$.version",
-            f"unknown format version {version}; this frame-core reads version {VERSION} (upgrade frame-core to read newer files)")
-    return _read_graph(doc.get("graph"), "$.graph")
+    _expect(isinstance(version, int) and not isinstance(version, bool), "$.version",
+            f"expected an integer, got {_short(version)}")
+    _expect(version in READS, "$.version",
+            f"unknown format version {_short(version)}; this frame-core reads versions "
+            f"{', '.join(map(str, READS))} (upgrade frame-core to read newer files)")
+    if version == 1:  # short names, kept as written
+        return _read_graph(doc.get("graph"), "$.graph")
+    canonical = _source(registry).canonical
+    return _read_graph(doc.get("graph"), "$.graph", lambda op: canonical(op) if "::" in op else op)
 
 
-def loads(text: str | bytes) -> Graph:
+def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph:
+    """The graph of a JSON document (see :func:`from_document`)."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -282,12 +319,13 @@ def loads(text: str | bytes) -> Graph:
     except UnicodeDecodeError:
         raise GraphFormatError("$", "the bytes are not UTF-8 text (a frame graph is JSON)") from None
     try:
-        return from_document(doc)
+        return from_document(doc, registry=registry)
     except RecursionError:  # sub-graphs nested thousands deep: a hostile or corrupt document
         raise GraphFormatError("$.graph", "sub-graph attributes are nested too deeply to read") from None
 
 
-def load_graph(path: str | os.PathLike[str]) -> Graph:
+def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" = None) -> Graph:
+    """The graph saved in the file ``path`` (see :func:`from_document`)."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -296,6 +334,6 @@ def load_graph(path: str | os.PathLike[str]) -> Graph:
     except UnicodeDecodeError:
         raise GraphFormatError(str(path), "the file is not UTF-8 text (a frame graph is JSON)") from None
     try:
-        return loads(text)
+        return loads(text, registry=registry)
     except GraphFormatError as exc:
         raise GraphFormatError(f"{path}: {exc.path}", exc.detail) from None

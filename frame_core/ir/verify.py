@@ -17,13 +17,9 @@ V8  Sub-graph attributes are closed graphs that pass these rules themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from ..errors import FrameError, UnknownOpError, VerifyError
 from .graph import Graph, Node, Value
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..ops_registry.registry import Registry
+from .schemas import SchemaSource, default_source
 
 __all__ = ["Problem", "RULES", "check_graph", "verify"]
 
@@ -56,22 +52,20 @@ class Problem:
         return f"{self.rule} {RULES[self.rule]}: {where + ': ' if where else ''}{self.message}"
 
 
-def verify(graph: Graph, registry: "Registry | None" = None) -> None:
+def verify(graph: Graph, registry: SchemaSource | None = None) -> None:
     """Raise :class:`~frame_core.errors.VerifyError` listing every problem, or return ``None``."""
     problems = check_graph(graph, registry)
     if problems:
         raise VerifyError(problems)
 
 
-def check_graph(graph: Graph, registry: "Registry | None" = None, path: str = "", *, types: bool = True) -> list[Problem]:
+def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = "", *, types: bool = True) -> list[Problem]:
     """Every rule violation in ``graph`` (empty list when it is valid).
 
     ``types=False`` skips rule V6 (shape inference), for callers that infer types themselves (the compile pipeline).
     """
     if registry is None:
-        from ..ops_registry.registry import current_registry
-
-        registry = current_registry()
+        registry = default_source()
     problems: list[Problem] = []
     names: dict[Value, str] = {}
 
@@ -150,9 +144,9 @@ def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, 
     return False
 
 
-def _check_node(node: Node, index: int, registry: "Registry", path: str, types: bool = True) -> list[Problem]:
+def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types: bool = True) -> list[Problem]:
     try:
-        schema = registry.get(node.op)
+        schema = registry.lookup(node.op)  # a stored key: no pack scope applies
     except UnknownOpError as exc:
         return [Problem("V3", str(exc), node.op, index, path)]
     problems = []

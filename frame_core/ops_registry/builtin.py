@@ -150,3 +150,9 @@ def frame_register_ops() -> list[OpSchema]:
     from ..compiler.fused import FUSED
 
     return [CONSTANT, ACCUMULATE, WEIGHTED_SUM, WEIGHTED_BROADCAST, FUSED]
+
+
+# The core's ops are `core::...` from the start (the loader sets it too), so `core::constant` resolves even in a
+# registry assembled by hand.
+for _schema in (CONSTANT, ACCUMULATE, WEIGHTED_SUM, WEIGHTED_BROADCAST):
+    _schema.namespace = "core"

@@ -4,7 +4,8 @@ After the packs load, every GradientFn is instantiated on its op's examples
 and checked against the contract (inputs ``[x.., y.., gy..]``, one gradient
 per input of the input's type, a micro-graph that passes ``verify``). The ops
 on the active path of each micro-graph (those reading a floating value that
-depends on the micro-graph's inputs; zero-input constants are exempt) are
+depends on the micro-graph's inputs and having a floating output; zero-input
+constants and ops whose outputs are all integer or boolean are exempt) are
 followed recursively: at start-up at the op level (each is audited on its
 own examples), and with ``deep=True`` with the very types and attributes
 they have inside the micro-graph.
@@ -19,6 +20,14 @@ order-0 ops, so cycles (``mul``'s gradient uses ``mul``) are handled.
 
 A pack whose GradientFn breaks the contract is marked failed and its ops are
 removed before orders are computed (a broken pack is reported, not fatal).
+
+Control flow: an op with graph attributes (its bodies) gets its own order,
+from the ops its GradientFn emits around the bodies (``loop``'s gradient is a
+``loop``: closed), marked ``bodies=True``: a node of it is differentiable as
+often as that order *and* the ops inside its bodies allow. ``graph_order``
+gives that for a concrete graph, through every nesting level. The deep audit
+does not re-instantiate the GradientFns of control-flow nodes found inside
+micro-graphs (each would differentiate an ever larger body).
 """
 
 from __future__ import annotations
@@ -31,19 +40,24 @@ from ..errors import FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
-from .registry import Registry, use_registry
+from .registry import Registry, op_scope, use_registry
 from .schema import NodeContext, OpSchema
 
-__all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "CLOSED"]
+__all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
 CLOSED = "closed"
-#: Upper bound on GradientFn instantiations, so a pathological pack cannot stall start-up.
+#: Upper bound on the GradientFn instantiations the deep audit makes beyond the ops' own examples (every example is
+#: always checked), so a GradientFn that makes ever new types cannot stall it; what it leaves out is reported.
 MAX_CONTEXTS = 5000
 
 
 @dataclass
 class ClosureInfo:
-    """Closure facts for one op: ``order`` is an int or ``"closed"``; ``chain`` shows what breaks it."""
+    """Closure facts for one op: ``order`` is an int or ``"closed"``; ``chain`` shows what breaks it.
+
+    ``bodies`` marks a control-flow op: its nodes are differentiable as often as ``order`` and the ops in
+    their bodies allow (``graph_order``).
+    """
 
     op: str
     differentiable: str
@@ -51,6 +65,7 @@ class ClosureInfo:
     chain: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
     problems: list[str] = field(default_factory=list)
+    bodies: bool = False
 
     @property
     def closed(self) -> bool:
@@ -98,7 +113,9 @@ def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, regi
 
 
 def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
-    """Nodes reading a floating value that depends on the micro-graph's (differentiable) inputs."""
+    """Nodes reading a floating value that depends on the micro-graph's (differentiable) inputs and having a
+    floating output: a node whose outputs are all integer or boolean (a comparison) carries no gradient, so
+    the backward transform never differentiates it and it does not limit the closure order."""
     active = set()
     for i, v in enumerate(micro.inputs):
         if i < n_inputs and i in schema.nondiff_inputs:
@@ -107,11 +124,10 @@ def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
             active.add(v)
     nodes = []
     for node in micro.nodes:
-        if any(v in active for v in node.inputs):
+        floating = [v for v in node.outputs if v.type.dtype.is_float]
+        if floating and any(v in active for v in node.inputs):
             nodes.append(node)
-            for out in node.outputs:
-                if out.type.dtype.is_float:
-                    active.add(out)
+            active.update(floating)
     return nodes
 
 
@@ -129,56 +145,73 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
 
 
 def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
+    # every table is keyed by canonical op key (what node.op holds), never by short name: names may collide
     uses: dict[str, set[str]] = defaultdict(set)
     unresolved: dict[str, set[str]] = defaultdict(set)
     contract: dict[str, list[str]] = defaultdict(list)
     seen: set[tuple] = set()
-    work: deque[tuple[OpSchema, NodeContext]] = deque()
+    work: deque[tuple[str, OpSchema, NodeContext]] = deque()
 
-    for schema in reg.schemas.values():
+    for key, schema in reg.schemas.items():
         for example in schema.examples:
             try:
                 ctx = schema.context(example.inputs, example.attrs)
                 ctx.output_types  # shape inference must accept the op's own examples
-            except FrameError as exc:
-                contract[schema.name].append(f"example {example!r} is rejected by its own op: {exc}")
+            except Exception as exc:  # FrameError or a bug: either way the pack's own example is at fault
+                reason = str(exc) if isinstance(exc, FrameError) else f"{type(exc).__name__}: {exc}"
+                contract[key].append(f"example {example!r} is rejected by its own op: {reason}")
                 continue
-            work.append((schema, ctx))
+            work.append((key, schema, ctx))
 
+    examples = len(work)  # every example is checked; only contexts found inside micro-graphs count to the bound
     count = 0
-    while work and count < MAX_CONTEXTS:
-        schema, ctx = work.popleft()
+    while work and count < examples + MAX_CONTEXTS:
+        key, schema, ctx = work.popleft()
         if schema.gradient is None:
             continue
-        key = (schema.name, ctx.input_types, attrs_key(ctx.attrs))
-        if key in seen:
+        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+        if seen_key in seen:
             continue
-        seen.add(key)
+        seen.add(seen_key)
         count += 1
         try:
-            micro = schema.gradient(ctx)
+            with op_scope(schema.namespace):  # the pack's short names mean its own ops first
+                micro = schema.gradient(ctx)
         except UnknownOpError as exc:  # needs an op no loaded pack provides: a closure break, not a contract error
-            unresolved[schema.name].add(exc.name)
+            unresolved[key].add(exc.name)
             continue
-        except Exception as exc:  # the pack's code, reported against its op
-            contract[schema.name].append(
-                f"GradientFn raised {type(exc).__name__} on [{', '.join(map(str, ctx.input_types))}]: {exc}"
-            )
+        except (Exception, SystemExit) as exc:  # the pack's code, reported against its op
+            contract[key].append(
+                f"GradientFn raised {type(exc).__name__} on [{', '.join(map(str, ctx.input_types))}]: {exc}")
             continue
         problems, unknown = check_gradient_contract(schema, ctx, micro, reg)
         if problems:
-            contract[schema.name].extend(problems)
+            contract[key].extend(problems)
             continue
-        unresolved[schema.name] |= unknown
+        unresolved[key] |= unknown
         for node in _active_nodes(micro, schema, len(ctx.input_types)):
-            uses[schema.name].add(node.op)
+            uses[key].add(node.op)
             inner = reg.schemas.get(node.op)
-            if deep and inner is not None and inner.gradient is not None:
-                work.append((inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
-                                                [v.type for v in node.outputs])))
+            if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
+                work.append((node.op, inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
+                                                         [v.type for v in node.outputs])))
 
+    unchecked: dict[str, int] = defaultdict(int)
+    for key, schema, ctx in work:
+        if schema.gradient is not None and (key, ctx.input_types, attrs_key(ctx.attrs)) not in seen:
+            unchecked[key] += 1
     _unload_broken_packs(reg, contract)
     reg.closure = _orders(reg, uses, unresolved)
+    if unchecked:  # never stop in silence: say what the bound left out
+        total = sum(unchecked.values())
+        ops = ", ".join(f"{op} ({n})" for op, n in sorted(unchecked.items())[:10])
+        reg.notes.append(f"the deep closure audit stopped after {MAX_CONTEXTS} GradientFn instantiations found inside "
+                         f"micro-graphs; {total} more were not checked: {ops}"
+                         f"{' ...' if len(unchecked) > 10 else ''}. Their orders count only what was checked")
+        for op, n in unchecked.items():
+            if op in reg.closure:
+                reg.closure[op].problems.append(f"the deep audit did not check {n} context(s) of this op "
+                                                f"(bound MAX_CONTEXTS={MAX_CONTEXTS} reached)")
     return reg.closure
 
 
@@ -232,5 +265,46 @@ def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[
             chain=tuple(chain) if name in order else (),  # from the op to the one that breaks closure
             uses=tuple(sorted(uses.get(name, ()))),
             problems=problems,
+            bodies=has_bodies(schema),
         )
     return result
+
+
+def has_bodies(schema: OpSchema) -> bool:
+    """Whether the op carries sub-graphs (an attribute of kind ``graph``): control flow."""
+    return any(spec.kind == "graph" for spec in schema.attrs.values())
+
+
+def _carries_graphs(attrs: dict[str, Any]) -> bool:
+    return any(isinstance(a, Graph) for a in attrs.values())
+
+
+def graph_order(graph: Graph, registry: Registry) -> tuple[int | str, tuple[str, ...]]:
+    """How many times ``graph`` can be put through ``build_backward_graph`` (``"closed"``: any number), by its ops.
+
+    The smallest closure order among its nodes with a floating output and, through every level, the nodes
+    of their bodies (integer and boolean outputs carry no gradient, so a comparison never limits it); the
+    second item is the path to a node that sets it (``("node 3 (loop)", "body node 1 (foo)")``), empty when
+    closed. Uses ``registry.closure`` (the audit's orders); an unknown op counts as order 0.
+    """
+    best: int | str = CLOSED
+    where: tuple[str, ...] = ()
+    for index, node in enumerate(graph.nodes):
+        if not any(v.type.dtype.is_float for v in node.outputs):  # never on a gradient chain (comparisons)
+            continue
+        here = f"node {index} ({node.op})"
+        info = registry.closure.get(node.op)
+        order = info.order if info is not None else (CLOSED if node.op in registry.schemas else 0)
+        if _below(order, best):
+            best, where = order, (here,)
+        for key, value in node.attrs.items():
+            if isinstance(value, Graph):
+                inner, path = graph_order(value, registry)
+                if _below(inner, best):
+                    best, where = inner, (here, f"{key} {path[0]}", *path[1:])
+    return best, where
+
+
+def _below(order: int | str, best: int | str) -> bool:
+    """Whether ``order`` is a lower differentiation order than ``best`` (``"closed"`` is the highest)."""
+    return isinstance(order, int) and (not isinstance(best, int) or order < best)

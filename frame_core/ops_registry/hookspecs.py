@@ -49,9 +49,11 @@ class FrameHookSpecs:
 
         Called once per pack while the registry loads (on first use of
         ``frame_core.registry()``, never at import). Each item must be an
-        :class:`~frame_core.ops_registry.schema.OpSchema`. Op names must be unique
-        across all packs: a second pack registering a taken name is refused,
-        and the message names both distributions. Raising here marks the pack
+        :class:`~frame_core.ops_registry.schema.OpSchema`. Op names need only be
+        unique within the pack: each op is also ``<entry-point name>::<name>``;
+        when two packs register one name both load, the op bundled with frame
+        keeps the short name, and the collision is a warning naming both
+        distributions (SPEC §4; ``docs/plugins.md``). Raising here marks the pack
         as failed (its ops are unavailable, the rest of frame keeps working;
         ``FRAME_STRICT=1`` turns this into an error).
 

@@ -4,9 +4,9 @@ The loader iterates the ``frame`` entry points itself, one ``try`` per pack,
 so one broken pack never takes the others down (pluggy's
 ``load_setuptools_entrypoints`` would let it). For every pack it records
 distribution, version, status and error. It de-duplicates distributions seen
-twice on ``sys.path``, refuses duplicate op names (naming both
-distributions), refuses packs written for another plugin API major version,
-and honours:
+twice on ``sys.path``, refuses a second pack under an entry-point name (a
+namespace) already taken, refuses packs written for another plugin API major
+version, and honours:
 
 ``FRAME_LOAD_PLUGINS=a,b``   load only these packs (empty: none)
 ``FRAME_DISABLE_PLUGINS=a,b``  skip these packs
@@ -14,11 +14,18 @@ and honours:
 
 Packs are matched by entry-point name or distribution name. The core's
 built-in plugin always loads first, through the same hooks.
+
+Op names may collide across packs (SPEC §4, op identity): both packs load,
+every op keeps its qualified name ``namespace::name`` (the namespace is the
+entry-point name made an identifier), the op bundled with frame keeps the
+short name (:data:`BUNDLED_DISTRIBUTIONS`), and the collision is a warning
+naming both distributions (an error under ``FRAME_STRICT=1``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,12 +35,22 @@ from ..errors import PluginError
 from . import builtin
 from .entrypoints import normalize
 from .hookspecs import PLUGIN_API_VERSION, PROJECT, FrameHookSpecs
-from .registry import PackRecord, Registry, strict_from_env
+from .registry import RANK_BUNDLED, RANK_CORE, RANK_OTHER, PackRecord, Registry, strict_from_env
 from .schema import OpSchema
 
-__all__ = ["load_registry", "discover_entry_points", "core_version"]
+__all__ = ["load_registry", "discover_entry_points", "core_version", "namespace_of", "BUNDLED_DISTRIBUTIONS"]
 
 GROUP = "frame"
+
+#: Distributions bundled with frame (PEP 503 names): their ops keep their short names whatever else is
+#: installed; an op of another pack with the same name is reachable by its qualified name only.
+BUNDLED_DISTRIBUTIONS = frozenset({"frame-core", "frame-ops-basic", "frame-ops-fft", "frame-ops-sequence"})
+
+
+def namespace_of(entry_point_name: str) -> str:
+    """The namespace of a pack's ops: its entry-point name as an identifier (``my-pack`` -> ``my_pack``)."""
+    name = re.sub(r"\W", "_", entry_point_name.strip(), flags=re.ASCII) or "_"
+    return "_" + name if name[0].isdigit() else name
 
 
 def core_version() -> str:
@@ -97,7 +114,7 @@ def load_registry(
 
     pm.register(builtin, name="core")
     reg.packs["core"] = PackRecord("core", "frame-core", core_version(), "loaded", module=builtin.__name__,
-                                   api_version=builtin.FRAME_PLUGIN_API)
+                                   api_version=builtin.FRAME_PLUGIN_API, namespace="core")
     _collect(pm, reg, "core")
 
     seen: set[tuple[str, str]] = set()
@@ -109,14 +126,17 @@ def load_registry(
             continue
         seen.add(key)
         name = ep.name
-        if name in reg.packs:
-            other = reg.packs[name]
+        namespace = namespace_of(name)
+        other = reg.packs.get(name) or next((r for r in reg.packs.values() if r.namespace == namespace), None)
+        if other is not None:  # the namespace qualifies op names, so it must be unique
+            same = "entry point name" if other.name == name else f"namespace {namespace!r} (entry point {other.name!r})"
             reg.packs[f"{name}@{dist}"] = PackRecord(
                 name, dist, version, "failed",
-                f"entry point name {name!r} is already used by {other.distribution} {other.version}; rename one of them",
+                f"entry point name {name!r} is already used by {other.distribution} {other.version} ({same}); the "
+                "entry-point name is the namespace of a pack's ops, so it must be unique: rename one of them",
             )
             continue
-        record = PackRecord(name, dist, version, "loaded", module=getattr(ep, "value", None))
+        record = PackRecord(name, dist, version, "loaded", module=getattr(ep, "value", None), namespace=namespace)
         reg.packs[name] = record
         wanted = {normalize(name), normalize(dist)}
         matched |= wanted
@@ -207,26 +227,24 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
             problems.append(f"item {position} returned by frame_register_ops is a {type(schema).__name__}, "
                             "expected an OpSchema")
             continue
-        problems.extend(schema.check_definition())
+        try:
+            problems.extend(schema.check_definition())
+        except Exception as exc:  # a schema malformed past what the checks foresee: still this pack's problem
+            problems.append(f"item {position} ({schema.name!r}): checking the schema raised {type(exc).__name__}: {exc}")
+            continue
         if schema.name in names:
             problems.append(f"op {schema.name!r} is registered twice by this pack")
         names.add(schema.name)
-        if schema.name in reg.schemas:
-            owner = reg.schemas[schema.name]
-            owner_pack = reg.packs[owner.pack] if owner.pack in reg.packs else None
-            owner_desc = f"{owner_pack.distribution} {owner_pack.version}" if owner_pack else str(owner.pack)
-            problems.append(
-                f"op {schema.name!r} is already registered by {owner_desc} (pack {owner.pack!r}); "
-                f"{record.distribution} {record.version} registers it again. Uninstall one of them or "
-                f"disable one with FRAME_DISABLE_PLUGINS"
-            )
     if problems:
         _refuse(reg, pm, name, "; ".join(problems))
         return
+    rank = RANK_CORE if name == "core" else RANK_BUNDLED if normalize(record.distribution) in BUNDLED_DISTRIBUTIONS \
+        else RANK_OTHER
     for schema in schemas:
         schema.pack = name
         schema.distribution = record.distribution
-        reg.schemas[schema.name] = schema
+        schema.namespace = record.namespace
+        reg.schemas.register(schema, rank)
         record.ops.append(schema.name)
 
 

@@ -4,6 +4,18 @@
 installed packs on first use (never at import). ``use_registry(reg)``
 temporarily makes another registry current (tests, tools that load a chosen
 set of packs).
+
+Op identity (SPEC §4). Every op has a qualified name ``namespace::name``
+(the namespace is its pack's entry-point name; the core's ops are
+``core::``) and a *canonical key*: its short name when it owns that name,
+else its qualified name. It owns its short name when no other pack
+registers the name, or when it is the one op of that name bundled with
+frame (the core first, then the bundled packs). Two packs not bundled with
+frame that register one name both keep only their qualified names, and the
+short name is ambiguous: resolving it raises ``AmbiguousOpError`` instead
+of picking one. Inside a pack's own code (GradientFn, DecomposeFn, shape
+inference, kernel builders: see :func:`op_scope`) a short name resolves to
+that pack's own op first.
 """
 
 from __future__ import annotations
@@ -15,14 +27,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UnknownOpError
+from ..errors import AmbiguousOpError, IRError, UnknownOpError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..compiler.passspec import PassSpec
     from .closure import ClosureInfo
     from .schema import OpSchema
 
-__all__ = ["PackRecord", "Registry", "registry", "current_registry", "use_registry", "reset_registry", "strict_from_env"]
+__all__ = ["PackRecord", "Registry", "SchemaTable", "Collision", "registry", "current_registry", "use_registry",
+           "reset_registry", "strict_from_env", "op_scope", "current_scope", "RANK_CORE", "RANK_BUNDLED", "RANK_OTHER"]
+
+#: Who owns a short name when several packs register it: the lowest rank, if only one op has it.
+RANK_CORE, RANK_BUNDLED, RANK_OTHER = 0, 1, 2
 
 
 @dataclass
@@ -41,10 +57,12 @@ class PackRecord:
     ops: list[str] = field(default_factory=list)
     module: str | None = None
     api_version: str | None = None
+    namespace: str | None = None  # the qualifier of its ops (``namespace::op``): the entry-point name as an identifier
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "namespace": self.namespace,
             "distribution": self.distribution,
             "version": self.version,
             "status": self.status,
@@ -56,15 +74,169 @@ class PackRecord:
         }
 
 
-class Registry:
-    """Op schemas by name, the packs they came from, and the closure audit's results.
+@dataclass(frozen=True)
+class Collision:
+    """Several packs register the short op name ``name``: their qualified names (load order) and the owner.
 
-    ``closure[op]`` is a :class:`~frame_core.ops_registry.closure.ClosureInfo`
-    (ARCH-068); ``passes`` are the compile passes packs contributed.
+    ``owner`` is the qualified name the short name means, or ``None`` when it is ambiguous.
+    """
+
+    name: str
+    qualnames: tuple[str, ...]
+    owner: str | None
+
+
+class SchemaTable(dict[str, "OpSchema"]):
+    """The registry's schemas: a mapping from canonical key to ``OpSchema`` (one entry per op).
+
+    Iteration, ``len`` and ``items`` see canonical keys. Lookups (``[]``,
+    ``get``, ``in``) also accept qualified names (``ops_basic::relu``); an
+    ambiguous short name raises ``AmbiguousOpError`` (a ``KeyError``) from
+    ``[]`` and is absent for ``get`` and ``in``. Lookups never apply the pack
+    scope (a ``node.op`` is already a canonical key); names written by people
+    go through :meth:`Registry.get`. The loader adds ops with :meth:`register`;
+    assigning ``table[key] = schema`` by hand pins ``key`` to that schema.
     """
 
     def __init__(self) -> None:
-        self.schemas: dict[str, OpSchema] = {}
+        super().__init__()
+        self._by_qualname: dict[str, Any] = {}   # qualified name -> schema
+        self._key_of: dict[str, str] = {}        # qualified name -> canonical key
+        self._rank: dict[str, int] = {}          # qualified name -> RANK_*
+        self._short: dict[str, list[str]] = {}   # short name -> qualified names the loader registered, load order
+
+    # -- the loader's side ---------------------------------------------------------------------
+    def register(self, schema: "OpSchema", rank: int = RANK_OTHER) -> None:
+        """Add ``schema`` (its ``namespace`` set) and settle who owns its short name."""
+        qualname = schema.qualname
+        self._by_qualname[qualname] = schema
+        self._rank[qualname] = rank
+        self._short.setdefault(schema.name, []).append(qualname)
+        self._settle(schema.name)
+
+    def discard_namespace(self, namespace: str) -> None:
+        """Remove every op of ``namespace`` (a pack that failed); names it shared are settled again."""
+        prefix = f"{namespace}::"
+        gone = [q for q in self._by_qualname if q.startswith(prefix)]
+        touched = set()
+        for qualname in gone:
+            schema = self._by_qualname.pop(qualname)
+            key = self._key_of.pop(qualname, None)
+            if key is not None and dict.get(self, key) is schema:
+                dict.__delitem__(self, key)
+            self._rank.pop(qualname, None)
+            names = self._short.get(schema.name)
+            if names and qualname in names:
+                names.remove(qualname)
+                touched.add(schema.name)
+        for short in touched:
+            if not self._short[short]:
+                del self._short[short]
+            else:
+                self._settle(short)
+
+    def _settle(self, short: str) -> None:
+        qualnames = self._short[short]
+        for qualname in qualnames:
+            key = self._key_of.pop(qualname, None)
+            if key is not None and dict.get(self, key) is self._by_qualname[qualname]:
+                dict.__delitem__(self, key)
+        owner = self._owner(short)
+        for qualname in qualnames:
+            key = short if qualname == owner else qualname
+            dict.__setitem__(self, key, self._by_qualname[qualname])
+            self._key_of[qualname] = key
+
+    def _owner(self, short: str) -> str | None:
+        qualnames = self._short.get(short, [])
+        if not qualnames:
+            return None
+        best = min(self._rank[q] for q in qualnames)
+        first = [q for q in qualnames if self._rank[q] == best]
+        return first[0] if len(first) == 1 else None
+
+    # -- reading -------------------------------------------------------------------------------
+    def __missing__(self, key: str) -> "OpSchema":
+        schema = self._by_qualname.get(key)
+        if schema is not None:
+            return schema
+        qualnames = self._short.get(key) if isinstance(key, str) else None
+        if qualnames and len(qualnames) > 1:
+            raise AmbiguousOpError(key, qualnames)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except (KeyError, TypeError):
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (isinstance(key, str) and key in self._by_qualname)
+
+    def __setitem__(self, key: str, schema: "OpSchema") -> None:
+        dict.__setitem__(self, key, schema)
+        qualname = schema.qualname
+        if "::" in qualname and qualname != key:
+            self._by_qualname[qualname] = schema
+            self._key_of[qualname] = key
+
+    def __delitem__(self, key: str) -> None:
+        schema = dict.pop(self, key)
+        for qualname in [q for q, k in self._key_of.items() if k == key]:
+            if self._by_qualname.get(qualname) is schema:
+                del self._by_qualname[qualname], self._key_of[qualname]
+                self._rank.pop(qualname, None)
+                names = self._short.get(schema.name)
+                if names and qualname in names:
+                    names.remove(qualname)
+
+    def resolve(self, name: str, scope: str | None = None) -> "tuple[str, OpSchema]":
+        """``(canonical key, schema)`` for ``name``: in ``scope``'s own ops first, then a canonical key, then a
+        qualified name. ``KeyError`` (``AmbiguousOpError`` for an ambiguous short name) when it does not resolve."""
+        if scope is not None and "::" not in name:
+            qualname = f"{scope}::{name}"
+            schema = self._by_qualname.get(qualname)
+            if schema is not None:
+                return self._key_of.get(qualname, qualname), schema
+        schema = dict.get(self, name)
+        if schema is not None:
+            return name, schema
+        schema = self[name]
+        return self._key_of.get(name, name), schema
+
+    def canonical(self, name: str) -> str:
+        """The canonical key of the op ``name`` (a canonical key or a qualified name) names; ``name`` itself
+        when this table does not know it (loaders keep unknown ops as written, for ``verify`` to report)."""
+        if dict.__contains__(self, name):
+            return name
+        return self._key_of.get(name, name)
+
+    def qualname_of(self, name: str) -> str:
+        """The qualified name of the op ``name`` names, or ``name`` itself when this table does not know it."""
+        schema = self.get(name)
+        return name if schema is None else schema.qualname
+
+    def qualnames(self) -> list[str]:
+        """Every op's qualified name."""
+        return [s.qualname for s in self.values()]
+
+    def collisions(self) -> list[Collision]:
+        """Short names that several loaded packs register, in load order."""
+        return [Collision(short, tuple(qualnames), self._owner(short))
+                for short, qualnames in self._short.items() if len(qualnames) > 1]
+
+
+class Registry:
+    """Op schemas by canonical key, the packs they came from, and the closure audit's results.
+
+    ``schemas`` is a :class:`SchemaTable`; ``closure[key]`` is a
+    :class:`~frame_core.ops_registry.closure.ClosureInfo` (ARCH-068);
+    ``passes`` are the compile passes packs contributed.
+    """
+
+    def __init__(self) -> None:
+        self.schemas = SchemaTable()
         self.packs: dict[str, PackRecord] = {}
         self.closure: dict[str, ClosureInfo] = {}
         self.passes: list[PassSpec] = []
@@ -72,9 +244,31 @@ class Registry:
 
     @property
     def problems(self) -> list[str]:
-        """Every plugin problem: one line per failed pack (with its reason), then the other notes."""
+        """Every plugin problem: one line per failed pack (with its reason), then op-name collisions, then the
+        other notes."""
         failed = [f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in self.packs.values() if p.status == "failed"]
-        return failed + self.notes
+        return failed + self.collision_warnings() + self.notes
+
+    def collision_warnings(self) -> list[str]:
+        """One line per short op name that several packs register: the distributions, the qualified names, and
+        what the short name now means."""
+        lines = []
+        for c in self.schemas.collisions():
+            who = " and ".join(f"{self._provider(q)} as {q}" for q in c.qualnames)
+            if c.owner is not None:
+                others = [q for q in c.qualnames if q != c.owner]
+                meaning = (f"{c.name!r} means {c.owner} (bundled with frame); use the qualified name "
+                           f"{' or '.join(others)} for the other")
+            else:
+                meaning = (f"none is bundled with frame, so the short name {c.name!r} is ambiguous and refused; "
+                           "use the qualified names, or disable one pack with FRAME_DISABLE_PLUGINS")
+            lines.append(f"op name collision: {c.name!r} is registered by {who}; {meaning}")
+        return lines
+
+    def _provider(self, qualname: str) -> str:
+        schema = self.schemas.get(qualname)
+        record = self.packs.get(schema.pack or "") if schema is not None else None
+        return f"{record.distribution} {record.version}" if record is not None else qualname.split("::")[0]
 
     def drop_pack(self, name: str, reason: str) -> None:
         """Mark pack ``name`` failed with ``reason`` and remove everything it contributed (a pack loads
@@ -82,21 +276,61 @@ class Registry:
         record = self.packs[name]
         record.status = "failed"
         record.error = reason
-        for op in [n for n, s in self.schemas.items() if s.pack == name]:
-            del self.schemas[op]
+        self.schemas.discard_namespace(record.namespace or name)
+        for key in [k for k, s in self.schemas.items() if s.pack == name]:  # pinned by hand
+            del self.schemas[key]
         self.passes = [p for p in self.passes if getattr(p, "pack", None) != name]
 
     def get(self, name: str) -> "OpSchema":
-        """The schema called ``name``; ``UnknownOpError`` with close matches otherwise."""
+        """The schema ``name`` (short or qualified) means here; ``UnknownOpError`` with close matches otherwise,
+        ``AmbiguousOpError`` listing the qualified candidates for an ambiguous short name. Inside
+        :func:`op_scope` a short name means the scope's own op first."""
+        return self.resolve(name)[1]
+
+    def resolve(self, name: str) -> "tuple[str, OpSchema]":
+        """``(canonical key, schema)`` of ``name`` with the rules of :meth:`get` (graph builders store the key)."""
+        if not isinstance(name, str):
+            raise IRError(f"an op is named by a string such as 'relu' or 'ops_basic::relu', got {name!r} "
+                          f"({type(name).__name__})")
         try:
-            return self.schemas[name]
+            return self.schemas.resolve(name, _scope.get())
+        except AmbiguousOpError:
+            raise
         except KeyError:
-            raise UnknownOpError(name, self.schemas, self._missing_hint(name)) from None
+            known = self.schemas.qualnames() if "::" in name else list(self.schemas)
+            raise UnknownOpError(name, known, self._missing_hint(name)) from None
+
+    def lookup(self, key: str) -> "OpSchema":
+        """The schema of a stored op key (a canonical key or a qualified name; no pack scope applies), with the
+        errors of :meth:`get`. ``verify`` and the compiler read ``node.op`` this way."""
+        try:
+            return self.schemas[key]
+        except AmbiguousOpError:
+            raise
+        except (KeyError, TypeError):
+            known = self.schemas.qualnames() if isinstance(key, str) and "::" in key else list(self.schemas)
+            raise UnknownOpError(str(key), known, self._missing_hint(str(key))) from None
+
+    def qualname_of(self, name: str) -> str:
+        """The qualified name of the op ``name`` (a stored key or qualified name) names; ``name`` if unknown."""
+        return self.schemas.qualname_of(name)
+
+    def canonical(self, name: str) -> str:
+        """The canonical key of the op ``name`` (a stored key or qualified name) names; ``name`` if unknown."""
+        return self.schemas.canonical(name)
+
+    def key_of(self, schema: "OpSchema") -> str:
+        """The canonical key of ``schema`` in this registry."""
+        return self.schemas.canonical(schema.qualname) if schema.qualname in self.schemas else schema.name
 
     def _missing_hint(self, name: str) -> str:
+        namespace, _, short = name.rpartition("::")
         for pack in self.packs.values():
-            if name in pack.ops and pack.status != "loaded":
+            if short in pack.ops and pack.status != "loaded" and namespace in ("", pack.namespace, pack.name):
                 return f" (pack {pack.name!r} from {pack.distribution} provides it but is {pack.status}: {pack.error})"
+        if namespace and not any(p.namespace == namespace and p.status == "loaded" for p in self.packs.values()):
+            return (f" (no loaded pack has the namespace {namespace!r}; run `frame plugins list` to see the packs "
+                    "and their namespaces)")
         failed = [p for p in self.packs.values() if p.status == "failed" and not p.ops]
         if failed:  # a pack that failed before registering anything may be the one that provides it
             names = ", ".join(f"{p.name!r} ({p.distribution})" for p in failed)
@@ -132,6 +366,8 @@ _lock = threading.Lock()
 _global: Registry | None = None
 # use_registry's stack, per thread and per asyncio task (a ContextVar), so concurrent code is not mixed up
 _override: contextvars.ContextVar[tuple[Registry, ...]] = contextvars.ContextVar("frame_registry_override", default=())
+# the namespace whose own ops short names mean first (set around a pack's callbacks; see op_scope)
+_scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("frame_op_scope", default=None)
 
 
 def strict_from_env(environ: "Mapping[str, str] | None" = None) -> bool:
@@ -175,3 +411,23 @@ def use_registry(reg: Registry) -> Iterator[Registry]:
         yield reg
     finally:
         _override.reset(token)
+
+
+@contextmanager
+def op_scope(namespace: str | None) -> Iterator[None]:
+    """Inside the block, a short op name means pack ``namespace``'s own op first (then the usual rules).
+
+    frame sets it around a pack's callbacks (GradientFns, DecomposeFns, shape
+    inference, kernel builders), so a pack whose op name collides with another
+    pack's keeps using its own op internally. ``None`` clears the scope.
+    """
+    token = _scope.set(namespace)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def current_scope() -> str | None:
+    """The namespace set by the innermost :func:`op_scope`, or ``None``."""
+    return _scope.get()

@@ -45,11 +45,11 @@ from ..errors import FrameError, ShapeError, suggest
 from ..ir.dtypes import as_dtype
 from ..ir.types import TensorType
 from ..ops_registry.entrypoints import normalize
-from ..ops_registry.registry import PackRecord, Registry, registry as current_registry, use_registry
+from ..ops_registry.registry import PackRecord, Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import OpSchema
 from .opcheck import LOW_PRECISION_DTYPES, check_op_example, check_op_low_precision, checked_order, example_rng
 from .results import CheckResult, OpReport, gradient_check_name
-from .retype import retype_type
+from .retype import retype_attrs, retype_type
 
 __all__ = ["CHECKS", "ConformanceCase", "conformance_cases", "run_conformance", "conformance_tests"]
 
@@ -91,7 +91,8 @@ class ConformanceCase:
 
     @property
     def id(self) -> str:
-        return f"{self.op}-{self.check}" + ("" if self.example_index is None else f"-ex{self.example_index}")
+        op = self.op.replace("::", ".")  # `::` separates parts of a pytest node id
+        return f"{op}-{self.check}" + ("" if self.example_index is None else f"-ex{self.example_index}")
 
     def run(self, registry: Registry | None = None, seed: int | None = None) -> CheckResult:
         """Run the check (with ``seed`` instead of the case's own if given); never raises for the op's faults."""
@@ -150,7 +151,7 @@ def conformance_cases(pack: str, *, order: int = 2, seed: int = 0, registry: Reg
 def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
               low_precision: Sequence[str]) -> list[ConformanceCase]:
     def case(check: str, index: int | None = None) -> ConformanceCase:
-        return ConformanceCase(pack, schema.name, check, index, seed)
+        return ConformanceCase(pack, reg.key_of(schema), check, index, seed)
 
     cases = [case("schema"), case("examples")]
     if schema.has_side_effect:
@@ -266,7 +267,9 @@ def _evaluate(schema: OpSchema, types: Sequence[TensorType], attrs: dict[str, An
               *extra: np.ndarray) -> tuple[list[TensorType], list[Any]]:
     ctx = schema.context(types, attrs)
     want = list(ctx.output_types)
-    result = schema.kernels["cpu"](ctx)(*arrays, *extra)
+    with op_scope(schema.namespace):
+        kernel = schema.kernels["cpu"](ctx)
+    result = kernel(*arrays, *extra)
     return want, _outputs(result)
 
 
@@ -275,18 +278,20 @@ def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: R
     problems, checked = [], []
     for dtype in (None, *LOW_PRECISION_DTYPES):
         types = list(example.inputs)
+        attrs = example.attrs
         if dtype is not None:
             if not any(t.dtype.is_float for t in types) or all(t.dtype is as_dtype(dtype) for t in types if t.dtype.is_float):
                 continue
             types = [retype_type(t, dtype) for t in types]
             try:
-                schema.context(types, example.attrs).output_types
+                attrs = retype_attrs(schema.name, example.attrs, dtype, registry=reg)  # bodies follow the inputs
+                schema.context(types, attrs).output_types
             except ShapeError:
                 continue  # the op does not take this dtype: nothing to compare
         label = "[" + ", ".join(map(str, types)) + "]"
         arrays = example.sample(rng, None if dtype is None else as_dtype(dtype))
         before = [a.copy() for a in arrays]
-        want, got = _evaluate(schema, types, example.attrs, arrays)
+        want, got = _evaluate(schema, types, attrs, arrays)
         checked.append(label)
         if len(got) != len(want):
             problems.append(f"on {label} the kernel returned {len(got)} outputs, shape inference says {len(want)}")
@@ -430,7 +435,8 @@ def _check_gradient_contract(schema: OpSchema, index: int, rng: np.random.Genera
     ctx = schema.context(example.inputs, example.attrs)
     if schema.gradient is None:
         return [], "no GradientFn"
-    micro = schema.gradient(ctx)
+    with op_scope(schema.namespace):
+        micro = schema.gradient(ctx)
     problems, unknown = check_gradient_contract(schema, ctx, micro, reg)
     if unknown:
         problems.append(f"the micro-graph uses ops no loaded pack provides: {', '.join(sorted(unknown))}")

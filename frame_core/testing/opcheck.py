@@ -35,7 +35,7 @@ from ..ops_registry.schema import OpSchema
 from . import numeric
 from .numeric import GradientLadder, check_low_precision, contract_values, random_weights, tolerance_for
 from .results import CheckResult, OpReport, gradient_check_name
-from .retype import retype_array, retype_type
+from .retype import retype_array, retype_attrs, retype_type
 
 __all__ = ["check_op", "check_op_example", "check_op_low_precision", "op_graph", "checked_order",
            "LOW_PRECISION_DTYPES", "example_rng"]
@@ -59,7 +59,9 @@ def op_graph(schema: OpSchema, input_types: Sequence[Any], attrs: dict[str, Any]
     graph = Graph(f"{schema.name}_example")
     names = list(schema.inputs) if len(schema.inputs) == len(input_types) else [f"x{i}" for i in range(len(input_types))]
     xs = [graph.add_input(t, n) for t, n in zip(input_types, names)]
-    node = graph.add_node(schema.name, xs, attrs or {}, registry=registry)
+    reg = registry if registry is not None else current_registry()
+    # the op's own key (qualified when another pack owns its short name): never another pack's op of that name
+    node = graph.add_node(reg.key_of(schema), xs, attrs or {}, registry=reg)
     for value in node.outputs:
         graph.mark_output(value)
     return graph
@@ -67,7 +69,7 @@ def op_graph(schema: OpSchema, input_types: Sequence[Any], attrs: dict[str, Any]
 
 def checked_order(schema: OpSchema, order: int, reg: Registry) -> tuple[int, str]:
     """``(order to check, why lower)``: ``order`` capped at the closure order the registry's audit found."""
-    info = reg.closure.get(schema.name)
+    info = reg.closure.get(reg.key_of(schema))
     if info is None or info.closed or not isinstance(info.order, int) or info.order >= order:
         return order, ""
     chain = " -> ".join(info.chain) if info.chain else schema.name
@@ -87,13 +89,13 @@ class _ExampleSetup:
         self.dtype: DType = float64
         self.note = ""
         types = [retype_type(t, float64) for t in example.inputs]
-        try:
-            graph = op_graph(schema, types, example.attrs, reg)
+        try:  # sub-graph attributes (control-flow bodies) are re-typed with the inputs
+            graph = op_graph(schema, types, retype_attrs(schema.name, example.attrs, float64, registry=reg), reg)
         except ShapeError as exc:  # the op refuses float64: check in float32 with looser bounds
             self.dtype = float32
             self.note = f"checked in float32 (float64 refused: {exc}); "
             types = [retype_type(t, float32) for t in example.inputs]
-            graph = op_graph(schema, types, example.attrs, reg)
+            graph = op_graph(schema, types, retype_attrs(schema.name, example.attrs, float32, registry=reg), reg)
         self.graph = graph
         self.inputs = [retype_array(x, self.dtype) for x in example.sample(example_rng(seed, schema.name, index))]
         self.wrt = _wrt(schema, types)
@@ -107,11 +109,14 @@ class _ExampleSetup:
             self.note += "first order against the gradient surrogate (ARCH-066); "
         self.ladder = GradientLadder(graph, self.wrt, targets, wrng, reg, objective0=objective0)
         self.seed = seed
+        self.no_gradient = "" if targets else "no floating output (integer and boolean outputs carry no gradient)"
+        if not self.wrt:
+            self.no_gradient = "no floating input to differentiate"
 
     def result(self, order: int, example_tolerance: float | None) -> CheckResult:
-        if not self.wrt:
+        if self.no_gradient:
             return CheckResult(self.schema.name, gradient_check_name(order), self.index, True, None,
-                               "not checked: no floating input to differentiate", skipped=True)
+                               f"not checked: {self.no_gradient}", skipped=True)
         tol = tolerance_for(order, self.dtype)
         if example_tolerance is not None:
             tol = max(tol, float(example_tolerance))
@@ -180,6 +185,9 @@ def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, 
                 return CheckResult(schema.name, check, index, True, None, "not checked: no floating input",
                                    skipped=True)
             graph = op_graph(schema, types, example.attrs, reg)
+            if not any(v.type.dtype.is_float for v in graph.outputs):
+                return CheckResult(schema.name, check, index, True, None, "not checked: no floating output "
+                                   "(integer and boolean outputs carry no gradient)", skipped=True)
             inputs = example.sample(example_rng(seed, schema.name, index, _LOW), float64)
             return check_low_precision(graph, inputs, _wrt(schema, types), dtype=low,
                                        seed=seed + zlib.crc32(schema.name.encode()) + index, registry=reg,

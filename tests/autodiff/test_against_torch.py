@@ -17,10 +17,12 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 SHAPE = (3, 4)
 N_INPUTS = 3
+LABELS = np.array([1, 3, 0])  # class labels of the three rows, for cross_entropy
 
 
 # Each rule builds the same function in frame (module `ops`, tensors) and in torch. Domains are kept
-# safe by construction: log, sqrt and div see values >= 1; exp sees tanh(.) in [-1, 1].
+# safe by construction: log, sqrt and div see values >= 1; exp sees tanh(.) in [-1, 1]; pow's base is
+# >= 0.5. Ties (maximum(x, x), max over relu zeros) and kinks follow the same rules in both.
 def _rules(m):
     if m == "frame":
         return {
@@ -33,6 +35,14 @@ def _rules(m):
             "matmul": lambda a, b: ops.transpose(a @ ops.transpose(b)) @ a * 0.25,
             "reshape": lambda a: ops.reshape(ops.reshape(a, shape=[2, -1]) * 1.5, shape=list(SHAPE)),
             "stop": lambda a: a * ops.stop_gradient(a),
+            "abs": lambda a: abs(a), "clip": lambda a: ops.clip(a, min=-0.5, max=0.5), "cube": lambda a: a ** 3,
+            "pow": lambda a, b: ops.pow(ops.square(a) + 0.5, b), "maximum": ops.maximum, "minimum": ops.minimum,
+            "where": lambda a, b: ops.where(a > b, a * b, a - b),
+            "softmax": lambda a: ops.softmax(a, axis=0), "log_softmax": lambda a: ops.log_softmax(a),
+            "lse_row": lambda a, b: a + ops.logsumexp(b, axes=[0]),
+            "max_col": lambda a, b: a * ops.max(b, axes=[1], keepdims=True), "min_all": lambda a, b: a + ops.min(b),
+            "cast": lambda a: ops.cast(ops.cast(a, to="f32"), to="f64") * a,
+            "cross_entropy": lambda a, b: a * ops.cross_entropy(b, LABELS),
         }
     return {
         "neg": lambda a: -a, "square": lambda a: a * a, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
@@ -44,11 +54,21 @@ def _rules(m):
         "matmul": lambda a, b: (a @ b.T).T @ a * 0.25,
         "reshape": lambda a: (a.reshape(2, -1) * 1.5).reshape(SHAPE),
         "stop": lambda a: a * a.detach(),
+        "abs": torch.abs, "clip": lambda a: torch.clamp(a, -0.5, 0.5), "cube": lambda a: a ** 3,
+        "pow": lambda a, b: torch.pow(a * a + 0.5, b), "maximum": torch.maximum, "minimum": torch.minimum,
+        "where": lambda a, b: torch.where(a > b, a * b, a - b),
+        "softmax": lambda a: torch.softmax(a, 0), "log_softmax": lambda a: torch.log_softmax(a, -1),
+        "lse_row": lambda a, b: a + torch.logsumexp(b, dim=0),
+        "max_col": lambda a, b: a * torch.amax(b, dim=1, keepdim=True), "min_all": lambda a, b: a + torch.amin(b),
+        "cast": lambda a: a.float().double() * a,
+        "cross_entropy": lambda a, b: a * torch.nn.functional.cross_entropy(b, torch.from_numpy(LABELS)),
     }
 
 
-UNARY = ["neg", "square", "tanh", "sigmoid", "sin", "cos", "relu", "exp", "log", "sqrt", "reshape", "stop"]
-BINARY = ["add", "sub", "mul", "div", "add_row", "mul_col", "matmul"]
+UNARY = ["neg", "square", "tanh", "sigmoid", "sin", "cos", "relu", "exp", "log", "sqrt", "reshape", "stop",
+         "abs", "clip", "cube", "softmax", "log_softmax", "cast"]
+BINARY = ["add", "sub", "mul", "div", "add_row", "mul_col", "matmul",
+          "pow", "maximum", "minimum", "where", "lse_row", "max_col", "min_all", "cross_entropy"]
 
 
 def program(seed: int, length: int = 6) -> list[tuple[str, tuple[int, ...]]]:
@@ -123,5 +143,5 @@ def test_random_composition_first_and_second_order_match_torch(seed):
     for g, tg in zip(grads, t_grads):
         np.testing.assert_allclose(g, tg.detach().numpy(), rtol=1e-9, atol=1e-11, err_msg=where)
     for h, th in zip(hvps, t_hvps):
-        expected = np.zeros(SHAPE) if th is None else th.numpy()
+        expected = np.zeros(SHAPE) if th is None else th.numpy(force=True)
         np.testing.assert_allclose(h, expected, rtol=1e-8, atol=1e-10, err_msg=where)

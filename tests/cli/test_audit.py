@@ -97,6 +97,20 @@ def test_text_report(invoke):
     assert "total" in result.stdout and result.stdout.rstrip().endswith("audit: clean")
 
 
+def test_comparisons_are_counted_as_having_no_gradient_because_their_outputs_carry_none(invoke):
+    result, report = audit_json(invoke, "--order", "3")
+    assert result.exit_code == 0, result.stdout
+    ops = {o["name"]: o for o in report["ops"]}
+    for name in ("equal", "less", "greater_equal", "argmax"):
+        assert ops[name]["differentiable"] == "no" and ops[name]["closure_order"] is None
+        assert ops[name]["not_differentiable"] == "outputs carry no gradient"
+    # ops whose gradients compare values (tie masks) are closed: the comparisons do not limit them
+    assert all(ops[name]["closure_order"] == "closed" for name in ("where", "maximum", "max", "clip", "pow"))
+    text = invoke("audit", "gradients").stdout
+    (line,) = [line for line in text.splitlines() if line.split()[:1] == ["less"]]
+    assert line.split()[1:4] == ["ops_basic", "no", "-"] and line.endswith("no gradient: outputs carry no gradient")
+
+
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_order_below_one_is_a_usage_error(invoke, value):
     result = invoke("audit", "gradients", "--order", value)

@@ -133,9 +133,19 @@ def test_ops_list_text(invoke):
     result = invoke("ops", "list")
     assert result.exit_code == 0
     header, rule, *rows = result.stdout.splitlines()
-    assert header.split() == ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS"]
+    assert header.split() == ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS", "NOTE"]
     assert any(line.split()[:4] == ["add", "ops_basic", "yes", "closed"] for line in rows)
     assert "internal ops hidden" in result.stdout
+
+
+def test_a_comparison_is_listed_as_having_no_gradient_because_its_outputs_carry_none(invoke):
+    (line,) = [line for line in invoke("ops", "list").stdout.splitlines() if line.split()[:1] == ["greater"]]
+    assert line.split()[:4] == ["greater", "ops_basic", "no", "-"]
+    assert line.endswith("no gradient: outputs carry no gradient")
+    rows = {r["name"]: r for r in json.loads(invoke("ops", "list", "-f", "json").stdout)}
+    assert rows["greater"]["differentiable"] == "no" and rows["greater"]["closure_order"] is None
+    assert rows["greater"]["not_differentiable"] == "outputs carry no gradient"
+    assert rows["add"]["not_differentiable"] is None
 
 
 def test_ops_list_unknown_pack_suggests(invoke):

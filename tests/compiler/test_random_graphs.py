@@ -5,11 +5,14 @@ ops_basic) and their examples:
 
 * ``example``  an op applied as one of its examples says (input types, with the
                graph's dtype, and attributes), reading pool values of exactly
-               those types or new graph inputs;
-* ``unary``    a user-facing one-input elementwise op on any pool value;
-* ``binary``   a broadcasting op on two pool values whose shapes broadcast, or on a
-               value and a new constant;
-* ``reduce``   an op with ``axes``/``keepdims`` attributes (sum, mean) over random axes;
+               those types or new graph inputs; only examples whose inputs and
+               outputs are all floating;
+* ``unary``    a user-facing one-input elementwise op without required attributes on
+               any pool value;
+* ``binary``   a two-input broadcasting op on two pool values whose shapes broadcast,
+               or on a value and a new constant;
+* ``reduce``   an op with ``axes``/``keepdims`` attributes (sum, mean, max, ...) over
+               random axes;
 * ``view``     a ``view`` op (reshape to 1-D, a random transpose, stop_gradient);
 * ``identity`` ``x + 0`` or ``x * 1`` with a zero/one constant that may broadcast x;
 * ``repeat``   the previous step again on the same inputs (food for CSE).
@@ -56,6 +59,20 @@ EXCLUDED = {"constant", "fused_elementwise_internal"}
 def _usable(schema) -> bool:
     return (schema.name not in EXCLUDED and schema.gradient is not None and not schema.has_side_effect
             and not schema.variadic and schema.inputs)
+
+
+def _floating_example(schema, example) -> bool:
+    """The example reads and writes only values of one floating dtype (the graph's dtype replaces theirs;
+    integer labels, boolean conditions, integer results and a dtype pinned by an attribute, as cast's `to`,
+    have no place in a graph of one floating dtype)."""
+    if not all(t.dtype.is_float for t in example.inputs) or any(a.kind == "dtype" for a in schema.attrs.values()):
+        return False
+    outputs = schema.context(example.inputs, example.attrs).output_types
+    return all(t.dtype is example.inputs[0].dtype for t in outputs)
+
+
+def _needs_no_attrs(schema) -> bool:
+    return all(not spec.required for spec in schema.attrs.values())
 
 
 def _positive_domain(schema) -> bool:
@@ -110,7 +127,7 @@ def _step(data, b: Builder) -> None:
             b.apply(op, inputs, attrs)
             return
     if kind == "example":
-        cases = [(s, e) for s in reg if _usable(s) for e in s.examples]
+        cases = [(s, e) for s in reg if _usable(s) for e in s.examples if _floating_example(s, e)]
         schema, example = data.draw(st.sampled_from(cases), label="op example")
         inputs = []
         for t in example.inputs:
@@ -123,10 +140,10 @@ def _step(data, b: Builder) -> None:
     x = data.draw(st.sampled_from(b.pool), label="operand")
     if kind == "unary":
         ops = sorted(s.name for s in reg if _usable(s) and "elementwise" in s.traits and len(s.inputs) == 1
-                     and not s.internal)
+                     and not s.internal and _needs_no_attrs(s))
         b.apply(data.draw(st.sampled_from(ops), label="unary op"), [x], {})
     elif kind == "binary":
-        ops = sorted(s.name for s in reg if _usable(s) and "broadcasting" in s.traits)
+        ops = sorted(s.name for s in reg if _usable(s) and "broadcasting" in s.traits and len(s.inputs) == 2)
         op = data.draw(st.sampled_from(ops), label="binary op")
         partners = [v for v in b.pool if _broadcasts(v.shape, x.shape)]
         pick = data.draw(st.integers(0, len(partners)), label="partner")

@@ -45,6 +45,20 @@ OVERLOADS = [
     ("pow2", lambda x: x ** 2, ["f32[3]"], lambda x: x * x, ["square"]),
     ("pow-half", lambda x: x ** 0.5, ["f32[3]"], lambda x: np.sqrt(x), ["sqrt"]),
     ("pow1", lambda x: x ** 1, ["f32[3]"], lambda x: x, []),
+    ("pow3", lambda x: x ** 3, ["f64[3]"], lambda x: x ** 3, ["constant", "pow"]),
+    ("pow-negative", lambda x: x ** -1.5, ["f32[3]"], lambda x: x ** np.float32(-1.5), ["constant", "pow"]),
+    ("pow-numpy-int", lambda x: x ** np.int64(4), ["f32[3]"], lambda x: x ** np.float32(4), ["constant", "pow"]),
+    ("pow-zero", lambda x: x ** 0, ["f64[3]"], lambda x: np.ones_like(x), ["constant", "pow"]),
+    ("pow-tensor", lambda x, y: x ** y, ["f64[3]", "f64[3]"], lambda x, y: x ** y, ["pow"]),
+    ("rpow", lambda x: 2.0 ** x, ["f32[3]"], lambda x: np.float32(2.0) ** x, ["constant", "pow"]),
+    ("abs", lambda x: abs(x - 1.0), ["f32[3]"], lambda x: np.abs(x - np.float32(1.0)), ["constant", "sub", "abs"]),
+    ("lt", lambda x, y: x < y, ["f32[3]", "f32[3]"], lambda x, y: x < y, ["less"]),
+    ("le-scalar", lambda x: x <= 1.0, ["f64[3]"], lambda x: x <= 1.0, ["constant", "less_equal"]),
+    ("gt", lambda x, y: x > y, ["i64[3]", "i64[3]"], lambda x, y: x > y, ["greater"]),
+    ("ge-reflected", lambda x: 1.0 >= x, ["f32[3]"], lambda x: np.float32(1.0) >= x, ["constant", "less_equal"]),
+    ("astype", lambda x: x.astype("i32"), ["f32[3]"], lambda x: x.astype(np.int32), ["cast"]),
+    ("max-method", lambda x: x.max(axes=[1]), ["f32[2, 3]"], lambda x: x.max(axis=1), ["max"]),
+    ("min-method", lambda x: x.min(keepdims=True), ["f32[2, 3]"], lambda x: x.min(keepdims=True), ["min"]),
     ("int-tensor", lambda i: i * 3 + 1, ["i64[3]"], lambda i: i * 3 + 1, ["constant", "mul", "constant", "add"]),
     ("rmatmul-array", lambda x: np.eye(3, dtype=np.float32) @ x, ["f32[3, 2]"], lambda x: x, ["constant", "matmul"]),
 ]
@@ -72,6 +86,29 @@ def test_python_scalars_become_rank_0_constants_of_the_other_operands_dtype(tens
     assert const.shape == () and const.dtype == dtype and const == scalar
 
 
+def test_equality_operators_stay_identity_so_tensors_work_as_dict_keys_and_in_lists():
+    # `==`/`!=` are not overloaded (docs/ops-basic.md): ops.equal / ops.not_equal compare values
+    def f(x, y):
+        table = {x: "x", y: "y"}
+        assert table[x] == "x" and table[y] == "y" and len(table) == 2
+        assert (x == y) is False and (x != y) is True and (x == x) is True
+        assert y in [x, y] and [x, y].index(y) == 1
+        return ops.equal(x, y)
+    graph = trace(f, "f32[3]", "f32[3]")
+    assert [n.op for n in graph.nodes] == ["equal"]
+    (out,) = run(graph, np.array([1, 2, 3], np.float32), np.array([1, 0, 3], np.float32))
+    np.testing.assert_array_equal(out, [True, False, True])
+
+
+def test_an_ordering_comparison_is_a_tensor_that_cannot_be_used_as_a_python_bool():
+    def f(x):
+        if x > 0.0:
+            return x
+        return -x
+    with pytest.raises(IRError, match="cannot be used in `if`"):
+        trace(f, "f32[3]")
+
+
 def test_a_float_scalar_with_an_int_tensor_is_an_irerror():
     with pytest.raises(IRError) as info:
         trace(lambda i: i * 2.5, "i32[3]")
@@ -79,9 +116,9 @@ def test_a_float_scalar_with_an_int_tensor_is_an_irerror():
     assert "mul" in message and "2.5" in message and "i32[3]" in message and "floating dtype" in message
 
 
-def test_unsupported_power_is_an_irerror():
-    with pytest.raises(IRError, match=r"x \*\* 3"):
-        trace(lambda x: x ** 3, "f32[2]")
+def test_an_exponent_that_is_not_a_number_or_tensor_is_an_irerror():
+    with pytest.raises(IRError, match="must be a Tensor, a Python number or a numpy array, got str"):
+        trace(lambda x: x ** "3", "f32[2]")
 
 
 def test_input_names_come_from_the_traced_functions_parameters():

@@ -111,7 +111,7 @@ def test_save_and_load_a_file(tmp_path):
     path = tmp_path / "g.json"
     save_graph(rich_graph(), path)
     assert graph_key(load_graph(path)) == graph_key(rich_graph())
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == 2
 
 
 def test_a_file_error_names_the_file_and_the_place(tmp_path):
@@ -162,7 +162,7 @@ MALFORMED = [
     ("top-level-array", lambda d: [d], "$", "expected a JSON object"),
     ("wrong-format", _set(["format"], "onnx"), "$.format", "not a frame graph document"),
     ("missing-format", _set(["format"], _DELETE), "$.format", "expected 'frame-graph'"),
-    ("unknown-version", _set(["version"], 2), "$.version", "reads version 1"),
+    ("unknown-version", _set(["version"], 3), "$.version", "reads versions 1, 2"),
     ("version-not-int", _set(["version"], "1"), "$.version", "expected an integer"),
     ("version-bool", _set(["version"], True), "$.version", "expected an integer"),
     ("missing-graph", _set(["graph"], _DELETE), "$.graph", "expected a graph object"),

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...ir.graph import Graph, Value
 from ...ir.keys import attrs_key
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 #: Constants above this many bytes are not compared (hashing them costs more than it saves).

@@ -8,7 +8,7 @@ Keeps the nodes some output needs, and every node with the
 from __future__ import annotations
 
 from ...ir.graph import Graph, Value
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir.graph import Graph, inline_graph
+from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 MAX_DEPTH = 16
@@ -40,7 +41,8 @@ def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
                 f"and no DecomposeFn; use a backend it supports or install a pack that provides one"
             )
         nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
-        sub = schema.decomposition(nctx)
+        with op_scope(schema.namespace):  # the pack's short names mean its own ops first
+            sub = schema.decomposition(nctx)
         if [v.type for v in sub.outputs] != [v.type for v in node.outputs]:
             raise CompileError(f"DecomposeFn of {node.op!r} returns [{', '.join(str(v.type) for v in sub.outputs)}], "
                                f"expected [{', '.join(str(v.type) for v in node.outputs)}]")

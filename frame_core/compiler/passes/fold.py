@@ -21,7 +21,7 @@ from ...ir.dtypes import as_dtype
 from ...ir.graph import INSPECT_LIMIT, Graph, Value, constant_array
 from ...ir.tensors import frozen
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 MAX_FOLD_ELEMENTS = 1 << 16

@@ -22,7 +22,7 @@ from itertools import chain
 
 from ...ir.graph import Graph, Node, Value
 from ..fused import FUSED_OP
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from ..rewrite import Rewriter
 
 

@@ -13,7 +13,7 @@ from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph, Node
 from ...ir.keys import attrs_key
 from ...ir.verify import Problem
-from ..pipeline import CompileContext
+from ..context import CompileContext
 
 _type = attrgetter("type")
 

@@ -21,8 +21,9 @@ from ...errors import CompileError
 from ...ir.graph import Graph, Node, Value
 from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
+from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
-from ..pipeline import CompileContext
+from ..context import CompileContext
 from .memory import MemoryPlan, view_bases
 
 __all__ = ["Instruction", "Program", "lower"]
@@ -86,7 +87,8 @@ def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend:
         raise CompileError(f"op {node.op!r} has no kernel for backend {backend!r}")
     nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
     try:
-        return builder(nctx)
+        with op_scope(schema.namespace):
+            return builder(nctx)
     except Exception as exc:
         raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
                            f"{type(exc).__name__}: {exc}") from exc

@@ -13,7 +13,7 @@ from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph
 from ...ir.verify import check_graph
 from ...ops_registry.registry import Registry
-from ..pipeline import CompileContext
+from ..context import CompileContext
 
 
 def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
@@ -46,7 +46,7 @@ def _certainly_valid(graph: Graph, registry: Registry) -> bool:
         schema = schemas.get(op)
         if schema is None:
             try:
-                schema = schemas[op] = registry.get(op)
+                schema = schemas[op] = registry.lookup(op)  # a stored key: no pack scope applies
             except FrameError:
                 return False
         arity = (op, len(node.inputs))

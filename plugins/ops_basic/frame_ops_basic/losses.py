@@ -1,9 +1,14 @@
-"""mse_loss (ARCH-064): its own op with a scalar output, and its gradient op.
+"""Losses with a scalar output: mse_loss (ARCH-064) and cross_entropy.
 
 ``mse_loss(pred, target) = mean((pred - target)^2)`` over all N elements;
 ``pred`` and ``target`` have one type.
 ``mse_loss_grad_internal(pred, target, gy) = 2 (pred - target) / N * gy`` is
 the gradient for ``pred``; ``target`` gets its negation.
+
+``cross_entropy(logits[..., C], labels[...])`` is the mean over the N label
+positions of ``logsumexp(logits[i]) - logits[i, labels[i]]`` (the negative
+log-likelihood of the softmax), computed without overflow. Its gradient is
+``(softmax(logits) - one_hot(labels)) * gy / N``, built from closed ops.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import numpy as np
 from frame_core import Example, NodeContext, OpSchema, TensorType, ops
 
 from ._shapes import accumulation_dtype
+from .convert import check_indices
+from .softmax import log_sum_exp
 
 
 def _mse_shape(ctx: NodeContext) -> list[TensorType]:
@@ -98,4 +105,64 @@ MSE_LOSS_GRAD = OpSchema(
     examples=[Example(["f32[4, 3]", "f32[4, 3]", "f32[]"]), Example(["f64[5]", "f64[5]", "f64[]"])],
 )
 
-SCHEMAS = [MSE_LOSS, MSE_LOSS_GRAD]
+
+
+# -- cross_entropy ----------------------------------------------------------------------------------
+def _ce_shape(ctx: NodeContext) -> list[TensorType]:
+    logits, labels = ctx.input_types
+    if not logits.dtype.is_float:
+        raise ctx.error(f"logits must be floating, got {logits}")
+    if not labels.dtype.is_int:
+        raise ctx.error(f"labels must be integer class indices (i32 or i64), got {labels}; "
+                        "cast them (ops.cast(labels, to='i64')) or, for probabilities, use -sum(p * log_softmax(x))")
+    if logits.rank < 1:
+        raise ctx.error(f"logits need a class axis (rank >= 1, classes last), got {logits}")
+    if logits.shape[:-1] != labels.shape:
+        raise ctx.error(f"logits [..., C] and labels [...] must agree on the leading shape, got {logits} and {labels}; "
+                        f"expected labels of shape {list(logits.shape[:-1])}")
+    if logits.shape[-1] == 0 or labels.size == 0:
+        raise ctx.error(f"needs at least one class and one label, got logits {logits} and labels {labels}")
+    return [TensorType(logits.dtype, ())]
+
+
+def _ce_kernel(ctx: NodeContext) -> Callable:
+    logits_t, labels_t = ctx.input_types
+    classes, n = logits_t.shape[-1], labels_t.size
+    dtype, acc = logits_t.dtype.np, accumulation_dtype(logits_t)
+    rows = np.arange(n)
+
+    def kernel(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        check_indices(labels, classes, "label")
+        x = logits.astype(acc, copy=False).reshape(n, classes)
+        lse = log_sum_exp(x, 1).reshape(n)
+        return np.asarray(np.mean(lse - x[rows, labels.reshape(n)]), dtype)
+    return kernel
+
+
+def _ce_gradient(ctx: NodeContext):
+    logits_t, labels_t = ctx.input_types
+    scale = 1.0 / labels_t.size
+
+    def grad(logits, labels, y, gy):
+        target = ops.one_hot(labels, depth=logits_t.shape[-1], dtype=logits_t.dtype)
+        return [(ops.softmax(logits, axis=-1) - target) * (gy * scale), None]
+    return ctx.grad_graph(grad)
+
+
+# cross_entropy(logits, labels) = mean_i (logsumexp(logits_i) - logits_i[labels_i])
+#   glogits = (softmax(logits) - one_hot(labels)) * gy / N; labels carry no gradient
+CROSS_ENTROPY = OpSchema(
+    "cross_entropy",
+    inputs=("logits", "labels"),
+    shape_infer=_ce_shape,
+    kernels={"cpu": _ce_kernel},
+    gradient=_ce_gradient,
+    nondiff_inputs=(1,),
+    doc="Mean softmax cross-entropy of logits [..., C] against integer labels [...] (classes on the last axis), "
+        "computed without overflow: a scalar. A label outside 0..C-1 raises DataError at run time.",
+    examples=[Example(["f32[4, 5]", "i64[4]"], low=0.0, high=4.0),
+              Example(["f64[2, 3, 4]", "i32[2, 3]"], low=0.0, high=3.0, note="leading axes are the batch"),
+              Example(["f64[6]", "i64[]"], low=0.0, high=5.0, note="a single example")],
+)
+
+SCHEMAS = [MSE_LOSS, MSE_LOSS_GRAD, CROSS_ENTROPY]

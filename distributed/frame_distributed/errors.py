@@ -1,0 +1,19 @@
+"""Errors of frame-distributed; all subclass ``frame_core.FrameError`` so one ``except`` catches every frame error."""
+
+from __future__ import annotations
+
+from frame_core import FrameError
+
+__all__ = ["DistributedError", "MPIUnavailableError", "CheckpointError"]
+
+
+class DistributedError(FrameError):
+    """A distributed run was set up or called in a way that cannot work (the message says what to change)."""
+
+
+class MPIUnavailableError(DistributedError, ImportError):
+    """MPI was asked for (``MPICommunicator`` or a run under ``mpiexec``) but ``mpi4py`` cannot be imported."""
+
+
+class CheckpointError(DistributedError):
+    """A checkpoint file is missing a field or does not match the parameters it should restore."""

@@ -1,0 +1,205 @@
+"""``MPICommunicator``: the ``Communicator`` protocol over mpi4py, with failures that end the job, not hang it.
+
+MPI itself tolerates no failure: a rank that stops taking part leaves the
+others waiting in their next collective forever. Three mechanisms close that:
+
+- an uncaught exception on any rank prints its traceback and
+  ``rank R of N failed with Type: message`` and calls ``MPI_Abort``, which
+  ends every rank non-zero (``sys.excepthook``, installed by the first
+  ``MPICommunicator``);
+- a rank that ends its program (normally, through ``sys.exit``, or after a
+  caught error) first tells every other rank how many collectives it took
+  part in. A rank waiting in a collective the leaver never entered knows it
+  cannot complete and aborts the job at once, naming the leaver; a rank
+  that is merely slower (still computing, or in a collective the leaver did
+  take part in) is left alone, so a long tail on rank 0 is never cut short;
+- ``timeout_s`` (default off) bounds how long a collective may wait, for a
+  rank that hangs without raising or leaving.
+
+Collectives therefore run non-blocking and the rank polls them (spinning
+briefly, then sleeping 0.1 ms between polls, which also hands the core to
+other processes while it waits).
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .communicator import INSTALL_HINT, check_broadcast_buffer, check_reduce_buffer
+from .errors import DistributedError, MPIUnavailableError
+
+__all__ = ["MPICommunicator", "import_mpi"]
+
+#: Seconds between printing why a rank aborts and calling MPI_Abort: the launcher tears the job down as soon
+#: as it hears of the abort and can drop output it has not forwarded yet.
+ABORT_GRACE_S = 0.3
+_LEAVING_TAG = 7301  # point-to-point tag of "I am ending my program after k collectives"
+_SPINS = 200        # polls before a waiting rank starts to sleep between polls
+_PAUSE_S = 1e-4
+
+
+def import_mpi() -> Any:
+    """``mpi4py.MPI`` (initialising MPI), or ``MPIUnavailableError`` saying what to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise MPIUnavailableError(
+            f"MPICommunicator needs mpi4py, which cannot be imported ({type(exc).__name__}: {exc}); install it with "
+            f"{INSTALL_HINT}, or use LocalCommunicator() to run in a single process") from exc
+    return MPI
+
+
+class MPICommunicator:
+    """The ranks of an MPI communicator (default ``COMM_WORLD``) through mpi4py.
+
+    ``allreduce_`` is one ``Iallreduce(IN_PLACE, SUM)`` and ``broadcast_`` one
+    ``Ibcast`` (as raw bytes, so any dtype travels), straight on the numpy
+    buffer: no copy, no pickling. The communicator is duplicated, so frame's
+    messages never mix with the user's own MPI traffic.
+
+    ``abort_on_error`` installs the abort-on-uncaught-exception hook;
+    ``timeout_s`` (seconds or ``None``) bounds each collective's wait. See the
+    module docstring for how a failing or leaving rank ends the job.
+    ``MPIUnavailableError`` when mpi4py cannot be imported.
+    """
+
+    def __init__(self, comm: Any = None, *, abort_on_error: bool = True, timeout_s: float | None = None) -> None:
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                      or not timeout_s > 0):
+            raise DistributedError(f"timeout_s must be a positive number of seconds or None, got {timeout_s!r}")
+        MPI = import_mpi()
+        if comm is not None and not isinstance(comm, MPI.Intracomm):
+            raise DistributedError(f"MPICommunicator takes an mpi4py intracommunicator such as MPI.COMM_WORLD, got "
+                                   f"{type(comm).__name__}")
+        self._MPI = MPI
+        self._comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
+        self._rank: int = self._comm.Get_rank()
+        self._size: int = self._comm.Get_size()
+        self.timeout_s = timeout_s
+        self._entered = 0                      # collectives this rank has entered
+        self._departed: dict[int, int] = {}   # rank that ended its program -> collectives it had entered
+        self._notice = np.zeros(1, np.int64)
+        self._status = MPI.Status()
+        self._notice_request = self._listen() if self._size > 1 else None
+        if abort_on_error:
+            _abort_on_uncaught_exception(self)
+        atexit.register(self._leave)
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def mpi_comm(self) -> Any:
+        """The underlying ``mpi4py.MPI.Intracomm`` (a duplicate of the one given)."""
+        return self._comm
+
+    def allreduce_(self, buffer: np.ndarray) -> None:
+        check_reduce_buffer(buffer)
+        self._collective("allreduce_", lambda: self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=self._MPI.SUM))
+
+    def broadcast_(self, buffer: np.ndarray, root: int = 0) -> None:
+        check_broadcast_buffer(buffer, root, self._size)
+        raw = [buffer.reshape(-1).view(np.uint8), self._MPI.BYTE]
+        self._collective("broadcast_", lambda: self._comm.Ibcast(raw, root=root))
+
+    def barrier(self) -> None:
+        self._collective("barrier", self._comm.Ibarrier)
+
+    def abort(self, reason: str, code: int = 1) -> None:
+        """Print ``frame-distributed: rank R of N <reason>`` on stderr and end every rank with status ``code``."""
+        sys.stdout.flush()
+        print(f"frame-distributed: rank {self._rank} of {self._size} {reason}; aborting all ranks (MPI_Abort)",
+              file=sys.stderr, flush=True)
+        time.sleep(ABORT_GRACE_S)
+        self._MPI.COMM_WORLD.Abort(code)
+
+    # -- waiting ---------------------------------------------------------------------------------------
+    def _collective(self, what: str, start: Callable[[], Any]) -> None:
+        index = self._entered
+        self._entered += 1
+        if self._size == 1:
+            start().Wait()
+            return
+        self._check_departed(index, what)
+        request = start()
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        polls = 0
+        while not request.Test():
+            if self._heard_of_departure():
+                self._check_departed(index, what)
+            if deadline is not None and time.monotonic() > deadline:
+                self.abort(f"waited {self.timeout_s:g} s in {what} for the other ranks (one is stuck, has died or "
+                           "skipped the call)")
+            polls += 1
+            if polls > _SPINS:
+                time.sleep(_PAUSE_S)
+
+    def _listen(self) -> Any:
+        return self._comm.Irecv([self._notice, self._MPI.INT64_T], source=self._MPI.ANY_SOURCE, tag=_LEAVING_TAG)
+
+    def _heard_of_departure(self) -> bool:
+        """Record a leaving notice if one has arrived."""
+        if self._notice_request is None or not self._notice_request.Test(self._status):
+            return False
+        self._record_notice()
+        return True
+
+    def _record_notice(self) -> None:
+        """Note who left after how many collectives (from ``_status`` and ``_notice``); listen for the next."""
+        self._departed[self._status.Get_source()] = int(self._notice[0])
+        self._notice_request = self._listen() if len(self._departed) < self._size - 1 else None
+
+    def _check_departed(self, index: int, what: str) -> None:
+        while self._heard_of_departure():
+            pass
+        for rank, entered in sorted(self._departed.items()):
+            if entered <= index:  # it never entered this collective, so this collective can never complete
+                self.abort(f"waits in {what} (its collective {index + 1}), but rank {rank} ended its program after "
+                           f"{entered} collective{'s' if entered != 1 else ''} and will never join it")
+
+    def _leave(self) -> None:
+        """At exit: tell every other rank how far this one got, wait for all to end, collect their notices."""
+        if self._size == 1 or self._MPI.Is_finalized():
+            return
+        count = np.array([self._entered], np.int64)
+        sends = [self._comm.Issend([count, self._MPI.INT64_T], dest=r, tag=_LEAVING_TAG)
+                 for r in range(self._size) if r != self._rank]
+        ending = self._comm.Ibarrier()
+        while not ending.Test():  # a long tail on another rank is fine; a rank stuck waiting for us aborts itself
+            self._heard_of_departure()
+            time.sleep(_PAUSE_S)
+        while self._notice_request is not None:  # every rank sent before the barrier: these arrive at once
+            self._notice_request.Wait(self._status)
+            self._record_notice()
+        self._MPI.Request.Waitall(sends)
+
+    def __repr__(self) -> str:
+        return f"<MPICommunicator rank {self._rank} of {self._size}>"
+
+
+_hooked: list[MPICommunicator] = []
+
+
+def _abort_on_uncaught_exception(comm: MPICommunicator) -> None:
+    """Make an uncaught exception abort the whole MPI job (once per process)."""
+    if _hooked:
+        return
+    _hooked.append(comm)
+    previous = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        previous(exc_type, exc, tb)
+        comm.abort(f"failed with {exc_type.__name__}: {exc}")
+
+    sys.excepthook = hook

@@ -1,0 +1,90 @@
+"""parallel_evaluate in one process: LocalCommunicator and thread-faked ranks against serial runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_distributed import DistributedError, LocalCommunicator, parallel_evaluate
+
+
+def serial(scenarios, inputs):
+    exe = fc.compile(scenarios.eval_graph())
+    return [exe.run(case) for case in inputs]
+
+
+def assert_same(results, expected):
+    assert len(results) == len(expected)
+    for got, want in zip(results, expected):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+
+
+def test_local_evaluation_equals_serial(scenarios):
+    inputs = scenarios.eval_inputs()
+    assert_same(parallel_evaluate(scenarios.eval_graph(), inputs, comm=LocalCommunicator()), serial(scenarios, inputs))
+
+
+@pytest.mark.parametrize("size,count", [(2, 7), (3, 7), (4, 2), (3, 0)], ids=["2x7", "3x7", "more-ranks-than-inputs",
+                                                                            "no-inputs"])
+def test_every_rank_gets_all_results_in_input_order(scenarios, run_ranks, size, count):
+    inputs = (scenarios.eval_inputs() * 2)[:count]
+    exe = fc.compile(scenarios.eval_graph())
+
+    expected = serial(scenarios, inputs)
+    for results in run_ranks(size, lambda comm: parallel_evaluate(exe, inputs, comm=comm)):
+        assert_same(results, expected)
+
+
+def test_each_rank_evaluates_only_its_own_block(scenarios, run_ranks):
+    inputs = scenarios.eval_inputs()
+
+    class Recording(list):
+        def __getitem__(self, i):
+            self.seen.append(i)
+            return super().__getitem__(i)
+
+    def rank_fn(comm):
+        mine = Recording(inputs)
+        mine.seen = []
+        parallel_evaluate(scenarios.eval_graph(), mine, comm=comm)
+        return mine.seen
+
+    assert run_ranks(3, rank_fn) == [[0, 1, 2], [3, 4], [5, 6]]
+
+
+def test_stacked_results(scenarios, run_ranks):
+    inputs = scenarios.eval_inputs()
+    expected = serial(scenarios, inputs)
+    for y, norm in run_ranks(2, lambda comm: parallel_evaluate(scenarios.eval_graph(), inputs, comm=comm, stacked=True)):
+        np.testing.assert_array_equal(y, np.stack([e[0] for e in expected]))
+        np.testing.assert_array_equal(norm, np.stack([e[1] for e in expected]))
+
+
+def test_ranks_with_different_input_counts_all_fail(scenarios, run_ranks):
+    inputs = scenarios.eval_inputs()
+
+    def rank_fn(comm):
+        try:
+            parallel_evaluate(scenarios.eval_graph(), inputs[: 5 + comm.rank], comm=comm)
+        except DistributedError as exc:
+            return str(exc)
+        return None
+
+    messages = run_ranks(3, rank_fn)
+    assert all(m is not None and "different numbers of inputs" in m for m in messages), messages
+
+
+def test_bad_arguments(scenarios):
+    local = LocalCommunicator()
+    with pytest.raises(DistributedError, match="takes a frame Graph or Executable"):
+        parallel_evaluate(lambda x: x, [[np.ones(2)]], comm=local)
+    with pytest.raises(DistributedError, match="sequence of input lists"):
+        parallel_evaluate(scenarios.eval_graph(), np.ones((3, 2)), comm=local)
+    inputs = scenarios.eval_inputs()
+    inputs[2] = [inputs[2][0].astype(np.float32), *inputs[2][1:]]
+    with pytest.raises(fc.InputError, match=r"inputs\[2\]: input 0 \('x'\) must have dtype float64"):
+        parallel_evaluate(scenarios.eval_graph(), inputs, comm=local)

@@ -1,0 +1,168 @@
+"""Library functions built from the pack's ops (no new forward op, ARCH-067): n-dimensional real FFTs,
+spectral derivatives on periodic grids, and the spectral convolutions of Fourier neural operators.
+
+Call them inside ``frame_core.trace`` on traced tensors; they add ordinary nodes (rfft, fft, mul,
+complex_mul, complex_matmul, slice, pad, transpose, ...), so the graphs they build differentiate to any
+order like any other. Shapes are static, so every constant (wavenumbers, masks) is fixed when the graph is
+traced.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from frame_core import ShapeError, ops
+
+__all__ = ["wavenumbers", "rfftn", "irfftn", "spectral_derivative", "spectral_conv1d", "spectral_conv2d"]
+
+Tensor = Any  # a frame_core.Tensor being traced
+
+
+def wavenumbers(n: int, length: float = 2 * math.pi) -> np.ndarray:
+    """The angular wavenumbers of rfft's bins for n points on a periodic interval of ``length``:
+    ``k_j = 2 pi j / length``, j = 0 .. n // 2 (float64)."""
+    if n < 1 or not length > 0:
+        raise ShapeError(f"wavenumbers needs n >= 1 points and a positive length, got n={n}, length={length}")
+    return 2 * math.pi / length * np.arange(n // 2 + 1, dtype=np.float64)
+
+
+def _axes(x: Tensor, axes: Sequence[int], what: str) -> list[int]:
+    out = []
+    for a in axes:
+        if not -x.ndim <= a < x.ndim:
+            raise ShapeError(f"{what}: axis {a} is out of range for {x.type} (valid: {-x.ndim}..{x.ndim - 1})")
+        out.append(a % x.ndim)
+    if not out or len(set(out)) != len(out):
+        raise ShapeError(f"{what}: axes {list(axes)} must name at least one axis, each once")
+    return out
+
+
+def rfftn(x: Tensor, axes: Sequence[int] = (-2, -1), norm: str = "backward") -> Tensor:
+    """numpy.fft.rfftn over ``axes``, packed: rfft along the last of them, then fft along the others.
+
+    The norm of each one-dimensional transform composes to the norm of the whole (their scales multiply).
+    """
+    first, *rest = reversed(_axes(x, axes, "rfftn"))
+    z = ops.rfft(x, axis=first, norm=norm)
+    for a in rest:
+        z = ops.fft(z, axis=a, norm=norm)
+    return z
+
+
+def irfftn(z: Tensor, s: Sequence[int], axes: Sequence[int] = (-2, -1), norm: str = "backward") -> Tensor:
+    """numpy.fft.irfftn of packed ``z`` to sizes ``s`` along ``axes``: ifft along all but the last, then irfft.
+
+    ``s`` is required: the last size decides between an even and an odd real length.
+    """
+    complex_rank = len(z.shape) - 1
+    normalised = [a % complex_rank if -complex_rank <= a < complex_rank else None for a in axes]
+    if None in normalised or len(set(normalised)) != len(normalised) or len(s) != len(axes):
+        raise ShapeError(f"irfftn: axes {list(axes)} must be distinct axes of the {complex_rank} complex axes of "
+                         f"{z.type}, and s {list(s)} must give one size per axis")
+    *rest, last = normalised
+    for a, size in zip(rest, s):
+        if z.shape[a] != size:
+            raise ShapeError(f"irfftn: axis {a} of {z.type} has {z.shape[a]} points but s asks for {size}; "
+                             "slice or pad the spectrum first")
+        z = ops.ifft(z, axis=a, norm=norm)
+    return ops.irfft(z, n=s[-1], axis=last, norm=norm)
+
+
+def _along(values: np.ndarray, axis: int, rank: int, packed: int) -> np.ndarray:
+    """``values`` (one per bin; complex ones packed) shaped to broadcast along ``axis`` of a packed tensor of
+    ``rank`` complex axes: real ones get a last axis of 1, which complex_mul reads as a real multiplier."""
+    return values.reshape(values.shape[:1] + (1,) * (rank - 1 - axis) + values.shape[1:] + (1,) * (1 - packed))
+
+
+def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, axis: int = -1) -> Tensor:
+    """The ``order``-th derivative of real, periodic ``x`` along ``axis`` (``length`` is the period).
+
+    rfft -> multiply bin k by (i k)^order -> irfft. An even order is a real multiplier ((-1)^(p/2) k^p, so
+    the second derivative multiplies by -k^2); an odd one multiplies by i times a real and, for even n,
+    zeroes the Nyquist bin (the derivative of the Nyquist cosine vanishes on the grid). Exact, to
+    round-off, for band-limited x.
+    """
+    if not isinstance(order, int) or order < 0:
+        raise ShapeError(f"spectral_derivative: order must be a non-negative int, got {order!r}")
+    (a,) = _axes(x, [axis], "spectral_derivative")
+    if order == 0:
+        return x
+    n = x.shape[a]
+    k = wavenumbers(n, length) ** order * (-1.0) ** (order // 2)
+    z = ops.rfft(x, axis=a)
+    if order % 2 == 0:
+        z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(x.dtype.np))  # a real multiplier [m, .., 1]
+    else:
+        if n % 2 == 0:
+            k[-1] = 0.0
+        times_i = np.stack([np.zeros_like(k), k], axis=-1)  # i * k: (0, k)
+        z = ops.complex_mul(z, _along(times_i, a, x.ndim, packed=1).astype(x.dtype.np))
+    return ops.irfft(z, n=n, axis=a)
+
+
+def _mix(corner: Tensor, weights: Tensor, n_modes: int) -> Tensor:
+    """Per-mode channel mixing: corner [B, C_in, *modes, 2] with weights [*modes, C_in, C_out, 2]."""
+    lead = corner.ndim - 1 - 2  # the mode axes
+    batch, c_in = corner.shape[:2]
+    c_out = weights.shape[-2]
+    modes = corner.shape[2:2 + lead]
+    perm = list(range(2, 2 + lead)) + [0, 1, corner.ndim - 1]  # [*modes, B, C_in, 2]
+    stacked = ops.reshape(ops.transpose(corner, perm=perm), shape=[n_modes, batch, c_in, 2])
+    mixed = ops.complex_matmul(stacked, ops.reshape(weights, shape=[n_modes, c_in, c_out, 2]))
+    back = ops.reshape(mixed, shape=[*modes, batch, c_out, 2])
+    return ops.transpose(back, perm=[lead, lead + 1, *range(lead), lead + 2])  # [B, C_out, *modes, 2]
+
+
+def spectral_conv1d(x: Tensor, weights: Tensor, norm: str = "backward") -> Tensor:
+    """The spectral convolution of a 1-D Fourier neural operator layer (Li et al., FNO).
+
+    ``x`` is [batch, C_in, N]; ``weights`` packed complex [modes, C_in, C_out, 2]. rfft along N, keep the
+    lowest ``modes`` bins, mix channels per mode (out_k = x_k @ W_k, one complex_matmul over the modes),
+    zero the other bins, irfft back to N points: [batch, C_out, N].
+    """
+    if x.ndim != 3:
+        raise ShapeError(f"spectral_conv1d: x must be [batch, channels_in, N], got {x.type}")
+    if weights.ndim != 4 or weights.shape[-1] != 2 or weights.shape[1] != x.shape[1] or weights.dtype is not x.dtype:
+        raise ShapeError(f"spectral_conv1d: weights must be packed complex [modes, {x.shape[1]}, channels_out, 2] "
+                         f"of {x.dtype}, got {weights.type}")
+    n = x.shape[-1]
+    modes, m = weights.shape[0], n // 2 + 1
+    if modes > m:
+        raise ShapeError(f"spectral_conv1d: {modes} modes, but N = {n} points have only {m} bins")
+    low = ops.slice(ops.rfft(x, axis=-1, norm=norm), starts=[0], stops=[modes], axes=[2])
+    mixed = _mix(low, weights, modes)
+    return ops.irfft(ops.pad(mixed, before=[0], after=[m - modes], axes=[2]), n=n, axis=-1, norm=norm)
+
+
+def spectral_conv2d(x: Tensor, weights_low: Tensor, weights_high: Tensor, norm: str = "backward") -> Tensor:
+    """The spectral convolution of a 2-D Fourier neural operator layer.
+
+    ``x`` is [batch, C_in, H, W]; each weight is packed complex [modes_h, modes_w, C_in, C_out, 2]. The kept
+    modes are the lowest ``modes_w`` bins along W (rfft) and, along H, the first ``modes_h`` (non-negative
+    frequencies: ``weights_low``) and the last ``modes_h`` (negative frequencies: ``weights_high``) of
+    the full fft. Other bins are zeroed; the result is [batch, C_out, H, W].
+    """
+    if x.ndim != 4:
+        raise ShapeError(f"spectral_conv2d: x must be [batch, channels_in, H, W], got {x.type}")
+    for w in (weights_low, weights_high):
+        if w.ndim != 5 or w.shape[-1] != 2 or w.shape[2] != x.shape[1] or w.dtype is not x.dtype:
+            raise ShapeError(f"spectral_conv2d: weights must be packed complex [modes_h, modes_w, {x.shape[1]}, "
+                             f"channels_out, 2] of {x.dtype}, got {w.type}")
+    if weights_low.shape != weights_high.shape:
+        raise ShapeError(f"spectral_conv2d: the two weights differ in shape: {weights_low.type} and {weights_high.type}")
+    h, w_len = x.shape[2:]
+    mh, mw = weights_low.shape[:2]
+    m = w_len // 2 + 1
+    if 2 * mh > h or mw > m:
+        raise ShapeError(f"spectral_conv2d: {mh} x {mw} modes do not fit H = {h} (needs 2 * modes_h <= H) and "
+                         f"W = {w_len} ({m} bins)")
+    z = rfftn(x, axes=(2, 3), norm=norm)
+    low = _mix(ops.slice(z, starts=[0, 0], stops=[mh, mw], axes=[2, 3]), weights_low, mh * mw)
+    high = _mix(ops.slice(z, starts=[h - mh, 0], stops=[h, mw], axes=[2, 3]), weights_high, mh * mw)
+    full = (ops.pad(low, before=[0, 0], after=[h - mh, m - mw], axes=[2, 3])
+            + ops.pad(high, before=[h - mh, 0], after=[0, m - mw], axes=[2, 3]))
+    return irfftn(full, s=(h, w_len), axes=(2, 3), norm=norm)

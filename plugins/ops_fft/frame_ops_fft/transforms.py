@@ -1,0 +1,232 @@
+"""The transforms: rfft/irfft (real <-> half spectrum) and fft/ifft (complex <-> complex), all packed.
+
+Scales follow numpy's ``norm``: a forward transform multiplies by s(norm), an
+inverse one by t(norm), with s = 1, 1/sqrt(n), 1/n and t = 1/n, 1/sqrt(n), 1
+for "backward", "ortho", "forward"; s(a) = t(swap(a)) where swap exchanges
+"backward" and "forward". Write theta = 2 pi j k / n, m = n // 2 + 1.
+
+Adjoints (derived here; the packed gradient of a complex value is
+(dL/dRe, dL/dIm), which is torch's ``view_as_real`` of its complex gradient):
+
+* rfft: X_k = s sum_j x_j e^{-i theta}. Then dL/dx_j = s sum_{k<m} Re(G_k e^{+i theta})
+  (Im G_0 and Im G_{n/2} meet sin 0 = 0 and drop out). irfft(Y) with scale
+  t = s counts every inner bin twice (its Hermitian mirror) and reads only
+  Re Y at DC and Nyquist, so halving the inner bins reproduces the sum:
+  ``gx = irfft(G * W, n, norm=swap(a))``, W = 1/2 on inner bins, 1 at DC and
+  (for even n) Nyquist.
+* irfft: y_j = t (Re Z_0 + 2 sum_inner Re(Z_k e^{+i theta}) + Re Z_{n/2} (-1)^j).
+  Then dL/dRe Z_k = c_k t sum_j gy_j cos theta and dL/dIm Z_k = -c_k t sum_j
+  gy_j sin theta, which is c_k times rfft(gy) with scale s(swap(a)) = t:
+  ``gZ = rfft(gy, norm=swap(a)) * C``, C = 2 on inner bins, 1 at DC and
+  Nyquist. Im Z_0 and Im Z_{n/2} never reach the output and their gradient is
+  exactly 0: rfft of the real gy puts exact zeros there.
+* fft: Y = s F z is complex-linear; its adjoint is s F^H = s n F^{-1}, the
+  inverse transform with scale s = t(swap(a)): ``gz = ifft(G, norm=swap(a))``;
+  likewise ``ifft``'s is ``fft(G, norm=swap(a))``.
+
+Each adjoint is one of these four ops times a real constant per bin, and
+W * C = 1, so the adjoint of an adjoint is the op again: every gradient is
+closed, to any order (ARCH-068).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+
+from . import config
+from ._packed import SWAP, as_complex, as_packed, complex_axis, compute_dtype, norm_of, require_float, require_packed
+
+_AXIS = AttrSpec("int", -1, "the transformed axis (negative counts from the end; the packed axis does not count)")
+_NORM = AttrSpec("str", "backward", "'backward' (default), 'ortho' or 'forward', as in numpy.fft")
+
+
+def bin_weights(n: int, trailing: int, inverse: bool, dtype: np.dtype) -> np.ndarray:
+    """W (``inverse=False``: 1/2 on inner bins) or C (``inverse=True``: 2 on inner bins), 1 at DC and Nyquist.
+
+    A real multiplier per bin, shaped ``[m] + [1] * trailing + [1]`` to scale re and im alike along the
+    transformed axis of a packed half spectrum with ``trailing`` complex axes after it. (The Im parts of
+    the DC and Nyquist bins need no mask: irfft never reads them, and rfft of a real signal makes them
+    exactly 0.) Being a real per-bin multiplier, it folds into neighbouring spectral multipliers
+    (``fold_spectral_multipliers``).
+    """
+    m = n // 2 + 1
+    w = np.full(m, 2.0 if inverse else 0.5)
+    w[[0, n // 2] if n % 2 == 0 else [0]] = 1.0  # bins a real signal's spectrum holds once: DC, Nyquist
+    return w.reshape((m,) + (1,) * trailing + (1,)).astype(dtype)
+
+
+# rfft(x; axis, norm) -> X [..., n//2 + 1, ..., 2]        gx = irfft(gX * W, n, norm=swap(norm))
+def _rfft_shape(ctx: NodeContext) -> list[TensorType]:
+    (x,) = ctx.input_types
+    require_float(ctx, x, 0)
+    if x.rank == 0:
+        raise ctx.error(f"needs at least one axis to transform, got {x}")
+    axis = complex_axis(ctx, x.rank)
+    norm_of(ctx)
+    n = x.shape[axis]
+    if n == 0:
+        raise ctx.error(f"got an empty axis {axis} in {x}; expected at least one point to transform")
+    return [x.with_shape(x.shape[:axis] + (n // 2 + 1,) + x.shape[axis + 1:] + (2,))]
+
+
+def _rfft_kernel(ctx: NodeContext) -> Callable:
+    import scipy.fft
+
+    (x_t,) = ctx.input_types
+    axis, norm = complex_axis(ctx, x_t.rank), norm_of(ctx)
+    real, dtype, size = compute_dtype(x_t), x_t.dtype.np, x_t.size
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        spectrum = scipy.fft.rfft(x.astype(real, copy=False), axis=axis, norm=norm, workers=config.workers_for(size))
+        return as_packed(spectrum, dtype)
+    return kernel
+
+
+def _rfft_gradient(ctx: NodeContext):
+    (x,) = ctx.input_types
+    axis, norm = complex_axis(ctx, x.rank), norm_of(ctx)
+    n = x.shape[axis]
+    w = bin_weights(n, x.rank - 1 - axis, inverse=False, dtype=x.dtype.np)
+    return ctx.grad_graph(lambda x_, y, gy: ops.irfft(ops.complex_mul(gy, w), n=n, axis=axis, norm=SWAP[norm]))
+
+
+RFFT = OpSchema(
+    "rfft",
+    inputs=("x",),
+    attrs={"axis": _AXIS, "norm": _NORM},
+    shape_infer=_rfft_shape,
+    kernels={"cpu": _rfft_kernel},
+    gradient=_rfft_gradient,
+    doc="The half spectrum (bins 0..n//2) of real x along `axis`, packed: [..., n//2 + 1, ..., 2] (re, im). "
+        "numpy.fft.rfft's values and norms.",
+    examples=[Example(["f32[3, 8]"]), Example(["f64[2, 7]"], {"norm": "ortho"}, note="odd n"),
+              Example(["f32[6, 3]"], {"axis": 0, "norm": "forward"}), Example(["f64[1]"], note="n = 1")],
+)
+
+
+# irfft(Z; n, axis, norm) -> y [..., n, ...]              gZ = rfft(gy, norm=swap(norm)) * C
+def _irfft_n(ctx: NodeContext) -> tuple[int, int]:
+    (z,) = ctx.input_types
+    require_packed(ctx, z, 0)
+    axis = complex_axis(ctx, z.rank - 1)
+    norm_of(ctx)
+    m, n = z.shape[axis], ctx.attrs["n"]
+    if n is None:
+        if m < 2:
+            raise ctx.error(f"cannot infer n: got {m} bin on axis {axis} of {z}; expected an explicit n (1 for one bin)")
+        n = 2 * (m - 1)
+    if n < 1 or n // 2 + 1 != m:
+        raise ctx.error(f"got n={n} for {m} bins on axis {axis} of {z}; a real signal of length n has n//2 + 1 bins, "
+                        f"so expected n = {2 * m - 2} or {2 * m - 1} (slice or pad the spectrum to change the length)")
+    return axis, n
+
+
+def _irfft_shape(ctx: NodeContext) -> list[TensorType]:
+    (z,) = ctx.input_types
+    axis, n = _irfft_n(ctx)
+    return [z.with_shape(z.shape[:axis] + (n,) + z.shape[axis + 1:-1])]
+
+
+def _irfft_kernel(ctx: NodeContext) -> Callable:
+    import scipy.fft
+
+    (z_t,) = ctx.input_types
+    axis, n = _irfft_n(ctx)
+    norm = norm_of(ctx)
+    real, dtype, size = compute_dtype(z_t), z_t.dtype.np, z_t.size
+
+    def kernel(z: np.ndarray) -> np.ndarray:
+        y = scipy.fft.irfft(as_complex(z, real), n=n, axis=axis, norm=norm, workers=config.workers_for(size))
+        return y if y.dtype == dtype else y.astype(dtype)
+    return kernel
+
+
+def _irfft_gradient(ctx: NodeContext):
+    (z,) = ctx.input_types
+    axis, n = _irfft_n(ctx)
+    norm = norm_of(ctx)
+    c = bin_weights(n, z.rank - 2 - axis, inverse=True, dtype=z.dtype.np)
+    return ctx.grad_graph(lambda z_, y, gy: ops.complex_mul(ops.rfft(gy, axis=axis, norm=SWAP[norm]), c))
+
+
+IRFFT = OpSchema(
+    "irfft",
+    inputs=("z",),
+    attrs={"n": AttrSpec("int", None, "the output length; n//2 + 1 must equal the bins on `axis` (default "
+                                      "2 * (bins - 1), numpy's)"),
+           "axis": _AXIS, "norm": _NORM},
+    shape_infer=_irfft_shape,
+    kernels={"cpu": _irfft_kernel},
+    gradient=_irfft_gradient,
+    doc="The real signal of length n whose half spectrum is the packed z along `axis` (numpy.fft.irfft; "
+        "Im of the DC and Nyquist bins is ignored). n must match the bins: no silent crop or pad.",
+    examples=[Example(["f32[3, 5, 2]"], {"n": 8}), Example(["f64[2, 4, 2]"], {"n": 7, "norm": "ortho"}, note="odd n"),
+              Example(["f32[4, 3, 2]"], {"n": 6, "axis": 0, "norm": "forward"}),
+              Example(["f64[1, 2]"], {"n": 1}, note="n = 1")],
+)
+
+
+# fft(z; axis, norm) -> Z (packed, same shape)            gz = ifft(gZ, norm=swap(norm))
+# ifft(Z; axis, norm) -> z                                gZ = fft(gz, norm=swap(norm))
+def _c2c_shape(ctx: NodeContext) -> list[TensorType]:
+    (z,) = ctx.input_types
+    require_packed(ctx, z, 0)
+    complex_axis(ctx, z.rank - 1)
+    norm_of(ctx)
+    return [z]
+
+
+def _c2c_kernel(forward: bool) -> Callable[[NodeContext], Callable]:
+    def build(ctx: NodeContext) -> Callable:
+        import scipy.fft
+
+        (z_t,) = ctx.input_types
+        axis, norm = complex_axis(ctx, z_t.rank - 1), norm_of(ctx)
+        real, dtype, size = compute_dtype(z_t), z_t.dtype.np, z_t.size
+        transform = scipy.fft.fft if forward else scipy.fft.ifft
+
+        def kernel(z: np.ndarray) -> np.ndarray:
+            return as_packed(transform(as_complex(z, real), axis=axis, norm=norm, workers=config.workers_for(size)),
+                             dtype)
+        return kernel
+    return build
+
+
+def _c2c_gradient(inverse_op: str) -> Callable:
+    def gradient(ctx: NodeContext):
+        (z,) = ctx.input_types
+        axis, norm = complex_axis(ctx, z.rank - 1), norm_of(ctx)
+        return ctx.grad_graph(lambda z_, y, gy: getattr(ops, inverse_op)(gy, axis=axis, norm=SWAP[norm]))
+    return gradient
+
+
+_C2C_EXAMPLES = [Example(["f32[3, 8, 2]"]), Example(["f64[5, 2]"], {"norm": "ortho"}, note="odd n"),
+                 Example(["f32[4, 3, 2]"], {"axis": 0, "norm": "forward"})]
+
+FFT = OpSchema(
+    "fft",
+    inputs=("z",),
+    attrs={"axis": _AXIS, "norm": _NORM},
+    shape_infer=_c2c_shape,
+    kernels={"cpu": _c2c_kernel(forward=True)},
+    gradient=_c2c_gradient("ifft"),
+    doc="The discrete Fourier transform of packed complex z along `axis` (numpy.fft.fft), packed.",
+    examples=_C2C_EXAMPLES,
+)
+
+IFFT = OpSchema(
+    "ifft",
+    inputs=("z",),
+    attrs={"axis": _AXIS, "norm": _NORM},
+    shape_infer=_c2c_shape,
+    kernels={"cpu": _c2c_kernel(forward=False)},
+    gradient=_c2c_gradient("fft"),
+    doc="The inverse discrete Fourier transform of packed complex z along `axis` (numpy.fft.ifft), packed.",
+    examples=_C2C_EXAMPLES,
+)
+
+SCHEMAS = [RFFT, IRFFT, FFT, IFFT]
