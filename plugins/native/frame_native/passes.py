@@ -24,7 +24,7 @@ from frame_core.compiler.fused import FUSED_OP
 from frame_core.compiler.rewrite import Rewriter
 
 from . import jit
-from .codegen import why_not
+from .codegen import EXACT, why_not
 from .tiered import NATIVE_OP
 
 __all__ = ["compile_fused_groups", "enabled"]
@@ -62,6 +62,10 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     chosen = set()
     for node in fused:
         body = node.attrs["body"]
+        other = next((n.op for n in body.nodes if n.op not in EXACT and n.op != "constant"), None)
+        if other is not None:  # most rejections: an op that is not compiled (tanh, exp, ...)
+            reasons[f"op {other}"] += 1
+            continue
         for n in body.nodes:
             if n.op not in packs:
                 packs[n.op] = schemas[n.op].pack if n.op in schemas else None
