@@ -1,6 +1,7 @@
 """``fused_elementwise_internal``: the op that elementwise fusion produces.
 
-Its ``body`` attribute is the fused chain as a graph. The kernel builder
+Its ``body`` attribute is the fused chain as a graph (it may also hold
+``constant`` nodes, which the code reads as globals). The kernel builder
 assigns the body's values to a handful of registers (arrays of the chain's
 one type): a member writes in place into the register of an input that dies
 there, registers of dead values are recycled, and exported values keep their
@@ -9,7 +10,11 @@ own. With one export the register that ends up holding it is the planned
 exports ``out`` is a tuple of buffers (``None`` for an export that is not
 planned), one per export. The straight-line
 code is generated once per node; the members' kernels are called with a
-positional ``out`` (their ``accepts_out`` contract).
+positional ``out`` (their ``accepts_out`` contract), numpy's fastest form for
+a ufunc. A kernel that is a ufunc applied to its inputs and some constants can
+say so with an attribute, ``kernel.ufunc_form = (ufunc, constants)`` meaning
+``kernel(*xs, out) == ufunc(*xs, *constants, out=out)``; the fused code then
+calls the ufunc directly (relu is ``maximum`` with a zero).
 
 It has no GradientFn on purpose: fusion runs after differentiation, and
 ``build_backward_graph`` refuses graphs containing it (ARCH-062).
@@ -60,8 +65,13 @@ def body_problem(body: Graph) -> str | None:
     problems = check_graph(body, reg)
     if problems:
         return f"fails verify: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-    kind = body.nodes[0].outputs[0].type if body.nodes[0].outputs else None
+    members = [n for n in body.nodes if n.op != "constant"]  # a body may hold its constants
+    if not members:
+        return "has no nodes but constants"
+    kind = members[0].outputs[0].type if members[0].outputs else None
     for i, node in enumerate(body.nodes):
+        if node.op == "constant":
+            continue
         traits = reg.lookup(node.op).traits
         if "elementwise" not in traits or "accepts_out" not in traits or "has_side_effect" in traits or \
                 node.op == FUSED_OP:
@@ -71,8 +81,9 @@ def body_problem(body: Graph) -> str | None:
             return (f"holds node {i} ({node.op}) with outputs [{', '.join(str(v.type) for v in node.outputs)}]; "
                     f"every member has one output of the chain's one type {kind}")
     for j, v in enumerate(body.outputs):
-        if v.producer is None:
-            return f"returns its input as output {j}; every output must be made by a member"
+        if v.producer is None or v.producer.op == "constant":
+            return (f"returns {'its input' if v.producer is None else 'a constant'} as output {j}; every output "
+                    "must be made by a member")
         if v in body.outputs[:j]:
             return f"returns one value twice (outputs {body.outputs.index(v)} and {j})"
     return None
@@ -109,11 +120,24 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     free: list[int] = []
     first_write: dict[int, int] = {}
     steps = []
+    extra: dict[int, str] = {}  # member -> trailing constant arguments of its ufunc form
+    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
     for i, node in enumerate(body.nodes):
+        if node.op == "constant":  # a body may hold its constants: the code reads them as globals
+            arg[node.outputs[0]] = f"c{i}"
+            namespace[f"c{i}"] = node.attrs["value"]
+            continue
         schema = reg.lookup(node.op)  # a stored key: no pack scope applies
         with op_scope(schema.namespace):
-            namespace[f"k{i}"] = schema.kernels["cpu"](
+            kernel = schema.kernels["cpu"](
                 NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
+        form = getattr(kernel, "ufunc_form", None)
+        if form is not None:  # call the ufunc itself, out by keyword: no Python frame per member
+            kernel, constants = form
+            for j, c in enumerate(constants):
+                namespace[f"k{i}_{j}"] = c
+            extra[i] = "".join(f", k{i}_{j}" for j in range(len(constants)))
+        namespace[f"k{i}"] = kernel
         dying = [v for v in node.inputs if v in reg_of and last_use[v] == i and v not in exports]
         if dying:
             r = reg_of[dying[0]]
@@ -131,22 +155,24 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
 
     # 2. code: the register that ends up holding an export is the caller's `out` (one array for one export, a
     # tuple with one array or None per export for several), so planned buffers take every export
-    export_of = {reg_of[v]: j for j, v in enumerate(body.outputs)}
-    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
+    export_of = {reg_of[v]: j for j, v in enumerate(body.outputs) if v in reg_of}
     lines = []
     for i, inputs, r in steps:
         if first_write[r] == i:
-            j = export_of.get(r)
-            if j is None:
+            export = export_of.get(r)
+            if export is None:
                 alloc = "_empty(_shape, _dtype)"
             elif len(body.outputs) == 1:
                 alloc = "out if out is not None else _empty(_shape, _dtype)"
             else:
-                alloc = f"out[{j}] if out is not None and out[{j}] is not None else _empty(_shape, _dtype)"
+                alloc = f"out[{export}] if out is not None and out[{export}] is not None else _empty(_shape, _dtype)"
             lines.append(f"    r{r} = {alloc}")
         args = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in inputs)
         # a member that ignored `out` would leave the register unwritten: a silent wrong answer, so refuse it
-        lines.append(f"    if k{i}({args}, r{r}) is not r{r}: _ignored_out({i})")
+        if i in extra:
+            lines.append(f"    if k{i}({args}{extra[i]}, out=r{r}) is not r{r}: _ignored_out({i})")
+        else:
+            lines.append(f"    if k{i}({args}, r{r}) is not r{r}: _ignored_out({i})")
     params = ", ".join(f"a{i}" for i in range(len(body.inputs)))
     result = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in body.outputs)
     source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ir.graph import Graph
+from ...ir.graph import Graph, Value
 from ...ir.keys import attrs_key
 from ..context import CompileContext
 from ..rewrite import Rewriter
@@ -47,21 +47,30 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph)
     seen: dict[Any, Any] = {}
     merged = 0
+    # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative; +4 when elementwise (recomputed
+    # rather than kept alive over a gap)
+    kinds: dict[str, int] = {}
     last_use = _last_uses(graph, schemas)
     live_until: dict[int, int] = {}  # id of a kept node -> the last position anything merged into it is read
     for position, node in enumerate(graph.nodes):
-        schema = schemas[node.op]
-        inputs = tuple([rw.vmap[v] for v in node.inputs])
-        if "has_side_effect" in schema.traits or (node.op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
+        op = node.op
+        kind = kinds.get(op)
+        if kind is None:
+            traits = schemas[op].traits
+            kind = kinds[op] = ((0 if "has_side_effect" in traits else 2 if "commutative" in traits else 1)
+                                + (4 if "elementwise" in traits and "has_side_effect" not in traits else 0))
+        inputs = rw.read(node.inputs)
+        if not kind & 3 or (op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
             rw.copy(node, inputs)
             continue
-        ins_key = tuple(map(id, inputs))
-        if len(ins_key) == 2 and ins_key[0] > ins_key[1] and "commutative" in schema.traits:
-            ins_key = (ins_key[1], ins_key[0])
-        key = (node.op, ins_key, attrs_key(node.attrs))  # equal op, inputs and attributes: equal output types
+        ins_key: tuple[Value, ...] = inputs  # values hash and compare by identity
+        if kind & 3 == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
+            ins_key = (inputs[1], inputs[0])
+        attrs = node.attrs
+        key = (op, ins_key, attrs_key(attrs) if attrs else ())  # equal op, inputs and attributes: equal output types
         earlier = seen.get(key)
-        ends = max((last_use.get(v, position) for v in node.outputs), default=position)
-        if earlier is not None and live_until[id(earlier)] < position and "elementwise" in schema.traits \
+        ends = max([last_use.get(v, position) for v in node.outputs], default=position)
+        if earlier is not None and kind & 4 and live_until[id(earlier)] < position \
                 and sum(v.type.nbytes for v in node.outputs) > SMALL_BYTES:
             earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
         if earlier is None:
@@ -70,7 +79,8 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
         else:
             for old, new in zip(node.outputs, earlier.outputs):
                 rw.alias(old, new)
-            live_until[id(earlier)] = max(live_until[id(earlier)], ends)
+            if ends > live_until[id(earlier)]:
+                live_until[id(earlier)] = ends
             merged += 1
     if not merged:
         return graph

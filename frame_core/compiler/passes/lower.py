@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,8 @@ class _LazyNames:
 
 def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
     """The planned buffer of ``v``: its arena, viewed as ``v``'s dtype and shape."""
-    return arenas[plan.buffer_of[v]][: v.type.nbytes].view(v.type.dtype.np).reshape(v.type.shape)
+    t = v.type
+    return arenas[plan.buffer_of[v]][: t.nbytes].view(t.dtype.np).reshape(t.shape)
 
 
 def _human(n: int) -> str:
@@ -93,8 +95,25 @@ def _human(n: int) -> str:
     return f"{size:.4g} PiB"
 
 
+_type = attrgetter("type")
+
+
+def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend: str) -> Callable[..., Any]:
+    builder = schema.kernels.get(backend)
+    if builder is None:
+        raise CompileError(f"op {node.op!r} has no kernel for backend {backend!r}")
+    nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
+    try:
+        with op_scope(schema.namespace):
+            return builder(nctx)
+    except Exception as exc:
+        raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
+                           f"{type(exc).__name__}: {exc}") from exc
+
+
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     schemas = ctx.registry.schemas
+    backend = ctx.backend
     printable = _LazyNames(graph)
     reg: dict[Value, str] = {}
     for i, v in enumerate(graph.inputs):
@@ -111,47 +130,45 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             "batch), or split the computation") from None
     buffers: dict[str, Any] = {}
     instructions: list[Instruction] = []
+    append = instructions.append
+    buffer_of = plan.buffer_of
     dies_after: dict[int, list[Value]] = {}
     for v, i in plan.last_use.items():
-        dies_after.setdefault(i, []).append(v)
+        if v not in buffer_of:  # planned buffers persist; only unplanned values are released
+            dies_after.setdefault(i, []).append(v)
     counter = 0
     built: dict[tuple, Callable[..., Any]] = {}
     for index, node in enumerate(graph.nodes):
-        if node.op == "constant":
+        op = node.op
+        if op == "constant":
             name = f"c{len(constants)}"
             constants[name] = node.attrs["value"]
             reg[node.outputs[0]] = name
             continue
-        schema = schemas[node.op]
-        builder = schema.kernels.get(ctx.backend)
-        if builder is None:
-            raise CompileError(f"op {node.op!r} has no kernel for backend {ctx.backend!r}")
-        in_types = tuple([v.type for v in node.inputs])
-        key = (node.op, in_types, attrs_key(node.attrs))
+        in_types = tuple(map(_type, node.inputs))
+        attrs = node.attrs
+        key = (op, in_types, attrs_key(attrs) if attrs else ())
         kernel = built.get(key)
         if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
-            nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
-            try:
-                with op_scope(schema.namespace):
-                    kernel = built[key] = builder(nctx)
-            except Exception as exc:
-                raise CompileError(f"building the {ctx.backend} kernel of node {index} ({node.op}) failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            kernel = built[key] = _build_kernel(schemas[op], node, index, in_types, backend)
         outs = []
         for v in node.outputs:
-            name = f"v{counter}"
+            name = reg[v] = f"v{counter}"
             counter += 1
-            reg[v] = name
             outs.append(name)
         out_buffer = None
-        planned = [_view(arenas, plan, v) if v in plan.buffer_of else None for v in node.outputs]
-        if any(b is not None for b in planned):  # one array, or for several outputs a tuple (None: not planned)
+        if len(outs) == 1:
+            out = node.outputs[0]
+            if out in buffer_of:
+                out_buffer = f"b{len(buffers)}"
+                buffers[out_buffer] = _view(arenas, plan, out)
+        elif any(v in buffer_of for v in node.outputs):  # a fused node's several outputs: a tuple (None: unplanned)
             out_buffer = f"b{len(buffers)}"
-            buffers[out_buffer] = planned[0] if len(planned) == 1 else tuple(planned)
-        frees = tuple(reg[v] for v in dies_after.get(index, ()) if v in reg and reg[v].startswith("v")
-                      and v not in plan.buffer_of)
-        instructions.append(Instruction(index, node.op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
-                                        out_buffer, frees, node, printable, schema))
+            buffers[out_buffer] = tuple(_view(arenas, plan, v) if v in buffer_of else None for v in node.outputs)
+        dying = dies_after.get(index)
+        frees = () if dying is None else tuple([reg[v] for v in dying if v in reg and reg[v][0] == "v"])
+        append(Instruction(index, op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
+                           out_buffer, frees, node, printable, schemas[op]))
     base = view_bases(graph, ctx.registry)
     seen_bases: set[Value] = set()
     output_names, output_copies = [], []
