@@ -100,23 +100,56 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     groups = find_groups(graph, ctx)
     if not groups:
         return graph
-    fused = _rewrite(graph, groups)
     # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
     # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
     # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
-    if any(g.last - g.first >= len(g.members) for g in groups) and _peak(fused, ctx) > _peak(graph, ctx):
+    if any(g.last - g.first >= len(g.members) for g in groups) and _peak(graph, groups) > _peak(graph, []):
         groups = find_groups(graph, ctx, contiguous=True)
-        fused = _rewrite(graph, groups) if groups else graph
         ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
-    if groups:
-        ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
-    return fused
+        if not groups:
+            return graph
+    ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
+    return _rewrite(graph, groups)
 
 
-def _peak(graph: Graph, ctx: CompileContext) -> int:
-    from .memory import plan_memory
-
-    return plan_memory(graph, ctx.registry, reuse=False).peak_bytes
+def _peak(graph: Graph, groups: list[_Group]) -> int:
+    """The most the intermediates hold at once if ``groups`` run as fused nodes (each at its first member's
+    place), counting every value from where it is made to its last read (values a group uses only inside
+    itself count nothing; graph outputs and constants are left out, as the memory plan leaves them)."""
+    at: dict[int, int] = {}  # node id -> where it runs
+    group_of: dict[int, _Group] = {}
+    for g in groups:
+        for n in g.members:
+            at[id(n)] = g.first
+            group_of[id(n)] = g
+    nodes = graph.nodes
+    ends: dict[Value, int] = {}
+    inside: dict[Value, bool] = {}  # read only by members of its own group so far
+    for i, node in enumerate(nodes):
+        here = at.get(id(node), i)
+        mine = group_of.get(id(node))
+        for v in node.inputs:
+            if here > ends.get(v, -1):
+                ends[v] = here
+            p = v.producer
+            inside[v] = inside.get(v, True) and mine is not None and p is not None and group_of.get(id(p)) is mine
+    outputs = set(graph.outputs)
+    delta = [0] * (len(nodes) + 2)
+    for i, node in enumerate(nodes):
+        if node.op == "constant":
+            continue
+        start = at.get(id(node), i)
+        for v in node.outputs:
+            if v in outputs or (inside.get(v, False) and id(node) in group_of):
+                continue
+            delta[start] += v.type.nbytes
+            delta[max(ends.get(v, start), start) + 1] -= v.type.nbytes
+    peak = live = 0
+    for d in delta:
+        live += d
+        if live > peak:
+            peak = live
+    return peak
 
 
 def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
