@@ -111,7 +111,7 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
     back to numpy if it refuses the arrays."""
     out_t = plan.body.outputs[0].type
     namespace: dict[str, Any] = {"_fn": fn, "_numpy": numpy_kernel, "_empty": np.empty, "_shape": out_t.shape,
-                                 "_dtype": plan.dtype, "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
+                                 "_dtype": plan.dtype, "_ty": np.ndarray, "_descr": np.dtype(plan.dtype), "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
     params = [f"a{i}" for i in range(n)]
     lines = []
     passed = []
@@ -127,7 +127,7 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
         result = "(" + ", ".join(outs) + ")"
     namespace["_rows"] = (len(plan.scratch),) + tuple(out_t.shape)
     scratch = ["_empty(_rows, _dtype)"] if plan.scratch else []
-    call = ", ".join(params + passed + outs + scratch)
+    call = ", ".join(["_ty", "_descr"] + params + passed + outs + scratch)
     lines.append(f"    if _fn({call}):\n        _refused()\n        return _numpy({', '.join(params + ['out'])})")
     lines.append(f"    return {result}")
     source = f"def native({', '.join(params + ['out=None'])}):\n" + "\n".join(lines) + "\n"
