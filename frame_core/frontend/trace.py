@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gc import gc_paused
 from ..errors import IRError, RegistrationError
 from ..ir.graph import Graph, Value
 from ..ir.types import TensorType, as_type
@@ -327,7 +328,8 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
     _check_arity(fn, len(args))
     token = _current.set(graph)
     try:
-        result = fn(*args)
+        with gc_paused():  # a large trace makes many long-lived objects: no collections walking them meanwhile
+            result = fn(*args)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         indices = []
         for i, r in enumerate(results):
