@@ -111,8 +111,11 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
     back to numpy if it refuses the arrays."""
     out_t = plan.body.outputs[0].type
     namespace: dict[str, Any] = {"_fn": fn, "_numpy": numpy_kernel, "_empty": np.empty, "_shape": out_t.shape,
-                                 "_dtype": plan.dtype, "_ty": np.ndarray, "_descr": np.dtype(plan.dtype), "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
+                                 "_dtype": plan.dtype, "_ty": np.ndarray, "_descr": np.dtype(plan.dtype),
+                                 "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
     params = [f"a{i}" for i in range(n)]
+    # The compiled code itself refuses (returns 1 before reading anything else) an argument that is not exactly
+    # an ndarray of the group's dtype and shape: a numpy scalar from a 0-d ufunc, a Python float, a subclass.
     lines = []
     passed = []
     for k, array in enumerate(plan.passed_constants):
