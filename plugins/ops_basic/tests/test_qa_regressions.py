@@ -1,0 +1,51 @@
+"""Regressions found by hostile QA of the shape ops and the everyday ops: each test failed before its fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import IRError, ops
+
+
+def run(graph, *arrays):
+    return fc.compile(graph, cache=False).run(list(arrays))
+
+
+# -- Python scalars in where: they take the dtype of a branch, never of the boolean condition ----------------
+@pytest.mark.parametrize("fn, want", [
+    (lambda x: ops.where(x > 0.0, x, 0.0), lambda x: np.where(x > 0, x, 0.0)),         # the relu idiom
+    (lambda x: ops.where(x > 0.0, 1.0, x), lambda x: np.where(x > 0, 1.0, x)),
+    (lambda x: ops.where(x < 0.5, -1, x), lambda x: np.where(x < 0.5, -1.0, x)),       # an int meets a float branch
+], ids=["x-or-0.0", "1.0-or-x", "-1-or-x"])
+def test_a_scalar_branch_of_where_takes_the_other_branch_dtype(fn, want):
+    x = np.array([-1.5, 0.0, 0.25, 2.0])
+    (got,) = run(fc.trace(fn, "f64[4]"), x)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want(x))
+
+
+def test_where_with_two_scalar_branches_keeps_their_python_types_not_the_condition_bool():
+    x = np.array([-1.0, 2.0], np.float32)
+    ints, floats = run(fc.trace(lambda v: [ops.where(v > 0.0, 1, 0), ops.where(v > 0.0, 1.0, 0.5)], "f32[2]"), x)
+    assert ints.dtype == np.int64 and floats.dtype == np.float32  # frame's defaults for a bare int and float
+    np.testing.assert_array_equal(ints, [0, 1])
+    np.testing.assert_array_equal(floats, [0.5, 1.0])
+
+
+def test_a_scalar_condition_of_where_stays_boolean():
+    (got,) = run(fc.trace(lambda a, b: ops.where(True, a, b), "f32[2]", "f32[2]"), np.ones(2, np.float32),
+                 np.zeros(2, np.float32))
+    np.testing.assert_array_equal(got, [1.0, 1.0])
+
+
+def test_a_float_scalar_against_an_integer_branch_names_the_branch_not_the_condition():
+    with pytest.raises(IRError, match=r"Python float 0\.5 but the other operand is i32\[4\]"):
+        fc.trace(lambda t: ops.where(t > 0, t, 0.5), "i32[4]")
+
+
+def test_a_scalar_label_of_cross_entropy_stays_an_integer():
+    logits = np.array([0.0, 0.0, 5.0, 0.0], np.float32)
+    (got,) = run(fc.trace(lambda v: ops.cross_entropy(v, 2), "f32[4]"), logits)
+    np.testing.assert_allclose(got, np.log(np.exp(logits).sum()) - 5.0, rtol=1e-6)
