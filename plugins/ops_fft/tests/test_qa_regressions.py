@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 import frame_core as fc
 from frame_core import FrameError, ShapeError, ops
 from frame_core.testing import check_gradients
+from frame_ops_fft import irfftn, rfftn, spectral_conv1d, spectral_derivative, wavenumbers
 
 
 def pack(c: np.ndarray) -> np.ndarray:
@@ -63,3 +65,43 @@ def test_irfft_names_only_lengths_that_are_valid():
         fc.trace(lambda z: ops.irfft(z, n=0), "f32[1, 2]")
     message = str(info.value)
     assert "got n=0 for 1 bin " in message and "expected n = 1 " in message and "n = 0" not in message
+
+
+# -- the library functions check their arguments: named errors, never a TypeError from inside ------------------
+LIBRARY_BAD = [
+    ("irfftn s an int", lambda z: irfftn(z, s=4, axes=(1,)), "f32[4, 3, 2]", "irfftn: s must be a list of sizes"),
+    ("irfftn s of floats", lambda z: irfftn(z, s=(4.0, 4.0)), "f32[4, 3, 2]", "irfftn: s must be a list of sizes"),
+    ("irfftn s of zeros", lambda z: irfftn(z, s=(4, 0)), "f32[4, 3, 2]", "irfftn: s must be a list of sizes"),
+    ("irfftn axes of tuples", lambda z: irfftn(z, s=(4,), axes=((0,),)), "f32[4, 3, 2]", "irfftn: axes must be"),
+    ("rfftn axes of floats", lambda x: rfftn(x, axes=(0.0, 1)), "f32[4, 4]", "rfftn: axes must be"),
+    ("rfftn axes an int", lambda x: rfftn(x, axes=0), "f32[4, 4]", "rfftn: axes must be"),
+    ("derivative axis a tuple", lambda x: spectral_derivative(x, axis=(0,)), "f32[8]", "spectral_derivative: axis must be an int"),
+    ("derivative order a bool", lambda x: spectral_derivative(x, order=True), "f32[8]", "non-negative int, got True"),
+    ("derivative length inf", lambda x: spectral_derivative(x, length=math.inf), "f32[8]", "finite"),
+    ("derivative of no points", lambda x: spectral_derivative(x), "f32[2, 0]", "spectral_derivative: "),
+    ("derivative of a rank-0 x", lambda x: spectral_derivative(x), "f32[]", "has no axes"),
+    ("derivative of a list", lambda x: spectral_derivative([1.0, 2.0]), "f32[8]", "spectral_derivative: x must be"),
+    ("conv1d weights a list", lambda x: spectral_conv1d(x, [[1.0]]), "f32[2, 3, 8]", "spectral_conv1d: weights must be a traced tensor"),
+]
+
+
+@pytest.mark.parametrize("what, fn, x_type, words", LIBRARY_BAD, ids=[b[0] for b in LIBRARY_BAD])
+def test_library_functions_refuse_bad_arguments_with_a_named_error(what, fn, x_type, words):
+    with pytest.raises(FrameError, match=re.escape(words)):
+        fc.trace(fn, x_type)
+
+
+@pytest.mark.parametrize("n, length", [(4.5, 1.0), (True, 1.0), (8, math.inf), (8, math.nan), (0, 1.0)])
+def test_wavenumbers_refuses_a_count_that_is_not_a_positive_int_or_a_length_that_is_not_finite(n, length):
+    with pytest.raises(ShapeError, match=r"^wavenumbers needs n >= 1 points \(an int\) and a positive length \(finite\)"):
+        wavenumbers(n, length)
+
+
+def test_library_functions_take_numpy_arrays_as_constants_like_ops_do():
+    x = np.sin(np.arange(8) * 2 * np.pi / 8)
+    w = np.ones((2, 1, 1, 2))
+    graph = fc.trace(lambda v: [spectral_derivative(x) + v, spectral_conv1d(ops.expand_dims(v, axes=[0, 1]), w)],
+                     "f64[8]")
+    d, conv = at_every_level(graph, [np.zeros(8)])
+    np.testing.assert_allclose(d, np.cos(np.arange(8) * 2 * np.pi / 8), atol=1e-12)
+    assert conv.shape == (1, 1, 8)
