@@ -110,6 +110,11 @@ def float_broadcast(ctx: NodeContext) -> list[TensorType]:
     return [out]
 
 
+def valid_axes(rank: int) -> str:
+    """What a message says about the axes of a rank-``rank`` tensor: their range, or that there are none."""
+    return f"valid: {-rank}..{rank - 1}" if rank else "a rank-0 tensor has no axes"
+
+
 def normalize_axes(ctx: NodeContext, axes: tuple[int, ...] | None, rank: int) -> tuple[int, ...]:
     """Axes as sorted non-negative ints (``None`` means all); errors name the bad axis."""
     if axes is None:
@@ -117,7 +122,7 @@ def normalize_axes(ctx: NodeContext, axes: tuple[int, ...] | None, rank: int) ->
     out = []
     for a in axes:
         if not -rank <= a < rank:
-            raise ctx.error(f"axis {a} is out of range for rank {rank} (valid: {-rank}..{rank - 1})")
+            raise ctx.error(f"axis {a} is out of range for rank {rank} ({valid_axes(rank)})")
         out.append(a % rank)
     if len(set(out)) != len(out):
         raise ctx.error(f"axes {list(axes)} repeat an axis")

@@ -49,3 +49,15 @@ def test_a_scalar_label_of_cross_entropy_stays_an_integer():
     logits = np.array([0.0, 0.0, 5.0, 0.0], np.float32)
     (got,) = run(fc.trace(lambda v: ops.cross_entropy(v, 2), "f32[4]"), logits)
     np.testing.assert_allclose(got, np.log(np.exp(logits).sum()) - 5.0, rtol=1e-6)
+
+
+# -- an axis of a rank-0 tensor: the message says it has none, not "valid: 0..-1" ------------------------------
+@pytest.mark.parametrize("fn", [lambda x: ops.softmax(x), lambda x: ops.argmax(x, axis=0), lambda x: ops.squeeze(x, axes=[0]),
+                                lambda x: ops.sum(x, axes=[0]), lambda x: ops.max(x, axes=[-1]),
+                                lambda x: ops.slice(x, starts=[0], stops=[1], axes=[0])],
+                         ids=["softmax", "argmax", "squeeze", "sum", "max", "slice"])
+def test_an_axis_of_a_rank_0_tensor_is_refused_with_a_message_that_says_it_has_no_axes(fn):
+    with pytest.raises(fc.ShapeError) as info:
+        fc.trace(fn, "f32[]")
+    message = str(info.value)
+    assert "a rank-0 tensor has no axes" in message and "0..-1" not in message
