@@ -56,7 +56,7 @@ def _range_check(src: DType, dst: DType) -> Callable[[np.ndarray], None] | None:
             value, where = _first_bad(bad, a)
             what = "after truncation toward zero; NaN and infinities have no integer value" if src.is_float else ""
             raise DataError(
-                f"cast from {src} to {dst}: the value {value!r} at index {list(where)} does not fit in {dst} "
+                f"cast from {src} to {dst}: the value {value!s} at index {list(where)} does not fit in {dst} "
                 f"(valid {info.min}..{info.max}{', ' + what if what else ''}); clip the values first (ops.clip)")
     return check
 

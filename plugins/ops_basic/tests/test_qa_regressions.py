@@ -61,3 +61,15 @@ def test_an_axis_of_a_rank_0_tensor_is_refused_with_a_message_that_says_it_has_n
         fc.trace(fn, "f32[]")
     message = str(info.value)
     assert "a rank-0 tensor has no axes" in message and "0..-1" not in message
+
+
+# -- a DataError names the offending value as a number, not as numpy's repr ("np.float32(3e+10)") --------------
+@pytest.mark.parametrize("src, value, shown", [("f32", 3e10, "3e+10"), ("f64", -1e19, "-1e+19"), ("f16", np.inf, "inf"),
+                                               ("i64", 2**40, "1099511627776")])
+def test_a_cast_that_does_not_fit_names_the_value_plainly(src, value, shown):
+    dtype = fc.TensorType.parse(f"{src}[]").dtype.np
+    graph = fc.trace(lambda v: ops.cast(v, to="i32"), f"{src}[2]")
+    with pytest.raises(fc.DataError) as info:
+        run(graph, np.array([1, value]).astype(dtype))
+    message = str(info.value)
+    assert f"the value {shown} at index [1]" in message and "np." not in message
