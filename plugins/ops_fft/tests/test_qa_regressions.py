@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,3 +108,23 @@ def test_library_functions_take_numpy_arrays_as_constants_like_ops_do():
     d, conv = at_every_level(graph, [np.zeros(8)])
     np.testing.assert_allclose(d, np.cos(np.arange(8) * 2 * np.pi / 8), atol=1e-12)
     assert conv.shape == (1, 1, 8)
+
+
+# -- examples/train_pino.py refuses bad options through argparse, without a traceback ---------------------------
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_pino.py"
+
+
+@pytest.mark.parametrize("argv, words", [(["--steps", "0"], "--steps"), (["--steps", "-5"], "--steps"),
+                                         (["--lr", "0"], "--lr"), (["--lr", "nan"], "--lr"), (["--lr", "-1"], "--lr"),
+                                         (["--seed", "-1"], "--seed")])
+def test_the_pino_example_refuses_bad_options_with_a_usage_error(argv, words, monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location("train_pino_cli", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["train_pino.py", *argv])
+    with pytest.raises(SystemExit) as info:
+        module.main()
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {words}" in err and "Traceback" not in err
