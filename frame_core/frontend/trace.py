@@ -115,7 +115,9 @@ class Tensor:
                 return self
             if exponent == 0.5:
                 return apply("sqrt", self)
-            exponent = float(exponent)  # a Python number takes the tensor's dtype
+            exponent = exponent.item() if isinstance(exponent, np.generic) else exponent  # a Python number takes
+            # the tensor's dtype (a numpy scalar would keep its own); an int stays an int, so an integer tensor
+            # hears pow's own refusal, not about a float it was never given
         return apply("pow", self, exponent)
 
     def __rpow__(self, base: Any) -> "Tensor":

@@ -106,7 +106,8 @@ def numeric_unary(ctx: NodeContext) -> list[TensorType]:
 def float_broadcast(ctx: NodeContext) -> list[TensorType]:
     (out,) = broadcast(ctx)
     if not out.dtype.is_float:
-        raise ctx.error(f"needs floating inputs, got {', '.join(map(str, ctx.input_types))}")
+        raise ctx.error(f"needs floating inputs, got {', '.join(map(str, ctx.input_types))}; cast them to a float "
+                        "dtype first (ops.cast(x, to='f32'))")
     return [out]
 
 

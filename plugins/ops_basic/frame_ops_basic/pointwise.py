@@ -130,7 +130,8 @@ def _bounds(ctx: NodeContext) -> tuple[float | None, float | None]:
         if math.isnan(bound):
             raise ctx.error(f"{label} is NaN; give a number or leave it out (no bound)")
         if x.dtype.is_int and not (bound.is_integer() and np.iinfo(x.dtype.np).min <= bound <= np.iinfo(x.dtype.np).max):
-            raise ctx.error(f"{label}={bound!r} is not a whole number in the range of {x.dtype}, the input's dtype")
+            raise ctx.error(f"{label}={bound!r} is not a whole number in the range of {x.dtype}, the input's dtype; "
+                            "give a whole number in range, or cast x to a float dtype first")
     if low is not None and high is not None and low > high:
         raise ctx.error(f"min={low!r} is greater than max={high!r}; give min <= max")
     return low, high

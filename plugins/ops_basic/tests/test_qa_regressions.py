@@ -73,3 +73,21 @@ def test_a_cast_that_does_not_fit_names_the_value_plainly(src, value, shown):
         run(graph, np.array([1, value]).astype(dtype))
     message = str(info.value)
     assert f"the value {shown} at index [1]" in message and "np." not in message
+
+
+# -- messages say what was given, what was expected, and what to do -------------------------------------------
+@pytest.mark.parametrize("fn, types, phrases", [
+    (lambda a, b: ops.pow(a, b), ["i32[3]", "i32[3]"], ["pow: needs floating inputs, got i32[3], i32[3]", "cast"]),
+    (lambda a: a ** 3, ["i32[3]"], ["pow: needs floating inputs", "cast"]),                 # not "the Python float 3.0"
+    (lambda a, t: ops.cross_entropy(a, t), ["i32[2, 3]", "i64[2]"], ["logits must be floating, got i32[2, 3]", "cast"]),
+    (lambda a, b: ops.concat(a, b), ["f32[2]", "f32[2, 1]"], ["same rank, got f32[2] and f32[2, 1]", "expand_dims"]),
+    (lambda a: ops.slice(a, starts=[0], stops=[1]), ["f32[]"], ["1 entry per list but the input has no axes"]),
+    (lambda a: ops.slice(a, starts=[0, 0], stops=[1, 1]), ["f32[3]"], ["2 entries per list but the input has only 1 axis;"]),
+    (lambda a: ops.pad(a, before=[1], after=[1], axes=[]), ["f32[3]"], ["`axes` names 0 axes but the per-axis lists have 1 entry"]),
+    (lambda a: ops.clip(a, min=0.5), ["i32[3]"], ["min=0.5 is not a whole number", "cast x to a float dtype"]),
+])
+def test_build_time_messages_name_what_was_given_and_what_to_do(fn, types, phrases):
+    with pytest.raises(fc.FrameError) as info:
+        fc.trace(fn, *types)
+    for phrase in phrases:
+        assert phrase in str(info.value)
