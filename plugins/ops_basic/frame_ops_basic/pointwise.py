@@ -137,6 +137,14 @@ def _bounds(ctx: NodeContext) -> tuple[float | None, float | None]:
     return low, high
 
 
+def _rounded(bound: float | None, dtype: np.dtype) -> np.ndarray | None:
+    """``bound`` rounded to ``dtype`` (0-d); past the dtype's range it becomes +-inf, the documented rule."""
+    if bound is None:
+        return None
+    with np.errstate(over="ignore"):
+        return np.array(bound, dtype)
+
+
 def _clip_shape(ctx: NodeContext) -> list[TensorType]:
     (t,) = numeric_unary(ctx)
     _bounds(ctx)
@@ -146,7 +154,7 @@ def _clip_shape(ctx: NodeContext) -> list[TensorType]:
 def _clip_kernel(ctx: NodeContext) -> Callable:
     (y,) = ctx.output_types
     dtype = y.dtype.np
-    low, high = (None if b is None else dtype.type(b) for b in _bounds(ctx))  # the dtype's rounding, as the gradient's
+    low, high = (_rounded(b, dtype) for b in _bounds(ctx))  # the dtype's rounding, as the gradient's
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
@@ -159,7 +167,8 @@ def _clip_kernel(ctx: NodeContext) -> Callable:
 
 
 def _clip_gradient(ctx: NodeContext):
-    low, high = _bounds(ctx)
+    (x_t,) = ctx.input_types
+    low, high = (_rounded(b, x_t.dtype.np) for b in _bounds(ctx))
 
     def grad(x, y, gy):
         if not gy.dtype.is_float:
@@ -167,9 +176,9 @@ def _clip_gradient(ctx: NodeContext):
         zero = zero_like(gy)
         g = gy
         if low is not None:
-            g = ops.where(x < low, zero, g)
+            g = ops.where(x < constant(low), zero, g)
         if high is not None:
-            g = ops.where(x > high, zero, g)
+            g = ops.where(x > constant(high), zero, g)
         return g
     return ctx.grad_graph(grad)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,14 @@ def test_build_time_messages_name_what_was_given_and_what_to_do(fn, types, phras
         fc.trace(fn, *types)
     for phrase in phrases:
         assert phrase in str(info.value)
+
+
+# -- clip's bounds beyond a half-precision range round to +-inf quietly, as documented ------------------------------
+def test_clip_bounds_beyond_the_dtype_range_round_to_infinity_without_a_warning():
+    x = np.array([1.0, -1e4, 6e4], np.float16)
+    forward = fc.trace(lambda v: [ops.sum(ops.clip(v, min=-1e6, max=1e5)), ops.clip(v, min=-1e6, max=1e5)], "f16[3]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, clipped, grad = run(fc.build_backward_graph(forward, 0, [0]), x)
+    np.testing.assert_array_equal(clipped, x)  # no bound is reached: both are infinite in float16
+    np.testing.assert_array_equal(grad, np.ones(3, np.float16))
