@@ -128,3 +128,15 @@ def test_the_pino_example_refuses_bad_options_with_a_usage_error(argv, words, mo
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {words}" in err and "Traceback" not in err
+
+
+# -- a bad config.WORKERS is reported as the setting it is, not as scipy's complaint ------------------------------
+@pytest.mark.parametrize("workers", [0, 2.5, "2", True])
+def test_a_bad_workers_setting_names_the_setting_and_what_it_accepts(workers, monkeypatch):
+    from frame_ops_fft import config
+
+    monkeypatch.setattr(config, "WORKERS", workers)
+    monkeypatch.setattr(config, "PARALLEL_MIN_ELEMENTS", 0)
+    exe = fc.compile(fc.trace(lambda x: ops.rfft(x), "f32[2, 8]"), cache=False)
+    with pytest.raises(fc.KernelError, match=r"frame_ops_fft\.config\.WORKERS must be a non-zero int .* got "):
+        exe.run([np.ones((2, 8), np.float32)])
