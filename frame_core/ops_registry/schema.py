@@ -28,6 +28,11 @@ GradientFn ``gradient(ctx) -> Graph``
     ``fn`` over exactly these slots.
 DecomposeFn ``decomposition(ctx) -> Graph``
     A graph over ``[x_0..x_{n-1}]`` returning ``[y_0..y_{m-1}]`` made of other ops.
+front-end builder ``frontend(*args, **kwargs) -> Tensor | tuple``
+    Optional. What ``ops.<name>(...)`` calls instead of appending the node
+    directly: for ops whose Python signature differs from their node's
+    (control flow takes callables, traces them into body graphs with
+    ``frame_core.trace_body`` and appends the node with ``apply``).
 """
 
 from __future__ import annotations
@@ -86,14 +91,17 @@ TRAITS = {
 class AttrSpec:
     """Specification of one attribute: its ``kind``, default (``REQUIRED`` if none) and doc.
 
-    ``default=None`` makes the attribute optional with value ``None``.
+    ``default=None`` makes the attribute optional with value ``None``. A kind
+    may join several kinds with ``|`` (``"str|ints"``: a padding mode or pad
+    sizes); a value takes the first kind it fits, in the order written.
     """
 
     __slots__ = ("kind", "default", "doc")
 
     def __init__(self, kind: str, default: Any = REQUIRED, doc: str = "") -> None:
-        if kind not in ATTR_KINDS:
-            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)}")
+        if not isinstance(kind, str) or any(k not in ATTR_KINDS for k in kind.split("|")):
+            raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)} "
+                                    "(or several joined with '|')")
         self.kind = kind
         self.default = default if default is REQUIRED or default is None else normalize_attr(kind, default, "default")
         self.doc = doc
@@ -111,7 +119,18 @@ def _is_int(v: Any) -> bool:
 
 
 def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
-    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit."""
+    """Return ``value`` in the canonical Python form of ``kind``; raise ``AttributeSpecError`` if it does not fit.
+
+    For a union kind (``"str|ints"``) the first kind that accepts ``value`` gives its form.
+    """
+    if "|" in kind:
+        for part in kind.split("|"):
+            try:
+                return normalize_attr(part, value, name)
+            except AttributeSpecError:
+                continue
+        kinds = " or ".join(repr(k) for k in kind.split("|"))
+        raise AttributeSpecError(f"{name} must be of kind {kinds}, got {value!r} ({type(value).__name__})")
 
     def bad(expected: str) -> AttributeSpecError:
         return AttributeSpecError(f"{name} must be {expected}, got {value!r} ({type(value).__name__})")
@@ -314,6 +333,8 @@ class OpSchema:
     ``nondiff_inputs`` lists input positions that never carry a gradient.
     ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
     derivative the GradientFn is checked against instead of the forward's.
+    ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
+    calls instead of appending the node itself (see the module docstring).
     ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
     ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
     """
@@ -321,7 +342,7 @@ class OpSchema:
     __slots__ = (
         "name", "inputs", "outputs", "attrs", "shape_infer", "kernels", "gradient", "not_differentiable",
         "nondiff_inputs", "decomposition", "traits", "doc", "examples", "variadic", "gradient_surrogate",
-        "pack", "distribution", "namespace",
+        "frontend", "pack", "distribution", "namespace",
     )
 
     def __init__(
@@ -342,6 +363,7 @@ class OpSchema:
         examples: Sequence[Example] = (),
         variadic: bool = False,
         gradient_surrogate: Callable[..., np.ndarray] | None = None,
+        frontend: Callable[..., Any] | None = None,
     ) -> None:
         self.name = name
         self.inputs = tuple(inputs)
@@ -361,6 +383,7 @@ class OpSchema:
         self.examples = tuple(examples)
         self.variadic = variadic
         self.gradient_surrogate = gradient_surrogate
+        self.frontend = frontend
         self.pack: str | None = None
         self.distribution: str | None = None
         self.namespace: str | None = None
@@ -404,6 +427,8 @@ class OpSchema:
         for backend, kernel in self.kernels.items():
             if not callable(kernel):
                 problems.append(f"{self.name}: kernel for {backend!r} is not callable")
+        if self.frontend is not None and not callable(self.frontend):
+            problems.append(f"{self.name}: frontend is not callable")
         if self.has_side_effect and self.gradient is not None:
             problems.append(f"{self.name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
         if self.gradient is not None and self.not_differentiable:

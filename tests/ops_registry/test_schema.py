@@ -56,6 +56,18 @@ def test_attr_spec_rejects_unknown_kinds_and_checks_defaults():
     assert not AttrSpec("int", None).required and AttrSpec("ints", 3).default == (3,)
 
 
+def test_a_union_kind_takes_the_first_kind_that_fits_and_names_all_of_them_otherwise():
+    # conv1d's padding is a mode ("same") or sizes (2, or [1, 3]): one attribute, two kinds
+    assert normalize_attr("str|ints", "same") == "same"
+    assert normalize_attr("str|ints", 2) == (2,) and normalize_attr("str|ints", [1, 3]) == (1, 3)
+    with pytest.raises(AttributeSpecError, match=r"attribute 'padding' must be of kind 'str' or 'ints', got 2\.5"):
+        normalize_attr("str|ints", 2.5, "attribute 'padding'")
+    spec = AttrSpec("str|ints", "valid")
+    assert spec.default == "valid" and AttrSpec("str|ints", 1).default == (1,)
+    with pytest.raises(RegistrationError, match="unknown attribute kind 'str|matrix'"):
+        AttrSpec("str|matrix")
+
+
 def test_example_takes_types_or_arrays_not_both():
     assert Example(["f32[2]", TensorType.parse("i64[]")]).inputs == (TensorType.parse("f32[2]"), TensorType.parse("i64[]"))
     fixed = Example([np.ones(2, np.float32)])

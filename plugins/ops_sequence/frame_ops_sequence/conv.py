@@ -1,5 +1,272 @@
-"""Conv1d, max_pool1d and avg_pool1d."""
+"""Conv1d, max_pool1d and avg_pool1d, and the internal ops their gradients are made of.
+
+``conv1d(x[B, C_in, L], w[C_out, C_in / groups, K]; stride, padding, dilation,
+groups) -> [B, C_out, L_out]`` is a cross-correlation (no kernel flip, as in
+torch): ``y[b, o, t] = sum_{c, k} w[o, c, k] x_pad[b, g(o) * C_in/groups + c,
+t * stride + k * dilation]``. Padding modes are in ``_windows``.
+
+Its gradients are convolutions again, so the three ops close under
+differentiation (JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``):
+``conv1d_grad_input_internal(gy, w)`` is the transposed convolution and
+``conv1d_grad_weight_internal(x, gy)`` correlates the input with the output
+cotangent. All three are bilinear, and each one's gradient is the other two.
+
+Kernels loop over the K taps of the window (never over positions): each tap is
+one batched matrix product of the weights with a strided view of the padded
+input. float16/bfloat16 are computed in float32 and rounded once.
+
+Pools (over the last axis of ``x[..., L]``) are in ``_pooling`` and are
+registered from here.
+"""
 
 from __future__ import annotations
 
-SCHEMAS: list = []  # filled as the ops land
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+
+from ._common import as_out, compute_dtype
+from ._pooling import SCHEMAS as POOL_SCHEMAS
+from ._windows import check_positive, output_length, padded, resolve_padding, tap
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    batch: int
+    c_in: int
+    c_out: int
+    length: int
+    kernel: int
+    stride: int
+    dilation: int
+    groups: int
+    left: int
+    right: int
+    out_length: int
+
+    @property
+    def padding(self) -> tuple[int, int]:
+        return (self.left, self.right)
+
+    @property
+    def padded_length(self) -> int:
+        return self.length + self.left + self.right
+
+    def attrs(self) -> dict:
+        """The attributes of the gradient ops (padding resolved to sizes)."""
+        return {"stride": self.stride, "padding": self.padding, "dilation": self.dilation, "groups": self.groups}
+
+
+def _geometry(ctx: NodeContext, x: TensorType, w_shape: tuple[int, ...], length: int | None = None) -> ConvGeometry:
+    """Check a conv's x and weight shapes and attributes; ``length`` overrides x's (for the input gradient)."""
+    stride, dilation, groups = ctx.attrs["stride"], ctx.attrs["dilation"], ctx.attrs["groups"]
+    check_positive(ctx, stride=stride, dilation=dilation, groups=groups)
+    if x.rank != 3:
+        raise ctx.error(f"x must be [batch, C_in, L], got {x}; add a batch axis of size 1 with reshape")
+    if len(w_shape) != 3:
+        raise ctx.error(f"w must be [C_out, C_in / groups, K], got shape {list(w_shape)}")
+    batch, c_in, x_len = x.shape
+    c_out, c_per, kernel = w_shape
+    if c_in % groups or c_out % groups:
+        raise ctx.error(f"groups = {groups} must divide both C_in = {c_in} and C_out = {c_out}")
+    if c_per != c_in // groups:
+        raise ctx.error(f"w {list(w_shape)} must have C_in / groups = {c_in} / {groups} = {c_in // groups} input "
+                        f"channels (axis 1), got {c_per}")
+    check_positive(ctx, kernel_size=kernel)
+    length = x_len if length is None else length
+    extent = dilation * (kernel - 1) + 1
+    left, right = resolve_padding(ctx, length, extent, stride)
+    out_length = output_length(ctx, length, left, right, extent, stride)
+    return ConvGeometry(batch, c_in, c_out, length, kernel, stride, dilation, groups, left, right, out_length)
+
+
+def _float_pair(ctx: NodeContext, first: str, second: str) -> tuple[TensorType, TensorType]:
+    a, b = ctx.input_types
+    if not a.dtype.is_float or a.dtype is not b.dtype:
+        raise ctx.error(f"{first} and {second} must be floating tensors of one dtype, got {a} and {b}")
+    return a, b
+
+
+# -- the three numpy kernels --------------------------------------------------------------------------
+def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    """y[b, g, o, t] = sum_k w[g, o, :, k] @ x_pad[b, g, :, k * dilation + t * stride]: K batched products."""
+    g = geo.groups
+    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, geo.c_in // g, geo.padded_length)
+    taps = np.ascontiguousarray(np.moveaxis(np.asarray(w, acc).reshape(g, geo.c_out // g, geo.c_in // g, geo.kernel), 3, 0))
+    y = np.matmul(taps[0], tap(xg, 0, geo.stride, geo.dilation, geo.out_length))
+    for k in range(1, geo.kernel):
+        y += np.matmul(taps[k], tap(xg, k, geo.stride, geo.dilation, geo.out_length))
+    return y.reshape(geo.batch, geo.c_out, geo.out_length)
+
+
+def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    """The transposed convolution: each tap's w^T @ gy added back at the positions the tap read."""
+    g = geo.groups
+    gyg = np.asarray(gy, acc).reshape(geo.batch, g, geo.c_out // g, geo.out_length)
+    taps = np.ascontiguousarray(np.asarray(w, acc).reshape(g, geo.c_out // g, geo.c_in // g, geo.kernel).transpose(3, 0, 2, 1))
+    gxp = np.zeros((geo.batch, g, geo.c_in // g, geo.padded_length), acc)
+    for k in range(geo.kernel):
+        tap(gxp, k, geo.stride, geo.dilation, geo.out_length)[...] += np.matmul(taps[k], gyg)
+    return gxp[..., geo.left:geo.left + geo.length].reshape(geo.batch, geo.c_in, geo.length)
+
+
+def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: per tap, one product over (b, t)."""
+    g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
+    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, cig, geo.padded_length)
+    # gy as (G, C_out/G, B * L_out) so each tap is one product (G, C_out/G, B L_out) @ (G, B L_out, C_in/G)
+    gyg = np.asarray(gy, acc).reshape(geo.batch, g, cog, geo.out_length).transpose(1, 2, 0, 3).reshape(
+        g, cog, geo.batch * geo.out_length)
+    gw = np.empty((geo.kernel, g, cog, cig), acc)
+    for k in range(geo.kernel):
+        xs = tap(xg, k, geo.stride, geo.dilation, geo.out_length).transpose(1, 0, 3, 2).reshape(
+            g, geo.batch * geo.out_length, cig)
+        np.matmul(gyg, xs, out=gw[k])
+    return gw.transpose(1, 2, 3, 0).reshape(geo.c_out, cig, geo.kernel)
+
+
+# -- conv1d ------------------------------------------------------------------------------------------
+_CONV_ATTRS = {
+    "stride": AttrSpec("int", 1, "step between windows"),
+    "padding": AttrSpec("str|ints", "valid", "'valid', 'same', 'causal', one int (both sides) or [left, right]"),
+    "dilation": AttrSpec("int", 1, "spacing between the kernel's taps"),
+    "groups": AttrSpec("int", 1, "channel groups: output group g sees input group g only"),
+}
+
+
+def _conv_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w = _float_pair(ctx, "x", "w")
+    geo = _geometry(ctx, x, w.shape)
+    return [x.with_shape((geo.batch, geo.c_out, geo.out_length))]
+
+
+def _conv_kernel(ctx: NodeContext) -> Callable:
+    x_t, w_t = ctx.input_types
+    geo, acc, (y_t,) = _geometry(ctx, x_t, w_t.shape), compute_dtype(x_t), ctx.output_types
+    return lambda x, w: as_out(conv_forward(x, w, geo, acc), y_t)
+
+
+def _conv_gradient(ctx: NodeContext):
+    x_t, w_t = ctx.input_types
+    geo = _geometry(ctx, x_t, w_t.shape)
+    attrs = geo.attrs()
+    # gx = conv1d_grad_input_internal(gy, w) (the transposed conv), gw = conv1d_grad_weight_internal(x, gy)
+    return ctx.grad_graph(lambda x, w, y, gy: [
+        ops.conv1d_grad_input_internal(gy, w, length=geo.length, **attrs),
+        ops.conv1d_grad_weight_internal(x, gy, kernel_size=geo.kernel, **attrs)])
+
+
+CONV1D = OpSchema(
+    "conv1d",
+    inputs=("x", "w"),
+    attrs=_CONV_ATTRS,
+    shape_infer=_conv_shape,
+    kernels={"cpu": _conv_kernel},
+    gradient=_conv_gradient,
+    doc="1-D cross-correlation of x[B, C_in, L] with w[C_out, C_in/groups, K] (as torch.nn.functional.conv1d, "
+        "no bias): stride, dilation, groups, and padding 'valid', 'same', 'causal' or sizes.",
+    examples=[
+        Example(["f32[2, 3, 7]", "f32[4, 3, 3]"]),
+        Example(["f32[2, 4, 9]", "f32[6, 2, 3]"], {"stride": 2, "padding": "same", "groups": 2}),
+        Example(["f64[1, 2, 8]", "f64[3, 2, 2]"], {"dilation": 3, "padding": "causal"}),
+        Example(["f64[2, 2, 6]", "f64[2, 2, 4]"], {"padding": [2, 1], "stride": 3}),
+    ],
+)
+
+
+# -- conv1d_grad_input_internal: gx = conv^T(gy)  --------------------------------------------------------
+#   second order (bilinear in gy, w): g_gy = conv1d(ggx, w), g_w = conv1d_grad_weight_internal(ggx, gy)
+def _grad_input_geometry(ctx: NodeContext) -> ConvGeometry:
+    gy, w = _float_pair(ctx, "gy", "w")
+    length = ctx.attrs["length"]
+    if gy.rank != 3 or w.rank != 3:
+        raise ctx.error(f"gy must be [batch, C_out, L_out] and w [C_out, C_in/groups, K], got {gy} and {w}")
+    x = gy.with_shape((gy.shape[0], w.shape[1] * ctx.attrs["groups"], length))
+    geo = _geometry(ctx, x, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length):
+        raise ctx.error(f"gy must be conv1d's output shape {[geo.batch, geo.c_out, geo.out_length]} for an input of "
+                        f"length {length}, got {gy}")
+    return geo
+
+
+def _grad_input_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (gx_t,) = _grad_input_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    return lambda gy, w: as_out(conv_grad_input(gy, w, geo, acc), gx_t)
+
+
+def _grad_input_gradient(ctx: NodeContext):
+    attrs = _grad_input_geometry(ctx).attrs()
+    kernel = ctx.input_types[1].shape[2]
+    return ctx.grad_graph(lambda gy, w, gx, ggx: [
+        ops.conv1d(ggx, w, **attrs), ops.conv1d_grad_weight_internal(ggx, gy, kernel_size=kernel, **attrs)])
+
+
+CONV1D_GRAD_INPUT = OpSchema(
+    "conv1d_grad_input_internal",
+    inputs=("gy", "w"),
+    attrs={**_CONV_ATTRS, "length": AttrSpec("int", doc="the input length L")},
+    shape_infer=lambda ctx: [ctx.input_types[0].with_shape(
+        (ctx.input_types[0].shape[0], _grad_input_geometry(ctx).c_in, ctx.attrs["length"]))],
+    kernels={"cpu": _grad_input_kernel},
+    gradient=_grad_input_gradient,
+    doc="The transposed 1-D convolution of gy with w: conv1d's gradient for x.",
+    examples=[
+        Example(["f32[2, 4, 5]", "f32[4, 3, 3]"], {"length": 7}),
+        Example(["f32[2, 6, 5]", "f32[6, 2, 3]"], {"length": 9, "stride": 2, "padding": [1, 1], "groups": 2}),
+        Example(["f64[1, 3, 8]", "f64[3, 2, 2]"], {"length": 8, "dilation": 3, "padding": [3, 0]}),
+        Example(["f64[2, 2, 2]", "f64[2, 2, 4]"], {"length": 6, "padding": [2, 1], "stride": 3}),
+    ],
+)
+
+
+# -- conv1d_grad_weight_internal: gw = x (*) gy ------------------------------------------------------
+#   second order (bilinear in x, gy): g_x = conv1d_grad_input_internal(gy, ggw), g_gy = conv1d(x, ggw)
+def _grad_weight_geometry(ctx: NodeContext) -> ConvGeometry:
+    x, gy = _float_pair(ctx, "x", "gy")
+    if gy.rank != 3:
+        raise ctx.error(f"gy must be [batch, C_out, L_out], got {gy}")
+    groups = ctx.attrs["groups"]
+    c_in = x.shape[1] if x.rank == 3 else 0
+    geo = _geometry(ctx, x, (gy.shape[1], c_in // groups if groups >= 1 else 0, ctx.attrs["kernel_size"]))
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length):
+        raise ctx.error(f"gy must be conv1d's output shape {[geo.batch, geo.c_out, geo.out_length]}, got {gy}")
+    return geo
+
+
+def _grad_weight_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (gw_t,) = _grad_weight_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    return lambda x, gy: as_out(conv_grad_weight(x, gy, geo, acc), gw_t)
+
+
+def _grad_weight_gradient(ctx: NodeContext):
+    geo = _grad_weight_geometry(ctx)
+    attrs = geo.attrs()
+    return ctx.grad_graph(lambda x, gy, gw, ggw: [
+        ops.conv1d_grad_input_internal(gy, ggw, length=geo.length, **attrs), ops.conv1d(x, ggw, **attrs)])
+
+
+def _grad_weight_shape(ctx: NodeContext) -> list[TensorType]:
+    geo = _grad_weight_geometry(ctx)
+    return [ctx.input_types[0].with_shape((geo.c_out, geo.c_in // geo.groups, geo.kernel))]
+
+
+CONV1D_GRAD_WEIGHT = OpSchema(
+    "conv1d_grad_weight_internal",
+    inputs=("x", "gy"),
+    attrs={**_CONV_ATTRS, "kernel_size": AttrSpec("int", doc="the kernel size K")},
+    shape_infer=_grad_weight_shape,
+    kernels={"cpu": _grad_weight_kernel},
+    gradient=_grad_weight_gradient,
+    doc="The correlation of x with gy over batch and positions: conv1d's gradient for w.",
+    examples=[
+        Example(["f32[2, 3, 7]", "f32[2, 4, 5]"], {"kernel_size": 3}),
+        Example(["f32[2, 4, 9]", "f32[2, 6, 5]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1], "groups": 2}),
+        Example(["f64[1, 2, 8]", "f64[1, 3, 8]"], {"kernel_size": 2, "dilation": 3, "padding": [3, 0]}),
+        Example(["f64[2, 2, 6]", "f64[2, 2, 2]"], {"kernel_size": 4, "padding": [2, 1], "stride": 3}),
+    ],
+)
+
+SCHEMAS = [CONV1D, CONV1D_GRAD_INPUT, CONV1D_GRAD_WEIGHT, *POOL_SCHEMAS]

@@ -1,5 +1,191 @@
-"""Cumsum, linear_scan and selective_scan."""
+"""Cumsum, linear_scan and selective_scan.
+
+``linear_scan(a, b; axis, reverse=False)`` is the one recurrence primitive:
+``h_t = a_t h_{t-1} + b_t`` along ``axis`` with ``h_{-1} = 0`` (with
+``reverse`` the walk runs from the end: ``h_t = a_t h_{t+1} + b_t``). Its
+gradient is again a linear scan, in the other direction, plus shifts and
+products, so the op is closed under differentiation (research note §4.3).
+
+``cumsum`` is the scan with ``a = 1``; it is its own op because its gradient
+is simply the reverse cumsum (JAX's ``_cumsum_transpose_rule``).
+
+``selective_scan`` follows Mamba's ``selective_scan_ref`` for real ``A``; its
+forward kernel is fused (``_scan.selective_scan_forward``), its GradientFn is
+Mamba's backward written with ``linear_scan`` and elementwise ops. See
+``docs/sequence.md``.
+"""
 
 from __future__ import annotations
 
-SCHEMAS: list = []  # filled as the ops land
+from collections.abc import Callable
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+
+from ._common import as_out, compute_dtype, normalize_axis, require_float, require_numeric, shift
+from ._scan import linear_scan, selective_scan_forward
+from ._selective import layout, selective_scan_gradient
+
+_AXIS = AttrSpec("int", doc="the axis to scan along (negative counts from the end)")
+_REVERSE = AttrSpec("bool", False, "scan from the last element to the first")
+
+
+# -- cumsum -------------------------------------------------------------------------------------------
+def _cumsum_shape(ctx: NodeContext) -> list[TensorType]:
+    x = require_numeric(ctx, 0)
+    normalize_axis(ctx, ctx.attrs["axis"], x.rank)
+    return [x]
+
+
+def _cumsum_kernel(ctx: NodeContext) -> Callable:
+    (x_t,) = ctx.input_types
+    axis = normalize_axis(ctx, ctx.attrs["axis"], x_t.rank)
+    reverse, exclusive = ctx.attrs["reverse"], ctx.attrs["exclusive"]
+    acc = compute_dtype(x_t)
+    n = x_t.shape[axis]
+
+    def along(a: np.ndarray, start: int, stop: int) -> np.ndarray:
+        index = [slice(None)] * a.ndim
+        index[axis] = slice(start, stop)
+        return a[tuple(index)]
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        out = np.empty(x_t.shape, acc)
+        src, dst = (np.flip(x, axis), np.flip(out, axis)) if reverse else (x, out)
+        if exclusive:  # y_t = sum of x_s for s < t: the inclusive sum shifted one place, 0 first
+            along(dst, 0, 1)[...] = 0
+            if n > 1:
+                np.cumsum(along(src, 0, n - 1), axis=axis, dtype=acc, out=along(dst, 1, n))
+        else:
+            np.cumsum(src, axis=axis, dtype=acc, out=dst)
+        return as_out(out, x_t)
+    return kernel
+
+
+def _cumsum_gradient(ctx: NodeContext):
+    attrs = ctx.attrs
+    # gx = cumsum(gy, reverse=not reverse): x_s reaches every y_t at or after s (before s, if reversed)
+    return ctx.grad_graph(lambda x, y, gy: ops.cumsum(gy, axis=attrs["axis"], reverse=not attrs["reverse"],
+                                                      exclusive=attrs["exclusive"]))
+
+
+CUMSUM = OpSchema(
+    "cumsum",
+    inputs=("x",),
+    attrs={"axis": _AXIS, "reverse": _REVERSE,
+           "exclusive": AttrSpec("bool", False, "leave each element out of its own sum (the first sum is 0)")},
+    shape_infer=_cumsum_shape,
+    kernels={"cpu": _cumsum_kernel},
+    gradient=_cumsum_gradient,
+    doc="Running sum along `axis`: y_t = sum of x_s for s <= t (s < t if exclusive; s >= t or s > t if reverse). "
+        "Half precision sums in float32.",
+    examples=[
+        Example(["f32[3, 5]"], {"axis": 1}),
+        Example(["f32[4, 2, 3]"], {"axis": 0, "reverse": True}),
+        Example(["f64[6]"], {"axis": 0, "exclusive": True}),
+        Example(["f64[2, 5]"], {"axis": -1, "reverse": True, "exclusive": True}),
+    ],
+)
+
+
+# -- linear_scan --------------------------------------------------------------------------------------
+def _linear_scan_shape(ctx: NodeContext) -> list[TensorType]:
+    a, b = require_float(ctx, 0), require_float(ctx, 1)
+    if a != b:
+        raise ctx.error(f"a and b must have one type (the scan multiplies and adds them elementwise), got {a} and "
+                        f"{b}; broadcast a to b's shape first")
+    if a.rank == 0:
+        raise ctx.error(f"needs an axis to scan along, got scalars {a}")
+    normalize_axis(ctx, ctx.attrs["axis"], a.rank)
+    return [b]
+
+
+def _linear_scan_kernel(ctx: NodeContext) -> Callable:
+    t = ctx.input_types[1]
+    axis = normalize_axis(ctx, ctx.attrs["axis"], t.rank)
+    reverse = ctx.attrs["reverse"]
+    acc = compute_dtype(t)
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return as_out(linear_scan(a, b, axis, reverse, acc), t)
+    return kernel
+
+
+def _linear_scan_gradient(ctx: NodeContext):
+    axis = normalize_axis(ctx, ctx.attrs["axis"], ctx.input_types[1].rank)
+    reverse = ctx.attrs["reverse"]
+    step = -1 if reverse else 1  # h_t reads h_{t-step}
+
+    def grad(a, b, h, gh):
+        # lam_t = gh_t + a_{t+step} lam_{t+step}: a scan the other way over a shifted one place back
+        lam = ops.linear_scan(shift(a, axis, -step), gh, axis=axis, reverse=not reverse)
+        return [lam * shift(h, axis, step), lam]  # ga_t = lam_t h_{t-step}, gb = lam
+    return ctx.grad_graph(grad)
+
+
+LINEAR_SCAN = OpSchema(
+    "linear_scan",
+    inputs=("a", "b"),
+    attrs={"axis": _AXIS, "reverse": _REVERSE},
+    shape_infer=_linear_scan_shape,
+    kernels={"cpu": _linear_scan_kernel},
+    gradient=_linear_scan_gradient,
+    doc="The linear recurrence h_t = a_t * h_{t-1} + b_t along `axis`, h_{-1} = 0 (h_t = a_t * h_{t+1} + b_t "
+        "if reverse). a and b have one type. Half precision is computed in float32.",
+    examples=[
+        Example(["f32[6, 3]", "f32[6, 3]"], {"axis": 0}),
+        Example(["f32[2, 5, 3]", "f32[2, 5, 3]"], {"axis": 1, "reverse": True}),
+        Example(["f64[7]", "f64[7]"], {"axis": 0}, low=-1.5, high=1.5),
+        Example(["f64[3, 4]", "f64[3, 4]"], {"axis": -1, "reverse": True}),
+    ],
+)
+
+
+# -- selective_scan -----------------------------------------------------------------------------------
+def _selective_shape(ctx: NodeContext) -> list[TensorType]:
+    return [layout(ctx).u]
+
+
+def _selective_kernel(ctx: NodeContext) -> Callable:
+    lay = layout(ctx)
+    acc = compute_dtype(lay.u)
+    softplus = ctx.attrs["delta_softplus"]
+
+    def kernel(*xs: np.ndarray) -> np.ndarray:
+        u, delta, A, B, C = xs[:5]
+        extra = dict(zip(lay.optional, xs[5:]))
+        out = selective_scan_forward(u, delta, A, B, C, extra.get("D"), extra.get("z"), extra.get("delta_bias"),
+                                     softplus, lay.groups, acc)
+        return as_out(out, lay.u)
+    return kernel
+
+
+SELECTIVE_SCAN = OpSchema(
+    "selective_scan",
+    inputs=("u", "delta", "A", "B", "C", "optional"),
+    outputs=("out",),
+    attrs={
+        "delta_softplus": AttrSpec("bool", False, "delta <- softplus(delta + delta_bias) before the scan"),
+        "optional_inputs": AttrSpec("strs", None, "which of D, z, delta_bias follow C, in order; none: the first "
+                                                  "k of (D, z, delta_bias) for k extra inputs"),
+    },
+    shape_infer=_selective_shape,
+    kernels={"cpu": _selective_kernel},
+    # Mamba's backward: adjoint lam = reverse linear_scan of C^T gy over exp(delta A) shifted one step; see _selective
+    gradient=selective_scan_gradient,
+    variadic=True,
+    doc="Mamba's selective scan (selective_scan_ref, real A): h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t, "
+        "y_t = C_t h_t + D u_t, out = y * silu(z). u, delta, z: [batch, D, L]; A: [D, N]; B, C: [batch, N, L], "
+        "[batch, G, N, L] or [D, N]; D, delta_bias: [D]. D, z and delta_bias are optional (optional_inputs).",
+    examples=[
+        Example(["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]",
+                 "f32[4]"], {"delta_softplus": True}, note="all inputs, variable B and C"),
+        Example(["f64[1, 2, 6]", "f64[1, 2, 6]", "f64[2, 3]", "f64[1, 3, 6]", "f64[1, 3, 6]"],
+                low=0.1, high=0.9, note="no optional inputs"),
+        Example(["f64[2, 4, 4]", "f64[2, 4, 4]", "f64[4, 2]", "f64[2, 2, 2, 4]", "f64[4, 2]", "f64[2, 4, 4]"],
+                {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only"),
+    ],
+)
+
+SCHEMAS = [CUMSUM, LINEAR_SCAN, SELECTIVE_SCAN]

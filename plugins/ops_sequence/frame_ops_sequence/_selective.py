@@ -1,0 +1,190 @@
+"""selective_scan: its input layout (shape checks) and its GradientFn.
+
+The GradientFn is Mamba's backward (``selective_scan_bwd_kernel.cuh``, research
+note §4.2) written with frame ops, time-major like the forward kernel: the
+state lives in ``(L, batch, G, D/G, N)``. With ``a_t = exp(delta_t A)``,
+``b_t = delta_t B_t u_t`` and ``h = linear_scan(a, b)``:
+
+    lam    = linear_scan(a shifted one step back, C^T gy, reverse)   adjoint of h
+    ga     = lam * h_{t-1}                                          (h_{-1} = 0)
+    gA     = sum_{t,b} ga * a * delta
+    gdelta = sum_n (ga * a * A) + u * sum_n (lam * B)
+    gu     = delta * sum_n (lam * B) + D gy
+    gB     = sum_d lam * delta * u,       gC = sum_d gy * h
+    gD     = sum_{b,t} gy * u,            gz = gout * y_pre * silu'(z)
+    softplus: gdelta_raw = gdelta * sigmoid(delta + bias),  gbias = sum_{b,t} gdelta_raw
+
+Every op used (linear_scan, slice, pad, mul, exp, sum, reshape, transpose,
+sigmoid, relu, log) is closed, so selective_scan is closed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from frame_core import NodeContext, TensorType, ops
+
+from ._common import shift
+
+OPTIONAL = ("D", "z", "delta_bias")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The checked shapes of one selective_scan node."""
+
+    u: TensorType
+    batch: int
+    dim: int
+    length: int
+    n: int
+    groups: int
+    b_form: str  # "variable" (batch, N, L), "grouped" (batch, G, N, L) or "constant" (D, N)
+    c_form: str
+    optional: tuple[str, ...]
+
+
+def _form(ctx: NodeContext, name: str, t: TensorType, batch: int, dim: int, length: int, n: int) -> tuple[str, int]:
+    """(form, groups) of B or C, or a ShapeError listing the three accepted shapes."""
+    if t.shape == (batch, n, length):
+        return "variable", 1
+    if t.rank == 4 and t.shape[0] == batch and t.shape[2:] == (n, length) and t.shape[1] >= 1 and dim % t.shape[1] == 0:
+        return "grouped", t.shape[1]
+    if t.shape == (dim, n):
+        return "constant", 1
+    raise ctx.error(
+        f"{name} must be [batch, N, L] = [{batch}, {n}, {length}] (variable), [batch, G, N, L] with G dividing "
+        f"D = {dim} (grouped) or [D, N] = [{dim}, {n}] (constant), got {t}"
+    )
+
+
+def _optional_names(ctx: NodeContext, count: int) -> tuple[str, ...]:
+    given = ctx.attrs["optional_inputs"]
+    if given is None:
+        if count > len(OPTIONAL):
+            raise ctx.error(f"takes at most {5 + len(OPTIONAL)} inputs (u, delta, A, B, C, D, z, delta_bias), got "
+                            f"{5 + count}")
+        return OPTIONAL[:count]
+    names = tuple(given)
+    unknown = [x for x in names if x not in OPTIONAL]
+    if unknown or len(set(names)) != len(names) or list(names) != sorted(names, key=OPTIONAL.index):
+        raise ctx.error(f"optional_inputs must name some of {list(OPTIONAL)}, each once and in that order, got "
+                        f"{list(names)}")
+    if len(names) != count:
+        raise ctx.error(f"optional_inputs names {len(names)} input(s) {list(names)}, but {count} follow C")
+    return names
+
+
+def layout(ctx: NodeContext) -> Layout:
+    """Check every input of a selective_scan node and return its layout (ShapeErrors name the input)."""
+    types = ctx.input_types
+    if len(types) < 5:
+        raise ctx.error(f"takes u, delta, A, B, C and optionally D, z, delta_bias; got {len(types)} inputs")
+    optional = _optional_names(ctx, len(types) - 5)
+    u = types[0]
+    if not u.dtype.is_float or u.rank != 3:
+        raise ctx.error(f"u must be a floating [batch, D, L] tensor, got {u}")
+    batch, dim, length = u.shape
+    named = dict(zip(("u", "delta", "A", "B", "C", *optional), types))
+    for name, t in named.items():
+        if t.dtype is not u.dtype:
+            raise ctx.error(f"every input must have u's dtype {u.dtype.name}; {name} is {t}")
+    if named["delta"] != u:
+        raise ctx.error(f"delta must have u's shape [batch, D, L] = {list(u.shape)}, got {named['delta']}")
+    A = named["A"]
+    if A.rank != 2 or A.shape[0] != dim:
+        raise ctx.error(f"A must be [D, N] with D = {dim} (u's channels), got {A}")
+    n = A.shape[1]
+    b_form, b_groups = _form(ctx, "B", named["B"], batch, dim, length, n)
+    c_form, c_groups = _form(ctx, "C", named["C"], batch, dim, length, n)
+    if b_groups > 1 and c_groups > 1 and b_groups != c_groups:
+        raise ctx.error(f"B and C are grouped differently: {named['B']} has {b_groups} groups, {named['C']} has "
+                        f"{c_groups}")
+    if "z" in named and named["z"] != u:
+        raise ctx.error(f"z must have u's shape [batch, D, L] = {list(u.shape)}, got {named['z']}")
+    for name in ("D", "delta_bias"):
+        if name in named and named[name].shape != (dim,):
+            raise ctx.error(f"{name} must be [D] = [{dim}], got {named[name]}")
+    return Layout(u, batch, dim, length, n, max(b_groups, c_groups), b_form, c_form, optional)
+
+
+# -- the GradientFn -------------------------------------------------------------------------------------
+def _softplus(x):  # noqa: ANN001, ANN202 - traced tensors
+    """log(1 + e^x) = relu(x) + log(1 + e^-|x|), with -|x| = x - 2 relu(x): no overflow; derivative sigmoid(x)."""
+    r = ops.relu(x)
+    return r + ops.log(ops.exp(x - r * 2.0) + 1.0)
+
+
+def selective_scan_gradient(ctx: NodeContext):
+    lay = layout(ctx)
+    batch, dim, length, n, groups = lay.batch, lay.dim, lay.length, lay.n, lay.groups
+    per = dim // groups
+    softplus = ctx.attrs["delta_softplus"]
+    state = (length, batch, groups, per, 1)
+
+    def to_state(x):  # noqa: ANN001, ANN202 - (batch, D, L) -> (L, batch, G, D/G, 1)
+        return ops.reshape(ops.transpose(x, perm=[2, 0, 1]), shape=list(state))
+
+    def from_state(x):  # noqa: ANN001, ANN202 - (L, batch, G, D/G, 1) -> (batch, D, L)
+        return ops.transpose(ops.reshape(x, shape=[length, batch, dim]), perm=[1, 2, 0])
+
+    def mat_to_state(m, form):  # noqa: ANN001, ANN202 - B or C, broadcastable to the state
+        if form == "variable":
+            return ops.reshape(ops.transpose(m, perm=[2, 0, 1]), shape=[length, batch, 1, 1, n])
+        if form == "grouped":
+            return ops.reshape(ops.transpose(m, perm=[3, 0, 1, 2]), shape=[length, batch, groups, 1, n])
+        return ops.reshape(m, shape=[groups, per, n])
+
+    def mat_from_state(g, form, t):  # noqa: ANN001, ANN202 - a full-state gradient summed back to B's or C's form
+        if form == "variable":
+            return ops.transpose(ops.sum(g, axes=[2, 3]), perm=[1, 2, 0])
+        if form == "grouped":
+            return ops.transpose(ops.sum(g, axes=[3]), perm=[1, 2, 3, 0])
+        return ops.reshape(ops.sum(g, axes=[0, 1]), shape=list(t.shape))
+
+    def grad(*args):  # noqa: ANN001, ANN202
+        xs = args[:len(ctx.input_types)]
+        gout = args[-1]
+        u, delta, A, B, C = xs[:5]
+        extra = dict(zip(lay.optional, xs[5:]))
+        D, z, bias = extra.get("D"), extra.get("z"), extra.get("delta_bias")
+
+        raw = delta if bias is None else delta + ops.reshape(bias, shape=[dim, 1])
+        dt = _softplus(raw) if softplus else raw
+        dt_s, u_s = to_state(dt), to_state(u)
+        a_s = ops.reshape(A, shape=[groups, per, n])
+        b_mat, c_mat = mat_to_state(B, lay.b_form), mat_to_state(C, lay.c_form)
+        a = ops.exp(dt_s * a_s)                                             # (L, b, G, D/G, N)
+        du = dt_s * u_s
+        h = ops.linear_scan(a, du * b_mat, axis=0)
+
+        gy = gout
+        grads = {}
+        if z is not None:  # out = y_pre * silu(z)
+            sig = ops.sigmoid(z)
+            y_pre = from_state(ops.sum(h * c_mat, axes=[4], keepdims=True))
+            if D is not None:
+                y_pre = y_pre + u * ops.reshape(D, shape=[dim, 1])
+            grads["z"] = gout * y_pre * (sig * (z * (1.0 - sig) + 1.0))   # silu'(z) = s (1 + z (1 - s))
+            gy = gout * (z * sig)
+        if D is not None:
+            grads["D"] = ops.sum(gy * u, axes=[0, 2])
+        gy_s = to_state(gy)
+        grads["C"] = mat_from_state(gy_s * h, lay.c_form, ctx.input_types[4])
+        lam = ops.linear_scan(shift(a, 0, -1), gy_s * c_mat, axis=0, reverse=True)
+        ga_a = lam * shift(h, 0, 1) * a                                     # gradient of the exponent delta A
+        lam_b = ops.sum(lam * b_mat, axes=[4], keepdims=True)
+        g_dt = ops.sum(ga_a * a_s, axes=[4], keepdims=True) + lam_b * u_s
+        grads["A"] = ops.reshape(ops.sum(ga_a * dt_s, axes=[0, 1]), shape=[dim, n])
+        grads["B"] = mat_from_state(lam * du, lay.b_form, ctx.input_types[3])
+        gu = from_state(lam_b * dt_s)
+        grads["u"] = gu if D is None else gu + gy * ops.reshape(D, shape=[dim, 1])
+        g_raw = from_state(g_dt)
+        if softplus:
+            g_raw = g_raw * ops.sigmoid(raw)
+        grads["delta"] = g_raw
+        if bias is not None:
+            grads["delta_bias"] = ops.sum(g_raw, axes=[0, 2])
+        return [grads[name] for name in ("u", "delta", "A", "B", "C", *lay.optional)]
+    return ctx.grad_graph(grad)
+
