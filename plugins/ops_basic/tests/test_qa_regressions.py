@@ -104,3 +104,10 @@ def test_clip_bounds_beyond_the_dtype_range_round_to_infinity_without_a_warning(
         _, clipped, grad = run(fc.build_backward_graph(forward, 0, [0]), x)
     np.testing.assert_array_equal(clipped, x)  # no bound is reached: both are infinite in float16
     np.testing.assert_array_equal(grad, np.ones(3, np.float16))
+
+
+def test_a_numpy_float64_scalar_with_no_tensor_to_follow_stays_float64():
+    graph = fc.trace(lambda c: [ops.broadcast_to(np.float64(0.1), shape=[2]), ops.where(c, np.float64(1.0), np.float64(0.0))],
+                     "bool[2]")
+    wide, picked = run(graph, np.array([True, False]))
+    assert wide.dtype == np.float64 and wide[0] == 0.1 and picked.dtype == np.float64
