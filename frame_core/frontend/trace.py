@@ -250,6 +250,8 @@ def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> 
         return x
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.ndarray):
         if like is None:
+            if isinstance(x, np.generic):  # np.float64 is a float subclass, but it names its dtype: keep it
+                return graph.constant(np.asarray(x))
             dtype = np.float32 if isinstance(x, float) else (np.bool_ if isinstance(x, bool) else np.int64)
             return graph.constant(np.asarray(x, dtype))
         dt = like.dtype
