@@ -76,7 +76,9 @@ def _extremum(name: str, ufunc: np.ufunc, wins: str, wins_or_ties: str, doc: str
         shape_infer=broadcast,
         kernels={"cpu": _out_keyword(ufunc)},
         gradient=_extremum_gradient(wins, wins_or_ties),
-        traits=("elementwise", "broadcasting", "accepts_out", "commutative"),
+        # not "commutative": on a tie of -0.0 and +0.0 numpy returns b, so op(a, b) and op(b, a) differ in the
+        # sign of zero (1 / max(a, b) is +inf or -inf), and CSE would merge them
+        traits=("elementwise", "broadcasting", "accepts_out"),
         doc=doc + " numpy broadcasting; NaN propagates. Gradient to the winner; a tie splits it evenly (gy/2 each).",
         examples=_BINARY_EXAMPLES,
     )

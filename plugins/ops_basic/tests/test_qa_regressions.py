@@ -111,3 +111,18 @@ def test_a_numpy_float64_scalar_with_no_tensor_to_follow_stays_float64():
                      "bool[2]")
     wide, picked = run(graph, np.array([True, False]))
     assert wide.dtype == np.float64 and wide[0] == 0.1 and picked.dtype == np.float64
+
+
+# -- maximum/minimum are not commutative on signed zeros, so opt level 2 must not merge max(x, y) and max(y, x) ---
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_every_opt_level_agrees_on_extrema_of_signed_zeros(op):
+    x, y = np.array([-0.0, 0.0]), np.array([0.0, -0.0])
+    graph = fc.trace(lambda a, b: [getattr(ops, op)(a, b), 1.0 / getattr(ops, op)(b, a)], "f64[2]", "f64[2]")
+    with np.errstate(divide="ignore"):
+        want = [getattr(np, op)(x, y), 1.0 / getattr(np, op)(y, x)]  # numpy returns b on a tie: +-inf here
+    for level in (0, 1, 2):
+        with np.errstate(divide="ignore"):
+            got = fc.compile(graph, opt_level=level, cache=False).run([x, y])
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
