@@ -111,9 +111,13 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
     back to numpy if it refuses the arrays."""
     out_t = plan.body.outputs[0].type
     namespace: dict[str, Any] = {"_fn": fn, "_numpy": numpy_kernel, "_empty": np.empty, "_shape": out_t.shape,
-                                 "_dtype": plan.dtype, "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
+                                 "_dtype": plan.dtype, "_nd": np.ndarray,
+                                 "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
     params = [f"a{i}" for i in range(n)]
-    lines = []
+    # The compiled code reads numpy's C struct of every argument, so anything that is not exactly an ndarray
+    # (a numpy scalar from a 0-d ufunc, a Python float, a subclass) goes to numpy: reading it would crash.
+    guard = " or ".join([f"{a}.__class__ is not _nd" for a in params] + ["(out is not None and out.__class__ is not _nd)"])
+    lines = [f"    if {guard}:\n        _refused()\n        return _numpy({', '.join(params + ['out'])})"]
     passed = []
     for k, array in enumerate(plan.passed_constants):
         namespace[f"_p{k}"] = array

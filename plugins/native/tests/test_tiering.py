@@ -185,6 +185,23 @@ def test_a_strided_input_falls_back_to_numpy_for_that_call(same_bits):
     assert kernel.native.fallbacks == 1
 
 
+def test_arguments_that_are_not_ndarrays_fall_back_to_numpy_instead_of_crashing(same_bits):
+    # A rank-0 body inside a loop hands its kernels numpy scalars (a 0-d ufunc result, a row of a 1-d
+    # trajectory). The compiled code reads numpy's C struct of each argument, so anything that is not
+    # exactly an ndarray must go to numpy: reading a float64 scalar as an array crashed the process.
+    exe = fc.compile(fc.trace(lambda x: ops.relu(ops.relu(x * 3.0 + 1.0) * x - 0.5), "f64[]"), cache=False)
+    x = np.asarray(0.75)
+    before, _ = run_both_tiers(exe, [x])
+    (kernel,) = tiered_kernels(exe)
+    for value in (np.float64(0.75), 0.75):
+        got = kernel(value)
+        assert kernel.native.fallbacks >= 1
+        same_bits(np.asarray(got), np.asarray(before[0]))
+    out = np.empty(())
+    assert kernel(x, out) is out and kernel.native.fallbacks == 2
+    same_bits(out, np.asarray(before[0]))
+
+
 def test_groups_larger_than_a_chunk_are_split_into_several_functions(monkeypatch, same_bits):
     monkeypatch.setattr(codegen, "CHUNK", 7)
     g = fc.trace(lambda x, y: [chain(40, 24, seed=5)(x) + y, ops.relu(x * y)], "f32[24]", "f32[24]")
