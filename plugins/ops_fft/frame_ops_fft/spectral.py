@@ -111,7 +111,7 @@ def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, 
     rfft -> multiply bin k by (i k)^order -> irfft. An even order is a real multiplier ((-1)^(p/2) k^p, so
     the second derivative multiplies by -k^2); an odd one multiplies by i times a real and, for even n,
     zeroes the Nyquist bin (the derivative of the Nyquist cosine vanishes on the grid). Exact, to
-    round-off, for band-limited x.
+    round-off, for band-limited x. float16/bfloat16 x is computed in float32 and rounded once.
     """
     x = _tensor(x, "spectral_derivative")
     if not _is_int(order) or order < 0:
@@ -126,16 +126,19 @@ def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, 
         raise ShapeError(f"spectral_derivative: length (the period) must be positive and finite, got {length!r}")
     if order == 0:
         return x
+    half = x.dtype.itemsize == 2  # k^order overflows float16 (and inf * 0 is nan): compute in float32, round once
+    z = ops.rfft(ops.cast(x, to="f32") if half else x, axis=a)
+    real = np.float32 if half else x.dtype.np
     k = wavenumbers(n, length) ** order * (-1.0) ** (order // 2)
-    z = ops.rfft(x, axis=a)
     if order % 2 == 0:
-        z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(x.dtype.np))  # a real multiplier [m, .., 1]
+        z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(real))  # a real multiplier [m, .., 1]
     else:
         if n % 2 == 0:
             k[-1] = 0.0
         times_i = np.stack([np.zeros_like(k), k], axis=-1)  # i * k: (0, k)
-        z = ops.complex_mul(z, _along(times_i, a, x.ndim, packed=1).astype(x.dtype.np))
-    return ops.irfft(z, n=n, axis=a)
+        z = ops.complex_mul(z, _along(times_i, a, x.ndim, packed=1).astype(real))
+    y = ops.irfft(z, n=n, axis=a)
+    return ops.cast(y, to=x.dtype) if half else y
 
 
 def _mix(corner: Tensor, weights: Tensor, n_modes: int) -> Tensor:
