@@ -5,7 +5,8 @@ at run time with a ``DataError``, what numpy would turn into an
 unspecified value:
 
 - float -> float rounds to nearest (ties to even); values beyond the target's
-  range become +-inf, NaN stays NaN;
+  range become +-inf, NaN stays NaN (float64 and integers reach bfloat16 through
+  float32, as in ml_dtypes and torch, so they can round twice);
 - float -> integer truncates toward zero (``2.7 -> 2``, ``-2.7 -> -2``, as numpy,
   C and torch do; round first with your own ops for another rule); NaN, +-inf and
   values whose truncation does not fit the integer type raise ``DataError``;

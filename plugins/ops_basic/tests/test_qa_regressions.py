@@ -126,3 +126,16 @@ def test_every_opt_level_agrees_on_extrema_of_signed_zeros(op):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
             np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+
+
+# -- the documented exception to "rounds to nearest": float64 and integers reach bfloat16 through float32 -----------
+def test_casts_to_bfloat16_round_as_numpy_and_torch_do_through_float32():
+    torch = pytest.importorskip("torch")
+    wide = np.array([1 + 2.0 ** -8 + 2.0 ** -40, 1 + 2.0 ** -9])
+    ints = np.array([2 ** 24 + 2 ** 16 + 1, 7], np.int64)
+    got_wide, got_ints = run(fc.trace(lambda a, b: [ops.cast(a, to="bf16"), ops.cast(b, to="bf16")], "f64[2]", "i64[2]"),
+                             wide, ints)
+    for got, source in ((got_wide, wide), (got_ints, ints)):
+        want = torch.from_numpy(source).to(torch.bfloat16).float().numpy()
+        np.testing.assert_array_equal(got.astype(np.float32), want)
+    assert got_wide[0] == 1.0  # one rounding would give 1 + 2**-7: the docs name this case
