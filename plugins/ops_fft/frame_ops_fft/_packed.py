@@ -47,7 +47,8 @@ def complex_axis(ctx: NodeContext, rank: int) -> int:
     if not -rank <= axis < rank:
         packed = rank < ctx.input_types[0].rank
         raise ctx.error(f"axis {axis} is out of range: got {ctx.input_types[0]}, which has {rank} "
-                        f"{'complex ' if packed else ''}axes, so expected an axis in {-rank}..{rank - 1}"
+                        f"{'complex ' if packed else ''}ax{'i' if rank == 1 else 'e'}s, so expected an axis in "
+                        f"{-rank}..{rank - 1}"
                         + (" (the packed (re, im) axis does not count)" if packed else ""))
     return axis % rank
 

@@ -151,3 +151,8 @@ def test_a_half_precision_spectral_derivative_is_the_float32_one_rounded_once(n,
     (wide,) = fc.compile(fc.trace(lambda v: spectral_derivative(v, order), f"f32[{n}]")).run([u.astype(np.float32)])
     assert got.dtype == np.float16 and np.isfinite(got).all()  # k^order no longer overflows float16 (inf * 0 = nan)
     np.testing.assert_array_equal(got, wide.astype(np.float16))
+
+
+def test_an_axis_out_of_range_counts_one_complex_axis_in_the_singular():
+    with pytest.raises(ShapeError, match=r"which has 1 complex axis, so expected an axis in -1\.\.0"):
+        fc.trace(lambda z: ops.fft(z, axis=1), "f32[3, 2]")
