@@ -139,3 +139,20 @@ def test_casts_to_bfloat16_round_as_numpy_and_torch_do_through_float32():
         want = torch.from_numpy(source).to(torch.bfloat16).float().numpy()
         np.testing.assert_array_equal(got.astype(np.float32), want)
     assert got_wide[0] == 1.0  # one rounding would give 1 + 2**-7: the docs name this case
+
+
+# -- the documented limits for infinite logits (docs/ops-basic.md, "Softmax and losses") -------------------------
+def test_infinite_logits_give_the_documented_limits():
+    inf = np.inf
+    x = np.array([[inf, 0.0, 1.0], [-inf, 0.0, 0.0], [-inf, -inf, -inf]])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sm, lsm, lse, ce = run(fc.trace(lambda v: [ops.softmax(v), ops.log_softmax(v), ops.logsumexp(v, axes=[1]),
+                                                   ops.cross_entropy(ops.slice(v, starts=[0], stops=[2]),
+                                                                     np.array([1, 1]))], "f64[3, 3]"), x)
+    np.testing.assert_array_equal(sm[0], [np.nan, 0.0, 0.0])
+    np.testing.assert_array_equal(lsm[0], [np.nan, -inf, -inf])
+    np.testing.assert_array_equal(sm[1], [0.0, 0.5, 0.5])
+    np.testing.assert_array_equal(lsm[1], [-inf, -np.log(2), -np.log(2)])
+    assert np.isnan(sm[2]).all() and np.isnan(lsm[2]).all()
+    np.testing.assert_array_equal(lse, [inf, np.log(2), -inf])
+    assert ce == inf  # the mean of +inf (row 0, label logit finite) and log 2 (row 1)
