@@ -37,6 +37,8 @@ def _is_int(v: object) -> bool:
 
 def _ints(values: object, what: str, name: str) -> list[int]:
     """``values`` as a list of ints; a ShapeError when it is not a sequence of ints (a bare int included)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = values.tolist()
     if not isinstance(values, Sequence) or isinstance(values, str) or not all(_is_int(v) for v in values):
         raise ShapeError(f"{what}: {name} must be a list of ints, got {values!r}")
     return [int(v) for v in values]
@@ -83,6 +85,8 @@ def irfftn(z: Tensor, s: Sequence[int], axes: Sequence[int] = (-2, -1), norm: st
     """
     z = _tensor(z, "irfftn", "z")
     axes = _ints(axes, "irfftn", "axes")
+    if isinstance(s, np.ndarray) and s.ndim == 1:
+        s = s.tolist()
     if not isinstance(s, Sequence) or not all(_is_int(size) and size >= 1 for size in s):
         raise ShapeError(f"irfftn: s must be a list of sizes (ints >= 1), one per axis, got {s!r}")
     complex_rank = len(z.shape) - 1

@@ -156,3 +156,11 @@ def test_a_half_precision_spectral_derivative_is_the_float32_one_rounded_once(n,
 def test_an_axis_out_of_range_counts_one_complex_axis_in_the_singular():
     with pytest.raises(ShapeError, match=r"which has 1 complex axis, so expected an axis in -1\.\.0"):
         fc.trace(lambda z: ops.fft(z, axis=1), "f32[3, 2]")
+
+
+def test_rfftn_and_irfftn_take_axes_and_sizes_as_numpy_arrays_too():
+    x = np.random.default_rng(0).standard_normal((4, 6))
+    graph = fc.trace(lambda v: irfftn(rfftn(v, axes=np.array([0, 1])), s=np.array([4, 6]), axes=np.array([0, 1])),
+                     "f64[4, 6]")
+    (back,) = at_every_level(graph, [x])
+    np.testing.assert_allclose(back, x, atol=1e-14)
