@@ -7,8 +7,9 @@ max_pool1d pads with -inf, so padding never wins. **Tie rule:** the first
 maximum of a window (the lowest position) is its argmax and receives the whole
 gradient (as in torch); a NaN counts as a maximum (it propagates, and the
 window's first NaN receives the gradient: np.argmax's rule); padding never
-receives it (a window of -inf values gives it to its first real position). Between kinks the pool is piecewise linear, so its gradient ops
-have zero gradient with respect to x:
+receives it (a window of -inf values gives it to its first real position).
+Between kinks the pool is piecewise linear, so its gradient ops have zero
+gradient with respect to x:
 ``max_pool1d_grad_internal(x, gy)`` scatters gy to each window's argmax and
 ``max_pool1d_select_internal(x, g)`` reads g at those argmaxes; each is the
 other's transpose, so the three ops close.
