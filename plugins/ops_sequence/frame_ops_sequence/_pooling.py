@@ -263,6 +263,7 @@ def _avg_grad_geometry(ctx: NodeContext) -> PoolGeometry:
     gy = require_float(ctx, 0)
     if gy.rank == 0:
         raise ctx.error(f"gy must be pooled [..., L_out], got the scalar {gy}")
+    check_positive(ctx, length=ctx.attrs["length"])
     geo = _geometry(ctx, gy, ctx.attrs["length"])
     if gy.shape[-1] != geo.out_length:
         raise ctx.error(f"gy's last axis must be the pooled length {geo.out_length} of an input of length "

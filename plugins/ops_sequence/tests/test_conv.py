@@ -184,6 +184,10 @@ def test_a_max_pool1d_window_of_minus_infinity_gives_its_gradient_to_a_real_posi
     (lambda: fc.trace(lambda x: ops.max_pool1d(x, kernel_size=4), "f32[2, 3]"), "pooling window covers 4 positions"),
     (lambda: fc.trace(lambda x: ops.max_pool1d(x, kernel_size=2, padding=2), "f32[2, 8]"), "must stay below kernel_size"),
     (lambda: fc.trace(lambda x: ops.avg_pool1d(x, kernel_size=0), "f32[2, 8]"), "kernel_size must be >= 1"),
+    (lambda: fc.trace(lambda g, w: ops.conv1d_grad_input_internal(g, w, padding=[2, 2], length=-1),
+                      "f32[1, 2, 2]", "f32[2, 1, 3]"), "length must be >= 1, got -1"),
+    (lambda: fc.trace(lambda g: ops.avg_pool1d_grad_internal(g, kernel_size=3, padding=[2, 2], length=-1),
+                      "f32[2, 2]"), "length must be >= 1, got -1"),
 ])
 def test_bad_convolutions_and_pools_are_named_shape_errors(build, message):
     with pytest.raises(fc.ShapeError) as info:
