@@ -169,7 +169,8 @@ def test_mpi_communicator_sums_and_broadcasts_any_dtype(acceptance):
 
 @pytest.mark.parametrize("failure,culprit,message", [
     ("raise", 1, "rank 1 of 2 failed with RuntimeError: injected failure at step 3"),
-    ("exit", 0, "rank 0 of 2 waits in allreduce_ (its collective 5), but rank 1 ended its program after 4 "
+    # collectives: the parameter check and broadcast of the constructor, then one allreduce per step
+    ("exit", 0, "rank 0 of 2 waits in allreduce_ (its collective 6), but rank 1 ended its program after 5 "
                 "collectives and will never join it"),
     ("hang", 0, "rank 0 of 2 waited 2 s in allreduce_ for the other ranks"),
 ], ids=["raises", "exits-early", "hangs"])
@@ -184,6 +185,21 @@ def test_a_failing_rank_ends_every_rank_in_bounded_time(tmp_path, failure, culpr
     if failure == "raise":
         assert "Traceback" in run.stderr  # the failing rank's own traceback comes first
     assert len(rank_pids(tmp_path)) == RANKS and not run.stragglers  # every rank started, none is left
+
+
+def test_mistakes_raise_on_every_rank_and_leave_the_ranks_in_step(tmp_path):
+    """Parameters of another shape on rank 1 (the same bytes, so MPI saw nothing) and a junk checkpoint that only
+    rank 0 reads (it raised there alone and the job hung): a named error on every rank, then training goes on."""
+    (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
+    run = mpiexec("misuse", out=tmp_path)
+    assert run.returncode == 0, run.stderr
+    for r in range(RANKS):
+        with np.load(tmp_path / f"misuse-rank{r}.npz") as data:
+            params_error, resume_error = map(str, data["caught"])
+            assert int(data["step"]) == 1
+        assert "the parameters differ across ranks: rank 0 has (f64[5, 8]," in params_error
+        assert "is not a readable checkpoint" in resume_error
+        assert ("rank 0 could not resume" in resume_error) == (r > 0)
 
 
 def test_a_rank_that_ends_first_does_not_cut_short_a_rank_still_working(tmp_path):
