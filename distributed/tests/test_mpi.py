@@ -173,16 +173,20 @@ def test_mpi_communicator_sums_and_broadcasts_any_dtype(acceptance):
     ("exit", 0, "rank 0 of 2 waits in allreduce_ (its collective 6), but rank 1 ended its program after 5 "
                 "collectives and will never join it"),
     ("hang", 0, "rank 0 of 2 waited 2 s in allreduce_ for the other ranks"),
-], ids=["raises", "exits-early", "hangs"])
+    # before: rank 1 never started MPI, the launcher ignored its exit and rank 0 waited forever
+    ("early", 1, "rank 1 of 2 failed with RuntimeError: injected failure before a communicator before it made a "
+                 "communicator"),
+], ids=["raises", "exits-early", "hangs", "before-a-communicator"])
 def test_a_failing_rank_ends_every_rank_in_bounded_time(tmp_path, failure, culprit, message):
-    """Rank 1 raises, calls sys.exit(3) or sleeps at step 3 while rank 0 waits in the allreduce: the whole
-    job ends non-zero within the bound, the message names the rank and the error, and no rank is left."""
+    """Rank 1 raises, calls sys.exit(3) or sleeps at step 3 (or raises before it makes a communicator) while
+    rank 0 waits in the allreduce: the whole job ends non-zero within the bound, the message names the rank and
+    the error, and no rank is left."""
     run = mpiexec(failure, out=tmp_path)
     assert run.returncode != 0
     assert run.seconds < ABORT_BOUND_S, f"took {run.seconds:.1f} s"
     assert message in run.stderr, run.stderr
     assert "aborting all ranks (MPI_Abort)" in run.stderr
-    if failure == "raise":
+    if failure in ("raise", "early"):
         assert "Traceback" in run.stderr  # the failing rank's own traceback comes first
     assert len(rank_pids(tmp_path)) == RANKS and not run.stragglers  # every rank started, none is left
 
