@@ -160,6 +160,11 @@ class DataParallelTrainer:
                 got = "a 0-d array" if isinstance(a, np.ndarray) else type(a).__name__
                 raise DistributedError(f"train_step: data argument {k} must be a numpy array with the samples on "
                                        f"axis 0, got {got}")
+            try:
+                type_of(a)
+            except fc.FrameError as exc:
+                raise DistributedError(f"train_step: data argument {k} has dtype {a.dtype}, which frame graphs do "
+                                       f"not take ({exc}); convert it, e.g. x.astype(np.float32)") from exc
         rows = [a.shape[0] for a in data]
         if len(set(rows)) != 1:
             raise DistributedError(f"train_step: the data arrays must hold the same number of samples (axis 0), "

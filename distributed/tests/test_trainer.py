@@ -157,6 +157,8 @@ def test_argument_errors_are_named_and_say_what_to_do(scenarios):
         trainer.train_step()
     with pytest.raises(DistributedError, match="data argument 1 must be a numpy array"):
         trainer.train_step(x, t.tolist())
+    with pytest.raises(DistributedError, match="data argument 0 has dtype uint8, which frame graphs do not take"):
+        trainer.train_step(x.astype(np.uint8), t)
     with pytest.raises(DistributedError, match="every rank's shard of this batch is empty"):
         trainer.train_step(x[:0], t[:0])
     assert trainer.step == 0
