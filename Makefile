@@ -29,6 +29,7 @@ demo: setup
 	$(VENV)/bin/frame ops list
 	$(VENV)/bin/frame audit gradients
 	$(PY) examples/train_mlp.py
+	$(PY) examples/train_rnn.py
 
 test: setup
 	$(PY) -m pytest -q

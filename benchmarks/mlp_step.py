@@ -15,6 +15,8 @@ import argparse
 import statistics
 import time
 
+from _env import describe_environment  # sets the malloc thresholds before numpy loads (see _env.py)
+
 import numpy as np
 
 import frame_core as fc
@@ -111,6 +113,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 128, 1024])
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
+    print(describe_environment())
     rng = np.random.default_rng(0)
     torch_step = torch_step_fn()
     print(f"{'batch':>6} {'numpy ms':>9} {'frame ms':>9} {'frame/numpy':>12} {'torch ms':>9} {'frame/torch':>12}")

@@ -138,7 +138,15 @@ class NonScalarLossError(GradientError):
 
 
 class MissingGradientError(GradientError):
-    """An op on the loss's dependency chain has no GradientFn (ARCH-062)."""
+    """An op on the loss's dependency chain has no GradientFn (ARCH-062).
+
+    ``paths`` names each offending node, through the bodies of control-flow
+    nodes when it sits inside one: ``node 3 (loop) > body node 1 (foo) (...)``.
+    """
+
+    def __init__(self, message: str, paths: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.paths = list(paths)
 
 
 class CompileError(FrameError):

@@ -4,7 +4,9 @@
 arguments are the op's inputs (tensors, Python numbers or numpy arrays),
 keyword arguments its attributes. Use inside ``frame_core.trace``. An
 unknown name raises ``UnknownOpError`` suggesting close matches; a short name
-that two third-party packs register raises ``AmbiguousOpError``.
+that two third-party packs register raises ``AmbiguousOpError``. An op whose
+schema has a front-end builder (``OpSchema(frontend=...)``, e.g. control
+flow taking Python callables) is called through it instead.
 
 ``ops.op("activations::relu")(x)`` calls an op by its qualified name
 (``namespace::name``, SPEC §4), for an op whose short name belongs to
@@ -31,7 +33,11 @@ class OpFunction:
 
     def __call__(self, *inputs: Any, **attrs: Any) -> Any:
         from .frontend.trace import apply
+        from .ops_registry.registry import registry
 
+        frontend = registry().get(self.name).frontend
+        if frontend is not None:
+            return frontend(*inputs, **attrs)
         return apply(self.name, *inputs, **attrs)
 
     @property

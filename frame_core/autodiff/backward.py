@@ -19,6 +19,11 @@ comparison feeding ``where``) is off the chain, whatever its op. A gradient that
 accumulated, so ``stop_gradient`` and second-order zeros (relu) cut the chain
 instead of adding zeros. Higher order (ARCH-067): add a scalar contraction of
 a gradient output (``add_scalar_contraction``) and call this function again.
+
+``autodiff.vjp`` runs the same walk seeded by cotangent inputs instead of a
+loss: the vector-Jacobian product of a whole graph, which is how control-flow
+ops differentiate their bodies. A body op without a gradient is reported with
+its path through the enclosing nodes (``MissingGradientError``).
 """
 
 from __future__ import annotations
@@ -80,8 +85,8 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
     return loss_index, positions
 
 
-def _chain(graph: Graph, loss: Value, sources: set[Value], reg: Registry) -> list[Node]:
-    """Nodes that depend on ``sources`` through floating values and that ``loss`` depends on through a
+def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry) -> list[Node]:
+    """Nodes that depend on ``sources`` through floating values and that a target depends on through a
     floating output, in order. Integer and boolean values carry no gradient, so a node whose outputs are
     all integer or boolean (a comparison, an argmax) is never on the chain and needs no GradientFn."""
     active = set(sources)
@@ -93,7 +98,7 @@ def _chain(graph: Graph, loss: Value, sources: set[Value], reg: Registry) -> lis
             if floating:
                 forward_active.append(node)
                 active.update(floating)
-    needed = {loss}
+    needed = set(targets)
     chain = []
     for node in reversed(forward_active):
         if any(v in needed and v.type.dtype.is_float for v in node.outputs):
@@ -103,19 +108,27 @@ def _chain(graph: Graph, loss: Value, sources: set[Value], reg: Registry) -> lis
     return chain
 
 
-def _micro_graph(schema: Any, node: Node, graph: Graph) -> Graph:
+def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
     """The node's GradientFn micro-graph, checked against the contract for this node's very types (the
-    start-up audit saw only the op's examples): a GradientError names the node otherwise."""
+    start-up audit saw only the op's examples): a GradientError names the node otherwise. A missing
+    gradient inside the node's bodies (control flow) comes back with this node prefixed to its path."""
     ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
 
-    def where() -> str:  # only on the error path: finding the node's index costs a scan
-        return f"node {graph.nodes.index(node)} ({node.op}) on [{', '.join(map(str, ctx.input_types))}]"
+    def at() -> str:  # only on the error path: finding the node's index costs a scan
+        return f"{label}node {graph.nodes.index(node)} ({node.op})"
+
+    def where() -> str:
+        return f"{at()} on [{', '.join(map(str, ctx.input_types))}]"
     gradient = schema.gradient
     if gradient is None:  # cannot happen: the chain was checked; keeps the types honest
-        raise MissingGradientError(f"{where()} has no GradientFn")
+        raise MissingGradientError(f"{where()} has no GradientFn", [at()])
     try:
         with op_scope(schema.namespace):  # the pack's short names mean its own ops first
             micro = gradient(ctx)
+    except MissingGradientError as exc:  # inside a body of this node: extend the path
+        paths = [f"{at()} > {p}" for p in exc.paths] or [f"{at()} > {exc}"]
+        raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient (ARCH-062):\n  "
+                                   + "\n  ".join(paths), paths) from exc
     except FrameError as exc:
         raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
     except Exception as exc:  # a bug in the pack's GradientFn
@@ -141,7 +154,9 @@ def build_backward_graph(
 
     Raises ``NonScalarLossError`` for a non-scalar loss, ``GradientError`` for
     bad indices, and ``MissingGradientError`` listing every op on the chain
-    without a GradientFn (ARCH-062), including ``fused_elementwise_internal``.
+    without a GradientFn (ARCH-062), including ``fused_elementwise_internal``
+    and ops inside the bodies of control-flow nodes (``node 3 (loop) > body
+    node 1 (foo)``).
     """
     loss_output_index, wrt = _check_arguments(forward, loss_output_index, list(wrt_input_indices))
     if registry is None:
@@ -155,48 +170,61 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     graph = clone_graph(forward)
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
-    sources = {graph.inputs[i] for i in wrt}
-    chain = _chain(graph, loss, sources, reg)
+    seeds = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
+    try:
+        grads = _backpropagate(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "")
+    except MissingGradientError as exc:
+        raise MissingGradientError(
+            f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
+            f"no gradient (ARCH-062):\n  " + "\n  ".join(exc.paths), exc.paths) from None
+    for i in wrt:
+        x = graph.inputs[i]
+        graph.mark_output(grads.get(x) or graph.zeros(x.type))
+    return graph
 
+
+def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg: Registry,
+                   label: str) -> dict[Value, Value]:
+    """Append to ``graph`` the reverse walk from ``seeds`` (value -> its cotangent) to ``sources``; return
+    the accumulated cotangent of every value that got one. ``label`` prefixes node paths in errors."""
+    chain = _chain(graph, set(seeds), sources, reg)
     missing = [n for n in chain if n.op not in reg.schemas or reg.schemas[n.op].gradient is None]
     if missing:
-        lines = []
+        paths = []
         for node in missing:
             schema = reg.schemas.get(node.op)
             why = (" (a compile-pipeline product: differentiate the graph before compiling it)" if node.op == FUSED_OP
                    else f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
                    else " (no GradientFn registered)" if schema else " (unknown op)")
-            lines.append(f"node {graph.nodes.index(node)} ({node.op}){why}")
-        raise MissingGradientError(
-            f"cannot differentiate output {loss_output_index}: {len(missing)} op(s) on its dependency chain have no "
-            f"gradient (ARCH-062):\n  " + "\n  ".join(lines)
-        )
+            paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}")
+        raise MissingGradientError("no gradient (ARCH-062):\n  " + "\n  ".join(paths), paths)
 
-    grads: dict[Value, Value] = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
+    grads = dict(seeds)
     micro_cache: dict[tuple, Graph] = {}
     with_grad = sources | {v for n in chain for v in n.outputs}
     for node in reversed(chain):
         gys = [grads.get(y) for y in node.outputs]
         if all(g is None for g in gys):
             continue
-        seeds = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, node.outputs)]
+        seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, node.outputs)]
         schema = reg.schemas[node.op]
         in_types = tuple(v.type for v in node.inputs)
         key = (node.op, in_types, attrs_key(node.attrs))
         micro = micro_cache.get(key)
         if micro is None:
-            micro = micro_cache[key] = _micro_graph(schema, node, graph)
-        gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds])
+            micro = micro_cache[key] = _micro_graph(schema, node, graph, label)
+        gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds_here])
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
             if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
                 continue
-            previous = grads.get(x)
-            grads[x] = gx if previous is None else graph.add_node("accumulate_internal", (previous, gx),
-                                                                 registry=reg).outputs[0]
-    for i in wrt:
-        x = graph.inputs[i]
-        graph.mark_output(grads.get(x) or graph.zeros(x.type))
-    return graph
+            _accumulate(graph, grads, x, gx, reg)
+    return grads
+
+
+def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, reg: Registry) -> None:
+    previous = grads.get(x)
+    grads[x] = gx if previous is None else graph.add_node("accumulate_internal", (previous, gx),
+                                                         registry=reg).outputs[0]
 
 
 def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None) -> tuple[Graph, int]:

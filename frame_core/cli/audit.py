@@ -142,6 +142,7 @@ def _audit_op(schema: "OpSchema", reg: "Registry", order: int) -> tuple[dict[str
         "pack": schema.pack,
         "differentiable": schema.differentiable,
         "closure_order": info.json_order() if info is not None else None,
+        "closure_bodies": bool(info is not None and info.bodies),
         "closure_breaks": breaks if schema.differentiable == "yes" else None,
         "not_differentiable": schema.not_differentiable,
     }
@@ -240,12 +241,16 @@ def _render_text(report: dict[str, Any]) -> str:
         rows = []
         for op in report["ops"]:
             order = "-" if op["closure_order"] is None else op["closure_order"]
+            if op["closure_bodies"] and op["closure_order"] is not None:
+                order = f"{order}*"
             row = [op["name"], op["pack"], op["differentiable"], order]
             if report["numeric"]:
                 num = op.get("numeric") or {}
                 row += [_fmt_err(num.get("worst_error_order1")), _fmt_err(num.get("worst_error_order2"))]
             rows.append(row + [gradient_note(op)])
         out += ["", format_table(headers, rows)]
+        if any(op["closure_bodies"] for op in report["ops"]):
+            out.append("* control flow: a node of it is differentiable to that order when the ops in its bodies are")
     if report["findings"]:
         out += ["", f"findings ({len(report['findings'])}):"]
         out += [f"  - {f['message']}" for f in report["findings"]]

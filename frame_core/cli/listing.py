@@ -93,6 +93,7 @@ def op_row(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
         "differentiable": schema.differentiable,
         "not_differentiable": schema.not_differentiable,
         "closure_order": info.json_order() if info is not None else None,
+        "closure_bodies": bool(info and info.bodies),
         "traits": sorted(schema.traits),
         "signature": schema.signature(),
     }
@@ -250,6 +251,8 @@ def _render_details(d: dict[str, Any]) -> str:
     order = d["closure_order"]
     if d["differentiable"] == "yes":
         closure = "closed (differentiable to any order)" if order == "closed" else f"order {order}"
+        if d["closure_bodies"]:
+            closure += " when the ops in its bodies are (control flow)"
         if d["gradient_uses"]:
             closure += f"; its gradient uses {', '.join(d['gradient_uses'])}"
         field("closure", closure)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 from collections import OrderedDict
@@ -18,8 +19,12 @@ from ..ir.keys import graph_key
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
     from ..runtime.executable import Executable
+    from .context import CompileContext
 
-__all__ = ["compile", "compile_cache", "CompileCache", "CacheInfo"]
+__all__ = ["compile", "compile_subgraph", "compile_cache", "CompileCache", "CacheInfo"]
+
+# the compile in progress in this thread/task: kernel builders compiling sub-graphs inherit its options
+_active: contextvars.ContextVar["CompileContext | None"] = contextvars.ContextVar("frame_compile_active", default=None)
 
 
 @dataclass(frozen=True)
@@ -122,11 +127,38 @@ def compile(  # noqa: A001 - the name users expect
                          disable=disable)
     # DecomposeFns, plugin passes and kernel builders look ops up in the current registry: make it `reg`
     current_reg = use_registry(reg) if registry is not None else nullcontext()
-    with gc_paused(), current_reg:
-        optimised = run_graph_stages(graph, ctx, disable)
-        plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
-        program = lower(optimised, plan, ctx)
-        exe = Executable(optimised, program, plan, backend, ctx.log)
+    token = _active.set(ctx)
+    try:
+        with gc_paused(), current_reg:
+            optimised = run_graph_stages(graph, ctx, disable)
+            plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
+            program = lower(optimised, plan, ctx)
+            exe = Executable(optimised, program, plan, backend, ctx.log)
+    finally:
+        _active.reset(token)
     if cache:
         compile_cache.put(key, exe)
     return exe
+
+
+def compile_subgraph(graph: Graph, backend: str | None = None) -> "Executable":
+    """Compile a sub-graph (a control-flow body) from inside a kernel builder.
+
+    The sub-graph goes through the whole pipeline (verify, folding, CSE,
+    dead-node elimination, fusion, memory planning) with the options of the
+    compile in progress: its registry, ``opt_level``, ``disable``,
+    ``decompose`` and ``checks``, and its backend unless ``backend`` is given.
+    Outside a compile (the conformance kit calling a kernel builder directly)
+    the defaults and the current registry apply. The executable is never
+    shared through the compile cache: the kernel owns it, so it may run it
+    through ``Executable.unchecked()`` (no input checks, no lock) once per
+    iteration. A kernel builder runs once per distinct node signature of an
+    executable, so each body is compiled once per executable, not per run.
+    """
+    if not isinstance(graph, Graph):
+        raise CompileError(f"compile_subgraph() takes a Graph, got {type(graph).__name__}")
+    ctx = _active.get()
+    if ctx is None:
+        return compile(graph, backend or "cpu", cache=False)
+    return compile(graph, backend or ctx.backend, opt_level=ctx.opt_level, disable=ctx.disable,
+                   decompose=ctx.decompose, checks=ctx.checks, cache=False, registry=ctx.registry)

@@ -178,26 +178,69 @@ class Tensor:
 
 
 def _graph_of(args: Sequence[Any], op: str) -> Graph:
-    """The graph ``op`` is appended to: the one being traced, which every tensor argument must belong to."""
+    """The graph ``op`` is appended to: the one being traced, else the graph of its first tensor argument.
+
+    Tensors of other graphs are resolved (captured into a body, or refused) by ``_lift``.
+    """
     graph = _current.get()
-    for position, a in enumerate(args):
-        if isinstance(a, Tensor):
-            if graph is None:
-                graph = a.graph
-            elif a.graph is not graph:
-                raise IRError(
-                    f"{op}: input {position} is a tensor of graph {a.graph.name!r}, but this op is being added to "
-                    f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
-                    "(pass the value in as an input of the traced function instead of capturing it)"
-                )
     if graph is None:
-        graph = current_graph()
+        graph = next((a.graph for a in args if isinstance(a, Tensor)), None) or current_graph()
     return graph
+
+
+class _Scope:
+    """A body being traced inside an enclosing graph's trace (control flow; see ``frontend.subgraph``).
+
+    ``captured`` maps values of ``outer`` that the body reads to the body inputs standing for them,
+    in the order they were first read.
+    """
+
+    __slots__ = ("graph", "outer", "captured")
+
+    def __init__(self, graph: Graph, outer: Graph | None) -> None:
+        self.graph = graph
+        self.outer = outer
+        self.captured: dict[Value, Value] = {}
+
+
+# bodies being traced, outermost first; each one's `outer` is the graph of the scope before it
+_scopes: contextvars.ContextVar[tuple[_Scope, ...]] = contextvars.ContextVar("frame_trace_scopes", default=())
+
+
+def _capture(x: Tensor, graph: Graph) -> Value | None:
+    """``x`` (a tensor of an enclosing graph) seen from ``graph``, the body being traced: a body input
+    standing for it, added through every body between the two (closure conversion); ``None`` when
+    ``x``'s graph does not enclose ``graph``."""
+    scopes = _scopes.get()
+    if not scopes or scopes[-1].graph is not graph:
+        return None
+    start = next((j for j in range(len(scopes) - 1, -1, -1) if scopes[j].outer is x.graph), None)
+    if start is None:
+        return None
+    value = x.value
+    for scope in scopes[start:]:
+        inner = scope.captured.get(value)
+        if inner is None:
+            inner = scope.captured[value] = scope.graph.add_input(value.type, value.name)
+        value = inner
+    return value
+
+
+def _foreign(x: Tensor, graph: Graph, op: str, position: int) -> Value:
+    """The value of a tensor of another graph: captured when that graph encloses ``graph``, else refused."""
+    value = _capture(x, graph)
+    if value is None:
+        raise IRError(
+            f"{op}: input {position} is a tensor of graph {x.graph.name!r}, but this op is being added to "
+            f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
+            "(pass the value in as an input of the traced function instead of capturing it)"
+        )
+    return value
 
 
 def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> Value:
     if isinstance(x, Tensor):
-        return x.value
+        return x.value if x.graph is graph else _foreign(x, graph, op, position)
     if isinstance(x, Value):
         return x
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.ndarray):

@@ -20,6 +20,14 @@ order-0 ops, so cycles (``mul``'s gradient uses ``mul``) are handled.
 
 A pack whose GradientFn breaks the contract is marked failed and its ops are
 removed before orders are computed (a broken pack is reported, not fatal).
+
+Control flow: an op with graph attributes (its bodies) gets its own order,
+from the ops its GradientFn emits around the bodies (``loop``'s gradient is a
+``loop``: closed), marked ``bodies=True``: a node of it is differentiable as
+often as that order *and* the ops inside its bodies allow. ``graph_order``
+gives that for a concrete graph, through every nesting level. The deep audit
+does not re-instantiate the GradientFns of control-flow nodes found inside
+micro-graphs (each would differentiate an ever larger body).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from ..ir.verify import check_graph
 from .registry import Registry, op_scope, use_registry
 from .schema import NodeContext, OpSchema
 
-__all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "CLOSED"]
+__all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
 CLOSED = "closed"
 #: Upper bound on the GradientFn instantiations the deep audit makes beyond the ops' own examples (every example is
@@ -45,7 +53,11 @@ MAX_CONTEXTS = 5000
 
 @dataclass
 class ClosureInfo:
-    """Closure facts for one op: ``order`` is an int or ``"closed"``; ``chain`` shows what breaks it."""
+    """Closure facts for one op: ``order`` is an int or ``"closed"``; ``chain`` shows what breaks it.
+
+    ``bodies`` marks a control-flow op: its nodes are differentiable as often as ``order`` and the ops in
+    their bodies allow (``graph_order``).
+    """
 
     op: str
     differentiable: str
@@ -53,6 +65,7 @@ class ClosureInfo:
     chain: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
     problems: list[str] = field(default_factory=list)
+    bodies: bool = False
 
     @property
     def closed(self) -> bool:
@@ -179,7 +192,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
         for node in _active_nodes(micro, schema, len(ctx.input_types)):
             uses[key].add(node.op)
             inner = reg.schemas.get(node.op)
-            if deep and inner is not None and inner.gradient is not None:
+            if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
                 work.append((node.op, inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
                                                          [v.type for v in node.outputs])))
 
@@ -252,5 +265,46 @@ def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[
             chain=tuple(chain) if name in order else (),  # from the op to the one that breaks closure
             uses=tuple(sorted(uses.get(name, ()))),
             problems=problems,
+            bodies=has_bodies(schema),
         )
     return result
+
+
+def has_bodies(schema: OpSchema) -> bool:
+    """Whether the op carries sub-graphs (an attribute of kind ``graph``): control flow."""
+    return any(spec.kind == "graph" for spec in schema.attrs.values())
+
+
+def _carries_graphs(attrs: dict[str, Any]) -> bool:
+    return any(isinstance(a, Graph) for a in attrs.values())
+
+
+def graph_order(graph: Graph, registry: Registry) -> tuple[int | str, tuple[str, ...]]:
+    """How many times ``graph`` can be put through ``build_backward_graph`` (``"closed"``: any number), by its ops.
+
+    The smallest closure order among its nodes with a floating output and, through every level, the nodes
+    of their bodies (integer and boolean outputs carry no gradient, so a comparison never limits it); the
+    second item is the path to a node that sets it (``("node 3 (loop)", "body node 1 (foo)")``), empty when
+    closed. Uses ``registry.closure`` (the audit's orders); an unknown op counts as order 0.
+    """
+    best: int | str = CLOSED
+    where: tuple[str, ...] = ()
+    for index, node in enumerate(graph.nodes):
+        if not any(v.type.dtype.is_float for v in node.outputs):  # never on a gradient chain (comparisons)
+            continue
+        here = f"node {index} ({node.op})"
+        info = registry.closure.get(node.op)
+        order = info.order if info is not None else (CLOSED if node.op in registry.schemas else 0)
+        if _below(order, best):
+            best, where = order, (here,)
+        for key, value in node.attrs.items():
+            if isinstance(value, Graph):
+                inner, path = graph_order(value, registry)
+                if _below(inner, best):
+                    best, where = inner, (here, f"{key} {path[0]}", *path[1:])
+    return best, where
+
+
+def _below(order: int | str, best: int | str) -> bool:
+    """Whether ``order`` is a lower differentiation order than ``best`` (``"closed"`` is the highest)."""
+    return isinstance(order, int) and (not isinstance(best, int) or order < best)

@@ -28,6 +28,11 @@ GradientFn ``gradient(ctx) -> Graph``
     ``fn`` over exactly these slots.
 DecomposeFn ``decomposition(ctx) -> Graph``
     A graph over ``[x_0..x_{n-1}]`` returning ``[y_0..y_{m-1}]`` made of other ops.
+front-end builder ``frontend(*args, **kwargs) -> Tensor | tuple``
+    Optional. What ``ops.<name>(...)`` calls instead of appending the node
+    directly: for ops whose Python signature differs from their node's
+    (control flow takes callables, traces them into body graphs with
+    ``frame_core.trace_body`` and appends the node with ``apply``).
 """
 
 from __future__ import annotations
@@ -328,6 +333,8 @@ class OpSchema:
     ``nondiff_inputs`` lists input positions that never carry a gradient.
     ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
     derivative the GradientFn is checked against instead of the forward's.
+    ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
+    calls instead of appending the node itself (see the module docstring).
     ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
     ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
     """
@@ -335,7 +342,7 @@ class OpSchema:
     __slots__ = (
         "name", "inputs", "outputs", "attrs", "shape_infer", "kernels", "gradient", "not_differentiable",
         "nondiff_inputs", "decomposition", "traits", "doc", "examples", "variadic", "gradient_surrogate",
-        "pack", "distribution", "namespace",
+        "frontend", "pack", "distribution", "namespace",
     )
 
     def __init__(
@@ -356,6 +363,7 @@ class OpSchema:
         examples: Sequence[Example] = (),
         variadic: bool = False,
         gradient_surrogate: Callable[..., np.ndarray] | None = None,
+        frontend: Callable[..., Any] | None = None,
     ) -> None:
         self.name = name
         self.inputs = tuple(inputs)
@@ -375,6 +383,7 @@ class OpSchema:
         self.examples = tuple(examples)
         self.variadic = variadic
         self.gradient_surrogate = gradient_surrogate
+        self.frontend = frontend
         self.pack: str | None = None
         self.distribution: str | None = None
         self.namespace: str | None = None
@@ -418,6 +427,8 @@ class OpSchema:
         for backend, kernel in self.kernels.items():
             if not callable(kernel):
                 problems.append(f"{self.name}: kernel for {backend!r} is not callable")
+        if self.frontend is not None and not callable(self.frontend):
+            problems.append(f"{self.name}: frontend is not callable")
         if self.has_side_effect and self.gradient is not None:
             problems.append(f"{self.name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
         if self.gradient is not None and self.not_differentiable:

@@ -11,6 +11,11 @@ same instructions one by one under a timer.
 
 A run reuses the planned buffers, so one ``Executable`` runs one call at a
 time (a lock serialises concurrent calls).
+
+``unchecked()`` gives the same straight-line code without the input checks
+and without the lock, for a caller that owns the executable and guarantees
+both: a control-flow kernel running its body once per iteration (the body is
+compiled once per kernel, by ``compile_subgraph``).
 """
 
 from __future__ import annotations
@@ -54,27 +59,30 @@ class Executable:
         self.input_types: list[TensorType] = list(program.input_types)
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._lock = threading.Lock()
-        self._line_to_instruction: dict[int, int] = {}
+        self._unchecked: dict[bool, Any] = {}
         self.source: str | None
         if len(program.instructions) <= CODEGEN_LIMIT:
-            self.source, self._fn, self._line_to_instruction = self._generate()
+            self.source, self._fn = self._generate()
         else:
             self.source, self._fn = None, self._interpreter()
 
     # -- code generation ----------------------------------------------------------
-    def _generate(self) -> tuple[str, Any, dict[int, int]]:
+    def _generate(self, checked: bool = True, copy_outputs: bool = True) -> tuple[str, Any]:
         prog = self.program
         ns: dict[str, Any] = {"_nd": np.ndarray, "_coerce": self._coerce, "_count": self._bad_count,
                               "_array": np.array, "_asarray": np.asarray, "_as_list": self._as_list}
         ns.update(prog.constants)
         ns.update(prog.buffers)
         n = len(prog.input_names)
-        lines = ["def run(inputs):",
-                 "    if inputs.__class__ is not list and inputs.__class__ is not tuple: inputs = _as_list(inputs)",
-                 f"    if len(inputs) != {n}: _count(inputs)"]
+        lines = ["def run(inputs):"]
+        if checked:
+            lines += ["    if inputs.__class__ is not list and inputs.__class__ is not tuple: inputs = _as_list(inputs)",
+                      f"    if len(inputs) != {n}: _count(inputs)"]
         if n:
             lines.append(f"    {', '.join(prog.input_names)}{',' if n == 1 else ''} = inputs")
         for i, (name, t) in enumerate(zip(prog.input_names, prog.input_types)):
+            if not checked:
+                break
             ns[f"_d{i}"] = t.dtype.np
             ns[f"_s{i}"] = t.shape
             lines.append(f"    if {name}.__class__ is not _nd or {name}.dtype != _d{i} or {name}.shape != _s{i}: "
@@ -97,15 +105,16 @@ class Executable:
         lines.append("        _fail(exc)")
         outs = []
         for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types):
+            copy = copy and copy_outputs
             if t.rank == 0:  # ufuncs return numpy scalars for 0-d arrays; run() returns arrays
                 outs.append(f"_array({name})" if copy else f"_asarray({name})")
             else:
                 outs.append(f"{name}.copy()" if copy else name)
         lines.append(f"    return [{', '.join(outs)}]")
         source = "\n".join(lines) + "\n"
-        ns["_fail"] = self._kernel_failed
+        ns["_fail"] = lambda exc: self._kernel_failed(exc, line_map)
         exec(compile(source, _FILENAME, "exec"), ns)
-        return source, ns["run"], line_map
+        return source, ns["run"]
 
     def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any], dict[str, int]]:
         """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
@@ -185,6 +194,22 @@ class Executable:
     def __call__(self, *inputs: Any) -> list[np.ndarray]:
         return self.run(inputs)
 
+    def unchecked(self, copy_outputs: bool = True) -> Any:
+        """``run`` without input checks and without the lock: ``fn(list of arrays) -> list of arrays``.
+
+        For a caller that owns this executable (nobody else runs it) and passes
+        exactly the input types; a control-flow kernel calls its body's runner
+        once per iteration. Kernel failures are still named (``KernelError``).
+        With ``copy_outputs=False`` an output may be one of the inputs, a
+        constant of the graph (read-only) or another output: for a caller that
+        only reads the results (and copies what it hands on).
+        """
+        fn = self._unchecked.get(copy_outputs)
+        if fn is None:
+            fn = self._unchecked[copy_outputs] = (self._generate(False, copy_outputs)[1] if self.source is not None
+                                                  else self._fn)
+        return fn
+
     def _as_list(self, inputs: Any) -> list[Any]:
         """Any other sequence of arrays as a list; an array or a non-sequence is refused (not unpacked row by row)."""
         if isinstance(inputs, (np.ndarray, np.generic)) or not hasattr(inputs, "__iter__") or isinstance(inputs, (str, bytes)):
@@ -215,12 +240,12 @@ class Executable:
             return value  # an ndarray subclass of the right type
         raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
 
-    def _kernel_failed(self, exc: Exception) -> None:
+    def _kernel_failed(self, exc: Exception, line_map: dict[int, int]) -> None:
         tb = exc.__traceback__
         k = None
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == _FILENAME:  # the first is this run's frame; deeper ones
-                k = self._line_to_instruction.get(tb.tb_lineno)  # belong to executables a kernel runs
+                k = line_map.get(tb.tb_lineno)  # belong to executables a kernel runs
                 break
             tb = tb.tb_next
         if k is None:

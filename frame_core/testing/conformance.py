@@ -49,7 +49,7 @@ from ..ops_registry.registry import PackRecord, Registry, op_scope, registry as 
 from ..ops_registry.schema import OpSchema
 from .opcheck import LOW_PRECISION_DTYPES, check_op_example, check_op_low_precision, checked_order, example_rng
 from .results import CheckResult, OpReport, gradient_check_name
-from .retype import retype_type
+from .retype import retype_attrs, retype_type
 
 __all__ = ["CHECKS", "ConformanceCase", "conformance_cases", "run_conformance", "conformance_tests"]
 
@@ -278,18 +278,20 @@ def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: R
     problems, checked = [], []
     for dtype in (None, *LOW_PRECISION_DTYPES):
         types = list(example.inputs)
+        attrs = example.attrs
         if dtype is not None:
             if not any(t.dtype.is_float for t in types) or all(t.dtype is as_dtype(dtype) for t in types if t.dtype.is_float):
                 continue
             types = [retype_type(t, dtype) for t in types]
             try:
-                schema.context(types, example.attrs).output_types
+                attrs = retype_attrs(schema.name, example.attrs, dtype, registry=reg)  # bodies follow the inputs
+                schema.context(types, attrs).output_types
             except ShapeError:
                 continue  # the op does not take this dtype: nothing to compare
         label = "[" + ", ".join(map(str, types)) + "]"
         arrays = example.sample(rng, None if dtype is None else as_dtype(dtype))
         before = [a.copy() for a in arrays]
-        want, got = _evaluate(schema, types, example.attrs, arrays)
+        want, got = _evaluate(schema, types, attrs, arrays)
         checked.append(label)
         if len(got) != len(want):
             problems.append(f"on {label} the kernel returned {len(got)} outputs, shape inference says {len(want)}")

@@ -35,7 +35,7 @@ from ..ops_registry.schema import OpSchema
 from . import numeric
 from .numeric import GradientLadder, check_low_precision, contract_values, random_weights, tolerance_for
 from .results import CheckResult, OpReport, gradient_check_name
-from .retype import retype_array, retype_type
+from .retype import retype_array, retype_attrs, retype_type
 
 __all__ = ["check_op", "check_op_example", "check_op_low_precision", "op_graph", "checked_order",
            "LOW_PRECISION_DTYPES", "example_rng"]
@@ -89,13 +89,13 @@ class _ExampleSetup:
         self.dtype: DType = float64
         self.note = ""
         types = [retype_type(t, float64) for t in example.inputs]
-        try:
-            graph = op_graph(schema, types, example.attrs, reg)
+        try:  # sub-graph attributes (control-flow bodies) are re-typed with the inputs
+            graph = op_graph(schema, types, retype_attrs(schema.name, example.attrs, float64, registry=reg), reg)
         except ShapeError as exc:  # the op refuses float64: check in float32 with looser bounds
             self.dtype = float32
             self.note = f"checked in float32 (float64 refused: {exc}); "
             types = [retype_type(t, float32) for t in example.inputs]
-            graph = op_graph(schema, types, example.attrs, reg)
+            graph = op_graph(schema, types, retype_attrs(schema.name, example.attrs, float32, registry=reg), reg)
         self.graph = graph
         self.inputs = [retype_array(x, self.dtype) for x in example.sample(example_rng(seed, schema.name, index))]
         self.wrt = _wrt(schema, types)

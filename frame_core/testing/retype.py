@@ -30,7 +30,7 @@ from ..ir.graph import Graph, Value
 from ..ir.types import TensorType
 from ..ops_registry.registry import Registry, registry as current_registry
 
-__all__ = ["retype_graph", "retype_type", "retype_array"]
+__all__ = ["retype_graph", "retype_type", "retype_array", "retype_attrs"]
 
 
 def retype_type(t: TensorType, dtype: DType | str) -> TensorType:
@@ -73,6 +73,13 @@ def retype_graph(graph: Graph, dtype: DType | str = float64, *, registry: Regist
     for value in graph.outputs:
         out.mark_output(vmap[value])
     return out
+
+
+def retype_attrs(op: str, attrs: dict[str, Any], dtype: DType | str, *, registry: Registry | None = None) -> dict[str, Any]:
+    """``attrs`` of an ``op`` node with its sub-graphs (control-flow bodies) re-typed to ``dtype``, as ``retype_graph``
+    does for the nodes it copies (the same dict when nothing changes is not promised: always a copy)."""
+    reg = registry if registry is not None else current_registry()
+    return _retype_attrs(op, dict(attrs), as_dtype(dtype), reg)
 
 
 def _retype_attrs(op: str, attrs: dict[str, Any], target: DType, reg: Registry) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ir.graph import Graph
+from ...ir.graph import Graph, Value
 from ...ir.keys import attrs_key
 from ..context import CompileContext
 from ..rewrite import Rewriter
@@ -24,16 +24,22 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph)
     seen: dict[Any, Any] = {}
     merged = 0
+    kinds: dict[str, int] = {}  # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative
     for node in graph.nodes:
-        schema = schemas[node.op]
-        inputs = tuple([rw.vmap[v] for v in node.inputs])
-        if "has_side_effect" in schema.traits or (node.op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
+        op = node.op
+        kind = kinds.get(op)
+        if kind is None:
+            traits = schemas[op].traits
+            kind = kinds[op] = 0 if "has_side_effect" in traits else 2 if "commutative" in traits else 1
+        inputs = rw.read(node.inputs)
+        if not kind or (op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
             rw.copy(node, inputs)
             continue
-        ins_key = tuple(map(id, inputs))
-        if len(ins_key) == 2 and ins_key[0] > ins_key[1] and "commutative" in schema.traits:
-            ins_key = (ins_key[1], ins_key[0])
-        key = (node.op, ins_key, attrs_key(node.attrs))  # equal op, inputs and attributes: equal output types
+        ins_key: tuple[Value, ...] = inputs  # values hash and compare by identity
+        if kind == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
+            ins_key = (inputs[1], inputs[0])
+        attrs = node.attrs
+        key = (op, ins_key, attrs_key(attrs) if attrs else ())  # equal op, inputs and attributes: equal output types
         earlier = seen.get(key)
         if earlier is None:
             seen[key] = rw.copy(node, inputs)

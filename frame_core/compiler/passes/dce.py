@@ -16,8 +16,10 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     live: set[Value] = set(graph.outputs)
     keep = []
+    effects = {op for op in {n.op for n in graph.nodes} if "has_side_effect" in schemas[op].traits}
+    isdisjoint = live.isdisjoint
     for node in reversed(graph.nodes):
-        if any(v in live for v in node.outputs) or "has_side_effect" in schemas[node.op].traits:
+        if not isdisjoint(node.outputs) or node.op in effects:
             keep.append(node)
             live.update(node.inputs)
     if len(keep) == len(graph.nodes):

@@ -17,3 +17,10 @@ def frame_register_ops():
     from . import control, conv, gather, recurrence
 
     return [*gather.SCHEMAS, *recurrence.SCHEMAS, *conv.SCHEMAS, *control.SCHEMAS]
+
+
+@hookimpl
+def frame_register_passes():
+    from .control_passes import PASSES
+
+    return PASSES

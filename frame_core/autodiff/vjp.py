@@ -1,0 +1,203 @@
+"""Vector-Jacobian products of whole graphs: how control-flow ops differentiate their bodies (ARCH-067).
+
+``build_vjp_graph(g)`` is the graph ``(inputs..., gy per output...) -> (gx
+per input...)``: the reverse walk of ``build_backward_graph`` seeded by the
+cotangent inputs instead of ``constant(1)``, with the forward recomputed
+inside. An ``if_else`` branches over two of them.
+
+``split_vjp_graph(g, invariant=...)`` is the same product cut in two, as a
+loop needs it (partial evaluation):
+
+- ``forward``: ``g``'s inputs -> ``g``'s outputs, then the *residuals*: the
+  forward values its gradient reads that change from call to call (a tanh
+  derivative, an activation);
+- ``backward``: ``(inputs..., residuals..., gy...) -> gx...``, reading the
+  residuals instead of recomputing them.
+
+A loop runs ``forward`` as its body and stacks the residuals per step; its
+reverse loop runs ``backward``. What is not a residual is recomputed in
+``backward``: values made only from the ``invariant`` inputs and constants
+(the same at every call), and the outputs of nodes that carry sub-graphs
+(nested control flow: stacking a nested loop's own trajectory at every outer
+step would cost memory squared; recomputing it is checkpointing). Both
+parts are ordinary graphs, so they differentiate again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .._gc import gc_paused
+from ..errors import GradientError
+from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
+from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from .backward import _accumulate, _backpropagate
+
+__all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
+
+
+def _positions(graph: Graph, wrt: Sequence[int] | None) -> list[int]:
+    if not isinstance(graph, Graph):
+        raise GradientError(f"a vector-Jacobian product needs a Graph, got {type(graph).__name__}")
+    n = len(graph.inputs)
+    positions = list(range(n)) if wrt is None else [int(i) for i in wrt]
+    for i in positions:
+        if not 0 <= i < n:
+            raise GradientError(f"wrt index {i} is out of range: the graph has {n} inputs (0..{n - 1})")
+    return positions
+
+
+def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> tuple[Graph, list[Value], list[Value]]:
+    """A clone of ``graph`` plus one cotangent input per output, with the reverse walk appended; returns it,
+    its cotangent inputs and the gradient of each ``wrt`` input (a zero constant where there is none)."""
+    vjp = clone_graph(graph)
+    vjp.name = f"{graph.name}_vjp"
+    outputs, vjp.outputs = vjp.outputs, []
+    cotangents = [vjp.add_input(v.type, f"g{v.name}" if v.name else None) for v in outputs]
+    seeds: dict[Value, Value] = {}
+    for y, gy in zip(outputs, cotangents):
+        if y.type.dtype.is_float:
+            _accumulate(vjp, seeds, y, gy, reg)
+    sources = {vjp.inputs[i] for i in positions if vjp.inputs[i].type.dtype.is_float}
+    grads = _backpropagate(vjp, seeds, sources, reg, f"{label} " if label else "")
+    result = []
+    for i in positions:
+        x = vjp.inputs[i]
+        g = grads.get(x) if x.type.dtype.is_float else None
+        result.append(g if g is not None else vjp.zeros(x.type))
+    vjp.outputs = outputs  # the forward outputs, for the caller that splits
+    return vjp, cotangents, result
+
+
+def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: str = "",
+                    registry: Registry | None = None) -> Graph:
+    """The vector-Jacobian product of ``graph``: a graph ``(inputs..., gy per output...) -> (gx per wrt input...)``.
+
+    Inputs are ``graph``'s inputs followed by one cotangent per output, of the
+    output's type (those of integer and boolean outputs are read by nothing);
+    outputs are the cotangent of each input in ``wrt`` (default: every input),
+    a zero constant for an input that no output depends on through floating
+    values or that is not floating. The forward is recomputed inside; nodes
+    the gradients do not need are dropped.
+
+    ``label`` names ``graph`` in error paths (a GradientFn passes the attribute
+    name, giving ``body node 1 (foo)``); ``MissingGradientError`` lists every
+    node without a gradient that the cotangents reach.
+    """
+    positions = _positions(graph, wrt)
+    reg = registry if registry is not None else current_registry()
+    with gc_paused(), use_registry(reg):
+        vjp, _, grads = _combined(graph, positions, label, reg)
+        vjp.outputs = list(grads)
+        _drop_unneeded(vjp, reg)
+    return vjp
+
+
+def _drop_unneeded(graph: Graph, reg: Registry) -> None:
+    """Remove (in place, on a graph this module just built) the nodes no output needs and that have no
+    side effect: the recomputed forward values the gradients do not read."""
+    live = set(graph.outputs)
+    keep = []
+    for node in reversed(graph.nodes):
+        schema = reg.schemas.get(node.op)
+        if any(v in live for v in node.outputs) or (schema is not None and schema.has_side_effect):
+            keep.append(node)
+            live.update(node.inputs)
+    keep.reverse()
+    graph.nodes[:] = keep
+
+
+@dataclass
+class VJPSplit:
+    """``forward``: inputs -> outputs + residuals; ``backward``: (inputs, residuals, gy) -> gx per wrt input."""
+
+    forward: Graph
+    backward: Graph
+    n_residuals: int
+
+
+def split_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, invariant: Sequence[int] = (),
+                    label: str = "", registry: Registry | None = None) -> VJPSplit:
+    """The vector-Jacobian product of ``graph`` cut into a forward part that returns residuals and a backward
+    part that reads them (see the module docstring).
+
+    ``forward`` takes ``graph``'s inputs and returns its outputs (its nodes
+    first, in order: it extends ``graph``), then the residuals.
+    ``backward`` takes ``graph``'s inputs, the residuals, then one cotangent
+    per output, and returns the cotangent of each ``wrt`` input (default:
+    all). ``invariant`` lists the input positions that are the same at every
+    call (a loop's invariants): values made from them alone are recomputed,
+    never saved. Errors as ``build_vjp_graph``.
+    """
+    positions = _positions(graph, wrt)
+    reg = registry if registry is not None else current_registry()
+    with gc_paused(), use_registry(reg):
+        combined, cotangents, grads = _combined(graph, positions, label, reg)
+        return _split(graph, combined, cotangents, grads, set(invariant), reg)
+
+
+def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[Value], invariant: set[int],
+           reg: Registry) -> VJPSplit:
+    n_forward = len(graph.nodes)
+    tangent: set[Value] = set(cotangents)
+    fixed = {v for i, v in enumerate(combined.inputs) if i in invariant}  # the same at every call
+    producer: dict[Value, Node] = {}
+    for node in combined.nodes:
+        for v in node.outputs:
+            producer[v] = node
+        if any(v in tangent for v in node.inputs):
+            tangent.update(node.outputs)
+        elif all(v in fixed for v in node.inputs):  # constants too (no inputs)
+            fixed.update(node.outputs)
+
+    def recomputed(node: Node) -> bool:  # not worth saving: fixed values, or a nested trajectory
+        return node.outputs[0] in fixed or any(isinstance(a, Graph) for a in node.attrs.values())
+
+    # the backward part: tangent nodes, and primal nodes they read that are recomputed rather than saved
+    inputs = set(combined.inputs)
+    in_backward: set[Node] = set()
+    residuals: list[Value] = []
+    seen: set[Value] = set()
+    stack = list(grads)
+    while stack:
+        v = stack.pop()
+        if v in seen or v in inputs:
+            continue
+        seen.add(v)
+        node = producer[v]
+        if v in tangent or recomputed(node):
+            if node not in in_backward:
+                in_backward.add(node)
+                stack.extend(node.inputs)
+        else:
+            residuals.append(v)
+    order = {node: k for k, node in enumerate(combined.nodes)}
+    residuals.sort(key=lambda v: (order[producer[v]], v.index))
+
+    # forward: graph's nodes (a prefix: merge_trajectory_recompute recognises the extension), then what the
+    # residuals need of the appended primal nodes
+    needed: set[Node] = set()
+    todo = [producer[v] for v in residuals]
+    while todo:
+        node = todo.pop()
+        if node in needed or order[node] < n_forward:
+            continue
+        needed.add(node)
+        todo.extend(producer[v] for v in node.inputs if v in producer)
+    forward = Graph(graph.name)
+    forward.inputs = list(combined.inputs[:len(graph.inputs)])
+    forward.nodes = combined.nodes[:n_forward] + [n for n in combined.nodes[n_forward:] if n in needed]
+    forward.outputs = list(combined.outputs) + residuals
+
+    backward = Graph(f"{graph.name}_backward")
+    vmap: dict[Value, Value] = {}
+    for v in combined.inputs[:len(graph.inputs)]:
+        vmap[v] = backward.add_input(v.type, v.name)
+    for k, v in enumerate(residuals):
+        vmap[v] = backward.add_input(v.type, f"r{k}")
+    for v in cotangents:
+        vmap[v] = backward.add_input(v.type, v.name)
+    _copy_nodes([n for n in combined.nodes if n in in_backward], vmap, backward)
+    backward.outputs = [vmap[g] for g in grads]
+    return VJPSplit(forward, backward, len(residuals))
