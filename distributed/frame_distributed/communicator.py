@@ -138,8 +138,16 @@ def check_same_on_every_rank(comm: Communicator, text: str, what: str, advice: s
                            f"{advice}")
 
 
+#: Every communicator made in this process; while it is empty, an uncaught exception under an MPI launcher
+#: aborts the job (``mpi.abort_before_a_communicator``).
+communicators_made: list[bool] = []
+
+
 class LocalCommunicator:
     """One process, no MPI: rank 0 of 1. Reductions and broadcasts leave the buffer as it is."""
+
+    def __init__(self) -> None:
+        communicators_made[:] = [True]
 
     @property
     def rank(self) -> int:

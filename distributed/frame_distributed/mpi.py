@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .communicator import INSTALL_HINT, check_broadcast_buffer, check_reduce_buffer
+from .communicator import INSTALL_HINT, check_broadcast_buffer, check_reduce_buffer, communicators_made
 from .errors import DistributedError, MPIUnavailableError
 
 __all__ = ["MPICommunicator", "import_mpi"]
@@ -87,7 +87,7 @@ class MPICommunicator:
         self._notice = np.zeros(1, np.int64)
         self._status = MPI.Status()
         self._notice_request = self._listen() if self._size > 1 else None
-        _made.append(True)
+        communicators_made[:] = [True]
         if abort_on_error:
             _abort_on_uncaught_exception(self)
         atexit.register(self._leave)
@@ -190,7 +190,6 @@ class MPICommunicator:
 
 
 _hooked: list[MPICommunicator] = []
-_made: list[bool] = []  # set once an MPICommunicator exists: from then on it (or its abort_on_error=False) decides
 
 
 def abort_before_a_communicator() -> None:
@@ -201,14 +200,16 @@ def abort_before_a_communicator() -> None:
     in ``MPI_Init`` or their first collective forever. This hook (installed when
     ``frame_distributed`` is imported under a launcher, unless
     ``FRAME_COMMUNICATOR=local``) starts MPI on the failing rank only to call
-    ``MPI_Abort``. Once a communicator exists it does nothing: that
-    communicator's own hook, or its ``abort_on_error=False``, decides.
+    ``MPI_Abort``. Once a communicator exists it does nothing: an
+    ``MPICommunicator``'s own hook, or its ``abort_on_error=False``, decides;
+    a ``LocalCommunicator`` made under a launcher means the ranks run alone,
+    and one failing must not end the others.
     """
     previous = sys.excepthook
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         previous(exc_type, exc, tb)
-        if _made:
+        if communicators_made:
             return
         try:
             MPI = import_mpi()

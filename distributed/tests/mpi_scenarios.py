@@ -7,7 +7,7 @@ empty shards, parallel evaluation, communicator round trips), ``train``
 (training with checkpoints, optionally killing the whole job part-way, or
 resuming), ``raise``, ``exit`` and ``hang`` (one rank fails in a different
 way at step 3), ``tail`` (rank 0 works on after rank 1 has ended), ``misuse`` (mistakes that must raise on
-every rank), ``early`` (rank 1 fails before it makes a communicator). Each rank writes what it ends with to ``OUT_DIR`` as
+every rank), ``early`` (rank 1 fails before it makes a communicator), ``alone`` (ranks with LocalCommunicators). Each rank writes what it ends with to ``OUT_DIR`` as
 ``.npz`` files; the tests load them. The tests also import this file (by path)
 for the problem and the reference, which uses no frame-distributed code.
 """
@@ -193,7 +193,7 @@ def misuse(comm, out: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["acceptance", "train", "raise", "exit", "hang", "tail",
-                                                     "misuse", "early"])
+                                                     "misuse", "early", "alone"])
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--split", default="even", choices=SPLITS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -205,7 +205,17 @@ def main() -> None:
 
     from frame_distributed import MPICommunicator, default_communicator
 
-    if args.scenario == "early":  # rank 1 fails before it makes a communicator; rank 0 waits in a collective
+    if args.scenario == "alone":  # LocalCommunicator under mpiexec: the ranks run alone, rank 1's failure is its own
+        from frame_distributed import LocalCommunicator
+
+        rank = int(os.environ["PMI_RANK"])
+        (args.out / f"pid-rank{rank}").write_text(str(os.getpid()))
+        LocalCommunicator()
+        if rank == 1:
+            raise RuntimeError("rank 1 fails on its own")
+        time.sleep(0.5)
+        (args.out / "alone-done").write_text("rank 0 finished")
+    elif args.scenario == "early":  # rank 1 fails before it makes a communicator; rank 0 waits in a collective
         rank = int(os.environ["PMI_RANK"])
         (args.out / f"pid-rank{rank}").write_text(str(os.getpid()))
         if rank == 1:

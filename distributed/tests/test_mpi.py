@@ -191,6 +191,14 @@ def test_a_failing_rank_ends_every_rank_in_bounded_time(tmp_path, failure, culpr
     assert len(rank_pids(tmp_path)) == RANKS and not run.stragglers  # every rank started, none is left
 
 
+def test_ranks_that_chose_to_run_alone_are_not_aborted_by_one_failing(tmp_path):
+    """The hook that aborts a job whose rank fails before making a communicator stands aside once a rank has made
+    one: with LocalCommunicators the ranks are independent, so rank 1's error must not end rank 0."""
+    run = mpiexec("alone", out=tmp_path)
+    assert "rank 1 fails on its own" in run.stderr and "MPI_Abort" not in run.stderr, run.stderr
+    assert (tmp_path / "alone-done").read_text() == "rank 0 finished"
+
+
 def test_mistakes_raise_on_every_rank_and_leave_the_ranks_in_step(tmp_path):
     """Parameters of another shape on rank 1 (the same bytes, so MPI saw nothing) and a junk checkpoint that only
     rank 0 reads (it raised there alone and the job hung): a named error on every rank, then training goes on."""
