@@ -23,6 +23,7 @@ per-instruction profile (``Executable.profile``).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -171,9 +172,25 @@ def main() -> None:
 
     t0 = time.perf_counter()
     graph, loss_index = frame_training_graph(n, h)
-    exe = fc.compile(graph)
+    exe = fc.compile(graph, cache=False)
     setup = time.perf_counter() - t0
     inputs = [x, xb, f, *params]
+    native = None
+    try:  # with frame-native installed: also time frame's own numpy code, and wait for the swap
+        import frame_native
+    except ImportError:
+        frame_native = None
+    if frame_native is not None and frame_native.tier_of(exe):
+        os.environ["FRAME_NATIVE"] = "0"
+        plain = fc.compile(graph, cache=False)
+        os.environ.pop("FRAME_NATIVE")
+        for _ in range(3):
+            exe.run(inputs)
+        frame_native.wait(120)
+        native = exe
+        tiers = frame_native.tier_of(exe)
+        print(f"frame-native: {tiers.count('native')} of {len(tiers)} tiered groups compiled")
+        exe = plain
     outs = exe.run(inputs)
     loss, grads = numpy_step(*inputs)
     np.testing.assert_allclose(outs[loss_index], loss, rtol=2e-4)
@@ -183,6 +200,9 @@ def main() -> None:
           f"{setup:.3f} s; gradients agree with the hand-written numpy")
 
     variants = {"numpy": lambda: numpy_step(*inputs), "frame": lambda: exe.run(inputs)}
+    if native is not None:
+        np.testing.assert_array_equal(native.run(inputs)[-1], outs[-1])
+        variants["frame+native"] = lambda: native.run(inputs)
     torch_step = torch_step_fn()
     if torch_step is not None:
         import torch
@@ -193,7 +213,7 @@ def main() -> None:
     base = times["numpy"]
     print(f"PINN u'' step, {n} points, {h} hidden, float32; median of {args.rounds} interleaved rounds")
     for name, t in times.items():
-        print(f"  {name:8} {t * 1e6:9.1f} us   {t / base:5.2f}x numpy")
+        print(f"  {name:12} {t * 1e6:9.1f} us   {t / base:5.2f}x numpy")
     if args.profile:
         print(exe.profile(inputs, repeat=200).top(15))
         print({k: round(v * 1e6, 1) for k, v in exe.profile(inputs, repeat=200).by_op().items()})

@@ -11,15 +11,18 @@ DecomposeFns.
 
 Python numbers are *weakly typed*, as in numpy 2 and JAX: a Python scalar
 takes the dtype of the tensor (or numpy array) it meets (``x * 2.0`` keeps
-``x``'s float16). An op whose inputs are all Python numbers (or results of
-such ops), ``ops.add(0.5, 0.25)``, gives a weak tensor: traced at the
-default dtype (float64 for floats, as Python's float is a double; int64 for
-ints; bool), and traced again in the other operand's dtype when it meets a
-tensor of another dtype, so ``x + ops.add(0.5, 0.25)`` works for any floating
-``x``. A bare Python number returned by the traced function, or a weak
-tensor that never met another operand, becomes a constant of the default
-dtype: ``1.0`` is a float64 output. Numpy arrays and scalars
-(``np.float32(1)``) keep their own dtype.
+``x``'s float16): the first tensor input the op does not list in
+``nondiff_inputs`` (``where``'s boolean condition, ``cross_entropy``'s labels
+carry no value a scalar is combined with). An op whose inputs are all Python
+numbers (or results of such ops), ``ops.add(0.5, 0.25)``, gives a weak
+tensor: traced at the default dtype (float64 for floats, as Python's float is
+a double; int64 for ints; bool), and traced again in the other operand's
+dtype when it meets a tensor of another dtype, so ``x + ops.add(0.5, 0.25)``
+works for any floating ``x``. A bare Python number returned by the traced
+function, at a ``nondiff_inputs`` position, or a weak tensor that never met
+another operand, becomes a constant of the default dtype: ``1.0`` is a
+float64 output. Numpy arrays and scalars (``np.float32(1)``) keep their own
+dtype.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gc import gc_paused
 from ..errors import IRError, RegistrationError
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value
@@ -128,7 +132,9 @@ class Tensor:
                 return self
             if exponent == 0.5:
                 return apply("sqrt", self)
-            exponent = float(exponent)  # a Python number takes the tensor's dtype
+            exponent = exponent.item() if isinstance(exponent, np.generic) else exponent  # a Python number takes
+            # the tensor's dtype (a numpy scalar would keep its own); an int stays an int, so an integer tensor
+            # hears pow's own refusal, not about a float it was never given
         return apply("pow", self, exponent)
 
     def __rpow__(self, base: Any) -> "Tensor":
@@ -383,12 +389,15 @@ def _strong_dtype(inputs: Sequence[Any]) -> Any:
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     """Append ``op(*inputs; attrs)`` to the traced graph; return a ``Tensor`` (a tuple for several outputs)."""
     graph = _graph_of(inputs, op)
-    like = _strong_dtype(inputs)
+    plain = all(type(x) is Value or (isinstance(x, Tensor) and x.weak is None) for x in inputs)
+    apart = frozenset() if plain else _nondiff_positions(op)
+    data = [x for i, x in enumerate(inputs) if i not in apart]
+    like = _strong_dtype(data)
     if like is None and inputs and all(_is_number(a) or (isinstance(a, Tensor) and a.weak is not None and
                                                         a.graph is graph) for a in inputs):
         return _apply_weak(op, inputs, attrs, graph)
-    other = next((str(a.type) for a in inputs if isinstance(a, Tensor) and a.weak is None), "")
-    values = [_lift(x, graph, like, op, i, other) for i, x in enumerate(inputs)]
+    other = next((str(a.type) for a in data if isinstance(a, Tensor) and a.weak is None), "")
+    values = [_lift(x, graph, None if i in apart else like, op, i, other) for i, x in enumerate(inputs)]
     node = graph.add_node(op, values, attrs)
     outs = node.outputs
     if len(outs) == 1:
@@ -412,6 +421,18 @@ def _apply_weak(op: str, inputs: Sequence[Any], attrs: dict[str, Any], graph: Gr
     _remember(graph, node)
     outs = [Tensor(v, graph, _Weak(op, args, attrs, j)) for j, v in enumerate(node.outputs)]
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _nondiff_positions(op: str) -> frozenset[int]:
+    """The inputs of ``op`` whose dtype is not the data's (a condition, labels): a scalar there neither
+    follows nor sets the dtype of the other operands. Empty for an unknown op (``add_node`` reports it)."""
+    from ..errors import FrameError
+    from ..ir.schemas import default_source
+
+    try:
+        return frozenset(getattr(default_source().get(op), "nondiff_inputs", ()))
+    except FrameError:
+        return frozenset()
 
 
 def constant(value: Any, dtype: Any = None) -> Tensor:
@@ -470,7 +491,8 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
     _check_arity(fn, len(args))
     token = _current.set(graph)
     try:
-        result = fn(*args)
+        with gc_paused():  # a large trace makes many long-lived objects: no collections walking them meanwhile
+            result = fn(*args)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         indices = []
         for i, r in enumerate(results):

@@ -11,7 +11,9 @@ Grouping walks nodes in order; a node joins the group of one of its
 producers when every input it reads from outside that group is defined before
 the group's first node (so placing the fused node there cannot create a
 cycle); constants count as defined before everything, and the rewritten
-graph lists them first. Fused nodes are a pipeline product: ``build_backward_graph`` refuses
+graph lists them first. A constant a group reads becomes a ``constant`` node
+of its body (the kernel binds it once instead of receiving it at every call);
+one that nothing else reads leaves the graph. Fused nodes are a pipeline product: ``build_backward_graph`` refuses
 them (ARCH-062).
 """
 
@@ -157,9 +159,11 @@ def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
     reads.update(graph.outputs)  # an output is read by the caller
     leader = {g.members[0]: g for g in groups}
     member = {n for g in groups for n in g.members}
+    outside = Counter(chain.from_iterable([n.inputs for n in graph.nodes if n not in member]))
+    outside.update(graph.outputs)
     rw = Rewriter(graph)
     for node in graph.nodes:  # constants first: a fused node may read one defined after its first member
-        if node.op == "constant":
+        if node.op == "constant" and outside[node.outputs[0]]:  # (one read only by groups moves into them)
             rw.copy(node)
     for node in graph.nodes:
         if node.op == "constant":
@@ -173,7 +177,8 @@ def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
 
 
 def _emit_fused(group: _Group, rw: Rewriter, reads: Counter) -> None:
-    """Append the group's fused node; a member's value is exported when something outside the group reads it."""
+    """Append the group's fused node; a member's value is exported when something outside the group reads it.
+    The constants the group reads become constant nodes of its body (the kernel binds them once)."""
     produced = group.produced
     body = Graph("fused")
     bmap: dict[Value, Value] = {}
@@ -187,9 +192,16 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter) -> None:
             if v in produced:
                 inside[v] = inside.get(v, 0) + 1
             elif v not in bmap:
-                bmap[v] = Value(v.type, None, -1, v.name)
-                params.append(bmap[v])
-                external.append(v)
+                p = v.producer
+                if p is not None and p.op == "constant":
+                    const = Node("constant", (), p.attrs)
+                    const.outputs = (Value(v.type, const, 0),)
+                    bmap[v] = const.outputs[0]
+                    nodes.append(const)
+                else:
+                    bmap[v] = Value(v.type, None, -1, v.name)
+                    params.append(bmap[v])
+                    external.append(v)
         copy = Node(node.op, tuple(map(bmap.__getitem__, ins)), node.attrs)
         out = node.outputs[0]
         bmap[out] = value = Value(out.type, copy, 0)

@@ -10,12 +10,14 @@ compiled kernel's results are numpy's bit for bit. Transcendental functions
 (tanh, exp, ...) differ from numpy's SIMD versions by an ulp and are left
 to numpy: a body that holds one is not compiled.
 
-Layout of the kernel ``i32 kernel(ptr x0, ..., ptr y0, ...)``: every
-argument is a ``PyArrayObject*`` (numpy's C struct, whose fields the kernel
-reads: ``data`` at byte 16, ``flags`` at byte 64; checked once against numpy
-before any kernel runs). The kernel returns 1 without touching memory when
-an array is not C-contiguous, so the caller can fall back to numpy, and 0
-when it has written every output.
+Layout of the kernel ``i32 kernel(ndarray_type, dtype, x0, ..., y0, ...)``:
+every argument is a ``PyObject*``; the kernel reads numpy's C struct of an
+array (``data`` at byte 16, ``nd`` 24, ``dimensions`` 32, ``descr`` 56,
+``flags`` 64; checked once against numpy before any kernel runs). It returns
+1 without writing anything unless every argument is an ndarray (not a
+subclass, not a numpy scalar) of the group's dtype and shape and
+C-contiguous, so the caller can fall back to numpy, and 0 when it has
+written every output.
 
 Values are read three ways: *full* (the output's shape: element i), *scalar*
 (one element, splat into a vector once) and *periodic* (a trailing part of
@@ -336,23 +338,66 @@ def generate(plan: Plan, width: int) -> str:
         reads = list(dict.fromkeys(v for i in ids for v in body.nodes[i].inputs if v not in own))
         writes = [v for v in dict.fromkeys(body.nodes[i].outputs[0] for i in ids) if v in needed_later]
         lines += _Writer(plan, width, f"chunk{c}", ids, reads, writes, arg_of, n_args, n_in, const_names).emit()
-    # the entry point: check every array is C-contiguous (NPY_ARRAY_C_CONTIGUOUS is bit 0 of the flags at
-    # byte 64 of a PyArrayObject), read the data pointers (byte 16), run the chunks in turn
-    args = ", ".join(f"ptr %a{k}" for k in range(n_args))
-    lines += [f"define i32 @kernel({args}) {{", "entry:"]
+    lines += _entry(plan, n_args, [_arg_shape(plan, k) for k in range(n_args)])
+    return "\n".join(lines) + "\n"
+
+
+def _arg_shape(plan: Plan, k: int) -> tuple[int, ...]:
+    """The shape the kernel's k-th array argument must have."""
+    body = plan.body
+    n_body, n_in = len(body.inputs), plan.n_inputs
+    if k < n_body:
+        return body.inputs[k].type.shape
+    if k < n_in:
+        return plan.passed_constants[k - n_body].shape
+    out_shape = body.outputs[0].type.shape
+    return out_shape if k < n_in + plan.n_outputs else (len(plan.scratch),) + out_shape
+
+
+def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
+    """``i32 kernel(ptr ndarray_type, ptr descr, ptr a0, ...)``: every argument must be an ndarray (its type
+    pointer, byte 8, is numpy's ndarray type: a subclass or a numpy scalar is refused before anything else is
+    read), of the group's dtype (descr at byte 56 is the dtype's own object), of its shape (nd at byte 24,
+    dimensions at byte 32) and C-contiguous (bit 0 of flags at byte 64). Then the data pointers (byte 16) go
+    to the chunks in turn. Any failed check returns 1 and nothing is written."""
+    args = ", ".join(["ptr %ty", "ptr %descr"] + [f"ptr %a{k}" for k in range(n_args)])
+    L = [f"define i32 @kernel({args}) {{", "entry:"]
     ok = "true"
     for k in range(n_args):
-        lines += [f"  %fp{k} = getelementptr i8, ptr %a{k}, i64 64", f"  %f{k} = load i32, ptr %fp{k}",
-                  f"  %fc{k} = and i32 %f{k}, 1", f"  %fb{k} = icmp ne i32 %fc{k}, 0", f"  %ok{k} = and i1 {ok}, %fb{k}"]
-        ok = f"%ok{k}"
-    lines += [f"  br i1 {ok}, label %go, label %refuse", "refuse:", "  ret i32 1", "go:"]
+        L += [f"  %tp{k} = getelementptr i8, ptr %a{k}, i64 8", f"  %t{k} = load ptr, ptr %tp{k}",
+              f"  %tb{k} = icmp eq ptr %t{k}, %ty", f"  %tok{k} = and i1 {ok}, %tb{k}"]
+        ok = f"%tok{k}"
+    L += [f"  br i1 {ok}, label %arrays, label %refuse", "arrays:"]
+    ok = "true"
     for k in range(n_args):
-        lines += [f"  %dp{k} = getelementptr i8, ptr %a{k}, i64 16", f"  %d{k} = load ptr, ptr %dp{k}"]
+        shape = shapes[k]
+        L += [f"  %ep{k} = getelementptr i8, ptr %a{k}, i64 56", f"  %e{k} = load ptr, ptr %ep{k}",
+              f"  %eb{k} = icmp eq ptr %e{k}, %descr",
+              f"  %fp{k} = getelementptr i8, ptr %a{k}, i64 64", f"  %f{k} = load i32, ptr %fp{k}",
+              f"  %fc{k} = and i32 %f{k}, 1", f"  %fb{k} = icmp ne i32 %fc{k}, 0",
+              f"  %np{k} = getelementptr i8, ptr %a{k}, i64 24", f"  %n{k} = load i32, ptr %np{k}",
+              f"  %nb{k} = icmp eq i32 %n{k}, {len(shape)}",
+              f"  %o{k}a = and i1 {ok}, %eb{k}", f"  %o{k}b = and i1 %o{k}a, %fb{k}", f"  %o{k} = and i1 %o{k}b, %nb{k}"]
+        ok = f"%o{k}"
+    L += [f"  br i1 {ok}, label %dims, label %refuse", "dims:"]
+    ok = "true"
+    for k in range(n_args):  # the rank is right: read the dimensions
+        shape = shapes[k]
+        if not shape:
+            continue
+        L += [f"  %dimp{k} = getelementptr i8, ptr %a{k}, i64 32", f"  %dim{k} = load ptr, ptr %dimp{k}"]
+        for j, d in enumerate(shape):
+            L += [f"  %dp{k}_{j} = getelementptr i64, ptr %dim{k}, i64 {j}", f"  %dv{k}_{j} = load i64, ptr %dp{k}_{j}",
+                  f"  %db{k}_{j} = icmp eq i64 %dv{k}_{j}, {d}", f"  %do{k}_{j} = and i1 {ok}, %db{k}_{j}"]
+            ok = f"%do{k}_{j}"
+    L += [f"  br i1 {ok}, label %go, label %refuse", "refuse:", "  ret i32 1", "go:"]
+    for k in range(n_args):
+        L += [f"  %dp{k} = getelementptr i8, ptr %a{k}, i64 16", f"  %d{k} = load ptr, ptr %dp{k}"]
     data = ", ".join(f"ptr %d{k}" for k in range(n_args))
     for c in range(len(plan.chunks)):
-        lines.append(f"  call void @chunk{c}({data})")
-    lines += ["  ret i32 0", "}", "attributes #0 = { noinline nounwind }"]
-    return "\n".join(lines) + "\n"
+        L.append(f"  call void @chunk{c}({data})")
+    L += ["  ret i32 0", "}", "attributes #0 = { noinline nounwind }"]
+    return L
 
 
 def describe(plan: Plan) -> dict[str, Any]:

@@ -259,16 +259,21 @@ class _LLVM:
 
 
 def _check_numpy_layout() -> str | None:
-    """The kernels read ``data`` at byte 16 and ``flags`` at byte 64 of a PyArrayObject: check it on this numpy."""
-    probe = np.arange(3.0)
+    """The kernels read a PyArrayObject's type (byte 8), ``data`` (16), ``nd`` (24), ``dimensions`` (32),
+    ``descr`` (56) and ``flags`` (64): check each on this numpy before any kernel runs."""
+    probe = np.empty((3, 5), np.float32)
+    strided = probe[:, ::2]
+    read = ctypes.c_void_p.from_address
     try:
-        data = ctypes.c_void_p.from_address(id(probe) + 16).value
-        flags = ctypes.c_int.from_address(id(probe) + 64).value
-        strided = probe[::2]
-        strided_flags = ctypes.c_int.from_address(id(strided) + 64).value
+        ok = (read(id(probe) + 8).value == id(np.ndarray) and read(id(probe) + 16).value == probe.ctypes.data
+              and ctypes.c_int.from_address(id(probe) + 24).value == 2
+              and list((ctypes.c_int64 * 2).from_address(read(id(probe) + 32).value)) == [3, 5]
+              and read(id(probe) + 56).value == id(np.dtype(np.float32))
+              and ctypes.c_int.from_address(id(probe) + 64).value & 1
+              and not ctypes.c_int.from_address(id(strided) + 64).value & 1)
     except Exception as exc:  # pragma: no cover - ctypes cannot fail to read our own object
         return f"cannot read numpy's array layout ({exc})"
-    if data != probe.ctypes.data or not flags & 1 or strided_flags & 1:
+    if not ok or sys.maxsize <= 2**32:  # (the offsets are those of a 64-bit build)
         return f"numpy {np.__version__} lays out its arrays differently than the compiled kernels expect"
     return None
 
@@ -300,7 +305,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     text = generate(plan, width)
     key = hashlib.sha256((llvm.identity + "\n" + text).encode()).hexdigest()
     symbol = f"frame_kernel_{key[:32]}"
-    n_args = plan.n_args
+    n_args = plan.n_args + 2  # the ndarray type and the dtype, then the arrays
     hit = _loaded.get(key)
     if hit is None:
         path = os.path.join(cache_dir(), key + ".o")

@@ -2,8 +2,9 @@
 
 Runs right after ``fuse_elementwise``. A ``fused_elementwise_internal`` node
 whose body holds only exactly rounded ops on float32 or float64 (see
-``codegen.why_not``) is rewritten into the pack's op, with its constant
-inputs moved into the body; everything else is left alone. The pass does no
+``codegen.why_not``) is rewritten into the pack's op with the same body
+(``fuse_elementwise`` has put the group's constants in it); everything else
+is left alone. The pass does no
 compiling itself (that happens in the background, after the group has run on
 numpy), so it adds a scan of the fused nodes to ``compile``, nothing more.
 
@@ -82,8 +83,7 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         if node not in chosen:
             rw.copy(node)
             continue
-        body, outer = _with_constants_inside(node)
-        new = Node(NATIVE_OP, rw.read(outer), {"body": body})
+        new = Node(NATIVE_OP, rw.read(node.inputs), node.attrs)  # the same body (fusion put its constants in it)
         new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])
         rw.new.nodes.append(new)
         for old, value in zip(node.outputs, new.outputs):
@@ -91,29 +91,3 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     note = f"{len(chosen)} of {len(fused)} fused groups tier up to native code"
     ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
     return rw.finish()
-
-
-def _with_constants_inside(node: Node) -> tuple[Graph, list[Value]]:
-    """The node's body with the constants it reads as constant nodes of the body, and its remaining inputs."""
-    old = node.attrs["body"]
-    body = Graph("native")
-    vmap: dict[Value, Value] = {}
-    outer: list[Value] = []
-    for param, v in zip(old.inputs, node.inputs):
-        p = v.producer
-        if p is not None and p.op == "constant":
-            const = Node("constant", (), {"value": p.attrs["value"]})
-            const.outputs = (Value(param.type, const, 0),)
-            body.nodes.append(const)
-            vmap[param] = const.outputs[0]
-        else:
-            vmap[param] = body.add_input(param.type, param.name)
-            outer.append(v)
-    for n in old.nodes:
-        copy = Node(n.op, tuple([vmap[v] for v in n.inputs]), n.attrs)
-        copy.outputs = tuple([Value(v.type, copy, v.index) for v in n.outputs])
-        for a, b in zip(n.outputs, copy.outputs):
-            vmap[a] = b
-        body.nodes.append(copy)
-    body.outputs.extend(vmap[v] for v in old.outputs)
-    return body, outer

@@ -111,13 +111,12 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
     back to numpy if it refuses the arrays."""
     out_t = plan.body.outputs[0].type
     namespace: dict[str, Any] = {"_fn": fn, "_numpy": numpy_kernel, "_empty": np.empty, "_shape": out_t.shape,
-                                 "_dtype": plan.dtype, "_nd": np.ndarray,
+                                 "_dtype": plan.dtype, "_ty": np.ndarray, "_descr": np.dtype(plan.dtype),
                                  "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
     params = [f"a{i}" for i in range(n)]
-    # The compiled code reads numpy's C struct of every argument, so anything that is not exactly an ndarray
-    # (a numpy scalar from a 0-d ufunc, a Python float, a subclass) goes to numpy: reading it would crash.
-    guard = " or ".join([f"{a}.__class__ is not _nd" for a in params] + ["(out is not None and out.__class__ is not _nd)"])
-    lines = [f"    if {guard}:\n        _refused()\n        return _numpy({', '.join(params + ['out'])})"]
+    # The compiled code itself refuses (returns 1 before reading anything else) an argument that is not exactly
+    # an ndarray of the group's dtype and shape: a numpy scalar from a 0-d ufunc, a Python float, a subclass.
+    lines = []
     passed = []
     for k, array in enumerate(plan.passed_constants):
         namespace[f"_p{k}"] = array
@@ -131,7 +130,7 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
         result = "(" + ", ".join(outs) + ")"
     namespace["_rows"] = (len(plan.scratch),) + tuple(out_t.shape)
     scratch = ["_empty(_rows, _dtype)"] if plan.scratch else []
-    call = ", ".join(params + passed + outs + scratch)
+    call = ", ".join(["_ty", "_descr"] + params + passed + outs + scratch)
     lines.append(f"    if _fn({call}):\n        _refused()\n        return _numpy({', '.join(params + ['out'])})")
     lines.append(f"    return {result}")
     source = f"def native({', '.join(params + ['out=None'])}):\n" + "\n".join(lines) + "\n"

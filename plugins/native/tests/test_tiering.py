@@ -421,3 +421,27 @@ def test_a_group_runs_on_numpy_until_it_has_been_called_enough(monkeypatch):
     assert frame_native.tier_of(exe) == ["numpy"] and jit.status()["kernels"] == 0
     exe.run([x])
     assert frame_native.wait(60) and frame_native.tier_of(exe) == ["native"]
+
+
+def test_the_compiled_kernel_refuses_anything_but_ndarrays_of_its_dtype_and_shape(same_bits):
+    """A numpy scalar (what a ufunc returns for 0-d inputs), an ndarray subclass, another dtype or another
+    shape never reaches the compiled code: that call runs frame's numpy code, whatever it makes of it."""
+    exe = fc.compile(fc.trace(lambda x, y: ops.relu(x * y + 1.0) - y, "f32[]", "f32[]"), cache=False)
+    x, y = np.asarray(np.float32(-0.5)), np.asarray(np.float32(3.0))
+    before, _ = run_both_tiers(exe, [x, y])
+    (kernel,) = tiered_kernels(exe)
+
+    class Sub(np.ndarray):
+        pass
+    calls = [(np.float32(-0.5), np.float32(3.0)), (x.view(Sub), y), (x.astype(np.float64), y)]
+    for k, args in enumerate(calls, 1):
+        with np.errstate(all="ignore"):
+            same_bits(np.asarray(kernel(*args), np.float32), np.asarray(kernel.numpy(*args), np.float32))
+        assert kernel.native.fallbacks == k
+    wide = fc.compile(fc.trace(chain(6, 8), "f32[8]"), cache=False)
+    run_both_tiers(wide, [np.ones(8, np.float32)])
+    (wide_kernel,) = tiered_kernels(wide)
+    with pytest.raises(ValueError):  # numpy's own complaint about the shapes, not a crash or a wrong answer
+        wide_kernel(np.ones(16, np.float32))
+    assert wide_kernel.native.fallbacks == 1
+    same_bits(exe.run([x, y])[0], before[0])

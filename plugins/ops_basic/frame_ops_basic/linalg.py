@@ -208,6 +208,17 @@ def _grad_kernel(ctx: NodeContext, transpose_first: bool) -> Callable:
             return out
         return outer_kernel
 
+    if not axes and acc == dtype and xs == x_t.shape and ys == ctx.input_types[1].shape and target == shape:
+        matmul = np.matmul  # the common case (matrices, nothing to sum): transposed views straight to BLAS
+
+        if transpose_first:
+            def plain(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+                return matmul(x.swapaxes(-1, -2), y, out if out is not None else np.empty(shape, dtype))
+        else:
+            def plain(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+                return matmul(x, y.swapaxes(-1, -2), out if out is not None else np.empty(shape, dtype))
+        return plain
+
     def kernel(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if acc != dtype:
             x, y = x.astype(acc), y.astype(acc)

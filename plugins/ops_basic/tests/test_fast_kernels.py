@@ -77,17 +77,18 @@ def general_grad(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], lhs: bool
     return np.sum(product, axis=axes, keepdims=True).reshape(shape) if axes else product
 
 
-# (gy, b, a's shape) for lhs; contraction length 1 = gy's last axis
+# (gy, b, a's shape) for lhs; contraction length 1 = gy's last axis (then two general products)
 LHS = [((256, 1), (64, 1), (256, 64)), ((2, 3, 1), (4, 1), (2, 3, 4)), ((2, 3, 1), (4, 1), (3, 4)),
-       ((2, 3, 1), (2, 4, 1), (1, 3, 4))]
-# (a, gy, b's shape) for rhs; contraction length 1 = a's rows
-RHS = [((1, 64), (1, 5), (64, 5)), ((2, 1, 4), (2, 1, 5), (4, 5)), ((2, 1, 4), (2, 1, 5), (2, 4, 5))]
+       ((2, 3, 1), (2, 4, 1), (1, 3, 4)), ((256, 64), (64, 64), (256, 64)), ((2, 3, 5), (4, 5), (3, 4))]
+# (a, gy, b's shape) for rhs; contraction length 1 = a's rows (then two general products)
+RHS = [((1, 64), (1, 5), (64, 5)), ((2, 1, 4), (2, 1, 5), (4, 5)), ((2, 1, 4), (2, 1, 5), (2, 4, 5)),
+       ((256, 64), (256, 64), (64, 64)), ((2, 3, 4), (2, 3, 5), (4, 5))]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("side, x_shape, y_shape, shape", [("lhs", *c) for c in LHS] + [("rhs", *c) for c in RHS])
-def test_matmul_gradients_with_contraction_one_are_bitwise_the_general_products(side, x_shape, y_shape, shape, dtype):
+def test_matmul_gradient_kernels_are_bitwise_the_plain_numpy_products(side, x_shape, y_shape, shape, dtype):
     rng = np.random.default_rng(1)
     x, y = awkward(x_shape, dtype, rng), awkward(y_shape, dtype, rng)
     short = "f32" if dtype is np.float32 else "f64"
