@@ -133,7 +133,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
         raise CompileError(f"stage(s) {sorted(required)} are needed for a correct program and cannot be disabled")
     # The caller's nodes are never released (see _release); stages share unchanged nodes with their
     # input, so the caller's nodes can sit inside any later graph.
-    protected = set(map(id, graph.nodes))
+    protected = set(graph.nodes)
     for name, fn in _ordered(ctx, frozenset(disable)):
         try:
             result = fn(graph, ctx)
@@ -154,7 +154,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
     return graph
 
 
-def _release(old: Graph, new: Graph, protected: set[int]) -> None:
+def _release(old: Graph, new: Graph, protected: set[Any]) -> None:
     """Break the node/value cycles of ``old``'s nodes that ``new`` dropped and this compile created.
 
     Passes keep no reference to nodes after they return (the pass contract,
@@ -162,11 +162,11 @@ def _release(old: Graph, new: Graph, protected: set[int]) -> None:
     links reference counting frees them at once, instead of leaving a hundred
     thousand objects (on a 10k-node training graph) to the cyclic collector.
     """
-    kept = set(map(id, new.nodes))
-    for node in old.nodes:
-        key = id(node)
-        if key not in kept and key not in protected:
-            node.outputs = ()
+    dropped = set(old.nodes)  # nodes hash and compare by identity: set algebra in C
+    dropped.difference_update(new.nodes)
+    dropped.difference_update(protected)
+    for node in dropped:
+        node.outputs = ()
 
 
 def describe() -> list[dict[str, Any]]:

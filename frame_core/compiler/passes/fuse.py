@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import chain
+from typing import Any
 
 from ...ir.graph import Graph, Node, Value
+from ...ir.keys import attrs_key
 from ..fused import FUSED_OP
 from ..context import CompileContext
 from ..rewrite import Rewriter
@@ -162,6 +164,7 @@ def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
     outside = Counter(chain.from_iterable([n.inputs for n in graph.nodes if n not in member]))
     outside.update(graph.outputs)
     rw = Rewriter(graph)
+    bodies: dict[tuple, Graph] = {}
     for node in graph.nodes:  # constants first: a fused node may read one defined after its first member
         if node.op == "constant" and outside[node.outputs[0]]:  # (one read only by groups moves into them)
             rw.copy(node)
@@ -170,50 +173,78 @@ def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
             continue
         g = leader.get(node)
         if g is not None:
-            _emit_fused(g, rw, reads)
+            _emit_fused(g, rw, reads, bodies)
         elif node not in member:
             rw.copy(node)
     return rw.finish()
 
 
-def _emit_fused(group: _Group, rw: Rewriter, reads: Counter) -> None:
+def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple, Graph]) -> None:
     """Append the group's fused node; a member's value is exported when something outside the group reads it.
-    The constants the group reads become constant nodes of its body (the kernel binds them once)."""
+
+    The constants the group reads become constant nodes of its body (the kernel binds them once). Groups
+    of one structure (layers, unrolled chains) share one body graph: the structure is read first, as
+    tuples, and a body is built only for a structure not met before in this pass (bodies are immutable,
+    so sharing is safe, and the kernel builder and the keys then see each structure once).
+    """
     produced = group.produced
+    ref: dict[Value, Any] = {}      # value -> its place: param index, ("c", constant node id) or -1 - member
+    external: list[Value] = []
+    inside: dict[Value, int] = {}   # reads of each member value by later members
+    shape = []
+    for k, node in enumerate(group.members):
+        refs = []
+        for v in node.inputs:
+            r = ref.get(v)
+            if r is None:
+                p = v.producer
+                r = ref[v] = ("c", id(p)) if p is not None and p.op == "constant" else len(external)
+                if type(r) is int:
+                    external.append(v)
+            elif v in produced:
+                inside[v] = inside.get(v, 0) + 1
+            refs.append(r)
+        out = node.outputs[0]
+        ref[out] = -1 - k
+        attrs = node.attrs
+        shape.append((node.op, tuple(refs), attrs_key(attrs) if attrs else (), id(out.type)))
+    exports = [k for k, node in enumerate(group.members) if reads[node.outputs[0]] > inside.get(node.outputs[0], 0)]
+    key = (tuple(shape), tuple([(id(v.type), v.name) for v in external]), tuple(exports))
+    body = bodies.get(key)
+    if body is None:
+        body = bodies[key] = _body(group.members, external, exports)
+    fused = Node(FUSED_OP, rw.read(external), {"body": body})
+    outs = [group.members[k].outputs[0] for k in exports]
+    fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(outs)])
+    rw.new.nodes.append(fused)
+    for old, new in zip(outs, fused.outputs):
+        rw.alias(old, new)
+
+
+def _body(members: list[Node], external: list[Value], exports: list[int]) -> Graph:
+    """The body graph of a group: its inputs in ``external`` order, its constants, its members, its exports."""
     body = Graph("fused")
     bmap: dict[Value, Value] = {}
-    inside: dict[Value, int] = {}  # reads of each member value by later members
-    external: list[Value] = []
-    params = body.inputs
+    for v in external:
+        bmap[v] = Value(v.type, None, -1, v.name)
+        body.inputs.append(bmap[v])
     nodes = body.nodes
-    for node in group.members:
-        ins = node.inputs
-        for v in ins:
-            if v in produced:
-                inside[v] = inside.get(v, 0) + 1
-            elif v not in bmap:
-                p = v.producer
-                if p is not None and p.op == "constant":
-                    const = Node("constant", (), p.attrs)
-                    const.outputs = (Value(v.type, const, 0),)
-                    bmap[v] = const.outputs[0]
-                    nodes.append(const)
-                else:
-                    bmap[v] = Value(v.type, None, -1, v.name)
-                    params.append(bmap[v])
-                    external.append(v)
-        copy = Node(node.op, tuple(map(bmap.__getitem__, ins)), node.attrs)
+    for node in members:
+        for v in node.inputs:
+            if v not in bmap:  # a constant (everything else is an external or an earlier member)
+                producer = v.producer
+                assert producer is not None  # _emit_fused made every other value an external
+                const = Node("constant", (), producer.attrs)
+                const.outputs = (Value(v.type, const, 0),)
+                bmap[v] = const.outputs[0]
+                nodes.append(const)
+        copy = Node(node.op, tuple(map(bmap.__getitem__, node.inputs)), node.attrs)
         out = node.outputs[0]
         bmap[out] = value = Value(out.type, copy, 0)
         copy.outputs = (value,)
         nodes.append(copy)
-    exports = [out for out in map(_first_output, group.members) if reads[out] > inside.get(out, 0)]
-    body.outputs.extend(map(bmap.__getitem__, exports))
-    fused = Node(FUSED_OP, rw.read(external), {"body": body})
-    fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(exports)])
-    rw.new.nodes.append(fused)
-    for old, new in zip(exports, fused.outputs):
-        rw.alias(old, new)
+    body.outputs.extend(bmap[members[k].outputs[0]] for k in exports)
+    return body
 
 
 def _first_output(node: Node) -> Value:
