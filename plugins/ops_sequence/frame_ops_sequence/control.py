@@ -83,12 +83,16 @@ def _check_returned(ctx: NodeContext, attr: str, got: Sequence[TensorType], want
                             f"carried value with the type it came in with (cast it, or fix the initial value)")
 
 
-def _fresh(out: np.ndarray, inputs: Sequence[np.ndarray]) -> np.ndarray:
-    """``out``, or a copy of it when it may share memory with the kernel's inputs (a loop that ran no step, a
-    body returning a row or an invariant) or is a body constant (read-only): kernels return arrays of their own."""
-    if not out.flags.writeable or any(np.may_share_memory(out, a) for a in inputs):
-        return np.array(out, copy=True)
-    return out
+def _owned(outs: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``outs``, each copied when it may share memory with the kernel's inputs (a loop that ran no step, a
+    body returning a row or an invariant), with an earlier output (a body returning one value as two
+    states) or is a body constant (read-only): kernels return arrays of their own, which never alias."""
+    owned: list[np.ndarray] = []
+    for out in outs:
+        if not out.flags.writeable or any(np.may_share_memory(out, a) for a in (*inputs, *owned)):
+            out = np.array(out, copy=True)
+        owned.append(out)
+    return owned
 
 
 def _constant_true(value: Any) -> bool:
@@ -221,14 +225,14 @@ def _loop_shape(ctx: NodeContext) -> list[TensorType]:
 
 def _run_body(graph: Graph) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
     """The body compiled once (with the enclosing compile's options), run without checks or copies: the
-    loop kernels copy what they keep (rows into stacked outputs, the final values through ``_fresh``)."""
+    loop kernels copy what they keep (rows into stacked outputs, the final values through ``_owned``)."""
     from frame_core import compile_subgraph  # the compiler loads only when a kernel is built
 
     return compile_subgraph(graph).unchecked(copy_outputs=False)
 
 
 def _frozen_step(i: int) -> np.ndarray:
-    """The step input of the body: read-only, so a body that returns it hands on a copy (``_fresh``)."""
+    """The step input of the body: read-only, so a body that returns it hands on a copy (``_owned``)."""
     step = np.asarray(i, np.int64)
     step.flags.writeable = False
     return step
@@ -262,7 +266,7 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
             for y, row in zip(ys, out[1 + ns:]):
                 y[i] = row
             steps += 1
-        result = [_fresh(s, values) for s in states] + ys
+        result = _owned(states, values) + ys
         if trip_count:
             result.append(np.asarray(steps, np.int64))
         return tuple(result) if len(result) != 1 else result[0]
@@ -441,7 +445,7 @@ def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
             carry = out[:nc]
             for y, row in zip(ys, out[nc:]):
                 y[i] = row
-        result = [_fresh(c, values) for c in carry] + ys
+        result = _owned(carry, values) + ys
         return tuple(result) if len(result) != 1 else result[0]
     return kernel
 
