@@ -486,6 +486,9 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     ``x``. ``reverse=True`` runs from the last row to the first. Tensors ``f``
     reads from outside are captured. ``checkpoint_every=k``: as for ``loop``.
     """
+    if init is None:
+        raise IRError("scan: init must be a tensor or a tuple/list of tensors, got None; give () for a scan "
+                      "without a carry")
     carry_struct = isinstance(init, (tuple, list))
     carry0 = [_tensor(c, f"scan init[{k}]") for k, c in enumerate(_seq(init, "scan init"))]
     xs_struct = isinstance(xs, (tuple, list))
@@ -516,15 +519,7 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     def call(fn: Callable[..., Any], args: list[Tensor]) -> list[Any]:
         c = tuple(args[:nc]) if carry_struct else args[0]
         x = (tuple(args[nc:nc + nx]) if xs_struct else args[nc]) if nx else None
-        result = fn(c, x, *args[nc + nx:])
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise IRError(f"scan: the body must return a pair (carry, y), got {type(result).__name__}")
-        new_carry, y = result
-        carry_out = list(new_carry) if carry_struct and isinstance(new_carry, (tuple, list)) else [new_carry]
-        if len(carry_out) != nc:
-            raise ShapeError(f"scan: the body returns {len(carry_out)} carries, the initial carry has {nc}")
-        y_struct.append(y)
-        return carry_out + ([] if y is None else list(y) if isinstance(y, (tuple, list)) else [y])
+        return scan_step_outputs(fn(c, x, *args[nc + nx:]), nc, carry_struct, y_struct)
 
     rows = [x.type.with_shape(x.shape[1:]) for x in scanned]
     types = [*(c.type for c in carry0), *rows, *(v.type for v in invs)]
@@ -541,9 +536,30 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     return carry, (None if y is None else tuple(ys) if isinstance(y, (tuple, list)) else ys[0])
 
 
+def scan_step_outputs(result: Any, nc: int, carry_struct: bool, y_struct: list[Any]) -> list[Any]:
+    """What a scan body returned, ``(carry, y)``, as its flat outputs (carries, then each y); records y's
+    structure in ``y_struct``. Shared by the plain and the checkpointed scan, so both refuse the same."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise IRError(f"scan: the body must return a pair (carry, y), got {type(result).__name__}")
+    new_carry, y = result
+    carry_out = list(new_carry) if isinstance(new_carry, (tuple, list)) else [new_carry]
+    if len(carry_out) != nc:
+        given = f"a tuple of {nc}" if carry_struct else "one tensor"
+        raise ShapeError(f"scan: the body returns {len(carry_out)} carries, the initial carry has {nc} ({given}); "
+                         "return the new carry in the structure of init")
+    y_struct.append(y)
+    return carry_out + ([] if y is None else list(y) if isinstance(y, (tuple, list)) else [y])
+
+
 def _flag(cond: Any) -> Any:
-    """A Python bool as a bool[] constant (not lifted to another operand's dtype); tensors as they are."""
-    return constant(np.asarray(bool(cond))) if isinstance(cond, (bool, np.bool_)) else cond
+    """A Python bool as a bool[] constant (not lifted to another operand's dtype); tensors as they are; a
+    Python or numpy number that is not a bool is refused (1 is not a condition: compare to make one)."""
+    if isinstance(cond, (bool, np.bool_)):
+        return constant(np.asarray(bool(cond)))
+    if isinstance(cond, (int, float, np.number)):
+        raise IRError(f"cond must be a boolean tensor (bool[]) or a Python bool, got {type(cond).__name__} {cond!r}; "
+                      "compare to make one, e.g. ops.greater(x, 0)")
+    return cond
 
 
 # -- examples (built by hand: the registry is loading while this module is imported) ---------------------

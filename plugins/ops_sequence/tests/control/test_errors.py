@@ -159,3 +159,41 @@ def test_an_op_without_gradient_that_only_decides_the_cond_is_fine():
     assert steps == 4
     np.testing.assert_allclose(gx, 1.5 ** steps)
     np.testing.assert_allclose(loss, s.sum())
+
+
+def test_a_python_number_returned_by_a_body_is_never_narrowed():
+    """A number a body returns takes the carried value's dtype only when that loses nothing; 1.5 for an
+    integer state, or 1 for a cond, is refused instead of becoming 1 or True."""
+    with pytest.raises(fc.ShapeError, match=r"returns f32\[\] for state 0, which has type i64\[\]"):
+        trace(lambda n: ops.loop(lambda i, n: (True, 1.5), 3, True, n), "i64[]")
+    with pytest.raises(fc.ShapeError, match=r"returns i64\[\] as cond"):
+        trace(lambda x: ops.loop(lambda i, s: (1, s), 3, True, x), "f64[3]")
+    with pytest.raises(fc.ShapeError, match=r"returns f32\[\] for carry 0, which has type i64\[\]"):
+        trace(lambda n: ops.scan(lambda c, _: (0.5, None), n, length=2), "i64[]")
+    with pytest.raises(fc.ShapeError, match=r"then_branch returns \[i64\[\]\] but else_branch returns \[f32\[\]\]"):
+        trace(lambda c, n: ops.if_else(c, lambda m: m, lambda m: 2.5, n), "bool[]", "i64[]")
+    # what loses nothing still takes the carried dtype: an int for a float state, a bool for a cond
+    g = trace(lambda x, n: ops.loop(lambda i, s, n: (False, 2, n + 1), 3, True, x, n), "f32[]", "i64[]")
+    s, n = fc.compile(g).run([np.zeros((), np.float32), np.array(4)])
+    assert s.dtype == np.float32 and float(s) == 2.0 and int(n) == 5
+
+
+def test_a_cond_given_as_a_number_is_refused_with_its_value():
+    with pytest.raises(fc.IRError, match=r"cond must be a boolean tensor \(bool\[\]\) or a Python bool, got int 1"):
+        trace(lambda x: ops.if_else(1, lambda v: v, lambda v: -v, x), "f64[3]")
+    with pytest.raises(fc.IRError, match=r"cond must be a boolean tensor \(bool\[\]\) or a Python bool, got float 0.0"):
+        trace(lambda x: ops.loop(lambda i, s: (True, s), 3, 0.0, x), "f64[3]")
+
+
+@pytest.mark.parametrize("every", [None, 2])
+def test_checkpointed_bodies_are_checked_like_the_others(every):
+    """checkpoint_every=k rewrites the loop as a nest; a malformed body gets the message of a plain loop."""
+    with pytest.raises(fc.ShapeError, match="the body returns 1 carries, the initial carry has 2"):
+        trace(lambda x, a: ops.scan(lambda c, r: ((c[0],), c[0]), (x, x), a, checkpoint_every=every),
+              "f64[3]", "f64[4, 3]")
+    with pytest.raises(fc.ShapeError, match="the body returns 2 carries, the initial carry has 1"):
+        trace(lambda x, a: ops.scan(lambda c, r: ((c, c), c), x, a, checkpoint_every=every), "f64[3]", "f64[4, 3]")
+    with pytest.raises(fc.ShapeError, match=r"its body returns bool\[3\] as cond"):
+        trace(lambda x: ops.loop(lambda i, s: (ops.less(s, 1.0), s), 6, True, x, checkpoint_every=every), "f64[3]")
+    with pytest.raises(fc.IRError, match=r"init must be a tensor or a tuple/list of tensors, got None; give \(\)"):
+        trace(lambda a: ops.scan(lambda c, r: (c, r), None, a, checkpoint_every=every), "f64[4, 3]")
