@@ -2,7 +2,7 @@
 
 Two nodes with the same op, the same (already merged) inputs and equal
 attributes compute the same values, so the second reads the first's outputs.
-Side-effect ops are never merged. Constants merge when their values are
+Nodes with a side effect (or a body holding one) are never merged. Constants merge when their values are
 byte-identical (and small enough to compare cheaply).
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from ...ir.graph import Graph
 from ...ir.keys import attrs_key
+from ...ops_registry.schema import node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -27,7 +28,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     for node in graph.nodes:
         schema = schemas[node.op]
         inputs = tuple([rw.vmap[v] for v in node.inputs])
-        if "has_side_effect" in schema.traits or (node.op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
+        if node_has_side_effect(node, schemas) or (node.op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
             rw.copy(node, inputs)
             continue
         ins_key = tuple(map(id, inputs))

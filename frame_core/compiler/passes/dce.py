@@ -1,13 +1,15 @@
 """Stage 6: dead-node elimination.
 
 Keeps the nodes some output needs, and every node with the
-``has_side_effect`` trait; drops the rest. This is what cleans up after
+``has_side_effect`` trait or a sub-graph holding one (``node_has_side_effect``);
+drops the rest. This is what cleans up after
 ``build_backward_graph``, which inlines whole micro-graphs (ARCH-061).
 """
 
 from __future__ import annotations
 
 from ...ir.graph import Graph, Value
+from ...ops_registry.schema import node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -17,7 +19,7 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     live: set[Value] = set(graph.outputs)
     keep = []
     for node in reversed(graph.nodes):
-        if any(v in live for v in node.outputs) or "has_side_effect" in schemas[node.op].traits:
+        if any(v in live for v in node.outputs) or node_has_side_effect(node, schemas):
             keep.append(node)
             live.update(node.inputs)
     if len(keep) == len(graph.nodes):

@@ -20,7 +20,7 @@ from ...errors import CompileError
 from ...ir.dtypes import as_dtype
 from ...ir.graph import INSPECT_LIMIT, Graph, Value, constant_array
 from ...ir.tensors import frozen
-from ...ops_registry.schema import NodeContext
+from ...ops_registry.schema import NodeContext, node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -46,7 +46,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
                 continue
         schema = schemas[node.op]
         arrays = [constant_array(v) for v in inputs]
-        if (node.op == "constant" or not inputs or any(a is None for a in arrays) or schema.has_side_effect
+        if (node.op == "constant" or not inputs or any(a is None for a in arrays) or node_has_side_effect(node, schemas)
                 or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs)):
             rw.copy(node, inputs)
             continue
