@@ -7,15 +7,20 @@ cache, CSE and the closure audit's de-duplication use these keys.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from ..errors import IRError
 from .dtypes import DType
 from .graph import Graph, Value
 
 __all__ = ["attr_key", "attrs_key", "graph_key"]
+
+# the graphs whose key is being computed in this thread, outermost first (a body holding one of them is a cycle)
+_keying: contextvars.ContextVar[tuple[Graph, ...]] = contextvars.ContextVar("frame_graph_keying", default=())
 
 
 def attr_key(value: Any) -> Any:
@@ -66,20 +71,28 @@ def graph_key(graph: Graph) -> tuple:
     cached = graph._key
     if cached is not None and cached[0] == snapshot:
         return cached[1]
-    ids: dict[Value, int] = {}
-    parts: list[Any] = []
-    for v in graph.inputs:
-        ids[v] = len(ids)
-        parts.append(v.type)
-    parts.append("|")
-    for node in graph.nodes:
-        ins = tuple([ids.get(v, -1) for v in node.inputs])
-        outs = []
-        for v in node.outputs:
+    enclosing = _keying.get()
+    if any(graph is g for g in enclosing):
+        raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot contain "
+                      "itself; give it a graph of its own")
+    token = _keying.set((*enclosing, graph))
+    try:
+        ids: dict[Value, int] = {}
+        parts: list[Any] = []
+        for v in graph.inputs:
             ids[v] = len(ids)
-            outs.append(v.type)
-        parts.append((node.op, ins, attrs_key(node.attrs), tuple(outs)))
-    parts.append(tuple(ids.get(v, -1) for v in graph.outputs))
+            parts.append(v.type)
+        parts.append("|")
+        for node in graph.nodes:
+            ins = tuple([ids.get(v, -1) for v in node.inputs])
+            outs = []
+            for v in node.outputs:
+                ids[v] = len(ids)
+                outs.append(v.type)
+            parts.append((node.op, ins, attrs_key(node.attrs), tuple(outs)))
+        parts.append(tuple(ids.get(v, -1) for v in graph.outputs))
+    finally:
+        _keying.reset(token)
     key = tuple(parts)
     graph._key = (snapshot, key)
     return key

@@ -197,3 +197,30 @@ def test_checkpointed_bodies_are_checked_like_the_others(every):
         trace(lambda x: ops.loop(lambda i, s: (ops.less(s, 1.0), s), 6, True, x, checkpoint_every=every), "f64[3]")
     with pytest.raises(fc.IRError, match=r"init must be a tensor or a tuple/list of tensors, got None; give \(\)"):
         trace(lambda a: ops.scan(lambda c, r: (c, r), None, a, checkpoint_every=every), "f64[4, 3]")
+
+
+def test_verify_names_malformed_bodies_with_their_path_and_never_crashes():
+    """Hand-built nesting mistakes are VerifyError problems with the path to the body, whatever they are:
+    a body reading a value of the outer graph instead of a capture, or a body that holds itself."""
+    def model(x, w):  # noqa: ANN001, ANN202
+        def body(i, s):  # noqa: ANN001, ANN202
+            return True, ops.if_else(ops.less(ops.sum(s), 1.0), lambda v: ops.sin(v * w), lambda v: v, s)
+        return ops.loop(body, 3, True, x)
+
+    outer_read = trace(model, "f64[3]", "f64[3]")
+    body = outer_read.nodes[-1].attrs["body"]
+    first = body.nodes[0]
+    first.inputs = (outer_read.inputs[0], *first.inputs[1:])  # reads the outer x, not its own state
+    with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\)\.body: node 0 \(sum\): V2: input 0 .* is not defined in "
+                                            r"this graph"):
+        fc.verify(outer_read)
+
+    for depth in (0, 1):
+        cyclic = trace(model, "f64[3]", "f64[3]")
+        holder = cyclic.nodes[-1] if depth == 0 else [n for n in cyclic.nodes[-1].attrs["body"].nodes
+                                                       if n.op == "if_else"][0]
+        holder.attrs["else_branch" if depth else "body"] = cyclic  # a body holding the graph around it
+        with pytest.raises(fc.VerifyError, match="a body cannot contain itself"):
+            fc.verify(cyclic)
+        with pytest.raises(fc.IRError, match="a body cannot contain itself"):  # its cache key, before verify
+            fc.compile(cyclic, cache=False)
