@@ -123,7 +123,7 @@ def _if_shape(ctx: NodeContext) -> list[TensorType]:
     cond, *xs = ctx.input_types
     if not _is_flag(cond):
         raise ctx.error(f"cond must be a boolean with one element (bool[]), got {cond}; compare to make one, "
-                        f"e.g. ops.greater(x, 0)")
+                        f"e.g. ops.greater(ops.sum(x), 0) (for an elementwise choice, use ops.where(cond, a, b))")
     then, other = ctx.attrs["then_branch"], ctx.attrs["else_branch"]
     _check_body_inputs(ctx, "then_branch", xs, "the inputs after cond")
     _check_body_inputs(ctx, "else_branch", xs, "the inputs after cond")
@@ -188,7 +188,7 @@ def _loop_layout(ctx: NodeContext) -> tuple[int, int, int, int]:
     a = ctx.attrs
     m, ns, nx = a["max_trip"], a["n_states"], a["n_scanned"]
     if m < 0:
-        raise ctx.error(f"max_trip must be 0 or more, got {m}")
+        raise ctx.error(f"max_trip (the most steps the loop may run) must be 0 or more, got {m}")
     if ns < 0 or nx < 0:
         raise ctx.error(f"n_states and n_scanned must be 0 or more, got {ns} and {nx}")
     ni = len(ctx.input_types) - 2 - ns - nx
@@ -252,7 +252,8 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
     def kernel(limit: np.ndarray, cond: np.ndarray, *values: np.ndarray) -> Any:
         n = int(limit)
         if not 0 <= n <= m:
-            raise DataError(f"the trip count limit is {n}, outside [0, max_trip = {m}]")
+            raise DataError(f"the trip count limit is {n}, outside [0, max_trip = {m}]; pass a limit in that range "
+                            "(it bounds the steps run), or build the loop with a larger max_trip")
         states = list(values[:ns])
         scanned, invariants = values[ns:ns + nx], list(values[ns + nx:])
         ys = [np.zeros(t.shape, t.dtype.np) for t in y_types]
@@ -370,7 +371,7 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
         raise IRError(f"loop: max_trip must be an int (the most steps the loop may run), got {max_trip!r}")
     max_trip = int(max_trip)
     if max_trip < 0:
-        raise IRError(f"loop: max_trip must be 0 or more, got {max_trip}")
+        raise IRError(f"loop: max_trip must be 0 or more (the most steps the loop may run), got {max_trip}")
     init = [_tensor(s, f"loop state {k}") for k, s in enumerate(states)]
     scanned = [_tensor(x, f"loop xs[{k}]") for k, x in enumerate(_seq(xs, "loop xs"))]
     invs = [_tensor(v, f"loop invariant {k}") for k, v in enumerate(_seq(invariants, "loop invariants"))]
