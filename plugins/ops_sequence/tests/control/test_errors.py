@@ -224,3 +224,14 @@ def test_verify_names_malformed_bodies_with_their_path_and_never_crashes():
             fc.verify(cyclic)
         with pytest.raises(fc.IRError, match="a body cannot contain itself"):  # its cache key, before verify
             fc.compile(cyclic, cache=False)
+
+
+def test_compile_refuses_a_node_whose_body_no_longer_gives_its_outputs():
+    """The node's output count follows its body: a hand-edited body with one output less leaves the node
+    with an output nothing computes. verify says so (V5), and so does compile, instead of running it."""
+    g = trace(lambda x: ops.loop(lambda i, s: (True, s * 2.0, s, s * s), 3, True, x), "f64[3]")
+    g.nodes[-1].attrs["body"].outputs.pop()
+    with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\): has 3 outputs, the schema gives 2"):
+        fc.verify(g)
+    with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\): has 3 outputs, the schema gives 2"):
+        fc.compile(g, cache=False)
