@@ -14,6 +14,8 @@ import argparse
 import statistics
 import time
 
+from _env import describe_environment  # sets the malloc thresholds (see _env.py)
+
 import frame_core as fc
 from frame_core import ops
 
@@ -40,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     args = parser.parse_args()
+    print(describe_environment())
     print(f"{'forward nodes':>13} {'backward s':>11} {'us/node':>8} {'compile s':>10} {'us/node':>8} "
           f"{'bwd+compile s':>14} {'training nodes':>15}")
     previous = None

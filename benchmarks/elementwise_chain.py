@@ -17,6 +17,8 @@ import argparse
 import statistics
 import time
 
+from _env import describe_environment  # sets the malloc thresholds before numpy loads (see _env.py)
+
 import numpy as np
 
 import frame_core as fc
@@ -74,6 +76,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=101)
     args = parser.parse_args()
+    print(describe_environment())
     n = args.nodes
     x = np.random.default_rng(0).uniform(-1, 1, args.size).astype(np.float32)
     t = f"f32[{args.size}]"

@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="a .npz file to save to and resume from")
     parser.add_argument("--every", type=int, default=100, help="checkpoint every this many steps")
     args = parser.parse_args()
+    if args.steps < 0 or args.every < 1:
+        parser.error(f"--steps must be >= 0 and --every >= 1, got {args.steps} and {args.every}")
 
     comm = default_communicator()  # MPI under mpiexec/srun, a single process otherwise
     x, t, params = make_problem(args.seed)  # every rank makes the same; the trainer starts all from rank 0's
@@ -61,7 +63,8 @@ def main() -> None:
         losses.append(trainer.train_step(x_shard, t_shard))
         step = trainer.step - 1
         if comm.rank == 0 and (step % max(1, args.steps // 10) == 0 or trainer.step == args.steps):
-            bar = "#" * max(1, int(30 * losses[-1] / losses[0]))
+            ratio = losses[-1] / losses[0] if losses[0] > 0 else 1.0
+            bar = "#" * max(1, int(30 * min(ratio, 1.0))) if np.isfinite(ratio) else "(not finite)"
             print(f"step {step:5d}  loss {losses[-1]:.6f}  {bar}", flush=True)
         if args.checkpoint and trainer.step % args.every == 0:
             trainer.save_checkpoint(args.checkpoint)

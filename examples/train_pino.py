@@ -119,12 +119,25 @@ def train(name: str = "fno", steps: int = 2000, lr: float = 0.02, seed: int = 0,
     return result
 
 
+def _number(kind, low: float, what: str):
+    """An argparse type: a ``kind`` (int or float) that is finite and at least ``low`` (above it for floats)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (math.isfinite(value) and (value >= low if kind is int else value > low)):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+    return parse
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(MODELS), default="fno")
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--lr", type=float, default=0.02)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=_number(int, 1, "a positive number of steps"), default=2000)
+    parser.add_argument("--lr", type=_number(float, 0.0, "a positive, finite learning rate"), default=0.02)
+    parser.add_argument("--seed", type=_number(int, 0, "a non-negative int"), default=0)
     args = parser.parse_args()
     print(f"PINO, -u'' + u = f on [0, 2 pi), N = {N}: model {args.model}, batch {BATCH}, SGD lr {args.lr}")
     result = train(args.model, args.steps, args.lr, args.seed, log=print)

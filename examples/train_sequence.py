@@ -82,6 +82,8 @@ def main() -> None:
     parser.add_argument("--delay", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.steps < 0 or not 0 <= args.delay < LENGTH:
+        parser.error(f"--steps must be >= 0 and --delay in 0..{LENGTH - 1}, got {args.steps} and {args.delay}")
     accuracies = train(args.steps, args.lr, args.delay, args.seed, report=print)
     print(f"accuracy {accuracies[0]:.1%} -> {accuracies[-1]:.1%} (chance {1 / VOCAB:.1%})")
 

@@ -18,15 +18,22 @@ when an ``MPICommunicator`` is created.
 
 from __future__ import annotations
 
+import os
+
 from .checkpoint import CHECKPOINT_FORMAT, Checkpoint, load_checkpoint, save_checkpoint
-from .communicator import Communicator, LocalCommunicator, default_communicator, launched_by_mpi
+from .communicator import (OVERRIDE_VARIABLE, Communicator, LocalCommunicator, default_communicator,
+                           launched_by_mpi)
 from .data import shard_range, split_by_rank
 from .errors import CheckpointError, DistributedError, MPIUnavailableError
 from .evaluate import parallel_evaluate
-from .mpi import MPICommunicator
+from .mpi import MPICommunicator, abort_before_a_communicator
 from .trainer import DataParallelTrainer, StepStats
 
 __version__ = "0.1.0"
+
+if launched_by_mpi() and os.environ.get(OVERRIDE_VARIABLE, "").strip().lower() != "local":
+    # a rank failing before it makes a communicator would otherwise leave the others waiting forever
+    abort_before_a_communicator()
 
 __all__ = [
     "__version__",

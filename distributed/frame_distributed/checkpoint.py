@@ -49,12 +49,25 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
     target = pathlib.Path(path)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise CheckpointError(f"save_checkpoint: step must be a non-negative int, got {step!r}")
+    if isinstance(params, np.ndarray) or not isinstance(params, Sequence) or isinstance(params, (str, bytes)):
+        got = "a single ndarray" if isinstance(params, np.ndarray) else type(params).__name__
+        raise CheckpointError(f"save_checkpoint: params must be a list of numpy arrays, got {got}; wrap one array "
+                              "in a list: [w]")
     arrays: dict[str, Any] = {"format": np.array(CHECKPOINT_FORMAT), "step": np.array(int(step), np.int64)}
     for i, p in enumerate(params):
         if not isinstance(p, np.ndarray):
             raise CheckpointError(f"save_checkpoint: parameter {i} must be a numpy array, got {type(p).__name__}")
+        if p.dtype.hasobject:  # np.savez would pickle it, and load_checkpoint (allow_pickle=False) could not read it
+            raise CheckpointError(f"save_checkpoint: parameter {i} has dtype {p.dtype}, which cannot be saved "
+                                  "without pickling; convert it to a numeric dtype")
         arrays[f"param_{i}"] = p
     folder = target.parent
+    if not folder.is_dir():
+        raise CheckpointError(f"save_checkpoint: the folder {str(folder)!r} of {str(target)!r} does not exist; "
+                              "create it first")
+    if target.is_dir():
+        raise CheckpointError(f"save_checkpoint: {str(target)!r} is a folder; give a file path such as "
+                              f"{str(target / 'checkpoint.npz')!r}")
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -91,10 +104,18 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     if not source.is_file():
         raise CheckpointError(f"no checkpoint at {str(source)!r}; check the path (save_checkpoint writes it)")
     try:
-        with np.load(source, allow_pickle=False) as data:
+        loaded = np.load(source, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise CheckpointError(f"{str(source)!r} holds one .npy array, not a checkpoint (an .npz archive written "
+                                  "by save_checkpoint)")
+        with loaded as data:
             fields = {name: data[name] for name in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise CheckpointError(f"{str(source)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
+    for name, value in fields.items():
+        if not isinstance(value, np.ndarray):  # np.load hands a member that is not .npy back as raw bytes
+            raise CheckpointError(f"{str(source)!r} is not a checkpoint: its member {name!r} is not a numpy array "
+                                  "(.npy)")
     fmt = fields.get("format")
     if fmt is None or fmt.shape != () or str(fmt) != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{str(source)!r} is not a frame-distributed checkpoint: its 'format' field is "
@@ -102,6 +123,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     step = fields.get("step")
     if step is None or step.shape != () or step.dtype.kind not in "iu":
         raise CheckpointError(f"{str(source)!r} has no integer 'step' field")
+    if not 0 <= int(step) < 2**62:
+        raise CheckpointError(f"{str(source)!r} is damaged: its step {int(step)} is negative or absurdly large")
     count = sum(name.startswith("param_") for name in fields)
     try:
         params = [fields[f"param_{i}"] for i in range(count)]

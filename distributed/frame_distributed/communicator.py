@@ -12,6 +12,7 @@ only when one is created, so this package (and ``frame_core``) import without it
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from .errors import DistributedError, MPIUnavailableError
 
-__all__ = ["Communicator", "LocalCommunicator", "default_communicator", "launched_by_mpi"]
+__all__ = ["Communicator", "LocalCommunicator", "default_communicator", "launched_by_mpi", "check_same_on_every_rank"]
 
 #: Environment variables that MPI launchers set in every process they start: MPICH/Intel MPI/MVAPICH
 #: (PMI), Open MPI, and PMIx (Open MPI 5, Slurm's ``srun --mpi=pmix``; ``srun --mpi=pmi2`` sets PMI_RANK).
@@ -83,8 +84,70 @@ def check_broadcast_buffer(buffer: Any, root: int, size: int) -> None:
         raise DistributedError(f"broadcast_ root must be a rank in 0..{size - 1}, got {root!r}")
 
 
+def require_communicator(comm: Any, where: str) -> Communicator:
+    """``comm`` if it implements the protocol, else a ``DistributedError`` naming ``where`` it was given."""
+    if not isinstance(comm, Communicator):
+        raise DistributedError(f"{where}: comm must be a Communicator (rank, size, allreduce_, broadcast_, barrier), "
+                               f"got {type(comm).__name__}; pass default_communicator(), LocalCommunicator() or an "
+                               "MPICommunicator")
+    return comm
+
+
+#: A text's fingerprint travels as 4 words of 48 bits (exact in float64), so one allreduce compares all ranks'.
+_WORDS, _WORD_BYTES = 4, 6
+
+
+def _fingerprint(text: str) -> np.ndarray:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return np.array([int.from_bytes(digest[i * _WORD_BYTES:(i + 1) * _WORD_BYTES], "little") for i in range(_WORDS)],
+                    np.float64)
+
+
+def broadcast_text(comm: Communicator, text: str, root: int = 0) -> str:
+    """Rank ``root``'s ``text`` on every rank (collective: its length, then its bytes)."""
+    data = text.encode("utf-8", "surrogatepass")
+    length = np.array([len(data)], np.int64)
+    comm.broadcast_(length, root)
+    buffer = np.frombuffer(data, np.uint8).copy() if comm.rank == root else np.empty(int(length[0]), np.uint8)
+    comm.broadcast_(buffer, root)
+    return buffer.tobytes().decode("utf-8", "surrogatepass")
+
+
+def check_same_on_every_rank(comm: Communicator, text: str, what: str, advice: str) -> None:
+    """Collective: return if every rank passed the same ``text``; else raise ``DistributedError`` on every rank.
+
+    ``text`` describes what must agree (for example the parameters' types). One
+    ``allreduce_`` of every rank's fingerprint lets each rank see which ranks
+    differ from rank 0; on a mismatch one more broadcast brings rank 0's
+    ``text`` for the message, which names ``what`` differs, both versions and
+    ``advice``. Without it, buffers of different sizes fail inside MPI with an
+    opaque error, and buffers of equal size but different layout are summed
+    into a silent wrong answer.
+    """
+    if comm.size == 1:
+        return
+    table = np.zeros((comm.size, _WORDS), np.float64)
+    table[comm.rank] = _fingerprint(text)
+    comm.allreduce_(table.reshape(-1))
+    differ = [r for r in range(1, comm.size) if not np.array_equal(table[r], table[0])]
+    if not differ:
+        return
+    first = broadcast_text(comm, text)
+    mine = f"; this rank ({comm.rank}) has {text}" if comm.rank in differ else ""
+    raise DistributedError(f"{what} differ across ranks: rank 0 has {first}, but rank(s) {differ} have others{mine}. "
+                           f"{advice}")
+
+
+#: Every communicator made in this process; while it is empty, an uncaught exception under an MPI launcher
+#: aborts the job (``mpi.abort_before_a_communicator``).
+communicators_made: list[bool] = []
+
+
 class LocalCommunicator:
     """One process, no MPI: rank 0 of 1. Reductions and broadcasts leave the buffer as it is."""
+
+    def __init__(self) -> None:
+        communicators_made[:] = [True]
 
     @property
     def rank(self) -> int:

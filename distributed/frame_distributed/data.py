@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .communicator import Communicator, default_communicator
+from .communicator import Communicator, default_communicator, require_communicator
 from .errors import DistributedError
 
 __all__ = ["shard_range", "split_by_rank"]
@@ -38,7 +38,7 @@ def split_by_rank(*arrays: Any, comm: Communicator | None = None) -> tuple[np.nd
     """
     if not arrays:
         raise DistributedError("split_by_rank needs at least one array (for example split_by_rank(x, t))")
-    comm = default_communicator() if comm is None else comm
+    comm = default_communicator() if comm is None else require_communicator(comm, "split_by_rank")
     lengths = []
     for k, a in enumerate(arrays):
         if not isinstance(a, np.ndarray) or a.ndim == 0:

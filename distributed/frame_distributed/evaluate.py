@@ -19,7 +19,7 @@ import numpy as np
 
 import frame_core as fc
 
-from .communicator import Communicator, default_communicator
+from .communicator import Communicator, check_same_on_every_rank, default_communicator, require_communicator
 from .data import shard_range
 from .errors import DistributedError
 
@@ -39,7 +39,7 @@ def parallel_evaluate(graph: fc.Graph | fc.Executable, inputs: Sequence[Sequence
     lazy sequence that loads only what is indexed). ``graph`` may be a
     ``Graph`` (compiled here) or an ``Executable``.
     """
-    comm = default_communicator() if comm is None else comm
+    comm = default_communicator() if comm is None else require_communicator(comm, "parallel_evaluate")
     if isinstance(graph, fc.Graph):
         exe = fc.compile(graph)
     elif isinstance(graph, fc.Executable):
@@ -51,6 +51,9 @@ def parallel_evaluate(graph: fc.Graph | fc.Executable, inputs: Sequence[Sequence
                                f"evaluation), got {type(inputs).__name__}")
     n = len(inputs)
     _check_same_length(comm, n)
+    # the ranks exchange every output's blocks as raw bytes: their graphs must agree on the output types
+    check_same_on_every_rank(comm, "(" + ", ".join(map(str, exe.output_types)) + ")", "the graphs' output types",
+                             "Every rank must evaluate the same graph")
     outputs = [np.empty((n, *t.shape), t.dtype.np) for t in exe.output_types]
     for i in shard_range(n, comm.rank, comm.size):
         try:

@@ -6,7 +6,7 @@ others waiting in their next collective forever. Three mechanisms close that:
 - an uncaught exception on any rank prints its traceback and
   ``rank R of N failed with Type: message`` and calls ``MPI_Abort``, which
   ends every rank non-zero (``sys.excepthook``, installed by the first
-  ``MPICommunicator``);
+  ``MPICommunicator``; before one exists, by ``abort_before_a_communicator``);
 - a rank that ends its program (normally, through ``sys.exit``, or after a
   caught error) first tells every other rank how many collectives it took
   part in. A rank waiting in a collective the leaver never entered knows it
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .communicator import INSTALL_HINT, check_broadcast_buffer, check_reduce_buffer
+from .communicator import INSTALL_HINT, check_broadcast_buffer, check_reduce_buffer, communicators_made
 from .errors import DistributedError, MPIUnavailableError
 
 __all__ = ["MPICommunicator", "import_mpi"]
@@ -87,6 +87,7 @@ class MPICommunicator:
         self._notice = np.zeros(1, np.int64)
         self._status = MPI.Status()
         self._notice_request = self._listen() if self._size > 1 else None
+        communicators_made[:] = [True]
         if abort_on_error:
             _abort_on_uncaught_exception(self)
         atexit.register(self._leave)
@@ -189,6 +190,38 @@ class MPICommunicator:
 
 
 _hooked: list[MPICommunicator] = []
+
+
+def abort_before_a_communicator() -> None:
+    """Under an MPI launcher, make an exception nobody catches *before* any ``MPICommunicator`` exists end the job.
+
+    A rank that fails while loading its data, say, exits without ever starting
+    MPI; the launcher does not count that as a failure and the other ranks wait
+    in ``MPI_Init`` or their first collective forever. This hook (installed when
+    ``frame_distributed`` is imported under a launcher, unless
+    ``FRAME_COMMUNICATOR=local``) starts MPI on the failing rank only to call
+    ``MPI_Abort``. Once a communicator exists it does nothing: an
+    ``MPICommunicator``'s own hook, or its ``abort_on_error=False``, decides;
+    a ``LocalCommunicator`` made under a launcher means the ranks run alone,
+    and one failing must not end the others.
+    """
+    previous = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        previous(exc_type, exc, tb)
+        if communicators_made:
+            return
+        try:
+            MPI = import_mpi()
+        except MPIUnavailableError:
+            return
+        world = MPI.COMM_WORLD
+        print(f"frame-distributed: rank {world.Get_rank()} of {world.Get_size()} failed with {exc_type.__name__}: "
+              f"{exc} before it made a communicator; aborting all ranks (MPI_Abort)", file=sys.stderr, flush=True)
+        time.sleep(ABORT_GRACE_S)
+        world.Abort(1)
+
+    sys.excepthook = hook
 
 
 def _abort_on_uncaught_exception(comm: MPICommunicator) -> None:

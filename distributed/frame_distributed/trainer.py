@@ -39,7 +39,7 @@ import numpy as np
 import frame_core as fc
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .communicator import Communicator, default_communicator
+from .communicator import Communicator, broadcast_text, check_same_on_every_rank, default_communicator, require_communicator
 from .errors import CheckpointError, DistributedError
 
 __all__ = ["DataParallelTrainer", "StepStats"]
@@ -85,9 +85,25 @@ class DataParallelTrainer:
         if not (callable(loss) or isinstance(loss, fc.Graph)):
             raise DistributedError(f"loss must be a function loss(*data, *params) or a frame Graph, got "
                                    f"{type(loss).__name__}")
-        self.comm = default_communicator() if comm is None else comm
+        self.comm = default_communicator() if comm is None else require_communicator(comm, "DataParallelTrainer")
         self._loss = loss
-        self._check_params(params)
+        # Collective: every rank checks its own parameters, then all compare what they were given, so a mistake
+        # on one rank, or ranks passing different shapes, raises on every rank instead of failing (or silently
+        # mixing layouts) in the broadcast and the reductions.
+        try:
+            self._check_params(params)
+        except DistributedError as exc:
+            problem: DistributedError | None = exc
+            layout = f"invalid parameters ({exc})"
+        else:
+            problem = None
+            layout = "(" + ", ".join(_describe(p) for p in params) + ")"
+        check_same_on_every_rank(self.comm, layout, "the parameters",
+                                 "Every rank must pass arrays of the same shapes and one dtype, in the same order "
+                                 "(their gradients are summed elementwise in one buffer): build them the same way "
+                                 "on every rank (rank 0's values are used)")
+        if problem is not None:
+            raise problem
         self.dtype: np.dtype = params[0].dtype
         self.param_types = [type_of(p) for p in params]
         self._update = fc.compile(fc.build_sgd_update_graph(self.param_types, lr))
@@ -111,7 +127,8 @@ class DataParallelTrainer:
         buf = self._buffer
         t0 = time.perf_counter()
         if n:
-            loss, *grads = self._training_executable(data).run([*data, *self._params])
+            outputs = self._training_executable(data).run([*data, *self._params])
+            loss, grads = outputs[0], outputs[len(outputs) - len(self._gradients):]  # [loss, other outputs, grads]
             for view, g in zip(self._gradients, grads):
                 np.multiply(g, n, out=view)
             buf[-2] = loss * n
@@ -143,6 +160,11 @@ class DataParallelTrainer:
                 got = "a 0-d array" if isinstance(a, np.ndarray) else type(a).__name__
                 raise DistributedError(f"train_step: data argument {k} must be a numpy array with the samples on "
                                        f"axis 0, got {got}")
+            try:
+                type_of(a)
+            except fc.FrameError as exc:
+                raise DistributedError(f"train_step: data argument {k} has dtype {a.dtype}, which frame graphs do "
+                                       f"not take ({exc}); convert it, e.g. x.astype(np.float32)") from exc
         rows = [a.shape[0] for a in data]
         if len(set(rows)) != 1:
             raise DistributedError(f"train_step: the data arrays must hold the same number of samples (axis 0), "
@@ -158,7 +180,8 @@ class DataParallelTrainer:
         return exe
 
     def training_graph(self, data_types: Sequence[fc.TensorType | str]) -> fc.Graph:
-        """The graph ``[*data, *params] -> [loss, grad params...]`` a rank runs on a shard of these types."""
+        """The graph ``[*data, *params] -> [loss, (other outputs of a loss graph), grad params...]`` a rank runs on
+        a shard of these types."""
         types = [fc.TensorType.parse(t) if isinstance(t, str) else t for t in data_types]
         k = len(types)
         if isinstance(self._loss, fc.Graph):
@@ -215,15 +238,27 @@ class DataParallelTrainer:
         Rank 0 reads it and broadcasts parameters and step to every rank, so
         only rank 0 needs to see the file. Returns whether a checkpoint was
         loaded; without one the trainer is left as it was. ``CheckpointError``
-        if the file does not hold parameters of this trainer's types.
+        on every rank (rank 0's reason in the message) if the file is not a
+        checkpoint or does not hold parameters of this trainer's types, so a
+        job that catches it stays in step.
         """
-        header = np.zeros(1, np.int64)  # 0: nothing to resume; else step + 1
+        header = np.zeros(1, np.int64)  # 0: nothing to resume; -1: rank 0 could not; else step + 1
         params = self._params
+        failure: CheckpointError | None = None
         if self.comm.rank == 0 and pathlib.Path(path).exists():
-            checkpoint = load_checkpoint(path)
-            self._check_checkpoint(checkpoint.params, path)
-            params, header[0] = checkpoint.params, checkpoint.step + 1
+            try:
+                checkpoint = load_checkpoint(path)
+                self._check_checkpoint(checkpoint.params, path)
+            except CheckpointError as exc:
+                failure, header[0] = exc, -1
+            else:
+                params, header[0] = checkpoint.params, checkpoint.step + 1
         self.comm.broadcast_(header, 0)
+        if header[0] < 0:
+            reason = broadcast_text(self.comm, str(failure))
+            if failure is not None:
+                raise failure
+            raise CheckpointError(f"rank 0 could not resume from {str(path)!r}: {reason}")
         if header[0] == 0:
             return False
         self._params = self._broadcast_params(params)

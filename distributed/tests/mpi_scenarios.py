@@ -6,7 +6,8 @@ Scenarios: ``acceptance`` (data-parallel training with even, uneven and
 empty shards, parallel evaluation, communicator round trips), ``train``
 (training with checkpoints, optionally killing the whole job part-way, or
 resuming), ``raise``, ``exit`` and ``hang`` (one rank fails in a different
-way at step 3), ``tail`` (rank 0 works on after rank 1 has ended). Each rank writes what it ends with to ``OUT_DIR`` as
+way at step 3), ``tail`` (rank 0 works on after rank 1 has ended), ``misuse`` (mistakes that must raise on
+every rank), ``early`` (rank 1 fails before it makes a communicator), ``alone`` (ranks with LocalCommunicators). Each rank writes what it ends with to ``OUT_DIR`` as
 ``.npz`` files; the tests load them. The tests also import this file (by path)
 for the problem and the reference, which uses no frame-distributed code.
 """
@@ -167,9 +168,32 @@ def acceptance(comm, out: pathlib.Path) -> None:
              bf16=mine[2].astype(np.float32), size=comm.size, kind=type(comm).__name__)
 
 
+def misuse(comm, out: pathlib.Path) -> None:
+    """Rank 1 passes parameters of another shape (same bytes), then every rank resumes from a file that is not a
+    checkpoint: each mistake must raise on every rank, and the ranks, having caught them, still train in step."""
+    from frame_distributed import CheckpointError, DataParallelTrainer, DistributedError
+
+    x, t, params = problem()
+    caught = []
+    mine = params if comm.rank == 0 else [params[0].reshape(params[0].shape[::-1]), *params[1:]]
+    try:
+        DataParallelTrainer(mlp_loss, mine, LR, comm=comm)
+    except DistributedError as exc:
+        caught.append(str(exc))
+    trainer = DataParallelTrainer(mlp_loss, params, LR, comm=comm)
+    try:
+        trainer.resume(out / "junk.npz")  # only rank 0 reads it
+    except CheckpointError as exc:
+        caught.append(str(exc))
+    rows = shard_rows("even", SAMPLES, comm.rank, comm.size)
+    trainer.train_step(x[rows], t[rows])
+    np.savez(out / f"misuse-rank{comm.rank}.npz", caught=np.array(caught), step=trainer.step)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["acceptance", "train", "raise", "exit", "hang", "tail"])
+    parser.add_argument("scenario", choices=["acceptance", "train", "raise", "exit", "hang", "tail",
+                                                     "misuse", "early", "alone"])
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--split", default="even", choices=SPLITS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -181,7 +205,24 @@ def main() -> None:
 
     from frame_distributed import MPICommunicator, default_communicator
 
-    if args.scenario in ("raise", "exit", "hang"):
+    if args.scenario == "alone":  # LocalCommunicator under mpiexec: the ranks run alone, rank 1's failure is its own
+        from frame_distributed import LocalCommunicator
+
+        rank = int(os.environ["PMI_RANK"])
+        (args.out / f"pid-rank{rank}").write_text(str(os.getpid()))
+        LocalCommunicator()
+        if rank == 1:
+            raise RuntimeError("rank 1 fails on its own")
+        time.sleep(0.5)
+        (args.out / "alone-done").write_text("rank 0 finished")
+    elif args.scenario == "early":  # rank 1 fails before it makes a communicator; rank 0 waits in a collective
+        rank = int(os.environ["PMI_RANK"])
+        (args.out / f"pid-rank{rank}").write_text(str(os.getpid()))
+        if rank == 1:
+            time.sleep(0.3)
+            raise RuntimeError("injected failure before a communicator")
+        train(MPICommunicator(), "even", STEPS)
+    elif args.scenario in ("raise", "exit", "hang"):
         comm = MPICommunicator(timeout_s=2.0 if args.scenario == "hang" else None)
         (args.out / f"pid-rank{comm.rank}").write_text(str(os.getpid()))
         train(comm, "even", STEPS, fail=args.scenario)
@@ -190,6 +231,8 @@ def main() -> None:
         (args.out / f"pid-rank{comm.rank}").write_text(str(os.getpid()))
         if args.scenario == "acceptance":
             acceptance(comm, args.out)
+        elif args.scenario == "misuse":
+            misuse(comm, args.out)
         elif args.scenario == "tail":  # rank 1 ends right after training; rank 0 works on for a while
             train(comm, "even", 5)
             if comm.rank == 0:

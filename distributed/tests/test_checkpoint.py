@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -117,3 +118,35 @@ def test_save_errors_are_named(tmp_path):
     with pytest.raises(CheckpointError, match="parameter 0 must be a numpy array"):
         save_checkpoint(tmp_path / "c.npz", [[0.0]], 1)
     assert not any(pathlib.Path(tmp_path).iterdir())
+
+
+def test_files_that_are_not_checkpoints_in_other_ways_are_named_errors(tmp_path):
+    # Before: a plain .npy array raised TypeError (no context manager), a zip of raw members AttributeError
+    # (np.load hands non-.npy members back as bytes), and a negative step loaded as if valid.
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    (tmp_path / "array.npz").write_bytes((tmp_path / "array.npy").read_bytes())
+    with pytest.raises(CheckpointError, match="holds one .npy array, not a checkpoint"):
+        load_checkpoint(tmp_path / "array.npz")
+    with zipfile.ZipFile(tmp_path / "raw.npz", "w") as z:
+        z.writestr("format", b"frame-distributed-checkpoint/1")
+    with pytest.raises(CheckpointError, match="its member 'format' is not a numpy array"):
+        load_checkpoint(tmp_path / "raw.npz")
+    np.savez(tmp_path / "negative.npz", format=np.array(CHECKPOINT_FORMAT), step=np.array(-1), param_0=np.zeros(1))
+    with pytest.raises(CheckpointError, match="its step -1 is negative"):
+        load_checkpoint(tmp_path / "negative.npz")
+
+
+def test_what_cannot_be_saved_or_read_back_is_refused_before_writing(tmp_path):
+    # Before: a bare array was split into its rows (one "parameter" per row), an object array was pickled into
+    # a checkpoint that load_checkpoint (allow_pickle=False) cannot read, and a missing folder or a folder as
+    # the target gave raw OSErrors.
+    with pytest.raises(CheckpointError, match="a list of numpy arrays, got a single ndarray"):
+        save_checkpoint(tmp_path / "c.npz", np.zeros((3, 2)), 1)
+    with pytest.raises(CheckpointError, match="parameter 1 has dtype object"):
+        save_checkpoint(tmp_path / "c.npz", [np.zeros(1), np.array([None])], 1)
+    with pytest.raises(CheckpointError, match="folder .* does not exist"):
+        save_checkpoint(tmp_path / "missing" / "c.npz", [np.zeros(1)], 1)
+    (tmp_path / "folder.npz").mkdir()
+    with pytest.raises(CheckpointError, match="is a folder"):
+        save_checkpoint(tmp_path / "folder.npz", [np.zeros(1)], 1)
+    assert [p.name for p in tmp_path.iterdir()] == ["folder.npz"]

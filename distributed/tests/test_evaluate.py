@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import frame_core as fc
+from frame_core import ops
 from frame_distributed import DistributedError, LocalCommunicator, parallel_evaluate
 
 
@@ -88,3 +89,30 @@ def test_bad_arguments(scenarios):
     inputs[2] = [inputs[2][0].astype(np.float32), *inputs[2][1:]]
     with pytest.raises(fc.InputError, match=r"inputs\[2\]: input 0 \('x'\) must have dtype float64"):
         parallel_evaluate(scenarios.eval_graph(), inputs, comm=local)
+
+
+def test_ranks_evaluating_graphs_of_different_outputs_all_fail(scenarios, run_ranks):
+    # Blocks travel as raw bytes of arrays laid out from the output types: other types on one rank failed inside
+    # the communicator (an opaque MPI error) or, with equal sizes, mixed layouts silently.
+    inputs = scenarios.eval_inputs()
+    other = fc.trace(lambda x, *p: [ops.sum(x, axes=[1]), ops.sum(x)], *[v.type for v in scenarios.eval_graph().inputs])
+
+    def rank_fn(comm):
+        try:
+            parallel_evaluate(scenarios.eval_graph() if comm.rank != 1 else other, inputs, comm=comm)
+        except DistributedError as exc:
+            return str(exc)
+        return None
+
+    messages = run_ranks(3, rank_fn)
+    assert all(m is not None and "the graphs' output types differ across ranks: rank 0 has (f64[3, 2], f64[])" in m
+               and "[1]" in m for m in messages), messages
+
+
+def test_a_communicator_of_the_wrong_kind_is_named(scenarios):
+    from frame_distributed import split_by_rank
+
+    with pytest.raises(DistributedError, match="parallel_evaluate: comm must be a Communicator"):
+        parallel_evaluate(scenarios.eval_graph(), scenarios.eval_inputs(), comm=object())
+    with pytest.raises(DistributedError, match="split_by_rank: comm must be a Communicator"):
+        split_by_rank(np.ones(3), comm="local")

@@ -169,21 +169,49 @@ def test_mpi_communicator_sums_and_broadcasts_any_dtype(acceptance):
 
 @pytest.mark.parametrize("failure,culprit,message", [
     ("raise", 1, "rank 1 of 2 failed with RuntimeError: injected failure at step 3"),
-    ("exit", 0, "rank 0 of 2 waits in allreduce_ (its collective 5), but rank 1 ended its program after 4 "
+    # collectives: the parameter check and broadcast of the constructor, then one allreduce per step
+    ("exit", 0, "rank 0 of 2 waits in allreduce_ (its collective 6), but rank 1 ended its program after 5 "
                 "collectives and will never join it"),
     ("hang", 0, "rank 0 of 2 waited 2 s in allreduce_ for the other ranks"),
-], ids=["raises", "exits-early", "hangs"])
+    # before: rank 1 never started MPI, the launcher ignored its exit and rank 0 waited forever
+    ("early", 1, "rank 1 of 2 failed with RuntimeError: injected failure before a communicator before it made a "
+                 "communicator"),
+], ids=["raises", "exits-early", "hangs", "before-a-communicator"])
 def test_a_failing_rank_ends_every_rank_in_bounded_time(tmp_path, failure, culprit, message):
-    """Rank 1 raises, calls sys.exit(3) or sleeps at step 3 while rank 0 waits in the allreduce: the whole
-    job ends non-zero within the bound, the message names the rank and the error, and no rank is left."""
+    """Rank 1 raises, calls sys.exit(3) or sleeps at step 3 (or raises before it makes a communicator) while
+    rank 0 waits in the allreduce: the whole job ends non-zero within the bound, the message names the rank and
+    the error, and no rank is left."""
     run = mpiexec(failure, out=tmp_path)
     assert run.returncode != 0
     assert run.seconds < ABORT_BOUND_S, f"took {run.seconds:.1f} s"
     assert message in run.stderr, run.stderr
     assert "aborting all ranks (MPI_Abort)" in run.stderr
-    if failure == "raise":
+    if failure in ("raise", "early"):
         assert "Traceback" in run.stderr  # the failing rank's own traceback comes first
     assert len(rank_pids(tmp_path)) == RANKS and not run.stragglers  # every rank started, none is left
+
+
+def test_ranks_that_chose_to_run_alone_are_not_aborted_by_one_failing(tmp_path):
+    """The hook that aborts a job whose rank fails before making a communicator stands aside once a rank has made
+    one: with LocalCommunicators the ranks are independent, so rank 1's error must not end rank 0."""
+    run = mpiexec("alone", out=tmp_path)
+    assert "rank 1 fails on its own" in run.stderr and "MPI_Abort" not in run.stderr, run.stderr
+    assert (tmp_path / "alone-done").read_text() == "rank 0 finished"
+
+
+def test_mistakes_raise_on_every_rank_and_leave_the_ranks_in_step(tmp_path):
+    """Parameters of another shape on rank 1 (the same bytes, so MPI saw nothing) and a junk checkpoint that only
+    rank 0 reads (it raised there alone and the job hung): a named error on every rank, then training goes on."""
+    (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
+    run = mpiexec("misuse", out=tmp_path)
+    assert run.returncode == 0, run.stderr
+    for r in range(RANKS):
+        with np.load(tmp_path / f"misuse-rank{r}.npz") as data:
+            params_error, resume_error = map(str, data["caught"])
+            assert int(data["step"]) == 1
+        assert "the parameters differ across ranks: rank 0 has (f64[5, 8]," in params_error
+        assert "is not a readable checkpoint" in resume_error
+        assert ("rank 0 could not resume" in resume_error) == (r > 0)
 
 
 def test_a_rank_that_ends_first_does_not_cut_short_a_rank_still_working(tmp_path):

@@ -103,7 +103,9 @@ def test_one_allreduce_per_step_on_a_reused_buffer(scenarios, run_ranks):
         return trainer._buffer is buffer, trainer._gradients, buffer, comm._group.calls[comm.rank]
 
     for same, gradients, buffer, calls in run_ranks(2, rank_fn):
-        assert calls == ["broadcast_"] + ["allreduce_"] * 3  # parameters once, then one collective per step
+        # the constructor compares the ranks' parameter types (one allreduce) and broadcasts rank 0's values;
+        # then one collective per step
+        assert calls == ["allreduce_", "broadcast_"] + ["allreduce_"] * 3
         assert same and all(g.base is buffer for g in gradients)  # every gradient is a view of the one buffer
 
 
@@ -155,6 +157,8 @@ def test_argument_errors_are_named_and_say_what_to_do(scenarios):
         trainer.train_step()
     with pytest.raises(DistributedError, match="data argument 1 must be a numpy array"):
         trainer.train_step(x, t.tolist())
+    with pytest.raises(DistributedError, match="data argument 0 has dtype uint8, which frame graphs do not take"):
+        trainer.train_step(x.astype(np.uint8), t)
     with pytest.raises(DistributedError, match="every rank's shard of this batch is empty"):
         trainer.train_step(x[:0], t[:0])
     assert trainer.step == 0
@@ -220,3 +224,68 @@ def test_a_linear_model_on_unequal_shards_reaches_least_squares(run_ranks):
     solution = np.linalg.lstsq(design, t, rcond=None)[0]
     for w, b in run_ranks(2, rank_fn):
         np.testing.assert_allclose(np.vstack([w, b[:, None]]), solution, atol=1e-6)
+
+
+@pytest.mark.parametrize("rank1_params", [
+    lambda p: [p[0], p[1], p[2], p[3][:-1]],                 # a different size: MPI failed with "Other MPI error"
+    lambda p: [p[0].T.copy(), *p[1:]],                       # the same bytes in another shape: silently accepted
+    lambda p: [q.astype(np.float32) for q in p],            # another dtype
+    lambda p: p[:-1],                                        # one parameter fewer
+    lambda p: [p[0], [1.0], *p[2:]],                         # a mistake on rank 1 only
+], ids=["size", "shape", "dtype", "count", "invalid"])
+def test_parameters_that_differ_across_ranks_fail_on_every_rank_naming_both(scenarios, run_ranks, rank1_params):
+    def rank_fn(comm):
+        _, _, params = scenarios.problem()
+        mine = params if comm.rank == 0 else rank1_params(params)
+        try:
+            DataParallelTrainer(scenarios.mlp_loss, mine, 0.1, comm=comm)
+        except DistributedError as exc:
+            return str(exc)
+        return None
+
+    messages = run_ranks(3, rank_fn)
+    assert all(m is not None and "differ across ranks" in m and "rank 0 has (f64[" in m and "[1, 2]" in m
+               for m in messages), messages
+    assert "this rank (1) has" in messages[1]
+
+
+def test_a_loss_graph_with_more_outputs_trains_on_output_0(scenarios, reference):
+    # The training graph's outputs are the forward outputs, then the gradients: the gradients were read from
+    # position 1, so an extra forward output was taken for the first parameter's gradient.
+    x, t, params = scenarios.problem()
+    types = [fc.TensorType(x.dtype, x.shape), fc.TensorType(t.dtype, t.shape), *scenarios.param_types()]
+    graph = fc.trace(lambda *a: [scenarios.mlp_loss(*a), a[2] * 2.0], *types)
+    trainer = DataParallelTrainer(graph, params, scenarios.LR, comm=LocalCommunicator())
+    for _ in range(STEPS):
+        trainer.train_step(x, t)
+    for p, r in zip(trainer.params, reference[0]):
+        np.testing.assert_allclose(p, r, rtol=0, atol=1e-12)
+
+
+def test_a_communicator_of_the_wrong_kind_is_named(scenarios):
+    _, _, params = scenarios.problem()
+    with pytest.raises(DistributedError, match="comm must be a Communicator .* got str"):
+        DataParallelTrainer(scenarios.mlp_loss, params, 0.1, comm="mpi")
+
+
+def test_a_checkpoint_rank_0_cannot_use_fails_resume_on_every_rank(scenarios, run_ranks, tmp_path):
+    # Only rank 0 reads the file: it raised alone while the other ranks waited in the broadcast, so a job that
+    # caught the CheckpointError (to start afresh) hung in its next collective.
+    _, _, params = scenarios.problem()
+    (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
+    save_checkpoint(tmp_path / "other.npz", [np.zeros((3, 3))], 2)
+
+    def rank_fn(comm):
+        trainer = DataParallelTrainer(scenarios.mlp_loss, params, 0.1, comm=comm)
+        found = []
+        for name in ("junk.npz", "other.npz"):
+            try:
+                trainer.resume(tmp_path / name)
+            except CheckpointError as exc:
+                found.append(str(exc))
+        return found, trainer.step
+
+    for rank, (found, step) in enumerate(run_ranks(3, rank_fn)):
+        assert step == 0 and len(found) == 2, found
+        assert "is not a readable checkpoint" in found[0] and "belongs to another model" in found[1]
+        assert all(("rank 0 could not resume" in m) == (rank > 0) for m in found)

@@ -1,13 +1,18 @@
 """``fused_elementwise_internal``: the op that elementwise fusion produces.
 
-Its ``body`` attribute is the fused chain as a graph. The kernel builder
+Its ``body`` attribute is the fused chain as a graph (it may also hold
+``constant`` nodes, which the code reads as globals). The kernel builder
 assigns the body's values to a handful of registers (arrays of the chain's
 one type): a member writes in place into the register of an input that dies
 there, registers of dead values are recycled, and exported values keep their
 own. With one export the register that ends up holding it is the planned
 ``out`` buffer, so a fused chain allocates nothing per run. The straight-line
 code is generated once per node; the members' kernels are called with a
-positional ``out`` (their ``accepts_out`` contract).
+positional ``out`` (their ``accepts_out`` contract), numpy's fastest form for
+a ufunc. A kernel that is a ufunc applied to its inputs and some constants can
+say so with an attribute, ``kernel.ufunc_form = (ufunc, constants)`` meaning
+``kernel(*xs, out) == ufunc(*xs, *constants, out=out)``; the fused code then
+calls the ufunc directly (relu is ``maximum`` with a zero).
 
 It has no GradientFn on purpose: fusion runs after differentiation, and
 ``build_backward_graph`` refuses graphs containing it (ARCH-062).
@@ -60,11 +65,24 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
     free: list[int] = []
     first_write: dict[int, int] = {}
     steps = []
+    extra: dict[int, str] = {}  # member -> trailing constant arguments of its ufunc form
+    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
     for i, node in enumerate(body.nodes):
+        if node.op == "constant":  # a body may hold its constants: the code reads them as globals
+            arg[node.outputs[0]] = f"c{i}"
+            namespace[f"c{i}"] = node.attrs["value"]
+            continue
         schema = reg.lookup(node.op)  # a stored key: no pack scope applies
         with op_scope(schema.namespace):
-            namespace[f"k{i}"] = schema.kernels["cpu"](
+            kernel = schema.kernels["cpu"](
                 NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs]))
+        form = getattr(kernel, "ufunc_form", None)
+        if form is not None:  # call the ufunc itself, out by keyword: no Python frame per member
+            kernel, constants = form
+            for j, c in enumerate(constants):
+                namespace[f"k{i}_{j}"] = c
+            extra[i] = "".join(f", k{i}_{j}" for j in range(len(constants)))
+        namespace[f"k{i}"] = kernel
         dying = [v for v in node.inputs if v in reg_of and last_use[v] == i and v not in exports]
         if dying:
             r = reg_of[dying[0]]
@@ -82,14 +100,16 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
 
     # 2. code: with a single export, the register that ends up holding it is the caller's `out`
     out_reg = reg_of[body.outputs[0]] if len(body.outputs) == 1 else None
-    arg = {v: f"a{i}" for i, v in enumerate(body.inputs)}
     lines = []
     for i, inputs, r in steps:
         if first_write[r] == i:
             alloc = "out if out is not None else _empty(_shape, _dtype)" if r == out_reg else "_empty(_shape, _dtype)"
             lines.append(f"    r{r} = {alloc}")
         args = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in inputs)
-        lines.append(f"    k{i}({args}, r{r})")
+        if i in extra:
+            lines.append(f"    k{i}({args}{extra[i]}, out=r{r})")
+        else:
+            lines.append(f"    k{i}({args}, r{r})")
     params = ", ".join(f"a{i}" for i in range(len(body.inputs)))
     result = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in body.outputs)
     source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"

@@ -36,22 +36,30 @@ class Rewriter:
     unchanged nodes with ``old``.
     """
 
-    __slots__ = ("old", "new", "vmap")
+    __slots__ = ("old", "new", "vmap", "_get", "_append")
 
     def __init__(self, old: Graph) -> None:
         self.old = old
         self.new = Graph(old.name)
         self.new.inputs = list(old.inputs)
         self.vmap: dict[Value, Value] = _ValueMap()
+        self._get = self.vmap.get
+        self._append = self.new.nodes.append
+
+    def read(self, values: Sequence[Value]) -> tuple[Value, ...]:
+        """``values`` read through the value map: what a copied node reading them gets."""
+        return tuple(map(self._get, values, values)) if self.vmap else tuple(values)  # vmap.get(v, v), in C
 
     def copy(self, node: Node, inputs: Sequence[Value] | None = None, attrs: dict[str, Any] | None = None) -> Node:
         vmap = self.vmap
         if inputs is None:
-            ins = tuple(map(vmap.__getitem__, node.inputs)) if vmap else node.inputs
+            ins = node.inputs
+            if vmap:
+                ins = tuple(map(self._get, ins, ins))
         else:
             ins = tuple(inputs)
         if attrs is None and ins == node.inputs:  # nothing upstream changed: share the node
-            self.new.nodes.append(node)
+            self._append(node)
             return node
         copy = Node(node.op, ins, node.attrs if attrs is None else attrs)
         outs = node.outputs
@@ -63,7 +71,7 @@ class Rewriter:
             copy.outputs = tuple([Value(v.type, copy, v.index, v.name) for v in outs])
             for old, new in zip(outs, copy.outputs):
                 vmap[old] = new
-        self.new.nodes.append(copy)
+        self._append(copy)
         return copy
 
     def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any], output_types: Sequence[Any]) -> Node:

@@ -6,8 +6,11 @@ ordering comparisons (``x < y`` gives a boolean tensor; ``==`` and ``!=`` stay
 identity comparisons, so tensors remain usable as dict keys: use
 ``ops.equal``) and calls into the ``ops`` namespace (``ops.relu(x)``) append
 nodes to the graph being traced.
-Python scalars become rank-0 constants of the other operand's dtype. The same
-front end writes GradientFns (``NodeContext.grad_graph``) and DecomposeFns.
+Python scalars become rank-0 constants of the other operand's dtype: the first
+tensor input the op does not list in ``nondiff_inputs`` (``where``'s boolean
+condition, ``cross_entropy``'s labels carry no value a scalar is combined
+with). A scalar at such a position, or with no operand to follow, keeps its
+Python type (bool, int64 or float32). The same front end writes GradientFns (``NodeContext.grad_graph``) and DecomposeFns.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gc import gc_paused
 from ..errors import IRError, RegistrationError
 from ..ir.graph import Graph, Value
 from ..ir.types import TensorType, as_type
@@ -112,7 +116,9 @@ class Tensor:
                 return self
             if exponent == 0.5:
                 return apply("sqrt", self)
-            exponent = float(exponent)  # a Python number takes the tensor's dtype
+            exponent = exponent.item() if isinstance(exponent, np.generic) else exponent  # a Python number takes
+            # the tensor's dtype (a numpy scalar would keep its own); an int stays an int, so an integer tensor
+            # hears pow's own refusal, not about a float it was never given
         return apply("pow", self, exponent)
 
     def __rpow__(self, base: Any) -> "Tensor":
@@ -245,6 +251,8 @@ def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> 
         return x
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.ndarray):
         if like is None:
+            if isinstance(x, np.generic):  # np.float64 is a float subclass, but it names its dtype: keep it
+                return graph.constant(np.asarray(x))
             dtype = np.float32 if isinstance(x, float) else (np.bool_ if isinstance(x, bool) else np.int64)
             return graph.constant(np.asarray(x, dtype))
         dt = like.dtype
@@ -266,13 +274,26 @@ def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> 
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     """Append ``op(*inputs; attrs)`` to the traced graph; return a ``Tensor`` (a tuple for several outputs)."""
     graph = _graph_of(inputs, op)
-    like = next((a for a in inputs if isinstance(a, Tensor)), None)
-    values = [_lift(x, graph, like, op, i) for i, x in enumerate(inputs)]
+    apart = _nondiff_positions(op) if not all(isinstance(x, (Tensor, Value)) for x in inputs) else frozenset()
+    like = next((a for i, a in enumerate(inputs) if isinstance(a, Tensor) and i not in apart), None)
+    values = [_lift(x, graph, None if i in apart else like, op, i) for i, x in enumerate(inputs)]
     node = graph.add_node(op, values, attrs)
     outs = node.outputs
     if len(outs) == 1:
         return Tensor(outs[0], graph)
     return tuple(Tensor(v, graph) for v in outs)
+
+
+def _nondiff_positions(op: str) -> frozenset[int]:
+    """The inputs of ``op`` whose dtype is not the data's (a condition, labels): a scalar there neither
+    follows nor sets the dtype of the other operands. Empty for an unknown op (``add_node`` reports it)."""
+    from ..errors import FrameError
+    from ..ir.schemas import default_source
+
+    try:
+        return frozenset(getattr(default_source().get(op), "nondiff_inputs", ()))
+    except FrameError:
+        return frozenset()
 
 
 def constant(value: Any, dtype: Any = None) -> Tensor:
@@ -327,7 +348,8 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
     _check_arity(fn, len(args))
     token = _current.set(graph)
     try:
-        result = fn(*args)
+        with gc_paused():  # a large trace makes many long-lived objects: no collections walking them meanwhile
+            result = fn(*args)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         indices = []
         for i, r in enumerate(results):

@@ -77,6 +77,7 @@ for _d in DTYPES:
     _BY_NAME[_d.name] = _d
     _BY_NAME[_d.short] = _d
 _BY_NAME["bool_"] = bool_
+_BY_NUMPY_DTYPE: dict[np.dtype, DType] = {}  # memo of the numpy dtypes met (a handful)
 _BY_NUMPY_NAME = {"float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64,
                   "int32": int32, "int64": int64, "bool": bool_}
 
@@ -93,11 +94,16 @@ def as_dtype(value: Any) -> DType:
         if found is not None:
             return found
     elif value is not None:  # np.dtype(None) is float64: never guess a dtype
+        found = _BY_NUMPY_DTYPE.get(value) if isinstance(value, np.dtype) else None
+        if found is not None:  # numpy computes dtype.name in Python: every constant's check paid for it
+            return found
         try:
             found = _BY_NUMPY_NAME.get(np.dtype(value).name)
         except TypeError:
             found = None
         if found is not None:
+            if isinstance(value, np.dtype) and len(_BY_NUMPY_DTYPE) < 64:
+                _BY_NUMPY_DTYPE[value] = found
             return found
     names = ", ".join(d.short for d in DTYPES)
     raise IRError(f"unsupported dtype {value!r}; expected one of {names} (or their long names such as 'float32')")

@@ -8,6 +8,7 @@ cache, CSE and the closure audit's de-duplication use these keys.
 from __future__ import annotations
 
 import contextvars
+import gc
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,7 +57,14 @@ def attr_key(value: Any) -> Any:
 def attrs_key(attrs: Mapping[str, Any]) -> tuple:
     if not attrs:
         return ()
-    return tuple(sorted((k, attr_key(v)) for k, v in attrs.items()))
+    if len(attrs) == 1:
+        ((k, v),) = attrs.items()
+        return ((k, attr_key(v)),)
+    return tuple(sorted([(k, attr_key(v)) for k, v in attrs.items()]))
+
+
+#: Graphs with more nodes than this pause the cyclic collector while their key is built (see graph_key).
+_PAUSE_GC_ABOVE = 512
 
 
 def graph_key(graph: Graph) -> tuple:
@@ -71,28 +79,54 @@ def graph_key(graph: Graph) -> tuple:
     cached = graph._key
     if cached is not None and cached[0] == snapshot:
         return cached[1]
+    # A key allocates a few tuples per node. On a large graph the collections they would trigger walk
+    # every object the caller's transforms left in the young generations: the cost would grow with the
+    # heap, not with the graph (gc_paused explains).
     enclosing = _keying.get()
     if any(graph is g for g in enclosing):
         raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot contain "
                       "itself; give it a graph of its own")
     token = _keying.set((*enclosing, graph))
+    pause = len(graph.nodes) > _PAUSE_GC_ABOVE and gc.isenabled()
+    if pause:
+        gc.disable()
     try:
-        ids: dict[Value, int] = {}
-        parts: list[Any] = []
-        for v in graph.inputs:
-            ids[v] = len(ids)
-            parts.append(v.type)
-        parts.append("|")
-        for node in graph.nodes:
-            ins = tuple([ids.get(v, -1) for v in node.inputs])
-            outs = []
-            for v in node.outputs:
-                ids[v] = len(ids)
-                outs.append(v.type)
-            parts.append((node.op, ins, attrs_key(node.attrs), tuple(outs)))
-        parts.append(tuple(ids.get(v, -1) for v in graph.outputs))
+        key = _structure(graph)
     finally:
+        if pause:
+            gc.enable()
         _keying.reset(token)
-    key = tuple(parts)
     graph._key = (snapshot, key)
     return key
+
+
+def _structure(graph: Graph) -> tuple:
+    """The key itself: input types, then per node (op, input positions, attributes, output type(s)), then
+    the output positions. A value's position counts inputs and node outputs in order; an undefined value
+    reads as None."""
+    ids: dict[Value, int] = {}
+    parts: list[Any] = []
+    for v in graph.inputs:
+        ids[v] = len(ids)
+        parts.append(v.type)
+    parts.append("|")
+    get = ids.get
+    append = parts.append
+    n = len(ids)
+    for node in graph.nodes:
+        ins = tuple(map(get, node.inputs))
+        outs = node.outputs
+        if len(outs) == 1:
+            v = outs[0]
+            ids[v] = n
+            n += 1
+            types: Any = v.type
+        else:
+            for v in outs:
+                ids[v] = n
+                n += 1
+            types = tuple([v.type for v in outs])
+        attrs = node.attrs
+        append((node.op, ins, attrs_key(attrs) if attrs else (), types))
+    append(tuple(map(get, graph.outputs)))
+    return tuple(parts)

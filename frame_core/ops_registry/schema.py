@@ -63,6 +63,7 @@ __all__ = [
     "OpSchema",
     "normalize_attr",
     "node_has_side_effect",
+    "carries_graphs",
 ]
 
 
@@ -518,3 +519,8 @@ def node_has_side_effect(node: Node, schemas: Mapping[str, OpSchema]) -> bool:
         return True
     return any(isinstance(a, Graph) and any(node_has_side_effect(n, schemas) for n in a.nodes)
                for a in node.attrs.values())
+
+
+def carries_graphs(schema: OpSchema) -> bool:
+    """Whether the op's nodes carry sub-graphs (an attribute of kind ``graph``: control flow, fused bodies)."""
+    return any("graph" in spec.kind.split("|") for spec in schema.attrs.values())

@@ -2,14 +2,14 @@
 
 Keeps the nodes some output needs, and every node with the
 ``has_side_effect`` trait or a sub-graph holding one (``node_has_side_effect``);
-drops the rest. This is what cleans up after
-``build_backward_graph``, which inlines whole micro-graphs (ARCH-061).
+drops the rest. This is what cleans up after ``build_backward_graph``, which
+inlines whole micro-graphs (ARCH-061).
 """
 
 from __future__ import annotations
 
 from ...ir.graph import Graph, Value
-from ...ops_registry.schema import node_has_side_effect
+from ...ops_registry.schema import carries_graphs, node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -18,8 +18,13 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     live: set[Value] = set(graph.outputs)
     keep = []
+    ops = {n.op for n in graph.nodes}
+    effects = {op for op in ops if "has_side_effect" in schemas[op].traits}
+    nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
+    isdisjoint = live.isdisjoint
     for node in reversed(graph.nodes):
-        if any(v in live for v in node.outputs) or node_has_side_effect(node, schemas):
+        if not isdisjoint(node.outputs) or node.op in effects or (node.op in nested
+                                                                   and node_has_side_effect(node, schemas)):
             keep.append(node)
             live.update(node.inputs)
     if len(keep) == len(graph.nodes):

@@ -1,9 +1,10 @@
 """Stage 4: constant folding.
 
 A node whose inputs are all constants is evaluated once at compile time with
-its CPU kernel and replaced by constants, unless its op has a side effect or
-its outputs are larger than ``MAX_FOLD_ELEMENTS`` (folding would trade a
-cheap broadcast for a large stored array). A kernel that fails here is left
+its CPU kernel and replaced by constants, unless it has a side effect (its
+op's, or one in its bodies) or its outputs are larger than
+``MAX_FOLD_ELEMENTS`` (folding would trade a cheap broadcast for a large
+stored array). A kernel that fails here is left
 in place, so the error surfaces at run time with the node's name.
 
 Algebraic rewrites for a pack's ops come from that pack through the passes
@@ -32,24 +33,35 @@ def _negative_zeros(v: Value) -> bool:
     return array is not None and array.size <= INSPECT_LIMIT and not np.any(array) and bool(np.all(np.signbit(array)))
 
 
+def _all_constant(values: tuple[Value, ...]) -> bool:
+    for v in values:
+        p = v.producer
+        if p is None or p.op != "constant":
+            return False
+    return True
+
+
 def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     rw = Rewriter(graph)
     folded = 0
     for node in graph.nodes:
-        inputs = [rw.vmap[v] for v in node.inputs]
-        if node.op == "accumulate_internal":
+        op = node.op
+        inputs = rw.read(node.inputs)
+        if op == "accumulate_internal":
             a, b = inputs
             if _negative_zeros(b) or _negative_zeros(a):
                 rw.alias(node.outputs[0], a if _negative_zeros(b) else b)
                 folded += 1
                 continue
-        schema = schemas[node.op]
-        arrays = [constant_array(v) for v in inputs]
-        if (node.op == "constant" or not inputs or any(a is None for a in arrays) or node_has_side_effect(node, schemas)
-                or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs)):
+        if op == "constant" or not inputs or not _all_constant(inputs):
             rw.copy(node, inputs)
             continue
+        schema = schemas[op]
+        if node_has_side_effect(node, schemas) or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs):
+            rw.copy(node, inputs)
+            continue
+        arrays = [constant_array(v) for v in inputs]
         nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
         try:
             result = schema.kernels["cpu"](nctx)(*arrays)

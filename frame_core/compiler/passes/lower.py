@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -77,8 +78,25 @@ class _LazyNames:
         return self.names(v)
 
 
+_type = attrgetter("type")
+
+
+def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend: str) -> Callable[..., Any]:
+    builder = schema.kernels.get(backend)
+    if builder is None:
+        raise CompileError(f"op {node.op!r} has no kernel for backend {backend!r}")
+    nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
+    try:
+        with op_scope(schema.namespace):
+            return builder(nctx)
+    except Exception as exc:
+        raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
+                           f"{type(exc).__name__}: {exc}") from exc
+
+
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     schemas = ctx.registry.schemas
+    backend = ctx.backend
     printable = _LazyNames(graph)
     reg: dict[Value, str] = {}
     for i, v in enumerate(graph.inputs):
@@ -87,48 +105,44 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
     buffers: dict[str, np.ndarray] = {}
     instructions: list[Instruction] = []
+    append = instructions.append
+    buffer_of = plan.buffer_of
     dies_after: dict[int, list[Value]] = {}
     for v, i in plan.last_use.items():
-        dies_after.setdefault(i, []).append(v)
+        if v not in buffer_of:  # planned buffers persist; only unplanned values are released
+            dies_after.setdefault(i, []).append(v)
     counter = 0
     built: dict[tuple, Callable[..., Any]] = {}
     for index, node in enumerate(graph.nodes):
-        if node.op == "constant":
+        op = node.op
+        if op == "constant":
             name = f"c{len(constants)}"
             constants[name] = node.attrs["value"]
             reg[node.outputs[0]] = name
             continue
-        schema = schemas[node.op]
-        builder = schema.kernels.get(ctx.backend)
-        if builder is None:
-            raise CompileError(f"op {node.op!r} has no kernel for backend {ctx.backend!r}")
-        in_types = tuple([v.type for v in node.inputs])
-        key = (node.op, in_types, attrs_key(node.attrs))
+        in_types = tuple(map(_type, node.inputs))
+        attrs = node.attrs
+        key = (op, in_types, attrs_key(attrs) if attrs else ())
         kernel = built.get(key)
         if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
-            nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
-            try:
-                with op_scope(schema.namespace):
-                    kernel = built[key] = builder(nctx)
-            except Exception as exc:
-                raise CompileError(f"building the {ctx.backend} kernel of node {index} ({node.op}) failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            kernel = built[key] = _build_kernel(schemas[op], node, index, in_types, backend)
         outs = []
         for v in node.outputs:
-            name = f"v{counter}"
+            name = reg[v] = f"v{counter}"
             counter += 1
-            reg[v] = name
             outs.append(name)
         out_buffer = None
-        if len(node.outputs) == 1 and node.outputs[0] in plan.buffer_of:
-            v = node.outputs[0]
-            out_buffer = f"b{len(buffers)}"
-            arena = arenas[plan.buffer_of[v]]
-            buffers[out_buffer] = arena[: v.type.nbytes].view(v.type.dtype.np).reshape(v.type.shape)
-        frees = tuple(reg[v] for v in dies_after.get(index, ()) if v in reg and reg[v].startswith("v")
-                      and v not in plan.buffer_of)
-        instructions.append(Instruction(index, node.op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
-                                        out_buffer, frees, node, printable))
+        if len(outs) == 1:
+            out = node.outputs[0]
+            arena = buffer_of.get(out)
+            if arena is not None:
+                t = out.type
+                out_buffer = f"b{len(buffers)}"
+                buffers[out_buffer] = arenas[arena][: t.nbytes].view(t.dtype.np).reshape(t.shape)
+        dying = dies_after.get(index)
+        frees = () if dying is None else tuple([reg[v] for v in dying if v in reg and reg[v][0] == "v"])
+        append(Instruction(index, op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
+                           out_buffer, frees, node, printable))
     base = view_bases(graph, ctx.registry)
     seen_bases: set[Value] = set()
     output_names, output_copies = [], []

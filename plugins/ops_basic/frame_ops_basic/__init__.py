@@ -1,7 +1,8 @@
 """frame-ops-basic: the basic op pack of frame.
 
 Elementwise arithmetic and math (numpy broadcasting), relu, maximum/minimum,
-abs, sign, clip, pow, comparisons and where, matmul (2-D and batched), sum,
+abs, sign, clip, pow, comparisons and where, matmul (vectors,
+matrices and batches, as numpy), sum,
 mean, max, min, argmax, argmin and logsumexp, softmax and log_softmax, cast and
 one_hot, shape ops (reshape, transpose, expand_dims, squeeze, broadcast_to,
 slice, pad, concat, stack), mse_loss and cross_entropy, stop_gradient and

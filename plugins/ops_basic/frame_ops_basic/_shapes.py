@@ -106,8 +106,14 @@ def numeric_unary(ctx: NodeContext) -> list[TensorType]:
 def float_broadcast(ctx: NodeContext) -> list[TensorType]:
     (out,) = broadcast(ctx)
     if not out.dtype.is_float:
-        raise ctx.error(f"needs floating inputs, got {', '.join(map(str, ctx.input_types))}")
+        raise ctx.error(f"needs floating inputs, got {', '.join(map(str, ctx.input_types))}; cast them to a float "
+                        "dtype first (ops.cast(x, to='f32'))")
     return [out]
+
+
+def valid_axes(rank: int) -> str:
+    """What a message says about the axes of a rank-``rank`` tensor: their range, or that there are none."""
+    return f"valid: {-rank}..{rank - 1}" if rank else "a rank-0 tensor has no axes"
 
 
 def normalize_axes(ctx: NodeContext, axes: tuple[int, ...] | None, rank: int) -> tuple[int, ...]:
@@ -117,7 +123,7 @@ def normalize_axes(ctx: NodeContext, axes: tuple[int, ...] | None, rank: int) ->
     out = []
     for a in axes:
         if not -rank <= a < rank:
-            raise ctx.error(f"axis {a} is out of range for rank {rank} (valid: {-rank}..{rank - 1})")
+            raise ctx.error(f"axis {a} is out of range for rank {rank} ({valid_axes(rank)})")
         out.append(a % rank)
     if len(set(out)) != len(out):
         raise ctx.error(f"axes {list(axes)} repeat an axis")

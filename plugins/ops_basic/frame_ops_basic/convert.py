@@ -5,7 +5,8 @@ at run time with a ``DataError``, what numpy would turn into an
 unspecified value:
 
 - float -> float rounds to nearest (ties to even); values beyond the target's
-  range become +-inf, NaN stays NaN;
+  range become +-inf, NaN stays NaN (float64 and integers reach bfloat16 through
+  float32, as in ml_dtypes and torch, so they can round twice);
 - float -> integer truncates toward zero (``2.7 -> 2``, ``-2.7 -> -2``, as numpy,
   C and torch do; round first with your own ops for another rule); NaN, +-inf and
   values whose truncation does not fit the integer type raise ``DataError``;
@@ -56,7 +57,7 @@ def _range_check(src: DType, dst: DType) -> Callable[[np.ndarray], None] | None:
             value, where = _first_bad(bad, a)
             what = "after truncation toward zero; NaN and infinities have no integer value" if src.is_float else ""
             raise DataError(
-                f"cast from {src} to {dst}: the value {value!r} at index {list(where)} does not fit in {dst} "
+                f"cast from {src} to {dst}: the value {value!s} at index {list(where)} does not fit in {dst} "
                 f"(valid {info.min}..{info.max}{', ' + what if what else ''}); clip the values first (ops.clip)")
     return check
 

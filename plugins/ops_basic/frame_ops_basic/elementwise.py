@@ -97,10 +97,18 @@ def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 def _relu_kernel(ctx: NodeContext) -> Callable:
     t = ctx.input_types[0]
-    zero = t.dtype.np.type(0)
+    dtype = t.dtype.np
+    zero = np.zeros((), dtype)  # a 0-d array: numpy's scalar conversion of a numpy scalar costs more than the max
+    maximum, empty = np.maximum, np.empty
     if not t.shape:
-        return lambda x, out=None: np.maximum(x, zero, out=out if out is not None else np.empty((), t.dtype.np))
-    return lambda x, out=None: np.maximum(x, zero, out=out)
+        def relu0(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            return maximum(x, zero, out=out if out is not None else empty((), dtype))
+        return relu0
+
+    def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return maximum(x, zero, out=out)  # out by keyword: numpy 2.4 deprecates it positionally for maximum
+    relu.ufunc_form = (maximum, (zero,))  # type: ignore[attr-defined]  # fused code calls maximum itself
+    return relu
 
 
 def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Callable, doc: str,
@@ -158,10 +166,12 @@ def _relu_grad_shape(ctx: NodeContext):
 
 def _relu_grad_kernel(ctx: NodeContext) -> Callable:
     t = ctx.input_types[0]
-    zero = t.dtype.np.type(0)
+    dtype = t.dtype.np
+    zero = np.zeros((), dtype)
+    multiply, greater, empty = np.multiply, np.greater, np.empty
 
     def kernel(x: np.ndarray, gy: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        return np.multiply(gy, np.greater(x, zero), out if out is not None else np.empty(t.shape, t.dtype.np))
+        return multiply(gy, greater(x, zero), out if out is not None else empty(t.shape, dtype))
     return kernel
 
 

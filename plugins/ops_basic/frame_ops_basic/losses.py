@@ -111,7 +111,7 @@ MSE_LOSS_GRAD = OpSchema(
 def _ce_shape(ctx: NodeContext) -> list[TensorType]:
     logits, labels = ctx.input_types
     if not logits.dtype.is_float:
-        raise ctx.error(f"logits must be floating, got {logits}")
+        raise ctx.error(f"logits must be floating, got {logits}; cast them first (ops.cast(logits, to='f32'))")
     if not labels.dtype.is_int:
         raise ctx.error(f"labels must be integer class indices (i32 or i64), got {labels}; "
                         "cast them (ops.cast(labels, to='i64')) or, for probabilities, use -sum(p * log_softmax(x))")

@@ -76,7 +76,9 @@ def _extremum(name: str, ufunc: np.ufunc, wins: str, wins_or_ties: str, doc: str
         shape_infer=broadcast,
         kernels={"cpu": _out_keyword(ufunc)},
         gradient=_extremum_gradient(wins, wins_or_ties),
-        traits=("elementwise", "broadcasting", "accepts_out", "commutative"),
+        # not "commutative": on a tie of -0.0 and +0.0 numpy returns b, so op(a, b) and op(b, a) differ in the
+        # sign of zero (1 / max(a, b) is +inf or -inf), and CSE would merge them
+        traits=("elementwise", "broadcasting", "accepts_out"),
         doc=doc + " numpy broadcasting; NaN propagates. Gradient to the winner; a tie splits it evenly (gy/2 each).",
         examples=_BINARY_EXAMPLES,
     )
@@ -130,10 +132,19 @@ def _bounds(ctx: NodeContext) -> tuple[float | None, float | None]:
         if math.isnan(bound):
             raise ctx.error(f"{label} is NaN; give a number or leave it out (no bound)")
         if x.dtype.is_int and not (bound.is_integer() and np.iinfo(x.dtype.np).min <= bound <= np.iinfo(x.dtype.np).max):
-            raise ctx.error(f"{label}={bound!r} is not a whole number in the range of {x.dtype}, the input's dtype")
+            raise ctx.error(f"{label}={bound!r} is not a whole number in the range of {x.dtype}, the input's dtype; "
+                            "give a whole number in range, or cast x to a float dtype first")
     if low is not None and high is not None and low > high:
         raise ctx.error(f"min={low!r} is greater than max={high!r}; give min <= max")
     return low, high
+
+
+def _rounded(bound: float | None, dtype: np.dtype) -> np.ndarray | None:
+    """``bound`` rounded to ``dtype`` (0-d); past the dtype's range it becomes +-inf, the documented rule."""
+    if bound is None:
+        return None
+    with np.errstate(over="ignore"):
+        return np.array(bound, dtype)
 
 
 def _clip_shape(ctx: NodeContext) -> list[TensorType]:
@@ -145,7 +156,7 @@ def _clip_shape(ctx: NodeContext) -> list[TensorType]:
 def _clip_kernel(ctx: NodeContext) -> Callable:
     (y,) = ctx.output_types
     dtype = y.dtype.np
-    low, high = (None if b is None else dtype.type(b) for b in _bounds(ctx))  # the dtype's rounding, as the gradient's
+    low, high = (_rounded(b, dtype) for b in _bounds(ctx))  # the dtype's rounding, as the gradient's
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
@@ -158,7 +169,8 @@ def _clip_kernel(ctx: NodeContext) -> Callable:
 
 
 def _clip_gradient(ctx: NodeContext):
-    low, high = _bounds(ctx)
+    (x_t,) = ctx.input_types
+    low, high = (_rounded(b, x_t.dtype.np) for b in _bounds(ctx))
 
     def grad(x, y, gy):
         if not gy.dtype.is_float:
@@ -166,9 +178,9 @@ def _clip_gradient(ctx: NodeContext):
         zero = zero_like(gy)
         g = gy
         if low is not None:
-            g = ops.where(x < low, zero, g)
+            g = ops.where(x < constant(low), zero, g)
         if high is not None:
-            g = ops.where(x > high, zero, g)
+            g = ops.where(x > constant(high), zero, g)
         return g
     return ctx.grad_graph(grad)
 

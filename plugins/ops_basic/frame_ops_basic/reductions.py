@@ -40,23 +40,35 @@ def _reduce_shape(ctx: NodeContext) -> list[TensorType]:
     return [TensorType(x.dtype, _reduced_shape(x.shape, axes, ctx.attrs["keepdims"]))]
 
 
-def _reduce_kernel(fn: Callable) -> Callable[[NodeContext], Callable]:
+def _reduce_kernel(mean: bool) -> Callable[[NodeContext], Callable]:
+    """``np.add.reduce`` straight into the output (no ``np.sum``/``np.mean`` wrappers); a mean then divides by
+    the count exactly as ``np.mean`` does (by a numpy ``intp``, computed in float64 for float32 and rounded
+    once), so results are bitwise numpy's."""
     def build(ctx: NodeContext) -> Callable:
         (x,) = ctx.input_types
         axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
         keepdims = ctx.attrs["keepdims"]
+        shape = _reduced_shape(x.shape, axes, keepdims)
         dtype, acc = x.dtype.np, accumulation_dtype(x)
+        count = np.intp(math.prod(x.shape[a] for a in axes))
+        reduce, divide, empty = np.add.reduce, np.true_divide, np.empty
 
         def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             if out is None:
-                return np.asarray(fn(a, axis=axes, dtype=dtype, keepdims=keepdims))
-            return fn(a, axis=axes, dtype=dtype, keepdims=keepdims, out=out)
+                out = empty(shape, dtype)
+            reduce(a, axes, dtype, out, keepdims)
+            if mean:
+                divide(out, count, out=out, casting="unsafe")
+            return out
 
         def widened(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:  # half precision
-            result = np.asarray(fn(a, axis=axes, dtype=acc, keepdims=keepdims))
+            total = empty(shape, acc)
+            reduce(a, axes, acc, total, keepdims)
+            if mean:
+                divide(total, count, out=total, casting="unsafe")
             if out is None:
-                return result.astype(dtype)
-            out[...] = result  # the float32 total, rounded once
+                return total.astype(dtype)
+            out[...] = total  # the float32 result, rounded once
             return out
         return kernel if acc == dtype else widened
     return build
@@ -89,7 +101,7 @@ SUM = OpSchema(
     inputs=("x",),
     attrs={"axes": _AXES, "keepdims": _KEEPDIMS},
     shape_infer=_reduce_shape,
-    kernels={"cpu": _reduce_kernel(np.sum)},
+    kernels={"cpu": _reduce_kernel(mean=False)},
     gradient=_sum_gradient,
     traits=("accepts_out",),
     doc="Sum over `axes` (all axes by default), keeping reduced axes as size 1 with keepdims=True.",
@@ -109,7 +121,7 @@ MEAN = OpSchema(
     inputs=("x",),
     attrs={"axes": _AXES, "keepdims": _KEEPDIMS},
     shape_infer=_mean_shape,
-    kernels={"cpu": _reduce_kernel(np.mean)},
+    kernels={"cpu": _reduce_kernel(mean=True)},
     gradient=_mean_gradient,
     traits=("accepts_out",),
     doc="Mean over `axes` (all axes by default), keeping reduced axes as size 1 with keepdims=True.",
@@ -191,9 +203,17 @@ def _reduce_to_kernel(ctx: NodeContext) -> Callable:
     target = tuple(ctx.attrs["shape"])
     axes = broadcast_axes(x_t.shape, target)
     dtype, acc = x_t.dtype.np, accumulation_dtype(x_t)
+    if acc != dtype:
+        return lambda x, out=None: sum_into(x, axes, out if out is not None else np.empty(target, dtype), acc)
+    # The sum goes straight into out seen with the reduced axes kept (a view: it only inserts unit axes).
+    kept = (1,) * (x_t.rank - len(target)) + target
+    reduce, empty = np.add.reduce, np.empty
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        return sum_into(x, axes, out if out is not None else np.empty(target, dtype), acc)
+        if out is None:
+            out = empty(target, dtype)
+        reduce(x, axes, dtype, out.reshape(kept), True)
+        return out
     return kernel
 
 

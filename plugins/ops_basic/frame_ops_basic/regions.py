@@ -37,14 +37,17 @@ def _named_axes(ctx: NodeContext, lists: dict[str, Sequence[int] | None], rank: 
         sizes = ", ".join(f"{name} has {n}" for name, n in given.items())
         raise ctx.error(f"the per-axis lists must have one entry per named axis, but {sizes}")
     count = next(iter(given.values()))
+    entries = f"{count} entr{'y' if count == 1 else 'ies'}"
     axes = ctx.attrs["axes"]
     if axes is None:
         if count > rank:
-            raise ctx.error(f"{count} entries per list but the input has only {rank} axes; give fewer entries or "
-                            "name the axes with `axes`")
+            has = f"only {rank} axis" if rank == 1 else f"only {rank} axes" if rank else "no axes"
+            raise ctx.error(f"{entries} per list but the input has {has}; give fewer entries or name the axes "
+                            "with `axes`")
         return tuple(range(count))
     if len(axes) != count:
-        raise ctx.error(f"`axes` names {len(axes)} axes but the per-axis lists have {count} entries")
+        raise ctx.error(f"`axes` names {len(axes)} ax{'i' if len(axes) == 1 else 'e'}s but the per-axis lists have "
+                        f"{entries}")
     return distinct_axes(ctx, axes, rank)
 
 
@@ -252,7 +255,8 @@ def _concat_axis(ctx: NodeContext, extra_rank: int) -> int:
         if t.dtype is not first.dtype:
             raise ctx.error(f"inputs must share a dtype, got {first} and {t} (input {i}); cast one of them first")
         if t.rank != first.rank:
-            raise ctx.error(f"inputs must have the same rank, got {first} and {t} (input {i})")
+            raise ctx.error(f"inputs must have the same rank, got {first} and {t} (input {i}); expand_dims or "
+                            "reshape one of them first")
     if first.rank + extra_rank == 0:
         raise ctx.error("cannot join rank-0 tensors along an axis; stack them, or expand_dims them first")
     what = f"axis {ctx.attrs['axis']}" + (" (a position in the result)" if extra_rank else "")

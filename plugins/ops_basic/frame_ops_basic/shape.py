@@ -17,7 +17,7 @@ import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._shapes import broadcast_shapes
+from ._shapes import broadcast_shapes, valid_axes
 
 
 # reshape(x; shape) -> x with a new shape (one entry may be -1)      gx = reshape(gy, x.shape)
@@ -93,7 +93,7 @@ TRANSPOSE = OpSchema(
 def axis_in(ctx: NodeContext, axis: int, rank: int, what: str = "") -> int:
     """``axis`` made non-negative for a tensor of ``rank`` axes; a ShapeError naming the valid range otherwise."""
     if not -rank <= axis < rank:
-        raise ctx.error(f"{what or f'axis {axis}'} is out of range for rank {rank} (valid: {-rank}..{rank - 1})")
+        raise ctx.error(f"{what or f'axis {axis}'} is out of range for rank {rank} ({valid_axes(rank)})")
     return axis % rank
 
 

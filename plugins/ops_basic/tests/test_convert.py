@@ -47,7 +47,7 @@ def test_a_float_an_integer_type_cannot_hold_is_a_data_error_naming_it(value, ds
     with pytest.raises(DataError) as info:
         cast(x, dst, "f64[3]")
     message = str(info.value)
-    assert f"the value {x[1]!r}" in message and "at index [1]" in message and f"does not fit in {dst}" in message
+    assert f"the value {x[1]!s} at" in message and "at index [1]" in message and f"does not fit in {dst}" in message
     assert "truncation toward zero" in message and "(%" in message  # names the node: "node 0 (%0 = cast(...))"
 
 
@@ -58,7 +58,7 @@ def test_the_extremes_of_an_integer_type_fit():
 
 
 def test_narrowing_an_integer_out_of_range_is_a_data_error_not_a_wraparound():
-    with pytest.raises(DataError, match=r"the value np.int64\(4294967296\) at index \[0\] does not fit in i32 "
+    with pytest.raises(DataError, match=r"the value 4294967296 at index \[0\] does not fit in i32 "
                                         r"\(valid -2147483648..2147483647\)"):
         cast(np.array([2 ** 32, 1]), "i32", "i64[2]")
 

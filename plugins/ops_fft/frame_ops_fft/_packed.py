@@ -23,13 +23,17 @@ def require_float(ctx: NodeContext, t: TensorType, position: int) -> None:
                         "(float16, bfloat16, float32 or float64); cast it first")
 
 
-def require_packed(ctx: NodeContext, t: TensorType, position: int) -> None:
-    """A floating tensor whose last axis has size 2 (re, im), with at least one complex axis."""
+def require_packed(ctx: NodeContext, t: TensorType, position: int, complex_axes: int = 1) -> None:
+    """A floating tensor whose last axis has size 2 (re, im), after at least ``complex_axes`` complex axes.
+
+    A transform needs an axis to transform (1); elementwise complex ops take a complex scalar ``[2]`` (0).
+    """
     require_float(ctx, t, position)
-    if t.rank < 2 or t.shape[-1] != 2:
+    if t.rank < 1 + complex_axes or t.shape[-1] != 2:
+        after = f" after at least {complex_axes} complex axis" if complex_axes else ""
         raise ctx.error(f"input {position} ({_name(ctx, position)}) must be packed complex, a real tensor whose last "
-                        f"axis is (re, im) of size 2 after at least one complex axis, got {t}; "
-                        "ops.stack(re, im, axis=-1) packs two real tensors")
+                        f"axis is (re, im) of size 2{after}, got {t}; ops.stack(re, im, axis=-1) packs two real "
+                        "tensors")
 
 
 def _name(ctx: NodeContext, position: int) -> str:
@@ -43,7 +47,8 @@ def complex_axis(ctx: NodeContext, rank: int) -> int:
     if not -rank <= axis < rank:
         packed = rank < ctx.input_types[0].rank
         raise ctx.error(f"axis {axis} is out of range: got {ctx.input_types[0]}, which has {rank} "
-                        f"{'complex ' if packed else ''}axes, so expected an axis in {-rank}..{rank - 1}"
+                        f"{'complex ' if packed else ''}ax{'i' if rank == 1 else 'e'}s, so expected an axis in "
+                        f"{-rank}..{rank - 1}"
                         + (" (the packed (re, im) axis does not count)" if packed else ""))
     return axis % rank
 
@@ -71,9 +76,12 @@ def as_complex(p: np.ndarray, real: np.dtype) -> np.ndarray:
 
 def as_packed(c: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The packed real array of complex ``c`` in ``dtype`` (a view of ``c`` when the dtypes agree)."""
-    if c.strides[-1] != c.itemsize:  # complex arrays here have at least one axis
+    shape = c.shape + (2,)
+    if c.ndim == 0:  # a complex scalar: numpy changes the dtype of a view only with an axis to change
+        c = c.reshape(1)
+    if c.strides[-1] != c.itemsize:
         c = np.ascontiguousarray(c)
-    packed = c.view(c.real.dtype).reshape(c.shape + (2,))
+    packed = c.view(c.real.dtype).reshape(shape)
     return packed if packed.dtype == dtype else packed.astype(dtype)
 
 

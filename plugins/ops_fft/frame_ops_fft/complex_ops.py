@@ -100,14 +100,15 @@ COMPLEX_MUL = OpSchema(
               Example(["f64[3, 1, 2]", "f64[1, 4, 2]"], note="broadcast both ways"),
               Example(["f32[2, 5, 2]", "f32[5, 1]"], note="a real multiplier"),
               Example(["f64[3, 1]", "f64[3, 2]"], note="a real operand first"),
-              Example(["f64[2, 3, 1]", "f64[3, 1]"], note="both real")],
+              Example(["f64[2, 3, 1]", "f64[3, 1]"], note="both real"),
+              Example(["f32[2]", "f32[3, 2]"], note="a complex scalar")],
 )
 
 
 # conj(z) -> (re, -im)                                gz = conj(G)
 def _conj_shape(ctx: NodeContext) -> list[TensorType]:
     (z,) = ctx.input_types
-    require_packed(ctx, z, 0)
+    require_packed(ctx, z, 0, complex_axes=0)  # a complex scalar [2] too, as complex_mul takes one
     return [z]
 
 
@@ -125,7 +126,7 @@ CONJ = OpSchema(
     gradient=lambda ctx: ctx.grad_graph(lambda z, y, gy: ops.conj(gy)),
     traits=("accepts_out",),
     doc="The complex conjugate of packed z: (re, -im).",
-    examples=[Example(["f32[3, 2]"]), Example(["f64[2, 3, 2]"])],
+    examples=[Example(["f32[3, 2]"]), Example(["f64[2, 3, 2]"]), Example(["f32[2]"], note="a complex scalar")],
 )
 
 

@@ -32,5 +32,12 @@ PARALLEL_MIN_ELEMENTS: int = 1 << 16
 
 
 def workers_for(size: int) -> int:
-    """The ``workers=`` to pass for a transform over ``size`` elements."""
+    """The ``workers=`` to pass for a transform over ``size`` elements; a ``KernelError`` naming the setting
+    when ``WORKERS`` is not a non-zero int (scipy's own complaint would not say where the value came from)."""
+    if isinstance(WORKERS, bool) or not isinstance(WORKERS, int) or WORKERS == 0:
+        from frame_core import KernelError
+
+        raise KernelError(f"frame_ops_fft.config.WORKERS must be a non-zero int (threads per transform; a negative "
+                          f"value counts back from the cores, as scipy.fft's workers=), got {WORKERS!r}; "
+                          "config.usable_cores() is the default")
     return WORKERS if size >= PARALLEL_MIN_ELEMENTS else 1

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import ShapeError, ops
+from frame_core import IRError, ShapeError, Tensor as _Traced, constant, ops
 
 __all__ = ["wavenumbers", "rfftn", "irfftn", "spectral_derivative", "spectral_conv1d", "spectral_conv2d"]
 
@@ -25,16 +25,40 @@ Tensor = Any  # a frame_core.Tensor being traced
 def wavenumbers(n: int, length: float = 2 * math.pi) -> np.ndarray:
     """The angular wavenumbers of rfft's bins for n points on a periodic interval of ``length``:
     ``k_j = 2 pi j / length``, j = 0 .. n // 2 (float64)."""
-    if n < 1 or not length > 0:
-        raise ShapeError(f"wavenumbers needs n >= 1 points and a positive length, got n={n}, length={length}")
+    if not _is_int(n) or n < 1 or not 0 < length < math.inf:
+        raise ShapeError(f"wavenumbers needs n >= 1 points (an int) and a positive length (finite), got n={n!r}, "
+                         f"length={length!r}")
     return 2 * math.pi / length * np.arange(n // 2 + 1, dtype=np.float64)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _ints(values: object, what: str, name: str) -> list[int]:
+    """``values`` as a list of ints; a ShapeError when it is not a sequence of ints (a bare int included)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = values.tolist()
+    if not isinstance(values, Sequence) or isinstance(values, str) or not all(_is_int(v) for v in values):
+        raise ShapeError(f"{what}: {name} must be a list of ints, got {values!r}")
+    return [int(v) for v in values]
+
+
+def _tensor(x: object, what: str, name: str = "x") -> Tensor:
+    """A traced tensor: ``x`` itself, or a numpy array (or number) as a constant, as the ops take them."""
+    if isinstance(x, _Traced):
+        return x
+    if isinstance(x, (np.ndarray, np.generic, int, float)) and not isinstance(x, (bool, np.bool_)):
+        return constant(np.asarray(x))
+    raise IRError(f"{what}: {name} must be a traced tensor or a numpy array, got {type(x).__name__}")
 
 
 def _axes(x: Tensor, axes: Sequence[int], what: str) -> list[int]:
     out = []
-    for a in axes:
+    for a in _ints(axes, what, "axes"):
         if not -x.ndim <= a < x.ndim:
-            raise ShapeError(f"{what}: axis {a} is out of range for {x.type} (valid: {-x.ndim}..{x.ndim - 1})")
+            valid = f"valid: {-x.ndim}..{x.ndim - 1}" if x.ndim else "a rank-0 tensor has no axes"
+            raise ShapeError(f"{what}: axis {a} is out of range for {x.type} ({valid})")
         out.append(a % x.ndim)
     if not out or len(set(out)) != len(out):
         raise ShapeError(f"{what}: axes {list(axes)} must name at least one axis, each once")
@@ -46,6 +70,7 @@ def rfftn(x: Tensor, axes: Sequence[int] = (-2, -1), norm: str = "backward") -> 
 
     The norm of each one-dimensional transform composes to the norm of the whole (their scales multiply).
     """
+    x = _tensor(x, "rfftn")
     first, *rest = reversed(_axes(x, axes, "rfftn"))
     z = ops.rfft(x, axis=first, norm=norm)
     for a in rest:
@@ -58,6 +83,12 @@ def irfftn(z: Tensor, s: Sequence[int], axes: Sequence[int] = (-2, -1), norm: st
 
     ``s`` is required: the last size decides between an even and an odd real length.
     """
+    z = _tensor(z, "irfftn", "z")
+    axes = _ints(axes, "irfftn", "axes")
+    if isinstance(s, np.ndarray) and s.ndim == 1:
+        s = s.tolist()
+    if not isinstance(s, Sequence) or not all(_is_int(size) and size >= 1 for size in s):
+        raise ShapeError(f"irfftn: s must be a list of sizes (ints >= 1), one per axis, got {s!r}")
     complex_rank = len(z.shape) - 1
     normalised = [a % complex_rank if -complex_rank <= a < complex_rank else None for a in axes]
     if None in normalised or len(set(normalised)) != len(normalised) or len(s) != len(axes):
@@ -84,24 +115,34 @@ def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, 
     rfft -> multiply bin k by (i k)^order -> irfft. An even order is a real multiplier ((-1)^(p/2) k^p, so
     the second derivative multiplies by -k^2); an odd one multiplies by i times a real and, for even n,
     zeroes the Nyquist bin (the derivative of the Nyquist cosine vanishes on the grid). Exact, to
-    round-off, for band-limited x.
+    round-off, for band-limited x. float16/bfloat16 x is computed in float32 and rounded once.
     """
-    if not isinstance(order, int) or order < 0:
+    x = _tensor(x, "spectral_derivative")
+    if not _is_int(order) or order < 0:
         raise ShapeError(f"spectral_derivative: order must be a non-negative int, got {order!r}")
+    if not _is_int(axis):
+        raise ShapeError(f"spectral_derivative: axis must be an int, got {axis!r}")
     (a,) = _axes(x, [axis], "spectral_derivative")
+    n = x.shape[a]
+    if n == 0:
+        raise ShapeError(f"spectral_derivative: axis {axis} of {x.type} is empty; expected at least one point")
+    if not 0 < length < math.inf:
+        raise ShapeError(f"spectral_derivative: length (the period) must be positive and finite, got {length!r}")
     if order == 0:
         return x
-    n = x.shape[a]
+    half = x.dtype.itemsize == 2  # k^order overflows float16 (and inf * 0 is nan): compute in float32, round once
+    z = ops.rfft(ops.cast(x, to="f32") if half else x, axis=a)
+    real = np.float32 if half else x.dtype.np
     k = wavenumbers(n, length) ** order * (-1.0) ** (order // 2)
-    z = ops.rfft(x, axis=a)
     if order % 2 == 0:
-        z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(x.dtype.np))  # a real multiplier [m, .., 1]
+        z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(real))  # a real multiplier [m, .., 1]
     else:
         if n % 2 == 0:
             k[-1] = 0.0
         times_i = np.stack([np.zeros_like(k), k], axis=-1)  # i * k: (0, k)
-        z = ops.complex_mul(z, _along(times_i, a, x.ndim, packed=1).astype(x.dtype.np))
-    return ops.irfft(z, n=n, axis=a)
+        z = ops.complex_mul(z, _along(times_i, a, x.ndim, packed=1).astype(real))
+    y = ops.irfft(z, n=n, axis=a)
+    return ops.cast(y, to=x.dtype) if half else y
 
 
 def _mix(corner: Tensor, weights: Tensor, n_modes: int) -> Tensor:
@@ -124,6 +165,7 @@ def spectral_conv1d(x: Tensor, weights: Tensor, norm: str = "backward") -> Tenso
     lowest ``modes`` bins, mix channels per mode (out_k = x_k @ W_k, one complex_matmul over the modes),
     zero the other bins, irfft back to N points: [batch, C_out, N].
     """
+    x, weights = _tensor(x, "spectral_conv1d"), _tensor(weights, "spectral_conv1d", "weights")
     if x.ndim != 3:
         raise ShapeError(f"spectral_conv1d: x must be [batch, channels_in, N], got {x.type}")
     if weights.ndim != 4 or weights.shape[-1] != 2 or weights.shape[1] != x.shape[1] or weights.dtype is not x.dtype:
@@ -146,6 +188,9 @@ def spectral_conv2d(x: Tensor, weights_low: Tensor, weights_high: Tensor, norm: 
     frequencies: ``weights_low``) and the last ``modes_h`` (negative frequencies: ``weights_high``) of
     the full fft. Other bins are zeroed; the result is [batch, C_out, H, W].
     """
+    x = _tensor(x, "spectral_conv2d")
+    weights_low = _tensor(weights_low, "spectral_conv2d", "weights_low")
+    weights_high = _tensor(weights_high, "spectral_conv2d", "weights_high")
     if x.ndim != 4:
         raise ShapeError(f"spectral_conv2d: x must be [batch, channels_in, H, W], got {x.type}")
     for w in (weights_low, weights_high):

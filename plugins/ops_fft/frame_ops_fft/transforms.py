@@ -59,6 +59,13 @@ def bin_weights(n: int, trailing: int, inverse: bool, dtype: np.dtype) -> np.nda
     return w.reshape((m,) + (1,) * trailing + (1,)).astype(dtype)
 
 
+def _points(ctx: NodeContext, t: TensorType, axis: int) -> int:
+    """The length of the transformed ``axis`` of ``t``; a transform of no points is refused (scipy would fail)."""
+    if t.shape[axis] == 0:
+        raise ctx.error(f"got an empty axis {axis} in {t}; expected at least one point to transform")
+    return t.shape[axis]
+
+
 # rfft(x; axis, norm) -> X [..., n//2 + 1, ..., 2]        gx = irfft(gX * W, n, norm=swap(norm))
 def _rfft_shape(ctx: NodeContext) -> list[TensorType]:
     (x,) = ctx.input_types
@@ -67,9 +74,7 @@ def _rfft_shape(ctx: NodeContext) -> list[TensorType]:
         raise ctx.error(f"needs at least one axis to transform, got {x}")
     axis = complex_axis(ctx, x.rank)
     norm_of(ctx)
-    n = x.shape[axis]
-    if n == 0:
-        raise ctx.error(f"got an empty axis {axis} in {x}; expected at least one point to transform")
+    n = _points(ctx, x, axis)
     return [x.with_shape(x.shape[:axis] + (n // 2 + 1,) + x.shape[axis + 1:] + (2,))]
 
 
@@ -114,14 +119,16 @@ def _irfft_n(ctx: NodeContext) -> tuple[int, int]:
     require_packed(ctx, z, 0)
     axis = complex_axis(ctx, z.rank - 1)
     norm_of(ctx)
-    m, n = z.shape[axis], ctx.attrs["n"]
+    m, n = _points(ctx, z, axis), ctx.attrs["n"]
     if n is None:
         if m < 2:
             raise ctx.error(f"cannot infer n: got {m} bin on axis {axis} of {z}; expected an explicit n (1 for one bin)")
         n = 2 * (m - 1)
     if n < 1 or n // 2 + 1 != m:
-        raise ctx.error(f"got n={n} for {m} bins on axis {axis} of {z}; a real signal of length n has n//2 + 1 bins, "
-                        f"so expected n = {2 * m - 2} or {2 * m - 1} (slice or pad the spectrum to change the length)")
+        valid = " or ".join(str(k) for k in (2 * m - 2, 2 * m - 1) if k >= 1)
+        raise ctx.error(f"got n={n} for {m} bin{'s' if m != 1 else ''} on axis {axis} of {z}; a real signal of "
+                        f"length n has n//2 + 1 bins, so expected n = {valid} (slice or pad the spectrum to change "
+                        "the length)")
     return axis, n
 
 
@@ -175,7 +182,7 @@ IRFFT = OpSchema(
 def _c2c_shape(ctx: NodeContext) -> list[TensorType]:
     (z,) = ctx.input_types
     require_packed(ctx, z, 0)
-    complex_axis(ctx, z.rank - 1)
+    _points(ctx, z, complex_axis(ctx, z.rank - 1))
     norm_of(ctx)
     return [z]
 

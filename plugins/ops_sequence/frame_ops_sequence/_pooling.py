@@ -6,8 +6,10 @@ Windows of ``kernel_size`` positions start every ``stride`` (default:
 max_pool1d pads with -inf, so padding never wins. **Tie rule:** the first
 maximum of a window (the lowest position) is its argmax and receives the whole
 gradient (as in torch); a NaN counts as a maximum (it propagates, and the
-window's first NaN receives the gradient: np.argmax's rule). Between kinks the pool is piecewise linear, so its gradient ops
-have zero gradient with respect to x:
+window's first NaN receives the gradient: np.argmax's rule); padding never
+receives it (a window of -inf values gives it to its first real position).
+Between kinks the pool is piecewise linear, so its gradient ops have zero
+gradient with respect to x:
 ``max_pool1d_grad_internal(x, gy)`` scatters gy to each window's argmax and
 ``max_pool1d_select_internal(x, g)`` reads g at those argmaxes; each is the
 other's transpose, so the three ops close.
@@ -81,9 +83,21 @@ def _scatter_taps(values_by_tap: Callable[[int], np.ndarray], shape: tuple[int, 
 
 
 def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
-    """Each window's first maximum (a NaN counts as one), as a tap index 0..kernel-1."""
+    """Each window's first maximum (a NaN counts as one), as a tap index 0..kernel-1; never a padded tap.
+
+    Padding is -inf, so in a window whose real values are all -inf np.argmax would pick a padded tap and the
+    gradient would vanish with the padding: such a window takes its first real tap (every window has one, since
+    padding < kernel_size), as torch does.
+    """
     xp = padded(x, geo.left, geo.right, x.dtype, -np.inf)
-    return np.argmax(windows(xp, geo.kernel, geo.stride, 1, geo.out_length), axis=-1)
+    taps = windows(xp, geo.kernel, geo.stride, 1, geo.out_length)
+    am = np.argmax(taps, axis=-1)
+    if geo.left:  # only left padding comes before a real tap of its window
+        first_real = np.maximum(geo.left - np.arange(geo.out_length) * geo.stride, 0)
+        at_pad = am < first_real
+        if at_pad.any():
+            am = np.where(at_pad, first_real, am)
+    return am
 
 
 # -- max_pool1d ---------------------------------------------------------------------------------------
@@ -249,6 +263,7 @@ def _avg_grad_geometry(ctx: NodeContext) -> PoolGeometry:
     gy = require_float(ctx, 0)
     if gy.rank == 0:
         raise ctx.error(f"gy must be pooled [..., L_out], got the scalar {gy}")
+    check_positive(ctx, length=ctx.attrs["length"])
     geo = _geometry(ctx, gy, ctx.attrs["length"])
     if gy.shape[-1] != geo.out_length:
         raise ctx.error(f"gy's last axis must be the pooled length {geo.out_length} of an input of length "

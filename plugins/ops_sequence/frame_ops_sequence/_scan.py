@@ -81,12 +81,15 @@ def selective_scan_forward(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: n
 def time_major(m: np.ndarray, dtype: np.dtype, groups: int, per: int) -> np.ndarray:
     """B or C in the state's time-major layout, broadcastable to (L, batch, groups, D / groups, N).
 
-    Variable (batch, N, L) -> (L, batch, 1, 1, N); grouped (batch, G, N, L) -> (L, batch, G, 1, N);
-    constant (D, N) -> (G, D / G, N).
+    Variable (batch, N, L) -> (L, batch, 1, 1, N); grouped (batch, G', N, L) -> (L, batch, G, 1, N), each of
+    its G' groups repeated G / G' times (the state's G is a multiple of G'); constant (D, N) -> (G, D / G, N).
     """
     m = np.asarray(m, dtype)
     if m.ndim == 2:
         return m.reshape(groups, per, m.shape[1])
     if m.ndim == 3:
         return m.transpose(2, 0, 1)[:, :, None, None, :]
-    return m.transpose(3, 0, 1, 2)[:, :, :, None, :]
+    m = m.transpose(3, 0, 1, 2)
+    if m.shape[2] != groups:
+        m = np.repeat(m, groups // m.shape[2], axis=2)
+    return m[:, :, :, None, :]

@@ -20,6 +20,7 @@ sigmoid, relu, log) is closed, so selective_scan is closed too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from frame_core import NodeContext, TensorType, ops
@@ -38,10 +39,12 @@ class Layout:
     dim: int
     length: int
     n: int
-    groups: int
+    groups: int  # the state's groups: a multiple of B's and of C's group count (their lcm), dividing D
     b_form: str  # "variable" (batch, N, L), "grouped" (batch, G, N, L) or "constant" (D, N)
     c_form: str
     optional: tuple[str, ...]
+    b_groups: int = 1  # B's and C's own group counts (1 unless grouped)
+    c_groups: int = 1
 
 
 def _form(ctx: NodeContext, name: str, t: TensorType, batch: int, dim: int, length: int, n: int) -> tuple[str, int]:
@@ -97,15 +100,15 @@ def layout(ctx: NodeContext) -> Layout:
     n = A.shape[1]
     b_form, b_groups = _form(ctx, "B", named["B"], batch, dim, length, n)
     c_form, c_groups = _form(ctx, "C", named["C"], batch, dim, length, n)
-    if b_groups > 1 and c_groups > 1 and b_groups != c_groups:
-        raise ctx.error(f"B and C are grouped differently: {named['B']} has {b_groups} groups, {named['C']} has "
-                        f"{c_groups}")
     if "z" in named and named["z"] != u:
         raise ctx.error(f"z must have u's shape [batch, D, L] = {list(u.shape)}, got {named['z']}")
     for name in ("D", "delta_bias"):
         if name in named and named[name].shape != (dim,):
             raise ctx.error(f"{name} must be [D] = [{dim}], got {named[name]}")
-    return Layout(u, batch, dim, length, n, max(b_groups, c_groups), b_form, c_form, optional)
+    # B and C may be grouped apart (as in selective_scan_ref, each is repeated to the channels by its own count):
+    # the state is split into lcm(G_B, G_C) groups, which divides D since both counts do
+    groups = math.lcm(b_groups, c_groups)
+    return Layout(u, batch, dim, length, n, groups, b_form, c_form, optional, b_groups, c_groups)
 
 
 # -- the GradientFn -------------------------------------------------------------------------------------
@@ -128,18 +131,22 @@ def selective_scan_gradient(ctx: NodeContext):
     def from_state(x):  # noqa: ANN001, ANN202 - (L, batch, G, D/G, 1) -> (batch, D, L)
         return ops.transpose(ops.reshape(x, shape=[length, batch, dim]), perm=[1, 2, 0])
 
-    def mat_to_state(m, form):  # noqa: ANN001, ANN202 - B or C, broadcastable to the state
+    def mat_to_state(m, form, own):  # noqa: ANN001, ANN202 - B or C (of `own` groups), broadcastable to the state
         if form == "variable":
             return ops.reshape(ops.transpose(m, perm=[2, 0, 1]), shape=[length, batch, 1, 1, n])
         if form == "grouped":
-            return ops.reshape(ops.transpose(m, perm=[3, 0, 1, 2]), shape=[length, batch, groups, 1, n])
+            m = ops.reshape(ops.transpose(m, perm=[3, 0, 1, 2]), shape=[length, batch, own, 1, 1, n])
+            # state group g reads group g // (groups / own) of m: each of m's groups repeated groups / own times
+            m = ops.broadcast_to(m, shape=[length, batch, own, groups // own, 1, n])
+            return ops.reshape(m, shape=[length, batch, groups, 1, n])
         return ops.reshape(m, shape=[groups, per, n])
 
-    def mat_from_state(g, form, t):  # noqa: ANN001, ANN202 - a full-state gradient summed back to B's or C's form
+    def mat_from_state(g, form, own, t):  # noqa: ANN001, ANN202 - a full-state gradient summed back to B's/C's form
         if form == "variable":
             return ops.transpose(ops.sum(g, axes=[2, 3]), perm=[1, 2, 0])
-        if form == "grouped":
-            return ops.transpose(ops.sum(g, axes=[3]), perm=[1, 2, 3, 0])
+        if form == "grouped":  # summed over the channels of each of m's groups (the repeats of mat_to_state too)
+            g = ops.sum(ops.reshape(g, shape=[length, batch, own, groups // own, per, n]), axes=[3, 4])
+            return ops.transpose(g, perm=[1, 2, 3, 0])
         return ops.reshape(ops.sum(g, axes=[0, 1]), shape=list(t.shape))
 
     def grad(*args):  # noqa: ANN001, ANN202
@@ -153,7 +160,7 @@ def selective_scan_gradient(ctx: NodeContext):
         dt = _softplus(raw) if softplus else raw
         dt_s, u_s = to_state(dt), to_state(u)
         a_s = ops.reshape(A, shape=[groups, per, n])
-        b_mat, c_mat = mat_to_state(B, lay.b_form), mat_to_state(C, lay.c_form)
+        b_mat, c_mat = mat_to_state(B, lay.b_form, lay.b_groups), mat_to_state(C, lay.c_form, lay.c_groups)
         a = ops.exp(dt_s * a_s)                                             # (L, b, G, D/G, N)
         du = dt_s * u_s
         h = ops.linear_scan(a, du * b_mat, axis=0)
@@ -170,13 +177,13 @@ def selective_scan_gradient(ctx: NodeContext):
         if D is not None:
             grads["D"] = ops.sum(gy * u, axes=[0, 2])
         gy_s = to_state(gy)
-        grads["C"] = mat_from_state(gy_s * h, lay.c_form, ctx.input_types[4])
+        grads["C"] = mat_from_state(gy_s * h, lay.c_form, lay.c_groups, ctx.input_types[4])
         lam = ops.linear_scan(shift(a, 0, -1), gy_s * c_mat, axis=0, reverse=True)
         ga_a = lam * shift(h, 0, 1) * a                                     # gradient of the exponent delta A
         lam_b = ops.sum(lam * b_mat, axes=[4], keepdims=True)
         g_dt = ops.sum(ga_a * a_s, axes=[4], keepdims=True) + lam_b * u_s
         grads["A"] = ops.reshape(ops.sum(ga_a * dt_s, axes=[0, 1]), shape=[dim, n])
-        grads["B"] = mat_from_state(lam * du, lay.b_form, ctx.input_types[3])
+        grads["B"] = mat_from_state(lam * du, lay.b_form, lay.b_groups, ctx.input_types[3])
         gu = from_state(lam_b * dt_s)
         grads["u"] = gu if D is None else gu + gy * ops.reshape(D, shape=[dim, 1])
         g_raw = from_state(g_dt)

@@ -182,6 +182,7 @@ CONV1D = OpSchema(
 def _grad_input_geometry(ctx: NodeContext) -> ConvGeometry:
     gy, w = _float_pair(ctx, "gy", "w")
     length = ctx.attrs["length"]
+    check_positive(ctx, length=length)
     if gy.rank != 3 or w.rank != 3:
         raise ctx.error(f"gy must be [batch, C_out, L_out] and w [C_out, C_in/groups, K], got {gy} and {w}")
     x = gy.with_shape((gy.shape[0], w.shape[1] * ctx.attrs["groups"], length))

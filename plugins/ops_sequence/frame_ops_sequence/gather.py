@@ -29,8 +29,9 @@ from frame_core import AttrSpec, DataError, Example, NodeContext, OpSchema, Tens
 from ._common import as_out, compute_dtype, normalize_axis, require_indices, require_numeric
 
 
-def check_indices(op: str, indices: np.ndarray, n: int, what: str) -> None:
-    """``DataError`` naming the first index outside ``0..n-1`` (``what`` says what the indices address)."""
+def check_indices(op: str, indices: np.ndarray, n: int, what: str, grow: str) -> None:
+    """``DataError`` naming the first index outside ``0..n-1`` (``what`` says what the indices address, ``grow``
+    how to make room)."""
     if indices.size == 0:
         return
     low, high = int(indices.min()), int(indices.max())
@@ -43,7 +44,7 @@ def check_indices(op: str, indices: np.ndarray, n: int, what: str) -> None:
     raise DataError(
         f"{op}: index {value} at position {list(map(int, first))} of the indices is out of range for {what} of "
         f"size {n} (valid indices: {valid}; {bad.size} of {indices.size} indices are outside it); remap or clip "
-        f"the indices, or enlarge the table"
+        f"the indices, or {grow}"
     )
 
 
@@ -64,7 +65,7 @@ def _gather_kernel(ctx: NodeContext) -> Callable:
     (y,) = ctx.output_types
 
     def kernel(table: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        check_indices("gather", indices, n, f"axis {axis} of the table {table_t}")
+        check_indices("gather", indices, n, f"axis {axis} of the table {table_t}", "enlarge the table")
         out = np.empty(y.shape, y.dtype.np)
         return np.take(table, indices, axis=axis, out=out, mode="clip")  # in range: checked above
     return kernel
@@ -182,7 +183,7 @@ def _scatter_kernel(ctx: NodeContext) -> Callable:
     acc = compute_dtype(updates_t)
 
     def kernel(updates: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        check_indices("scatter_add", indices, size, f"axis {axis} of the output")
+        check_indices("scatter_add", indices, size, f"axis {axis} of the output", "raise the size attribute")
         # rows[j] holds every update that goes to indices.flat[j]: the lead axes move behind the indexed ones
         moved = np.moveaxis(updates.reshape(lead, count, trail), 1, 0).reshape(count, lead * trail)
         summed = scatter_add_rows(indices.reshape(-1), moved.astype(acc, copy=False), size)

@@ -177,7 +177,8 @@ SELECTIVE_SCAN = OpSchema(
     variadic=True,
     doc="Mamba's selective scan (selective_scan_ref, real A): h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t, "
         "y_t = C_t h_t + D u_t, out = y * silu(z). u, delta, z: [batch, D, L]; A: [D, N]; B, C: [batch, N, L], "
-        "[batch, G, N, L] or [D, N]; D, delta_bias: [D]. D, z and delta_bias are optional (optional_inputs).",
+        "[batch, G, N, L] (each its own G dividing D) or [D, N]; D, delta_bias: [D]. D, z and delta_bias are "
+        "optional (optional_inputs).",
     examples=[
         Example(["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]",
                  "f32[4]"], {"delta_softplus": True}, note="all inputs, variable B and C"),
@@ -185,6 +186,8 @@ SELECTIVE_SCAN = OpSchema(
                 low=0.1, high=0.9, note="no optional inputs"),
         Example(["f64[2, 4, 4]", "f64[2, 4, 4]", "f64[4, 2]", "f64[2, 2, 2, 4]", "f64[4, 2]", "f64[2, 4, 4]"],
                 {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only"),
+        Example(["f64[1, 4, 3]", "f64[1, 4, 3]", "f64[4, 2]", "f64[1, 2, 2, 3]", "f64[1, 4, 2, 3]", "f64[4]"],
+                note="B and C grouped apart (2 and 4 groups)"),
     ],
 )
 

@@ -150,6 +150,26 @@ def test_max_pool1d_gives_a_tie_to_the_first_maximum_and_propagates_nan():
     np.testing.assert_array_equal(gx, [[0.0, 1.0, 0.0, 0.0, 10.0, 0.0]])  # first 3 wins; the NaN takes the gradient
 
 
+def test_a_max_pool1d_window_of_minus_infinity_gives_its_gradient_to_a_real_position_not_the_padding():
+    # Padding is -inf too, so a window whose real values are all -inf used to pick its padded tap as argmax and
+    # the gradient vanished with the padding; the window's output is its first real value, and torch (which pads
+    # inside its kernel) gives the gradient there.
+    x = np.array([[-np.inf, -np.inf, 1.0, -np.inf, -np.inf]])
+    for k, stride, pad in [(2, 2, 1), (3, 1, 1), (3, 2, 1)]:
+        tx = torch.tensor(x, requires_grad=True)
+        ty = F.max_pool1d(tx[None], k, stride, padding=pad)[0]
+        ty.backward(torch.ones_like(ty))
+        attrs = {"kernel_size": k, "stride": stride, "padding": pad}
+        graph = fc.build_backward_graph(fc.trace(lambda a: ops.sum(ops.max_pool1d(a, **attrs)), "f64[1, 5]"), 0, [0])
+        np.testing.assert_array_equal(fc.compile(graph).run([x])[1], tx.grad.numpy(), err_msg=str(attrs))
+    # asymmetric padding (torch has none): each window's first real position; the select op reads the same one
+    attrs = {"kernel_size": 3, "stride": 1, "padding": [2, 2]}
+    graph = fc.build_backward_graph(fc.trace(lambda a: ops.sum(ops.max_pool1d(a, **attrs)), "f64[1, 5]"), 0, [0])
+    np.testing.assert_array_equal(fc.compile(graph).run([x])[1], [[2.0, 0.0, 3.0, 1.0, 1.0]])
+    select = fc.trace(lambda a, g: ops.max_pool1d_select_internal(a, g, **attrs), "f64[1, 5]", "f64[1, 5]")
+    np.testing.assert_array_equal(fc.compile(select).run([x, np.arange(5.0)[None]])[0], [[0, 0, 2, 2, 2, 3, 4]])
+
+
 @pytest.mark.parametrize("build, message", [
     (lambda: fc.trace(lambda x, w: ops.conv1d(x, w), "f32[1, 2, 3]", "f32[4, 2, 5]"), "covers 5 positions, more than the padded input's 3"),
     (lambda: fc.trace(lambda x, w: ops.conv1d(x, w, dilation=3, padding=[0, 0]), "f32[1, 2, 6]", "f32[4, 2, 3]"), "covers 7 positions, more than the padded input's 6"),
@@ -164,6 +184,10 @@ def test_max_pool1d_gives_a_tie_to_the_first_maximum_and_propagates_nan():
     (lambda: fc.trace(lambda x: ops.max_pool1d(x, kernel_size=4), "f32[2, 3]"), "pooling window covers 4 positions"),
     (lambda: fc.trace(lambda x: ops.max_pool1d(x, kernel_size=2, padding=2), "f32[2, 8]"), "must stay below kernel_size"),
     (lambda: fc.trace(lambda x: ops.avg_pool1d(x, kernel_size=0), "f32[2, 8]"), "kernel_size must be >= 1"),
+    (lambda: fc.trace(lambda g, w: ops.conv1d_grad_input_internal(g, w, padding=[2, 2], length=-1),
+                      "f32[1, 2, 2]", "f32[2, 1, 3]"), "length must be >= 1, got -1"),
+    (lambda: fc.trace(lambda g: ops.avg_pool1d_grad_internal(g, kernel_size=3, padding=[2, 2], length=-1),
+                      "f32[2, 2]"), "length must be >= 1, got -1"),
 ])
 def test_bad_convolutions_and_pools_are_named_shape_errors(build, message):
     with pytest.raises(fc.ShapeError) as info:

@@ -1,0 +1,223 @@
+"""One training step of a 1-D PINN whose loss uses u'': frame against hand-written numpy (and torch).
+
+The network is u(x) = tanh(tanh(x W1 + b1) W2 + b2) W3 with 64 hidden units, on
+256 collocation points and 2 boundary points, float32. The loss is
+mean((u'' - f)^2) + 10 mean(u(xb)^2), and a step computes it and its gradient
+for the five parameters.
+
+* frame: u'' by two applications of ``build_backward_graph`` (a full-ones
+  contraction of du/dx in between), the parameter gradients by a third, as in
+  ``tests/autodiff/test_pinn.py``; one compiled executable.
+* numpy: Taylor-mode forward (value, first and second derivative of every
+  layer) and its reverse pass written out by hand, one array expression per
+  line: what a careful person writes without a framework.
+* torch (when installed): eager autograd with ``create_graph=True``.
+
+Prints medians of interleaved rounds (each round runs every variant for about
+10 ms in turn) and the ratio to numpy; ``--profile`` adds frame's
+per-instruction profile (``Executable.profile``).
+
+    python benchmarks/pinn_step.py [--points 256] [--hidden 64] [--rounds 60] [--blas-threads 1] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from _env import describe_environment
+
+import numpy as np
+
+import frame_core as fc
+from frame_core import ops
+
+BOUNDARY_WEIGHT = 10.0
+
+
+def network(z, w1, b1, w2, b2, w3):
+    return ops.tanh(ops.tanh(z @ w1 + b1) @ w2 + b2) @ w3
+
+
+def frame_training_graph(n: int, h: int) -> tuple[fc.Graph, int]:
+    types = [f"f32[{n}, 1]", "f32[2, 1]", f"f32[{n}, 1]", f"f32[1, {h}]", f"f32[{h}]", f"f32[{h}, {h}]", f"f32[{h}]",
+             f"f32[{h}, 1]"]
+    forward = fc.trace(lambda x, xb, f, *p: [ops.sum(network(x, *p)), network(xb, *p)], *types)
+    first = fc.build_backward_graph(forward, 0, [0])                     # [sum u, u(xb), du/dx]
+    contracted, (k,) = fc.extend_graph(first, lambda *v: ops.sum(v[-1]))  # sum(du/dx)
+    second = fc.build_backward_graph(contracted, k, [0])                # [..., d2u/dx2]
+
+    def physics(*v):
+        f, ub, d2u = v[2], v[len(types) + 1], v[-1]
+        return ops.mse_loss(d2u, f) + ops.mean(ops.square(ub)) * BOUNDARY_WEIGHT
+    with_loss, (loss_index,) = fc.extend_graph(second, physics)
+    return fc.build_backward_graph(with_loss, loss_index, list(range(3, 8))), loss_index
+
+
+def numpy_step(x, xb, f, w1, b1, w2, b2, w3):
+    """Loss and gradients for (w1, b1, w2, b2, w3), by hand: Taylor-mode forward, reverse pass.
+
+    Written as a careful person would: outer products ([n, 1] x [1, h]) as broadcast multiplies, common
+    factors computed once, plain array expressions (no out= bookkeeping).
+    """
+    n = x.shape[0]
+    # forward: value, d/dx and d2/dx2 of each layer (dz1/dx = w1, d2z1/dx2 = 0)
+    a1 = np.tanh(x * w1 + b1)
+    t1 = 1 - a1 * a1
+    q1 = w1 * w1
+    da1 = t1 * w1
+    a1t1 = a1 * t1
+    dda1 = -2 * q1 * a1t1
+    a2 = np.tanh(a1 @ w2 + b2)
+    dz2 = da1 @ w2
+    ddz2 = dda1 @ w2
+    t2 = 1 - a2 * a2
+    s2 = dz2 * dz2
+    inner = ddz2 - 2 * a2 * s2
+    dda2 = t2 * inner
+    r = dda2 @ w3 - f
+    # boundary: a plain forward pass
+    c1 = np.tanh(xb * w1 + b1)
+    c2 = np.tanh(c1 @ w2 + b2)
+    ub = c2 @ w3
+    loss = np.mean(r * r) + BOUNDARY_WEIGHT * np.mean(ub * ub)
+    # reverse through the u'' path
+    g_ddu = r * (2.0 / n)
+    gw3 = dda2.T @ g_ddu
+    g_dda2 = g_ddu * w3.T
+    g_ddz2 = g_dda2 * t2
+    g_t2 = g_dda2 * inner
+    g_dz2 = -4 * g_ddz2 * a2 * dz2
+    g_z2 = -2 * (g_ddz2 * s2 + a2 * g_t2) * t2
+    gw2 = dda1.T @ g_ddz2 + da1.T @ g_dz2 + a1.T @ g_z2
+    gb2 = g_z2.sum(axis=0)
+    g_dda1 = g_ddz2 @ w2.T
+    g_da1 = g_dz2 @ w2.T
+    g_t1 = g_da1 * w1 - 2 * q1 * g_dda1 * a1
+    g_z1 = (g_z2 @ w2.T - 2 * q1 * g_dda1 * t1 - 2 * a1 * g_t1) * t1
+    gw1 = x.T @ g_z1 + (g_da1 * t1 - 4 * w1 * g_dda1 * a1t1).sum(axis=0, keepdims=True)
+    gb1 = g_z1.sum(axis=0)
+    # reverse through the boundary term
+    g_ub = ub * (2.0 * BOUNDARY_WEIGHT / ub.size)
+    gw3 = gw3 + c2.T @ g_ub
+    g_c2 = (g_ub * w3.T) * (1 - c2 * c2)
+    gw2 = gw2 + c1.T @ g_c2
+    gb2 = gb2 + g_c2.sum(axis=0)
+    g_c1 = (g_c2 @ w2.T) * (1 - c1 * c1)
+    gw1 = gw1 + xb.T @ g_c1
+    gb1 = gb1 + g_c1.sum(axis=0)
+    return loss, [gw1, gb1, gw2, gb2, gw3]
+
+
+def torch_step_fn():
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def step(x, xb, f, *params):
+        for p in params:
+            p.requires_grad_(True)
+        w1, b1, w2, b2, w3 = params
+        x = x.detach().requires_grad_(True)
+
+        def net(z):
+            return torch.tanh(torch.tanh(z @ w1 + b1) @ w2 + b2) @ w3
+        u = net(x)
+        (du,) = torch.autograd.grad(u.sum(), x, create_graph=True)
+        (ddu,) = torch.autograd.grad(du.sum(), x, create_graph=True)
+        loss = torch.mean((ddu - f) ** 2) + BOUNDARY_WEIGHT * torch.mean(net(xb) ** 2)
+        return loss, torch.autograd.grad(loss, params)
+    return step
+
+
+def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dict[str, float]:
+    """Median seconds per call: each round runs every variant for about ``batch_seconds`` in turn."""
+    calls = {}
+    for name, fn in variants.items():
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        calls[name] = max(1, int(batch_seconds / max(time.perf_counter() - t0, 1e-7)))
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            k = calls[name]
+            t0 = time.perf_counter()
+            for _ in range(k):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / k)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=256)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--blas-threads", type=int, default=None, help="(read by _env before numpy loads)")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    print(describe_environment())
+    n, h = args.points, args.hidden
+    rng = np.random.default_rng(0)
+    x = np.linspace(0, 1, n, dtype=np.float32).reshape(n, 1)
+    xb = np.array([[0.0], [1.0]], np.float32)
+    f = (-np.pi**2 * np.sin(np.pi * x)).astype(np.float32)
+    params = [rng.standard_normal((1, h)).astype(np.float32), np.zeros(h, np.float32),
+              (rng.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32), np.zeros(h, np.float32),
+              (rng.standard_normal((h, 1)) / np.sqrt(h)).astype(np.float32)]
+
+    t0 = time.perf_counter()
+    graph, loss_index = frame_training_graph(n, h)
+    exe = fc.compile(graph, cache=False)
+    setup = time.perf_counter() - t0
+    inputs = [x, xb, f, *params]
+    native = None
+    try:  # with frame-native installed: also time frame's own numpy code, and wait for the swap
+        import frame_native
+    except ImportError:
+        frame_native = None
+    if frame_native is not None and frame_native.tier_of(exe):
+        os.environ["FRAME_NATIVE"] = "0"
+        plain = fc.compile(graph, cache=False)
+        os.environ.pop("FRAME_NATIVE")
+        for _ in range(3):
+            exe.run(inputs)
+        frame_native.wait(120)
+        native = exe
+        tiers = frame_native.tier_of(exe)
+        print(f"frame-native: {tiers.count('native')} of {len(tiers)} tiered groups compiled")
+        exe = plain
+    outs = exe.run(inputs)
+    loss, grads = numpy_step(*inputs)
+    np.testing.assert_allclose(outs[loss_index], loss, rtol=2e-4)
+    for got, want in zip(outs[-5:], grads):
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * float(np.max(np.abs(want))))
+    print(f"frame: {len(graph.nodes)} nodes -> {len(exe.instructions)} instructions, trace+backward+compile "
+          f"{setup:.3f} s; gradients agree with the hand-written numpy")
+
+    variants = {"numpy": lambda: numpy_step(*inputs), "frame": lambda: exe.run(inputs)}
+    if native is not None:
+        np.testing.assert_array_equal(native.run(inputs)[-1], outs[-1])
+        variants["frame+native"] = lambda: native.run(inputs)
+    torch_step = torch_step_fn()
+    if torch_step is not None:
+        import torch
+
+        targs = [torch.from_numpy(a) for a in (x, xb, f)] + [torch.from_numpy(p.copy()) for p in params]
+        variants["torch"] = lambda: torch_step(*targs)
+    times = interleaved(variants, args.rounds)
+    base = times["numpy"]
+    print(f"PINN u'' step, {n} points, {h} hidden, float32; median of {args.rounds} interleaved rounds")
+    for name, t in times.items():
+        print(f"  {name:12} {t * 1e6:9.1f} us   {t / base:5.2f}x numpy")
+    if args.profile:
+        print(exe.profile(inputs, repeat=200).top(15))
+        print({k: round(v * 1e6, 1) for k, v in exe.profile(inputs, repeat=200).by_op().items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""The background compiler: one daemon thread, LLVM through llvmlite, object code cached on disk.
+
+Everything here runs on the compiler thread except ``submit``, ``wait``,
+``status`` and the fork/exit hooks. The thread imports llvmlite and sets LLVM
+up the first time it has work, so neither ``import frame_core`` nor
+``compile()`` ever pays for LLVM. llvmlite makes its LLVM calls through
+ctypes, which releases the GIL: the program keeps running while a kernel
+compiles.
+
+Safety rules, each with its reason:
+
+* **Results**: kernels come from ``codegen`` (exactly rounded ops only, no
+  FMA); a kernel refuses arrays that are not C-contiguous and the caller
+  runs numpy instead.
+* **Bounded**: at most ``MAX_KERNELS`` native kernels per process and
+  ``QUEUE`` waiting jobs; beyond that, groups stay on numpy.
+* **Fork**: a child process never compiles (LLVM's locks may have been held
+  by the compiler thread at the fork); kernels already native keep working,
+  the code is in the child's copy of the memory.
+* **Exit**: the thread is a daemon; at exit a hook stops it between LLVM
+  steps and waits at most ``EXIT_WAIT`` seconds, so a process never hangs
+  and never unloads LLVM under a running compile.
+* **Cache**: a per-user directory (``FRAME_NATIVE_CACHE``, else
+  ``$XDG_CACHE_HOME/frame/native``, else ``~/.cache/frame/native``), created
+  with mode 0700 and used only when this user owns it and nobody else can
+  write to it. A file is named by the SHA-256 of everything the code depends
+  on (the IR text, llvmlite's and LLVM's versions, the target triple, the
+  CPU's name and features, the code generator's version) and holds a
+  checksum of its bytes; a file that fails either check is compiled afresh.
+  Without a usable directory the pack stays on numpy and says why once:
+  every process would otherwise pay each compile again.
+* **Failures** (llvmlite missing or broken, LLVM errors, an unexpected
+  numpy memory layout) leave the groups on numpy with a one-line note on
+  the ``frame_native`` logger.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import logging
+import os
+import queue
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .codegen import CODEGEN_VERSION, Plan, generate
+
+__all__ = ["submit", "wait", "status", "note", "reset", "MAX_KERNELS", "QUEUE"]
+
+log = logging.getLogger("frame_native")
+
+MAX_KERNELS = 512
+QUEUE = 256
+EXIT_WAIT = 2.0
+_MAGIC = b"frame-native-object-1\n"
+_CACHE_FILES = 4096  # the directory is pruned (oldest first) beyond this many files
+
+#: How to make the plan (on the compiler thread: planning a large group takes milliseconds) and what to do
+#: with the result: ``install(plan_or_None, ctypes_function_or_None, how)`` where ``how`` is "compiled",
+#: "cache", "failed" or "off".
+Install = Callable[[Plan | None, Callable[..., Any] | None, str], None]
+Job = tuple[Callable[[], Plan | str], Install]
+
+
+class _State:
+    """Process-wide compiler state (one per process; a forked child gets a disabled copy)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.queue: queue.Queue[Job | None] = queue.Queue(QUEUE)
+        self.thread: threading.Thread | None = None
+        self.disabled: str | None = None   # why nothing compiles any more
+        self.stopping = False
+        self.busy = 0                      # jobs taken but not finished
+        self.kernels = 0
+        self.compiled = 0
+        self.from_cache = 0
+        self.cache_checked = False
+        self.notes: list[str] = []
+        self.seen_notes: set[str] = set()
+
+
+_state = _State()
+_llvm: list["_LLVM"] = []  # LLVM is set up once per process, whatever the state
+_loaded: dict[str, tuple[Any, str]] = {}  # cache key -> (ctypes function, how): code the JIT engine holds
+
+
+def note(reason: str) -> None:
+    """Say once per process why something stays on numpy (a one-line warning on the ``frame_native`` logger)."""
+    with _state.lock:
+        if reason in _state.seen_notes:
+            return
+        _state.seen_notes.add(reason)
+        _state.notes.append(reason)
+    log.warning("frame-native: %s; those fused groups run on numpy", reason)
+
+
+def _disable(reason: str) -> None:
+    _state.disabled = reason
+    note(reason)
+
+
+def cache_dir() -> str:
+    explicit = os.environ.get("FRAME_NATIVE_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "frame", "native")
+
+
+def _usable_cache(path: str) -> str | None:
+    """Why ``path`` cannot hold this user's compiled code, or None when it can (creating it if missing)."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError as exc:
+        return f"cannot create the kernel cache {path!r} ({exc.strerror or exc}); set FRAME_NATIVE_CACHE"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"the kernel cache {path!r} belongs to another user; set FRAME_NATIVE_CACHE"
+    if st.st_mode & 0o022:
+        return f"the kernel cache {path!r} is writable by others; chmod 700 it or set FRAME_NATIVE_CACHE"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"the kernel cache {path!r} is read-only; set FRAME_NATIVE_CACHE to a writable directory"
+    return None
+
+
+def submit(make_plan: Callable[[], Plan | str], install: Install) -> bool:
+    """Queue a kernel: ``make_plan()`` then ``install(plan, function, how)`` run on the compiler thread.
+    Returns False (and the caller stays on numpy) when nothing will be compiled."""
+    s = _state
+    if os.getpid() != s.pid:  # a forked child: never touch LLVM here (see the module docstring)
+        return False
+    if s.disabled or s.stopping:
+        return False
+    if s.kernels >= MAX_KERNELS:
+        note(f"{MAX_KERNELS} native kernels is the most one process compiles")
+        return False
+    with s.lock:
+        if s.thread is None:
+            s.thread = threading.Thread(target=_run, name="frame-native-compiler", daemon=True)
+            s.thread.start()
+        s.kernels += 1
+    try:
+        s.queue.put_nowait((make_plan, install))
+    except queue.Full:
+        with s.lock:
+            s.kernels -= 1
+        return False
+    return True
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until every queued kernel is compiled (or failed); False if ``timeout`` seconds passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    s = _state
+    while s.queue.unfinished_tasks and os.getpid() == s.pid and s.thread is not None and s.thread.is_alive():
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def status() -> dict[str, Any]:
+    s = _state
+    return {"active": s.disabled is None and os.getpid() == s.pid, "disabled": s.disabled, "queued": s.queue.qsize(),
+            "kernels": s.kernels, "compiled": s.compiled, "from_cache": s.from_cache, "cache": cache_dir(),
+            "notes": list(s.notes), "llvm": _llvm[0].version if _llvm else None}
+
+
+def reset() -> None:
+    """Forget everything (for tests): a fresh state with no thread; loaded kernels stay valid."""
+    global _state
+    old = _state
+    old.stopping = True
+    if old.thread is not None:
+        old.queue.put(None)
+        old.thread.join(EXIT_WAIT)
+    _state = _State()
+
+
+# -- the compiler thread ----------------------------------------------------------------------------
+def _run() -> None:
+    s = _state
+    while True:
+        job = s.queue.get()
+        try:
+            if job is None or s.stopping:
+                return
+            make_plan, install = job
+            s.busy += 1
+            plan: Plan | str | None = None
+            try:
+                plan = make_plan()
+                if isinstance(plan, str):
+                    note(f"a group cannot be compiled: {plan}")
+                    fn, how, plan = None, "off", None
+                else:
+                    fn, how = _compile(s, plan)
+            except Exception as exc:  # LLVM or our code: the group stays on numpy
+                note(f"compiling a fused group failed ({type(exc).__name__}: {exc})")
+                fn, how, plan = None, "failed", None
+            if not s.stopping and os.getpid() == s.pid:
+                install(plan if fn is not None else None, fn, how)
+        finally:
+            s.busy = max(0, s.busy - 1)
+            s.queue.task_done()
+
+
+class _LLVM:
+    """LLVM set up for this machine: a target machine for code generation and one JIT engine to load into."""
+
+    def __init__(self) -> None:
+        import llvmlite
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        self.llvm = llvm
+        triple = llvm.get_process_triple()
+        cpu = llvm.get_host_cpu_name()
+        features = llvm.get_host_cpu_features().flatten()
+        target = llvm.Target.from_triple(triple)
+        self.tm = target.create_target_machine(cpu=cpu, features=features, opt=2)
+        # the engine owns the target machine it is given: give it its own
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.create_target_machine(
+            cpu=cpu, features=features, opt=2))
+        self.version = f"llvmlite {llvmlite.__version__}, LLVM {'.'.join(map(str, llvm.llvm_version_info))}"
+        self.identity = "\n".join([self.version, triple, cpu, features, CODEGEN_VERSION, sys.byteorder])
+        self.width_bytes = 64 if "+avx512f" in features else 32 if "+avx" in features else 16
+
+    def compile(self, ir: str) -> bytes:
+        llvm = self.llvm
+        module = llvm.parse_assembly(ir)
+        module.verify()
+        if _state.stopping:
+            raise RuntimeError("stopping")
+        builder = llvm.create_pass_builder(self.tm, llvm.create_pipeline_tuning_options(2))
+        builder.getModulePassManager().run(module, builder)
+        if _state.stopping:
+            raise RuntimeError("stopping")
+        return bytes(self.tm.emit_object(module))
+
+    def load(self, obj: bytes, symbol: str) -> int:
+        self.engine.add_object_file(self.llvm.ObjectFileRef.from_data(obj))
+        self.engine.finalize_object()
+        address = self.engine.get_function_address(symbol)
+        if not address:
+            raise RuntimeError(f"symbol {symbol} missing from the object code")
+        return address
+
+
+def _check_numpy_layout() -> str | None:
+    """The kernels read a PyArrayObject's type (byte 8), ``data`` (16), ``nd`` (24), ``dimensions`` (32),
+    ``descr`` (56) and ``flags`` (64): check each on this numpy before any kernel runs."""
+    probe = np.empty((3, 5), np.float32)
+    strided = probe[:, ::2]
+    read = ctypes.c_void_p.from_address
+    try:
+        ok = (read(id(probe) + 8).value == id(np.ndarray) and read(id(probe) + 16).value == probe.ctypes.data
+              and ctypes.c_int.from_address(id(probe) + 24).value == 2
+              and list((ctypes.c_int64 * 2).from_address(read(id(probe) + 32).value)) == [3, 5]
+              and read(id(probe) + 56).value == id(np.dtype(np.float32))
+              and ctypes.c_int.from_address(id(probe) + 64).value & 1
+              and not ctypes.c_int.from_address(id(strided) + 64).value & 1)
+    except Exception as exc:  # pragma: no cover - ctypes cannot fail to read our own object
+        return f"cannot read numpy's array layout ({exc})"
+    if not ok or sys.maxsize <= 2**32:  # (the offsets are those of a 64-bit build)
+        return f"numpy {np.__version__} lays out its arrays differently than the compiled kernels expect"
+    return None
+
+
+def _setup(s: _State) -> "_LLVM | None":
+    if not s.cache_checked:
+        problem = _check_numpy_layout() or _usable_cache(cache_dir())
+        if problem:
+            _disable(problem)
+            return None
+        s.cache_checked = True
+    if not _llvm:
+        try:
+            _llvm.append(_LLVM())
+        except ImportError as exc:
+            _disable(f"llvmlite is not available ({exc})")
+            return None
+        except Exception as exc:
+            _disable(f"LLVM could not be set up ({type(exc).__name__}: {exc})")
+            return None
+    return _llvm[0]
+
+
+def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
+    llvm = _setup(s)
+    if llvm is None:
+        return None, "off"
+    width = max(1, llvm.width_bytes // plan.dtype.itemsize)
+    text = generate(plan, width)
+    key = hashlib.sha256((llvm.identity + "\n" + text).encode()).hexdigest()
+    symbol = f"frame_kernel_{key[:32]}"
+    n_args = plan.n_args + 2  # the ndarray type and the dtype, then the arrays
+    hit = _loaded.get(key)
+    if hit is None:
+        path = os.path.join(cache_dir(), key + ".o")
+        obj = _read_cached(path)
+        how = "cache"
+        address = 0
+        if obj is not None:
+            try:
+                address = llvm.load(obj, symbol)
+            except Exception:
+                address = 0
+        if not address:
+            obj = llvm.compile(text.replace("@kernel(", f"@{symbol}("))
+            address = llvm.load(obj, symbol)
+            _write_cached(path, obj)
+            how = "compiled"
+            s.compiled += 1
+        else:
+            s.from_cache += 1
+        fn = ctypes.PYFUNCTYPE(ctypes.c_int, *[ctypes.py_object] * n_args)(address)
+        hit = _loaded[key] = (fn, how)
+    fn, how = hit
+    return fn, how
+
+
+def _read_cached(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                return None
+            data = f.read()
+    except OSError:
+        return None
+    head = len(_MAGIC)
+    if not data.startswith(_MAGIC) or len(data) < head + 32:
+        return None
+    digest, obj = data[head:head + 32], data[head + 32:]
+    return obj if hashlib.sha256(obj).digest() == digest else None
+
+
+def _write_cached(path: str, obj: bytes) -> None:
+    folder = os.path.dirname(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".o")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
+        os.replace(tmp, path)  # readers see the old file or the whole new one
+    except OSError as exc:
+        note(f"cannot write to the kernel cache ({exc.strerror or exc})")
+        return
+    _prune(folder)
+
+
+def _prune(folder: str) -> None:
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".o") and not n.startswith(".")]
+        if len(names) <= _CACHE_FILES:
+            return
+        paths = sorted((os.path.join(folder, n) for n in names), key=os.path.getmtime)
+        for p in paths[: len(paths) - _CACHE_FILES * 9 // 10]:
+            os.unlink(p)
+    except OSError:
+        pass
+
+
+# -- fork and exit ----------------------------------------------------------------------------------
+def _forked_child() -> None:
+    """Runs in a child right after ``fork``: this process never compiles (a compile thread did not survive)."""
+    _state.disabled = _state.disabled or "forked child process (compiles only in the parent)"
+
+
+def _at_exit() -> None:
+    s = _state
+    s.stopping = True
+    if s.thread is not None and s.thread.is_alive():
+        try:
+            s.queue.put_nowait(None)
+        except queue.Full:
+            pass
+        s.thread.join(EXIT_WAIT)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked_child)
+atexit.register(_at_exit)

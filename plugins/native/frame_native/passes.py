@@ -1,0 +1,93 @@
+"""The ``compile_fused_groups`` pass: eligible fused groups become ``native_fused_internal`` nodes.
+
+Runs right after ``fuse_elementwise``. A ``fused_elementwise_internal`` node
+whose body holds only exactly rounded ops on float32 or float64 (see
+``codegen.why_not``) is rewritten into the pack's op with the same body
+(``fuse_elementwise`` has put the group's constants in it); everything else
+is left alone. The pass does no
+compiling itself (that happens in the background, after the group has run on
+numpy), so it adds a scan of the fused nodes to ``compile``, nothing more.
+
+Switched off by ``FRAME_NATIVE=0`` (read at every compile), by
+``FRAME_DISABLE_PLUGINS=native``, in a forked child, and when llvmlite is not
+installed (a one-line note).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections import Counter
+from typing import Any
+
+from frame_core import Graph, Node, Value
+from frame_core.compiler.fused import FUSED_OP
+from frame_core.compiler.rewrite import Rewriter
+
+from . import jit
+from .codegen import EXACT, why_not
+from .tiered import NATIVE_OP
+
+__all__ = ["compile_fused_groups", "enabled"]
+
+_LLVMLITE: list[bool] = []  # found or not, looked up once per process
+
+
+def enabled() -> str | None:
+    """Why the pack is off in this process right now, or None when it is on."""
+    if os.environ.get("FRAME_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return "FRAME_NATIVE=0"
+    if not _LLVMLITE:
+        _LLVMLITE.append(importlib.util.find_spec("llvmlite") is not None)
+    if not _LLVMLITE[0]:
+        return "llvmlite is not installed (pip install llvmlite)"
+    status = jit.status()
+    if not status["active"]:
+        return status["disabled"] or "forked child process"
+    return None
+
+
+def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
+    fused = [n for n in graph.nodes if n.op == FUSED_OP]
+    if not fused or ctx.backend != "cpu":
+        return graph
+    off = enabled()
+    if off is not None:
+        if "FRAME_NATIVE" not in off:
+            jit.note(off)
+        ctx.note("compile_fused_groups", f"off: {off}")
+        return graph
+    schemas = ctx.registry.schemas
+    packs: dict[str, str | None] = {}
+    reasons: Counter = Counter()
+    chosen = set()
+    for node in fused:
+        body = node.attrs["body"]
+        other = next((n.op for n in body.nodes if n.op not in EXACT and n.op != "constant"), None)
+        if other is not None:  # most rejections: an op that is not compiled (tanh, exp, ...)
+            reasons[f"op {other}"] += 1
+            continue
+        for n in body.nodes:
+            if n.op not in packs:
+                packs[n.op] = schemas[n.op].pack if n.op in schemas else None
+        reason = why_not(body, packs)
+        if reason is None:
+            chosen.add(node)
+        else:
+            reasons[reason.split(" (")[0]] += 1
+    if not chosen:
+        ctx.note("compile_fused_groups", f"no group compiles ({dict(reasons)})")
+        return graph
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        if node not in chosen:
+            rw.copy(node)
+            continue
+        new = Node(NATIVE_OP, rw.read(node.inputs), node.attrs)  # the same body (fusion put its constants in it)
+        new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])
+        rw.new.nodes.append(new)
+        for old, value in zip(node.outputs, new.outputs):
+            rw.alias(old, value)
+    note = f"{len(chosen)} of {len(fused)} fused groups tier up to native code"
+    ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
+    return rw.finish()

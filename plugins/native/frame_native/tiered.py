@@ -1,0 +1,168 @@
+"""``native_fused_internal``: a fused elementwise group that tiers up from numpy to compiled code.
+
+The pack's pass turns an eligible ``fused_elementwise_internal`` node into
+this op, with the group's constants moved into its ``body`` (a compiled
+kernel bakes them in instead of receiving hundreds of arrays per call). The
+kernel builder returns a *forwarding* function with the node's exact arity,
+``kernel(a0, ..., out=None) -> slot[0](a0, ..., out)``. ``slot[0]`` starts as
+frame's own numpy code for the group (``build_fused_kernel``), so the first
+call runs exactly today's code; after ``FRAME_NATIVE_AFTER`` calls (default
+2) the group is queued on the background compiler, and when the compiled
+kernel is ready the compiler thread stores its wrapper in ``slot[0]`` (one
+list store: atomic under the GIL; a call in flight finishes on the old
+kernel). The wrapper falls back to the numpy code for a call whose arrays are
+not C-contiguous. Both tiers compute the same bits (see ``codegen``), so when
+the swap happens never shows in a result.
+
+The kernel's ``native`` attribute (a :class:`Tier`) tells which tier runs and
+when the swap happened.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, registry
+from frame_core.compiler.fused import FUSED, build_fused_kernel
+
+from . import jit
+from .codegen import Plan, plan_body
+
+__all__ = ["NATIVE_OP", "NATIVE", "Tier", "build_tiered_kernel", "calls_before_compile"]
+
+NATIVE_OP = "native_fused_internal"
+
+
+def calls_before_compile() -> int:
+    """``FRAME_NATIVE_AFTER``: runs of a group on numpy before it is queued for compilation (default 2, so
+    a graph run once never costs a compile)."""
+    try:
+        return max(1, int(os.environ.get("FRAME_NATIVE_AFTER", "2")))
+    except ValueError:
+        return 2
+
+
+@dataclass
+class Tier:
+    """Which code a tiered kernel runs: ``numpy``, ``queued``, ``native``, ``failed`` or ``off``."""
+
+    state: str = "numpy"
+    queued_at: float | None = None   # time.perf_counter() when queued
+    swapped_at: float | None = None  # ... when the compiled kernel took over
+    how: str | None = None           # "compiled" or "cache" (loaded from the disk cache)
+    fallbacks: int = 0               # calls that ran numpy because an array was not C-contiguous
+    slot: list[Callable[..., Any]] = field(default_factory=list, repr=False)
+
+
+def build_tiered_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    body: Graph = ctx.attrs["body"]
+    numpy_kernel = build_fused_kernel(ctx)
+    reg = registry()
+    packs = {n.op: reg.schemas[n.op].pack for n in body.nodes if n.op in reg.schemas}
+    n = len(body.inputs)
+    tier = Tier()
+    after = calls_before_compile()
+    count = [0]
+    params = ", ".join([f"a{i}" for i in range(n)] + ["out=None"])
+    args = ", ".join([f"a{i}" for i in range(n)] + ["out"])
+
+    def promote() -> None:  # on the calling thread: keep it to a list store and a queue put
+        tier.slot[0] = numpy_kernel
+        if jit.submit(lambda: plan_body(body, packs), lambda plan, fn, how: _install(tier, plan, fn, how,
+                                                                                     numpy_kernel, n)):
+            tier.state, tier.queued_at = "queued", time.perf_counter()
+        else:
+            tier.state = "off"
+
+    namespace: dict[str, Any] = {"_count": count, "_after": after, "_promote": promote, "_numpy": numpy_kernel,
+                                 "_slot": tier.slot}
+    exec(f"def counting({params}):\n"
+         f"    _count[0] += 1\n"
+         f"    if _count[0] >= _after:\n"
+         f"        _promote()\n"
+         f"    return _numpy({args})\n"
+         f"def tiered({params}):\n"
+         f"    return _slot[0]({args})\n", namespace)
+    tier.slot.append(namespace["counting"])
+    kernel = namespace["tiered"]
+    kernel.native = tier
+    kernel.numpy = numpy_kernel
+    return kernel
+
+
+def _install(tier: Tier, plan: Plan | None, fn: Callable[..., Any] | None, how: str,
+             numpy_kernel: Callable[..., Any], n: int) -> None:
+    """On the compiler thread: put the compiled kernel's wrapper in the slot (or record why not)."""
+    if fn is None or plan is None:
+        tier.state = how if how in ("failed", "off") else "failed"
+        return
+    tier.slot[0] = _wrapper(tier, plan, fn, numpy_kernel, n)
+    tier.state, tier.how, tier.swapped_at = "native", how, time.perf_counter()
+
+
+def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Callable[..., Any], n: int) -> Callable:
+    """``native(a0, ..., out=None)``: allocate what the caller did not give, call the compiled function, fall
+    back to numpy if it refuses the arrays."""
+    out_t = plan.body.outputs[0].type
+    namespace: dict[str, Any] = {"_fn": fn, "_numpy": numpy_kernel, "_empty": np.empty, "_shape": out_t.shape,
+                                 "_dtype": plan.dtype, "_ty": np.ndarray, "_descr": np.dtype(plan.dtype),
+                                 "_refused": lambda: setattr(tier, "fallbacks", tier.fallbacks + 1)}
+    params = [f"a{i}" for i in range(n)]
+    # The compiled code itself refuses (returns 1 before reading anything else) an argument that is not exactly
+    # an ndarray of the group's dtype and shape: a numpy scalar from a 0-d ufunc, a Python float, a subclass.
+    lines = []
+    passed = []
+    for k, array in enumerate(plan.passed_constants):
+        namespace[f"_p{k}"] = array
+        passed.append(f"_p{k}")
+    if plan.n_outputs == 1:
+        lines.append("    if out is None:\n        out = _empty(_shape, _dtype)")
+        outs, result = ["out"], "out"
+    else:
+        outs = [f"o{k}" for k in range(plan.n_outputs)]
+        lines += [f"    {o} = _empty(_shape, _dtype)" for o in outs]
+        result = "(" + ", ".join(outs) + ")"
+    namespace["_rows"] = (len(plan.scratch),) + tuple(out_t.shape)
+    scratch = ["_empty(_rows, _dtype)"] if plan.scratch else []
+    call = ", ".join(["_ty", "_descr"] + params + passed + outs + scratch)
+    lines.append(f"    if _fn({call}):\n        _refused()\n        return _numpy({', '.join(params + ['out'])})")
+    lines.append(f"    return {result}")
+    source = f"def native({', '.join(params + ['out=None'])}):\n" + "\n".join(lines) + "\n"
+    exec(source, namespace)
+    native = namespace["native"]
+    native.source = source
+    return native
+
+
+def _example_body() -> Graph:
+    g = Graph("native")
+    x = g.add_input("f32[8]")
+    value = np.linspace(-1, 1, 8, dtype=np.float32)
+    value.flags.writeable = False
+    c = g.add_node("constant", (), {"value": value}, ["f32[8]"]).outputs[0]  # typed: no registry lookup
+    m = g.add_node("mul", [x, c], {}, ["f32[8]"]).outputs[0]
+    g.mark_output(g.add_node("add", [m, x], {}, ["f32[8]"]).outputs[0])
+    return g
+
+
+NATIVE = OpSchema(
+    NATIVE_OP,
+    inputs=("xs",),
+    outputs=("ys",),
+    variadic=True,
+    attrs={"body": AttrSpec("graph", doc="the fused chain, its constants included: exactly rounded ops on one type")},
+    shape_infer=FUSED.shape_infer,
+    kernels={"cpu": build_tiered_kernel},
+    not_differentiable="a compile-pipeline product made after differentiation (ARCH-062); differentiate the "
+                       "graph before compiling it",
+    traits=("accepts_out",),  # as fused_elementwise_internal: `out` never aliases an input
+    doc="A fused elementwise group that runs frame's numpy code at first and compiled native code once the "
+        "background compiler has built it; both give the same bits. Produced by the native_fuse pass.",
+    examples=[Example(["f32[8]"], {"body": _example_body()})],
+)
