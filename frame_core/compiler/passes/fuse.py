@@ -145,6 +145,8 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter) -> None:
         copy.outputs = (value,)
         nodes.append(copy)
     exports = [out for out in map(_first_output, group.members) if reads[out] > inside.get(out, 0)]
+    if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
+        exports = [_first_output(group.members[-1])]
     body.outputs.extend(map(bmap.__getitem__, exports))
     fused = Node(FUSED_OP, rw.read(external), {"body": body})
     fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(exports)])
