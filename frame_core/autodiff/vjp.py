@@ -32,6 +32,7 @@ from .._gc import gc_paused
 from ..errors import GradientError
 from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from ..ops_registry.schema import node_has_side_effect
 from .backward import _accumulate, _backpropagate
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
@@ -100,8 +101,7 @@ def _drop_unneeded(graph: Graph, reg: Registry) -> None:
     live = set(graph.outputs)
     keep = []
     for node in reversed(graph.nodes):
-        schema = reg.schemas.get(node.op)
-        if any(v in live for v in node.outputs) or (schema is not None and schema.has_side_effect):
+        if any(v in live for v in node.outputs) or node_has_side_effect(node, reg.schemas):
             keep.append(node)
             live.update(node.inputs)
     keep.reverse()

@@ -17,7 +17,8 @@ priority; a graph pass runs before ``plan_memory`` at the latest.
 ``opt_level`` picks which optional stages run (0: none, 1: folding and
 dead-node elimination, 2: everything, the default); ``disable`` removes
 named stages. With ``FRAME_CHECKS=1`` (or ``checks=True``) the full ``verify``
-runs after every stage and an error names the stage that broke the graph.
+runs on the input (a ``VerifyError``, as without checks) and after every stage,
+and an error names the stage that broke the graph.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CompileError, FrameError
+from ..errors import CompileError, FrameError, VerifyError
 from ..ir.graph import Graph
 from ..ops_registry.registry import op_scope
 from .context import CompileContext
@@ -131,6 +132,10 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
     required = set(disable) & {"verify", "infer_types", "decompose", "lower"}
     if required:
         raise CompileError(f"stage(s) {sorted(required)} are needed for a correct program and cannot be disabled")
+    if ctx.checks:  # the caller's graph first, in full: a mistake there is a VerifyError, not a stage's fault
+        problems = check_graph(graph, ctx.registry)
+        if problems:
+            raise VerifyError(problems)
     # The caller's nodes are never released (see _release); stages share unchanged nodes with their
     # input, so the caller's nodes can sit inside any later graph.
     protected = set(graph.nodes)

@@ -130,15 +130,26 @@ def check_arity(fn: Callable[..., Any], count: int, role: str = "body", called_a
 def _lift_output(r: Any, graph: Graph, like: TensorType | None, role: str, i: int) -> Value:
     if r is None:
         raise IRError(f"output {i} of the {role} is None; return a tensor (or a Python number)")
-    if like is not None and isinstance(r, (bool, int, float)) and not isinstance(r, Tensor):
+    if like is not None and isinstance(r, (bool, int, float)) and _fits(r, like):
         import numpy as np
 
-        if like.dtype.is_float or like.dtype.is_int or like.dtype.name == "bool":
-            try:
-                return graph.constant(np.asarray(r, like.dtype.np))
-            except (OverflowError, ValueError):
-                pass  # fall through: the ordinary lifting says what is wrong
+        try:
+            return graph.constant(np.asarray(r, like.dtype.np))
+        except (OverflowError, ValueError):
+            pass  # fall through: the ordinary lifting says what is wrong
     return _lift(r, graph, None, f"output of the {role}", i)
+
+
+def _fits(r: bool | int | float, like: TensorType) -> bool:
+    """Whether the Python number ``r`` takes ``like``'s dtype without losing anything: a bool only a bool
+    (a cond), an int an integer or a float, a float a float. Otherwise it keeps its own dtype, and the
+    op's check names both types (1.5 for an integer state is refused, never truncated to 1)."""
+    d = like.dtype
+    if isinstance(r, bool):
+        return d.name == "bool"
+    if isinstance(r, int):
+        return d.is_int or d.is_float
+    return d.is_float
 
 
 def align_captures(bodies: Sequence[Body]) -> tuple[list[Body], list[Tensor]]:

@@ -7,16 +7,21 @@ cache, CSE and the closure audit's de-duplication use these keys.
 
 from __future__ import annotations
 
+import contextvars
 import gc
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from ..errors import IRError
 from .dtypes import DType
 from .graph import Graph, Value
 
 __all__ = ["attr_key", "attrs_key", "graph_key"]
+
+# the graphs whose key is being computed in this thread, outermost first (a body holding one of them is a cycle)
+_keying: contextvars.ContextVar[tuple[Graph, ...]] = contextvars.ContextVar("frame_graph_keying", default=())
 
 
 def attr_key(value: Any) -> Any:
@@ -77,6 +82,11 @@ def graph_key(graph: Graph) -> tuple:
     # A key allocates a few tuples per node. On a large graph the collections they would trigger walk
     # every object the caller's transforms left in the young generations: the cost would grow with the
     # heap, not with the graph (gc_paused explains).
+    enclosing = _keying.get()
+    if any(graph is g for g in enclosing):
+        raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot contain "
+                      "itself; give it a graph of its own")
+    token = _keying.set((*enclosing, graph))
     pause = len(graph.nodes) > _PAUSE_GC_ABOVE and gc.isenabled()
     if pause:
         gc.disable()
@@ -85,6 +95,7 @@ def graph_key(graph: Graph) -> tuple:
     finally:
         if pause:
             gc.enable()
+        _keying.reset(token)
     graph._key = (snapshot, key)
     return key
 

@@ -59,10 +59,12 @@ def verify(graph: Graph, registry: SchemaSource | None = None) -> None:
         raise VerifyError(problems)
 
 
-def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = "", *, types: bool = True) -> list[Problem]:
+def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = "", *, types: bool = True,
+                _enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
     """Every rule violation in ``graph`` (empty list when it is valid).
 
     ``types=False`` skips rule V6 (shape inference), for callers that infer types themselves (the compile pipeline).
+    ``_enclosing`` are the graphs whose sub-graph ``graph`` is (V8 refuses a body that holds one of them).
     """
     if not isinstance(graph, Graph):
         raise IRError(f"verify/check_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
@@ -120,7 +122,7 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
                 problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has exactly "
                                               "one producer", node.op, index, path))
             defined.add(v)
-        problems.extend(_check_node(node, index, registry, path, types, unknown))
+        problems.extend(_check_node(node, index, registry, path, types, unknown, (*_enclosing, graph)))
 
     for i, v in enumerate(graph.outputs):
         if v not in defined:
@@ -156,7 +158,7 @@ SUGGESTED_NAMES = 20
 
 
 def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types: bool = True,
-                unknown: dict[str, str] | None = None) -> list[Problem]:
+                unknown: dict[str, str] | None = None, enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
     if unknown and node.op in unknown:  # known to be unknown: no second lookup
         return [Problem("V3", unknown[node.op], node.op, index, path)]
     try:
@@ -174,7 +176,12 @@ def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types
         return [Problem("V4", str(exc), node.op, index, path)]
     for key, value in node.attrs.items():
         if isinstance(value, Graph):
-            for p in check_graph(value, registry, f"{path}node {index} ({node.op}).{key}: "):
+            if any(value is g for g in enclosing):
+                problems.append(Problem("V8", f"attribute {key!r} is the graph {value.name!r} that holds this node (or "
+                                              "one enclosing it): a body cannot contain itself; give it a graph of "
+                                              "its own", node.op, index, path))
+                continue
+            for p in check_graph(value, registry, f"{path}node {index} ({node.op}).{key}: ", _enclosing=enclosing):
                 # the innermost rule leads the message once, however deep the nesting
                 message = p.message if p.rule == "V8" else f"{p.rule}: {p.message}"
                 problems.append(Problem("V8", message, p.op, p.node_index, p.path))

@@ -46,7 +46,7 @@ import numpy as np
 from .._text import short_repr
 from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
 from ..ir.dtypes import DType, as_dtype
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Node
 from ..ir.tensors import frozen
 from ..ir.types import TensorType, as_type
 from .registry import op_scope
@@ -63,6 +63,8 @@ __all__ = [
     "NodeContext",
     "OpSchema",
     "normalize_attr",
+    "node_has_side_effect",
+    "carries_graphs",
 ]
 
 
@@ -594,3 +596,20 @@ class OpSchema:
 
     def __repr__(self) -> str:
         return f"<OpSchema {self.signature()}>"
+
+
+def node_has_side_effect(node: Node, schemas: Mapping[str, OpSchema]) -> bool:
+    """Whether ``node`` must run though nothing reads it, and is never merged with an equal node or folded
+    at compile time: its op has the ``has_side_effect`` trait, or one of its sub-graphs (a control-flow
+    body, at any depth) holds such a node. Passes ask this, not the schema, so that an op with a side
+    effect inside a loop body keeps the loop (ARCH-062)."""
+    schema = schemas.get(node.op)
+    if schema is not None and schema.has_side_effect:
+        return True
+    return any(isinstance(a, Graph) and any(node_has_side_effect(n, schemas) for n in a.nodes)
+               for a in node.attrs.values())
+
+
+def carries_graphs(schema: OpSchema) -> bool:
+    """Whether the op's nodes carry sub-graphs (an attribute of kind ``graph``: control flow, fused bodies)."""
+    return any("graph" in spec.kind.split("|") for spec in schema.attrs.values())

@@ -68,6 +68,17 @@ def test_a_graph_output_inside_a_chain_is_exported():
     assert len(node.outputs) == 2
 
 
+
+def test_a_chain_nothing_reads_fuses_when_dead_nodes_are_kept():
+    """With eliminate_dead_nodes disabled (for the graph and, through compile_subgraph, every loop body), a
+    chain whose values nothing reads still becomes a valid fused node (it exports its last value)."""
+    def f(x):  # noqa: ANN001, ANN202
+        ops.exp(ops.sin(x) * 2.0)  # read by nothing
+        return ops.cos(x)
+    exe = fc.compile(fc.trace(f, "f32[2, 3]"), disable=["eliminate_dead_nodes"], checks=True, cache=False)
+    assert [len(n.outputs) for n in fused_nodes(exe)] == [1]
+    np.testing.assert_allclose(exe.run([X])[0], np.cos(X), rtol=1e-6)
+
 def test_fusion_never_creates_a_cycle():
     def f(x):
         a = ops.sin(x)

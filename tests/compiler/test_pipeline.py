@@ -326,3 +326,13 @@ def test_nodes_a_plugin_pass_returns_that_reach_the_final_graph_stay_intact():
     assert all(n.outputs for n in exe.graph.nodes)
     fc.verify(exe.graph, reg)
     np.testing.assert_allclose(exe.run([np.zeros(3, np.float32)])[0], 6.0)
+
+
+def test_with_checks_an_invalid_input_is_still_the_callers_verify_error():
+    """FRAME_CHECKS verifies after every stage; the caller's own mistake is reported as such (VerifyError
+    naming the node), not as a stage that 'produced an invalid graph'."""
+    graph = fc.trace(lambda x: ops.sin(x), "f64[3]")
+    graph.nodes[-1].outputs[0].type = fc.TensorType("float32", (3,))
+    for checks in (False, True):
+        with pytest.raises(fc.VerifyError, match=r"node 0 \(sin\): output 0 is recorded as f32\[3\]"):
+            fc.compile(graph, checks=checks, cache=False)

@@ -2,8 +2,9 @@
 
 Two nodes with the same op, the same (already merged) inputs and equal
 attributes compute the same values, so the second reads the first's outputs.
-Side-effect ops are never merged. Constants merge when their values are
-byte-identical (and small enough to compare cheaply).
+Nodes with a side effect (their op's, or one in their bodies) are never merged.
+Constants merge when their values are byte-identical (and small enough to
+compare cheaply).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from ...ir.graph import Graph, Value
 from ...ir.keys import attrs_key
+from ...ops_registry.schema import carries_graphs, node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -29,7 +31,7 @@ def _last_uses(graph: Graph, schemas: Any) -> dict[Any, int]:
     last: dict[Any, int] = {v: len(graph.nodes) for v in graph.outputs}
     for i in range(len(graph.nodes) - 1, -1, -1):
         node = graph.nodes[i]
-        if any(v in last for v in node.outputs) or "has_side_effect" in schemas[node.op].traits:
+        if any(v in last for v in node.outputs) or node_has_side_effect(node, schemas):
             for v in node.inputs:
                 last.setdefault(v, i)
     return last
@@ -47,8 +49,8 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph)
     seen: dict[Any, Any] = {}
     merged = 0
-    # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative; +4 when elementwise (recomputed
-    # rather than kept alive over a gap)
+    # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body has a side
+    # effect; +4 when elementwise (recomputed rather than kept alive over a gap)
     kinds: dict[str, int] = {}
     last_use = _last_uses(graph, schemas)
     live_until: dict[int, int] = {}  # id of a kept node -> the last position anything merged into it is read
@@ -56,11 +58,14 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
         op = node.op
         kind = kinds.get(op)
         if kind is None:
-            traits = schemas[op].traits
-            kind = kinds[op] = ((0 if "has_side_effect" in traits else 2 if "commutative" in traits else 1)
+            schema = schemas[op]
+            traits = schema.traits
+            kind = kinds[op] = ((0 if "has_side_effect" in traits else 3 if carries_graphs(schema)
+                                 else 2 if "commutative" in traits else 1)
                                 + (4 if "elementwise" in traits and "has_side_effect" not in traits else 0))
         inputs = rw.read(node.inputs)
-        if not kind & 3 or (op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
+        if not kind & 3 or (kind & 3 == 3 and node_has_side_effect(node, schemas)) or \
+                (op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
             rw.copy(node, inputs)
             continue
         ins_key: tuple[Value, ...] = inputs  # values hash and compare by identity

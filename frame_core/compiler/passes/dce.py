@@ -1,13 +1,15 @@
 """Stage 6: dead-node elimination.
 
 Keeps the nodes some output needs, and every node with the
-``has_side_effect`` trait; drops the rest. This is what cleans up after
-``build_backward_graph``, which inlines whole micro-graphs (ARCH-061).
+``has_side_effect`` trait or a sub-graph holding one (``node_has_side_effect``);
+drops the rest. This is what cleans up after ``build_backward_graph``, which
+inlines whole micro-graphs (ARCH-061).
 """
 
 from __future__ import annotations
 
 from ...ir.graph import Graph, Value
+from ...ops_registry.schema import carries_graphs, node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -16,10 +18,13 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     live: set[Value] = set(graph.outputs)
     keep = []
-    effects = {op for op in {n.op for n in graph.nodes} if "has_side_effect" in schemas[op].traits}
+    ops = {n.op for n in graph.nodes}
+    effects = {op for op in ops if "has_side_effect" in schemas[op].traits}
+    nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
     isdisjoint = live.isdisjoint
     for node in reversed(graph.nodes):
-        if not isdisjoint(node.outputs) or node.op in effects:
+        if not isdisjoint(node.outputs) or node.op in effects or (node.op in nested
+                                                                   and node_has_side_effect(node, schemas)):
             keep.append(node)
             live.update(node.inputs)
     if len(keep) == len(graph.nodes):

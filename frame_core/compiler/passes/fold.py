@@ -1,9 +1,10 @@
 """Stage 4: constant folding.
 
 A node whose inputs are all constants is evaluated once at compile time with
-its CPU kernel and replaced by constants, unless its op has a side effect or
-its outputs are larger than ``MAX_FOLD_ELEMENTS`` (folding would trade a
-cheap broadcast for a large stored array). A kernel that fails here is left
+its CPU kernel and replaced by constants, unless it has a side effect (its
+op's, or one in its bodies) or its outputs are larger than
+``MAX_FOLD_ELEMENTS`` (folding would trade a cheap broadcast for a large
+stored array). A kernel that fails here is left
 in place, so the error surfaces at run time with the node's name.
 
 Algebraic rewrites for a pack's ops come from that pack through the passes
@@ -20,7 +21,7 @@ from ...errors import CompileError
 from ...ir.dtypes import as_dtype
 from ...ir.graph import INSPECT_LIMIT, Graph, Value, constant_array
 from ...ir.tensors import frozen
-from ...ops_registry.schema import NodeContext
+from ...ops_registry.schema import NodeContext, node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -57,7 +58,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
             rw.copy(node, inputs)
             continue
         schema = schemas[op]
-        if schema.has_side_effect or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs):
+        if node_has_side_effect(node, schemas) or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs):
             rw.copy(node, inputs)
             continue
         arrays = [constant_array(v) for v in inputs]

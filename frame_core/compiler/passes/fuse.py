@@ -209,6 +209,8 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
         attrs = node.attrs
         shape.append((node.op, tuple(refs), attrs_key(attrs) if attrs else (), id(out.type)))
     exports = [k for k, node in enumerate(group.members) if reads[node.outputs[0]] > inside.get(node.outputs[0], 0)]
+    if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
+        exports = [len(group.members) - 1]
     key = (tuple(shape), tuple([(id(v.type), v.name) for v in external]), tuple(exports))
     body = bodies.get(key)
     if body is None:

@@ -83,12 +83,16 @@ def _check_returned(ctx: NodeContext, attr: str, got: Sequence[TensorType], want
                             f"carried value with the type it came in with (cast it, or fix the initial value)")
 
 
-def _fresh(out: np.ndarray, inputs: Sequence[np.ndarray]) -> np.ndarray:
-    """``out``, or a copy of it when it may share memory with the kernel's inputs (a loop that ran no step, a
-    body returning a row or an invariant) or is a body constant (read-only): kernels return arrays of their own."""
-    if not out.flags.writeable or any(np.may_share_memory(out, a) for a in inputs):
-        return np.array(out, copy=True)
-    return out
+def _owned(outs: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``outs``, each copied when it may share memory with the kernel's inputs (a loop that ran no step, a
+    body returning a row or an invariant), with an earlier output (a body returning one value as two
+    states) or is a body constant (read-only): kernels return arrays of their own, which never alias."""
+    owned: list[np.ndarray] = []
+    for out in outs:
+        if not out.flags.writeable or any(np.may_share_memory(out, a) for a in (*inputs, *owned)):
+            out = np.array(out, copy=True)
+        owned.append(out)
+    return owned
 
 
 def _constant_true(value: Any) -> bool:
@@ -119,7 +123,7 @@ def _if_shape(ctx: NodeContext) -> list[TensorType]:
     cond, *xs = ctx.input_types
     if not _is_flag(cond):
         raise ctx.error(f"cond must be a boolean with one element (bool[]), got {cond}; compare to make one, "
-                        f"e.g. ops.greater(x, 0)")
+                        f"e.g. ops.greater(ops.sum(x), 0) (for an elementwise choice, use ops.where(cond, a, b))")
     then, other = ctx.attrs["then_branch"], ctx.attrs["else_branch"]
     _check_body_inputs(ctx, "then_branch", xs, "the inputs after cond")
     _check_body_inputs(ctx, "else_branch", xs, "the inputs after cond")
@@ -184,7 +188,7 @@ def _loop_layout(ctx: NodeContext) -> tuple[int, int, int, int]:
     a = ctx.attrs
     m, ns, nx = a["max_trip"], a["n_states"], a["n_scanned"]
     if m < 0:
-        raise ctx.error(f"max_trip must be 0 or more, got {m}")
+        raise ctx.error(f"max_trip (the most steps the loop may run) must be 0 or more, got {m}")
     if ns < 0 or nx < 0:
         raise ctx.error(f"n_states and n_scanned must be 0 or more, got {ns} and {nx}")
     ni = len(ctx.input_types) - 2 - ns - nx
@@ -221,14 +225,14 @@ def _loop_shape(ctx: NodeContext) -> list[TensorType]:
 
 def _run_body(graph: Graph) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
     """The body compiled once (with the enclosing compile's options), run without checks or copies: the
-    loop kernels copy what they keep (rows into stacked outputs, the final values through ``_fresh``)."""
+    loop kernels copy what they keep (rows into stacked outputs, the final values through ``_owned``)."""
     from frame_core import compile_subgraph  # the compiler loads only when a kernel is built
 
     return compile_subgraph(graph).unchecked(copy_outputs=False)
 
 
 def _frozen_step(i: int) -> np.ndarray:
-    """The step input of the body: read-only, so a body that returns it hands on a copy (``_fresh``)."""
+    """The step input of the body: read-only, so a body that returns it hands on a copy (``_owned``)."""
     step = np.asarray(i, np.int64)
     step.flags.writeable = False
     return step
@@ -248,7 +252,8 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
     def kernel(limit: np.ndarray, cond: np.ndarray, *values: np.ndarray) -> Any:
         n = int(limit)
         if not 0 <= n <= m:
-            raise DataError(f"the trip count limit is {n}, outside [0, max_trip = {m}]")
+            raise DataError(f"the trip count limit is {n}, outside [0, max_trip = {m}]; pass a limit in that range "
+                            "(it bounds the steps run), or build the loop with a larger max_trip")
         states = list(values[:ns])
         scanned, invariants = values[ns:ns + nx], list(values[ns + nx:])
         ys = [np.zeros(t.shape, t.dtype.np) for t in y_types]
@@ -262,7 +267,7 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
             for y, row in zip(ys, out[1 + ns:]):
                 y[i] = row
             steps += 1
-        result = [_fresh(s, values) for s in states] + ys
+        result = _owned(states, values) + ys
         if trip_count:
             result.append(np.asarray(steps, np.int64))
         return tuple(result) if len(result) != 1 else result[0]
@@ -366,7 +371,7 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
         raise IRError(f"loop: max_trip must be an int (the most steps the loop may run), got {max_trip!r}")
     max_trip = int(max_trip)
     if max_trip < 0:
-        raise IRError(f"loop: max_trip must be 0 or more, got {max_trip}")
+        raise IRError(f"loop: max_trip must be 0 or more (the most steps the loop may run), got {max_trip}")
     init = [_tensor(s, f"loop state {k}") for k, s in enumerate(states)]
     scanned = [_tensor(x, f"loop xs[{k}]") for k, x in enumerate(_seq(xs, "loop xs"))]
     invs = [_tensor(v, f"loop invariant {k}") for k, v in enumerate(_seq(invariants, "loop invariants"))]
@@ -441,7 +446,7 @@ def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
             carry = out[:nc]
             for y, row in zip(ys, out[nc:]):
                 y[i] = row
-        result = [_fresh(c, values) for c in carry] + ys
+        result = _owned(carry, values) + ys
         return tuple(result) if len(result) != 1 else result[0]
     return kernel
 
@@ -482,6 +487,9 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     ``x``. ``reverse=True`` runs from the last row to the first. Tensors ``f``
     reads from outside are captured. ``checkpoint_every=k``: as for ``loop``.
     """
+    if init is None:
+        raise IRError("scan: init must be a tensor or a tuple/list of tensors, got None; give () for a scan "
+                      "without a carry")
     carry_struct = isinstance(init, (tuple, list))
     carry0 = [_tensor(c, f"scan init[{k}]") for k, c in enumerate(_seq(init, "scan init"))]
     xs_struct = isinstance(xs, (tuple, list))
@@ -512,15 +520,7 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     def call(fn: Callable[..., Any], args: list[Tensor]) -> list[Any]:
         c = tuple(args[:nc]) if carry_struct else args[0]
         x = (tuple(args[nc:nc + nx]) if xs_struct else args[nc]) if nx else None
-        result = fn(c, x, *args[nc + nx:])
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise IRError(f"scan: the body must return a pair (carry, y), got {type(result).__name__}")
-        new_carry, y = result
-        carry_out = list(new_carry) if carry_struct and isinstance(new_carry, (tuple, list)) else [new_carry]
-        if len(carry_out) != nc:
-            raise ShapeError(f"scan: the body returns {len(carry_out)} carries, the initial carry has {nc}")
-        y_struct.append(y)
-        return carry_out + ([] if y is None else list(y) if isinstance(y, (tuple, list)) else [y])
+        return scan_step_outputs(fn(c, x, *args[nc + nx:]), nc, carry_struct, y_struct)
 
     rows = [x.type.with_shape(x.shape[1:]) for x in scanned]
     types = [*(c.type for c in carry0), *rows, *(v.type for v in invs)]
@@ -537,9 +537,30 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     return carry, (None if y is None else tuple(ys) if isinstance(y, (tuple, list)) else ys[0])
 
 
+def scan_step_outputs(result: Any, nc: int, carry_struct: bool, y_struct: list[Any]) -> list[Any]:
+    """What a scan body returned, ``(carry, y)``, as its flat outputs (carries, then each y); records y's
+    structure in ``y_struct``. Shared by the plain and the checkpointed scan, so both refuse the same."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise IRError(f"scan: the body must return a pair (carry, y), got {type(result).__name__}")
+    new_carry, y = result
+    carry_out = list(new_carry) if isinstance(new_carry, (tuple, list)) else [new_carry]
+    if len(carry_out) != nc:
+        given = f"a tuple of {nc}" if carry_struct else "one tensor"
+        raise ShapeError(f"scan: the body returns {len(carry_out)} carries, the initial carry has {nc} ({given}); "
+                         "return the new carry in the structure of init")
+    y_struct.append(y)
+    return carry_out + ([] if y is None else list(y) if isinstance(y, (tuple, list)) else [y])
+
+
 def _flag(cond: Any) -> Any:
-    """A Python bool as a bool[] constant (not lifted to another operand's dtype); tensors as they are."""
-    return constant(np.asarray(bool(cond))) if isinstance(cond, (bool, np.bool_)) else cond
+    """A Python bool as a bool[] constant (not lifted to another operand's dtype); tensors as they are; a
+    Python or numpy number that is not a bool is refused (1 is not a condition: compare to make one)."""
+    if isinstance(cond, (bool, np.bool_)):
+        return constant(np.asarray(bool(cond)))
+    if isinstance(cond, (int, float, np.number)):
+        raise IRError(f"cond must be a boolean tensor (bool[]) or a Python bool, got {type(cond).__name__} {cond!r}; "
+                      "compare to make one, e.g. ops.greater(x, 0)")
+    return cond
 
 
 # -- examples (built by hand: the registry is loading while this module is imported) ---------------------

@@ -51,7 +51,9 @@ def _callable(body: Any) -> Callable[..., Any]:
 
 
 def _as_flag(c: Any) -> Any:
-    if isinstance(c, Tensor) and c.shape != ():
+    """A one-element cond as ``bool[]`` (the flag carried between segments); anything else as it is, for the
+    loop's own check to name (a ``bool[3]`` cond is the body's mistake, not a reshape's)."""
+    if isinstance(c, Tensor) and c.shape != () and c.type.size == 1:
         return ops.reshape(c, shape=())
     return c
 
@@ -117,6 +119,8 @@ def checkpointed_scan(body_fn: Callable[..., Any], carry0: Sequence[Tensor], car
                       scanned: Sequence[Tensor], xs_struct: bool, invs: Sequence[Tensor], length: int, reverse: bool,
                       every: Any) -> tuple[Any, Any]:
     """``scan(...)`` through ``checkpointed_loop`` (a scan is a loop whose cond stays true)."""
+    from .control import scan_step_outputs
+
     nc, nx = len(carry0), len(scanned)
     y_struct: list[Any] = []
     if isinstance(body_fn, Graph):  # a graph body takes (carries, rows, invariants) flat: call it so
@@ -128,13 +132,7 @@ def checkpointed_scan(body_fn: Callable[..., Any], carry0: Sequence[Tensor], car
     def step(i: Tensor, *args: Tensor) -> list[Any]:
         c = tuple(args[:nc]) if carry_struct else args[0]
         x = (tuple(args[nc:nc + nx]) if xs_struct else args[nc]) if nx else None
-        result = body_fn(c, x, *args[nc + nx:])
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise IRError(f"scan: the body must return a pair (carry, y), got {type(result).__name__}")
-        new_carry, y = result
-        carry_out = list(new_carry) if carry_struct and isinstance(new_carry, (tuple, list)) else [new_carry]
-        y_struct.append(y)
-        return [True, *carry_out, *([] if y is None else list(y) if isinstance(y, (tuple, list)) else [y])]
+        return [True, *scan_step_outputs(body_fn(c, x, *args[nc + nx:]), nc, carry_struct, y_struct)]
 
     outs = checkpointed_loop(step, length, True, carry0, scanned, invs, every, reverse, exits=False)
     outs = [outs] if isinstance(outs, Tensor) else list(outs)

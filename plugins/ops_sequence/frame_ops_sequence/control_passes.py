@@ -28,6 +28,7 @@ from typing import Any
 from frame_core import Graph, PassSpec, Rewriter, Value
 from frame_core.ir.graph import Node
 from frame_core.ir.keys import attrs_key, graph_key
+from frame_core.ops_registry.schema import node_has_side_effect
 
 __all__ = ["PASSES", "merge_trajectory_recompute", "prune_control_flow"]
 
@@ -110,8 +111,7 @@ def _live(body: Graph, outputs: list[Value], schemas: dict[str, Any]) -> tuple[l
     live = set(outputs)
     keep = []
     for node in reversed(body.nodes):
-        schema = schemas.get(node.op)
-        if any(v in live for v in node.outputs) or (schema is not None and schema.has_side_effect):
+        if any(v in live for v in node.outputs) or node_has_side_effect(node, schemas):
             keep.append(node)
             live.update(node.inputs)
     keep.reverse()

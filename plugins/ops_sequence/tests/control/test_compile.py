@@ -143,3 +143,38 @@ def test_checkpointing_gives_the_same_gradients_with_less_memory(kind):
     full, checkpointed = _peak(plain, inputs), _peak(saved, inputs)
     # the trajectory is 48 states; with checkpoints 6 segment starts plus one segment's 8 states
     assert full - checkpointed > 30 * state, (full / state, checkpointed / state)
+
+
+def test_one_executable_run_from_several_threads_keeps_each_call_apart():
+    """Bodies run through unchecked runners over the planned buffers of their executables; the enclosing
+    executable's lock must keep concurrent calls (with different trip counts) from sharing them. (Without
+    the lock, a few of these 400 runs come back wrong: the arrays are large enough for numpy to release
+    the GIL.)"""
+    import threading
+
+    def model(x, w):  # noqa: ANN001, ANN202
+        def body(i, s):  # noqa: ANN001, ANN202
+            t = ops.if_else(ops.less(ops.sum(s), 1.0), lambda v: ops.sin(v @ w) + 0.3, lambda v: v * 0.7, s)
+            return ops.less(ops.sum(t), 50.0), ops.tanh(t @ w) + t, ops.sum(t)
+        s, ys = ops.loop(body, 8, True, x)
+        return ops.sum(s) + ops.sum(ys)
+
+    exe = fc.compile(fc.trace(model, "f64[64, 64]", "f64[64, 64]"), cache=False)
+    rng = np.random.default_rng(0)
+    cases = [[rng.uniform(-0.05, 0.05, (64, 64)), rng.uniform(-0.05, 0.05, (64, 64))] for _ in range(8)]
+    want = [exe.run(c) for c in cases]
+    wrong = []
+    start = threading.Barrier(4)
+
+    def work(k: int) -> None:
+        start.wait()
+        for rep in range(100):
+            j = (k * 3 + rep) % len(cases)
+            if not all(np.array_equal(a, b) for a, b in zip(exe.run(cases[j]), want[j])):
+                wrong.append((k, rep))
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

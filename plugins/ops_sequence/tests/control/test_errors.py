@@ -29,7 +29,7 @@ def test_branches_returning_different_types_are_refused():
 def test_a_cond_that_is_not_one_boolean_is_refused():
     with pytest.raises(fc.ShapeError, match=r"cond must be a boolean with one element \(bool\[\]\), got f64\[\]"):
         trace(lambda c, x: ops.if_else(c, lambda v: v, lambda v: -v, x), "f64[]", "f64[3]")
-    with pytest.raises(fc.ShapeError, match=r"got bool\[3\]"):
+    with pytest.raises(fc.ShapeError, match=r"got bool\[3\]; .* \(for an elementwise choice, use ops.where"):
         trace(lambda c, x: ops.if_else(c, lambda v: v, lambda v: -v, x), "bool[3]", "f64[3]")
     with pytest.raises(fc.ShapeError, match=r"initial cond must be a boolean with one element"):
         trace(lambda c, x: ops.loop(lambda i, s: (True, s), 3, c, x), "i64[]", "f64[3]")
@@ -51,7 +51,7 @@ def test_a_body_returning_the_wrong_states_is_refused():
 
 
 def test_max_trip_and_lengths_are_checked():
-    with pytest.raises(fc.IRError, match="max_trip must be 0 or more, got -1"):
+    with pytest.raises(fc.IRError, match=r"max_trip must be 0 or more \(the most steps the loop may run\), got -1"):
         trace(lambda x: ops.loop(lambda i, s: (True, s), -1, True, x), "f64[3]")
     with pytest.raises(fc.IRError, match="max_trip must be an int"):
         trace(lambda x: ops.loop(lambda i, s: (True, s), 2.5, True, x), "f64[3]")
@@ -159,3 +159,79 @@ def test_an_op_without_gradient_that_only_decides_the_cond_is_fine():
     assert steps == 4
     np.testing.assert_allclose(gx, 1.5 ** steps)
     np.testing.assert_allclose(loss, s.sum())
+
+
+def test_a_python_number_returned_by_a_body_is_never_narrowed():
+    """A number a body returns takes the carried value's dtype only when that loses nothing; 1.5 for an
+    integer state, or 1 for a cond, is refused instead of becoming 1 or True."""
+    with pytest.raises(fc.ShapeError, match=r"returns f64\[\] for state 0, which has type i64\[\]"):
+        trace(lambda n: ops.loop(lambda i, n: (True, 1.5), 3, True, n), "i64[]")
+    with pytest.raises(fc.ShapeError, match=r"returns i64\[\] as cond"):
+        trace(lambda x: ops.loop(lambda i, s: (1, s), 3, True, x), "f64[3]")
+    with pytest.raises(fc.ShapeError, match=r"returns f64\[\] for carry 0, which has type i64\[\]"):
+        trace(lambda n: ops.scan(lambda c, _: (0.5, None), n, length=2), "i64[]")
+    with pytest.raises(fc.ShapeError, match=r"then_branch returns \[i64\[\]\] but else_branch returns \[f64\[\]\]"):
+        trace(lambda c, n: ops.if_else(c, lambda m: m, lambda m: 2.5, n), "bool[]", "i64[]")
+    # what loses nothing still takes the carried dtype: an int for a float state, a bool for a cond
+    g = trace(lambda x, n: ops.loop(lambda i, s, n: (False, 2, n + 1), 3, True, x, n), "f32[]", "i64[]")
+    s, n = fc.compile(g).run([np.zeros((), np.float32), np.array(4)])
+    assert s.dtype == np.float32 and float(s) == 2.0 and int(n) == 5
+
+
+def test_a_cond_given_as_a_number_is_refused_with_its_value():
+    with pytest.raises(fc.IRError, match=r"cond must be a boolean tensor \(bool\[\]\) or a Python bool, got int 1"):
+        trace(lambda x: ops.if_else(1, lambda v: v, lambda v: -v, x), "f64[3]")
+    with pytest.raises(fc.IRError, match=r"cond must be a boolean tensor \(bool\[\]\) or a Python bool, got float 0.0"):
+        trace(lambda x: ops.loop(lambda i, s: (True, s), 3, 0.0, x), "f64[3]")
+
+
+@pytest.mark.parametrize("every", [None, 2])
+def test_checkpointed_bodies_are_checked_like_the_others(every):
+    """checkpoint_every=k rewrites the loop as a nest; a malformed body gets the message of a plain loop."""
+    with pytest.raises(fc.ShapeError, match="the body returns 1 carries, the initial carry has 2"):
+        trace(lambda x, a: ops.scan(lambda c, r: ((c[0],), c[0]), (x, x), a, checkpoint_every=every),
+              "f64[3]", "f64[4, 3]")
+    with pytest.raises(fc.ShapeError, match="the body returns 2 carries, the initial carry has 1"):
+        trace(lambda x, a: ops.scan(lambda c, r: ((c, c), c), x, a, checkpoint_every=every), "f64[3]", "f64[4, 3]")
+    with pytest.raises(fc.ShapeError, match=r"its body returns bool\[3\] as cond"):
+        trace(lambda x: ops.loop(lambda i, s: (ops.less(s, 1.0), s), 6, True, x, checkpoint_every=every), "f64[3]")
+    with pytest.raises(fc.IRError, match=r"init must be a tensor or a tuple/list of tensors, got None; give \(\)"):
+        trace(lambda a: ops.scan(lambda c, r: (c, r), None, a, checkpoint_every=every), "f64[4, 3]")
+
+
+def test_verify_names_malformed_bodies_with_their_path_and_never_crashes():
+    """Hand-built nesting mistakes are VerifyError problems with the path to the body, whatever they are:
+    a body reading a value of the outer graph instead of a capture, or a body that holds itself."""
+    def model(x, w):  # noqa: ANN001, ANN202
+        def body(i, s):  # noqa: ANN001, ANN202
+            return True, ops.if_else(ops.less(ops.sum(s), 1.0), lambda v: ops.sin(v * w), lambda v: v, s)
+        return ops.loop(body, 3, True, x)
+
+    outer_read = trace(model, "f64[3]", "f64[3]")
+    body = outer_read.nodes[-1].attrs["body"]
+    first = body.nodes[0]
+    first.inputs = (outer_read.inputs[0], *first.inputs[1:])  # reads the outer x, not its own state
+    with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\)\.body: node 0 \(sum\): V2: input 0 .* is not defined in "
+                                            r"this graph"):
+        fc.verify(outer_read)
+
+    for depth in (0, 1):
+        cyclic = trace(model, "f64[3]", "f64[3]")
+        holder = cyclic.nodes[-1] if depth == 0 else [n for n in cyclic.nodes[-1].attrs["body"].nodes
+                                                       if n.op == "if_else"][0]
+        holder.attrs["else_branch" if depth else "body"] = cyclic  # a body holding the graph around it
+        with pytest.raises(fc.VerifyError, match="a body cannot contain itself"):
+            fc.verify(cyclic)
+        with pytest.raises(fc.IRError, match="a body cannot contain itself"):  # its cache key, before verify
+            fc.compile(cyclic, cache=False)
+
+
+def test_compile_refuses_a_node_whose_body_no_longer_gives_its_outputs():
+    """The node's output count follows its body: a hand-edited body with one output less leaves the node
+    with an output nothing computes. verify says so (V5), and so does compile, instead of running it."""
+    g = trace(lambda x: ops.loop(lambda i, s: (True, s * 2.0, s, s * s), 3, True, x), "f64[3]")
+    g.nodes[-1].attrs["body"].outputs.pop()
+    with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\): has 3 outputs, the schema gives 2"):
+        fc.verify(g)
+    with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\): has 3 outputs, the schema gives 2"):
+        fc.compile(g, cache=False)

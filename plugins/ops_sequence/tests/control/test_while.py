@@ -97,7 +97,7 @@ def test_a_trip_limit_above_max_trip_is_a_data_error():
     g.mark_output(g.apply("loop", limit, g.constant(np.array(True)), x, body=body, max_trip=4, n_states=1))
     exe = fc.compile(g)
     np.testing.assert_array_equal(exe.run([np.array(3), np.ones(2)])[0], 8.0)
-    with pytest.raises(fc.DataError, match=r"trip count limit is 5, outside \[0, max_trip = 4\]"):
+    with pytest.raises(fc.DataError, match=r"trip count limit is 5, outside \[0, max_trip = 4\]; pass a limit in that range"):
         exe.run([np.array(5), np.ones(2)])
     with pytest.raises(fc.DataError, match="limit is -1"):
         exe.run([np.array(-1), np.ones(2)])
