@@ -22,6 +22,7 @@ runs after every stage and an error names the stage that broke the graph.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,12 +66,21 @@ def _stages() -> list[Stage]:
     ]
 
 
-_STAGE_CACHE: list[Stage] = []
+_STAGE_CACHE: tuple[Stage, ...] = ()
+_STAGE_LOCK = threading.Lock()
 
 
-def stages() -> list[Stage]:
+def stages() -> tuple[Stage, ...]:
+    """The built-in graph stages, in order (built once; the passes are imported on first use).
+
+    Threads making their first compile at once must not each add the stages (they once did, leaving
+    7 x threads stages that every later compile ran): the tuple is built under a lock and published whole.
+    """
+    global _STAGE_CACHE
     if not _STAGE_CACHE:
-        _STAGE_CACHE.extend(_stages())
+        with _STAGE_LOCK:
+            if not _STAGE_CACHE:
+                _STAGE_CACHE = tuple(_stages())
     return _STAGE_CACHE
 
 

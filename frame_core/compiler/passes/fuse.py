@@ -31,18 +31,25 @@ from ..rewrite import Rewriter
 
 
 class _Group:
-    __slots__ = ("first", "members", "type", "produced")
+    __slots__ = ("first", "last", "members", "type", "produced")
 
     def __init__(self, first: int, node: Node) -> None:
         self.first = first
+        self.last = first
         self.members = [node]
         self.type = node.outputs[0].type
         self.produced = {node.outputs[0]}
 
 
-def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
-    """Groups of two or more fusable nodes, each a list of members in graph order."""
+def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> list[_Group]:
+    """Groups of two or more fusable nodes, each a list of members in graph order.
+
+    With ``contiguous`` a node joins a group only when no other (non-constant) node lies between the group's
+    last member and it, so no member is moved earlier past another node.
+    """
     position: dict[Value, int] = {}  # where each value is defined: -1 for constants (hoisted to the front)
+    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
+    rank_at: list[int] = []
     group_of: dict[Value, _Group] = {}
     groups = []
     fusable: dict[str, bool] = {}  # per op: elementwise, accepts_out, no side effect
@@ -50,6 +57,9 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
     where = position.get
     for i, node in enumerate(graph.nodes):
         op = node.op
+        if contiguous:
+            rank += op != "constant"
+            rank_at.append(rank)
         outs = node.outputs
         ok = fusable.get(op)
         if ok is None:
@@ -67,7 +77,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
         chosen = None
         for v in node.inputs:
             g = group_of.get(v)
-            if g is None or g.type is not out_t or g is chosen:
+            if g is None or g.type is not out_t or g is chosen or (contiguous and rank_at[i] - rank_at[g.last] != 1):
                 continue
             produced, first = g.produced, g.first
             for w in node.inputs:  # every outside input is defined before the group starts
@@ -82,6 +92,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
         else:
             chosen.members.append(node)
             chosen.produced.add(out)
+            chosen.last = i
         group_of[out] = chosen
     return [g for g in groups if len(g.members) > 1]
 
@@ -93,6 +104,59 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     groups = find_groups(graph, ctx)
     if not groups:
         return graph
+    # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
+    # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
+    # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
+    if any(g.last - g.first >= len(g.members) for g in groups) and _peak(graph, groups) > _peak(graph, []):
+        groups = find_groups(graph, ctx, contiguous=True)
+        ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
+        if not groups:
+            return graph
+    ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
+    return _rewrite(graph, groups)
+
+
+def _peak(graph: Graph, groups: list[_Group]) -> int:
+    """The most the intermediates hold at once if ``groups`` run as fused nodes (each at its first member's
+    place), counting every value from where it is made to its last read (values a group uses only inside
+    itself count nothing; graph outputs and constants are left out, as the memory plan leaves them)."""
+    at: dict[int, int] = {}  # node id -> where it runs
+    group_of: dict[int, _Group] = {}
+    for g in groups:
+        for n in g.members:
+            at[id(n)] = g.first
+            group_of[id(n)] = g
+    nodes = graph.nodes
+    ends: dict[Value, int] = {}
+    inside: dict[Value, bool] = {}  # read only by members of its own group so far
+    for i, node in enumerate(nodes):
+        here = at.get(id(node), i)
+        mine = group_of.get(id(node))
+        for v in node.inputs:
+            if here > ends.get(v, -1):
+                ends[v] = here
+            p = v.producer
+            inside[v] = inside.get(v, True) and mine is not None and p is not None and group_of.get(id(p)) is mine
+    outputs = set(graph.outputs)
+    delta = [0] * (len(nodes) + 2)
+    for i, node in enumerate(nodes):
+        if node.op == "constant":
+            continue
+        start = at.get(id(node), i)
+        for v in node.outputs:
+            if v in outputs or (inside.get(v, False) and id(node) in group_of):
+                continue
+            delta[start] += v.type.nbytes
+            delta[max(ends.get(v, start), start) + 1] -= v.type.nbytes
+    peak = live = 0
+    for d in delta:
+        live += d
+        if live > peak:
+            peak = live
+    return peak
+
+
+def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
     reads = Counter(chain.from_iterable([n.inputs for n in graph.nodes]))  # every read of every value
     reads.update(graph.outputs)  # an output is read by the caller
     leader = {g.members[0]: g for g in groups}
@@ -112,7 +176,6 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
             _emit_fused(g, rw, reads, bodies)
         elif node not in member:
             rw.copy(node)
-    ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
     return rw.finish()
 
 
