@@ -147,9 +147,10 @@ def compile(  # noqa: A001 - the name users expect
     decompose = _decomposed(name_list(decompose, "compile(decompose=...)", CompileError, "['softplus']"), reg)
     # The registry itself, not its id: a freed registry's id can be reused by another one. Input names
     # are in the key because run() names inputs in its errors.
-    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend, opt_level,
-           disable, decompose, checks, reg)
-    if cache:
+    key: Any = None
+    if cache:  # (without the cache, nothing reads the key: it is not built)
+        key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend,
+               opt_level, disable, decompose, checks, reg)
         hit = compile_cache.get(key)
         if hit is not None:
             return hit

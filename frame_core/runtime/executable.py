@@ -137,27 +137,11 @@ class Executable:
         output?, slots freed after)``, the register template (constants and buffers preloaded) and the
         slot of every register name (inputs first). Used by the loop interpreter and the profiler."""
         prog = self.program
-        slot: dict[str, int] = {}
-
-        def at(name: str) -> int:
-            if name not in slot:
-                slot[name] = len(slot)
-            return slot[name]
-
-        for name in prog.input_names:
-            at(name)
-        preset = {at(name): array for name, array in (*prog.constants.items(), *prog.buffers.items())}
-        steps: list[tuple[Any, ...]] = []
-        for ins in prog.instructions:
-            args = tuple(at(a) for a in ins.inputs) + ((at(ins.out_buffer),) if ins.out_buffer else ())
-            outs = tuple(at(o) for o in ins.outputs)
-            steps.append((ins.kernel, args, outs[0] if len(outs) == 1 else outs, len(outs) == 1,
-                          tuple(at(f) for f in ins.frees)))
-        for name in prog.output_names:
-            at(name)
+        slot = prog.slots  # lowering numbered every register as it named it
+        steps = [(ins.kernel, *ins.step) for ins in prog.instructions]
         template: list[Any] = [None] * len(slot)
-        for k, array in preset.items():
-            template[k] = array
+        for name, array in (*prog.constants.items(), *prog.buffers.items()):
+            template[slot[name]] = array
         return steps, template, slot
 
     def _first_run(self, inputs: Sequence[Any]) -> list[np.ndarray]:

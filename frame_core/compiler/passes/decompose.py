@@ -29,7 +29,7 @@ def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
         return graph
     if depth > MAX_DEPTH:
         raise CompileError(f"decomposition did not terminate after {MAX_DEPTH} rounds (a DecomposeFn uses its own op?)")
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
     for node in graph.nodes:
         if not _needs(node.op, ctx):
             rw.copy(node)

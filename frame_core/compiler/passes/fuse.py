@@ -20,7 +20,7 @@ them (ARCH-062).
 from __future__ import annotations
 
 from collections import Counter
-from itertools import chain
+from itertools import accumulate, chain
 from typing import Any
 
 from ...ir.graph import Graph, Node, Value
@@ -41,6 +41,17 @@ class _Group:
         self.produced = {node.outputs[0]}
 
 
+def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
+    """Per op of ``graph``: elementwise, accepts_out, no side effect, and not a fused node itself."""
+    schemas = ctx.registry.schemas
+    fusable = {}
+    for op in {n.op for n in graph.nodes}:
+        traits = schemas[op].traits
+        fusable[op] = ("elementwise" in traits and "accepts_out" in traits and "has_side_effect" not in traits
+                       and op != FUSED_OP)
+    return fusable
+
+
 def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> list[_Group]:
     """Groups of two or more fusable nodes, each a list of members in graph order.
 
@@ -52,21 +63,17 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> 
     rank_at: list[int] = []
     group_of: dict[Value, _Group] = {}
     groups = []
-    fusable: dict[str, bool] = {}  # per op: elementwise, accepts_out, no side effect
-    schemas = ctx.registry.schemas
+    fusable = _fusable_ops(graph, ctx)
     where = position.get
+    group_get = group_of.get
     for i, node in enumerate(graph.nodes):
         op = node.op
         if contiguous:
             rank += op != "constant"
             rank_at.append(rank)
         outs = node.outputs
-        ok = fusable.get(op)
-        if ok is None:
-            traits = schemas[op].traits
-            ok = fusable[op] = ("elementwise" in traits and "accepts_out" in traits
-                                and "has_side_effect" not in traits and op != FUSED_OP)
-        if not ok or len(outs) != 1 or not node.inputs:
+        ins = node.inputs
+        if not fusable[op] or len(outs) != 1 or not ins:
             here = -1 if op == "constant" else i
             for v in outs:
                 position[v] = here
@@ -75,12 +82,19 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> 
         position[out] = i
         out_t = out.type
         chosen = None
-        for v in node.inputs:
-            g = group_of.get(v)
-            if g is None or g.type is not out_t or g is chosen or (contiguous and rank_at[i] - rank_at[g.last] != 1):
+        for v in ins:
+            g = group_get(v)
+            if g is None or g.type is not out_t:
+                continue
+            if contiguous:
+                # adjacent to the group's last member: every non-member between its first member and this
+                # node is a constant, so each outside input is defined before the group starts
+                if rank_at[i] - rank_at[g.last] == 1:
+                    chosen = g
+                    break
                 continue
             produced, first = g.produced, g.first
-            for w in node.inputs:  # every outside input is defined before the group starts
+            for w in ins:  # every outside input is defined before the group starts
                 if w not in produced and where(w, -1) >= first:
                     break
             else:
@@ -107,90 +121,115 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
     # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
     # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
-    if any(g.last - g.first >= len(g.members) for g in groups) and _peak(graph, groups) > _peak(graph, []):
+    if any(g.last - g.first >= len(g.members) for g in groups) and _raises_peak(graph, groups):
         groups = find_groups(graph, ctx, contiguous=True)
         ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
         if not groups:
             return graph
     ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
-    return _rewrite(graph, groups)
+    return _rewrite(graph, groups, ctx)
 
 
-def _peak(graph: Graph, groups: list[_Group]) -> int:
-    """The most the intermediates hold at once if ``groups`` run as fused nodes (each at its first member's
-    place), counting every value from where it is made to its last read (values a group uses only inside
-    itself count nothing; graph outputs and constants are left out, as the memory plan leaves them)."""
+def _peak(delta: list[int]) -> int:
+    """The largest running sum of ``delta`` (0 at least)."""
+    return max(0, max(accumulate(delta), default=0))
+
+
+def _raises_peak(graph: Graph, groups: list[_Group]) -> bool:
+    """Whether the intermediates hold more at their peak when ``groups`` run as fused nodes (each at its first
+    member's place) than when nothing is fused. Each value counts from where it is made to its last read
+    (values a group uses only inside itself count nothing when fused; graph outputs and constants are left
+    out, as the memory plan leaves them). Both schedules are measured in the same two walks."""
     nodes = graph.nodes
     at: dict[Node, int] = {}        # member -> where its group runs
     owner: dict[Node, _Group] = {}  # member -> its group
     for g in groups:
+        first = g.first
         for n in g.members:
-            at[n] = g.first
+            at[n] = first
             owner[n] = g
-    ends: dict[Value, int] = {}
+    ends: dict[Value, int] = {}     # unfused: a value's last reader (the last write wins)
+    fused_ends: dict[Value, int] = {}  # fused: the latest place a reader runs
     shared: set[Value] = set()  # values some node outside their producer's group reads
-    if groups:
-        for i, node in enumerate(nodes):
-            here = at.get(node, i)
-            mine = owner.get(node)
-            for v in node.inputs:
-                if here > ends.get(v, -1):
-                    ends[v] = here
-                if mine is None or owner.get(v.producer) is not mine:  # type: ignore[arg-type]
-                    shared.add(v)
-    else:  # nothing moves: a value's end is its last reader's position (the last write wins)
-        ends = {v: i for i, node in enumerate(nodes) for v in node.inputs}
+    fused_end = fused_ends.get
+    owner_get = owner.get
+    for i, node in enumerate(nodes):
+        ins = node.inputs
+        if not ins:
+            continue
+        for v in ins:
+            ends[v] = i
+        mine = owner_get(node)
+        if mine is None:  # runs in place, after every earlier reader: the latest so far
+            for v in ins:
+                fused_ends[v] = i
+            shared.update(ins)
+            continue
+        here = at[node]
+        for v in ins:
+            if here > fused_end(v, -1):
+                fused_ends[v] = here
+            if owner_get(v.producer) is not mine:  # type: ignore[arg-type]
+                shared.add(v)
     outputs = set(graph.outputs)
     delta = [0] * (len(nodes) + 2)
+    fused_delta = [0] * (len(nodes) + 2)
+    end = ends.get
     for i, node in enumerate(nodes):
         if node.op == "constant":
             continue
         start = at.get(node, i)
         grouped = node in owner
         for v in node.outputs:
-            if v in outputs or (grouped and v in ends and v not in shared):
+            if v in outputs:
                 continue
             nbytes = v.type.nbytes
-            delta[start] += nbytes
-            delta[max(ends.get(v, start), start) + 1] -= nbytes
-    peak = live = 0
-    for d in delta:
-        live += d
-        if live > peak:
-            peak = live
-    return peak
+            delta[i] += nbytes
+            delta[max(end(v, i), i) + 1] -= nbytes
+            if grouped and v in fused_ends and v not in shared:
+                continue
+            fused_delta[start] += nbytes
+            fused_delta[max(fused_end(v, start), start) + 1] -= nbytes
+    return _peak(fused_delta) > _peak(delta)
 
 
-def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
-    reads = Counter(chain.from_iterable([n.inputs for n in graph.nodes]))  # every read of every value
+def _rewrite(graph: Graph, groups: list[_Group], ctx: CompileContext) -> Graph:
+    nodes = graph.nodes
+    reads = Counter(chain.from_iterable([n.inputs for n in nodes]))  # every read of every value
     reads.update(graph.outputs)  # an output is read by the caller
     leader = {g.members[0]: g for g in groups}
     member = {n for g in groups for n in g.members}
-    outside = Counter(chain.from_iterable([n.inputs for n in graph.nodes if n not in member]))
+    outside = Counter(chain.from_iterable([n.inputs for n in nodes if n not in member]))
     outside.update(graph.outputs)
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
+    append, copy = rw.new.nodes.append, rw.copy
+    unchanged = rw.vmap.keys().isdisjoint
     bodies: dict[tuple, Graph] = {}
-    for node in graph.nodes:  # constants first: a fused node may read one defined after its first member
+    attr_keys: dict[tuple, tuple] = {}
+    for node in nodes:  # constants first: a fused node may read one defined after its first member
         if node.op == "constant" and outside[node.outputs[0]]:  # (one read only by groups moves into them)
-            rw.copy(node)
-    for node in graph.nodes:
-        if node.op == "constant":
-            continue
-        g = leader.get(node)
-        if g is not None:
-            _emit_fused(g, rw, reads, bodies)
-        elif node not in member:
-            rw.copy(node)
+            append(node)
+    for node in nodes:
+        if node.op == "constant" or node in member:
+            g = leader.get(node)
+            if g is not None:
+                _emit_fused(g, rw, reads, bodies, attr_keys)
+        elif unchanged(node.inputs):
+            append(node)
+        else:
+            copy(node)
     return rw.finish()
 
 
-def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple, Graph]) -> None:
+def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple, Graph],
+                attr_keys: dict[tuple, tuple]) -> None:
     """Append the group's fused node; a member's value is exported when something outside the group reads it.
 
     The constants the group reads become constant nodes of its body (the kernel binds them once). Groups
     of one structure (layers, unrolled chains) share one body graph: the structure is read first, as
     tuples, and a body is built only for a structure not met before in this pass (bodies are immutable,
-    so sharing is safe, and the kernel builder and the keys then see each structure once).
+    so sharing is safe, and the kernel builder and the keys then see each structure once). ``attr_keys``
+    holds members' attribute keys by the identities of the values (every node is alive during the pass).
     """
     produced = group.produced
     ref: dict[Value, Any] = {}      # value -> its place: param index, ("c", constant node id) or -1 - member
@@ -212,7 +251,14 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
         out = node.outputs[0]
         ref[out] = -1 - k
         attrs = node.attrs
-        shape.append((node.op, tuple(refs), attrs_key(attrs) if attrs else (), id(out.type)))
+        if attrs:
+            ident = (tuple(attrs), tuple(map(id, attrs.values())))
+            akey = attr_keys.get(ident)
+            if akey is None:
+                akey = attr_keys[ident] = attrs_key(attrs)
+        else:
+            akey = ()
+        shape.append((node.op, tuple(refs), akey, id(out.type)))
     exports = [k for k, node in enumerate(group.members) if reads[node.outputs[0]] > inside.get(node.outputs[0], 0)]
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(group.members) - 1]

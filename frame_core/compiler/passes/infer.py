@@ -2,7 +2,9 @@
 
 A recorded type that differs from the inferred one (a hand-built or loaded
 graph) is an error naming the node (rule V6); inference errors name the node
-and the op.
+and the op. Stage 1's walk infers the types too and records the graph when
+they all agree (``CompileContext.types_checked``): then this stage returns at
+once.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from operator import attrgetter
 
 from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph, Node
-from ...ir.keys import attrs_key
 from ...ir.verify import Problem
 from ..context import CompileContext
 
@@ -20,24 +21,27 @@ _type = attrgetter("type")
 
 def infer_types(graph: Graph, ctx: CompileContext) -> Graph:
     """Return ``graph`` (types already agree) or raise ``VerifyError`` with one V6 problem per mismatch."""
+    checked = ctx.types_checked
+    if checked is not None and checked[0] is graph and checked[1] == tuple(graph.nodes):  # nodes: by identity
+        return graph
     problems = []
     schemas = ctx.registry.schemas
-    memo: dict[tuple, tuple] = {}  # graphs repeat signatures (layers, chains): infer each once
+    # graphs repeat signatures (layers, chains): infer each once. Attributes count by identity (every node is
+    # alive during the walk, so an id names one object), which is what inlined micro-graphs share.
+    memo: dict[tuple, tuple] = {}
     for index, node in enumerate(graph.nodes):
         op = node.op
         attrs = node.attrs
         in_types = tuple(map(_type, node.inputs))
-        key = (op, in_types, attrs_key(attrs) if attrs else ()) if op != "constant" else None
-        inferred = memo.get(key) if key is not None else None
+        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        inferred = memo.get(key)
         if inferred is None:
             schema = schemas[op]
             try:
-                inferred = tuple(schema.infer(in_types, schema.normalize_attrs(attrs)))
+                inferred = memo[key] = tuple(schema.infer(in_types, schema.normalize_attrs(attrs)))
             except FrameError as exc:
                 problems.append(Problem("V6", f"shape inference rejects the inputs: {exc}", op, index))
                 continue
-            if key is not None:
-                memo[key] = inferred
         if tuple(map(_type, node.outputs)) != inferred:  # types are interned: this compares identities
             problems.extend(_mismatches(node, index, inferred))
     if problems:

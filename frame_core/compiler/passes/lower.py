@@ -24,7 +24,7 @@ from ...ir.printer import ValueNames
 from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
 from ..context import CompileContext
-from .memory import MemoryPlan, view_bases
+from .memory import MemoryPlan
 
 __all__ = ["Instruction", "Program", "lower"]
 
@@ -43,6 +43,9 @@ class Instruction:
     node: Node
     names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
     schema: Any = None  # the op's schema: where the kernel comes from, for messages
+    #: the same call over the program's register slots (``Program.slots``): (argument slots with the out
+    #: buffer's last, output slot (a tuple of them for several outputs), single output?, slots freed after)
+    step: Any = None
 
     @property
     def text(self) -> str:
@@ -62,6 +65,7 @@ class Program:
     output_copies: list[bool]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     buffers: dict[str, Any] = field(default_factory=dict)  # an array, or a tuple of them for several outputs
+    slots: dict[str, int] = field(default_factory=dict)  # register name -> its slot (inputs first, in order)
 
 
 class _LazyNames:
@@ -116,8 +120,11 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     backend = ctx.backend
     printable = _LazyNames(graph)
     reg: dict[Value, str] = {}
+    # every register's slot in the runtime's register list (inputs first): Executable's loop and profiler
+    slots: dict[str, int] = {}
     for i, v in enumerate(graph.inputs):
-        reg[v] = f"x{i}"
+        reg[v] = name = f"x{i}"
+        slots[name] = i
     constants: dict[str, np.ndarray] = {}
     try:
         arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
@@ -129,6 +136,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             f"the largest single intermediate is {_human(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
             "batch), or split the computation") from None
     buffers: dict[str, Any] = {}
+    views: dict[tuple[int, Any], np.ndarray] = {}  # (buffer, type) -> its view: values of one type share it
     instructions: list[Instruction] = []
     append = instructions.append
     buffer_of = plan.buffer_of
@@ -136,47 +144,74 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     for v, i in plan.last_use.items():
         if v not in buffer_of:  # planned buffers persist; only unplanned values are released
             dies_after.setdefault(i, []).append(v)
+
+    def view(v: Value) -> np.ndarray:
+        key = (buffer_of[v], v.type)
+        array = views.get(key)
+        if array is None:
+            array = views[key] = _view(arenas, plan, v)
+        return array
+
     counter = 0
     built: dict[tuple, Callable[..., Any]] = {}
+    # attribute keys by the values' identities (every node is alive meanwhile), as small ints: equal keys get
+    # one number, and a kernel's signature then hashes no attribute (a fused body's key is a large tuple)
+    attr_keys: dict[tuple, int] = {}
+    numbers: dict[tuple, int] = {}
+    slot_get = slots.__getitem__
     for index, node in enumerate(graph.nodes):
         op = node.op
         if op == "constant":
-            name = f"c{len(constants)}"
+            reg[node.outputs[0]] = name = f"c{len(constants)}"
             constants[name] = node.attrs["value"]
-            reg[node.outputs[0]] = name
+            slots[name] = len(slots)
             continue
         in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs
-        key = (op, in_types, attrs_key(attrs) if attrs else ())
+        if attrs:
+            ident = (tuple(attrs), tuple(map(id, attrs.values())))
+            number = attr_keys.get(ident)
+            if number is None:
+                number = attr_keys[ident] = numbers.setdefault(attrs_key(attrs), len(numbers))
+            key = (op, in_types, number)
+        else:
+            key = (op, in_types)
         kernel = built.get(key)
         if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
             kernel = built[key] = _build_kernel(schemas[op], node, index, in_types, backend)
+        ins = tuple([reg[v] for v in node.inputs])
+        args = tuple(map(slot_get, ins))
         outs = []
         for v in node.outputs:
-            name = reg[v] = f"v{counter}"
+            reg[v] = name = f"v{counter}"
             counter += 1
+            slots[name] = len(slots)
             outs.append(name)
         out_buffer = None
         if len(outs) == 1:
             out = node.outputs[0]
             if out in buffer_of:
                 out_buffer = f"b{len(buffers)}"
-                buffers[out_buffer] = _view(arenas, plan, out)
+                buffers[out_buffer] = view(out)
         elif any(v in buffer_of for v in node.outputs):  # a fused node's several outputs: a tuple (None: unplanned)
             out_buffer = f"b{len(buffers)}"
-            buffers[out_buffer] = tuple(_view(arenas, plan, v) if v in buffer_of else None for v in node.outputs)
+            buffers[out_buffer] = tuple(view(v) if v in buffer_of else None for v in node.outputs)
+        if out_buffer is not None:
+            slots[out_buffer] = len(slots)
+            args += (slots[out_buffer],)
         dying = dies_after.get(index)
         frees = () if dying is None else tuple([reg[v] for v in dying if v in reg and reg[v][0] == "v"])
-        append(Instruction(index, op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
-                           out_buffer, frees, node, printable, schemas[op]))
-    base = view_bases(graph, ctx.registry)
+        single = len(outs) == 1
+        step = (args, slots[outs[0]] if single else tuple(map(slot_get, outs)), single, tuple(map(slot_get, frees)))
+        append(Instruction(index, op, kernel, ins, tuple(outs), out_buffer, frees, node, printable, schemas[op], step))
+    links = plan.links
     seen_bases: set[Value] = set()
     output_names, output_copies = [], []
     for v in graph.outputs:
-        b = base.get(v, v)
+        b = links.get(v, v)
         alias = b.producer is None or b.producer.op == "constant" or b in seen_bases  # outputs are never planned
         seen_bases.add(b)
         output_names.append(reg[v])
         output_copies.append(alias)
     return Program(instructions, [reg[v] for v in graph.inputs], [v.type for v in graph.inputs],
-                   output_names, output_copies, constants, buffers)
+                   output_names, output_copies, constants, buffers, slots)

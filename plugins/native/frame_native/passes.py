@@ -84,7 +84,7 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     if not chosen:
         ctx.note("compile_fused_groups", f"no group compiles ({dict(reasons)})")
         return graph
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
     for node in graph.nodes:
         if node not in chosen:
             rw.copy(node)
