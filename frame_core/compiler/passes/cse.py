@@ -94,6 +94,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
         if kind & 3 == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
             ins_key = (inputs[1], inputs[0])
         attrs = node.attrs
+        key: tuple[Any, ...]
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
             akey = attr_keys.get(ident)

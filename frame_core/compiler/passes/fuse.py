@@ -175,21 +175,24 @@ def _raises_peak(graph: Graph, groups: list[_Group]) -> bool:
     delta = [0] * (len(nodes) + 2)
     fused_delta = [0] * (len(nodes) + 2)
     end = ends.get
+    at_get = at.get
     for i, node in enumerate(nodes):
         if node.op == "constant":
             continue
-        start = at.get(node, i)
-        grouped = node in owner
+        start = at_get(node, i)
+        grouped = start != i or node in owner
         for v in node.outputs:
             if v in outputs:
                 continue
             nbytes = v.type.nbytes
             delta[i] += nbytes
-            delta[max(end(v, i), i) + 1] -= nbytes
-            if grouped and v in fused_ends and v not in shared:
+            e = end(v, i)
+            delta[(e if e > i else i) + 1] -= nbytes
+            if grouped and v not in shared and v in fused_ends:  # read only inside its group: never stored
                 continue
             fused_delta[start] += nbytes
-            fused_delta[max(fused_end(v, start), start) + 1] -= nbytes
+            e = fused_end(v, start)
+            fused_delta[(e if e > start else start) + 1] -= nbytes
     return _peak(fused_delta) > _peak(delta)
 
 
@@ -259,7 +262,12 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
         else:
             akey = ()
         shape.append((node.op, tuple(refs), akey, id(out.type)))
-    exports = [k for k, node in enumerate(group.members) if reads[node.outputs[0]] > inside.get(node.outputs[0], 0)]
+    members = group.members
+    if inside:
+        inside_get = inside.get
+        exports = [k for k, node in enumerate(members) if reads[node.outputs[0]] > inside_get(node.outputs[0], 0)]
+    else:
+        exports = list(range(len(members)))
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(group.members) - 1]
     key = (tuple(shape), tuple([(id(v.type), v.name) for v in external]), tuple(exports))

@@ -168,6 +168,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             continue
         in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs
+        key: tuple[Any, ...]
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
             number = attr_keys.get(ident)
