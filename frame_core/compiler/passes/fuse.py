@@ -31,14 +31,27 @@ from ..rewrite import Rewriter
 
 
 class _Group:
-    __slots__ = ("first", "last", "members", "type", "produced")
+    __slots__ = ("first", "last", "members", "type")
 
-    def __init__(self, first: int, node: Node) -> None:
+    def __init__(self, first: int, node: Node, type: Any) -> None:
         self.first = first
         self.last = first
         self.members = [node]
-        self.type = node.outputs[0].type
-        self.produced = {node.outputs[0]}
+        self.type = type
+
+
+class _Lifetimes:
+    """What the peak comparison needs, gathered while grouping (without ``contiguous``): for each value its
+    last reader's position (``ends``), the latest place a reader runs once groups run at their first member's
+    place (``fused_ends``), and whether a node outside its producer's group reads it (``shared``)."""
+
+    __slots__ = ("ends", "fused_ends", "shared", "group_of")
+
+    def __init__(self) -> None:
+        self.ends: dict[Value, int] = {}
+        self.fused_ends: dict[Value, int] = {}
+        self.shared: set[Value] = set()
+        self.group_of: dict[Value, _Group] = {}  # every fusable node's output -> its group (singletons too)
 
 
 def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
@@ -52,31 +65,40 @@ def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
     return fusable
 
 
-def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> list[_Group]:
+def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False,
+                lifetimes: _Lifetimes | None = None) -> list[_Group]:
     """Groups of two or more fusable nodes, each a list of members in graph order.
 
     With ``contiguous`` a node joins a group only when no other (non-constant) node lies between the group's
-    last member and it, so no member is moved earlier past another node.
+    last member and it, so no member is moved earlier past another node. Given ``lifetimes`` (and not
+    ``contiguous``), the walk also fills them in for ``_raises_peak``.
     """
+    nodes = graph.nodes
+    if contiguous:
+        return _contiguous_groups(nodes, _fusable_ops(graph, ctx))
     position: dict[Value, int] = {}  # where each value is defined: -1 for constants (hoisted to the front)
-    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
-    rank_at: list[int] = []
-    group_of: dict[Value, _Group] = {}
+    group_of: dict[Value, _Group] = {} if lifetimes is None else lifetimes.group_of
     groups = []
     fusable = _fusable_ops(graph, ctx)
     where = position.get
     group_get = group_of.get
-    for i, node in enumerate(graph.nodes):
+    track = lifetimes is not None
+    if track:
+        ends, fused_ends, shared = lifetimes.ends, lifetimes.fused_ends, lifetimes.shared  # type: ignore[union-attr]
+        fused_end = fused_ends.get
+        share = shared.add
+    for i, node in enumerate(nodes):
         op = node.op
-        if contiguous:
-            rank += op != "constant"
-            rank_at.append(rank)
         outs = node.outputs
         ins = node.inputs
         if not fusable[op] or len(outs) != 1 or not ins:
             here = -1 if op == "constant" else i
             for v in outs:
                 position[v] = here
+            if track and ins:  # runs in place, after every earlier reader: the latest so far
+                for v in ins:
+                    ends[v] = fused_ends[v] = i
+                shared.update(ins)
             continue
         out = outs[0]
         position[out] = i
@@ -86,27 +108,64 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> 
             g = group_get(v)
             if g is None or g.type is not out_t:
                 continue
-            if contiguous:
-                # adjacent to the group's last member: every non-member between its first member and this
-                # node is a constant, so each outside input is defined before the group starts
-                if rank_at[i] - rank_at[g.last] == 1:
-                    chosen = g
-                    break
-                continue
-            produced, first = g.produced, g.first
+            first = g.first
             for w in ins:  # every outside input is defined before the group starts
-                if w not in produced and where(w, -1) >= first:
+                if where(w, -1) >= first and group_get(w) is not g:
                     break
             else:
                 chosen = g
                 break
         if chosen is None:
-            chosen = _Group(i, node)
+            chosen = _Group(i, node, out_t)
             groups.append(chosen)
         else:
             chosen.members.append(node)
-            chosen.produced.add(out)
             chosen.last = i
+        group_of[out] = chosen
+        if track:
+            here = chosen.first
+            for v in ins:
+                ends[v] = i
+                if here > fused_end(v, -1):
+                    fused_ends[v] = here
+                if group_get(v) is not chosen:
+                    share(v)
+    return [g for g in groups if len(g.members) > 1]
+
+
+def _contiguous_groups(nodes: list[Node], fusable: dict[str, bool]) -> list[_Group]:
+    """``find_groups(..., contiguous=True)``: a node joins the group of an input only when it comes right after
+    the group's last member (constants between do not count). Every non-member between such a group's first
+    member and this node is then a constant, so each outside input is defined before the group starts."""
+    group_of: dict[Value, _Group] = {}
+    group_get = group_of.get
+    groups = []
+    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
+    rank_of: dict[_Group, int] = {}  # a group -> the rank of its last member
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op == "constant":
+            continue
+        rank += 1
+        outs = node.outputs
+        ins = node.inputs
+        if not fusable[op] or len(outs) != 1 or not ins:
+            continue
+        out = outs[0]
+        out_t = out.type
+        chosen = None
+        for v in ins:
+            g = group_get(v)
+            if g is not None and g.type is out_t and rank_of[g] == rank - 1:
+                chosen = g
+                break
+        if chosen is None:
+            chosen = _Group(i, node, out_t)
+            groups.append(chosen)
+        else:
+            chosen.members.append(node)
+            chosen.last = i
+        rank_of[chosen] = rank
         group_of[out] = chosen
     return [g for g in groups if len(g.members) > 1]
 
@@ -115,13 +174,14 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     fused = ctx.registry.schemas.get(FUSED_OP)
     if fused is None or ctx.backend not in fused.kernels:  # nothing could run the fused node (it is cpu-only)
         return graph
-    groups = find_groups(graph, ctx)
+    lifetimes = _Lifetimes()
+    groups = find_groups(graph, ctx, lifetimes=lifetimes)
     if not groups:
         return graph
     # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
     # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
     # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
-    if any(g.last - g.first >= len(g.members) for g in groups) and _raises_peak(graph, groups):
+    if any(g.last - g.first >= len(g.members) for g in groups) and _raises_peak(graph, lifetimes):
         groups = find_groups(graph, ctx, contiguous=True)
         ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
         if not groups:
@@ -135,60 +195,32 @@ def _peak(delta: list[int]) -> int:
     return max(0, max(accumulate(delta), default=0))
 
 
-def _raises_peak(graph: Graph, groups: list[_Group]) -> bool:
-    """Whether the intermediates hold more at their peak when ``groups`` run as fused nodes (each at its first
+def _raises_peak(graph: Graph, lifetimes: _Lifetimes) -> bool:
+    """Whether the intermediates hold more at their peak when the groups run as fused nodes (each at its first
     member's place) than when nothing is fused. Each value counts from where it is made to its last read
     (values a group uses only inside itself count nothing when fused; graph outputs and constants are left
-    out, as the memory plan leaves them). Both schedules are measured in the same two walks."""
+    out, as the memory plan leaves them). A group of one member is no group: it runs in place, and no
+    reader shares its group, so it counts as unfused."""
     nodes = graph.nodes
-    at: dict[Node, int] = {}        # member -> where its group runs
-    owner: dict[Node, _Group] = {}  # member -> its group
-    for g in groups:
-        first = g.first
-        for n in g.members:
-            at[n] = first
-            owner[n] = g
-    ends: dict[Value, int] = {}     # unfused: a value's last reader (the last write wins)
-    fused_ends: dict[Value, int] = {}  # fused: the latest place a reader runs
-    shared: set[Value] = set()  # values some node outside their producer's group reads
-    fused_end = fused_ends.get
-    owner_get = owner.get
-    for i, node in enumerate(nodes):
-        ins = node.inputs
-        if not ins:
-            continue
-        for v in ins:
-            ends[v] = i
-        mine = owner_get(node)
-        if mine is None:  # runs in place, after every earlier reader: the latest so far
-            for v in ins:
-                fused_ends[v] = i
-            shared.update(ins)
-            continue
-        here = at[node]
-        for v in ins:
-            if here > fused_end(v, -1):
-                fused_ends[v] = here
-            if owner_get(v.producer) is not mine:  # type: ignore[arg-type]
-                shared.add(v)
+    ends, fused_ends, shared, group_of = lifetimes.ends, lifetimes.fused_ends, lifetimes.shared, lifetimes.group_of
+    end, fused_end, group_get = ends.get, fused_ends.get, group_of.get
     outputs = set(graph.outputs)
     delta = [0] * (len(nodes) + 2)
     fused_delta = [0] * (len(nodes) + 2)
-    end = ends.get
-    at_get = at.get
     for i, node in enumerate(nodes):
         if node.op == "constant":
             continue
-        start = at_get(node, i)
-        grouped = start != i or node in owner
-        for v in node.outputs:
+        outs = node.outputs
+        g = group_get(outs[0]) if len(outs) == 1 else None
+        start = i if g is None else g.first
+        for v in outs:
             if v in outputs:
                 continue
             nbytes = v.type.nbytes
             delta[i] += nbytes
             e = end(v, i)
             delta[(e if e > i else i) + 1] -= nbytes
-            if grouped and v not in shared and v in fused_ends:  # read only inside its group: never stored
+            if g is not None and v not in shared and v in fused_ends:  # read only inside its group: never stored
                 continue
             fused_delta[start] += nbytes
             e = fused_end(v, start)
@@ -234,7 +266,6 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
     so sharing is safe, and the kernel builder and the keys then see each structure once). ``attr_keys``
     holds members' attribute keys by the identities of the values (every node is alive during the pass).
     """
-    produced = group.produced
     ref: dict[Value, Any] = {}      # value -> its place: param index, ("c", constant node id) or -1 - member
     external: list[Value] = []
     inside: dict[Value, int] = {}   # reads of each member value by later members
@@ -248,7 +279,7 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
                 r = ref[v] = ("c", id(p)) if p is not None and p.op == "constant" else len(external)
                 if type(r) is int:
                     external.append(v)
-            elif v in produced:
+            elif r.__class__ is int and r < 0:  # an earlier member's value
                 inside[v] = inside.get(v, 0) + 1
             refs.append(r)
         out = node.outputs[0]

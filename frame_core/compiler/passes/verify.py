@@ -28,7 +28,9 @@ _type = attrgetter("type")
 
 def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
     """Return ``graph`` unchanged, or raise ``VerifyError`` listing every problem but type mismatches."""
-    if _certainly_valid(graph, ctx):
+    valid, typed = quick_check(graph, ctx.registry)
+    ctx.types_checked = (graph, tuple(graph.nodes)) if typed else None
+    if valid:
         return graph
     problems = check_graph(graph, ctx.registry, types=False)
     if problems:
@@ -36,24 +38,23 @@ def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
     return graph
 
 
-def _certainly_valid(graph: Graph, ctx: CompileContext) -> bool:
-    """True when ``graph`` satisfies V1-V5 and V7 and has no sub-graphs; False when ``check_graph`` must look.
+def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
+    """``(valid, typed)``: ``valid`` when ``graph`` satisfies V1-V5 and V7 and has no sub-graphs (False when
+    ``check_graph`` must look), ``typed`` when it is valid and every recorded type also equals the inferred
+    one (V6).
 
     V1 inputs are distinct and unproduced, every output records its node and index, nothing is defined twice;
     V2 every input is defined earlier; V3 the op exists; V4 attributes normalise; V5 the arity fits;
-    V7 the outputs are values of the graph. When every node's recorded types also equal the inferred ones
-    (V6), ``ctx.types_checked`` records the graph.
+    V7 the outputs are values of the graph.
 
     Nodes are memoised by signature: op, input types and the attribute names with the *identities* of their
     values. Every node of the graph is alive during the walk, so an identity names one object throughout
     it; nodes that share attribute objects (a GradientFn's micro-graph inlined a thousand times shares its
     constants and shapes) are checked once.
     """
-    registry = ctx.registry
-    ctx.types_checked = None
     defined = set(graph.inputs)
     if len(defined) != len(graph.inputs) or any(v.producer is not None for v in graph.inputs):
-        return False
+        return False, False
     lookup = registry.lookup
     issuperset = defined.issuperset
     add = defined.add
@@ -62,7 +63,7 @@ def _certainly_valid(graph: Graph, ctx: CompileContext) -> bool:
     for node in graph.nodes:
         ins = node.inputs
         if not issuperset(ins):
-            return False
+            return False, False
         op = node.op
         attrs = node.attrs
         in_types = tuple(map(_type, ins))
@@ -72,19 +73,19 @@ def _certainly_valid(graph: Graph, ctx: CompileContext) -> bool:
             try:
                 schema = lookup(op)  # a stored key: no pack scope applies
             except FrameError:
-                return False
+                return False, False
             try:
                 schema.check_arity(len(ins))
             except FrameError:
-                return False
+                return False, False
             if attrs:
                 for a in attrs.values():
                     if type(a) is Graph:
-                        return False  # sub-graphs: check_graph knows their rules (V8)
+                        return False, False  # sub-graphs: check_graph knows their rules (V8)
             try:
                 normal = schema.normalize_attrs(attrs)
             except FrameError:
-                return False
+                return False, False
             try:
                 inferred = tuple(schema.infer(in_types, normal))
             except FrameError:
@@ -94,19 +95,17 @@ def _certainly_valid(graph: Graph, ctx: CompileContext) -> bool:
         if len(outs) == 1:  # most nodes: no loop
             v = outs[0]
             if v.producer is not node or v.index != 0 or v in defined:
-                return False
+                return False, False
             add(v)
             if typed and (inferred is None or len(inferred) != 1 or v.type is not inferred[0]):  # types are interned
                 typed = False
             continue
         for pos, v in enumerate(outs):
             if v.producer is not node or v.index != pos or v in defined:
-                return False
+                return False, False
             add(v)
         if typed and (inferred is None or tuple(map(_type, outs)) != inferred):
             typed = False
     if not issuperset(graph.outputs):
-        return False
-    if typed:
-        ctx.types_checked = (graph, tuple(graph.nodes))
-    return True
+        return False, False
+    return True, typed
