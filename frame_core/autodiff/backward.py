@@ -35,7 +35,6 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..compiler.fused import FUSED_OP
-from ..compiler.passes.verify import quick_check
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
@@ -226,6 +225,8 @@ def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
     # The user's mistakes first, so that a GradientFn handed an impossible node is never blamed for it. The
     # structure is checked whole here (cheap); types (rule V6) node by node below, for the nodes on the chain.
+    from ..compiler.passes.verify import quick_check  # (the compiler's passes stay out of start-up)
+
     if not quick_check(forward, reg)[0]:  # the quick walk is sure, or check_graph looks (and words it)
         problems = check_graph(forward, reg, types=False)
         if problems:

@@ -76,7 +76,7 @@ class Executable:
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
         self.source: str | None
-        if len(program.instructions) <= CODEGEN_LIMIT:
+        if len(program.rows) <= CODEGEN_LIMIT:
             self.source, self._fast = self._generate()
         else:
             self.source, self._fast = None, self._interpreter()
@@ -132,17 +132,16 @@ class Executable:
         exec(compile(source, _FILENAME, "exec"), ns)
         return source, ns["run"]
 
-    def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any], dict[str, int]]:
+    def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any]]:
         """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
-        output?, slots freed after)``, the register template (constants and buffers preloaded) and the
-        slot of every register name (inputs first). Used by the loop interpreter and the profiler."""
+        output?, slots freed after)`` and the register template (inputs first, constants and buffers
+        preloaded). Used by the loop interpreter and the profiler."""
         prog = self.program
-        slot = prog.slots  # lowering numbered every register as it named it
-        steps = [(ins.kernel, *ins.step) for ins in prog.instructions]
-        template: list[Any] = [None] * len(slot)
-        for name, array in (*prog.constants.items(), *prog.buffers.items()):
-            template[slot[name]] = array
-        return steps, template, slot
+        steps = [(row[2], *row[4]) for row in prog.rows]
+        template: list[Any] = [None] * prog.n_slots
+        for k, array in prog.presets:
+            template[k] = array
+        return steps, template
 
     def _first_run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """A run with every kernel's results checked; once one succeeds, later runs skip the checks."""
@@ -153,8 +152,7 @@ class Executable:
 
     def _result_problem(self, k: int, result: Any) -> str | None:
         """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type."""
-        ins = self.program.instructions[k]
-        want = [v.type for v in ins.node.outputs]
+        want = [v.type for v in self.program.rows[k][1].outputs]  # the node (the named instructions are not made)
         got = [result] if len(want) == 1 else result
         if len(want) != 1 and (not isinstance(result, (tuple, list)) or len(result) != len(want)):
             return f"returned {_describe(result)}, expected a tuple of {len(want)} arrays ({', '.join(map(str, want))})"
@@ -169,11 +167,11 @@ class Executable:
 
     def _interpreter(self, check: bool = False, copy_outputs: bool = True) -> Any:
         prog = self.program
-        steps, template, slot = self._steps()
+        steps, template = self._steps()
         # a C-ordered copy (as the generated code's .copy(): a broadcast view must not come back with 0 strides);
         # np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
-        results = [(slot[name], _c_copy if copy and copy_outputs else np.asarray if t.rank == 0 else None)
-                   for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
+        results = [(k, _c_copy if copy and copy_outputs else np.asarray if t.rank == 0 else None)
+                   for k, copy, t in zip(prog.output_slots, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
         coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
@@ -342,7 +340,7 @@ class Executable:
             return self._profile(inputs, repeat)
 
     def _profile(self, inputs: list[np.ndarray], repeat: int) -> "ProfileReport":
-        steps, template, _ = self._steps()
+        steps, template = self._steps()
         samples = [[0.0] * repeat for _ in steps]
         perf = time.perf_counter
         for r in range(repeat):
@@ -362,7 +360,7 @@ class Executable:
         return ProfileReport(rows, repeat)
 
     def __repr__(self) -> str:
-        return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.instructions)} instructions, "
+        return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.rows)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
 
 
