@@ -77,7 +77,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     seen_get = seen.get
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     merged = 0
-    live_until: dict[int, int] = {}  # id of a kept node -> the last position anything merged into it is read
+    live_until: dict[int, int] = {}  # id of a kept elementwise node -> the last position it or a twin is read
     for position, node in enumerate(nodes):
         op = node.op
         kind = kinds[op]
@@ -105,24 +105,26 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             key = (op, ins_key)
         earlier = seen_get(key)
         outs = node.outputs
-        if len(outs) == 1:
-            ends = last_get(outs[0], position)
-        else:
-            ends = max([last_get(v, position) for v in outs], default=position)
-        if earlier is not None and kind & 4 and live_until[id(earlier)] < position \
-                and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
-            earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
+        if kind & 4:  # elementwise: where its value is last read decides between merging and recomputing
+            if len(outs) == 1:
+                ends = last_get(outs[0], position)
+            else:
+                ends = max([last_get(v, position) for v in outs], default=position)
+            if earlier is not None and live_until[id(earlier)] < position \
+                    and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
+                earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
         if earlier is None:
             if inputs is ins:
                 append(node)
                 seen[key] = node
             else:
                 seen[key] = node = copy(node, inputs)
-            live_until[id(node)] = ends
+            if kind & 4:
+                live_until[id(node)] = ends
         else:
             for old, new in zip(outs, earlier.outputs):
                 alias(old, new)
-            if ends > live_until[id(earlier)]:
+            if kind & 4 and ends > live_until[id(earlier)]:
                 live_until[id(earlier)] = ends
             merged += 1
     if not merged:
