@@ -31,12 +31,13 @@ from ..rewrite import Rewriter
 
 
 class _Group:
-    __slots__ = ("first", "last", "members", "type")
+    __slots__ = ("first", "last", "members", "positions", "type")
 
     def __init__(self, first: int, node: Node, type: Any) -> None:
         self.first = first
         self.last = first
         self.members = [node]
+        self.positions = [first]  # each member's position in the graph
         self.type = type
 
 
@@ -65,23 +66,36 @@ def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
     return fusable
 
 
-def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False,
-                lifetimes: _Lifetimes | None = None) -> list[_Group]:
+def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> list[_Group]:
     """Groups of two or more fusable nodes, each a list of members in graph order.
 
-    With ``contiguous`` a node joins a group only when no other (non-constant) node lies between the group's
-    last member and it, so no member is moved earlier past another node. Given ``lifetimes`` (and not
-    ``contiguous``), the walk also fills them in for ``_raises_peak``.
+    A node joins the group of one of its inputs when every input it reads from outside that group is defined
+    before the group's first member. With ``contiguous`` it joins only when no other (non-constant) node
+    lies between the group's last member and it, so no member is moved earlier past another node.
     """
-    nodes = graph.nodes
-    if contiguous:
-        return _contiguous_groups(nodes, _fusable_ops(graph, ctx))
+    moving, adjacent = _group(graph.nodes, _fusable_ops(graph, ctx), None)
+    return adjacent if contiguous else moving
+
+
+def _group(nodes: list[Node], fusable: dict[str, bool],
+           lifetimes: _Lifetimes | None) -> tuple[list[_Group], list[_Group]]:
+    """Both groupings of ``find_groups`` in one walk: ``(moving, adjacent)``, the groups of two or more
+    members without and with ``contiguous``. Given ``lifetimes``, the walk also fills them in for the moving
+    groups (``_raises_peak``).
+
+    In the adjacent grouping, every non-member between a group's first member and a node joining it is a
+    constant, so each outside input is defined before the group starts: adjacency is the only test.
+    """
     position: dict[Value, int] = {}  # where each value is defined: -1 for constants (hoisted to the front)
     group_of: dict[Value, _Group] = {} if lifetimes is None else lifetimes.group_of
     groups = []
-    fusable = _fusable_ops(graph, ctx)
     where = position.get
     group_get = group_of.get
+    adjacent_of: dict[Value, _Group] = {}  # the same for the adjacent grouping
+    adjacent_get = adjacent_of.get
+    adjacent = []
+    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
+    rank_of: dict[_Group, int] = {}  # an adjacent group -> the rank of its last member
     track = lifetimes is not None
     if track:
         ends, fused_ends, shared = lifetimes.ends, lifetimes.fused_ends, lifetimes.shared  # type: ignore[union-attr]
@@ -91,10 +105,14 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False,
         op = node.op
         outs = node.outputs
         ins = node.inputs
-        if not fusable[op] or len(outs) != 1 or not ins:
-            here = -1 if op == "constant" else i
+        if op == "constant":
             for v in outs:
-                position[v] = here
+                position[v] = -1
+            continue
+        rank += 1
+        if not fusable[op] or len(outs) != 1 or not ins:
+            for v in outs:
+                position[v] = i
             if track and ins:  # runs in place, after every earlier reader: the latest so far
                 for v in ins:
                     ends[v] = fused_ends[v] = i
@@ -120,6 +138,7 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False,
             groups.append(chosen)
         else:
             chosen.members.append(node)
+            chosen.positions.append(i)
             chosen.last = i
         group_of[out] = chosen
         if track:
@@ -130,44 +149,22 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False,
                     fused_ends[v] = here
                 if group_get(v) is not chosen:
                     share(v)
-    return [g for g in groups if len(g.members) > 1]
-
-
-def _contiguous_groups(nodes: list[Node], fusable: dict[str, bool]) -> list[_Group]:
-    """``find_groups(..., contiguous=True)``: a node joins the group of an input only when it comes right after
-    the group's last member (constants between do not count). Every non-member between such a group's first
-    member and this node is then a constant, so each outside input is defined before the group starts."""
-    group_of: dict[Value, _Group] = {}
-    group_get = group_of.get
-    groups = []
-    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
-    rank_of: dict[_Group, int] = {}  # a group -> the rank of its last member
-    for i, node in enumerate(nodes):
-        op = node.op
-        if op == "constant":
-            continue
-        rank += 1
-        outs = node.outputs
-        ins = node.inputs
-        if not fusable[op] or len(outs) != 1 or not ins:
-            continue
-        out = outs[0]
-        out_t = out.type
-        chosen = None
+        near = None
         for v in ins:
-            g = group_get(v)
+            g = adjacent_get(v)
             if g is not None and g.type is out_t and rank_of[g] == rank - 1:
-                chosen = g
+                near = g
                 break
-        if chosen is None:
-            chosen = _Group(i, node, out_t)
-            groups.append(chosen)
+        if near is None:
+            near = _Group(i, node, out_t)
+            adjacent.append(near)
         else:
-            chosen.members.append(node)
-            chosen.last = i
-        rank_of[chosen] = rank
-        group_of[out] = chosen
-    return [g for g in groups if len(g.members) > 1]
+            near.members.append(node)
+            near.positions.append(i)
+            near.last = i
+        rank_of[near] = rank
+        adjacent_of[out] = near
+    return [g for g in groups if len(g.members) > 1], [g for g in adjacent if len(g.members) > 1]
 
 
 def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
@@ -175,14 +172,14 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     if fused is None or ctx.backend not in fused.kernels:  # nothing could run the fused node (it is cpu-only)
         return graph
     lifetimes = _Lifetimes()
-    groups = find_groups(graph, ctx, lifetimes=lifetimes)
+    groups, adjacent = _group(graph.nodes, _fusable_ops(graph, ctx), lifetimes)
     if not groups:
         return graph
     # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
     # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
     # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
     if any(g.last - g.first >= len(g.members) for g in groups) and _raises_peak(graph, lifetimes):
-        groups = find_groups(graph, ctx, contiguous=True)
+        groups = adjacent
         ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
         if not groups:
             return graph
@@ -232,9 +229,13 @@ def _rewrite(graph: Graph, groups: list[_Group], ctx: CompileContext) -> Graph:
     nodes = graph.nodes
     reads = Counter(chain.from_iterable([n.inputs for n in nodes]))  # every read of every value
     reads.update(graph.outputs)  # an output is read by the caller
-    leader = {g.members[0]: g for g in groups}
-    member = {n for g in groups for n in g.members}
-    outside = Counter(chain.from_iterable([n.inputs for n in nodes if n not in member]))
+    role: list[Any] = [None] * len(nodes)  # a group at its first member's place, False at its other members'
+    for g in groups:
+        positions = g.positions
+        for i in positions:
+            role[i] = False
+        role[positions[0]] = g
+    outside = Counter(chain.from_iterable([n.inputs for n, r in zip(nodes, role) if r is None]))
     outside.update(graph.outputs)
     rw = Rewriter(graph, ctx)
     append, copy = rw.new.nodes.append, rw.copy
@@ -244,21 +245,24 @@ def _rewrite(graph: Graph, groups: list[_Group], ctx: CompileContext) -> Graph:
     for node in nodes:  # constants first: a fused node may read one defined after its first member
         if node.op == "constant" and outside[node.outputs[0]]:  # (one read only by groups moves into them)
             append(node)
-    for node in nodes:
-        if node.op == "constant" or node in member:
-            g = leader.get(node)
-            if g is not None:
-                _emit_fused(g, rw, reads, bodies, attr_keys)
-        elif unchanged(node.inputs):
-            append(node)
-        else:
-            copy(node)
+    reads_of = reads.__getitem__
+    for node, r in zip(nodes, role):
+        if r is None:
+            if node.op == "constant":
+                continue
+            if unchanged(node.inputs):
+                append(node)
+            else:
+                copy(node)
+        elif r is not False:
+            _emit_fused(r, rw, reads_of, bodies, attr_keys)
     return rw.finish()
 
 
-def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple, Graph],
+def _emit_fused(group: _Group, rw: Rewriter, reads: Any, bodies: dict[tuple, Graph],
                 attr_keys: dict[tuple, tuple]) -> None:
-    """Append the group's fused node; a member's value is exported when something outside the group reads it.
+    """Append the group's fused node; a member's value is exported when something outside the group reads it
+    (``reads(value)`` counts every read, a graph output's included).
 
     The constants the group reads become constant nodes of its body (the kernel binds them once). Groups
     of one structure (layers, unrolled chains) share one body graph: the structure is read first, as
@@ -266,18 +270,22 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
     so sharing is safe, and the kernel builder and the keys then see each structure once). ``attr_keys``
     holds members' attribute keys by the identities of the values (every node is alive during the pass).
     """
-    ref: dict[Value, Any] = {}      # value -> its place: param index, ("c", constant node id) or -1 - member
+    members = group.members
+    ref: dict[Value, Any] = {}  # value -> its place: a parameter index, -1 - member, or the constant's own value
+    ref_get = ref.get
     external: list[Value] = []
-    inside: dict[Value, int] = {}   # reads of each member value by later members
+    inside: dict[Value, int] = {}  # reads of each member value by later members
     shape = []
-    for k, node in enumerate(group.members):
+    for k, node in enumerate(members):
         refs = []
         for v in node.inputs:
-            r = ref.get(v)
+            r = ref_get(v)
             if r is None:
                 p = v.producer
-                r = ref[v] = ("c", id(p)) if p is not None and p.op == "constant" else len(external)
-                if type(r) is int:
+                if p is not None and p.op == "constant":
+                    r = ref[v] = v  # (a value hashes and compares by identity, as its node's id would)
+                else:
+                    r = ref[v] = len(external)
                     external.append(v)
             elif r.__class__ is int and r < 0:  # an earlier member's value
                 inside[v] = inside.get(v, 0) + 1
@@ -290,27 +298,31 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple,
             akey = attr_keys.get(ident)
             if akey is None:
                 akey = attr_keys[ident] = attrs_key(attrs)
+            shape.append((node.op, tuple(refs), akey, out.type))
         else:
-            akey = ()
-        shape.append((node.op, tuple(refs), akey, id(out.type)))
-    members = group.members
-    if inside:
-        inside_get = inside.get
-        exports = [k for k, node in enumerate(members) if reads[node.outputs[0]] > inside_get(node.outputs[0], 0)]
-    else:
-        exports = list(range(len(members)))
+            shape.append((node.op, tuple(refs), out.type))
+    inside_get = inside.get
+    exports = [k for k, node in enumerate(members) if reads(node.outputs[0]) > inside_get(node.outputs[0], 0)]
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
-        exports = [len(group.members) - 1]
-    key = (tuple(shape), tuple([(id(v.type), v.name) for v in external]), tuple(exports))
+        exports = [len(members) - 1]
+    key = (tuple(shape), tuple([(v.type, v.name) for v in external]), tuple(exports))
     body = bodies.get(key)
     if body is None:
-        body = bodies[key] = _body(group.members, external, exports)
+        body = bodies[key] = _body(members, external, exports)
     fused = Node(FUSED_OP, rw.read(external), {"body": body})
-    outs = [group.members[k].outputs[0] for k in exports]
+    if len(exports) == 1:
+        old = members[exports[0]].outputs[0]
+        new = Value(old.type, fused, 0)
+        fused.outputs = (new,)
+        rw.new.nodes.append(fused)
+        rw.vmap[old] = new
+        return
+    outs = [members[k].outputs[0] for k in exports]
     fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(outs)])
     rw.new.nodes.append(fused)
+    vmap = rw.vmap
     for old, new in zip(outs, fused.outputs):
-        rw.alias(old, new)
+        vmap[old] = new
 
 
 def _body(members: list[Node], external: list[Value], exports: list[int]) -> Graph:
