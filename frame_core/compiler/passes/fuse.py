@@ -275,7 +275,7 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Any, bodies: dict[tuple, Gra
     ref_get = ref.get
     external: list[Value] = []
     inside: dict[Value, int] = {}  # reads of each member value by later members
-    shape = []
+    shape: list[tuple] = []
     for k, node in enumerate(members):
         refs = []
         for v in node.inputs:
