@@ -39,6 +39,8 @@ from .._gc import gc_paused
 from ..errors import IRError, RegistrationError
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value
+from .. import _current_registry as _package_source
+from ..ir import schemas as _schemas
 from ..ir.schemas import default_source
 from ..ir.types import TensorType, as_type
 
@@ -394,6 +396,16 @@ _SIGNATURES: dict[tuple, tuple] = {}
 _SIGNATURES_LIMIT = 4096
 
 
+def _registry_now() -> Any:
+    """The current registry: what the IR's default schema source gives when ``frame_core`` installed it
+    (``ir.schemas``), without that hook's import on every call."""
+    global _registry_now
+    from ..ops_registry.registry import registry
+
+    _registry_now = registry  # (bound on first use: tracing loads it anyway)
+    return registry()
+
+
 def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str, Any] | None = None,
                 source: Any = None) -> Node:
     """``graph.add_node(op, values, attrs, registry=source)`` for values of ``graph``; a call without attributes
@@ -401,7 +413,9 @@ def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str,
     registry apply as in ``add_node``). Used by tracing and by the backward transform's accumulations."""
     if attrs:
         return graph.add_node(op, values, attrs, registry=source)
-    key, schema = (source if source is not None else default_source()).resolve(op)
+    if source is None:
+        source = _registry_now() if _schemas._default is _package_source else default_source()
+    key, schema = source.resolve(op)
     fn = schema.shape_infer
     types = tuple([v.type for v in values])
     sig = (id(schema), id(fn), types)
