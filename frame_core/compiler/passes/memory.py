@@ -62,6 +62,13 @@ class _Pool:
         self.free: set[int] = set()
 
     def take(self, need: int) -> int:
+        bucket = self.by_size.get(need)
+        if bucket:  # a free buffer of exactly this size: the best fit (graphs reuse a handful of sizes)
+            buffer = bucket.pop()
+            if not bucket:
+                del self.free_sizes[bisect.bisect_left(self.free_sizes, need)]
+            self.free.discard(buffer)
+            return buffer
         k = bisect.bisect_left(self.free_sizes, need)
         if k == len(self.free_sizes):
             self.sizes.append(need)
@@ -153,6 +160,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
         traits = schemas[op].traits
         kinds[op] = (2 if "elementwise" in traits else 1) if "accepts_out" in traits and op != "constant" else 0
     buffer_of = plan.buffer_of
+    buffer_get = buffer_of.get
     no_release: list[Value] = []
     for i, node in enumerate(nodes):
         op = node.op
@@ -183,11 +191,13 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
             peak_unplanned = live_unplanned
         released = releases.get(i, no_release)
         if released:
-            taken_here = {buffer_of[w] for w in outs if w in buffer_of}
+            taken_here = {buffer_of[w] for w in outs if w in buffer_of} if len(outs) != 1 else \
+                (buffer_of[outs[0]],) if outs[0] in buffer_of else ()
             for v in released:
-                if v in buffer_of:
-                    if buffer_of[v] not in taken_here:
-                        give(buffer_of[v])
+                b = buffer_get(v)
+                if b is not None:
+                    if b not in taken_here:
+                        give(b)
                 elif v not in links:
                     live_unplanned -= v.type.nbytes
     plan.peak_bytes = plan.arena_bytes + peak_unplanned
