@@ -100,20 +100,34 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
         schema = reg.schemas.get(op)
         nondiff_of[op] = schema.nondiff_inputs if schema is not None else frozenset()
     isdisjoint = active.isdisjoint
+    add = active.add
     for node in graph.nodes:
         ins = node.inputs
-        if isdisjoint(ins):  # (most nodes: no input on the chain)
+        if isdisjoint(ins):  # no input on the chain
             continue
         nondiff = nondiff_of[node.op]
-        if any(v in active for i, v in enumerate(ins) if i not in nondiff):
-            floating = [v for v in node.outputs if v.type.dtype.is_float]
-            if floating:
+        if nondiff and not any(v in active for i, v in enumerate(ins) if i not in nondiff):
+            continue
+        outs = node.outputs
+        if len(outs) == 1:
+            if outs[0].type.dtype.is_float:
                 forward_active.append(node)
-                active.update(floating)
+                add(outs[0])
+            continue
+        floating = [v for v in outs if v.type.dtype.is_float]
+        if floating:
+            forward_active.append(node)
+            active.update(floating)
     needed = set(targets)
+    unneeded = needed.isdisjoint
     chain = []
     for node in reversed(forward_active):
-        if any(v in needed and v.type.dtype.is_float for v in node.outputs):
+        outs = node.outputs
+        if len(outs) == 1:  # (on the forward chain: floating)
+            if outs[0] in needed:
+                chain.append(node)
+                needed.update(node.inputs)
+        elif not unneeded(outs) and any(v in needed and v.type.dtype.is_float for v in outs):
             chain.append(node)
             needed.update(node.inputs)
     chain.reverse()
