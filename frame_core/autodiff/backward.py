@@ -328,14 +328,19 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
 class _Recipe:
     """A micro-graph read once into steps, to inline it many times quickly: what ``inline_graph`` does
     (fresh nodes and values, a fresh attribute dict per node, value names kept), without a value map.
-    ``of`` gives ``None`` for a micro-graph with sub-graph attributes (``inline_graph`` clones those)."""
+    ``of`` gives ``None`` for a micro-graph with sub-graph attributes (``inline_graph`` clones those).
 
-    __slots__ = ("in_types", "steps", "results")
+    Its constants are made once, at the first inlining, and read by every later one (they come after it):
+    a GradientFn's ``1 - y**2`` inlined at a thousand tanh nodes reads one constant ``1``, where copies
+    would be a thousand nodes for every compile stage to walk until CSE merged them."""
+
+    __slots__ = ("in_types", "steps", "results", "made")
 
     def __init__(self, in_types: list[Any], steps: list[tuple], results: list[int]) -> None:
         self.in_types = in_types
         self.steps = steps  # (op, input slots, attrs, [(type, name), ...])
         self.results = results
+        self.made: dict[int, Value] = {}  # step -> the constant that step made (one graph per recipe)
 
     @staticmethod
     def of(micro: Graph) -> "_Recipe | None":
@@ -358,7 +363,18 @@ class _Recipe:
         values = list(arguments)
         extend = values.extend
         append = graph.nodes.append
-        for op, slots, attrs, outs in self.steps:
+        made = self.made
+        for k, (op, slots, attrs, outs) in enumerate(self.steps):
+            if op == "constant" and not slots:
+                value = made.get(k)
+                if value is None:
+                    node = Node(op, (), dict(attrs))
+                    t, name = outs[0]
+                    node.outputs = (Value(t, node, 0, name),)
+                    append(node)
+                    value = made[k] = node.outputs[0]
+                values.append(value)
+                continue
             node = Node(op, tuple([values[k] for k in slots]), dict(attrs) if attrs else {})
             if len(outs) == 1:
                 t, name = outs[0]
