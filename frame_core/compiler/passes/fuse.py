@@ -31,14 +31,15 @@ from ..rewrite import Rewriter
 
 
 class _Group:
-    __slots__ = ("first", "last", "members", "positions", "type")
+    __slots__ = ("first", "last", "members", "positions", "type", "rank")
 
-    def __init__(self, first: int, node: Node, type: Any) -> None:
+    def __init__(self, first: int, node: Node, type: Any, rank: int = 0) -> None:
         self.first = first
         self.last = first
         self.members = [node]
         self.positions = [first]  # each member's position in the graph
         self.type = type
+        self.rank = rank  # (adjacent grouping) the rank of its last member
 
 
 class _Lifetimes:
@@ -95,7 +96,6 @@ def _group(nodes: list[Node], fusable: dict[str, bool],
     adjacent_get = adjacent_of.get
     adjacent = []
     rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
-    rank_of: dict[_Group, int] = {}  # an adjacent group -> the rank of its last member
     track = lifetimes is not None
     if track:
         ends, fused_ends, shared = lifetimes.ends, lifetimes.fused_ends, lifetimes.shared  # type: ignore[union-attr]
@@ -122,17 +122,22 @@ def _group(nodes: list[Node], fusable: dict[str, bool],
         position[out] = i
         out_t = out.type
         chosen = None
-        for v in ins:
-            g = group_get(v)
-            if g is None or g.type is not out_t:
-                continue
-            first = g.first
-            for w in ins:  # every outside input is defined before the group starts
-                if where(w, -1) >= first and group_get(w) is not g:
-                    break
-            else:
+        if len(ins) == 1:  # its one input is the group's own value
+            g = group_get(ins[0])
+            if g is not None and g.type is out_t:
                 chosen = g
-                break
+        else:
+            for v in ins:
+                g = group_get(v)
+                if g is None or g.type is not out_t:
+                    continue
+                first = g.first
+                for w in ins:  # every outside input is defined before the group starts
+                    if where(w, -1) >= first and group_get(w) is not g:
+                        break
+                else:
+                    chosen = g
+                    break
         if chosen is None:
             chosen = _Group(i, node, out_t)
             groups.append(chosen)
@@ -152,17 +157,17 @@ def _group(nodes: list[Node], fusable: dict[str, bool],
         near = None
         for v in ins:
             g = adjacent_get(v)
-            if g is not None and g.type is out_t and rank_of[g] == rank - 1:
+            if g is not None and g.type is out_t and g.rank == rank - 1:
                 near = g
                 break
         if near is None:
-            near = _Group(i, node, out_t)
+            near = _Group(i, node, out_t, rank)
             adjacent.append(near)
         else:
             near.members.append(node)
             near.positions.append(i)
             near.last = i
-        rank_of[near] = rank
+            near.rank = rank
         adjacent_of[out] = near
     return [g for g in groups if len(g.members) > 1], [g for g in adjacent if len(g.members) > 1]
 
