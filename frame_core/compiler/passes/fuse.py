@@ -19,8 +19,7 @@ them (ARCH-062).
 
 from __future__ import annotations
 
-from collections import Counter
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any
 
 from ...ir.graph import Graph, Node, Value
@@ -43,17 +42,36 @@ class _Group:
 
 
 class _Lifetimes:
-    """What the peak comparison needs, gathered while grouping (without ``contiguous``): for each value its
-    last reader's position (``ends``), the latest place a reader runs once groups run at their first member's
-    place (``fused_ends``), and whether a node outside its producer's group reads it (``shared``)."""
+    """What the peak comparison needs, gathered while grouping, by the position of each value's producer: the
+    last reader's position (``ends``, -1 for none) and the latest place a reader runs once groups run at their
+    first member's place (``fused_ends``). Values of nodes with several outputs (never grouped) are kept
+    apart, by value, in ``several`` as ``[end, fused end]``."""
 
-    __slots__ = ("ends", "fused_ends", "shared", "group_of")
+    __slots__ = ("ends", "fused_ends", "several")
 
-    def __init__(self) -> None:
-        self.ends: dict[Value, int] = {}
-        self.fused_ends: dict[Value, int] = {}
-        self.shared: set[Value] = set()
-        self.group_of: dict[Value, _Group] = {}  # every fusable node's output -> its group (singletons too)
+    def __init__(self, n: int) -> None:
+        self.ends = [-1] * n
+        self.fused_ends = [-1] * n
+        self.several: dict[Value, list[int]] = {}
+
+
+class _Grouping:
+    """Both groupings of a graph (``_group``) with what the rewrite needs, by producer position: each
+    grouping's group of a value (``group_at``; groups of one member included) and whether a node outside that
+    group reads it (``shared``), the constants' positions, and the positions of nodes that read a constant."""
+
+    __slots__ = ("moving", "adjacent", "group_at", "adjacent_at", "shared", "adjacent_shared", "constants",
+                 "constant_readers")
+
+    def __init__(self, n: int) -> None:
+        self.moving: list[_Group] = []
+        self.adjacent: list[_Group] = []
+        self.group_at: list[Any] = [None] * n
+        self.adjacent_at: list[Any] = [None] * n
+        self.shared = bytearray(n)
+        self.adjacent_shared = bytearray(n)
+        self.constants: list[int] = []
+        self.constant_readers: list[int] = []
 
 
 def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
@@ -74,122 +92,144 @@ def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> 
     before the group's first member. With ``contiguous`` it joins only when no other (non-constant) node
     lies between the group's last member and it, so no member is moved earlier past another node.
     """
-    moving, adjacent = _group(graph.nodes, _fusable_ops(graph, ctx), None)
-    return adjacent if contiguous else moving
+    grouping = _group(graph.nodes, _fusable_ops(graph, ctx), None)
+    return grouping.adjacent if contiguous else grouping.moving
 
 
-def _group(nodes: list[Node], fusable: dict[str, bool],
-           lifetimes: _Lifetimes | None) -> tuple[list[_Group], list[_Group]]:
-    """Both groupings of ``find_groups`` in one walk: ``(moving, adjacent)``, the groups of two or more
-    members without and with ``contiguous``. Given ``lifetimes``, the walk also fills them in for the moving
-    groups (``_raises_peak``).
+def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | None) -> _Grouping:
+    """Both groupings of ``find_groups`` in one walk: the groups of two or more members without
+    (``moving``) and with ``contiguous`` (``adjacent``). Given ``lifetimes``, the walk also fills them in for
+    the moving groups (``_raises_peak``).
 
+    Values are found by their producer's position (one dictionary lookup per input; the rest are list
+    reads): on graphs of 100k nodes, every further table keyed by values cost a cache miss per read.
     In the adjacent grouping, every non-member between a group's first member and a node joining it is a
     constant, so each outside input is defined before the group starts: adjacency is the only test.
     """
-    position: dict[Value, int] = {}  # where each value is defined: -1 for constants (hoisted to the front)
-    group_of: dict[Value, _Group] = {} if lifetimes is None else lifetimes.group_of
-    groups = []
-    where = position.get
-    group_get = group_of.get
-    adjacent_of: dict[Value, _Group] = {}  # the same for the adjacent grouping
-    adjacent_get = adjacent_of.get
-    adjacent = []
+    n = len(nodes)
+    out = _Grouping(n)
+    position: dict[Value, int] = {}  # where each value is defined: -2 for constants (hoisted to the front)
+    where = position.get  # (-1 for a graph input)
+    group_at, adjacent_at = out.group_at, out.adjacent_at
+    shared, adjacent_shared = out.shared, out.adjacent_shared
+    groups, adjacent = out.moving, out.adjacent
+    constants, constant_readers = out.constants, out.constant_readers
     rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
     track = lifetimes is not None
     if track:
-        ends, fused_ends, shared = lifetimes.ends, lifetimes.fused_ends, lifetimes.shared  # type: ignore[union-attr]
-        fused_end = fused_ends.get
-        share = shared.add
+        ends, fused_ends, several = lifetimes.ends, lifetimes.fused_ends, lifetimes.several  # type: ignore[union-attr]
     for i, node in enumerate(nodes):
         op = node.op
         outs = node.outputs
         ins = node.inputs
         if op == "constant":
             for v in outs:
-                position[v] = -1
+                position[v] = -2
+            constants.append(i)
             continue
         rank += 1
         if not fusable[op] or len(outs) != 1 or not ins:
             for v in outs:
                 position[v] = i
-            if track and ins:  # runs in place, after every earlier reader: the latest so far
-                for v in ins:
-                    ends[v] = fused_ends[v] = i
-                shared.update(ins)
-            continue
-        out = outs[0]
-        position[out] = i
-        out_t = out.type
-        chosen = None
-        if len(ins) == 1:  # its one input is the group's own value
-            g = group_get(ins[0])
-            if g is not None and g.type is out_t:
-                chosen = g
+            if len(outs) != 1 and track:
+                for v in outs:
+                    several[v] = [-1, -1]
+            chosen = near = None
+            here = i  # runs in place, after every earlier reader: the latest so far
         else:
-            for v in ins:
-                g = group_get(v)
-                if g is None or g.type is not out_t:
-                    continue
-                first = g.first
-                for w in ins:  # every outside input is defined before the group starts
-                    if where(w, -1) >= first and group_get(w) is not g:
-                        break
-                else:
+            value = outs[0]
+            position[value] = i
+            out_t = value.type
+            chosen = None
+            if len(ins) == 1:  # its one input is the group's own value
+                p = where(ins[0], -1)
+                g = group_at[p] if p >= 0 else None
+                if g is not None and g.type is out_t:
                     chosen = g
-                    break
-        if chosen is None:
-            chosen = _Group(i, node, out_t)
-            groups.append(chosen)
-        else:
-            chosen.members.append(node)
-            chosen.positions.append(i)
-            chosen.last = i
-        group_of[out] = chosen
-        if track:
-            here = chosen.first
+            else:
+                for v in ins:
+                    p = where(v, -1)
+                    if p < 0:
+                        continue
+                    g = group_at[p]
+                    if g is None or g.type is not out_t:
+                        continue
+                    first = g.first
+                    for w in ins:  # every outside input is defined before the group starts
+                        q = where(w, -1)
+                        if q >= first and group_at[q] is not g:
+                            break
+                    else:
+                        chosen = g
+                        break
+            if chosen is None:
+                chosen = _Group(i, node, out_t)
+                groups.append(chosen)
+            else:
+                chosen.members.append(node)
+                chosen.positions.append(i)
+                chosen.last = i
+            group_at[i] = chosen
+            near = None
             for v in ins:
-                ends[v] = i
-                if here > fused_end(v, -1):
-                    fused_ends[v] = here
-                if group_get(v) is not chosen:
-                    share(v)
-        near = None
-        for v in ins:
-            g = adjacent_get(v)
-            if g is not None and g.type is out_t and g.rank == rank - 1:
-                near = g
-                break
-        if near is None:
-            near = _Group(i, node, out_t, rank)
-            adjacent.append(near)
-        else:
-            near.members.append(node)
-            near.positions.append(i)
-            near.last = i
-            near.rank = rank
-        adjacent_of[out] = near
-    return [g for g in groups if len(g.members) > 1], [g for g in adjacent if len(g.members) > 1]
+                p = where(v, -1)
+                g = adjacent_at[p] if p >= 0 else None
+                if g is not None and g.type is out_t and g.rank == rank - 1:
+                    near = g
+                    break
+            if near is None:
+                near = _Group(i, node, out_t, rank)
+                adjacent.append(near)
+            else:
+                near.members.append(node)
+                near.positions.append(i)
+                near.last = i
+                near.rank = rank
+            adjacent_at[i] = near
+            here = chosen.first
+        for v in ins:  # every read, once: who reads each value from outside its group, and until when
+            p = where(v, -1)
+            if p < 0:
+                if p == -2:
+                    constant_readers.append(i)
+                continue
+            if group_at[p] is not chosen:
+                shared[p] = 1
+            if adjacent_at[p] is not near:
+                adjacent_shared[p] = 1
+            if track:
+                if several and v in several:
+                    record = several[v]
+                    record[0] = i
+                    record[1] = max(record[1], here)
+                    continue
+                ends[p] = i
+                if here > fused_ends[p]:
+                    fused_ends[p] = here
+    out.moving = [g for g in groups if len(g.members) > 1]
+    out.adjacent = [g for g in adjacent if len(g.members) > 1]
+    return out
 
 
 def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     fused = ctx.registry.schemas.get(FUSED_OP)
     if fused is None or ctx.backend not in fused.kernels:  # nothing could run the fused node (it is cpu-only)
         return graph
-    lifetimes = _Lifetimes()
-    groups, adjacent = _group(graph.nodes, _fusable_ops(graph, ctx), lifetimes)
+    lifetimes = _Lifetimes(len(graph.nodes))
+    grouping = _group(graph.nodes, _fusable_ops(graph, ctx), lifetimes)
+    groups, shared = grouping.moving, grouping.shared
     if not groups:
         return graph
     # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
     # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
     # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
-    if any(g.last - g.first >= len(g.members) for g in groups) and _raises_peak(graph, lifetimes):
-        groups = adjacent
+    if any(g.last - g.first >= len(g.members) for g in groups) and _raises_peak(graph, lifetimes, grouping):
+        groups, shared = grouping.adjacent, grouping.adjacent_shared
         ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
         if not groups:
             return graph
     ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
-    return _rewrite(graph, groups, ctx)
+    return _rewrite(graph, groups, shared, grouping, ctx)
 
 
 def _peak(delta: list[int]) -> int:
@@ -197,15 +237,15 @@ def _peak(delta: list[int]) -> int:
     return max(0, max(accumulate(delta), default=0))
 
 
-def _raises_peak(graph: Graph, lifetimes: _Lifetimes) -> bool:
-    """Whether the intermediates hold more at their peak when the groups run as fused nodes (each at its first
-    member's place) than when nothing is fused. Each value counts from where it is made to its last read
-    (values a group uses only inside itself count nothing when fused; graph outputs and constants are left
-    out, as the memory plan leaves them). A group of one member is no group: it runs in place, and no
+def _raises_peak(graph: Graph, lifetimes: _Lifetimes, grouping: _Grouping) -> bool:
+    """Whether the intermediates hold more at their peak when the moving groups run as fused nodes (each at
+    its first member's place) than when nothing is fused. Each value counts from where it is made to its last
+    read (values a group uses only inside itself count nothing when fused; graph outputs and constants are
+    left out, as the memory plan leaves them). A group of one member is no group: it runs in place, and no
     reader shares its group, so it counts as unfused."""
     nodes = graph.nodes
-    ends, fused_ends, shared, group_of = lifetimes.ends, lifetimes.fused_ends, lifetimes.shared, lifetimes.group_of
-    end, fused_end, group_get = ends.get, fused_ends.get, group_of.get
+    ends, fused_ends, several = lifetimes.ends, lifetimes.fused_ends, lifetimes.several
+    group_at, shared = grouping.group_at, grouping.shared
     outputs = set(graph.outputs)
     delta = [0] * (len(nodes) + 2)
     fused_delta = [0] * (len(nodes) + 2)
@@ -213,44 +253,61 @@ def _raises_peak(graph: Graph, lifetimes: _Lifetimes) -> bool:
         if node.op == "constant":
             continue
         outs = node.outputs
-        g = group_get(outs[0]) if len(outs) == 1 else None
-        start = i if g is None else g.first
-        for v in outs:
+        if len(outs) == 1:
+            v = outs[0]
             if v in outputs:
                 continue
             nbytes = v.type.nbytes
             delta[i] += nbytes
-            e = end(v, i)
+            e = ends[i]
             delta[(e if e > i else i) + 1] -= nbytes
-            if g is not None and v not in shared and v in fused_ends:  # read only inside its group: never stored
+            g = group_at[i]
+            start = i if g is None else g.first
+            e = fused_ends[i]
+            if g is not None and not shared[i] and e >= 0:  # read only inside its group: never stored
                 continue
             fused_delta[start] += nbytes
-            e = fused_end(v, start)
             fused_delta[(e if e > start else start) + 1] -= nbytes
+            continue
+        for v in outs:  # several outputs: never grouped, so made in place
+            if v in outputs:
+                continue
+            nbytes = v.type.nbytes
+            e, fe = several.get(v, (-1, -1))
+            delta[i] += nbytes
+            delta[(e if e > i else i) + 1] -= nbytes
+            fused_delta[i] += nbytes
+            fused_delta[(fe if fe > i else i) + 1] -= nbytes
     return _peak(fused_delta) > _peak(delta)
 
 
-def _rewrite(graph: Graph, groups: list[_Group], ctx: CompileContext) -> Graph:
+def _rewrite(graph: Graph, groups: list[_Group], shared: bytearray, grouping: _Grouping,
+             ctx: CompileContext) -> Graph:
+    """The graph with each group's members replaced by one fused node at its first member's place; ``shared``
+    says (by position) which values a node outside their group reads."""
     nodes = graph.nodes
-    reads = Counter(chain.from_iterable([n.inputs for n in nodes]))  # every read of every value
-    reads.update(graph.outputs)  # an output is read by the caller
     role: list[Any] = [None] * len(nodes)  # a group at its first member's place, False at its other members'
     for g in groups:
         positions = g.positions
         for i in positions:
             role[i] = False
         role[positions[0]] = g
-    outside = Counter(chain.from_iterable([n.inputs for n, r in zip(nodes, role) if r is None]))
-    outside.update(graph.outputs)
+    outputs = set(graph.outputs)
+    # constants first: a fused node may read one defined after its first member. One read only by groups
+    # moves into their bodies; one a node outside the groups (or the caller) reads stays.
+    kept: set[Value] = set()
+    for i in grouping.constant_readers:
+        if role[i] is None:
+            kept.update(v for v in nodes[i].inputs if v.producer is not None and v.producer.op == "constant")
     rw = Rewriter(graph, ctx)
     append, copy = rw.new.nodes.append, rw.copy
     unchanged = rw.vmap.keys().isdisjoint
+    for i in grouping.constants:
+        node = nodes[i]
+        if node.outputs[0] in kept or node.outputs[0] in outputs:
+            append(node)
     bodies: dict[tuple, Graph] = {}
     attr_keys: dict[tuple, tuple] = {}
-    for node in nodes:  # constants first: a fused node may read one defined after its first member
-        if node.op == "constant" and outside[node.outputs[0]]:  # (one read only by groups moves into them)
-            append(node)
-    reads_of = reads.__getitem__
     for node, r in zip(nodes, role):
         if r is None:
             if node.op == "constant":
@@ -260,14 +317,14 @@ def _rewrite(graph: Graph, groups: list[_Group], ctx: CompileContext) -> Graph:
             else:
                 copy(node)
         elif r is not False:
-            _emit_fused(r, rw, reads_of, bodies, attr_keys)
+            _emit_fused(r, rw, shared, outputs, bodies, attr_keys)
     return rw.finish()
 
 
-def _emit_fused(group: _Group, rw: Rewriter, reads: Any, bodies: dict[tuple, Graph],
+def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Value], bodies: dict[tuple, Graph],
                 attr_keys: dict[tuple, tuple]) -> None:
     """Append the group's fused node; a member's value is exported when something outside the group reads it
-    (``reads(value)`` counts every read, a graph output's included).
+    (``shared``, by position) or it is a graph output.
 
     The constants the group reads become constant nodes of its body (the kernel binds them once). Groups
     of one structure (layers, unrolled chains) share one body graph: the structure is read first, as
@@ -279,7 +336,6 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Any, bodies: dict[tuple, Gra
     ref: dict[Value, Any] = {}  # value -> its place: a parameter index, -1 - member, or the constant's own value
     ref_get = ref.get
     external: list[Value] = []
-    inside: dict[Value, int] = {}  # reads of each member value by later members
     shape: list[tuple] = []
     for k, node in enumerate(members):
         refs = []
@@ -292,8 +348,6 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Any, bodies: dict[tuple, Gra
                 else:
                     r = ref[v] = len(external)
                     external.append(v)
-            elif r.__class__ is int and r < 0:  # an earlier member's value
-                inside[v] = inside.get(v, 0) + 1
             refs.append(r)
         out = node.outputs[0]
         ref[out] = -1 - k
@@ -306,8 +360,7 @@ def _emit_fused(group: _Group, rw: Rewriter, reads: Any, bodies: dict[tuple, Gra
             shape.append((node.op, tuple(refs), akey, out.type))
         else:
             shape.append((node.op, tuple(refs), out.type))
-    inside_get = inside.get
-    exports = [k for k, node in enumerate(members) if reads(node.outputs[0]) > inside_get(node.outputs[0], 0)]
+    exports = [k for k, (i, node) in enumerate(zip(group.positions, members)) if shared[i] or node.outputs[0] in outputs]
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(members) - 1]
     key = (tuple(shape), tuple([(v.type, v.name) for v in external]), tuple(exports))

@@ -194,10 +194,10 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
             taken_here = {buffer_of[w] for w in outs if w in buffer_of} if len(outs) != 1 else \
                 (buffer_of[outs[0]],) if outs[0] in buffer_of else ()
             for v in released:
-                b = buffer_get(v)
-                if b is not None:
-                    if b not in taken_here:
-                        give(b)
+                buffer = buffer_get(v)
+                if buffer is not None:
+                    if buffer not in taken_here:
+                        give(buffer)
                 elif v not in links:
                     live_unplanned -= v.type.nbytes
     plan.peak_bytes = plan.arena_bytes + peak_unplanned
