@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import (
     AmbiguousOpError,
+    ArgumentError,
     AttributeSpecError,
     CompileError,
     FrameError,
@@ -106,7 +107,7 @@ __all__ = [
     # errors
     "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError", "AmbiguousOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",
-    "MissingGradientError", "CompileError", "InputError", "KernelError", "DataError",
+    "MissingGradientError", "CompileError", "InputError", "KernelError", "ArgumentError", "DataError",
     # lazily loaded
     *_LAZY,
     "ops",

@@ -8,7 +8,7 @@ and what to do about it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = [
     "FrameError",
@@ -27,6 +27,7 @@ __all__ = [
     "CompileError",
     "InputError",
     "KernelError",
+    "ArgumentError",
     "DataError",
     "suggest",
 ]
@@ -70,12 +71,17 @@ class UnknownOpError(FrameError, KeyError):
     only counts unknown ops (``verify`` on a large document) does not pay for them.
     """
 
-    def __init__(self, name: str, known: Iterable[str] = (), hint: str = "") -> None:
+    def __init__(self, name: str, known: Iterable[str] = (), hint: "str | Callable[[], str]" = "") -> None:
         self.name = name
         self._known = known
-        self._hint = hint
+        self._hint = hint  # a callable is called when the message is first read
         self._message: str | None = None
         super().__init__(name)
+
+    def _hint_text(self) -> str:
+        if callable(self._hint):
+            self._hint = self._hint()
+        return self._hint or " (run `frame ops list` to see the registered ops; is the pack that provides it installed?)"
 
     @property
     def message(self) -> str:
@@ -84,10 +90,16 @@ class UnknownOpError(FrameError, KeyError):
             msg = f"unknown op {self.name!r}"
             if matches:
                 msg += f"; did you mean {', '.join(repr(m) for m in matches)}?"
-            msg += self._hint or " (run `frame ops list` to see the registered ops; is the pack that provides it installed?)"
-            self._message = msg
+            self._message = msg + self._hint_text()
             self._known = ()
         return self._message
+
+    @property
+    def brief(self) -> str:
+        """The message without the close-match suggestions (cheap: no name comparisons)."""
+        if self._message is not None:
+            return self._message
+        return f"unknown op {self.name!r}" + self._hint_text()
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message
@@ -154,7 +166,7 @@ class CompileError(FrameError):
 
 
 class InputError(FrameError, TypeError):
-    """``Executable.run`` was given inputs of the wrong count, dtype or shape."""
+    """``Executable.run`` (or ``profile``) was given inputs of the wrong count, dtype or shape, or a bad argument."""
 
 
 class KernelError(FrameError):
@@ -167,6 +179,12 @@ class DataError(FrameError, ValueError):
     Kernels raise it with a message naming the offending value and the valid range; ``Executable.run``
     re-raises it with the node it came from. It is the caller's data at fault, not the kernel.
     """
+
+
+class ArgumentError(FrameError, TypeError, ValueError):
+    """A public function was given an argument of the wrong type or value where no more specific error
+    applies (``use_registry("x")``, ``check_op(order=0)``); the message says what was expected. A ``TypeError``
+    and a ``ValueError`` too, so code catching either keeps working."""
 
 
 def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

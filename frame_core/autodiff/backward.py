@@ -28,7 +28,7 @@ its path through the enclosing nodes (``MissingGradientError``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from .._gc import gc_paused
 from ..compiler.fused import FUSED_OP
 from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext
@@ -51,7 +52,9 @@ def _is_index(value: Any) -> bool:
 
 def _output_position(value: Any, graph: Graph, what: str) -> int:
     n = len(graph.outputs)
-    if not _is_index(value) or not -n <= value < n:
+    if not _is_index(value):
+        raise GradientError(f"{what} is an output position (an int), got {type(value).__name__} {value!r:.40}")
+    if not -n <= value < n:
         raise GradientError(f"{what} {value!r} is out of range: the graph has {n} outputs")
     return int(value)
 
@@ -148,9 +151,15 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
 
 
 def build_backward_graph(
-    forward: Graph, loss_output_index: int, wrt_input_indices: Sequence[int], *, registry: Registry | None = None
+    forward: Graph, loss_output_index: int, wrt_input_indices: Sequence[int], *, registry: Registry | None = None,
+    names: Sequence[str] | None = None,
 ) -> Graph:
     """The training graph of ``forward``: outputs ``[forward outputs..., grad(wrt[0]), ...]`` (ARCH-061).
+
+    The forward outputs keep their names; gradient ``k`` is named ``names[k]``, by default
+    ``grad(<loss>, <input>)`` (each the output's or input's name, else ``output i`` / ``input j``), so
+    ``training.output_index("grad(loss, w)")`` finds it; a second application gives
+    ``grad(sum(grad(loss, w)), w)`` after ``add_scalar_contraction``.
 
     Raises ``NonScalarLossError`` for a non-scalar loss, ``GradientError`` for
     bad indices, and ``MissingGradientError`` listing every op on the chain
@@ -158,15 +167,58 @@ def build_backward_graph(
     and ops inside the bodies of control-flow nodes (``node 3 (loop) > body
     node 1 (foo)``).
     """
+    if isinstance(wrt_input_indices, (str, bytes)) or not isinstance(wrt_input_indices, Iterable):
+        raise GradientError(f"wrt_input_indices is a list of input positions such as [0, 2], got "
+                            f"{type(wrt_input_indices).__name__} {wrt_input_indices!r:.40}"
+                            + (f"; for one input write [{wrt_input_indices!r}]" if _is_index(wrt_input_indices) else ""))
+    if registry is not None and not isinstance(registry, Registry):
+        raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
+                            f"{type(registry).__name__} {registry!r:.40}")
     loss_output_index, wrt = _check_arguments(forward, loss_output_index, list(wrt_input_indices))
+    grad_names = _grad_names(forward, loss_output_index, wrt, names)
     if registry is None:
         with gc_paused():
-            return _build(forward, loss_output_index, wrt, current_registry())
-    with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
-        return _build(forward, loss_output_index, wrt, registry)
+            training = _build(forward, loss_output_index, wrt, current_registry())
+    else:
+        with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
+            training = _build(forward, loss_output_index, wrt, registry)
+    first = len(forward.outputs)
+    for k, name in enumerate(grad_names):
+        training.name_output(first + k, name)
+    return training
+
+
+def output_label(graph: Graph, position: int) -> str:
+    """How generated names refer to output ``position``: its name, else ``output <position>``."""
+    return graph.output_names[position] or f"output {position}"
+
+
+def _grad_names(forward: Graph, loss: int, wrt: list[int], names: Sequence[str] | None) -> list[str]:
+    if names is None:
+        of = output_label(forward, loss)
+        return [f"grad({of}, {forward.inputs[i].name or f'input {i}'})" for i in wrt]
+    from .._args import name_list
+
+    given = list(name_list(names, "build_backward_graph(names=...)", GradientError, "['gw', 'gb']"))
+    if len(given) != len(wrt):
+        raise GradientError(f"names= gives {len(given)} names for {len(wrt)} gradients; give one per wrt input")
+    return given
+
+
+def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
+    listing = "\n  ".join(str(p) for p in problems[:10]) + (f"\n  ... and {len(problems) - 10} more"
+                                                             if len(problems) > 10 else "")
+    return GradientError(f"cannot differentiate: the forward graph itself is invalid ({len(problems)} problem"
+                         f"{'s' if len(problems) != 1 else ''}; frame_core.verify(graph) lists them all):\n  {listing}\n"
+                         "Fix the graph (built or edited by hand?); no pack is at fault")
 
 
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
+    # The user's mistakes first, so that a GradientFn handed an impossible node is never blamed for it. The
+    # structure is checked whole here (cheap); types (rule V6) node by node below, for the nodes on the chain.
+    problems = check_graph(forward, reg, types=False)
+    if problems:
+        raise _not_the_packs_fault(problems)
     graph = clone_graph(forward)
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
@@ -200,7 +252,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         raise MissingGradientError("no gradient (ARCH-062):\n  " + "\n  ".join(paths), paths)
 
     grads = dict(seeds)
-    micro_cache: dict[tuple, Graph] = {}
+    micro_cache: dict[tuple, tuple[list, Graph]] = {}  # (op, input types, attrs) -> (inferred types, micro-graph)
     with_grad = sources | {v for n in chain for v in n.outputs}
     for node in reversed(chain):
         gys = [grads.get(y) for y in node.outputs]
@@ -210,9 +262,22 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         schema = reg.schemas[node.op]
         in_types = tuple(v.type for v in node.inputs)
         key = (node.op, in_types, attrs_key(node.attrs))
-        micro = micro_cache.get(key)
-        if micro is None:
-            micro = micro_cache[key] = _micro_graph(schema, node, graph, label)
+        cached = micro_cache.get(key)
+        if cached is None:
+            try:
+                inferred = schema.infer(in_types, schema.normalize_attrs(node.attrs))
+            except FrameError as exc:
+                raise _not_the_packs_fault([Problem("V6", f"shape inference rejects the inputs: {exc}", node.op,
+                                                    graph.nodes.index(node), label)]) from exc
+        else:
+            inferred = cached[0]
+        if [v.type for v in node.outputs] != inferred:  # checked before the GradientFn sees the node
+            raise _not_the_packs_fault([Problem(
+                "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
+                      f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
+        if cached is None:
+            cached = micro_cache[key] = (inferred, _micro_graph(schema, node, graph, label))
+        micro = cached[1]
         gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds_here])
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
             if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
@@ -227,23 +292,33 @@ def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, re
                                                          registry=reg).outputs[0]
 
 
-def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None) -> tuple[Graph, int]:
+def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None, *,
+                           name: str | None = None) -> tuple[Graph, int]:
     """A copy of ``graph`` with one more output: the scalar ``sum(weights * output)`` (ARCH-067).
 
     ``weights`` default to all ones. Returns the new graph and the new output's
-    index, ready for another call to ``build_backward_graph``. The contraction
+    position (as ``extend_graph`` returns the position of a single new output),
+    ready for another call to ``build_backward_graph``. The new output is named
+    ``name``, by default ``sum(<output>)`` (``contract(<output>)`` with weights). The contraction
     is the core op ``weighted_sum_internal``, so higher order needs no pack.
     A full-ones contraction of a gradient gives a vector-Jacobian product (the
     Hessian's row sums), not a Hessian: choose ``weights`` (a direction, or a
     basis vector for one Hessian row) for anything else.
     """
+    if not isinstance(graph, Graph):
+        raise GradientError(f"add_scalar_contraction needs a Graph, got {type(graph).__name__}")
     output_index = _output_position(output_index, graph, "output_index")
     target = graph.outputs[output_index].type
     if not target.dtype.is_float:
         raise GradientError(f"output {output_index} has type {target}; only floating outputs can be contracted")
-    w = np.ones(target.shape, target.dtype.np) if weights is None else np.asarray(weights, dtype=target.dtype.np)
+    try:
+        w = np.ones(target.shape, target.dtype.np) if weights is None else np.asarray(weights, dtype=target.dtype.np)
+    except (TypeError, ValueError) as exc:
+        raise GradientError(f"weights must be an array of numbers of output {output_index}'s shape ({target}), got "
+                            f"{type(weights).__name__} ({exc})") from None
     if w.shape != target.shape:
         raise GradientError(f"weights of shape {list(w.shape)} do not match output {output_index} ({target})")
+    label = output_label(graph, output_index)
     copy = clone_graph(graph)
     scalar = copy.add_node("weighted_sum_internal", [copy.outputs[output_index]], {"weights": w}).outputs[0]
-    return copy, copy.mark_output(scalar)
+    return copy, copy.mark_output(scalar, name or (f"sum({label})" if weights is None else f"contract({label})"))

@@ -13,11 +13,11 @@ It uses the ``add`` and ``mul`` ops, which the frame-ops-basic pack provides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import GradientError
+from ..errors import FrameError, GradientError
 from ..ir.graph import Graph
 from ..ir.types import TensorType, as_type
 
@@ -28,11 +28,23 @@ def build_sgd_update_graph(param_types: Sequence[TensorType | str], lr: float) -
     """Graph ``[params..., grads...] -> [params - lr * grads...]``; ``GradientError`` on bad arguments."""
     from ..ops_registry.registry import registry
 
-    types = [as_type(t) for t in param_types]
+    if isinstance(param_types, (str, bytes, TensorType)) or not isinstance(param_types, Iterable):
+        raise GradientError(f"build_sgd_update_graph takes a list of parameter types such as ['f32[3]', 'f32[2, 3]'], "
+                            f"got {type(param_types).__name__} {param_types!r:.40}"
+                            + (f"; for one parameter write [{str(param_types)!r}]"
+                               if isinstance(param_types, (str, TensorType)) else ""))
+    types = []
+    for i, t in enumerate(param_types):
+        try:
+            types.append(as_type(t))
+        except FrameError as exc:
+            raise GradientError(f"parameter type {i} ({t!r:.40}) is not a tensor type: {exc}") from None
     if not types:
         raise GradientError("build_sgd_update_graph needs at least one parameter type")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not np.isfinite(lr) or lr <= 0:
+    if not isinstance(lr, (int, float, np.integer, np.floating)) or isinstance(lr, (bool, np.bool_)) \
+            or not np.isfinite(lr) or lr <= 0:
         raise GradientError(f"the learning rate must be a positive finite number, got {lr!r}")
+    lr = float(lr)
     for i, t in enumerate(types):
         if not t.dtype.is_float:
             raise GradientError(f"parameter {i} has type {t}; SGD updates floating parameters only")

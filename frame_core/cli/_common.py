@@ -5,7 +5,8 @@ problems under ``--strict``), ``2`` usage or internal error. Machine-readable
 output goes to stdout; diagnostics (warnings, errors) go to stderr. Commands
 raise :class:`CliFailure` for an expected failure; :func:`guarded` turns it,
 any ``FrameError`` and any unexpected exception into a message on stderr and
-an exit status, never a traceback (``FRAME_DEBUG=1`` shows one for bugs).
+an exit status, never a traceback (``--verbose`` or ``FRAME_DEBUG=1`` shows one for bugs,
+and the whole traceback of a pack that failed to load).
 
 This module imports neither rich nor the compiler: ``frame ops list`` must
 start fast (issue 5: within 2.5x of ``python -c "import numpy"``).
@@ -13,6 +14,7 @@ start fast (issue 5: within 2.5x of ``python -c "import numpy"``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -27,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "CliFailure", "guarded", "state", "load",
-    "emit_json", "echo", "warn", "format_table", "resolve_pack", "plugin_problems", "failed_pack", "strict_failure",
+    "emit_json", "echo", "warn", "debugging", "show_tracebacks", "format_table", "resolve_pack", "plugin_problems", "failed_pack", "strict_failure",
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -45,35 +47,51 @@ class CliFailure(Exception):
 
 
 class _State:
-    """Options of the ``frame`` group that its sub-commands read (reset on every invocation)."""
+    """Options of the ``frame`` group that its sub-commands read (reset on every invocation).
+
+    ``stdout`` is the command's real standard output while it runs: :func:`guarded` points ``sys.stdout``
+    at stderr meanwhile, so whatever a pack prints (on import, in a hook, in a kernel) cannot corrupt
+    ``--format json``.
+    """
 
     strict = False
+    verbose = False
+    stdout: Any = None
 
 
 state = _State()
 
 
 def echo(text: str = "") -> None:
-    """One line (or block) of output on stdout."""
-    typer.echo(text)
+    """One line (or block) of output on stdout (a lone surrogate from a loaded name is escaped, never fatal)."""
+    from .._text import printable
+
+    typer.echo(printable(text), file=state.stdout if state.stdout is not None else sys.stdout)
 
 
 def warn(text: str) -> None:
     """A diagnostic on stderr."""
-    typer.echo(text, err=True)
+    from .._text import printable
+
+    typer.echo(printable(text), err=True)
 
 
 def emit_json(data: Any) -> None:
     """``data`` as indented JSON on stdout."""
-    typer.echo(json.dumps(data, indent=2, sort_keys=False))
+    echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def debugging() -> bool:
+    """Whether to show whole tracebacks: ``frame --verbose`` or ``FRAME_DEBUG`` set (to anything but 0/empty)."""
+    return state.verbose or os.environ.get("FRAME_DEBUG", "") not in ("", "0")
 
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
+        os.dup2(devnull, (state.stdout if state.stdout is not None else sys.stdout).fileno())
+    except (OSError, ValueError, AttributeError):
         pass
 
 
@@ -84,8 +102,10 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from ..errors import FrameError
 
+        state.stdout = sys.stdout
         try:
-            return fn(*args, **kwargs)
+            with contextlib.redirect_stdout(sys.stderr):  # a pack's print() lands on stderr, never in our output
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except BrokenPipeError:  # `frame ops list | head`: the reader left; stop quietly, like other tools
@@ -97,14 +117,17 @@ def guarded(fn: F) -> F:
         except FrameError as exc:
             warn(f"error: {exc}")
             raise typer.Exit(EXIT_USAGE) from None
-        except Exception as exc:  # a bug in frame or in a pack: say so in one paragraph, not a traceback
-            if os.environ.get("FRAME_DEBUG"):
+        except (Exception, SystemExit) as exc:  # a bug in frame or in a pack: one paragraph, not a traceback
+            if debugging():
                 import traceback
 
                 traceback.print_exc()
             warn(f"internal error: {type(exc).__name__}: {exc}\n"
-                 "This is a bug in frame or in a pack; rerun with FRAME_DEBUG=1 for the traceback and report it.")
+                 "This is a bug in frame or in a pack; rerun with --verbose (or FRAME_DEBUG=1) for the traceback "
+                 "and report it.")
             raise typer.Exit(EXIT_USAGE) from None
+        finally:
+            state.stdout = None
 
     return wrapper  # type: ignore[return-value]
 
@@ -129,7 +152,18 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     if not quiet:
         for problem in problems:
             warn(f"warning: {problem}")
+    show_tracebacks(reg)
     return reg
+
+
+def show_tracebacks(reg: "Registry") -> None:
+    """With ``--verbose`` or ``FRAME_DEBUG=1``: the whole traceback of every pack that failed by raising."""
+    if not debugging():
+        return
+    for record in reg.packs.values():
+        if record.status == "failed" and record.traceback:
+            warn(f"traceback of pack {record.name!r} ({record.distribution} {record.version}):\n"
+                 f"{record.traceback.rstrip()}")
 
 
 def failed_pack(record: "PackRecord") -> str:

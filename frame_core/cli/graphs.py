@@ -68,12 +68,32 @@ def parse_indices(text: str, option: str) -> list[int]:
     return out
 
 
-def graph_grad(path: str, loss: int, wrt: str | None, output: str | None) -> None:
-    """Differentiate output ``loss`` of the saved graph with respect to inputs ``wrt``; save the result."""
+def _check_output(path: str, output: str, force: bool) -> None:
+    """Refuse to write over the input (ever) or over another existing file (unless ``force``)."""
+    import os
+
+    if os.path.exists(output) and os.path.exists(path) and os.path.samefile(path, output):
+        raise CliFailure(f"error: -o {output} is the input graph itself; frame graph grad never overwrites its "
+                         "input, choose another file", EXIT_USAGE)
+    if os.path.isdir(output):
+        raise CliFailure(f"error: -o {output} is a folder; give a file name", EXIT_USAGE)
+    if os.path.lexists(output) and not force:
+        raise CliFailure(f"error: {output} already exists; pass --force to overwrite it, or choose another file",
+                         EXIT_USAGE)
+
+
+def graph_grad(path: str, loss: int, wrt: str | None, output: str | None, force: bool = False) -> None:
+    """Differentiate output ``loss`` of the saved graph with respect to inputs ``wrt``; save the result.
+
+    ``output`` is written atomically (``save_graph``); it must not be the input, nor (without ``force``) an
+    existing file.
+    """
     from ..autodiff.backward import build_backward_graph
     from ..errors import GradientError
     from ..ir.serialize import dumps, save_graph
 
+    if output is not None and output != "-":
+        _check_output(path, output, force)  # before any work: a refusal costs nothing
     reg = load()
     graph = _read(path, reg)
     if wrt is None:

@@ -159,6 +159,11 @@ def _example_text(example: Any) -> str:
     extras = [f"values in [{example.low:g}, {example.high:g}]"] if example.values is None else ["fixed values"]
     if example.min_abs:
         extras.append(f"|x| >= {example.min_abs:g}")
+    if example.tolerance is not None:
+        extras.append(f"tolerance {example.tolerance:g}")
+    if example.low_precision is not True:
+        extras.append("no float16/bfloat16 gradient checks" if example.low_precision is False
+                      else f"reduced-precision checks only in {', '.join(example.low_precision)}")
     if example.note:
         extras.append(example.note)
     return f"{text}  ({'; '.join(extras)})"

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import echo, guarded, state
+from ._common import EXIT_USAGE, echo, guarded, state, warn
 
 __all__ = ["app", "main"]
 
@@ -54,7 +54,12 @@ def _show_version(value: bool) -> None:
     if value:
         from .listing import version_text
 
-        echo(version_text())
+        try:  # eager: runs before any command's guard, so it guards itself
+            text = version_text()
+        except Exception as exc:  # noqa: BLE001 - never a traceback, even for a bug
+            warn(f"error: cannot list the installed packs: {type(exc).__name__}: {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        echo(text)
         raise typer.Exit()
 
 
@@ -65,10 +70,14 @@ def _root(
         help="Print the core's version and every installed pack's, then exit.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Treat any plugin problem as a failure (exit 1); "
                                                           "also set by FRAME_STRICT=1.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show whole tracebacks: of packs that failed to "
+                                                                  "load, and of internal errors (also FRAME_DEBUG=1).")]
+    = False,
 ) -> None:
     from ..ops_registry.registry import strict_from_env
 
     state.strict = strict or strict_from_env()
+    state.verbose = verbose
 
 
 @plugins_app.command("list")
@@ -155,12 +164,13 @@ def graph_grad(
     wrt: Annotated[str | None, typer.Option("--wrt", help="Comma-separated input indices "
                                                "(default: every floating input).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Where to save the gradient graph "
-                                                  "(default: JSON to stdout).")] = None,
+                                                  "(default: JSON to stdout); never the input file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists.")] = False,
 ) -> None:
     """Build the backward graph of a saved graph (build_backward_graph) and save it as JSON."""
     from .graphs import graph_grad as run
 
-    run(path, loss, wrt, output)
+    run(path, loss, wrt, output, force)
 
 
 @app.command("new-pack")

@@ -11,7 +11,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._args import name_list
 from .._gc import gc_paused
+from .._text import short_repr
 from ..errors import CompileError
 from ..ir.graph import Graph
 from ..ir.keys import graph_key
@@ -81,6 +83,23 @@ class CompileCache:
 compile_cache = CompileCache()
 
 
+def _decomposed(names: tuple[str, ...], reg: "Registry") -> frozenset[str]:
+    """The canonical keys of the ops ``compile(decompose=...)`` names; each must exist and have a DecomposeFn."""
+    from ..errors import FrameError
+
+    keys = set()
+    for name in names:
+        try:
+            key, schema = reg.resolve(name)
+        except FrameError as exc:
+            raise CompileError(f"compile(decompose=...) names {name!r}: {exc}") from None
+        if schema.decomposition is None:
+            raise CompileError(f"compile(decompose=...) names {name!r}, which has no DecomposeFn (pack {schema.pack}), "
+                               "so it cannot be decomposed; name only ops that register one (frame ops show NAME)")
+        keys.add(key)
+    return frozenset(keys)
+
+
 def compile(  # noqa: A001 - the name users expect
     graph: Graph,
     backend: str = "cpu",
@@ -98,9 +117,11 @@ def compile(  # noqa: A001 - the name users expect
     and dead-node elimination, 2 (default) everything. ``disable`` names
     stages to skip; ``decompose`` names ops to replace by their DecomposeFn
     even when a kernel exists. ``checks`` (default: ``FRAME_CHECKS=1``) runs
-    ``verify`` after every stage. Identical graphs hit the compile cache.
+    ``verify`` after every stage and checks every kernel's results on every run
+    (without it only the first run's are checked). Identical graphs hit the
+    compile cache.
     """
-    from ..ops_registry.registry import registry as current, use_registry
+    from ..ops_registry.registry import Registry, registry as current, use_registry
     from ..runtime.executable import Executable
     from .passes.lower import lower
     from .passes.memory import plan_memory
@@ -109,16 +130,25 @@ def compile(  # noqa: A001 - the name users expect
 
     if not isinstance(graph, Graph):
         raise CompileError(f"compile() takes a Graph, got {type(graph).__name__}; build one with frame_core.trace(...)")
-    if opt_level not in (0, 1, 2):
+    if not isinstance(opt_level, int) or isinstance(opt_level, bool) or opt_level not in (0, 1, 2):
         raise CompileError(f"opt_level must be 0, 1 or 2, got {opt_level!r}")
+    if not isinstance(backend, str) or not backend:
+        raise CompileError(f"backend is a name such as 'cpu', got {short_repr(backend)}")
+    if registry is not None and not isinstance(registry, Registry):
+        raise CompileError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
+                           f"{type(registry).__name__} {short_repr(registry)}")
+    for flag, value in (("checks", checks), ("cache", cache)):
+        if value is not None and not isinstance(value, bool):
+            raise CompileError(f"{flag}= is True or False, got {short_repr(value)}")
     reg = registry if registry is not None else current()
     if checks is None:
         checks = os.environ.get("FRAME_CHECKS", "") not in ("", "0")
-    disable = frozenset(disable)
-    decompose = frozenset(decompose)
+    disable = frozenset(name_list(disable, "compile(disable=...)", CompileError, "['fuse_elementwise']"))
+    decompose = _decomposed(name_list(decompose, "compile(decompose=...)", CompileError, "['softplus']"), reg)
     # The registry itself, not its id: a freed registry's id can be reused by another one. Input names
     # are in the key because run() names inputs in its errors.
-    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), backend, opt_level, disable, decompose, checks, reg)
+    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend, opt_level,
+           disable, decompose, checks, reg)
     if cache:
         hit = compile_cache.get(key)
         if hit is not None:
@@ -133,7 +163,8 @@ def compile(  # noqa: A001 - the name users expect
             optimised = run_graph_stages(graph, ctx, disable)
             plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
             program = lower(optimised, plan, ctx)
-            exe = Executable(optimised, program, plan, backend, ctx.log)
+            exe = Executable(optimised, program, plan, backend, ctx.log, checks=checks)
+            exe.output_names = graph.output_names  # the passes keep output positions
     finally:
         _active.reset(token)
     if cache:

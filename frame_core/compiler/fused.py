@@ -6,7 +6,9 @@ assigns the body's values to a handful of registers (arrays of the chain's
 one type): a member writes in place into the register of an input that dies
 there, registers of dead values are recycled, and exported values keep their
 own. With one export the register that ends up holding it is the planned
-``out`` buffer, so a fused chain allocates nothing per run. The straight-line
+``out`` buffer, so a fused chain allocates nothing per run; with several
+exports ``out`` is a tuple of buffers (``None`` for an export that is not
+planned), one per export. The straight-line
 code is generated once per node; the members' kernels are called with a
 positional ``out`` (their ``accepts_out`` contract), numpy's fastest form for
 a ufunc. A kernel that is a ufunc applied to its inputs and some constants can
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import KernelError
 from ..ir.graph import Graph, Value
 from ..ir.types import TensorType
 from ..ops_registry.registry import op_scope
@@ -40,7 +43,50 @@ def _fused_shape(ctx: NodeContext) -> list[TensorType]:
     want = [v.type for v in body.inputs]
     if got != want:
         raise ctx.error(f"inputs [{', '.join(map(str, got))}] do not match the body's [{', '.join(map(str, want))}]")
+    problem = body_problem(body)
+    if problem:
+        raise ctx.error(f"its body {problem} (a fused body is made by the fuse_elementwise stage; one built by hand "
+                        "must follow the same rules)")
     return [v.type for v in body.outputs]
+
+
+def body_problem(body: Graph) -> str | None:
+    """What makes ``body`` unfit for the fused kernel, or ``None``: a valid graph (``verify``) of one or more
+    single-output ``elementwise`` + ``accepts_out`` ops without side effects, every value of one type, every
+    output made by a member (an output that is an input would alias it)."""
+    from ..ir.verify import check_graph
+    from ..ops_registry.registry import registry
+
+    if not body.outputs:
+        return "has no outputs"
+    if not body.nodes:
+        return "has no nodes"
+    reg = registry()
+    problems = check_graph(body, reg)
+    if problems:
+        return f"fails verify: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+    members = [n for n in body.nodes if n.op != "constant"]  # a body may hold its constants
+    if not members:
+        return "has no nodes but constants"
+    kind = members[0].outputs[0].type if members[0].outputs else None
+    for i, node in enumerate(body.nodes):
+        if node.op == "constant":
+            continue
+        traits = reg.lookup(node.op).traits
+        if "elementwise" not in traits or "accepts_out" not in traits or "has_side_effect" in traits or \
+                node.op == FUSED_OP:
+            return (f"holds node {i} ({node.op}), which is not an elementwise op that accepts `out` (traits "
+                    f"{sorted(traits)}); only such ops can be fused")
+        if len(node.outputs) != 1 or node.outputs[0].type != kind:
+            return (f"holds node {i} ({node.op}) with outputs [{', '.join(str(v.type) for v in node.outputs)}]; "
+                    f"every member has one output of the chain's one type {kind}")
+    for j, v in enumerate(body.outputs):
+        if v.producer is None or v.producer.op == "constant":
+            return (f"returns {'its input' if v.producer is None else 'a constant'} as output {j}; every output "
+                    "must be made by a member")
+        if v in body.outputs[:j]:
+            return f"returns one value twice (outputs {body.outputs.index(v)} and {j})"
+    return None
 
 
 _CODE: dict[str, Any] = {}  # generated source -> code object
@@ -59,6 +105,15 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
             last_use[v] = i
     exports = set(body.outputs)
     namespace: dict[str, Any] = {"_empty": np.empty, "_shape": out_type.shape, "_dtype": out_type.dtype.np}
+
+    def ignored_out(i: int) -> None:
+        node = body.nodes[i]
+        schema = reg.lookup(node.op)
+        raise KernelError(f"the cpu kernel of op {node.op!r} (pack {schema.pack}, {schema.distribution}), member {i} "
+                          "of a fused elementwise chain, did not return the `out` array it was given; with the "
+                          "accepts_out trait a kernel must write its result into `out` and return it (a bug in "
+                          f"pack {schema.pack})")
+    namespace["_ignored_out"] = ignored_out
 
     # 1. register allocation: in place into a dying input, else a recycled register, else a new one
     reg_of: dict[Value, int] = {}
@@ -98,18 +153,26 @@ def build_fused_kernel(ctx: NodeContext) -> Callable[..., Any]:
         reg_of[out] = r
         steps.append((i, node.inputs, r))
 
-    # 2. code: with a single export, the register that ends up holding it is the caller's `out`
-    out_reg = reg_of[body.outputs[0]] if len(body.outputs) == 1 else None
+    # 2. code: the register that ends up holding an export is the caller's `out` (one array for one export, a
+    # tuple with one array or None per export for several), so planned buffers take every export
+    export_of = {reg_of[v]: j for j, v in enumerate(body.outputs) if v in reg_of}
     lines = []
     for i, inputs, r in steps:
         if first_write[r] == i:
-            alloc = "out if out is not None else _empty(_shape, _dtype)" if r == out_reg else "_empty(_shape, _dtype)"
+            export = export_of.get(r)
+            if export is None:
+                alloc = "_empty(_shape, _dtype)"
+            elif len(body.outputs) == 1:
+                alloc = "out if out is not None else _empty(_shape, _dtype)"
+            else:
+                alloc = f"out[{export}] if out is not None and out[{export}] is not None else _empty(_shape, _dtype)"
             lines.append(f"    r{r} = {alloc}")
         args = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in inputs)
+        # a member that ignored `out` would leave the register unwritten: a silent wrong answer, so refuse it
         if i in extra:
-            lines.append(f"    k{i}({args}{extra[i]}, out=r{r})")
+            lines.append(f"    if k{i}({args}{extra[i]}, out=r{r}) is not r{r}: _ignored_out({i})")
         else:
-            lines.append(f"    k{i}({args}, r{r})")
+            lines.append(f"    if k{i}({args}, r{r}) is not r{r}: _ignored_out({i})")
     params = ", ".join(f"a{i}" for i in range(len(body.inputs)))
     result = ", ".join(arg.get(v) or f"r{reg_of[v]}" for v in body.outputs)
     source = f"def fused({params}{', ' if params else ''}out=None):\n" + "\n".join(lines) + f"\n    return {result}\n"

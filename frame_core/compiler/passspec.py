@@ -41,6 +41,13 @@ def pass_problems(spec: Any) -> list[str]:
     problems = []
     if not isinstance(spec.name, str) or not spec.name:
         problems.append(f"pass name {spec.name!r} must be a non-empty string")
+    for label in ("before", "after"):
+        if getattr(spec, label) is not None and not isinstance(getattr(spec, label), str):
+            problems.append(f"pass {spec.name!r}: {label}= must name a stage (a string), got {getattr(spec, label)!r}")
+    if not isinstance(spec.min_level, int) or isinstance(spec.min_level, bool) or spec.min_level not in (0, 1, 2):
+        problems.append(f"pass {spec.name!r}: min_level must be 0, 1 or 2, got {spec.min_level!r}")
+    if problems:
+        return problems
     if not callable(spec.fn):
         problems.append(f"pass {spec.name!r}: fn is not callable")
     anchor = spec.before or spec.after

@@ -23,6 +23,7 @@ and an error names the stage that broke the graph.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -66,12 +67,21 @@ def _stages() -> list[Stage]:
     ]
 
 
-_STAGE_CACHE: list[Stage] = []
+_STAGE_CACHE: tuple[Stage, ...] = ()
+_STAGE_LOCK = threading.Lock()
 
 
-def stages() -> list[Stage]:
+def stages() -> tuple[Stage, ...]:
+    """The built-in graph stages, in order (built once; the passes are imported on first use).
+
+    Threads making their first compile at once must not each add the stages (they once did, leaving
+    7 x threads stages that every later compile ran): the tuple is built under a lock and published whole.
+    """
+    global _STAGE_CACHE
     if not _STAGE_CACHE:
-        _STAGE_CACHE.extend(_stages())
+        with _STAGE_LOCK:
+            if not _STAGE_CACHE:
+                _STAGE_CACHE = tuple(_stages())
     return _STAGE_CACHE
 
 
@@ -128,7 +138,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
             raise VerifyError(problems)
     # The caller's nodes are never released (see _release); stages share unchanged nodes with their
     # input, so the caller's nodes can sit inside any later graph.
-    protected = set(map(id, graph.nodes))
+    protected = set(graph.nodes)
     for name, fn in _ordered(ctx, frozenset(disable)):
         try:
             result = fn(graph, ctx)
@@ -149,7 +159,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
     return graph
 
 
-def _release(old: Graph, new: Graph, protected: set[int]) -> None:
+def _release(old: Graph, new: Graph, protected: set[Any]) -> None:
     """Break the node/value cycles of ``old``'s nodes that ``new`` dropped and this compile created.
 
     Passes keep no reference to nodes after they return (the pass contract,
@@ -157,11 +167,11 @@ def _release(old: Graph, new: Graph, protected: set[int]) -> None:
     links reference counting frees them at once, instead of leaving a hundred
     thousand objects (on a 10k-node training graph) to the cyclic collector.
     """
-    kept = set(map(id, new.nodes))
-    for node in old.nodes:
-        key = id(node)
-        if key not in kept and key not in protected:
-            node.outputs = ()
+    dropped = set(old.nodes)  # nodes hash and compare by identity: set algebra in C
+    dropped.difference_update(new.nodes)
+    dropped.difference_update(protected)
+    for node in dropped:
+        node.outputs = ()
 
 
 def describe() -> list[dict[str, Any]]:

@@ -6,16 +6,30 @@ ordering comparisons (``x < y`` gives a boolean tensor; ``==`` and ``!=`` stay
 identity comparisons, so tensors remain usable as dict keys: use
 ``ops.equal``) and calls into the ``ops`` namespace (``ops.relu(x)``) append
 nodes to the graph being traced.
-Python scalars become rank-0 constants of the other operand's dtype: the first
-tensor input the op does not list in ``nondiff_inputs`` (``where``'s boolean
-condition, ``cross_entropy``'s labels carry no value a scalar is combined
-with). A scalar at such a position, or with no operand to follow, keeps its
-Python type (bool, int64 or float32). The same front end writes GradientFns (``NodeContext.grad_graph``) and DecomposeFns.
+The same front end writes GradientFns (``NodeContext.grad_graph``) and
+DecomposeFns.
+
+Python numbers are *weakly typed*, as in numpy 2 and JAX: a Python scalar
+takes the dtype of the tensor (or numpy array) it meets (``x * 2.0`` keeps
+``x``'s float16): the first tensor input the op does not list in
+``nondiff_inputs`` (``where``'s boolean condition, ``cross_entropy``'s labels
+carry no value a scalar is combined with). An op whose inputs are all Python
+numbers (or results of such ops), ``ops.add(0.5, 0.25)``, gives a weak
+tensor: traced at the default dtype (float64 for floats, as Python's float is
+a double; int64 for ints; bool), and traced again in the other operand's
+dtype when it meets a tensor of another dtype, so ``x + ops.add(0.5, 0.25)``
+works for any floating ``x``. A bare Python number returned by the traced
+function, at a ``nondiff_inputs`` position, or a weak tensor that never met
+another operand, becomes a constant of the default dtype: ``1.0`` is a
+float64 output. Numpy arrays and scalars (``np.float32(1)``) keep their own
+dtype.
 """
 
 from __future__ import annotations
 
 import contextvars
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,10 +37,11 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..errors import IRError, RegistrationError
-from ..ir.graph import Graph, Value
+from ..ir.dtypes import as_dtype
+from ..ir.graph import Graph, Node, Value
 from ..ir.types import TensorType, as_type
 
-__all__ = ["Tensor", "trace", "trace_gradient", "apply", "constant", "current_graph"]
+__all__ = ["Tensor", "trace", "trace_gradient", "apply", "constant", "current_graph", "prune_weak"]
 
 _current: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("frame_trace_graph", default=None)
 
@@ -46,12 +61,13 @@ class Tensor:
     the traced graph and run it on arrays.
     """
 
-    __slots__ = ("value", "graph")
+    __slots__ = ("value", "graph", "weak")
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
-    def __init__(self, value: Value, graph: Graph) -> None:
+    def __init__(self, value: Value, graph: Graph, weak: "_Weak | None" = None) -> None:
         self.value = value
         self.graph = graph
+        self.weak = weak  # how to trace it again in another dtype, for a tensor made only of Python numbers
 
     @property
     def type(self) -> TensorType:
@@ -236,52 +252,175 @@ def _foreign(x: Tensor, graph: Graph, op: str, position: int) -> Value:
     """The value of a tensor of another graph: captured when that graph encloses ``graph``, else refused."""
     value = _capture(x, graph)
     if value is None:
+        theirs = (f"another graph that is also named {x.graph.name!r} (a tensor captured from an earlier trace, or "
+                  "from another call of the traced function?)" if x.graph.name == graph.name
+                  else f"graph {x.graph.name!r}")
         raise IRError(
-            f"{op}: input {position} is a tensor of graph {x.graph.name!r}, but this op is being added to "
-            f"graph {graph.name!r}; tensors from two different graphs cannot meet in one op "
-            "(pass the value in as an input of the traced function instead of capturing it)"
+            f"{op}: input {position} ({x.type}) is a tensor of {theirs}, but this op is being added to graph "
+            f"{graph.name!r}; tensors from two different graphs cannot meet in one op, and a tensor belongs to the "
+            "one trace that made it: pass the value in as an input of the traced function (or as a constant "
+            "array) instead of capturing it"
         )
     return value
 
 
-def _lift(x: Any, graph: Graph, like: Tensor | None, op: str, position: int) -> Value:
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, (np.ndarray, np.generic))
+
+
+class _Weak:
+    """Output ``index`` of ``op`` over Python numbers and other weak values: a tensor that can be traced again
+    in another dtype (weak typing). ``args`` holds Python numbers and other ``_Weak`` values."""
+
+    __slots__ = ("op", "args", "attrs", "index")
+
+    def __init__(self, op: str, args: tuple[Any, ...], attrs: dict[str, Any], index: int) -> None:
+        self.op, self.args, self.attrs, self.index = op, args, attrs, index
+
+    def kind(self) -> type:
+        """``float`` if any number under it is a float, else ``int`` if any is an int, else ``bool``."""
+        kinds = {type(a) if _is_number(a) else a.kind() for a in self.args}
+        return float if float in kinds else int if int in kinds else bool
+
+
+_DEFAULT = {float: np.float64, int: np.int64, bool: np.bool_}  # what a Python number is when nothing else decides
+
+# nodes traced for weak tensors, per graph: the ones a later retrace left unused are removed when tracing ends
+_weak_nodes: "weakref.WeakKeyDictionary[Graph, list[Node]]" = weakref.WeakKeyDictionary()
+_weak_lock = threading.Lock()
+
+
+def _number(x: Any, graph: Graph, dtype: Any, op: str, position: int, other: str = "") -> Value:
+    """A Python number as a constant of ``dtype`` (a DType; ``None``: its default dtype); ``other`` describes the
+    operand whose dtype it takes, for messages."""
+    if dtype is None:
+        return graph.constant(np.asarray(x, _DEFAULT[type(x)]))
+    if isinstance(x, float) and not dtype.is_float and not isinstance(x, bool):
+        raise IRError(f"{op}: input {position} is the Python float {x!r} but the other operand is "
+                      f"{other or dtype.name}; cast the tensor to a floating dtype first")
+    if isinstance(x, bool) and dtype.name != "bool" and not dtype.is_float and not dtype.is_int:
+        return graph.constant(np.asarray(x, np.bool_))
+    try:
+        return graph.constant(np.asarray(x, dtype.np))
+    except (OverflowError, ValueError):
+        raise IRError(f"{op}: input {position} is the Python number {x!r}, which does not fit in the other "
+                      f"operand's dtype ({other or dtype.name}); use a wider dtype") from None
+
+
+def _retrace(weak: _Weak, graph: Graph, dtype: Any, op: str, position: int, memo: dict[int, Any]) -> Value:
+    """``weak`` traced again with its numbers in ``dtype`` (bools stay bools); shared parts are traced once."""
+    made = memo.get(id(weak))
+    if made is None:
+        args = [(_retrace(a, graph, dtype, op, position, memo) if isinstance(a, _Weak)
+                 else _weak_number(a, graph, dtype if not isinstance(a, bool) else None, op, position))
+                for a in weak.args]
+        made = memo[id(weak)] = graph.add_node(weak.op, args, weak.attrs)
+        _remember(graph, made)
+    return made.outputs[weak.index]
+
+
+def _weak_number(x: Any, graph: Graph, dtype: Any, op: str, position: int) -> Value:
+    value = _number(x, graph, dtype, op, position)
+    if value.producer is not None:
+        _remember(graph, value.producer)
+    return value
+
+
+def _remember(graph: Graph, node: Node) -> None:
+    with _weak_lock:
+        _weak_nodes.setdefault(graph, []).append(node)
+
+
+def prune_weak(graph: Graph) -> None:
+    """Remove the nodes traced for weak tensors that nothing uses any more (a retrace in another dtype replaced
+    them); called when tracing ``graph`` ends."""
+    with _weak_lock:
+        made = _weak_nodes.pop(graph, None)
+    if not made:
+        return
+    candidates = set(map(id, made))
+    while True:
+        used = {v for n in graph.nodes for v in n.inputs} | set(graph.outputs)
+        dead = {id(n) for n in graph.nodes if id(n) in candidates and not any(v in used for v in n.outputs)}
+        if not dead:
+            return
+        graph.nodes[:] = [n for n in graph.nodes if id(n) not in dead]
+        candidates -= dead
+
+
+def _lift(x: Any, graph: Graph, like: Any, op: str, position: int, other: str = "") -> Value:
+    """``x`` as a value of ``graph``; Python numbers and weak tensors take the DType ``like`` (the other operand's,
+    described by ``other`` in messages) when it is given."""
     if isinstance(x, Tensor):
-        return x.value if x.graph is graph else _foreign(x, graph, op, position)
+        if x.graph is not graph:
+            return _foreign(x, graph, op, position)
+        weak = x.weak
+        if weak is None or like is None or x.dtype is like or x.dtype.name == "bool" or \
+                not (like.is_float or like.is_int):
+            return x.value
+        if weak.kind() is float and not like.is_float:
+            raise IRError(f"{op}: input {position} is made of Python floats but the other operand is {like.name}; "
+                          "cast the tensor to a floating dtype first")
+        return _retrace(weak, graph, like, op, position, {})
     if isinstance(x, Value):
         return x
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.ndarray):
-        if like is None:
-            if isinstance(x, np.generic):  # np.float64 is a float subclass, but it names its dtype: keep it
-                return graph.constant(np.asarray(x))
-            dtype = np.float32 if isinstance(x, float) else (np.bool_ if isinstance(x, bool) else np.int64)
-            return graph.constant(np.asarray(x, dtype))
-        dt = like.dtype
-        if isinstance(x, float) and not dt.is_float:
-            raise IRError(
-                f"{op}: input {position} is the Python float {x!r} but the other operand is {like.type}; "
-                "cast the tensor to a floating dtype first"
-            )
-        try:
-            return graph.constant(np.asarray(x, dt.np))
-        except OverflowError:
-            raise IRError(f"{op}: input {position} is the Python number {x!r}, which does not fit in the other "
-                          f"operand's dtype ({like.type}); use a wider dtype") from None
+    if _is_number(x):
+        return _number(x, graph, like, op, position, other)
     if isinstance(x, (np.ndarray, np.generic)):
         return graph.constant(np.asarray(x))
     raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got {type(x).__name__}")
 
 
+def _strong_dtype(inputs: Sequence[Any]) -> Any:
+    """The dtype Python numbers and weak tensors take here: the first tensor's that is not weak, else the first
+    numpy array's or scalar's; ``None`` when every input is a Python number or weak."""
+    for a in inputs:
+        if isinstance(a, Tensor) and a.weak is None:
+            return a.dtype
+    for a in inputs:
+        if isinstance(a, (np.ndarray, np.generic)):
+            try:
+                return as_dtype(a.dtype)
+            except IRError:
+                return None  # an unsupported dtype: the constant itself will say so
+    return None
+
+
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     """Append ``op(*inputs; attrs)`` to the traced graph; return a ``Tensor`` (a tuple for several outputs)."""
     graph = _graph_of(inputs, op)
-    apart = _nondiff_positions(op) if not all(isinstance(x, (Tensor, Value)) for x in inputs) else frozenset()
-    like = next((a for i, a in enumerate(inputs) if isinstance(a, Tensor) and i not in apart), None)
-    values = [_lift(x, graph, None if i in apart else like, op, i) for i, x in enumerate(inputs)]
+    plain = all(type(x) is Value or (isinstance(x, Tensor) and x.weak is None) for x in inputs)
+    apart = frozenset() if plain else _nondiff_positions(op)
+    data = [x for i, x in enumerate(inputs) if i not in apart]
+    like = _strong_dtype(data)
+    if like is None and inputs and all(_is_number(a) or (isinstance(a, Tensor) and a.weak is not None and
+                                                        a.graph is graph) for a in inputs):
+        return _apply_weak(op, inputs, attrs, graph)
+    other = next((str(a.type) for a in data if isinstance(a, Tensor) and a.weak is None), "")
+    values = [_lift(x, graph, None if i in apart else like, op, i, other) for i, x in enumerate(inputs)]
     node = graph.add_node(op, values, attrs)
     outs = node.outputs
     if len(outs) == 1:
         return Tensor(outs[0], graph)
     return tuple(Tensor(v, graph) for v in outs)
+
+
+def _apply_weak(op: str, inputs: Sequence[Any], attrs: dict[str, Any], graph: Graph) -> Any:
+    """``op`` over Python numbers and weak tensors: a weak result, traced in the inputs' common default dtype."""
+    args = tuple(a.weak if isinstance(a, Tensor) else a for a in inputs)
+    probe = _Weak(op, args, attrs, 0)
+    dtype = as_dtype(_DEFAULT[probe.kind()])
+    memo: dict[int, Any] = {}
+    # weak inputs already traced in that dtype are reused; the others (ints meeting a float) are traced again
+    for a in inputs:
+        if isinstance(a, Tensor) and a.dtype is dtype:
+            memo[id(a.weak)] = a.value.producer
+    values = [(_retrace(a.weak, graph, dtype, op, i, memo) if isinstance(a, Tensor) and a.weak is not None
+               else _weak_number(a, graph, None if isinstance(a, bool) else dtype, op, i)) for i, a in enumerate(inputs)]
+    node = graph.add_node(op, values, attrs)
+    _remember(graph, node)
+    outs = [Tensor(v, graph, _Weak(op, args, attrs, j)) for j, v in enumerate(node.outputs)]
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _nondiff_positions(op: str) -> frozenset[int]:
@@ -334,7 +473,11 @@ def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | No
     ``fn`` returns a tensor or a sequence of tensors, which become the graph's
     outputs in order (Python numbers become constants).
     """
-    graph = Graph(name or getattr(fn, "__name__", "graph").replace("<lambda>", "graph"))
+    if not callable(fn):
+        raise IRError(f"trace(fn, *input_types) takes a function first, got {type(fn).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise IRError(f"trace(..., name=) takes a string, got {type(name).__name__}")
+    graph = Graph(name or str(getattr(fn, "__name__", "graph")).replace("<lambda>", "graph"))
     types = [as_type(t) for t in input_types]
     names = _param_names(fn, len(types))
     args = [Tensor(graph.add_input(t, n), graph) for t, n in zip(types, names)]
@@ -359,6 +502,7 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
             indices.append(graph.mark_output(_lift(r, graph, None, "output", i)))
     finally:
         _current.reset(token)
+    prune_weak(graph)
     return indices
 
 
@@ -393,7 +537,8 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
             if isinstance(g, Tensor) and g.graph is not graph:
                 raise RegistrationError(f"GradientFn of {schema.name!r} returned, for input {i}, a tensor of graph "
                                         f"{g.graph.name!r} instead of one computed in the micro-graph {graph.name!r}")
-            value = graph.zeros(t) if g is None else _lift(g, graph, None, f"{schema.name} gradient", i)
+            # a Python number (or a weak tensor) for a gradient takes its input's dtype
+            value = graph.zeros(t) if g is None else _lift(g, graph, t.dtype, f"{schema.name} gradient", i)
             if value.type != t:
                 label = schema.inputs[i] if i < len(schema.inputs) else f"#{i}"
                 raise RegistrationError(
@@ -403,4 +548,5 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
             graph.mark_output(value)
     finally:
         _current.reset(token)
+    prune_weak(graph)
     return graph

@@ -7,6 +7,7 @@ attributes are drawn as clusters beside their node.
 
 from __future__ import annotations
 
+from .._text import printable
 from .graph import Graph
 from .printer import format_attr
 
@@ -18,12 +19,13 @@ def _esc(text: str) -> str:
 
 
 def to_dot(graph: Graph) -> str:
+    """DOT text for ``graph``; always encodable as UTF-8 (lone surrogates in names are escaped)."""
     lines = [f'digraph "{_esc(graph.name)}" {{', "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=9];']
     counter = [0]
     _emit(graph, lines, "  ", counter)
     lines.append("}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> None:

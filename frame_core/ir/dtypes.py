@@ -93,17 +93,22 @@ def as_dtype(value: Any) -> DType:
         found = _BY_NAME.get(value)
         if found is not None:
             return found
-    elif value is not None:  # np.dtype(None) is float64: never guess a dtype
+    elif isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, (np.generic, int, float, bool))):
+        # a numpy dtype or scalar type (np.float32, float): never a spec numpy would build a record type from
+        # (lists, tuples, dicts), nor None, which np.dtype reads as float64
         found = _BY_NUMPY_DTYPE.get(value) if isinstance(value, np.dtype) else None
         if found is not None:  # numpy computes dtype.name in Python: every constant's check paid for it
             return found
         try:
             found = _BY_NUMPY_NAME.get(np.dtype(value).name)
-        except TypeError:
+        except (TypeError, ValueError):
             found = None
         if found is not None:
             if isinstance(value, np.dtype) and len(_BY_NUMPY_DTYPE) < 64:
                 _BY_NUMPY_DTYPE[value] = found
             return found
     names = ", ".join(d.short for d in DTYPES)
-    raise IRError(f"unsupported dtype {value!r}; expected one of {names} (or their long names such as 'float32')")
+    from .._text import short_repr
+
+    raise IRError(f"unsupported dtype {short_repr(value)}; expected one of {names} (or their long names such as "
+                  "'float32', a numpy dtype or scalar type such as np.float32)")

@@ -74,13 +74,19 @@ class Node:
 class Graph:
     """Ordered inputs, nodes in topological order, ordered outputs.
 
-    The same value may be marked as an output more than once.
+    The same value may be marked as an output more than once. An output
+    position may carry a name (``mark_output(v, name="loss")``): names belong
+    to positions, not values, so a value marked twice can have two names, and
+    ``output_index(name)`` finds a position without counting.
     """
 
-    __slots__ = ("name", "inputs", "nodes", "outputs", "_key", "__weakref__")
+    __slots__ = ("name", "inputs", "nodes", "outputs", "_key", "_output_names", "__weakref__")
 
     def __init__(self, name: str = "graph") -> None:
+        if not isinstance(name, str):
+            raise IRError(f"a graph's name is a string, got {type(name).__name__}")
         self.name = name
+        self._output_names: dict[int, str] = {}  # output position -> its name
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
         self.outputs: list[Value] = []
@@ -89,6 +95,8 @@ class Graph:
     # -- building --------------------------------------------------------
     def add_input(self, type: TensorType | str, name: str | None = None) -> Value:
         """Append a graph input of ``type`` and return its value."""
+        if name is not None and not isinstance(name, str):
+            raise IRError(f"an input's name is a string, got {_typename(name)}")
         value = Value(as_type(type), None, -1, name)
         self.inputs.append(value)
         return value
@@ -114,6 +122,14 @@ class Graph:
         With ``output_types`` given, the node is recorded as is (this is how
         loaders build graphs that ``verify`` then checks).
         """
+        if type(inputs) is Value or not isinstance(inputs, Iterable):
+            raise IRError(f"add_node({op!r}, inputs) takes a list of Values, got {type(inputs).__name__}"
+                          + ("; for one input write [value]" if type(inputs) is Value else ""))
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise IRError(f"add_node({op!r}, ..., attrs) takes a dict of attributes, got {type(attrs).__name__}")
+        if isinstance(output_types, (str, TensorType)):
+            raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types; for one output write "
+                          f"[{str(output_types)!r}]")
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
             if type(value) is not Value:
@@ -157,12 +173,41 @@ class Graph:
 
         return self.constant(zeros(as_type(type)))
 
-    def mark_output(self, value: Value) -> int:
-        """Mark ``value`` as the next output; return its output index."""
+    def mark_output(self, value: Value, name: str | None = None) -> int:
+        """Mark ``value`` as the next output (named ``name`` if given); return its output index."""
         if type(value) is not Value:
             raise IRError(f"mark_output needs a Value, got {type(value).__name__}")
         self.outputs.append(value)
-        return len(self.outputs) - 1
+        position = len(self.outputs) - 1
+        if name is not None:
+            self.name_output(position, name)
+        return position
+
+    # -- output names -----------------------------------------------------
+    @property
+    def output_names(self) -> list[str | None]:
+        """One entry per output: its name, or ``None``."""
+        return [self._output_names.get(i) for i in range(len(self.outputs))]
+
+    def name_output(self, position: int, name: str | None) -> None:
+        """Name output ``position`` (``None`` removes the name)."""
+        if not isinstance(position, int) or isinstance(position, bool) or not 0 <= position < len(self.outputs):
+            raise IRError(f"output position {position!r} is out of range: the graph has {len(self.outputs)} outputs")
+        if name is None:
+            self._output_names.pop(position, None)
+        elif not isinstance(name, str) or not name:
+            raise IRError(f"an output's name is a non-empty string, got {name!r}")
+        else:
+            self._output_names[position] = name
+
+    def output_index(self, name: str) -> int:
+        """The position of the output named ``name``; ``IRError`` listing the names when none or several have it."""
+        found = [i for i, n in self._output_names.items() if n == name and i < len(self.outputs)]
+        if len(found) == 1:
+            return found[0]
+        named = ", ".join(f"{i}: {n!r}" for i, n in sorted(self._output_names.items())) or "none"
+        why = "several outputs are" if found else "no output is"
+        raise IRError(f"{why} named {name!r} in graph {self.name!r} (named outputs: {named})")
 
     # -- reading ---------------------------------------------------------
     @property
@@ -199,6 +244,10 @@ class Graph:
         from .dot import to_dot
 
         return to_dot(self)
+
+
+def _typename(value: Any) -> str:
+    return value.__class__.__name__
 
 
 def constant_array(v: Value) -> np.ndarray | None:
@@ -255,6 +304,7 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
         if value not in vmap:
             raise IRError(f"output of graph {graph.name!r} is not defined in it; run verify() for details")
         clone.outputs.append(vmap[value])
+    clone._output_names = dict(graph._output_names)
     return clone
 
 

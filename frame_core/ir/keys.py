@@ -103,12 +103,14 @@ def graph_key(graph: Graph) -> tuple:
 def _structure(graph: Graph) -> tuple:
     """The key itself: input types, then per node (op, input positions, attributes, output type(s)), then
     the output positions. A value's position counts inputs and node outputs in order; an undefined value
-    reads as None."""
+    reads as None. A type appears as its ``id``: types are interned and never freed, so the id names one
+    type for the life of the process, and a key made of ints and strings is one the cyclic collector stops
+    tracking (compiled graphs' keys live on in the compile cache)."""
     ids: dict[Value, int] = {}
     parts: list[Any] = []
     for v in graph.inputs:
         ids[v] = len(ids)
-        parts.append(v.type)
+        parts.append(id(v.type))
     parts.append("|")
     get = ids.get
     append = parts.append
@@ -120,12 +122,12 @@ def _structure(graph: Graph) -> tuple:
             v = outs[0]
             ids[v] = n
             n += 1
-            types: Any = v.type
+            types: Any = id(v.type)
         else:
             for v in outs:
                 ids[v] = n
                 n += 1
-            types = tuple([v.type for v in outs])
+            types = tuple([id(v.type) for v in outs])
         attrs = node.attrs
         append((node.op, ins, attrs_key(attrs) if attrs else (), types))
     append(tuple(map(get, graph.outputs)))

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._text import printable, short_repr
 from .dtypes import DType
 from .graph import Graph, Value
 
@@ -68,12 +69,10 @@ def format_attr(value: Any, indent: str = "") -> str:
             return f"{body} : {_dtype_short(value)}[{', '.join(map(str, value.shape))}]"
         return f"<{_dtype_short(value)}[{', '.join(map(str, value.shape))}] tensor>"
     if isinstance(value, Graph):
-        return "\n" + format_graph(value, indent + "    ")
+        return "\n" + _format_graph(value, indent + "    ")
     if value is None:
         return "none"
-    if isinstance(value, str):
-        return repr(value)
-    return repr(value)
+    return short_repr(value, 200)  # a string with lone surrogates, an int of thousands of digits: still shown
 
 
 def _dtype_short(array: np.ndarray) -> str:
@@ -86,6 +85,11 @@ def _dtype_short(array: np.ndarray) -> str:
 
 
 def format_graph(graph: Graph, indent: str = "") -> str:
+    """The text form of ``graph``; always encodable as UTF-8 (lone surrogates in names are escaped)."""
+    return printable(_format_graph(graph, indent))
+
+
+def _format_graph(graph: Graph, indent: str = "") -> str:
     names = ValueNames(graph)
     params = ", ".join(f"{names(v)}: {v.type}" for v in graph.inputs)
     lines = [f"{indent}graph {graph.name}({params}) {{"]
@@ -99,7 +103,7 @@ def format_graph(graph: Graph, indent: str = "") -> str:
             for k, v in node.attrs.items():
                 if isinstance(v, Graph):
                     flat.append(f"{k}=<graph {v.name}>")
-                    sub.append(format_graph(v, indent + "    "))
+                    sub.append(_format_graph(v, indent + "    "))
                 else:
                     flat.append(f"{k}={format_attr(v)}")
             attrs = " {" + ", ".join(flat) + "}"
@@ -107,6 +111,8 @@ def format_graph(graph: Graph, indent: str = "") -> str:
         lhs = f"{outs} = " if outs else ""
         lines.append(f"{indent}  {lhs}{node.op}({ins}){attrs} : {types}")
         lines.extend(sub)
-    lines.append(f"{indent}  return {', '.join(names(v) for v in graph.outputs)}")
+    labels = graph.output_names
+    lines.append(f"{indent}  return " + ", ".join(names(v) + (f" as {labels[i]!r}" if labels[i] is not None else "")
+                                                  for i, v in enumerate(graph.outputs)))
     lines.append(f"{indent}}}")
     return "\n".join(lines)

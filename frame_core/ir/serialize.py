@@ -27,6 +27,8 @@ checks the document's structure; ``verify`` then checks the graph's meaning.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
 import math
 import os
@@ -35,10 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FrameError, GraphFormatError
+from .._text import short_repr
+from ..errors import FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
 from .graph import Graph, Node, Value
-from .types import TensorType
+from .types import MAX_DIM, TensorType
 
 from .schemas import SchemaSource, default_source
 
@@ -72,7 +75,7 @@ def _encode_attr(value: Any, qualify: Callable[[str], str] = str) -> dict[str, A
             return {"kind": "ints", "value": items}
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
             return {"kind": "floats", "value": [_float_out(float(v)) for v in items]}
-        raise GraphFormatError("$", f"cannot serialise the list attribute {value!r}: mixed element kinds")
+        raise GraphFormatError("$", f"cannot serialise the list attribute {_short(value)}: mixed element kinds")
     if isinstance(value, np.ndarray):
         data = np.ascontiguousarray(value)
         if data.dtype.byteorder == ">":
@@ -110,6 +113,8 @@ def _graph_doc(graph: Graph, qualify: Callable[[str], str] = str) -> dict[str, A
         nodes.append(entry)
     doc["nodes"] = nodes
     doc["outputs"] = [vid(v) for v in graph.outputs]
+    if any(n is not None for n in graph.output_names):
+        doc["output_names"] = graph.output_names
     return doc
 
 
@@ -119,6 +124,8 @@ def _source(registry: "SchemaSource | None") -> "SchemaSource":
 
 def to_document(graph: Graph, *, registry: "SchemaSource | None" = None) -> dict[str, Any]:
     """The JSON-ready document for ``graph`` (format version 2: ops by qualified name, from ``registry``)."""
+    if not isinstance(graph, Graph):
+        raise IRError(f"only a Graph can be saved, got {type(graph).__name__}")
     return {"format": FORMAT, "version": VERSION, "graph": _graph_doc(graph, _source(registry).qualname_of)}
 
 
@@ -129,20 +136,52 @@ def dumps(graph: Graph, indent: int | None = None, *, registry: "SchemaSource | 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 1, *,
                registry: "SchemaSource | None" = None) -> None:
-    """Write ``graph`` to ``path`` as JSON."""
+    """Write ``graph`` to ``path`` as JSON, atomically: ``path`` holds the old file or the whole new one.
+
+    The document is made in memory first, written to a temporary file in the same folder, flushed and
+    synced to disk, then renamed over ``path`` (an existing file keeps its permissions). A serialisation
+    error, a full disk or a file-size limit leaves an existing file as it was and no temporary file behind.
+    """
+    import secrets
+
     text = dumps(graph, indent=indent, registry=registry)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    target = os.path.realpath(os.fspath(path))  # through a symlink: replace the file it points to
+    folder = os.path.dirname(target) or "."
+    try:
+        mode: int | None = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None  # a new file: the umask decides, as for open(path, "w")
+    while True:
+        temporary = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable (POSIX; not possible everywhere)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 # -- reading ------------------------------------------------------------------
 def _short(value: Any, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters: messages stay short whatever a document holds."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long for repr (sys.set_int_max_str_digits)
-        text = f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short_repr(value, limit)
 
 
 def _expect(cond: bool, path: str, message: str) -> None:
@@ -150,28 +189,42 @@ def _expect(cond: bool, path: str, message: str) -> None:
         raise GraphFormatError(path, message)
 
 
-def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str) -> Any:
-    _expect(key in obj, path, f"missing field {key!r}")
-    value = obj[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-    names = " or ".join(k.__name__ for k in kinds).replace("dict", "object").replace("list", "array")
-    _expect(ok, f"{path}.{key}", f"expected {names}, got {type(value).__name__} {str(value)[:40]!r}")
-    return value
-
-
-def _type(text: Any, path: str) -> TensorType:
-    _expect(isinstance(text, str), path, f"expected a type string such as 'f32[2, 3]', got {text!r}")
+def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str = "") -> Any:
+    # messages are made only on failure: a document of a million nodes must not format a million of them
     try:
-        return TensorType.parse(text)
+        value = obj[key]
+    except KeyError:
+        raise GraphFormatError(path, f"missing field {key!r}") from None
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, kinds) and not (value.__class__ is bool and bool not in kinds):
+        return value
+    names = " or ".join(k.__name__ for k in kinds).replace("dict", "object").replace("list", "array")
+    raise GraphFormatError(f"{path}.{key}", f"expected {names}, got {type(value).__name__} {_short(value)}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_type(text: str) -> TensorType:
+    return TensorType.parse(text)  # documents repeat a handful of types thousands of times
+
+
+def _type(text: Any, path: str = "") -> TensorType:
+    if not isinstance(text, str):
+        raise GraphFormatError(path, f"expected a type string such as 'f32[2, 3]', got {_short(text)}")
+    try:
+        return _parse_type(text)
     except FrameError as exc:
         raise GraphFormatError(path, str(exc)) from None
+
+
+def _within(prefix: str, exc: GraphFormatError) -> GraphFormatError:
+    """``exc`` with its (relative) path under ``prefix``; paths are built only when something is wrong."""
+    return GraphFormatError(prefix + exc.path, exc.detail)
 
 
 def _float_in(x: Any, path: str) -> float:
     if isinstance(x, str) and x in ("nan", "inf", "-inf"):
         return float(x)
-    _expect(isinstance(x, (int, float)) and not isinstance(x, bool), path, f"expected a number, got {x!r}")
+    _expect(isinstance(x, (int, float)) and not isinstance(x, bool), path, f"expected a number, got {_short(x)}")
     return float(x)
 
 
@@ -182,15 +235,15 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
     v = doc["value"]
     vpath = f"{path}.value"
     if kind == "bool":
-        _expect(isinstance(v, bool), vpath, f"expected true or false, got {v!r}")
+        _expect(isinstance(v, bool), vpath, f"expected true or false, got {_short(v)}")
         return v
     if kind == "int":
-        _expect(isinstance(v, int) and not isinstance(v, bool), vpath, f"expected an integer, got {v!r}")
+        _expect(isinstance(v, int) and not isinstance(v, bool), vpath, f"expected an integer, got {_short(v)}")
         return v
     if kind == "float":
         return _float_in(v, vpath)
     if kind == "str":
-        _expect(isinstance(v, str), vpath, f"expected a string, got {v!r}")
+        _expect(isinstance(v, str), vpath, f"expected a string, got {_short(v)}")
         return v
     if kind == "none":
         return None
@@ -200,12 +253,12 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
         for i, item in enumerate(v):
             ipath = f"{vpath}[{i}]"
             if kind == "ints":
-                _expect(isinstance(item, int) and not isinstance(item, bool), ipath, f"expected an integer, got {item!r}")
+                _expect(isinstance(item, int) and not isinstance(item, bool), ipath, f"expected an integer, got {_short(item)}")
                 out.append(item)
             elif kind == "floats":
                 out.append(_float_in(item, ipath))
             else:
-                _expect(isinstance(item, str), ipath, f"expected a string, got {item!r}")
+                _expect(isinstance(item, str), ipath, f"expected a string, got {_short(item)}")
                 out.append(item)
         return tuple(out)
     if kind == "dtype":
@@ -222,8 +275,8 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
             raise GraphFormatError(f"{vpath}.dtype", str(exc)) from None
         shape = _get(v, "shape", list, vpath)
         for i, d in enumerate(shape):
-            _expect(isinstance(d, int) and not isinstance(d, bool) and d >= 0, f"{vpath}.shape[{i}]",
-                    f"expected a non-negative integer, got {d!r}")
+            _expect(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < MAX_DIM, f"{vpath}.shape[{i}]",
+                    f"expected a non-negative integer below 2**63, got {_short(d)}")
         data = _get(v, "data", str, vpath)
         try:
             raw = base64.b64decode(data.encode("ascii"), validate=True)
@@ -231,6 +284,8 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
             raise GraphFormatError(f"{vpath}.data", "expected base64-encoded bytes") from None
         count = math.prod(shape)  # exact: np.prod would wrap around for absurd shapes
         expected = count * dtype.itemsize
+        _expect(expected < MAX_DIM, f"{vpath}.shape", f"{dtype.short}{_short(shape)} would need more bytes than "
+                                                     "any machine addresses (2**63)")
         _expect(len(raw) == expected, f"{vpath}.data",
                 f"holds {len(raw)} bytes but {dtype.short}{shape} needs {expected}")
         array = np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape)
@@ -238,7 +293,7 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
         return array
     if kind == "graph":
         return _read_graph(v, vpath, op_key)
-    raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {kind!r}; expected one of bool, int, float, str, "
+    raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {_short(kind)}; expected one of bool, int, float, str, "
                                           "none, ints, floats, strs, dtype, tensor, graph")
 
 
@@ -246,45 +301,71 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
     _expect(isinstance(doc, dict), path, "expected a graph object {name, inputs, nodes, outputs}")
     graph = Graph(_get(doc, "name", str, path))
     values: dict[int, Value] = {}
-    pending: list[tuple[Node, list[int], str]] = []
+    pending: list[tuple[Node, list[int], int]] = []
 
-    def define(entry: Any, epath: str, producer: Node | None, index: int) -> Value:
-        _expect(isinstance(entry, dict), epath, "expected a value object {id, type}")
-        vid = _get(entry, "id", int, epath)
-        _expect(vid not in values, f"{epath}.id", f"value id {vid} is defined twice")
+    def define(entry: Any, producer: Node | None, index: int) -> Value:  # errors carry paths relative to the entry
+        if not isinstance(entry, dict):
+            raise GraphFormatError("", "expected a value object {id, type}")
+        vid = _get(entry, "id", int)
+        if vid in values:
+            raise GraphFormatError(".id", f"value id {vid} is defined twice")
         name = entry.get("name")
-        _expect(name is None or isinstance(name, str), f"{epath}.name", "expected a string")
-        value = Value(_type(_get(entry, "type", str, epath), f"{epath}.type"), producer, index, name)
+        if name is not None and not isinstance(name, str):
+            raise GraphFormatError(".name", "expected a string")
+        value = Value(_type(_get(entry, "type", str), ".type"), producer, index, name)
         values[vid] = value
         return value
 
     for i, entry in enumerate(_get(doc, "inputs", list, path)):
-        graph.inputs.append(define(entry, f"{path}.inputs[{i}]", None, -1))
+        try:
+            graph.inputs.append(define(entry, None, -1))
+        except GraphFormatError as exc:
+            raise _within(f"{path}.inputs[{i}]", exc) from None
     for i, entry in enumerate(_get(doc, "nodes", list, path)):
-        npath = f"{path}.nodes[{i}]"
-        _expect(isinstance(entry, dict), npath, "expected a node object {op, inputs, outputs}")
-        op = op_key(_get(entry, "op", str, npath))
-        refs = _get(entry, "inputs", list, npath)
-        for j, r in enumerate(refs):
-            _expect(isinstance(r, int) and not isinstance(r, bool), f"{npath}.inputs[{j}]", f"expected a value id, got {r!r}")
-        attrs_doc = entry.get("attrs", {})
-        _expect(isinstance(attrs_doc, dict), f"{npath}.attrs", "expected an object")
-        attrs = {k: _decode_attr(a, f"{npath}.attrs.{k}", op_key) for k, a in attrs_doc.items()}
-        node = Node(op, (), attrs)
-        node.outputs = tuple(define(o, f"{npath}.outputs[{j}]", node, j)
-                             for j, o in enumerate(_get(entry, "outputs", list, npath)))
+        try:
+            if not isinstance(entry, dict):
+                raise GraphFormatError("", "expected a node object {op, inputs, outputs}")
+            op = op_key(_get(entry, "op", str))
+            refs = _get(entry, "inputs", list)
+            for j, r in enumerate(refs):
+                if not isinstance(r, int) or isinstance(r, bool):
+                    raise GraphFormatError(f".inputs[{j}]", f"expected a value id, got {_short(r)}")
+            attrs_doc = entry.get("attrs", {})
+            if not isinstance(attrs_doc, dict):
+                raise GraphFormatError(".attrs", "expected an object")
+            attrs = {k: _decode_attr(a, f".attrs.{k}", op_key) for k, a in attrs_doc.items()} if attrs_doc else {}
+            node = Node(op, (), attrs)
+            outs = []
+            for j, o in enumerate(_get(entry, "outputs", list)):
+                try:
+                    outs.append(define(o, node, j))
+                except GraphFormatError as exc:
+                    raise _within(f".outputs[{j}]", exc) from None
+            node.outputs = tuple(outs)
+        except GraphFormatError as exc:
+            raise _within(f"{path}.nodes[{i}]", exc) from None
         graph.nodes.append(node)
-        pending.append((node, refs, npath))
-    for node, refs, npath in pending:  # second pass: forward references load, and verify reports them
-        resolved = []
-        for j, r in enumerate(refs):
-            _expect(r in values, f"{npath}.inputs[{j}]", f"refers to value id {r}, which no input or node defines")
-            resolved.append(values[r])
-        node.inputs = tuple(resolved)
+        pending.append((node, refs, i))
+    for node, refs, i in pending:  # second pass: forward references load, and verify reports them
+        try:
+            node.inputs = tuple([values[r] for r in refs])
+        except KeyError:
+            j, r = next((j, r) for j, r in enumerate(refs) if r not in values)
+            raise GraphFormatError(f"{path}.nodes[{i}].inputs[{j}]",
+                                   f"refers to value id {r}, which no input or node defines") from None
     for i, r in enumerate(_get(doc, "outputs", list, path)):
-        _expect(isinstance(r, int) and not isinstance(r, bool) and r in values, f"{path}.outputs[{i}]",
-                f"expected the id of a defined value, got {r!r}")
+        if not isinstance(r, int) or isinstance(r, bool) or r not in values:
+            raise GraphFormatError(f"{path}.outputs[{i}]", f"expected the id of a defined value, got {_short(r)}")
         graph.outputs.append(values[r])
+    names = doc.get("output_names")
+    if names is not None:
+        if not isinstance(names, list) or len(names) != len(graph.outputs):
+            raise GraphFormatError(f"{path}.output_names", f"expected a list of {len(graph.outputs)} names (or nulls), "
+                                                           f"one per output, got {_short(names)}")
+        for i, name in enumerate(names):
+            if name is not None and (not isinstance(name, str) or not name):
+                raise GraphFormatError(f"{path}.output_names[{i}]", f"expected a name or null, got {_short(name)}")
+            graph.name_output(i, name)
     return graph
 
 
@@ -295,13 +376,14 @@ def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
     """
     _expect(isinstance(doc, dict), "$", "expected a JSON object with fields format, version, graph")
     fmt = doc.get("format")
-    _expect(fmt == FORMAT, "$.format", f"expected {FORMAT!r}, got {_short(fmt)}: this is not a frame graph document")
+    if fmt != FORMAT:
+        raise GraphFormatError("$.format", f"expected {FORMAT!r}, got {_short(fmt)}: this is not a frame graph document")
     version = doc.get("version")
-    _expect(isinstance(version, int) and not isinstance(version, bool), "$.version",
-            f"expected an integer, got {_short(version)}")
-    _expect(version in READS, "$.version",
-            f"unknown format version {_short(version)}; this frame-core reads versions "
-            f"{', '.join(map(str, READS))} (upgrade frame-core to read newer files)")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise GraphFormatError("$.version", f"expected an integer, got {_short(version)}")
+    if version not in READS:
+        raise GraphFormatError("$.version", f"unknown format version {_short(version)}; this frame-core reads versions "
+                                            f"{', '.join(map(str, READS))} (upgrade frame-core to read newer files)")
     if version == 1:  # short names, kept as written
         return _read_graph(doc.get("graph"), "$.graph")
     canonical = _source(registry).canonical
@@ -318,6 +400,9 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
         raise GraphFormatError("$", "the document is nested too deeply to read") from None
     except UnicodeDecodeError:
         raise GraphFormatError("$", "the bytes are not UTF-8 text (a frame graph is JSON)") from None
+    except ValueError as exc:  # a number of thousands of digits (int_max_str_digits): a hostile or corrupt document
+        raise GraphFormatError("$", f"the document holds a number too long to read ({exc}); frame graphs hold "
+                                    "no such numbers") from None
     try:
         return from_document(doc, registry=registry)
     except RecursionError:  # sub-graphs nested thousands deep: a hostile or corrupt document

@@ -6,13 +6,16 @@ import math
 import re
 from typing import Any
 
+from .._text import short_repr
 from ..errors import IRError
 from .dtypes import DType, as_dtype
 
-__all__ = ["TensorType", "as_type"]
+__all__ = ["TensorType", "as_type", "MAX_DIM"]
 
 # (DType, shape, device) -> the one TensorType with those fields.
 _INTERNED: dict[tuple, "TensorType"] = {}
+#: Dimensions, element counts and byte counts must stay below this (numpy's index type, int64).
+MAX_DIM = 2**63
 
 # dtype, then a bracketed list of dims (comma separated, no empty slots), then an optional @device.
 _SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]\s*(?:@\s*(\w+))?\s*$")
@@ -47,22 +50,25 @@ class TensorType:
         try:
             shape = tuple(shape)
         except TypeError:
-            raise IRError(f"a shape must be a sequence of ints, got {shape!r}") from None
+            raise IRError(f"a shape must be a sequence of ints, got {short_repr(shape)}") from None
         for dim in shape:
             if type(dim) is not int:
                 if hasattr(dim, "__index__") and not isinstance(dim, bool):
                     shape = tuple(int(d) for d in shape)
                     break
-                raise IRError(f"a shape must hold non-negative ints, got {shape!r}")
+                raise IRError(f"a shape must hold non-negative ints, got {short_repr(shape)}")
         if any(d < 0 for d in shape):
-            raise IRError(f"a shape must hold non-negative ints, got {shape!r}")
+            raise IRError(f"a shape must hold non-negative ints, got {short_repr(shape)}")
         if not isinstance(device, str) or not device:
             raise IRError(f"a device is a non-empty name such as 'cpu', got {device!r}")
         key = (dtype, shape, device)
         hit = _INTERNED.get(key)
         if hit is None:
-            hit = object.__new__(cls)
             size = math.prod(shape)
+            if size * dtype.itemsize >= MAX_DIM or any(d >= MAX_DIM for d in shape):
+                raise IRError(f"a tensor of shape {short_repr(shape)} and dtype {dtype.short} would need more bytes "
+                              "than any machine addresses (2**63); check the shape")
+            hit = object.__new__(cls)
             for name, value in (("dtype", dtype), ("shape", shape), ("device", device), ("size", size),
                                 ("nbytes", size * dtype.itemsize)):
                 object.__setattr__(hit, name, value)
@@ -77,12 +83,17 @@ class TensorType:
         """Read the shorthand ``"f32[2, 3]"`` (``"f32[]"`` is a scalar; ``"@dev"`` names a device)."""
         m = _SHORTHAND.match(text) if isinstance(text, str) else None
         if m is None:
-            raise IRError(f"cannot read the type {text!r}; expected a shorthand such as 'f32[128, 784]' or 'i64[]'")
-        dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
+            raise IRError(f"cannot read the type {short_repr(text)}; expected a shorthand such as 'f32[128, 784]' or "
+                          "'i64[]'")
+        digits = m.group(2).split(",") if m.group(2) else []
+        if any(len(d.strip()) > 19 for d in digits):  # 2**63 has 19 digits: no larger dimension exists
+            raise IRError(f"cannot read the type {short_repr(text)}: a dimension has more digits than any shape "
+                          "numpy supports (below 2**63)")
+        dims = tuple(int(d) for d in digits)
         try:
             dtype = as_dtype(m.group(1))
         except IRError as exc:
-            raise IRError(f"cannot read the type {text!r}: {exc}") from None
+            raise IRError(f"cannot read the type {short_repr(text)}: {exc}") from None
         return cls(dtype, dims, m.group(3) or "cpu")
 
     @property
@@ -112,4 +123,4 @@ def as_type(value: Any) -> TensorType:
         return value
     if isinstance(value, str):
         return TensorType.parse(value)
-    raise IRError(f"expected a TensorType or a shorthand such as 'f32[2, 3]', got {value!r}")
+    raise IRError(f"expected a TensorType or a shorthand such as 'f32[2, 3]', got {short_repr(value)}")

@@ -17,7 +17,7 @@ V8  Sub-graph attributes are closed graphs that pass these rules themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ..errors import FrameError, UnknownOpError, VerifyError
+from ..errors import FrameError, IRError, UnknownOpError, VerifyError
 from .graph import Graph, Node, Value
 from .schemas import SchemaSource, default_source
 
@@ -66,10 +66,16 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
     ``types=False`` skips rule V6 (shape inference), for callers that infer types themselves (the compile pipeline).
     ``_enclosing`` are the graphs whose sub-graph ``graph`` is (V8 refuses a body that holds one of them).
     """
+    if not isinstance(graph, Graph):
+        raise IRError(f"verify/check_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
+                      "frame_core.load_graph(path)")
     if registry is None:
         registry = default_source()
+    elif not hasattr(registry, "lookup"):
+        raise IRError(f"registry= takes a frame_core Registry (frame_core.registry()), got {type(registry).__name__}")
     problems: list[Problem] = []
     names: dict[Value, str] = {}
+    unknown: dict[str, str] = {}  # op name -> its V3 message: suggestions cost, so only for the first few names
 
     def name(v: Value) -> str:
         if v not in names:
@@ -116,7 +122,7 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
                 problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has exactly "
                                               "one producer", node.op, index, path))
             defined.add(v)
-        problems.extend(_check_node(node, index, registry, path, types, (*_enclosing, graph)))
+        problems.extend(_check_node(node, index, registry, path, types, unknown, (*_enclosing, graph)))
 
     for i, v in enumerate(graph.outputs):
         if v not in defined:
@@ -146,12 +152,23 @@ def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, 
     return False
 
 
+#: Distinct unknown op names whose V3 message suggests close matches; past them the message is the short one, so
+#: checking a huge document of unknown ops costs time in proportion to what a report shows (VerifyError shows 20).
+SUGGESTED_NAMES = 20
+
+
 def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types: bool = True,
-                enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
+                unknown: dict[str, str] | None = None, enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
+    if unknown and node.op in unknown:  # known to be unknown: no second lookup
+        return [Problem("V3", unknown[node.op], node.op, index, path)]
     try:
         schema = registry.lookup(node.op)  # a stored key: no pack scope applies
     except UnknownOpError as exc:
-        return [Problem("V3", str(exc), node.op, index, path)]
+        memo = {} if unknown is None else unknown
+        message = memo.get(node.op)
+        if message is None:
+            message = memo[node.op] = str(exc) if len(memo) < SUGGESTED_NAMES else exc.brief
+        return [Problem("V3", message, node.op, index, path)]
     problems = []
     try:
         attrs = schema.normalize_attrs(node.attrs)

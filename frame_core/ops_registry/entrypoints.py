@@ -70,8 +70,8 @@ def _section(text: str, group: str) -> list[tuple[str, str]]:
 def _name_version(meta_dir: str) -> tuple[str, str]:
     for filename in ("METADATA", "PKG-INFO"):
         path = os.path.join(meta_dir, filename)
-        try:
-            with open(path, encoding="utf-8") as f:
+        try:  # a description in another encoding must not matter: only the Name and Version lines are read
+            with open(path, encoding="utf-8", errors="replace") as f:
                 name = version = None
                 for line in f:
                     if not line.strip():
@@ -111,26 +111,34 @@ def _scan(group: str) -> list[EntryPoint] | None:
                 continue
             seen.add(key)
             try:
-                with open(os.path.join(meta_dir, "entry_points.txt"), encoding="utf-8") as f:
-                    text = f.read()
+                with open(os.path.join(meta_dir, "entry_points.txt"), "rb") as fb:
+                    raw = fb.read()
             except OSError:
                 continue
-            if f"[{group}]" not in text.replace(" ", ""):
-                continue
+            if f"[{group}]".encode() not in raw.replace(b" ", b""):
+                continue  # not a frame pack: its bytes, in whatever encoding, are none of our business
+            text = raw.decode("utf-8", errors="replace")
             dist_name, dist_version = _name_version(meta_dir)
             found.extend(EntryPoint(n, v, group, dist_name, dist_version) for n, v in _section(text, group))
     return found
 
 
 def _from_importlib(group: str) -> list[EntryPoint]:
-    from importlib.metadata import entry_points as stdlib_entry_points
+    from importlib.metadata import distributions
 
-    out = []
-    for ep in stdlib_entry_points(group=group):
-        dist = ep.dist
-        name = dist.metadata["Name"] if dist is not None else "<unknown distribution>"
-        version = dist.version if dist is not None else "?"
-        out.append(EntryPoint(ep.name, ep.value, group, name, version))
+    out: list[EntryPoint] = []
+    seen: set[str] = set()
+    for dist in distributions():  # in sys.path order; the first distribution of a name wins, as in importlib
+        try:  # one distribution with unreadable metadata must not hide the others
+            name = dist.metadata["Name"] or "<unknown distribution>"
+            if normalize(name) in seen:
+                continue
+            seen.add(normalize(name))
+            eps = [ep for ep in dist.entry_points if ep.group == group]
+            version = dist.version or "?"
+        except (ValueError, OSError):  # UnicodeDecodeError is a ValueError
+            continue
+        out.extend(EntryPoint(ep.name, ep.value, group, name, version) for ep in eps)
     return out
 
 

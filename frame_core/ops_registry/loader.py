@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -102,6 +103,14 @@ def load_registry(
     In strict mode (``strict=True`` or ``FRAME_STRICT=1``) any pack problem
     raises :class:`PluginError` listing every problem.
     """
+    from ..errors import ArgumentError
+
+    if environ is not None and not isinstance(environ, Mapping):
+        raise ArgumentError(f"load_registry(environ=) takes a mapping such as {{'FRAME_LOAD_PLUGINS': ''}}, got "
+                            f"{type(environ).__name__}")
+    if entry_points is not None and (isinstance(entry_points, (str, bytes)) or not isinstance(entry_points, Iterable)):
+        raise ArgumentError(f"load_registry(entry_points) takes a list of entry points (objects with name, value, "
+                            f"dist_name, dist_version and load()), got {type(entry_points).__name__}")
     env = os.environ if environ is None else environ
     if strict is None:
         strict = strict_from_env(env)
@@ -120,6 +129,9 @@ def load_registry(
     seen: set[tuple[str, str]] = set()
     matched: set[str] = set()  # names in FRAME_LOAD_PLUGINS / FRAME_DISABLE_PLUGINS that some pack answered to
     for ep in discover_entry_points() if entry_points is None else entry_points:
+        if not isinstance(getattr(ep, "name", None), str) or not callable(getattr(ep, "load", None)):
+            raise ArgumentError(f"load_registry(entry_points): {ep!r:.60} is not an entry point (it needs a name "
+                                "string, value, dist_name, dist_version and a load() method)")
         dist, version = _dist_name(ep), _dist_version(ep)
         key = (normalize(dist), ep.name)
         if key in seen:  # the same distribution found twice on sys.path (editable installs)
@@ -149,7 +161,9 @@ def load_registry(
             record.api_version = _check_api(module, dist)
             pm.register(module, name=name)
         except (Exception, SystemExit) as exc:  # a broken pack is reported, never fatal (even if it calls exit())
-            reg.drop_pack(name, f"cannot load {record.module}: {type(exc).__name__}: {exc}")
+            package = str(record.module or "").split(":")[0].strip().split(".")[0]
+            reg.drop_pack(name, f"cannot load {record.module}: {type(exc).__name__}: {exc}{_where(exc, package)}")
+            record.traceback = _traceback(exc)
             continue
         unknown = _unknown_hooks(pm, name)
         if unknown:  # a misspelt hook would otherwise be ignored in silence
@@ -212,7 +226,8 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
         try:
             result = impl.function()
         except (Exception, SystemExit) as exc:
-            _refuse(reg, pm, name, f"frame_register_ops raised {type(exc).__name__}: {exc}")
+            where = _where(exc, _package(pm, name))
+            _refuse(reg, pm, name, f"frame_register_ops raised {type(exc).__name__}: {exc}{where}", exc)
             return
         if result is None:
             continue
@@ -257,13 +272,20 @@ def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> None:
             continue
         try:
             specs = [spec for impl in _impls(pm, "frame_register_passes", name) for spec in impl.function() or []]
-        except Exception as exc:
-            _refuse(reg, pm, name, f"frame_register_passes raised {type(exc).__name__}: {exc}")
+        except (Exception, SystemExit) as exc:  # a pack's hook may even call exit(): it fails, frame goes on
+            where = _where(exc, _package(pm, name))
+            _refuse(reg, pm, name, f"frame_register_passes raised {type(exc).__name__}: {exc}{where}", exc)
             continue
-        taken = {spec.name for spec in reg.passes}
-        problems = [p for spec in specs for p in pass_problems(spec)]
-        problems += [f"a pass named {spec.name!r} is already registered" for spec in specs
-                     if getattr(spec, "name", None) in taken]
+        try:
+            problems = [p for spec in specs for p in pass_problems(spec)]
+            if not problems:
+                taken = {spec.name for spec in reg.passes}
+                names = [spec.name for spec in specs]
+                problems += [f"a pass named {n!r} is already registered" for n in names if n in taken]
+                problems += [f"the pack registers two passes named {n!r}" for n in sorted(set(names))
+                             if names.count(n) > 1]
+        except Exception as exc:  # a PassSpec malformed past what pass_problems foresees
+            problems = [f"checking its passes raised {type(exc).__name__}: {exc}"]
         if problems:
             _refuse(reg, pm, name, "frame_register_passes: " + "; ".join(problems))
             continue
@@ -272,7 +294,40 @@ def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> None:
             reg.passes.append(spec)
 
 
-def _refuse(reg: Registry, pm: pluggy.PluginManager, name: str, reason: str) -> None:
+def _refuse(reg: Registry, pm: pluggy.PluginManager, name: str, reason: str, exc: BaseException | None = None) -> None:
     """A registered pack fails: the registry drops what it added, pluggy forgets its hooks."""
     reg.drop_pack(name, reason)
+    if exc is not None:
+        reg.packs[name].traceback = _traceback(exc)
     pm.unregister(name=name)
+
+
+def _where(exc: BaseException, package: str | None = None) -> str:
+    """`` (at FILE:LINE)``: the innermost line of ``package`` (the pack's top-level package) that ``exc`` passed
+    through, and where it was raised when that is elsewhere (in numpy, say); for a syntax error, the line."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (at {exc.filename}:{exc.lineno})"
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith("<frozen"):
+            frames.append((str(tb.tb_frame.f_globals.get("__name__", "")), code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    if not frames:
+        return ""
+    raised = frames[-1]
+    own = [f for f in frames if package and (f[0] == package or f[0].startswith(package + "."))]
+    if not own or own[-1] is raised:
+        return f" (at {raised[1]}:{raised[2]})"
+    return f" (at {own[-1][1]}:{own[-1][2]}; raised in {raised[1]}:{raised[2]})"
+
+
+def _package(pm: pluggy.PluginManager, name: str) -> str | None:
+    module = pm.get_plugin(name)
+    return getattr(module, "__name__", "").split(".")[0] or None
+
+
+def _traceback(exc: BaseException) -> str:
+    """The whole traceback of ``exc`` (``frame --verbose`` and ``FRAME_DEBUG=1`` show it)."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

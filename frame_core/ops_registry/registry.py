@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from types import MappingProxyType
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,7 +47,8 @@ class PackRecord:
     """What the loader knows about one pack: where it came from and how loading went.
 
     ``status`` is ``"loaded"``, ``"failed"`` or ``"disabled"``; ``error`` is the
-    reason when it is not loaded.
+    reason when it is not loaded (with the file and line where loading raised),
+    ``traceback`` the whole traceback in that case.
     """
 
     name: str
@@ -58,6 +60,7 @@ class PackRecord:
     module: str | None = None
     api_version: str | None = None
     namespace: str | None = None  # the qualifier of its ops (``namespace::op``): the entry-point name as an identifier
+    traceback: str | None = None  # the whole traceback when loading raised (``frame --verbose`` shows it)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -221,6 +224,11 @@ class SchemaTable(dict[str, "OpSchema"]):
         """Every op's qualified name."""
         return [s.qualname for s in self.values()]
 
+    @property
+    def qualified(self) -> Mapping[str, "OpSchema"]:
+        """Qualified name -> schema (read-only view)."""
+        return MappingProxyType(self._by_qualname)
+
     def collisions(self) -> list[Collision]:
         """Short names that several loaded packs register, in load order."""
         return [Collision(short, tuple(qualnames), self._owner(short))
@@ -297,8 +305,8 @@ class Registry:
         except AmbiguousOpError:
             raise
         except KeyError:
-            known = self.schemas.qualnames() if "::" in name else list(self.schemas)
-            raise UnknownOpError(name, known, self._missing_hint(name)) from None
+            known = self.schemas.qualified if "::" in name else self.schemas
+            raise UnknownOpError(name, known, lambda: self._missing_hint(name)) from None
 
     def lookup(self, key: str) -> "OpSchema":
         """The schema of a stored op key (a canonical key or a qualified name; no pack scope applies), with the
@@ -307,9 +315,9 @@ class Registry:
             return self.schemas[key]
         except AmbiguousOpError:
             raise
-        except (KeyError, TypeError):
-            known = self.schemas.qualnames() if isinstance(key, str) and "::" in key else list(self.schemas)
-            raise UnknownOpError(str(key), known, self._missing_hint(str(key))) from None
+        except (KeyError, TypeError):  # the names to suggest from are read only if the message is
+            known = self.schemas.qualified if isinstance(key, str) and "::" in key else self.schemas
+            raise UnknownOpError(str(key), known, lambda: self._missing_hint(str(key))) from None
 
     def qualname_of(self, name: str) -> str:
         """The qualified name of the op ``name`` (a stored key or qualified name) names; ``name`` if unknown."""
@@ -406,6 +414,11 @@ def reset_registry() -> None:
 @contextmanager
 def use_registry(reg: Registry) -> Iterator[Registry]:
     """Make ``reg`` the current registry inside the ``with`` block."""
+    if not isinstance(reg, Registry):
+        from ..errors import ArgumentError
+
+        raise ArgumentError(f"use_registry takes a Registry (frame_core.registry(), load_registry(...)), got "
+                            f"{type(reg).__name__}")
     token = _override.set(_override.get() + (reg,))
     try:
         yield reg

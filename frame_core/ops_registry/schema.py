@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._text import short_repr
 from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
 from ..ir.dtypes import DType, as_dtype
 from ..ir.graph import Graph, Node
@@ -65,6 +66,23 @@ __all__ = [
     "node_has_side_effect",
     "carries_graphs",
 ]
+
+
+def _items(value: Any, what: str, op: str) -> tuple[Any, ...]:
+    """``value`` as a tuple; a RegistrationError when it is not a sequence (a bare string would be split)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise RegistrationError(f"{op}: {what} must be a list, got {type(value).__name__} {value!r:.40}"
+                                + (f"; write [{value!r}] for one item" if isinstance(value, str) else ""))
+    return tuple(value)
+
+
+def _names(value: Any, what: str, op: str) -> tuple[str, ...]:
+    """``value`` as a tuple of strings: ``("x", "y")``, never the characters of a bare string."""
+    items = _items(value, what, op)
+    bad = [v for v in items if not isinstance(v, str)]
+    if bad:
+        raise RegistrationError(f"{op}: {what} must be a list of names (strings), got {bad[0]!r} in {value!r:.60}")
+    return items
 
 
 class _Required:
@@ -132,15 +150,18 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
             except AttributeSpecError:
                 continue
         kinds = " or ".join(repr(k) for k in kind.split("|"))
-        raise AttributeSpecError(f"{name} must be of kind {kinds}, got {value!r} ({type(value).__name__})")
+        raise AttributeSpecError(f"{name} must be of kind {kinds}, got {short_repr(value)} ({type(value).__name__})")
 
     def bad(expected: str) -> AttributeSpecError:
-        return AttributeSpecError(f"{name} must be {expected}, got {value!r} ({type(value).__name__})")
+        return AttributeSpecError(f"{name} must be {expected}, got {short_repr(value)} ({type(value).__name__})")
+
+    def fits(v: Any) -> bool:  # kernels hand ints to numpy, whose ints are 64-bit
+        return -(2**63) <= int(v) < 2**63
 
     if kind == "int":
-        if _is_int(value):
+        if _is_int(value) and fits(value):
             return int(value)
-        raise bad("an int")
+        raise bad("an int (64-bit)" if _is_int(value) else "an int")
     if kind == "float":
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
             return float(value)
@@ -154,14 +175,14 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
             return value
         raise bad("a str")
     if kind in ("ints", "shape"):
-        if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+        if isinstance(value, (list, tuple)) and all(_is_int(v) and fits(v) for v in value):
             out = tuple(int(v) for v in value)
             if kind == "shape" and any(v < 0 for v in out):
                 raise bad("a shape (non-negative ints)")
             return out
-        if kind == "ints" and _is_int(value):
+        if kind == "ints" and _is_int(value) and fits(value):
             return (int(value),)
-        raise bad("a list of ints" if kind == "ints" else "a shape (a list of non-negative ints)")
+        raise bad("a list of (64-bit) ints" if kind == "ints" else "a shape (a list of non-negative 64-bit ints)")
     if kind == "floats":
         if isinstance(value, (list, tuple)) and all(
             isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in value
@@ -181,7 +202,12 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
         if isinstance(value, (int, float, bool, np.generic)):
             value = np.asarray(value)
         if isinstance(value, np.ndarray):
-            as_dtype(value.dtype)  # supported dtype?
+            try:
+                dtype = as_dtype(value.dtype)  # supported dtype?
+            except FrameError:
+                raise bad("a numpy array of a supported dtype (f16, bf16, f32, f64, i32, i64, bool)") from None
+            if value.dtype != dtype.np:  # big-endian or otherwise non-native: the kernels' dtype is the native one
+                value = value.astype(dtype.np)
             return frozen(value)  # a graph never sees later writes to the caller's array
         raise bad("a numpy array")
     if kind == "graph":
@@ -197,11 +223,17 @@ class Example:
     Used by the closure audit (types only), the registry-driven tests, the
     conformance kit and ``frame ops show``. Values are drawn uniformly from
     ``[low, high]``; with ``min_abs`` they are pushed at least that far from
-    zero (to stay away from kinks such as relu's). ``values`` fixes them.
-    ``tolerance`` loosens the numerical gradient check for this example.
+    zero (to stay away from kinks such as relu's). ``values`` fixes them
+    (one array per input, used as given; give them as ``inputs`` arrays to
+    take the types from them). ``tolerance`` (a positive number) loosens every
+    numerical gradient check of this example, the float16/bfloat16 ones
+    included: each uses the larger of its default and this. ``low_precision``
+    chooses which reduced-precision gradient checks run on it: ``True`` (all
+    the kit runs), ``False`` (none), or a list such as ``["float16"]``; say
+    why in ``note``, which ``frame ops show`` prints and skipped checks report.
     """
 
-    __slots__ = ("inputs", "attrs", "values", "low", "high", "min_abs", "tolerance", "note")
+    __slots__ = ("inputs", "attrs", "values", "low", "high", "min_abs", "tolerance", "note", "low_precision")
 
     def __init__(
         self,
@@ -214,7 +246,25 @@ class Example:
         values: Sequence[np.ndarray] | None = None,
         tolerance: float | None = None,
         note: str = "",
+        low_precision: bool | Sequence[str] = True,
     ) -> None:
+        if isinstance(inputs, (str, bytes, TensorType, np.ndarray)) or not isinstance(inputs, (list, tuple)):
+            raise RegistrationError(f"Example inputs are a list of types or arrays, got {type(inputs).__name__} "
+                                    f"{inputs!r:.40}" + (f"; for one input write [{inputs!r}]"
+                                                         if isinstance(inputs, (str, TensorType)) else ""))
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.number))
+                                      or not math.isfinite(tolerance) or tolerance <= 0):
+            raise RegistrationError(f"Example tolerance is a positive number (a relative error bound), got {tolerance!r}")
+        if isinstance(low_precision, bool):
+            chosen: bool | tuple[str, ...] = low_precision
+        else:
+            try:
+                chosen = tuple(as_dtype(d).name for d in _items(low_precision, "low_precision", "Example"))
+            except FrameError as exc:
+                raise RegistrationError(f"Example low_precision is True, False or a list of dtypes such as "
+                                        f"['float16']: {exc}") from None
+        if not isinstance(note, str):
+            raise RegistrationError(f"Example note is a string (why the example is as it is), got {type(note).__name__}")
         types = []
         arrays = []
         for item in inputs:
@@ -229,8 +279,15 @@ class Example:
         self.attrs = dict(attrs or {})
         self.values = tuple(arrays) if arrays else (tuple(values) if values is not None else None)
         self.low, self.high, self.min_abs = float(low), float(high), float(min_abs)
-        self.tolerance = tolerance
+        self.tolerance = None if tolerance is None else float(tolerance)
         self.note = note
+        self.low_precision = chosen
+
+    def checks_low_precision(self, dtype: DType | str) -> bool:
+        """Whether the reduced-precision gradient check in ``dtype`` runs on this example."""
+        if isinstance(self.low_precision, bool):
+            return self.low_precision
+        return as_dtype(dtype).name in self.low_precision
 
     def sample(self, rng: np.random.Generator, dtype_override: DType | None = None) -> list[np.ndarray]:
         """Input arrays for this example (fixed ``values`` if given, else random)."""
@@ -332,7 +389,7 @@ class OpSchema:
 
     ``not_differentiable`` is the reason an op declares it has no gradient
     (every user-facing op has either a ``gradient`` or this reason).
-    ``nondiff_inputs`` lists input positions that never carry a gradient.
+    ``nondiff_inputs`` lists the inputs (positions, or names of ``inputs``) that never carry a gradient.
     ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
     derivative the GradientFn is checked against instead of the forward's.
     ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
@@ -358,7 +415,7 @@ class OpSchema:
         kernels: Mapping[str, KernelBuilder],
         gradient: GradientFn | None = None,
         not_differentiable: str | None = None,
-        nondiff_inputs: Sequence[int] = (),
+        nondiff_inputs: Sequence[int | str] = (),
         decomposition: DecomposeFn | None = None,
         traits: Sequence[str] = (),
         doc: str = "",
@@ -367,22 +424,30 @@ class OpSchema:
         gradient_surrogate: Callable[..., np.ndarray] | None = None,
         frontend: Callable[..., Any] | None = None,
     ) -> None:
+        if not isinstance(name, str) or not name:
+            raise RegistrationError(f"an op name is a non-empty string such as 'relu', got {name!r}")
         self.name = name
-        self.inputs = tuple(inputs)
-        self.outputs = tuple(outputs)
+        self.inputs = _names(inputs, "inputs", name)
+        self.outputs = _names(outputs, "outputs", name)
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise RegistrationError(f"{name}: attrs must map attribute names to AttrSpec, got {type(attrs).__name__}")
         self.attrs = dict(attrs or {})
         self.shape_infer = shape_infer
+        if not isinstance(kernels, Mapping):
+            raise RegistrationError(f"{name}: kernels must map backends to kernel builders, e.g. {{'cpu': build}}, "
+                                    f"got {type(kernels).__name__}")
         self.kernels = dict(kernels)
         self.gradient = gradient
         self.not_differentiable = not_differentiable
-        self.nondiff_inputs = frozenset(nondiff_inputs)
+        self.nondiff_inputs = frozenset(self.inputs.index(i) if isinstance(i, str) and i in self.inputs else i
+                                        for i in _items(nondiff_inputs, "nondiff_inputs", name))
         self.decomposition = decomposition
-        trait_set = set(traits)
+        trait_set = set(_names(traits, "traits", name))
         if name.endswith("_internal"):
             trait_set.add("internal")
         self.traits = frozenset(trait_set)
         self.doc = doc
-        self.examples = tuple(examples)
+        self.examples = _items(examples, "examples", name)
         self.variadic = variadic
         self.gradient_surrogate = gradient_surrogate
         self.frontend = frontend
@@ -418,35 +483,59 @@ class OpSchema:
 
     # -- checking ------------------------------------------------------------
     def check_definition(self) -> list[str]:
-        """Problems with the schema itself (empty when sound). Used by the loader."""
+        """Problems with the schema itself (empty when sound). Used by the loader; never raises."""
         problems = []
-        if not self.name or not self.name.replace("_", "a").isalnum() or not self.name[0].isalpha():
-            problems.append(f"op name {self.name!r} must be an identifier (letters, digits, '_')")
-        if not callable(self.shape_infer):
-            problems.append(f"{self.name}: shape_infer is not callable")
+        name = self.name
+        if not name.replace("_", "a").isalnum() or not name[0].isalpha() or not name.isascii():
+            problems.append(f"op name {name!r} must be an identifier (letters, digits, '_')")
+        for label, value in (("shape_infer", self.shape_infer), ("gradient", self.gradient),
+                             ("decomposition", self.decomposition), ("gradient_surrogate", self.gradient_surrogate)):
+            if (value is not None or label == "shape_infer") and not callable(value):
+                problems.append(f"{name}: {label} must be callable, got {type(value).__name__}")
         if "cpu" not in self.kernels:
-            problems.append(f"{self.name}: no 'cpu' kernel (every op needs one)")
+            problems.append(f"{name}: no 'cpu' kernel (every op needs one)")
         for backend, kernel in self.kernels.items():
             if not callable(kernel):
-                problems.append(f"{self.name}: kernel for {backend!r} is not callable")
+                problems.append(f"{name}: kernel for {backend!r} is not callable")
         if self.frontend is not None and not callable(self.frontend):
-            problems.append(f"{self.name}: frontend is not callable")
+            problems.append(f"{name}: frontend is not callable")
+        for key, spec in self.attrs.items():
+            if not isinstance(key, str) or not key.isidentifier():
+                problems.append(f"{name}: attribute name {key!r} must be an identifier")
+            if not isinstance(spec, AttrSpec):
+                problems.append(f"{name}: attribute {key!r} must be described by an AttrSpec such as "
+                                f"AttrSpec('int', 0), got {type(spec).__name__} {spec!r:.40}")
+        for label, text in (("not_differentiable", self.not_differentiable), ("doc", self.doc)):
+            if text is not None and not isinstance(text, str):
+                problems.append(f"{name}: {label} must be a string, got {type(text).__name__}")
         if self.has_side_effect and self.gradient is not None:
-            problems.append(f"{self.name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
+            problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
         if self.gradient is not None and self.not_differentiable:
-            problems.append(f"{self.name}: declares both a GradientFn and not_differentiable")
+            problems.append(f"{name}: declares both a GradientFn and not_differentiable")
         if not self.internal and self.gradient is None and not self.not_differentiable:
             problems.append(
-                f"{self.name}: a user-facing op must register a GradientFn or say why not (not_differentiable='...')"
+                f"{name}: a user-facing op must register a GradientFn or say why not (not_differentiable='...')"
             )
         unknown = self.traits - set(TRAITS)
         if unknown:
-            problems.append(f"{self.name}: unknown traits {sorted(unknown)}; known: {sorted(TRAITS)}")
-        bad = [i for i in self.nondiff_inputs if not 0 <= i < len(self.inputs)]
-        if bad and not self.variadic:
-            problems.append(f"{self.name}: nondiff_inputs {bad} out of range for {len(self.inputs)} inputs")
+            problems.append(f"{name}: unknown traits {sorted(map(str, unknown))}; known: {sorted(TRAITS)}")
+        for i in sorted(self.nondiff_inputs, key=repr):
+            if isinstance(i, str):
+                problems.append(f"{name}: nondiff_inputs names {i!r}, which is not an input (inputs: "
+                                f"{', '.join(self.inputs) or 'none'})")
+            elif not _is_int(i):
+                problems.append(f"{name}: nondiff_inputs holds {i!r} ({type(i).__name__}); list input positions "
+                                "(ints) or input names")
+            elif not self.variadic and not 0 <= i < len(self.inputs):
+                problems.append(f"{name}: nondiff_inputs {i} out of range for {len(self.inputs)} inputs")
         if not self.examples:
-            problems.append(f"{self.name}: no examples (the closure audit and the conformance kit need at least one)")
+            problems.append(f"{name}: no examples (the closure audit and the conformance kit need at least one)")
+        for k, example in enumerate(self.examples):
+            if not isinstance(example, Example):
+                problems.append(f"{name}: example {k} is a {type(example).__name__}, expected an Example")
+            elif not self.variadic and len(example.inputs) != len(self.inputs):
+                problems.append(f"{name}: example {k} gives {len(example.inputs)} inputs, the op takes "
+                                f"{len(self.inputs)} ({', '.join(self.inputs)})")
         return problems
 
     def normalize_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -488,7 +577,7 @@ class OpSchema:
                 result = self.shape_infer(ctx)
         except FrameError:
             raise
-        except Exception as exc:  # a bug in the pack's shape function, not in the caller's graph
+        except (Exception, SystemExit) as exc:  # a bug in the pack's shape function, not in the caller's graph
             raise ShapeError(
                 f"{self.name}: shape inference raised {type(exc).__name__}: {exc} "
                 f"(a bug in pack {self.pack or '?'}; inputs were [{', '.join(map(str, input_types))}])"

@@ -12,10 +12,18 @@ same instructions one by one under a timer.
 A run reuses the planned buffers, so one ``Executable`` runs one call at a
 time (a lock serialises concurrent calls).
 
+Kernel results are checked (SPEC §7, issue 8): the first run of every
+executable goes through the loop with each kernel's outputs checked against
+the inferred types (an ndarray, never a numpy scalar or ``None``, of exactly
+the dtype and shape shape inference gave), and a ``KernelError`` names the
+node, the op and its pack otherwise; later runs use the unchecked program.
+With ``checks`` (``FRAME_CHECKS=1``) every run is checked.
+
 ``unchecked()`` gives the same straight-line code without the input checks
 and without the lock, for a caller that owns the executable and guarantees
 both: a control-flow kernel running its body once per iteration (the body is
-compiled once per kernel, by ``compile_subgraph``).
+compiled once per kernel, by ``compile_subgraph``). Its first call checks the
+kernels' results too.
 """
 
 from __future__ import annotations
@@ -41,6 +49,10 @@ _FILENAME = "<frame executable>"
 CODEGEN_LIMIT = 4000
 
 
+def _c_copy(value: Any) -> np.ndarray:
+    return np.array(value, order="C")
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"{value.dtype}{list(value.shape)}"
@@ -50,21 +62,25 @@ def _describe(value: Any) -> str:
 class Executable:
     """A compiled graph. ``run(inputs) -> outputs`` (lists of numpy arrays)."""
 
-    def __init__(self, graph: Graph, program: Program, plan: MemoryPlan, backend: str, log: list[tuple[str, str]]) -> None:
+    def __init__(self, graph: Graph, program: Program, plan: MemoryPlan, backend: str, log: list[tuple[str, str]],
+                 *, checks: bool = False) -> None:
         self.graph = graph
+        self.checks = checks
         self.program = program
         self.plan = plan
         self.backend = backend
         self.log = log
         self.input_types: list[TensorType] = list(program.input_types)
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
+        self.output_names: list[str | None] = graph.output_names  # compile() gives the source graph's
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
         self.source: str | None
         if len(program.instructions) <= CODEGEN_LIMIT:
-            self.source, self._fn = self._generate()
+            self.source, self._fast = self._generate()
         else:
-            self.source, self._fn = None, self._interpreter()
+            self.source, self._fast = None, self._interpreter()
+        self._fn: Any = self._first_run  # checks every kernel's results, then hands over to _fast
 
     # -- code generation ----------------------------------------------------------
     def _generate(self, checked: bool = True, copy_outputs: bool = True) -> tuple[str, Any]:
@@ -144,15 +160,40 @@ class Executable:
             template[k] = array
         return steps, template, slot
 
-    def _interpreter(self) -> Any:
+    def _first_run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """A run with every kernel's results checked; once one succeeds, later runs skip the checks."""
+        checked = self._interpreter(check=True)
+        outputs = checked(inputs)
+        self._fn = checked if self.checks else self._fast
+        return outputs
+
+    def _result_problem(self, k: int, result: Any) -> str | None:
+        """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type."""
+        ins = self.program.instructions[k]
+        want = [v.type for v in ins.node.outputs]
+        got = [result] if len(want) == 1 else result
+        if len(want) != 1 and (not isinstance(result, (tuple, list)) or len(result) != len(want)):
+            return f"returned {_describe(result)}, expected a tuple of {len(want)} arrays ({', '.join(map(str, want))})"
+        for j, (t, array) in enumerate(zip(want, got)):
+            if isinstance(array, np.ndarray) and array.dtype == t.dtype.np and array.shape == t.shape:
+                continue
+            what = ("a numpy scalar " + str(array.dtype) if isinstance(array, np.generic)
+                    else f"an array {_describe(array)}" if isinstance(array, np.ndarray) else _describe(array))
+            label = f"output {j}" if len(want) > 1 else "its output"
+            return f"returned {what} for {label}, but shape inference says {t}"
+        return None
+
+    def _interpreter(self, check: bool = False, copy_outputs: bool = True) -> Any:
         prog = self.program
         steps, template, slot = self._steps()
-        # np.array copies; np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
-        results = [(slot[name], np.array if copy else np.asarray if t.rank == 0 else None)
+        # a C-ordered copy (as the generated code's .copy(): a broadcast view must not come back with 0 strides);
+        # np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
+        results = [(slot[name], _c_copy if copy and copy_outputs else np.asarray if t.rank == 0 else None)
                    for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
         coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
+        result_problem, bad_result = self._result_problem, self._bad_result
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
@@ -165,9 +206,14 @@ class Executable:
                     value = coerce(i, value)
                 regs[i] = value
             k = 0
+            problem = None
             try:
                 for k, (kernel, args, out, single, frees) in enumerate(steps):
                     result = kernel(*[regs[a] for a in args])
+                    if check:
+                        problem = result_problem(k, result)
+                        if problem is not None:
+                            break
                     if single:
                         regs[out] = result
                     else:
@@ -177,6 +223,8 @@ class Executable:
                         regs[f] = None
             except Exception as exc:
                 fail(exc, k)
+            if problem is not None:
+                bad_result(k, problem)
             return [regs[o] if convert is None else convert(regs[o]) for o, convert in results]
         return run
 
@@ -206,8 +254,9 @@ class Executable:
         """
         fn = self._unchecked.get(copy_outputs)
         if fn is None:
-            fn = self._unchecked[copy_outputs] = (self._generate(False, copy_outputs)[1] if self.source is not None
-                                                  else self._fn)
+            fast = self._generate(False, copy_outputs)[1] if self.source is not None else self._fast
+            fn = self._unchecked[copy_outputs] = (self._interpreter(True, copy_outputs) if self.checks
+                                                  else _FirstRunChecked(self, fast, copy_outputs))
         return fn
 
     def _as_list(self, inputs: Any) -> list[Any]:
@@ -259,6 +308,27 @@ class Executable:
         raise KernelError(f"the {self.backend} kernel of node {ins.index} ({ins.text}) failed: "
                           f"{type(exc).__name__}: {exc}") from exc
 
+    def _bad_result(self, k: int, problem: str) -> None:
+        ins = self.program.instructions[k]
+        schema = ins.schema
+        pack = f"{schema.pack}, {schema.distribution}" if schema is not None and schema.pack else "?"
+        where = f"the {self.backend} kernel of op {ins.op!r} (pack {pack}) at node {ins.index} ({ins.text})"
+        recorded = [v.type for v in ins.node.outputs]
+        try:  # a graph that records other types than inference gives is the graph's fault, not the kernel's
+            inferred = schema.infer([v.type for v in ins.node.inputs], schema.normalize_attrs(ins.node.attrs))
+        except Exception:  # noqa: BLE001 - only deciding whom to blame
+            inferred = recorded
+        if list(inferred) != recorded:
+            raise KernelError(
+                f"{where} {problem}: the graph records [{', '.join(map(str, recorded))}] where shape inference gives "
+                f"[{', '.join(map(str, inferred))}], so the graph is inconsistent (built by hand, or broken by a "
+                "compile pass: compile with checks=True, or FRAME_CHECKS=1, to find the stage; verify() finds it "
+                "in a hand-built graph)")
+        raise KernelError(
+            f"{where} {problem}; kernels must return ndarrays of exactly the inferred dtype and shape (a bug in pack "
+            f"{pack}: its conformance tests, frame_core.testing.conformance_tests, check this; FRAME_CHECKS=1 "
+            "checks every run)")
+
     # -- inspection ----------------------------------------------------------------
     @property
     def instructions(self) -> list[Any]:
@@ -274,7 +344,14 @@ class Executable:
         return self.plan.summary()
 
     def profile(self, inputs: Sequence[Any], repeat: int = 10) -> "ProfileReport":
-        """Run ``repeat`` times with a timer around every instruction; return per-node medians."""
+        """Run ``repeat`` times with a timer around every instruction; return per-node medians.
+
+        ``repeat`` is a positive int (``InputError`` otherwise: a median of no run is no number).
+        """
+        if not isinstance(repeat, (int, np.integer)) or isinstance(repeat, (bool, np.bool_)) or repeat < 1:
+            raise InputError(f"profile() needs repeat, the number of timed runs, as an int of 1 or more; got "
+                             f"{repeat!r} ({type(repeat).__name__})")
+        repeat = int(repeat)
         with self._lock:  # it writes into the planned buffers, as run() does
             self._fn(inputs)  # validates inputs, warms caches
             inputs = [self._coerce(i, v) for i, v in enumerate(inputs)]  # Python scalars -> arrays, as run() does
@@ -303,6 +380,24 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.instructions)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
+
+
+class _FirstRunChecked:
+    """A runner whose first call checks every kernel's results (the loop with checks), then runs ``fast``."""
+
+    __slots__ = ("fn", "fast")
+
+    def __init__(self, exe: Executable, fast: Any, copy_outputs: bool) -> None:
+        self.fast = fast
+        self.fn = lambda inputs: self._first(exe, inputs, copy_outputs)
+
+    def _first(self, exe: Executable, inputs: Sequence[Any], copy_outputs: bool) -> list[np.ndarray]:
+        outputs = exe._interpreter(True, copy_outputs)(inputs)
+        self.fn = self.fast
+        return outputs
+
+    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        return self.fn(inputs)
 
 
 @dataclass

@@ -41,13 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FrameError, ShapeError, suggest
+from ..errors import ArgumentError, FrameError, ShapeError, suggest
 from ..ir.dtypes import as_dtype
 from ..ir.types import TensorType
 from ..ops_registry.entrypoints import normalize
 from ..ops_registry.registry import PackRecord, Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import OpSchema
-from .opcheck import LOW_PRECISION_DTYPES, check_op_example, check_op_low_precision, checked_order, example_rng
+from .opcheck import (LOW_PRECISION_DTYPES, check_op_example, check_op_low_precision, checked_order, example_rng,
+                      kit_arguments)
 from .results import CheckResult, OpReport, gradient_check_name
 from .retype import retype_attrs, retype_type
 
@@ -136,7 +137,10 @@ def conformance_cases(pack: str, *, order: int = 2, seed: int = 0, registry: Reg
     single failing ``pack`` case saying why, so a test suite never passes
     by collecting nothing.
     """
-    reg = registry if registry is not None else current_registry()
+    _, order, reg, low_precision = kit_arguments(None, order, seed, registry, low_precision, "conformance_cases")
+    if not isinstance(pack, str):
+        raise ArgumentError(f"conformance_cases takes a pack's name (its entry point or distribution), got "
+                            f"{type(pack).__name__}")
     record, problem = _find_pack(reg, pack)
     if record is not None and not reg.ops_of(record.name):
         problem = f"pack {pack!r} is loaded but registers no ops"
@@ -276,7 +280,9 @@ def _evaluate(schema: OpSchema, types: Sequence[TensorType], attrs: dict[str, An
 def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
     example = schema.examples[index]
     problems, checked = [], []
-    for dtype in (None, *LOW_PRECISION_DTYPES):
+    # every dtype the kit runs the op at: the example's, float64 (the gradient checks), float32 (the reference of
+    # the reduced-precision checks) and the reduced precisions themselves
+    for dtype in (None, "f64", "f32", *LOW_PRECISION_DTYPES):
         types = list(example.inputs)
         attrs = example.attrs
         if dtype is not None:

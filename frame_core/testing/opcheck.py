@@ -20,6 +20,7 @@ example may loosen its bounds with ``Example(tolerance=...)``.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -33,7 +34,8 @@ from ..ir.graph import Graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import OpSchema
 from . import numeric
-from .numeric import GradientLadder, check_low_precision, contract_values, random_weights, tolerance_for
+from .numeric import (LOW_PRECISION_TOLERANCE, GradientLadder, check_low_precision, contract_values,
+                      random_weights, tolerance_for)
 from .results import CheckResult, OpReport, gradient_check_name
 from .retype import retype_array, retype_attrs, retype_type
 
@@ -140,16 +142,21 @@ _SETUPS: "OrderedDict[tuple, tuple[Registry, OpSchema, _ExampleSetup]]" = Ordere
 _MAX_SETUPS = 16
 
 
+_SETUPS_LOCK = threading.Lock()  # checks may run in threads (pytest-xdist's, a user's pool): keep the LRU whole
+
+
 def _setup(schema: OpSchema, index: int, seed: int, reg: Registry) -> _ExampleSetup:
-    key = (id(reg), schema.name, index, seed)
-    hit = _SETUPS.get(key)
-    if hit is not None and hit[0] is reg and hit[1] is schema:
-        _SETUPS.move_to_end(key)
-        return hit[2]
+    key = (id(reg), schema.qualname, index, seed)
+    with _SETUPS_LOCK:
+        hit = _SETUPS.get(key)
+        if hit is not None and hit[0] is reg and hit[1] is schema:
+            _SETUPS.move_to_end(key)
+            return hit[2]
     setup = _ExampleSetup(schema, index, seed, reg)
-    _SETUPS[key] = (reg, schema, setup)
-    while len(_SETUPS) > _MAX_SETUPS:
-        _SETUPS.popitem(last=False)
+    with _SETUPS_LOCK:
+        _SETUPS[key] = (reg, schema, setup)
+        while len(_SETUPS) > _MAX_SETUPS:
+            _SETUPS.popitem(last=False)
     return setup
 
 
@@ -184,16 +191,45 @@ def check_op_low_precision(schema: OpSchema, index: int, dtype: DType | str, *, 
             if not any(t.dtype.is_float for t in types):
                 return CheckResult(schema.name, check, index, True, None, "not checked: no floating input",
                                    skipped=True)
+            if not example.checks_low_precision(low):
+                why = f" ({example.note})" if example.note else ""
+                return CheckResult(schema.name, check, index, True, None,
+                                   f"not checked: the example opts out of the {low.name} check{why}", skipped=True)
             graph = op_graph(schema, types, example.attrs, reg)
             if not any(v.type.dtype.is_float for v in graph.outputs):
                 return CheckResult(schema.name, check, index, True, None, "not checked: no floating output "
                                    "(integer and boolean outputs carry no gradient)", skipped=True)
             inputs = example.sample(example_rng(seed, schema.name, index, _LOW), float64)
+            tolerance = LOW_PRECISION_TOLERANCE.get(low.name, 1e-2)
+            if example.tolerance is not None:  # the example's own bound loosens this check too
+                tolerance = max(tolerance, example.tolerance)
             return check_low_precision(graph, inputs, _wrt(schema, types), dtype=low,
                                        seed=seed + zlib.crc32(schema.name.encode()) + index, registry=reg,
-                                       op=schema.name, example_index=index)
+                                       op=schema.name, example_index=index, tolerance=tolerance)
     except Exception as exc:
         return _crash(schema.name, check, index, exc)
+
+
+def kit_arguments(schema: Any, order: Any, seed: Any, registry: Any, low_precision: Any,
+                  caller: str) -> tuple[Any, int, Registry, tuple[str, ...]]:
+    """The check kit's common arguments, checked: ``ArgumentError`` saying what was expected otherwise."""
+    from .._args import name_list, positive_int
+    from ..errors import ArgumentError
+
+    if schema is not None and not isinstance(schema, OpSchema):
+        raise ArgumentError(f"{caller} takes an OpSchema such as frame_core.registry().get('tanh'), got "
+                            f"{type(schema).__name__} {schema!r:.40}")
+    order = positive_int(order, f"{caller}(order=)", ArgumentError)
+    positive_int(seed, f"{caller}(seed=)", ArgumentError, low=0)
+    if registry is not None and not isinstance(registry, Registry):
+        raise ArgumentError(f"{caller}(registry=) takes a Registry, got {type(registry).__name__}")
+    dtypes = name_list(low_precision, f"{caller}(low_precision=)", ArgumentError, "['float16', 'bfloat16']")
+    for d in dtypes:
+        try:
+            as_dtype(d)
+        except FrameError as exc:
+            raise ArgumentError(f"{caller}(low_precision=) names {d!r}: {exc}") from None
+    return schema, order, registry if registry is not None else current_registry(), dtypes
 
 
 def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Registry | None = None,
@@ -206,9 +242,9 @@ def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Regis
     for the dtypes in ``low_precision``. An op without a GradientFn gives one
     ``gradient`` result: skipped if it declares ``not_differentiable``,
     failed if the gradient is missing. ``report.worst_error(k)`` is the worst
-    order-``k`` error over the examples.
+    order-``k`` error over the examples. Wrong argument types are an ``ArgumentError``.
     """
-    reg = registry if registry is not None else current_registry()
+    schema, order, reg, low_precision = kit_arguments(schema, order, seed, registry, low_precision, "check_op")
     report = OpReport(schema.name)
     if schema.gradient is None:
         if schema.not_differentiable or schema.internal:

@@ -125,7 +125,7 @@ def test_random_composition_first_and_second_order_match_torch(seed):
         for g, d in zip(grads[1:], direction[1:]):
             total = total + ops.sum(g * d)
         return total
-    with_dot, (k,) = fc.extend_graph(first, dot)
+    with_dot, k = fc.extend_graph(first, dot)
     second = fc.build_backward_graph(with_dot, k, wrt)
     outs = fc.compile(second).run(xs)
     loss, grads, hvps = outs[0], outs[1:1 + N_INPUTS], outs[-N_INPUTS:]

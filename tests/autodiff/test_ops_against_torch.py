@@ -66,7 +66,7 @@ def frame_grads(fn, xs, w, direction):
         for g, d in zip(values[-n + 1:], direction[1:]):
             total = total + ops.sum(g * d)
         return total
-    with_dot, (k,) = fc.extend_graph(first, dot)
+    with_dot, k = fc.extend_graph(first, dot)
     outs = fc.compile(fc.build_backward_graph(with_dot, k, list(range(n)))).run(xs)
     return outs[0], outs[1:1 + n], outs[-n:]
 

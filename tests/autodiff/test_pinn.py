@@ -31,13 +31,13 @@ def network(z, w1, b1, w2, b2, w3):
 def build_training_graph():
     forward = fc.trace(lambda x, xb, f, *p: [ops.sum(network(x, *p)), network(xb, *p)], *TYPES)
     first = fc.build_backward_graph(forward, 0, [0])                     # [sum u, u(xb), du/dx]
-    contracted, (k,) = fc.extend_graph(first, lambda *v: ops.sum(v[-1]))  # sum(du/dx)
+    contracted, k = fc.extend_graph(first, lambda *v: ops.sum(v[-1]))  # sum(du/dx)
     second = fc.build_backward_graph(contracted, k, [0])                # [..., d2u/dx2]
 
     def physics(*v):
         f, ub, d2u = v[2], v[len(TYPES) + 1], v[-1]
         return ops.mse_loss(d2u, f) + ops.mean(ops.square(ub)) * 10.0
-    with_loss, (loss_index,) = fc.extend_graph(second, physics)
+    with_loss, loss_index = fc.extend_graph(second, physics)
     training = fc.build_backward_graph(with_loss, loss_index, list(range(3, 8)))  # third application
     return training, loss_index
 

@@ -116,3 +116,53 @@ def test_graph_with_an_unknown_op_fails_verify_unless_told_not_to(invoke, saved,
     result = invoke("graph", "show", "--no-verify", str(path))
     assert result.exit_code == 0 and "tanhh(" in result.stdout
     assert invoke("graph", "grad", str(path)).exit_code == 2
+
+
+# -- never lose a file (issue 8 §3) ----------------------------------------------------------------------
+def test_grad_refuses_to_overwrite_an_existing_file_without_force(invoke, saved, tmp_path):
+    out = tmp_path / "precious.json"
+    out.write_text("my notes")
+    result = invoke("graph", "grad", str(saved), "-o", str(out))
+    assert result.exit_code == 2 and "already exists; pass --force" in result.stderr
+    assert out.read_text() == "my notes"
+    forced = invoke("graph", "grad", str(saved), "-o", str(out), "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert len(frame_core.load_graph(out).outputs) == 3
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "symlink"])
+def test_grad_never_overwrites_its_input_even_with_force(invoke, saved, tmp_path, spelling):
+    before = saved.read_bytes()
+    if spelling == "same":
+        out = str(saved)
+    elif spelling == "dotted":
+        out = str(saved.parent / "." / saved.name)
+    else:
+        link = tmp_path / "link.json"
+        link.symlink_to(saved)
+        out = str(link)
+    result = invoke("graph", "grad", str(saved), "-o", out, "--force")
+    assert result.exit_code == 2 and "is the input graph itself" in result.stderr
+    assert saved.read_bytes() == before
+
+
+def test_grad_refuses_a_folder_as_output(invoke, saved, tmp_path):
+    result = invoke("graph", "grad", str(saved), "-o", str(tmp_path))
+    assert result.exit_code == 2 and "is a folder" in result.stderr
+
+
+def test_show_and_dot_print_names_with_lone_surrogates_escaped(tmp_path):
+    from .conftest import run_frame
+
+    doc = {"format": "frame-graph", "version": 1, "graph": {
+        "name": "g\ud800", "inputs": [{"id": 0, "type": "f32[3]", "name": "x\udcff"}],
+        "nodes": [{"op": "relu\ud800", "inputs": [0], "outputs": [{"id": 1, "type": "f32[3]"}]}], "outputs": [1]}}
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))  # ASCII JSON with \\ud800 escapes: valid JSON, invalid UTF-8 once decoded
+    for command in ("show", "dot"):
+        done = run_frame("graph", command, str(path), "--no-verify")
+        assert done.returncode == 0, done.stderr
+        assert "\\ud800" in done.stdout and "Traceback" not in done.stderr
+    checked = run_frame("graph", "show", str(path))
+    assert checked.returncode == 2 and "unknown op 'relu\\ud800'" in checked.stderr
+    assert "internal error" not in checked.stderr

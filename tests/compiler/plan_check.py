@@ -58,7 +58,8 @@ def check_outputs_alias_nothing(exe, inputs, outputs) -> None:
     """No output shares memory with another output, an input, a constant or a planned buffer; all writable."""
     held = [("input", a) for a in inputs if isinstance(a, np.ndarray)]
     held += [("constant", a) for a in exe.program.constants.values()]
-    held += [("planned buffer", a) for a in exe.program.buffers.values()]
+    for buffer in exe.program.buffers.values():  # an array, or a tuple of them (a fused node's several outputs)
+        held += [("planned buffer", a) for a in (buffer if isinstance(buffer, tuple) else (buffer,)) if a is not None]
     for i, out in enumerate(outputs):
         assert isinstance(out, np.ndarray) and out.flags.writeable, f"output {i} is not a writable ndarray"
         for kind, array in held:

@@ -62,10 +62,10 @@ def test_different_input_names_miss_so_errors_name_the_right_input(cache):
 
 
 @pytest.mark.parametrize("options", [
-    dict(opt_level=1), dict(opt_level=0), dict(disable=["fuse_elementwise"]), dict(decompose=["relu"]),
+    dict(opt_level=1), dict(opt_level=0), dict(disable=["fuse_elementwise"]), dict(decompose=["toy_quad"]),
     dict(checks=True),
 ])
-def test_different_options_miss(cache, options):
+def test_different_options_miss(cache, options, fixture_registry):  # fixture ops: toy_quad has a DecomposeFn
     fc.compile(build())
     fc.compile(build(), **options)
     assert (cache.hits, cache.misses) == (0, 2)

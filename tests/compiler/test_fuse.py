@@ -134,3 +134,17 @@ def test_fusion_builds_member_kernels_from_the_registry_given_to_compile(fixture
         exe = fc.compile(graph, registry=fixture_registry, cache=False)
     assert [n.op for n in exe.graph.nodes] == [FUSED]
     np.testing.assert_array_equal(exe.run([Y])[0], 4 * Y)
+
+
+def test_groups_of_one_structure_share_one_body_and_different_ones_do_not():
+    w, v = np.eye(3, dtype=np.float32), np.full((3, 3), 0.5, np.float32)
+
+    def fn(x, y):  # four distinct unnamed values (a body's inputs take the names of the values they bind)
+        a, b, c, d = x @ w, y @ w, x @ v, y @ v
+        return [ops.tanh(ops.sin(a) * 2.0), ops.tanh(ops.sin(b) * 2.0), ops.tanh(ops.sin(c) * 3.0),
+                ops.exp(ops.sin(d) * 2.0)]
+    exe = agree(fc.trace(fn, "f32[2, 3]", "f32[2, 3]"), [X, X[::-1].copy()])
+    bodies = [n.attrs["body"] for n in fused_nodes(exe)]
+    assert [body_ops(n) for n in fused_nodes(exe)][0] == ["sin", "mul", "tanh"]
+    assert len(bodies) == 4 and bodies[0] is bodies[1]  # same ops, wiring, types and constant (CSE merged the 2.0s)
+    assert len({id(b) for b in bodies}) == 3  # another constant, another op: their own bodies

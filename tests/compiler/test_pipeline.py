@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from frame_core import KernelError
+
 import frame_core as fc
 from frame_core import CompileError, Graph, PassSpec, ops
 from frame_core.compiler import pipeline
@@ -192,8 +194,9 @@ def test_checks_verify_after_every_stage_and_name_the_plugin_pass_that_broke_the
 def test_frame_checks_environment_variable_turns_checks_on(monkeypatch):
     reg = registry_with_passes(PassSpec("breaker", mislabel_sum, after="fold_constants"), pack="bad_pack")
     monkeypatch.delenv("FRAME_CHECKS", raising=False)
-    exe = fc.compile(marked_graph(), registry=reg, cache=False)  # unchecked: the mislabel goes unnoticed
-    np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
+    exe = fc.compile(marked_graph(), registry=reg, cache=False)  # unchecked: the compile does not notice the mislabel
+    with pytest.raises(KernelError, match=r"the graph is inconsistent .*FRAME_CHECKS=1"):
+        run(exe)  # but the first run's kernel-result check does, and blames the graph, not the kernel
     monkeypatch.setenv("FRAME_CHECKS", "1")
     with pytest.raises(CompileError, match=r"'breaker \(pack bad_pack\)' produced an invalid graph \(FRAME_CHECKS\)"):
         fc.compile(marked_graph(), registry=reg, cache=False)

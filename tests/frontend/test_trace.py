@@ -129,9 +129,10 @@ def test_input_names_come_from_the_traced_functions_parameters():
 
 
 def test_returned_python_numbers_and_inputs_become_outputs():
-    graph = trace(lambda x: (x, 1.5), "f32[2]")
+    graph = trace(lambda x: (x, 1.5, 2, True), "f32[2]")
     assert graph.outputs[0] is graph.inputs[0]
-    assert graph.outputs[1].type == TensorType.parse("f32[]")
+    # a bare Python number meets no other operand: it keeps Python's own precision (a float is a double)
+    assert [v.type for v in graph.outputs[1:]] == [TensorType.parse(t) for t in ("f64[]", "i64[]", "bool[]")]
 
 
 # -- the ops namespace ---------------------------------------------------------------------------------------------

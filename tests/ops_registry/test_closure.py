@@ -262,3 +262,21 @@ def test_a_gradient_in_the_slot_of_an_input_that_carries_none_fails_the_pack():
     assert reg.packs["slots"].status == "failed"
     assert "op 'nd_bad'" in reg.packs["slots"].error and "must be a zero constant" in reg.packs["slots"].error
     assert "nd_good" not in reg.packs["slots"].error
+
+
+def test_the_deep_audit_says_what_its_bound_left_unchecked(monkeypatch):
+    from frame_core.ops_registry import closure
+    from frame_core.ops_registry.loader import load_registry
+
+    reg = load_registry(environ={"FRAME_LOAD_PLUGINS": "ops_basic"}, audit=False)
+    closure.run_closure_audit(reg, deep=True)
+    assert not [n for n in reg.notes if "deep closure audit stopped" in n]  # the real bound is never reached
+    monkeypatch.setattr(closure, "MAX_CONTEXTS", 3)
+    reg = load_registry(environ={"FRAME_LOAD_PLUGINS": "ops_basic"}, audit=False)
+    closure.run_closure_audit(reg, deep=True)
+    (note,) = [n for n in reg.notes if "deep closure audit stopped" in n]
+    assert "stopped after 3 GradientFn instantiations" in note and "were not checked" in note
+    flagged = [op for op, info in reg.closure.items() if any("did not check" in p for p in info.problems)]
+    assert flagged  # the ops whose contexts were left out say so too
+    # every example is still checked: a contract break in any example would still be found
+    assert all(op in reg.closure for op in reg.schemas)

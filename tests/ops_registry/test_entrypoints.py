@@ -60,3 +60,26 @@ def test_discovery_is_sorted_by_distribution_then_name(site):
     site.pack("alpha-pack", pack_source(["fk_a"]))
     found = [(ep.dist_name, ep.name) for ep in discover_entry_points()]
     assert found == sorted(found)
+
+
+@pytest.mark.parametrize("broken", ["entry_points.txt", "METADATA"])
+def test_a_distribution_with_non_utf8_metadata_does_not_break_discovery(site, broken):
+    info = site.root / "latin_dist-1.0.dist-info"  # not a frame pack: a console script, Latin-1 text
+    info.mkdir()
+    (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: latin-dist\nVersion: 1.0\n\nCaf\xe9 cr\xe8me\n")
+    (info / "entry_points.txt").write_bytes(b"[console_scripts]\ncaf\xe9 = latin_mod:main\n")
+    if broken == "METADATA":
+        (info / "entry_points.txt").write_text("[console_scripts]\ncafe = latin_mod:main\n")
+    module = site.pack("good-pack", pack_source(["fk_good"]))
+    assert [ep.value for ep in _scan("frame") if ep.dist_name == "good-pack"] == [module]
+    assert [ep.value for ep in _from_importlib("frame") if ep.dist_name == "good-pack"] == [module]
+    from frame_core.ops_registry.loader import load_registry
+
+    assert "fk_good" in load_registry(environ={})
+
+
+def test_a_frame_pack_with_a_latin1_description_still_loads(site):
+    module = site.pack("accent-pack", pack_source(["fk_accent"]))
+    (meta,) = site.root.glob("accent_pack-*.dist-info/METADATA")
+    meta.write_bytes(meta.read_bytes() + b"Caf\xe9\n")
+    assert [(ep.value, ep.dist_version) for ep in _scan("frame") if ep.dist_name == "accent-pack"] == [(module, "1.0")]

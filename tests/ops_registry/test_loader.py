@@ -51,7 +51,10 @@ def test_a_pack_whose_import_raises_is_failed_and_the_rest_still_loads(site):
     reg = load_registry(environ={})
     record = only_pack(reg, "broken-pack")
     assert record.status == "failed"
-    assert record.error == f"cannot load {bad}: RuntimeError: boom at import"
+    path = site.root / f"{bad}.py"
+    line = path.read_text().splitlines().index("raise RuntimeError('boom at import')") + 1
+    assert record.error == f"cannot load {bad}: RuntimeError: boom at import (at {path}:{line})"  # file and line
+    assert "Traceback" in record.traceback and "boom at import" in record.traceback
     assert only_pack(reg, "good-pack").status == "loaded"
     assert "fk_good" in reg and "fk_never" not in reg and CORE_OPS <= set(reg.schemas)
     assert any("broken-pack" in p and "boom at import" in p for p in reg.problems)
@@ -72,7 +75,8 @@ def test_a_raising_frame_register_ops_fails_only_its_pack(site):
     site.pack("good-pack", pack_source(["fk_good"]))
     reg = load_registry(environ={})
     assert only_pack(reg, "raising-pack").status == "failed"
-    assert only_pack(reg, "raising-pack").error == "frame_register_ops raised ValueError: no schemas today"
+    error = only_pack(reg, "raising-pack").error
+    assert error.startswith("frame_register_ops raised ValueError: no schemas today (at ") and ".py:" in error
     assert "fk_good" in reg
 
 

@@ -36,7 +36,7 @@ def test_attribute_values_are_normalised_to_their_kind(kind, given, expected):
 
 @pytest.mark.parametrize("kind, given, expected", [
     ("int", 1.0, "an int"), ("int", True, "an int"), ("float", "1", "a float"), ("float", True, "a float"),
-    ("bool", 1, "a bool"), ("str", b"x", "a str"), ("ints", [1, 2.0], "a list of ints"),
+    ("bool", 1, "a bool"), ("str", b"x", "a str"), ("ints", [1, 2.0], "a list of (64-bit) ints"),
     ("shape", [2, -1], "non-negative"), ("floats", ["1"], "a list of floats"), ("strs", "ab", "a list of str"),
     ("dtype", "float8", "a dtype"), ("tensor", [1, 2], "a numpy array"), ("graph", "g", "a Graph"),
 ])

@@ -98,3 +98,63 @@ def test_check_results_have_readable_ids(kit, order):
     report = check_op(kit.get("fx_sin"), order=order, registry=kit, low_precision=())
     assert [r.id for r in report.results][-1] == f"fx_sin-gradient_order{order}-ex1"
     assert "ok (error" in str(report.results[0])
+
+
+# -- per-example tolerance and opting out of the reduced-precision checks ----------------------------------
+def _one_percent_off_in_float16(example):
+    """``fx_nudged(x) = x``; its gradient is ``gy * 1.03`` in float16 only: right in float64 and bfloat16
+    (where the factor is 1), a few times the default float16 bound (5e-3) off in float16."""
+    import numpy as np
+
+    from frame_core.ops_registry.schema import OpSchema
+
+    def gradient(ctx):
+        factor = 1.03 if ctx.input_types[0].dtype.name == "float16" else 1.0
+        return ctx.grad_graph(lambda x, y, gy: gy * factor)
+    return OpSchema("fx_nudged", inputs=("x",), shape_infer=lambda ctx: [ctx.input_types[0]],
+                    kernels={"cpu": lambda ctx: lambda x: np.array(x, copy=True)}, gradient=gradient,
+                    examples=[example])
+
+
+@pytest.mark.parametrize("example_kwargs, f16_ok, f16_skipped", [
+    ({}, False, False),
+    ({"tolerance": 0.05}, True, False),
+    ({"low_precision": False, "note": "float16 cannot hold the nudge"}, True, True),
+    ({"low_precision": ["bfloat16"]}, True, True),
+    ({"low_precision": ["float16"]}, False, False),
+])
+def test_an_example_loosens_or_opts_out_of_the_reduced_precision_checks(kit, example_kwargs, f16_ok, f16_skipped):
+    from frame_core.ops_registry.schema import Example
+
+    schema = _one_percent_off_in_float16(Example(["f32[6]"], **example_kwargs))
+    kit.schemas["fx_nudged"] = schema
+    try:
+        report = check_op(schema, registry=kit)
+    finally:
+        del kit.schemas["fx_nudged"]
+    (f16,) = _by_check(report, "gradient_f16")
+    assert (f16.ok, f16.skipped) == (f16_ok, f16_skipped), f16
+    if f16_skipped:
+        assert "opts out" in f16.detail and example_kwargs.get("note", "opts out") in f16.detail
+    assert all(r.ok for r in _by_check(report, "gradient_order1") + _by_check(report, "gradient_bf16"))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"tolerance": 0}, "positive number"), ({"tolerance": "1e-3"}, "positive number"),
+    ({"low_precision": "float16"}, "low_precision must be a list"), ({"low_precision": ["f99"]}, "unsupported dtype"),
+    ({"note": 3}, "note is a string"),
+])
+def test_example_arguments_are_checked(kwargs, words):
+    from frame_core.errors import RegistrationError
+    from frame_core.ops_registry.schema import Example
+
+    with pytest.raises(RegistrationError, match=words):
+        Example(["f32[3]"], **kwargs)
+
+
+def test_example_inputs_must_be_a_list():
+    from frame_core.errors import RegistrationError
+    from frame_core.ops_registry.schema import Example
+
+    with pytest.raises(RegistrationError, match=r"for one input write \['f32\[3\]'\]"):
+        Example("f32[3]")

@@ -21,26 +21,35 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import chain
+from typing import Any
 
 from ...ir.graph import Graph, Node, Value
+from ...ir.keys import attrs_key
 from ..fused import FUSED_OP
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
 
 class _Group:
-    __slots__ = ("first", "members", "type", "produced")
+    __slots__ = ("first", "last", "members", "type", "produced")
 
     def __init__(self, first: int, node: Node) -> None:
         self.first = first
+        self.last = first
         self.members = [node]
         self.type = node.outputs[0].type
         self.produced = {node.outputs[0]}
 
 
-def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
-    """Groups of two or more fusable nodes, each a list of members in graph order."""
+def find_groups(graph: Graph, ctx: CompileContext, contiguous: bool = False) -> list[_Group]:
+    """Groups of two or more fusable nodes, each a list of members in graph order.
+
+    With ``contiguous`` a node joins a group only when no other (non-constant) node lies between the group's
+    last member and it, so no member is moved earlier past another node.
+    """
     position: dict[Value, int] = {}  # where each value is defined: -1 for constants (hoisted to the front)
+    rank = 0  # non-constant nodes so far: two nodes are adjacent when their ranks differ by one
+    rank_at: list[int] = []
     group_of: dict[Value, _Group] = {}
     groups = []
     fusable: dict[str, bool] = {}  # per op: elementwise, accepts_out, no side effect
@@ -48,6 +57,9 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
     where = position.get
     for i, node in enumerate(graph.nodes):
         op = node.op
+        if contiguous:
+            rank += op != "constant"
+            rank_at.append(rank)
         outs = node.outputs
         ok = fusable.get(op)
         if ok is None:
@@ -65,7 +77,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
         chosen = None
         for v in node.inputs:
             g = group_of.get(v)
-            if g is None or g.type is not out_t or g is chosen:
+            if g is None or g.type is not out_t or g is chosen or (contiguous and rank_at[i] - rank_at[g.last] != 1):
                 continue
             produced, first = g.produced, g.first
             for w in node.inputs:  # every outside input is defined before the group starts
@@ -80,6 +92,7 @@ def find_groups(graph: Graph, ctx: CompileContext) -> list[_Group]:
         else:
             chosen.members.append(node)
             chosen.produced.add(out)
+            chosen.last = i
         group_of[out] = chosen
     return [g for g in groups if len(g.members) > 1]
 
@@ -91,6 +104,59 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     groups = find_groups(graph, ctx)
     if not groups:
         return graph
+    # A member moved ahead of other nodes makes its value earlier and keeps it alive longer: over a whole
+    # backward pass (a second-order graph recomputing 1 - tanh^2 far from the forward's tanh) that can raise the
+    # peak memory above the unfused graph's. Then fuse only runs of adjacent nodes, which moves nothing.
+    if any(g.last - g.first >= len(g.members) for g in groups) and _peak(graph, groups) > _peak(graph, []):
+        groups = find_groups(graph, ctx, contiguous=True)
+        ctx.note("fuse_elementwise", "fused adjacent runs only: moving members would raise the peak memory")
+        if not groups:
+            return graph
+    ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
+    return _rewrite(graph, groups)
+
+
+def _peak(graph: Graph, groups: list[_Group]) -> int:
+    """The most the intermediates hold at once if ``groups`` run as fused nodes (each at its first member's
+    place), counting every value from where it is made to its last read (values a group uses only inside
+    itself count nothing; graph outputs and constants are left out, as the memory plan leaves them)."""
+    at: dict[int, int] = {}  # node id -> where it runs
+    group_of: dict[int, _Group] = {}
+    for g in groups:
+        for n in g.members:
+            at[id(n)] = g.first
+            group_of[id(n)] = g
+    nodes = graph.nodes
+    ends: dict[Value, int] = {}
+    inside: dict[Value, bool] = {}  # read only by members of its own group so far
+    for i, node in enumerate(nodes):
+        here = at.get(id(node), i)
+        mine = group_of.get(id(node))
+        for v in node.inputs:
+            if here > ends.get(v, -1):
+                ends[v] = here
+            p = v.producer
+            inside[v] = inside.get(v, True) and mine is not None and p is not None and group_of.get(id(p)) is mine
+    outputs = set(graph.outputs)
+    delta = [0] * (len(nodes) + 2)
+    for i, node in enumerate(nodes):
+        if node.op == "constant":
+            continue
+        start = at.get(id(node), i)
+        for v in node.outputs:
+            if v in outputs or (inside.get(v, False) and id(node) in group_of):
+                continue
+            delta[start] += v.type.nbytes
+            delta[max(ends.get(v, start), start) + 1] -= v.type.nbytes
+    peak = live = 0
+    for d in delta:
+        live += d
+        if live > peak:
+            peak = live
+    return peak
+
+
+def _rewrite(graph: Graph, groups: list[_Group]) -> Graph:
     reads = Counter(chain.from_iterable([n.inputs for n in graph.nodes]))  # every read of every value
     reads.update(graph.outputs)  # an output is read by the caller
     leader = {g.members[0]: g for g in groups}
@@ -98,6 +164,7 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     outside = Counter(chain.from_iterable([n.inputs for n in graph.nodes if n not in member]))
     outside.update(graph.outputs)
     rw = Rewriter(graph)
+    bodies: dict[tuple, Graph] = {}
     for node in graph.nodes:  # constants first: a fused node may read one defined after its first member
         if node.op == "constant" and outside[node.outputs[0]]:  # (one read only by groups moves into them)
             rw.copy(node)
@@ -106,53 +173,80 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
             continue
         g = leader.get(node)
         if g is not None:
-            _emit_fused(g, rw, reads)
+            _emit_fused(g, rw, reads, bodies)
         elif node not in member:
             rw.copy(node)
-    ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
     return rw.finish()
 
 
-def _emit_fused(group: _Group, rw: Rewriter, reads: Counter) -> None:
+def _emit_fused(group: _Group, rw: Rewriter, reads: Counter, bodies: dict[tuple, Graph]) -> None:
     """Append the group's fused node; a member's value is exported when something outside the group reads it.
-    The constants the group reads become constant nodes of its body (the kernel binds them once)."""
+
+    The constants the group reads become constant nodes of its body (the kernel binds them once). Groups
+    of one structure (layers, unrolled chains) share one body graph: the structure is read first, as
+    tuples, and a body is built only for a structure not met before in this pass (bodies are immutable,
+    so sharing is safe, and the kernel builder and the keys then see each structure once).
+    """
     produced = group.produced
+    ref: dict[Value, Any] = {}      # value -> its place: param index, ("c", constant node id) or -1 - member
+    external: list[Value] = []
+    inside: dict[Value, int] = {}   # reads of each member value by later members
+    shape = []
+    for k, node in enumerate(group.members):
+        refs = []
+        for v in node.inputs:
+            r = ref.get(v)
+            if r is None:
+                p = v.producer
+                r = ref[v] = ("c", id(p)) if p is not None and p.op == "constant" else len(external)
+                if type(r) is int:
+                    external.append(v)
+            elif v in produced:
+                inside[v] = inside.get(v, 0) + 1
+            refs.append(r)
+        out = node.outputs[0]
+        ref[out] = -1 - k
+        attrs = node.attrs
+        shape.append((node.op, tuple(refs), attrs_key(attrs) if attrs else (), id(out.type)))
+    exports = [k for k, node in enumerate(group.members) if reads[node.outputs[0]] > inside.get(node.outputs[0], 0)]
+    if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
+        exports = [len(group.members) - 1]
+    key = (tuple(shape), tuple([(id(v.type), v.name) for v in external]), tuple(exports))
+    body = bodies.get(key)
+    if body is None:
+        body = bodies[key] = _body(group.members, external, exports)
+    fused = Node(FUSED_OP, rw.read(external), {"body": body})
+    outs = [group.members[k].outputs[0] for k in exports]
+    fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(outs)])
+    rw.new.nodes.append(fused)
+    for old, new in zip(outs, fused.outputs):
+        rw.alias(old, new)
+
+
+def _body(members: list[Node], external: list[Value], exports: list[int]) -> Graph:
+    """The body graph of a group: its inputs in ``external`` order, its constants, its members, its exports."""
     body = Graph("fused")
     bmap: dict[Value, Value] = {}
-    inside: dict[Value, int] = {}  # reads of each member value by later members
-    external: list[Value] = []
-    params = body.inputs
+    for v in external:
+        bmap[v] = Value(v.type, None, -1, v.name)
+        body.inputs.append(bmap[v])
     nodes = body.nodes
-    for node in group.members:
-        ins = node.inputs
-        for v in ins:
-            if v in produced:
-                inside[v] = inside.get(v, 0) + 1
-            elif v not in bmap:
-                p = v.producer
-                if p is not None and p.op == "constant":
-                    const = Node("constant", (), p.attrs)
-                    const.outputs = (Value(v.type, const, 0),)
-                    bmap[v] = const.outputs[0]
-                    nodes.append(const)
-                else:
-                    bmap[v] = Value(v.type, None, -1, v.name)
-                    params.append(bmap[v])
-                    external.append(v)
-        copy = Node(node.op, tuple(map(bmap.__getitem__, ins)), node.attrs)
+    for node in members:
+        for v in node.inputs:
+            if v not in bmap:  # a constant (everything else is an external or an earlier member)
+                producer = v.producer
+                assert producer is not None  # _emit_fused made every other value an external
+                const = Node("constant", (), producer.attrs)
+                const.outputs = (Value(v.type, const, 0),)
+                bmap[v] = const.outputs[0]
+                nodes.append(const)
+        copy = Node(node.op, tuple(map(bmap.__getitem__, node.inputs)), node.attrs)
         out = node.outputs[0]
         bmap[out] = value = Value(out.type, copy, 0)
         copy.outputs = (value,)
         nodes.append(copy)
-    exports = [out for out in map(_first_output, group.members) if reads[out] > inside.get(out, 0)]
-    if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
-        exports = [_first_output(group.members[-1])]
-    body.outputs.extend(map(bmap.__getitem__, exports))
-    fused = Node(FUSED_OP, rw.read(external), {"body": body})
-    fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(exports)])
-    rw.new.nodes.append(fused)
-    for old, new in zip(exports, fused.outputs):
-        rw.alias(old, new)
+    body.outputs.extend(bmap[members[k].outputs[0]] for k in exports)
+    return body
 
 
 def _first_output(node: Node) -> Value:

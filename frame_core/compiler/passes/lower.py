@@ -42,6 +42,7 @@ class Instruction:
     frees: tuple[str, ...]
     node: Node
     names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
+    schema: Any = None  # the op's schema: where the kernel comes from, for messages
 
     @property
     def text(self) -> str:
@@ -60,7 +61,7 @@ class Program:
     output_names: list[str]
     output_copies: list[bool]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
-    buffers: dict[str, np.ndarray] = field(default_factory=dict)
+    buffers: dict[str, Any] = field(default_factory=dict)  # an array, or a tuple of them for several outputs
 
 
 class _LazyNames:
@@ -76,6 +77,22 @@ class _LazyNames:
         if self.names is None:
             self.names = ValueNames(self.graph)
         return self.names(v)
+
+
+def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
+    """The planned buffer of ``v``: its arena, viewed as ``v``'s dtype and shape."""
+    t = v.type
+    return arenas[plan.buffer_of[v]][: t.nbytes].view(t.dtype.np).reshape(t.shape)
+
+
+def _human(n: int) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{size:.4g} {unit}"
+        size /= 1024
+    return f"{size:.4g} PiB"
 
 
 _type = attrgetter("type")
@@ -102,8 +119,16 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     for i, v in enumerate(graph.inputs):
         reg[v] = f"x{i}"
     constants: dict[str, np.ndarray] = {}
-    arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
-    buffers: dict[str, np.ndarray] = {}
+    try:
+        arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
+    except (MemoryError, ValueError) as exc:  # ValueError: "array is too big" past numpy's own limit
+        need = plan.arena_bytes
+        raise CompileError(
+            f"the memory plan needs {need:,} bytes ({_human(need)}) for the graph's intermediates in "
+            f"{len(plan.buffer_bytes)} buffers, more than this machine can allocate ({type(exc).__name__}: {exc}); "
+            f"the largest single intermediate is {_human(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
+            "batch), or split the computation") from None
+    buffers: dict[str, Any] = {}
     instructions: list[Instruction] = []
     append = instructions.append
     buffer_of = plan.buffer_of
@@ -134,15 +159,16 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
         out_buffer = None
         if len(outs) == 1:
             out = node.outputs[0]
-            arena = buffer_of.get(out)
-            if arena is not None:
-                t = out.type
+            if out in buffer_of:
                 out_buffer = f"b{len(buffers)}"
-                buffers[out_buffer] = arenas[arena][: t.nbytes].view(t.dtype.np).reshape(t.shape)
+                buffers[out_buffer] = _view(arenas, plan, out)
+        elif any(v in buffer_of for v in node.outputs):  # a fused node's several outputs: a tuple (None: unplanned)
+            out_buffer = f"b{len(buffers)}"
+            buffers[out_buffer] = tuple(_view(arenas, plan, v) if v in buffer_of else None for v in node.outputs)
         dying = dies_after.get(index)
         frees = () if dying is None else tuple([reg[v] for v in dying if v in reg and reg[v][0] == "v"])
         append(Instruction(index, op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
-                           out_buffer, frees, node, printable))
+                           out_buffer, frees, node, printable, schemas[op]))
     base = view_bases(graph, ctx.registry)
     seen_bases: set[Value] = set()
     output_names, output_copies = [], []

@@ -24,6 +24,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Value
+from ..fused import FUSED_OP
 from ...ops_registry.registry import Registry
 
 __all__ = ["MemoryPlan", "plan_memory", "view_bases"]
@@ -134,6 +135,12 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                         chosen = buffer_of[v]
                         break
             buffer_of[out] = pool.take(out.type.nbytes) if chosen is None else chosen
+        elif reuse and out is None and node.op == FUSED_OP:
+            # a fused chain's several exports take planned buffers too (its `out` is then a tuple): left to the
+            # kernel, they would be allocated on top of the arena, which once made opt level 2's peak the larger
+            for v in node.outputs:
+                if v not in escaping and v.type.nbytes > 0:
+                    buffer_of[v] = pool.take(v.type.nbytes)
         for v in node.outputs:
             if v not in escaping and v not in buffer_of and node.op != "constant" and base.get(v) is v:
                 live_unplanned += v.type.nbytes

@@ -47,6 +47,16 @@ def enabled() -> str | None:
     return None
 
 
+def _verdict(body: Graph, packs: dict[str, str | None], schemas: Any) -> str | None:
+    other = next((n.op for n in body.nodes if n.op not in EXACT and n.op != "constant"), None)
+    if other is not None:  # most rejections: an op that is not compiled (tanh, exp, ...)
+        return f"op {other}"
+    for n in body.nodes:
+        if n.op not in packs:
+            packs[n.op] = schemas[n.op].pack if n.op in schemas else None
+    return why_not(body, packs)
+
+
 def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     fused = [n for n in graph.nodes if n.op == FUSED_OP]
     if not fused or ctx.backend != "cpu":
@@ -61,16 +71,12 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     packs: dict[str, str | None] = {}
     reasons: Counter = Counter()
     chosen = set()
+    verdicts: dict[int, str | None] = {}  # fusion shares one body among groups of one structure
     for node in fused:
         body = node.attrs["body"]
-        other = next((n.op for n in body.nodes if n.op not in EXACT and n.op != "constant"), None)
-        if other is not None:  # most rejections: an op that is not compiled (tanh, exp, ...)
-            reasons[f"op {other}"] += 1
-            continue
-        for n in body.nodes:
-            if n.op not in packs:
-                packs[n.op] = schemas[n.op].pack if n.op in schemas else None
-        reason = why_not(body, packs)
+        reason = verdicts.get(id(body), "")
+        if reason == "":
+            reason = verdicts[id(body)] = _verdict(body, packs, schemas)
         if reason is None:
             chosen.add(node)
         else:

@@ -39,7 +39,7 @@ def _heaviside_kernel(ctx: NodeContext) -> Callable:
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         mask = np.greater(x, zero)
         if out is None:
-            return mask.astype(x.dtype)
+            return np.asarray(mask, dtype=x.dtype)  # a 0-d input gives a numpy scalar mask: keep an array
         np.copyto(out, mask)
         return out
     return kernel

@@ -31,7 +31,7 @@ def test_a_scalar_branch_of_where_takes_the_other_branch_dtype(fn, want):
 def test_where_with_two_scalar_branches_keeps_their_python_types_not_the_condition_bool():
     x = np.array([-1.0, 2.0], np.float32)
     ints, floats = run(fc.trace(lambda v: [ops.where(v > 0.0, 1, 0), ops.where(v > 0.0, 1.0, 0.5)], "f32[2]"), x)
-    assert ints.dtype == np.int64 and floats.dtype == np.float32  # frame's defaults for a bare int and float
+    assert ints.dtype == np.int64 and floats.dtype == np.float64  # Python numbers keep Python precision (weak typing)
     np.testing.assert_array_equal(ints, [0, 1])
     np.testing.assert_array_equal(floats, [0.5, 1.0])
 

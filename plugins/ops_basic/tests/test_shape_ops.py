@@ -148,7 +148,7 @@ def test_composed_shape_ops_have_exact_first_and_second_derivatives():
     forward = fc.trace(_loss_program, "f64[6, 7]", "f64[6, 4]")
     first = fc.build_backward_graph(forward, 0, [0, 1])
     va, vb = rng.standard_normal(a.shape), rng.standard_normal(b.shape)
-    dotted, (k,) = fc.extend_graph(first, lambda *v: ops.sum(v[-2] * va) + ops.sum(v[-1] * vb))
+    dotted, k = fc.extend_graph(first, lambda *v: ops.sum(v[-2] * va) + ops.sum(v[-1] * vb))
     second = fc.build_backward_graph(dotted, k, [0, 1])
     fc.verify(second)
     outs = [fc.compile(second, opt_level=level).run([a, b]) for level in (0, 1, 2)]

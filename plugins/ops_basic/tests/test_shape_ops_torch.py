@@ -69,7 +69,7 @@ def test_first_and_second_order_gradients_match_torch(name):
     # loss = sum(w * f(a, b)^2); second order along `directions`
     forward = fc.trace(lambda a, b: ops.sum(ops.square(frame_fn(a, b)) * w), "f64[4, 6]", "f64[4, 6]")
     first = fc.build_backward_graph(forward, 0, [0, 1])
-    dotted, (k,) = fc.extend_graph(first, lambda *v: ops.sum(v[-2] * directions[0]) + ops.sum(v[-1] * directions[1]))
+    dotted, k = fc.extend_graph(first, lambda *v: ops.sum(v[-2] * directions[0]) + ops.sum(v[-1] * directions[1]))
     second = fc.build_backward_graph(dotted, k, [0, 1])
     fc.verify(second)
     runs = [fc.compile(second, opt_level=level).run(xs) for level in (0, 1, 2)]

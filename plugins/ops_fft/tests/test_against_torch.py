@@ -71,7 +71,7 @@ def test_values_gradients_and_hessian_vector_products_match_torch(name):
     forward = fc.trace(lambda *x: [ops.sum(ops.square(frame_fn(*x)) * w + ops.sin(frame_fn(*x))), frame_fn(*x)],
                        *types)
     first = fc.build_backward_graph(forward, 0, list(range(k)))
-    dotted, (j,) = fc.extend_graph(first, lambda *v: sum_of([ops.sum(g * d) for g, d in zip(v[-k:], directions)]))
+    dotted, j = fc.extend_graph(first, lambda *v: sum_of([ops.sum(g * d) for g, d in zip(v[-k:], directions)]))
     second = fc.build_backward_graph(dotted, j, list(range(k)))
     fc.verify(second)
     runs = [fc.compile(second, opt_level=level).run(xs) for level in (0, 1, 2)]
@@ -106,7 +106,7 @@ def test_the_gradient_of_im_dc_and_im_nyquist_is_exactly_zero(n):
     z, w = rng.standard_normal((4, m, 2)), rng.standard_normal((4, n))
     forward = fc.trace(lambda s: ops.sum(ops.square(ops.irfft(s, n=n)) * w), f"f64[4, {m}, 2]")
     training = fc.build_backward_graph(forward, 0, [0])
-    contracted, (k,) = fc.extend_graph(training, lambda *v: ops.sum(ops.sin(v[-1])))
+    contracted, k = fc.extend_graph(training, lambda *v: ops.sum(ops.sin(v[-1])))
     second = fc.build_backward_graph(contracted, k, [0])
     _, g, _, gg = fc.compile(second).run([z])
     edges = [0, m - 1] if n % 2 == 0 else [0]

@@ -94,7 +94,7 @@ def test_gradients_of_a_spectral_derivative_loss_match_finite_differences_to_sec
     forward = fc.trace(lambda v: ops.sum(ops.square(spectral_derivative(v, 1) + v * v) * w), f"f64[{n}]")
     first = fc.build_backward_graph(forward, 0, [0])
     d = rng.standard_normal(n)
-    dotted, (k,) = fc.extend_graph(first, lambda *v: ops.sum(v[-1] * d))
+    dotted, k = fc.extend_graph(first, lambda *v: ops.sum(v[-1] * d))
     _, g, _, hvp = at_every_level(fc.build_backward_graph(dotted, k, [0]), [u])
     loss, grad = fc.compile(forward), fc.compile(first)
     h = 1e-6

@@ -35,12 +35,12 @@ def frame_derivatives(fn: Callable, inputs: Sequence[np.ndarray], wrt: Sequence[
     """frame's value, first-order gradients and (if ``vs``) second-order products of ``sum(w * fn(...))``."""
     graph = fc.trace(fn, *[_type_of(x) for x in inputs])
     n = len(inputs)
-    graph, (loss,) = fc.extend_graph(graph, lambda *t: ops.sum(t[n] * w))
+    graph, loss = fc.extend_graph(graph, lambda *t: ops.sum(t[n] * w))
     first = fc.build_backward_graph(graph, loss, list(wrt))  # outputs: y, loss, grads
     if vs is None:
         outs = fc.compile(first).run(list(inputs))
         return Derivatives(outs[0], outs[2:], [])
-    second_graph, (s,) = fc.extend_graph(first, lambda *t: _dot(t[n + 2:n + 2 + len(wrt)], vs))
+    second_graph, s = fc.extend_graph(first, lambda *t: _dot(t[n + 2:n + 2 + len(wrt)], vs))
     second = fc.build_backward_graph(second_graph, s, list(wrt))
     outs = fc.compile(second).run(list(inputs))
     k = len(wrt)

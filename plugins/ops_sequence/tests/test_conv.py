@@ -144,7 +144,7 @@ def test_avg_pool1d_matches_torch_to_second_order(case, include_pad, compare):
 def test_max_pool1d_gives_a_tie_to_the_first_maximum_and_propagates_nan():
     x = np.array([[1.0, 3.0, 3.0, 2.0, np.nan, 5.0]], np.float64)
     g = fc.trace(lambda a: ops.max_pool1d(a, kernel_size=3, stride=3), "f64[1, 6]")
-    g, (loss,) = fc.extend_graph(g, lambda a, y: ops.sum(y * np.array([[1.0, 10.0]])))
+    g, loss = fc.extend_graph(g, lambda a, y: ops.sum(y * np.array([[1.0, 10.0]])))
     y, _, gx = fc.compile(fc.build_backward_graph(g, loss, [0])).run([x])
     assert y[0, 0] == 3.0 and np.isnan(y[0, 1])
     np.testing.assert_array_equal(gx, [[0.0, 1.0, 0.0, 0.0, 10.0, 0.0]])  # first 3 wins; the NaN takes the gradient

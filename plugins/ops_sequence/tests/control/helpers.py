@@ -46,7 +46,7 @@ def hvp_graph(fn: Callable, types: Sequence[str], wrt: Sequence[int], directions
             term = ops.sum(g * v)
             total = term if total is None else total + term
         return total
-    extended, (s,) = fc.extend_graph(first, contraction)
+    extended, s = fc.extend_graph(first, contraction)
     return fc.build_backward_graph(extended, s, list(wrt))
 
 

@@ -160,7 +160,7 @@ def test_random_nestings_match_torch_to_second_order(seed):
 
     forward = fc.trace(lambda *t: ops.sum(evaluate(Frame, tree, list(t))), "f64[3]", "f64[3]", "f64[3]")
     first = fc.build_backward_graph(forward, 0, [0, 1, 2])  # [loss, g0, g1, g2]
-    contracted, (s,) = fc.extend_graph(first, lambda *t: sum(ops.sum(t[4 + k] * vs[k]) for k in range(3)))
+    contracted, s = fc.extend_graph(first, lambda *t: sum(ops.sum(t[4 + k] * vs[k]) for k in range(3)))
     second = fc.build_backward_graph(contracted, s, [0, 1, 2])  # [loss, g.., s, Hv..]
 
     ts = [torch.tensor(x, requires_grad=True) for x in xs]

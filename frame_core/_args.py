@@ -1,0 +1,44 @@
+"""Checks of public API arguments, shared so every function refuses the same mistakes the same way.
+
+The classic one is a bare string where a list of names is expected: Python
+happily iterates ``"fold_constants"`` into fifteen one-letter names. Each
+helper raises the error class its caller passes (``CompileError`` from
+``compile``, ``ArgumentError`` where no domain error fits), with a message
+saying what was expected, what was given and, for the bare string, how to
+write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ._text import short_repr
+
+__all__ = ["name_list", "positive_int"]
+
+
+def name_list(value: Any, what: str, error: type[Exception], example: str = "['a', 'b']") -> tuple[str, ...]:
+    """``value`` as a tuple of strings: a list, tuple or set of names (``None`` counts as none)."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)):
+        raise error(f"{what} takes a list of names such as {example}, got the string {short_repr(value)}; for one "
+                    f"name write [{short_repr(value)}]")
+    if not isinstance(value, Iterable):
+        raise error(f"{what} takes a list of names such as {example}, got {type(value).__name__} {short_repr(value)}")
+    items = tuple(value)
+    bad = [v for v in items if not isinstance(v, str)]
+    if bad:
+        raise error(f"{what} takes names (strings), got {short_repr(bad[0])} ({type(bad[0]).__name__}) in "
+                    f"{short_repr(value)}")
+    return items
+
+
+def positive_int(value: Any, what: str, error: type[Exception], low: int = 1) -> int:
+    """``value`` as an int of at least ``low`` (never a bool, a float or a string)."""
+    import numpy as np
+
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
+        raise error(f"{what} must be an int of {low} or more, got {short_repr(value)} ({type(value).__name__})")
+    return int(value)
