@@ -2,8 +2,9 @@
 
 Two nodes with the same op, the same (already merged) inputs and equal
 attributes compute the same values, so the second reads the first's outputs.
-Nodes with a side effect (their op's, or one in their bodies) are never merged. Constants merge when their values are
-byte-identical (and small enough to compare cheaply).
+Nodes with a side effect (their op's, or one in their bodies) are never merged.
+Constants merge when their values are byte-identical (and small enough to
+compare cheaply).
 """
 
 from __future__ import annotations
