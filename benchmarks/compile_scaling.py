@@ -72,9 +72,8 @@ def timed(name: str, fn):
 
 def instrument() -> None:
     """Wrap every stage with a timer (a benchmark may patch; frame itself records no timings)."""
-    stages = pipeline.stages()
-    for i, s in enumerate(stages):
-        stages[i] = pipeline.Stage(s.name, timed(s.name, s.fn), s.min_level, s.doc)
+    pipeline._STAGE_CACHE = tuple(pipeline.Stage(s.name, timed(s.name, s.fn), s.min_level, s.doc)
+                                  for s in pipeline.stages())
     for spec in fc.registry().passes:
         object.__setattr__(spec, "fn", timed(spec.name, spec.fn))
     pipeline._release = timed("release dropped nodes", pipeline._release)

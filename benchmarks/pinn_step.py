@@ -46,13 +46,13 @@ def frame_training_graph(n: int, h: int) -> tuple[fc.Graph, int]:
              f"f32[{h}, 1]"]
     forward = fc.trace(lambda x, xb, f, *p: [ops.sum(network(x, *p)), network(xb, *p)], *types)
     first = fc.build_backward_graph(forward, 0, [0])                     # [sum u, u(xb), du/dx]
-    contracted, (k,) = fc.extend_graph(first, lambda *v: ops.sum(v[-1]))  # sum(du/dx)
+    contracted, k = fc.extend_graph(first, lambda *v: ops.sum(v[-1]))  # sum(du/dx)
     second = fc.build_backward_graph(contracted, k, [0])                # [..., d2u/dx2]
 
     def physics(*v):
         f, ub, d2u = v[2], v[len(types) + 1], v[-1]
         return ops.mse_loss(d2u, f) + ops.mean(ops.square(ub)) * BOUNDARY_WEIGHT
-    with_loss, (loss_index,) = fc.extend_graph(second, physics)
+    with_loss, loss_index = fc.extend_graph(second, physics)
     return fc.build_backward_graph(with_loss, loss_index, list(range(3, 8))), loss_index
 
 

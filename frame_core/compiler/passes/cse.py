@@ -31,7 +31,7 @@ def _last_uses(graph: Graph, schemas: Any) -> dict[Any, int]:
     last: dict[Any, int] = {v: len(graph.nodes) for v in graph.outputs}
     for i in range(len(graph.nodes) - 1, -1, -1):
         node = graph.nodes[i]
-        if any(v in last for v in node.outputs) or "has_side_effect" in schemas[node.op].traits:
+        if any(v in last for v in node.outputs) or node_has_side_effect(node, schemas):
             for v in node.inputs:
                 last.setdefault(v, i)
     return last
@@ -49,8 +49,8 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph)
     seen: dict[Any, Any] = {}
     merged = 0
-    # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body holds a side
-    # effect (control flow); +4 when elementwise (recomputed rather than kept alive over a gap)
+    # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body has a side
+    # effect; +4 when elementwise (recomputed rather than kept alive over a gap)
     kinds: dict[str, int] = {}
     last_use = _last_uses(graph, schemas)
     live_until: dict[int, int] = {}  # id of a kept node -> the last position anything merged into it is read

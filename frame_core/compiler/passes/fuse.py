@@ -120,34 +120,39 @@ def _peak(graph: Graph, groups: list[_Group]) -> int:
     """The most the intermediates hold at once if ``groups`` run as fused nodes (each at its first member's
     place), counting every value from where it is made to its last read (values a group uses only inside
     itself count nothing; graph outputs and constants are left out, as the memory plan leaves them)."""
-    at: dict[int, int] = {}  # node id -> where it runs
-    group_of: dict[int, _Group] = {}
+    nodes = graph.nodes
+    at: dict[Node, int] = {}        # member -> where its group runs
+    owner: dict[Node, _Group] = {}  # member -> its group
     for g in groups:
         for n in g.members:
-            at[id(n)] = g.first
-            group_of[id(n)] = g
-    nodes = graph.nodes
+            at[n] = g.first
+            owner[n] = g
     ends: dict[Value, int] = {}
-    inside: dict[Value, bool] = {}  # read only by members of its own group so far
-    for i, node in enumerate(nodes):
-        here = at.get(id(node), i)
-        mine = group_of.get(id(node))
-        for v in node.inputs:
-            if here > ends.get(v, -1):
-                ends[v] = here
-            p = v.producer
-            inside[v] = inside.get(v, True) and mine is not None and p is not None and group_of.get(id(p)) is mine
+    shared: set[Value] = set()  # values some node outside their producer's group reads
+    if groups:
+        for i, node in enumerate(nodes):
+            here = at.get(node, i)
+            mine = owner.get(node)
+            for v in node.inputs:
+                if here > ends.get(v, -1):
+                    ends[v] = here
+                if mine is None or owner.get(v.producer) is not mine:  # type: ignore[arg-type]
+                    shared.add(v)
+    else:  # nothing moves: a value's end is its last reader's position (the last write wins)
+        ends = {v: i for i, node in enumerate(nodes) for v in node.inputs}
     outputs = set(graph.outputs)
     delta = [0] * (len(nodes) + 2)
     for i, node in enumerate(nodes):
         if node.op == "constant":
             continue
-        start = at.get(id(node), i)
+        start = at.get(node, i)
+        grouped = node in owner
         for v in node.outputs:
-            if v in outputs or (inside.get(v, False) and id(node) in group_of):
+            if v in outputs or (grouped and v in ends and v not in shared):
                 continue
-            delta[start] += v.type.nbytes
-            delta[max(ends.get(v, start), start) + 1] -= v.type.nbytes
+            nbytes = v.type.nbytes
+            delta[start] += nbytes
+            delta[max(ends.get(v, start), start) + 1] -= nbytes
     peak = live = 0
     for d in delta:
         live += d

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -398,9 +397,3 @@ def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
         L.append(f"  call void @chunk{c}({data})")
     L += ["  ret i32 0", "}", "attributes #0 = { noinline nounwind }"]
     return L
-
-
-def describe(plan: Plan) -> dict[str, Any]:
-    """A summary for notes and tests."""
-    return {"members": sum(len(c) for c in plan.chunks), "chunks": len(plan.chunks), "size": plan.size,
-            "period": plan.period, "dtype": plan.dtype.name, "inputs": plan.n_inputs, "outputs": plan.n_outputs}

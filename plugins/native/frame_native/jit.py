@@ -80,7 +80,6 @@ class _State:
         self.thread: threading.Thread | None = None
         self.disabled: str | None = None   # why nothing compiles any more
         self.stopping = False
-        self.busy = 0                      # jobs taken but not finished
         self.kernels = 0
         self.compiled = 0
         self.from_cache = 0
@@ -196,7 +195,6 @@ def _run() -> None:
             if job is None or s.stopping:
                 return
             make_plan, install = job
-            s.busy += 1
             plan: Plan | str | None = None
             try:
                 plan = make_plan()
@@ -211,7 +209,6 @@ def _run() -> None:
             if not s.stopping and os.getpid() == s.pid:
                 install(plan if fn is not None else None, fn, how)
         finally:
-            s.busy = max(0, s.busy - 1)
             s.queue.task_done()
 
 

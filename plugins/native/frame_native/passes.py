@@ -4,9 +4,9 @@ Runs right after ``fuse_elementwise``. A ``fused_elementwise_internal`` node
 whose body holds only exactly rounded ops on float32 or float64 (see
 ``codegen.why_not``) is rewritten into the pack's op with the same body
 (``fuse_elementwise`` has put the group's constants in it); everything else
-is left alone. The pass does no
-compiling itself (that happens in the background, after the group has run on
-numpy), so it adds a scan of the fused nodes to ``compile``, nothing more.
+is left alone. The pass does no compiling itself (that happens in the
+background, after the group has run on numpy), so it adds a scan of the
+fused nodes to ``compile``, nothing more.
 
 Switched off by ``FRAME_NATIVE=0`` (read at every compile), by
 ``FRAME_DISABLE_PLUGINS=native``, in a forked child, and when llvmlite is not
