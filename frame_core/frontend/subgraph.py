@@ -128,11 +128,15 @@ def check_arity(fn: Callable[..., Any], count: int, role: str = "body", called_a
 
 
 def _lift_output(r: Any, graph: Graph, like: TensorType | None, role: str, i: int) -> Value:
+    import numpy as np
+
     if r is None:
         raise IRError(f"output {i} of the {role} is None; return a tensor (or a Python number)")
+    if not isinstance(r, (Tensor, Value, bool, int, float, np.ndarray, np.generic)):
+        nested = " (return the values as one flat tuple)" if isinstance(r, (tuple, list)) else ""
+        raise IRError(f"output {i} of the {role} must be a tensor, a Python number or a numpy array, got "
+                      f"{type(r).__name__}{nested}")
     if like is not None and isinstance(r, (bool, int, float)) and _fits(r, like):
-        import numpy as np
-
         try:
             return graph.constant(np.asarray(r, like.dtype.np))
         except (OverflowError, ValueError):

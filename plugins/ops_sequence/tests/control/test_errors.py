@@ -235,3 +235,11 @@ def test_compile_refuses_a_node_whose_body_no_longer_gives_its_outputs():
         fc.verify(g)
     with pytest.raises(fc.VerifyError, match=r"node 2 \(loop\): has 3 outputs, the schema gives 2"):
         fc.compile(g, cache=False)
+
+
+def test_a_body_returning_something_else_than_tensors_is_named_by_its_output():
+    with pytest.raises(fc.IRError, match=r"output 1 of the loop body must be a tensor, a Python number or a numpy "
+                                         r"array, got tuple \(return the values as one flat tuple\)"):
+        trace(lambda x: ops.loop(lambda i, s: (True, (s, s)), 3, True, x), "f64[3]")
+    with pytest.raises(fc.IRError, match=r"output 0 of the then branch of if_else must be .* got dict"):
+        trace(lambda c, x: ops.if_else(c, lambda v: {"v": v}, lambda v: v, x), "bool[]", "f64[3]")
