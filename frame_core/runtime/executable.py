@@ -167,19 +167,23 @@ class Executable:
         self._fn = checked if self.checks else self._fast
         return outputs
 
-    def _result_problem(self, k: int, result: Any) -> str | None:
-        """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type."""
+    def _result_problem(self, k: int, result: Any, args: Sequence[Any] = ()) -> str | None:
+        """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type,
+        sharing memory with none of its arguments ``args`` (but its ``out`` buffer, and input 0 for a ``view`` op)."""
         ins = self.program.instructions[k]
         want = [v.type for v in ins.node.outputs]
         got = [result] if len(want) == 1 else result
         if len(want) != 1 and (not isinstance(result, (tuple, list)) or len(result) != len(want)):
             return f"returned {_describe(result)}, expected a tuple of {len(want)} arrays ({', '.join(map(str, want))})"
         for j, (t, array) in enumerate(zip(want, got)):
+            label = f"output {j}" if len(want) > 1 else "its output"
             if isinstance(array, np.ndarray) and array.dtype == t.dtype.np and array.shape == t.shape:
+                alias = _alias(ins, j, array, args, got[:j])
+                if alias is not None:
+                    return f"returned as {label} {alias}"
                 continue
             what = ("a numpy scalar " + str(array.dtype) if isinstance(array, np.generic)
                     else f"an array {_describe(array)}" if isinstance(array, np.ndarray) else _describe(array))
-            label = f"output {j}" if len(want) > 1 else "its output"
             return f"returned {what} for {label}, but shape inference says {t}"
         return None
 
@@ -211,7 +215,7 @@ class Executable:
                 for k, (kernel, args, out, single, frees) in enumerate(steps):
                     result = kernel(*[regs[a] for a in args])
                     if check:
-                        problem = result_problem(k, result)
+                        problem = result_problem(k, result, [regs[a] for a in args])
                         if problem is not None:
                             break
                     if single:
@@ -325,7 +329,8 @@ class Executable:
                 "compile pass: compile with checks=True, or FRAME_CHECKS=1, to find the stage; verify() finds it "
                 "in a hand-built graph)")
         raise KernelError(
-            f"{where} {problem}; kernels must return ndarrays of exactly the inferred dtype and shape (a bug in pack "
+            f"{where} {problem}; kernels must return new ndarrays (or their out buffer) of exactly the inferred dtype "
+            f"and shape, never an input or a view of one (a bug in pack "
             f"{pack}: its conformance tests, frame_core.testing.conformance_tests, check this; FRAME_CHECKS=1 "
             "checks every run)")
 
@@ -380,6 +385,28 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.instructions)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
+
+
+def _alias(ins: Any, j: int, array: np.ndarray, args: Sequence[Any], earlier: Sequence[Any]) -> str | None:
+    """How output ``j`` of instruction ``ins`` shares memory it must not, or ``None``. A kernel writes its result
+    into a new array or its ``out`` buffer (which may be an input's, for an elementwise op written in place); only
+    an op with the ``view`` trait may return a view of its first input. Anything else is a silent wrong answer in
+    waiting: the memory planner reuses the input's buffer while the output still lives."""
+    n = len(ins.inputs)
+    if ins.out_buffer:
+        out = args[n] if len(args) > n else None
+        out = out[j] if isinstance(out, tuple) else out
+        if isinstance(out, np.ndarray) and np.may_share_memory(array, out):
+            return None
+    view = ins.schema is not None and "view" in ins.schema.traits
+    for i, x in enumerate(args[:n]):
+        if isinstance(x, np.ndarray) and np.may_share_memory(array, x) and not (view and i == 0):
+            return (f"an array sharing memory with its input {i} (that input or a view of it), though "
+                    f"{'a view op may return a view of input 0 only' if view else 'the op has no view trait'}")
+    for i, other in enumerate(earlier):
+        if isinstance(other, np.ndarray) and np.may_share_memory(array, other):
+            return f"an array sharing memory with its output {i} (each output needs memory of its own)"
+    return None
 
 
 class _FirstRunChecked:
