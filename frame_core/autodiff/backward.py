@@ -134,7 +134,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
                                    + "\n  ".join(paths), paths) from exc
     except FrameError as exc:
         raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
-    except Exception as exc:  # a bug in the pack's GradientFn
+    except (Exception, SystemExit) as exc:  # a bug in the pack's GradientFn (even exit(): the caller's process goes on)
         raise GradientError(f"the GradientFn of {where()} raised {type(exc).__name__}: {exc} "
                             f"(a bug in pack {schema.pack or '?'})") from exc
     if not isinstance(micro, Graph):

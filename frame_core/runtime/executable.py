@@ -117,7 +117,7 @@ class Executable:
                 lines.append(f"        del {', '.join(ins.frees)}")
         if not prog.instructions:
             lines.append("        pass")
-        lines.append("    except Exception as exc:")
+        lines.append("    except (Exception, SystemExit) as exc:")  # a kernel's exit() too: a KernelError
         lines.append("        _fail(exc)")
         outs = []
         for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types):
@@ -225,7 +225,7 @@ class Executable:
                             regs[o] = r
                     for f in frees:
                         regs[f] = None
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 fail(exc, k)
             if problem is not None:
                 bad_result(k, problem)
@@ -293,7 +293,7 @@ class Executable:
             return value  # an ndarray subclass of the right type
         raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
 
-    def _kernel_failed(self, exc: Exception, line_map: dict[int, int]) -> None:
+    def _kernel_failed(self, exc: BaseException, line_map: dict[int, int]) -> None:
         tb = exc.__traceback__
         k = None
         while tb is not None:
@@ -305,7 +305,7 @@ class Executable:
             raise exc
         self._kernel_failed_at(exc, k)
 
-    def _kernel_failed_at(self, exc: Exception, k: int) -> None:
+    def _kernel_failed_at(self, exc: BaseException, k: int) -> None:
         ins = self.program.instructions[k]
         if isinstance(exc, DataError):  # the caller's data, not a broken kernel: keep the kernel's own words
             raise DataError(f"node {ins.index} ({ins.text}): {exc}") from exc

@@ -106,7 +106,7 @@ def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend:
     try:
         with op_scope(schema.namespace):
             return builder(nctx)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # the pack's code: even exit() is this node's CompileError
         raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
                            f"{type(exc).__name__}: {exc}") from exc
 
