@@ -307,6 +307,9 @@ def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray 
     """
     if not isinstance(graph, Graph):
         raise GradientError(f"add_scalar_contraction needs a Graph, got {type(graph).__name__}")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise GradientError(f"name= names the new output (a non-empty string such as 'loss2'), got "
+                            f"{type(name).__name__} {name!r:.40}")
     output_index = _output_position(output_index, graph, "output_index")
     target = graph.outputs[output_index].type
     if not target.dtype.is_float:

@@ -188,6 +188,8 @@ def compile_subgraph(graph: Graph, backend: str | None = None) -> "Executable":
     """
     if not isinstance(graph, Graph):
         raise CompileError(f"compile_subgraph() takes a Graph, got {type(graph).__name__}")
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        raise CompileError(f"backend is a name such as 'cpu', got {short_repr(backend)}")
     ctx = _active.get()
     if ctx is None:
         return compile(graph, backend or "cpu", cache=False)

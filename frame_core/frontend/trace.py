@@ -313,7 +313,12 @@ def _number(x: Any, graph: Graph, dtype: Any, op: str, position: int, other: str
     """A Python number as a constant of ``dtype`` (a DType; ``None``: its default dtype); ``other`` describes the
     operand whose dtype it takes, for messages."""
     if dtype is None:
-        return graph.constant(np.asarray(x, _DEFAULT[type(x)]))
+        try:
+            return graph.constant(np.asarray(x, _DEFAULT[type(x)]))
+        except OverflowError:
+            raise IRError(f"{op}: input {position} is the Python int {x:.3g}, which does not fit in int64 (a Python "
+                          "int that meets no tensor is an int64); use a float, or a numpy array of another "
+                          "dtype") from None
     if isinstance(x, float) and not dtype.is_float and not isinstance(x, bool):
         raise IRError(f"{op}: input {position} is the Python float {x!r} but the other operand is "
                       f"{other or dtype.name}; cast the tensor to a floating dtype first")

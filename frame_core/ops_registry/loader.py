@@ -113,6 +113,9 @@ def load_registry(
     if entry_points is not None and (isinstance(entry_points, (str, bytes)) or not isinstance(entry_points, Iterable)):
         raise ArgumentError(f"load_registry(entry_points) takes a list of entry points (objects with name, value, "
                             f"dist_name, dist_version and load()), got {type(entry_points).__name__}")
+    for flag, value in (("strict", strict), ("audit", audit)):
+        if not isinstance(value, bool) and not (flag == "strict" and value is None):
+            raise ArgumentError(f"load_registry({flag}=) is True or False, got {type(value).__name__}")
     env = os.environ if environ is None else environ
     if strict is None:
         strict = strict_from_env(env)

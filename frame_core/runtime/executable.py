@@ -256,6 +256,8 @@ class Executable:
         constant of the graph (read-only) or another output: for a caller that
         only reads the results (and copies what it hands on).
         """
+        if not isinstance(copy_outputs, bool):
+            raise InputError(f"unchecked(copy_outputs=) is True or False, got {type(copy_outputs).__name__}")
         fn = self._unchecked.get(copy_outputs)
         if fn is None:
             fast = self._generate(False, copy_outputs)[1] if self.source is not None else self._fast
@@ -353,8 +355,8 @@ class Executable:
 
         ``repeat`` is a positive int (``InputError`` otherwise: a median of no run is no number).
         """
-        if not isinstance(repeat, (int, np.integer)) or isinstance(repeat, (bool, np.bool_)) or repeat < 1:
-            raise InputError(f"profile() needs repeat, the number of timed runs, as an int of 1 or more; got "
+        if not isinstance(repeat, (int, np.integer)) or isinstance(repeat, (bool, np.bool_)) or not 1 <= repeat <= 10**6:
+            raise InputError(f"profile() needs repeat, the number of timed runs, as an int of 1 or more (at most 1,000,000); got "
                              f"{repeat!r} ({type(repeat).__name__})")
         repeat = int(repeat)
         with self._lock:  # it writes into the planned buffers, as run() does
