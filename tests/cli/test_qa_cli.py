@@ -62,3 +62,32 @@ def test_a_graph_broken_by_hand_is_not_blamed_on_a_missing_pack(invoke, tmp_path
 def test_a_graph_with_an_unknown_op_still_asks_for_the_pack(invoke, tmp_path):
     result = invoke("graph", "show", _saved(tmp_path, "nowhere::thing", "f32[3]"))
     assert result.exit_code == 2 and "is the pack that provides its ops installed" in result.stderr
+
+
+def _two_pack_distribution(site, dist: str, names: tuple[str, str], prefixes: tuple[str, str]) -> None:
+    """One distribution ``dist`` shipping two packs (entry points ``names``, op prefixes ``prefixes``)."""
+    import shutil
+
+    modules = [site.add(n, ORDER_ONE_PACK.format(prefix=p), dist=f"{dist}-{k}") for k, (n, p) in
+               enumerate(zip(names, prefixes))]
+    for k in range(2):
+        shutil.rmtree(site.root / f"{dist.replace('-', '_')}_{k}-0.1.dist-info")
+    info = site.root / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n\n")
+    (info / "entry_points.txt").write_text("[frame]\n" + "".join(f"{n} = {m}\n" for n, m in zip(names, modules)))
+
+
+def test_pack_names_an_entry_point_before_a_distribution(invoke, site):
+    # `alpha` sorts first and its distribution is called like the other pack: --pack frame-twins meant alpha
+    _two_pack_distribution(site, "frame-twins", ("alpha", "frame_twins"), ("al", "tw"))
+    result = invoke("ops", "list", "--pack", "frame-twins", "--format", "json")
+    assert result.exit_code == 0 and {r["name"] for r in json.loads(result.stdout)} == {"tw_step", "tw_ramp"}
+    result = invoke("ops", "list", "--pack", "alpha", "--format", "json")
+    assert {r["name"] for r in json.loads(result.stdout)} == {"al_step", "al_ramp"}
+
+
+def test_pack_naming_a_distribution_of_several_packs_asks_which(invoke, site):
+    _two_pack_distribution(site, "frame-pair", ("left", "right"), ("le", "ri"))
+    result = invoke("audit", "gradients", "--pack", "frame-pair")
+    assert result.exit_code == 2 and "ships several packs ('left', 'right')" in result.stderr
