@@ -131,3 +131,11 @@ def test_kernels_writing_into_out_in_place_still_pass(reg):
     exe = _compile(reg, lambda x: ops.sin(ops.exp(ops.neg(x)) * 3.0), disable=["fuse_elementwise"])
     np.testing.assert_allclose(exe.run([X])[0], np.sin(np.exp(-X) * 3.0))
     np.testing.assert_allclose(exe.run([X])[0], np.sin(np.exp(-X) * 3.0))
+
+
+def test_the_conformance_kit_refuses_outputs_sharing_memory_as_the_runtime_does(reg):
+    from frame_core.testing import run_conformance
+
+    (report,) = [r for r in run_conformance("al", registry=reg, order=1, low_precision=()) if r.op == "al_pair"]
+    kernel = [r for r in report.results if r.check == "kernel"]
+    assert kernel and not kernel[0].ok and "output 1 shares memory with output 0" in kernel[0].detail
