@@ -100,6 +100,20 @@ def numpy_reference(steps: int, batch: int) -> float:
     return statistics.median(times)
 
 
+def machine_ceiling(steps: int, batch: int) -> float:
+    """What two processes on this machine can do at best: the hand-written numpy step on half the batch in two
+    processes at once (no MPI, no frame) against the whole batch in one; the samples-per-second ratio.
+
+    On a machine whose cores do not run two BLAS processes at full speed each (shared or throttled virtual
+    CPUs), no data-parallel scheme can beat this ratio, so it is the bar the 2-rank result is read against."""
+    command = [sys.executable, __file__, "--numpy-worker", "--steps", str(steps)]
+    one = subprocess.run([*command, "--batch", str(batch)], capture_output=True, text=True, timeout=300, check=True)
+    pair = [subprocess.Popen([*command, "--batch", str(batch // 2)], stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    halves = [float(p.communicate(timeout=300)[0]) for p in pair]
+    return float(one.stdout) / max(halves)
+
+
 def ring_model(params: int, ranks: int, gbit_s: float, latency_s: float) -> tuple[float, float, float]:
     """Ring all-reduce of ``params`` float32 values: (bytes, bandwidth term, latency term) in seconds.
 
@@ -115,9 +129,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--numpy-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.steps, args.batch)
+        return
+    if args.numpy_worker:
+        print(numpy_reference(args.steps, args.batch))
         return
 
     print(f"784-256-256-10 MLP, float32, global batch {args.batch}; BLAS threads per rank: 1 (OMP/OPENBLAS/MKL); "
@@ -152,6 +170,10 @@ def main() -> None:
     print(f"hand-written numpy step, 1 process, batch {args.batch}: {reference * 1e3:.2f} ms "
           f"({args.batch / reference:,.0f} samples/s); frame on 1 rank is {args.batch / summary[1] / reference:.2f}x "
           "its time")
+    ceilings = [machine_ceiling(args.steps, args.batch) for _ in range(args.rounds)]
+    print(f"this machine's ceiling: the numpy step on half the batch in 2 processes at once (no MPI, no frame) gives "
+          f"{statistics.median(ceilings):.2f}x the samples per second of 1 process (runs: "
+          f"{', '.join(f'{c:.2f}' for c in ceilings)}); 2 ranks can do no better than that here")
 
     params = sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:]))
     print(f"\npaper model: ring all-reduce of the {params:,} float32 gradients on 64 ranks over 10 Gb/s")
