@@ -83,7 +83,9 @@ def emit_json(data: Any) -> None:
 
 def debugging() -> bool:
     """Whether to show whole tracebacks: ``frame --verbose`` or ``FRAME_DEBUG`` set (to anything but 0/empty)."""
-    return state.verbose or os.environ.get("FRAME_DEBUG", "") not in ("", "0")
+    from .._args import env_flag
+
+    return state.verbose or env_flag("FRAME_DEBUG")
 
 
 def _silence_stdout() -> None:

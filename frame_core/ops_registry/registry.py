@@ -383,11 +383,10 @@ _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("frame_op_sc
 
 
 def strict_from_env(environ: "Mapping[str, str] | None" = None) -> bool:
-    """Whether ``FRAME_STRICT`` asks for strict plugin loading: set to anything but empty, 0, false or no."""
-    import os
+    """Whether ``FRAME_STRICT`` asks for strict plugin loading: set to anything but empty, 0, false, no or off."""
+    from .._args import env_flag
 
-    env = os.environ if environ is None else environ
-    return env.get("FRAME_STRICT", "").strip().lower() not in ("", "0", "false", "no")
+    return env_flag("FRAME_STRICT", environ)
 
 
 def registry() -> Registry:
