@@ -211,9 +211,9 @@ def _own_stdout() -> None:
         return
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     errors = getattr(sys.stdout, "errors", None) or "strict"
+    line_buffering = bool(getattr(sys.stdout, "line_buffering", False))  # a terminal stays line-buffered
     sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
-                                  line_buffering=sys.stdout.line_buffering if hasattr(sys.stdout, "line_buffering")
-                                  else False, write_through=False)
+                                  line_buffering=line_buffering)
 
 
 if __name__ == "__main__":  # pragma: no cover
