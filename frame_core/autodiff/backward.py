@@ -111,11 +111,13 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
     return chain
 
 
-def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
+def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any = None) -> Graph:
     """The node's GradientFn micro-graph, checked against the contract for this node's very types (the
     start-up audit saw only the op's examples): a GradientError names the node otherwise. A missing
-    gradient inside the node's bodies (control flow) comes back with this node prefixed to its path."""
-    ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
+    gradient inside the node's bodies (control flow) comes back with this node prefixed to its path.
+    ``attrs`` are the node's attributes normalised (defaults filled in): a GradientFn reads them so."""
+    ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs if attrs is None else attrs,
+                      [v.type for v in node.outputs])
 
     def at() -> str:  # only on the error path: finding the node's index costs a scan
         return f"{label}node {graph.nodes.index(node)} ({node.op})"
@@ -265,7 +267,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         cached = micro_cache.get(key)
         if cached is None:
             try:
-                inferred = schema.infer(in_types, schema.normalize_attrs(node.attrs))
+                norm = schema.normalize_attrs(node.attrs)
+                inferred = schema.infer(in_types, norm)
             except FrameError as exc:
                 raise _not_the_packs_fault([Problem("V6", f"shape inference rejects the inputs: {exc}", node.op,
                                                     graph.nodes.index(node), label)]) from exc
@@ -276,7 +279,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                 "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
                       f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
         if cached is None:
-            cached = micro_cache[key] = (inferred, _micro_graph(schema, node, graph, label))
+            cached = micro_cache[key] = (inferred, _micro_graph(schema, node, graph, label, norm))
         micro = cached[1]
         gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds_here])
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):

@@ -37,7 +37,8 @@ from ..errors import GradientError
 from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import node_has_side_effect
-from .backward import _accumulate, _backpropagate
+from ..ir.verify import check_graph
+from .backward import _accumulate, _backpropagate, _not_the_packs_fault
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
@@ -78,6 +79,9 @@ def _indices(value: Any, what: str, example: str) -> list[int]:
 def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> tuple[Graph, list[Value], list[Value]]:
     """A clone of ``graph`` plus one cotangent input per output, with the reverse walk appended; returns it,
     its cotangent inputs and the gradient of each ``wrt`` input (a zero constant where there is none)."""
+    problems = check_graph(graph, reg, types=False)  # the caller's mistakes first: no GradientFn is blamed for them
+    if problems:
+        raise _not_the_packs_fault(problems)
     vjp = clone_graph(graph)
     vjp.name = f"{graph.name}_vjp"
     outputs, vjp.outputs = vjp.outputs, []

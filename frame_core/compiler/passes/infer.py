@@ -2,7 +2,10 @@
 
 A recorded type that differs from the inferred one (a hand-built or loaded
 graph) is an error naming the node (rule V6); inference errors name the node
-and the op.
+and the op. A node whose attributes are not in their schema's form (a default
+left out, a list for ``ints``, ``"f32"`` for a ``dtype``: a hand-built graph, or
+a document written before the op gained an attribute) gets them normalised, so
+passes and kernel builders always read every attribute in its canonical form.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from ...ir.graph import Graph, Node
 from ...ir.keys import attrs_key
 from ...ir.verify import Problem
 from ..context import CompileContext
+from ..rewrite import Rewriter
 
 _type = attrgetter("type")
 
@@ -23,26 +27,43 @@ def infer_types(graph: Graph, ctx: CompileContext) -> Graph:
     problems = []
     schemas = ctx.registry.schemas
     memo: dict[tuple, tuple] = {}  # graphs repeat signatures (layers, chains): infer each once
+    renormed: dict[int, dict] = {}  # node index -> its attributes in canonical form, where they were not
     for index, node in enumerate(graph.nodes):
         op = node.op
         attrs = node.attrs
         in_types = tuple(map(_type, node.inputs))
         key = (op, in_types, attrs_key(attrs) if attrs else ()) if op != "constant" else None
-        inferred = memo.get(key) if key is not None else None
-        if inferred is None:
+        hit = memo.get(key) if key is not None else None
+        if hit is None:
             schema = schemas[op]
             try:
-                inferred = tuple(schema.infer(in_types, schema.normalize_attrs(attrs)))
+                norm = schema.normalize_attrs(attrs)
+                hit = (tuple(schema.infer(in_types, norm)), None if _canonical(attrs, norm) else norm)
             except FrameError as exc:
                 problems.append(Problem("V6", f"shape inference rejects the inputs: {exc}", op, index))
                 continue
             if key is not None:
-                memo[key] = inferred
+                memo[key] = hit
+        inferred, norm = hit
+        if norm is not None:
+            renormed[index] = norm
         if tuple(map(_type, node.outputs)) != inferred:  # types are interned: this compares identities
             problems.extend(_mismatches(node, index, inferred))
     if problems:
         raise VerifyError(problems)
-    return graph
+    if not renormed:
+        return graph
+    rw = Rewriter(graph)
+    for index, node in enumerate(graph.nodes):
+        rw.copy(node, attrs=renormed.get(index))
+    ctx.note("infer_types", f"normalised the attributes of {len(renormed)} node(s)")
+    return rw.finish()
+
+
+def _canonical(attrs: dict, norm: dict) -> bool:
+    """Whether ``attrs`` already are their normalised form ``norm``: the same names, each value of the same type
+    (a default left out, a list for ``ints`` or a string for a ``dtype`` is not)."""
+    return len(attrs) == len(norm) and all(k in attrs and type(attrs[k]) is type(v) for k, v in norm.items())
 
 
 def _mismatches(node: Node, index: int, inferred: tuple) -> list[Problem]:
