@@ -280,3 +280,27 @@ def test_the_deep_audit_says_what_its_bound_left_unchecked(monkeypatch):
     assert flagged  # the ops whose contexts were left out say so too
     # every example is still checked: a contract break in any example would still be found
     assert all(op in reg.closure for op in reg.schemas)
+
+
+def test_the_deep_audit_counts_each_context_it_left_unchecked_once(monkeypatch):
+    """The queue may hold one context several times; the note once counted every copy (div: 10 for 5)."""
+    import re
+
+    from frame_core.ops_registry import closure
+    from frame_core.ops_registry.loader import load_registry
+
+    contexts: dict[str, set] = {}
+    real = closure.check_gradient_contract
+
+    def spy(schema, ctx, micro, registry):
+        contexts.setdefault(schema.name, set()).add((ctx.input_types, closure.attrs_key(ctx.attrs)))
+        return real(schema, ctx, micro, registry)
+
+    monkeypatch.setattr(closure, "check_gradient_contract", spy)
+    closure.run_closure_audit(load_registry(environ={"FRAME_LOAD_PLUGINS": "ops_basic"}, audit=False), deep=True)
+    monkeypatch.setattr(closure, "MAX_CONTEXTS", 3)
+    reg = load_registry(environ={"FRAME_LOAD_PLUGINS": "ops_basic"}, audit=False)
+    closure.run_closure_audit(reg, deep=True)
+    (note,) = [n for n in reg.notes if "deep closure audit stopped" in n]
+    counts = {op: int(n) for op, n in re.findall(r"(\w+) \((\d+)\)", note)}
+    assert counts and all(n <= len(contexts[op]) for op, n in counts.items()), (counts, note)
