@@ -51,9 +51,17 @@ def _is_index(value: Any) -> bool:
 
 
 def _output_position(value: Any, graph: Graph, what: str) -> int:
+    """An output position, given as one (negative counts from the end) or as the output's name."""
     n = len(graph.outputs)
+    if isinstance(value, str):  # outputs carry names so that nobody has to count positions
+        try:
+            return graph.output_index(value)
+        except FrameError as exc:
+            raise GradientError(f"{what} is an output's name or an output position (an int), got str {value!r:.40}, "
+                                f"but {exc}") from None
     if not _is_index(value):
-        raise GradientError(f"{what} is an output position (an int), got {type(value).__name__} {value!r:.40}")
+        raise GradientError(f"{what} is an output's name or an output position (an int), got {type(value).__name__} "
+                            f"{value!r:.40}")
     if not -n <= value < n:
         raise GradientError(f"{what} {value!r} is out of range: the graph has {n} outputs")
     return int(value)

@@ -525,10 +525,21 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
             result = fn(*args)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         indices = []
+        own: set[Value] | None = None
         for i, r in enumerate(results):
             if isinstance(r, Tensor) and r.graph is not graph:
                 raise IRError(f"output {i} of the traced function is a tensor of graph {r.graph.name!r}, not of the "
                               f"graph being traced ({graph.name!r}); return tensors computed from the inputs")
+            if isinstance(r, Value):  # a raw Value must be one of this graph's, or the graph would be broken
+                if own is None:
+                    own = set(graph.inputs) | {v for n in graph.nodes for v in n.outputs}
+                if r not in own:
+                    raise IRError(f"output {i} of the traced function is a Value of another graph, not of the graph "
+                                  f"being traced ({graph.name!r}); return tensors computed from the inputs")
+            elif not (isinstance(r, Tensor) or _is_number(r) or isinstance(r, (np.ndarray, np.generic))):
+                raise IRError(f"output {i} of the traced function is {short_repr(r)} ({type(r).__name__}); a traced "
+                              "function returns tensors, Python numbers or numpy arrays: one, or a flat list or tuple "
+                              "of them" + ("; did it forget to `return` its result?" if r is None else ""))
             indices.append(graph.mark_output(_lift(r, graph, None, "output", i)))
     finally:
         _current.reset(token)
