@@ -598,6 +598,9 @@ class OpSchema:
                 f"{self.name}: shape inference raised {type(exc).__name__}: {exc} "
                 f"(a bug in pack {self.pack or '?'}; inputs were [{', '.join(map(str, input_types))}])"
             ) from exc
+        if isinstance(result, TensorType) or not isinstance(result, (list, tuple)):
+            raise ShapeError(f"{self.name}: shape inference returned {short_repr(result)}, expected a list of "
+                             f"TensorType (one per output; a bug in pack {self.pack or '?'})")
         result = list(result)
         if not self.variadic and len(result) != len(self.outputs):
             raise ShapeError(f"{self.name}: shape inference returned {len(result)} types, expected {len(self.outputs)}")

@@ -52,6 +52,11 @@ def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
         if not isinstance(sub, Graph):
             raise CompileError(f"the DecomposeFn of {node.op!r} returned {type(sub).__name__}, expected a Graph (a bug "
                                f"in pack {schema.pack})")
+        if [v.type for v in sub.inputs] != [v.type for v in node.inputs]:
+            raise CompileError(f"the DecomposeFn of {node.op!r} (pack {schema.pack}) takes "
+                               f"[{', '.join(str(v.type) for v in sub.inputs)}], but the node's inputs are "
+                               f"[{', '.join(str(v.type) for v in node.inputs)}]; trace it with "
+                               "ctx.decomposition_graph(fn)")
         if [v.type for v in sub.outputs] != [v.type for v in node.outputs]:
             raise CompileError(f"DecomposeFn of {node.op!r} returns [{', '.join(str(v.type) for v in sub.outputs)}], "
                                f"expected [{', '.join(str(v.type) for v in node.outputs)}]")
