@@ -4,6 +4,16 @@ Graph building allocates many small objects that live on (nodes, values,
 types); each generation-2 collection walks all of them, which makes building
 a graph of n nodes cost more than linear time. Pausing the collector for the
 duration of one transform keeps it linear; garbage is collected afterwards.
+
+What a large transform leaves behind is a graph (or a program) that lives on:
+when the pause ends with more than ``PROMOTE_ABOVE`` new objects, they are
+moved straight into the oldest generation (``gc.freeze()`` then
+``gc.unfreeze()``, which relinks the lists without walking them) instead of
+being walked by a young collection and then again by a middle one on their
+way there. Nothing is leaked: the oldest generation's collections still
+examine them, and any cycle among them is still freed. It is skipped when the
+program froze objects itself (``gc.get_freeze_count()``), whose frozen set it
+would otherwise release.
 """
 
 from __future__ import annotations
@@ -13,8 +23,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["gc_paused"]
+__all__ = ["gc_paused", "PROMOTE_ABOVE"]
 
+#: New objects (net of those freed) above which the end of a pause promotes them to the oldest generation.
+PROMOTE_ABOVE = 50_000
 
 _lock = threading.Lock()
 _depth = 0  # transforms running now, in any thread
@@ -37,4 +49,7 @@ def gc_paused() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _was_enabled:
+                if gc.get_count()[0] > PROMOTE_ABOVE and not gc.get_freeze_count():
+                    gc.freeze()
+                    gc.unfreeze()
                 gc.enable()

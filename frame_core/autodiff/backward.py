@@ -35,7 +35,8 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..compiler.fused import FUSED_OP
-from ..errors import FrameError, GradientError, MissingGradientError, NonScalarLossError
+from ..frontend.trace import append_node
+from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
@@ -102,17 +103,39 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
     all integer or boolean (a comparison, an argmax) is never on the chain and needs no GradientFn."""
     active = set(sources)
     forward_active = []
+    nondiff_of = {}
+    for op in {n.op for n in graph.nodes}:
+        schema = reg.schemas.get(op)
+        nondiff_of[op] = schema.nondiff_inputs if schema is not None else frozenset()
+    isdisjoint = active.isdisjoint
+    add = active.add
     for node in graph.nodes:
-        nondiff = reg.schemas[node.op].nondiff_inputs if node.op in reg.schemas else frozenset()
-        if any(v in active for i, v in enumerate(node.inputs) if i not in nondiff):
-            floating = [v for v in node.outputs if v.type.dtype.is_float]
-            if floating:
+        ins = node.inputs
+        if isdisjoint(ins):  # no input on the chain
+            continue
+        nondiff = nondiff_of[node.op]
+        if nondiff and not any(v in active for i, v in enumerate(ins) if i not in nondiff):
+            continue
+        outs = node.outputs
+        if len(outs) == 1:
+            if outs[0].type.dtype.is_float:
                 forward_active.append(node)
-                active.update(floating)
+                add(outs[0])
+            continue
+        floating = [v for v in outs if v.type.dtype.is_float]
+        if floating:
+            forward_active.append(node)
+            active.update(floating)
     needed = set(targets)
+    unneeded = needed.isdisjoint
     chain = []
     for node in reversed(forward_active):
-        if any(v in needed and v.type.dtype.is_float for v in node.outputs):
+        outs = node.outputs
+        if len(outs) == 1:  # (on the forward chain: floating)
+            if outs[0] in needed:
+                chain.append(node)
+                needed.update(node.inputs)
+        elif not unneeded(outs) and any(v in needed and v.type.dtype.is_float for v in outs):
             chain.append(node)
             needed.update(node.inputs)
     chain.reverse()
@@ -226,9 +249,12 @@ def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
     # The user's mistakes first, so that a GradientFn handed an impossible node is never blamed for it. The
     # structure is checked whole here (cheap); types (rule V6) node by node below, for the nodes on the chain.
-    problems = check_graph(forward, reg, types=False)
-    if problems:
-        raise _not_the_packs_fault(problems)
+    from ..compiler.passes.verify import quick_check  # (the compiler's passes stay out of start-up)
+
+    if not quick_check(forward, reg)[0]:  # the quick walk is sure, or check_graph looks (and words it)
+        problems = check_graph(forward, reg, types=False)
+        if problems:
+            raise _not_the_packs_fault(problems)
     graph = clone_graph(forward)
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
@@ -262,7 +288,9 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         raise MissingGradientError("no gradient (ARCH-062):\n  " + "\n  ".join(paths), paths)
 
     grads = dict(seeds)
-    micro_cache: dict[tuple, tuple[list, Graph]] = {}  # (op, input types, attrs) -> (inferred types, micro-graph)
+    # (op, input types, attrs) -> (inferred types, micro-graph, its recipe)
+    micro_cache: dict[tuple, tuple[list, Graph, Any]] = {}
+    attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     with_grad = sources | {v for n in chain for v in n.outputs}
     for node in reversed(chain):
         gys = [grads.get(y) for y in node.outputs]
@@ -271,7 +299,15 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, node.outputs)]
         schema = reg.schemas[node.op]
         in_types = tuple(v.type for v in node.inputs)
-        key = (node.op, in_types, attrs_key(node.attrs))
+        attrs = node.attrs
+        if attrs:
+            ident = (tuple(attrs), tuple(map(id, attrs.values())))
+            akey = attr_keys.get(ident)
+            if akey is None:
+                akey = attr_keys[ident] = attrs_key(attrs)
+        else:
+            akey = ()
+        key = (node.op, in_types, akey)
         cached = micro_cache.get(key)
         if cached is None:
             try:
@@ -287,20 +323,84 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                 "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
                       f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
         if cached is None:
-            cached = micro_cache[key] = (inferred, _micro_graph(schema, node, graph, label, norm))
-        micro = cached[1]
-        gxs = inline_graph(graph, micro, [*node.inputs, *node.outputs, *seeds_here])
+            micro = _micro_graph(schema, node, graph, label, norm)
+            cached = micro_cache[key] = (inferred, micro, _Recipe.of(micro))
+        recipe = cached[2]
+        arguments = [*node.inputs, *node.outputs, *seeds_here]
+        gxs = inline_graph(graph, cached[1], arguments) if recipe is None else recipe.inline(graph, arguments)
+        nondiff = schema.nondiff_inputs
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
-            if i in schema.nondiff_inputs or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
+            if (nondiff and i in nondiff) or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
                 continue
             _accumulate(graph, grads, x, gx, reg)
     return grads
 
 
+class _Recipe:
+    """A micro-graph read once into steps, to inline it many times quickly: what ``inline_graph`` does
+    (fresh nodes and values, a fresh attribute dict per node, value names kept), without a value map.
+    ``of`` gives ``None`` for a micro-graph with sub-graph attributes (``inline_graph`` clones those).
+
+    Its constants are made once, at the first inlining, and read by every later one (they come after it):
+    a GradientFn's ``1 - y**2`` inlined at a thousand tanh nodes reads one constant ``1``, where copies
+    would be a thousand nodes for every compile stage to walk until CSE merged them."""
+
+    __slots__ = ("in_types", "steps", "results", "made")
+
+    def __init__(self, in_types: list[Any], steps: list[tuple], results: list[int]) -> None:
+        self.in_types = in_types
+        self.steps = steps  # (op, input slots, attrs, [(type, name), ...])
+        self.results = results
+        self.made: dict[int, Value] = {}  # step -> the constant that step made (one graph per recipe)
+
+    @staticmethod
+    def of(micro: Graph) -> "_Recipe | None":
+        slot: dict[Value, int] = {v: i for i, v in enumerate(micro.inputs)}
+        steps = []
+        for node in micro.nodes:
+            if any(type(a) is Graph for a in node.attrs.values()):
+                return None
+            steps.append((node.op, tuple([slot[v] for v in node.inputs]), node.attrs,
+                          tuple([(v.type, v.name) for v in node.outputs])))
+            for v in node.outputs:
+                slot[v] = len(slot)
+        return _Recipe([v.type for v in micro.inputs], steps, [slot[v] for v in micro.outputs])
+
+    def inline(self, graph: Graph, arguments: list[Value]) -> list[Value]:
+        """``inline_graph(graph, micro, arguments)``."""
+        if [v.type for v in arguments] != self.in_types:
+            raise IRError(f"cannot inline a gradient micro-graph: its inputs have types "
+                          f"[{', '.join(map(str, self.in_types))}], the arguments [{', '.join(str(v.type) for v in arguments)}]")
+        values = list(arguments)
+        extend = values.extend
+        append = graph.nodes.append
+        made = self.made
+        for k, (op, slots, attrs, outs) in enumerate(self.steps):
+            if op == "constant" and not slots:
+                value = made.get(k)
+                if value is None:
+                    node = Node(op, (), dict(attrs))
+                    t, name = outs[0]
+                    node.outputs = (Value(t, node, 0, name),)
+                    append(node)
+                    value = made[k] = node.outputs[0]
+                values.append(value)
+                continue
+            node = Node(op, tuple([values[k] for k in slots]), dict(attrs) if attrs else {})
+            if len(outs) == 1:
+                t, name = outs[0]
+                node.outputs = (Value(t, node, 0, name),)
+            else:
+                node.outputs = tuple([Value(t, node, i, name) for i, (t, name) in enumerate(outs)])
+            extend(node.outputs)
+            append(node)
+        return [values[k] for k in self.results]
+
+
 def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, reg: Registry) -> None:
     previous = grads.get(x)
-    grads[x] = gx if previous is None else graph.add_node("accumulate_internal", (previous, gx),
-                                                         registry=reg).outputs[0]
+    grads[x] = gx if previous is None else append_node(graph, "accumulate_internal", (previous, gx),
+                                                       source=reg).outputs[0]
 
 
 def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray | None = None, *,

@@ -99,6 +99,17 @@ def _decomposed(names: tuple[str, ...], reg: "Registry") -> frozenset[str]:
     return frozenset(keys)
 
 
+def _has_bodies(graph: Graph) -> bool:
+    """Whether a node of ``graph`` has a sub-graph attribute (control flow)."""
+    for node in graph.nodes:
+        attrs = node.attrs
+        if attrs:
+            for a in attrs.values():
+                if type(a) is Graph:
+                    return True
+    return False
+
+
 def compile(  # noqa: A001 - the name users expect
     graph: Graph,
     backend: str = "cpu",
@@ -146,12 +157,15 @@ def compile(  # noqa: A001 - the name users expect
     decompose = _decomposed(name_list(decompose, "compile(decompose=...)", CompileError, "['softplus']"), reg)
     # The registry itself, not its id: a freed registry's id can be reused by another one. Input names
     # are in the key because run() names inputs in its errors.
-    key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend, opt_level,
-           disable, decompose, checks, reg)
+    key: Any = None
     if cache:
+        key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend,
+               opt_level, disable, decompose, checks, reg)
         hit = compile_cache.get(key)
         if hit is not None:
             return hit
+    elif _has_bodies(graph):  # without the cache nothing reads the key, but building it refuses a body that
+        graph_key(graph)      # holds its own graph (an IRError before verify, as with the cache)
     ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks,
                          disable=disable)
     # DecomposeFns, plugin passes and kernel builders look ops up in the current registry: make it `reg`

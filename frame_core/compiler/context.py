@@ -7,7 +7,7 @@ the passes, never the other way round.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
@@ -17,7 +17,13 @@ __all__ = ["CompileContext"]
 
 @dataclass
 class CompileContext:
-    """What every stage may read: backend, registry, options, and a log of what each stage did."""
+    """What every stage may read: backend, registry, options, and a log of what each stage did.
+
+    ``types_checked`` is ``(graph, its nodes)`` when stage 1's walk found every recorded type equal to the
+    inferred one on exactly that graph (stage 2 then returns it at once), else ``None``. ``protected`` is
+    the set of the caller's nodes while the graph stages run: a ``Rewriter`` made with the context rewires
+    every other node in place (see ``Rewriter``).
+    """
 
     backend: str
     registry: "Registry"
@@ -26,6 +32,8 @@ class CompileContext:
     checks: bool = False
     disable: frozenset[str] = frozenset()
     log: list[tuple[str, str]] = field(default_factory=list)
+    types_checked: Any = field(default=None, repr=False, compare=False)
+    protected: Any = field(default=None, repr=False, compare=False)
 
     def note(self, stage: str, message: str) -> None:
         self.log.append((stage, message))

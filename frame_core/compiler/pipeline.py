@@ -138,7 +138,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
             raise VerifyError(problems)
     # The caller's nodes are never released (see _release); stages share unchanged nodes with their
     # input, so the caller's nodes can sit inside any later graph.
-    protected = set(graph.nodes)
+    protected = ctx.protected = set(graph.nodes)
     for name, fn in _ordered(ctx, frozenset(disable)):
         try:
             result = fn(graph, ctx)
@@ -169,7 +169,7 @@ def _release(old: Graph, new: Graph, protected: set[Any]) -> None:
     """
     dropped = set(old.nodes)  # nodes hash and compare by identity: set algebra in C
     dropped.difference_update(new.nodes)
-    dropped.difference_update(protected)
+    dropped = dropped.difference(protected)  # (walks the few dropped nodes, not every protected one)
     for node in dropped:
         node.outputs = ()
 

@@ -30,21 +30,32 @@ class Rewriter:
 
     ``copy(node)`` keeps ``node`` when its (mapped) inputs and attributes are
     unchanged and otherwise re-creates it on the mapped inputs (types are kept,
-    no re-inference); ``alias(old, new)`` makes later readers of ``old`` read
+    no re-inference); ``keep(nodes)`` copies a run of nodes that read nothing
+    remapped (the prefix before a pass's first change) in one step; ``alias(old, new)`` makes later readers of ``old`` read
     ``new`` instead; ``emit(...)`` appends a brand-new node; ``finish()`` marks
     the mapped outputs and returns the new graph, which shares its inputs and
     unchanged nodes with ``old``.
+
+    Inside a compile, ``Rewriter(graph, ctx)`` may rewire nodes in place instead:
+    a node that an earlier stage of this very compile made (not one of the
+    caller's, ``ctx.protected``) is referenced by no graph that outlives the
+    stage, so ``copy`` gives it the mapped inputs and keeps its outputs. Its
+    readers then need no copy either, so a rewrite near the start of a long
+    graph costs a walk rather than a copy of everything downstream. A pass that
+    passes ``ctx`` must return the graph ``finish()`` gives once it has copied a
+    node onto changed inputs (its input graph is no longer intact).
     """
 
-    __slots__ = ("old", "new", "vmap", "_get", "_append")
+    __slots__ = ("old", "new", "vmap", "_get", "_append", "_protected")
 
-    def __init__(self, old: Graph) -> None:
+    def __init__(self, old: Graph, ctx: Any = None) -> None:
         self.old = old
         self.new = Graph(old.name)
         self.new.inputs = list(old.inputs)
         self.vmap: dict[Value, Value] = _ValueMap()
         self._get = self.vmap.get
         self._append = self.new.nodes.append
+        self._protected = getattr(ctx, "protected", None)  # None: copy-on-write for every node
 
     def read(self, values: Sequence[Value]) -> tuple[Value, ...]:
         """``values`` read through the value map: what a copied node reading them gets."""
@@ -61,6 +72,13 @@ class Rewriter:
         if attrs is None and ins == node.inputs:  # nothing upstream changed: share the node
             self._append(node)
             return node
+        protected = self._protected
+        if protected is not None and node not in protected:  # this compile's own node: rewired in place
+            node.inputs = ins
+            if attrs is not None:
+                node.attrs = attrs
+            self._append(node)
+            return node
         copy = Node(node.op, ins, node.attrs if attrs is None else attrs)
         outs = node.outputs
         if len(outs) == 1:
@@ -73,6 +91,15 @@ class Rewriter:
                 vmap[old] = new
         self._append(copy)
         return copy
+
+    def keep(self, nodes: Sequence[Node]) -> None:
+        """Append ``nodes`` unchanged, as ``copy`` would when none of them reads a remapped value: the prefix
+        of the graph before a pass's first change, appended in one step instead of node by node."""
+        if self.vmap:
+            for node in nodes:
+                self.copy(node)
+        else:
+            self.new.nodes.extend(nodes)
 
     def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any], output_types: Sequence[Any]) -> Node:
         return self.new.add_node(op, inputs, attrs, output_types)

@@ -40,6 +40,9 @@ from ..errors import IRError, RegistrationError
 from .._text import short_repr
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value
+from .. import _current_registry as _package_source
+from ..ir import schemas as _schemas
+from ..ir.schemas import default_source
 from ..ir.types import TensorType, as_type
 
 __all__ = ["Tensor", "trace", "trace_gradient", "apply", "constant", "current_graph", "prune_weak"]
@@ -411,8 +414,67 @@ def _strong_dtype(inputs: Sequence[Any]) -> Any:
     return None
 
 
+#: (id of a schema, id of its shape function, input types) -> (schema, shape function, attributes with their
+#: defaults, output types): what an attribute-less call infers, memoised (a chain of 10k ops repeats a handful
+#: of signatures). Keyed by the function too, so a schema given another shape function is inferred afresh.
+_SIGNATURES: dict[tuple, tuple] = {}
+_SIGNATURES_LIMIT = 4096
+
+
+def _registry_now() -> Any:
+    """The current registry: what the IR's default schema source gives when ``frame_core`` installed it
+    (``ir.schemas``), without that hook's import on every call."""
+    global _registry_now
+    from ..ops_registry.registry import registry
+
+    _registry_now = registry  # (bound on first use: tracing loads it anyway)
+    return registry()
+
+
+def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str, Any] | None = None,
+                source: Any = None) -> Node:
+    """``graph.add_node(op, values, attrs, registry=source)`` for values of ``graph``; a call without attributes
+    whose signature was inferred before reuses that inference (the op is resolved every time: scope and
+    registry apply as in ``add_node``). Used by tracing and by the backward transform's accumulations."""
+    if attrs:
+        return graph.add_node(op, values, attrs, registry=source)
+    if source is None:
+        source = _registry_now() if _schemas._default is _package_source else default_source()
+    key, schema = source.resolve(op)
+    fn = schema.shape_infer
+    types = tuple([v.type for v in values])
+    sig = (id(schema), id(fn), types)
+    known = _SIGNATURES.get(sig)
+    if known is None or known[0] is not schema or known[1] is not fn:
+        norm = schema.normalize_attrs({})
+        out_types = tuple(schema.infer(types, norm))  # raises as add_node does; nothing is memoised then
+        if len(_SIGNATURES) >= _SIGNATURES_LIMIT:
+            _SIGNATURES.clear()
+        known = _SIGNATURES[sig] = (schema, fn, norm, out_types)
+    norm, out_types = known[2], known[3]
+    node = Node(key, tuple(values), dict(norm) if norm else {})
+    if len(out_types) == 1:
+        node.outputs = (Value(out_types[0], node, 0),)
+    else:
+        node.outputs = tuple([Value(t, node, i) for i, t in enumerate(out_types)])
+    graph.nodes.append(node)
+    return node
+
+
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     """Append ``op(*inputs; attrs)`` to the traced graph; return a ``Tensor`` (a tuple for several outputs)."""
+    graph = _current.get()
+    if graph is not None:  # the common case first: tensors of the graph being traced, none of them weak
+        values = []
+        for x in inputs:
+            if x.__class__ is not Tensor or x.graph is not graph or x.weak is not None:
+                break
+            values.append(x.value)
+        else:
+            outs = append_node(graph, op, values, attrs).outputs
+            if len(outs) == 1:
+                return Tensor(outs[0], graph)
+            return tuple(Tensor(v, graph) for v in outs)
     graph = _graph_of(inputs, op)
     plain = all(type(x) is Value or (isinstance(x, Tensor) and x.weak is None) for x in inputs)
     apart = frozenset() if plain else _nondiff_positions(op)
@@ -423,7 +485,7 @@ def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
         return _apply_weak(op, inputs, attrs, graph, apart)
     other = next((str(a.type) for a in data if isinstance(a, Tensor) and a.weak is None), "")
     values = [_lift(x, graph, None if i in apart else like, op, i, other) for i, x in enumerate(inputs)]
-    node = graph.add_node(op, values, attrs)
+    node = append_node(graph, op, values, attrs)
     outs = node.outputs
     if len(outs) == 1:
         return Tensor(outs[0], graph)

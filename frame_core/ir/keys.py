@@ -108,6 +108,9 @@ def _structure(graph: Graph) -> tuple:
     tracking (compiled graphs' keys live on in the compile cache)."""
     ids: dict[Value, int] = {}
     parts: list[Any] = []
+    # attribute keys by the identities of the values (every node is alive meanwhile, so an id names one
+    # object): nodes inlined from one micro-graph share their attribute objects, and are keyed once
+    attr_keys: dict[tuple, tuple] = {}
     for v in graph.inputs:
         ids[v] = len(ids)
         parts.append(id(v.type))
@@ -129,6 +132,13 @@ def _structure(graph: Graph) -> tuple:
                 n += 1
             types = tuple([id(v.type) for v in outs])
         attrs = node.attrs
-        append((node.op, ins, attrs_key(attrs) if attrs else (), types))
+        if attrs:
+            ident = (tuple(attrs), tuple(map(id, attrs.values())))
+            akey = attr_keys.get(ident)
+            if akey is None:
+                akey = attr_keys[ident] = attrs_key(attrs)
+            append((node.op, ins, akey, types))
+        else:
+            append((node.op, ins, (), types))
     append(tuple(map(get, graph.outputs)))
     return tuple(parts)

@@ -76,7 +76,7 @@ class Executable:
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
         self.source: str | None
-        if len(program.instructions) <= CODEGEN_LIMIT:
+        if len(program.rows) <= CODEGEN_LIMIT:
             self.source, self._fast = self._generate()
         else:
             self.source, self._fast = None, self._interpreter()
@@ -132,33 +132,16 @@ class Executable:
         exec(compile(source, _FILENAME, "exec"), ns)
         return source, ns["run"]
 
-    def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any], dict[str, int]]:
+    def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any]]:
         """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
-        output?, slots freed after)``, the register template (constants and buffers preloaded) and the
-        slot of every register name (inputs first). Used by the loop interpreter and the profiler."""
+        output?, slots freed after)`` and the register template (inputs first, constants and buffers
+        preloaded). Used by the loop interpreter and the profiler."""
         prog = self.program
-        slot: dict[str, int] = {}
-
-        def at(name: str) -> int:
-            if name not in slot:
-                slot[name] = len(slot)
-            return slot[name]
-
-        for name in prog.input_names:
-            at(name)
-        preset = {at(name): array for name, array in (*prog.constants.items(), *prog.buffers.items())}
-        steps: list[tuple[Any, ...]] = []
-        for ins in prog.instructions:
-            args = tuple(at(a) for a in ins.inputs) + ((at(ins.out_buffer),) if ins.out_buffer else ())
-            outs = tuple(at(o) for o in ins.outputs)
-            steps.append((ins.kernel, args, outs[0] if len(outs) == 1 else outs, len(outs) == 1,
-                          tuple(at(f) for f in ins.frees)))
-        for name in prog.output_names:
-            at(name)
-        template: list[Any] = [None] * len(slot)
-        for k, array in preset.items():
+        steps = [(row[2], *row[4]) for row in prog.rows]
+        template: list[Any] = [None] * prog.n_slots
+        for k, array in prog.presets:
             template[k] = array
-        return steps, template, slot
+        return steps, template
 
     def _first_run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """A run with every kernel's results checked; once one succeeds, later runs skip the checks."""
@@ -170,15 +153,15 @@ class Executable:
     def _result_problem(self, k: int, result: Any, args: Sequence[Any] = ()) -> str | None:
         """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type,
         sharing memory with none of its arguments ``args`` (but its ``out`` buffer, and input 0 for a ``view`` op)."""
-        ins = self.program.instructions[k]
-        want = [v.type for v in ins.node.outputs]
+        row = self.program.rows[k]  # (node index, node, kernel, schema, step, out buffer, frees)
+        want = [v.type for v in row[1].outputs]  # the node (the named instructions are not made)
         got = [result] if len(want) == 1 else result
         if len(want) != 1 and (not isinstance(result, (tuple, list)) or len(result) != len(want)):
             return f"returned {_describe(result)}, expected a tuple of {len(want)} arrays ({', '.join(map(str, want))})"
         for j, (t, array) in enumerate(zip(want, got)):
             label = f"output {j}" if len(want) > 1 else "its output"
             if isinstance(array, np.ndarray) and array.dtype == t.dtype.np and array.shape == t.shape:
-                alias = _alias(ins, j, array, args, got[:j])
+                alias = _alias(row, j, array, args, got[:j])
                 if alias is not None:
                     return f"returned as {label} {alias}"
                 continue
@@ -189,11 +172,11 @@ class Executable:
 
     def _interpreter(self, check: bool = False, copy_outputs: bool = True) -> Any:
         prog = self.program
-        steps, template, slot = self._steps()
+        steps, template = self._steps()
         # a C-ordered copy (as the generated code's .copy(): a broadcast view must not come back with 0 strides);
         # np.asarray turns the numpy scalar a ufunc returns for 0-d arrays into an array
-        results = [(slot[name], _c_copy if copy and copy_outputs else np.asarray if t.rank == 0 else None)
-                   for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types)]
+        results = [(k, _c_copy if copy and copy_outputs else np.asarray if t.rank == 0 else None)
+                   for k, copy, t in zip(prog.output_slots, prog.output_copies, self.output_types)]
         n = len(prog.input_names)
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
         coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
@@ -365,7 +348,7 @@ class Executable:
             return self._profile(inputs, repeat)
 
     def _profile(self, inputs: list[np.ndarray], repeat: int) -> "ProfileReport":
-        steps, template, _ = self._steps()
+        steps, template = self._steps()
         samples = [[0.0] * repeat for _ in steps]
         perf = time.perf_counter
         for r in range(repeat):
@@ -385,22 +368,24 @@ class Executable:
         return ProfileReport(rows, repeat)
 
     def __repr__(self) -> str:
-        return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.instructions)} instructions, "
+        return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.rows)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
 
 
-def _alias(ins: Any, j: int, array: np.ndarray, args: Sequence[Any], earlier: Sequence[Any]) -> str | None:
-    """How output ``j`` of instruction ``ins`` shares memory it must not, or ``None``. A kernel writes its result
-    into a new array or its ``out`` buffer (which may be an input's, for an elementwise op written in place); only
-    an op with the ``view`` trait may return a view of its first input. Anything else is a silent wrong answer in
-    waiting: the memory planner reuses the input's buffer while the output still lives."""
-    n = len(ins.inputs)
-    if ins.out_buffer:
+def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: Sequence[Any]) -> str | None:
+    """How output ``j`` of a program row ``(node index, node, kernel, schema, step, out buffer, frees)`` shares
+    memory it must not, or ``None``. A kernel writes its result into a new array or its ``out`` buffer (which may
+    be an input's, for an elementwise op written in place); only an op with the ``view`` trait may return a view
+    of its first input. Anything else is a silent wrong answer in waiting: the memory planner reuses the input's
+    buffer while the output still lives."""
+    node, schema, buffer = row[1], row[3], row[5]
+    n = len(node.inputs)
+    if buffer is not None:
         out = args[n] if len(args) > n else None
         out = out[j] if isinstance(out, tuple) else out
         if isinstance(out, np.ndarray) and np.may_share_memory(array, out):
             return None
-    view = ins.schema is not None and "view" in ins.schema.traits
+    view = schema is not None and "view" in schema.traits
     for i, x in enumerate(args[:n]):
         if isinstance(x, np.ndarray) and np.may_share_memory(array, x) and not (view and i == 0):
             return (f"an array sharing memory with its input {i} (that input or a view of it), though "

@@ -25,15 +25,27 @@ MAX_CONSTANT_BYTES = 1 << 16
 SMALL_BYTES = 1 << 12
 
 
-def _last_uses(graph: Graph, schemas: Any) -> dict[Any, int]:
+def _op_facts(ops: set[str], schemas: Any) -> tuple[set[str], set[str]]:
+    """The ops (of ``ops``) with the ``has_side_effect`` trait, and those whose nodes carry sub-graphs (where a
+    side effect may sit in a body: ``node_has_side_effect`` answers per node). Other ops' nodes have none."""
+    effects = {op for op in ops if "has_side_effect" in schemas[op].traits}
+    nested = {op for op in ops if carries_graphs(schemas[op])}
+    return effects, nested
+
+
+def _last_uses(graph: Graph, schemas: Any, effects: set[str], nested: set[str]) -> dict[Any, int]:
     """For each value, the position of the last node that reads it and is needed (past the end for graph
     outputs). Dead nodes, which dead-node elimination removes after this stage, do not count."""
-    last: dict[Any, int] = {v: len(graph.nodes) for v in graph.outputs}
-    for i in range(len(graph.nodes) - 1, -1, -1):
-        node = graph.nodes[i]
-        if any(v in last for v in node.outputs) or node_has_side_effect(node, schemas):
+    nodes = graph.nodes
+    last: dict[Any, int] = {v: len(nodes) for v in graph.outputs}
+    unread = last.keys().isdisjoint
+    setdefault = last.setdefault
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
+        op = node.op
+        if not unread(node.outputs) or op in effects or (op in nested and node_has_side_effect(node, schemas)):
             for v in node.inputs:
-                last.setdefault(v, i)
+                setdefault(v, i)
     return last
 
 
@@ -46,45 +58,73 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     those are left to recompute, as at opt level 1; everything else merges.
     """
     schemas = ctx.registry.schemas
-    rw = Rewriter(graph)
-    seen: dict[Any, Any] = {}
-    merged = 0
+    nodes = graph.nodes
+    ops = {n.op for n in nodes}
+    effects, nested = _op_facts(ops, schemas)
     # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body has a side
     # effect; +4 when elementwise (recomputed rather than kept alive over a gap)
     kinds: dict[str, int] = {}
-    last_use = _last_uses(graph, schemas)
-    live_until: dict[int, int] = {}  # id of a kept node -> the last position anything merged into it is read
-    for position, node in enumerate(graph.nodes):
+    for op in ops:
+        traits = schemas[op].traits
+        kinds[op] = ((0 if op in effects else 3 if op in nested else 2 if "commutative" in traits else 1)
+                     + (4 if "elementwise" in traits and op not in effects else 0))
+    last_use = _last_uses(graph, schemas, effects, nested)
+    last_get = last_use.get
+    rw = Rewriter(graph, ctx)
+    read, copy, append, alias = rw.read, rw.copy, rw.new.nodes.append, rw.alias
+    unchanged = rw.vmap.keys().isdisjoint
+    seen: dict[Any, Any] = {}
+    seen_get = seen.get
+    attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
+    merged = 0
+    live_until: dict[int, int] = {}  # id of a kept elementwise node -> the last position it or a twin is read
+    for position, node in enumerate(nodes):
         op = node.op
-        kind = kinds.get(op)
-        if kind is None:
-            schema = schemas[op]
-            traits = schema.traits
-            kind = kinds[op] = ((0 if "has_side_effect" in traits else 3 if carries_graphs(schema)
-                                 else 2 if "commutative" in traits else 1)
-                                + (4 if "elementwise" in traits and "has_side_effect" not in traits else 0))
-        inputs = rw.read(node.inputs)
+        kind = kinds[op]
+        ins = node.inputs
+        inputs = ins if unchanged(ins) else read(ins)
         if not kind & 3 or (kind & 3 == 3 and node_has_side_effect(node, schemas)) or \
                 (op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
-            rw.copy(node, inputs)
+            if inputs is ins:
+                append(node)
+            else:
+                copy(node, inputs)
             continue
         ins_key: tuple[Value, ...] = inputs  # values hash and compare by identity
         if kind & 3 == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
             ins_key = (inputs[1], inputs[0])
         attrs = node.attrs
-        key = (op, ins_key, attrs_key(attrs) if attrs else ())  # equal op, inputs and attributes: equal output types
-        earlier = seen.get(key)
-        ends = max([last_use.get(v, position) for v in node.outputs], default=position)
-        if earlier is not None and kind & 4 and live_until[id(earlier)] < position \
-                and sum(v.type.nbytes for v in node.outputs) > SMALL_BYTES:
-            earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
-        if earlier is None:
-            seen[key] = copy = rw.copy(node, inputs)
-            live_until[id(copy)] = ends
+        key: tuple[Any, ...]
+        if attrs:
+            ident = (tuple(attrs), tuple(map(id, attrs.values())))
+            akey = attr_keys.get(ident)
+            if akey is None:
+                akey = attr_keys[ident] = attrs_key(attrs)
+            key = (op, ins_key, akey)  # equal op, inputs and attributes: equal output types
         else:
-            for old, new in zip(node.outputs, earlier.outputs):
-                rw.alias(old, new)
-            if ends > live_until[id(earlier)]:
+            key = (op, ins_key)
+        earlier = seen_get(key)
+        outs = node.outputs
+        if kind & 4:  # elementwise: where its value is last read decides between merging and recomputing
+            if len(outs) == 1:
+                ends = last_get(outs[0], position)
+            else:
+                ends = max([last_get(v, position) for v in outs], default=position)
+            if earlier is not None and live_until[id(earlier)] < position \
+                    and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
+                earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
+        if earlier is None:
+            if inputs is ins:
+                append(node)
+                seen[key] = node
+            else:
+                seen[key] = node = copy(node, inputs)
+            if kind & 4:
+                live_until[id(node)] = ends
+        else:
+            for old, new in zip(outs, earlier.outputs):
+                alias(old, new)
+            if kind & 4 and ends > live_until[id(earlier)]:
                 live_until[id(earlier)] = ends
             merged += 1
     if not merged:

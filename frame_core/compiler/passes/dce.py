@@ -29,8 +29,10 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
             live.update(node.inputs)
     if len(keep) == len(graph.nodes):
         return graph
+    # a kept node reads only kept values (what it reads is live), so nothing is remapped: the kept nodes
+    # themselves, in order, are the new graph's
     rw = Rewriter(graph)
-    for node in reversed(keep):
-        rw.copy(node)
+    keep.reverse()
+    rw.keep(keep)
     ctx.note("eliminate_dead_nodes", f"removed {len(graph.nodes) - len(keep)} of {len(graph.nodes)} nodes")
     return rw.finish()

@@ -25,11 +25,11 @@ def _needs(op: str, ctx: CompileContext) -> bool:
 
 
 def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
-    if not any(_needs(n.op, ctx) for n in graph.nodes):
+    if not any(_needs(op, ctx) for op in {n.op for n in graph.nodes}):
         return graph
     if depth > MAX_DEPTH:
         raise CompileError(f"decomposition did not terminate after {MAX_DEPTH} rounds (a DecomposeFn uses its own op?)")
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
     for node in graph.nodes:
         if not _needs(node.op, ctx):
             rw.copy(node)

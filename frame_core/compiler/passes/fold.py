@@ -33,40 +33,68 @@ def _negative_zeros(v: Value) -> bool:
     return array is not None and array.size <= INSPECT_LIMIT and not np.any(array) and bool(np.all(np.signbit(array)))
 
 
-def _all_constant(values: tuple[Value, ...]) -> bool:
-    for v in values:
-        p = v.producer
-        if p is None or p.op != "constant":
-            return False
-    return True
+def _first_candidate(nodes: list, constants: set[Value]) -> int | None:
+    """The position of the first node that might fold: one reading only constants, or an accumulation
+    reading one. Nothing before it changes, so the walk starts there (``None``: nothing folds)."""
+    issuperset, isdisjoint = constants.issuperset, constants.isdisjoint
+    for i, node in enumerate(nodes):
+        ins = node.inputs
+        if ins and (issuperset(ins) or (node.op == "accumulate_internal" and not isdisjoint(ins))):
+            return i
+    return None
 
 
 def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
+    nodes = graph.nodes
+    constants = {n.outputs[0] for n in nodes if n.op == "constant"}  # grows as nodes fold
+    first = _first_candidate(nodes, constants)
+    if first is None:
+        return graph
     schemas = ctx.registry.schemas
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
+    rw.keep(nodes[:first])
+    read, copy, append = rw.read, rw.copy, rw.new.nodes.append
+    remapped = rw.vmap.keys()
+    issuperset, isdisjoint = constants.issuperset, constants.isdisjoint
     folded = 0
-    for node in graph.nodes:
+    for node in nodes[first:]:
+        ins = node.inputs
+        if not ins:
+            append(node)
+            continue
         op = node.op
-        inputs = rw.read(node.inputs)
+        if remapped.isdisjoint(ins):  # reads nothing that changed: kept as it is unless it folds itself
+            if not issuperset(ins) and (op != "accumulate_internal" or isdisjoint(ins)):
+                append(node)
+                continue
+            inputs = ins
+        else:
+            inputs = read(ins)
+        if not issuperset(inputs):
+            if op == "accumulate_internal" and not isdisjoint(inputs):
+                a, b = inputs
+                if _negative_zeros(b) or _negative_zeros(a):
+                    rw.alias(node.outputs[0], a if _negative_zeros(b) else b)
+                    folded += 1
+                    continue
+            copy(node, inputs)
+            continue
         if op == "accumulate_internal":
             a, b = inputs
             if _negative_zeros(b) or _negative_zeros(a):
                 rw.alias(node.outputs[0], a if _negative_zeros(b) else b)
                 folded += 1
                 continue
-        if op == "constant" or not inputs or not _all_constant(inputs):
-            rw.copy(node, inputs)
-            continue
         schema = schemas[op]
         if node_has_side_effect(node, schemas) or any(v.type.size > MAX_FOLD_ELEMENTS for v in node.outputs):
-            rw.copy(node, inputs)
+            copy(node, inputs)
             continue
         arrays = [constant_array(v) for v in inputs]
         nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
         try:
             result = schema.kernels["cpu"](nctx)(*arrays)
         except (Exception, SystemExit):  # surfaced at run time, with the node named
-            rw.copy(node, inputs)
+            copy(node, inputs)
             continue
         results = result if isinstance(result, tuple) else (result,)
         for old, array in zip(node.outputs, results):
@@ -77,6 +105,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
                     f"{old.type}; the pack's kernel and shape inference disagree"
                 )
             const = rw.new.add_node("constant", (), {"value": array}, [old.type]).outputs[0]
+            constants.add(const)
             rw.alias(old, const)
         folded += 1
     if not folded:

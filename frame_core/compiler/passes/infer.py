@@ -6,6 +6,9 @@ and the op. A node whose attributes are not in their schema's form (a default
 left out, a list for ``ints``, ``"f32"`` for a ``dtype``: a hand-built graph, or
 a document written before the op gained an attribute) gets them normalised, so
 passes and kernel builders always read every attribute in its canonical form.
+Stage 1's walk infers the types too and records the graph when they all agree
+and every attribute is canonical (``CompileContext.types_checked``): then this
+stage returns at once.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from operator import attrgetter
 
 from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph, Node
-from ...ir.keys import attrs_key
 from ...ir.verify import Problem
 from ..context import CompileContext
 from ..rewrite import Rewriter
@@ -23,27 +25,31 @@ _type = attrgetter("type")
 
 
 def infer_types(graph: Graph, ctx: CompileContext) -> Graph:
-    """Return ``graph`` (types already agree) or raise ``VerifyError`` with one V6 problem per mismatch."""
+    """Return ``graph`` (types already agree), the graph with its attributes normalised, or raise
+    ``VerifyError`` with one V6 problem per mismatch."""
+    checked = ctx.types_checked
+    if checked is not None and checked[0] is graph and checked[1] == tuple(graph.nodes):  # nodes: by identity
+        return graph
     problems = []
     schemas = ctx.registry.schemas
-    memo: dict[tuple, tuple] = {}  # graphs repeat signatures (layers, chains): infer each once
+    # graphs repeat signatures (layers, chains): infer each once. Attributes count by identity (every node is
+    # alive during the walk, so an id names one object), which is what inlined micro-graphs share.
+    memo: dict[tuple, tuple] = {}
     renormed: dict[int, dict] = {}  # node index -> its attributes in canonical form, where they were not
     for index, node in enumerate(graph.nodes):
         op = node.op
         attrs = node.attrs
         in_types = tuple(map(_type, node.inputs))
-        key = (op, in_types, attrs_key(attrs) if attrs else ()) if op != "constant" else None
-        hit = memo.get(key) if key is not None else None
+        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        hit = memo.get(key)
         if hit is None:
             schema = schemas[op]
             try:
                 norm = schema.normalize_attrs(attrs)
-                hit = (tuple(schema.infer(in_types, norm)), None if _canonical(attrs, norm) else norm)
+                hit = memo[key] = (tuple(schema.infer(in_types, norm)), None if canonical(attrs, norm) else norm)
             except FrameError as exc:
                 problems.append(Problem("V6", f"shape inference rejects the inputs: {exc}", op, index))
                 continue
-            if key is not None:
-                memo[key] = hit
         inferred, norm = hit
         if norm is not None:
             renormed[index] = norm
@@ -60,7 +66,7 @@ def infer_types(graph: Graph, ctx: CompileContext) -> Graph:
     return rw.finish()
 
 
-def _canonical(attrs: dict, norm: dict) -> bool:
+def canonical(attrs: dict, norm: dict) -> bool:
     """Whether ``attrs`` already are their normalised form ``norm``: the same names, each value of the same type
     (a default left out, a list for ``ints`` or a string for a ``dtype`` is not)."""
     return len(attrs) == len(norm) and all(k in attrs and type(attrs[k]) is type(v) for k, v in norm.items())

@@ -11,7 +11,7 @@ copied on the way out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -24,7 +24,7 @@ from ...ir.printer import ValueNames
 from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
 from ..context import CompileContext
-from .memory import MemoryPlan, view_bases
+from .memory import MemoryPlan
 
 __all__ = ["Instruction", "Program", "lower"]
 
@@ -43,6 +43,9 @@ class Instruction:
     node: Node
     names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
     schema: Any = None  # the op's schema: where the kernel comes from, for messages
+    #: the same call over the program's register slots (``Program.slots``): (argument slots with the out
+    #: buffer's last, output slot (a tuple of them for several outputs), single output?, slots freed after)
+    step: Any = None
 
     @property
     def text(self) -> str:
@@ -51,17 +54,94 @@ class Instruction:
         return f"{', '.join(n(v) for v in self.node.outputs)} = {self.op}({', '.join(n(v) for v in self.node.inputs)})"
 
 
-@dataclass
 class Program:
-    """Everything the runtime needs: instructions, preloaded arrays, input and output bindings."""
+    """Everything the runtime needs: the calls over register slots, preloaded arrays, input and output bindings.
 
-    instructions: list[Instruction]
-    input_names: list[str]
-    input_types: list[Any]
-    output_names: list[str]
-    output_copies: list[bool]
-    constants: dict[str, np.ndarray] = field(default_factory=dict)
-    buffers: dict[str, Any] = field(default_factory=dict)  # an array, or a tuple of them for several outputs
+    Lowering records what running needs: ``rows``, one per kernel call ``(node index, node, kernel, schema,
+    step, out buffer, values freed after)`` where ``step`` is ``(argument slots with the out buffer's last,
+    output slot (a tuple of them for several outputs), single output?, slots freed after)``; ``presets``, the
+    ``(slot, array)`` pairs preloaded into the registers (constants and planned buffers); and the input
+    slots (``0 .. n-1``) and ``output_slots``. The named view of the same program, the :class:`Instruction`
+    list, ``buffers``, ``slots``, ``output_names`` (registers ``x0``.. for inputs, ``c0``.. for constants,
+    ``v0``.. for node outputs, ``b0``.. for buffers, in graph order), is made the first time something reads
+    it: code generation of a short program, a message, the profiler. A program of 100k calls that only runs
+    never names a register.
+    """
+
+    def __init__(self, graph: Graph, rows: list[tuple], input_types: list[Any], output_slots: list[int],
+                 output_copies: list[bool], constants: dict[str, np.ndarray], presets: list[tuple[int, Any]],
+                 n_slots: int) -> None:
+        self.graph = graph
+        self.rows = rows
+        self.input_types = input_types
+        self.input_names = [f"x{i}" for i in range(len(input_types))]
+        self.output_slots = output_slots
+        self.output_copies = output_copies
+        self.constants = constants
+        self.presets = presets
+        self.n_slots = n_slots
+        self._named: tuple[list[Instruction], dict[str, Any], dict[str, int], list[str]] | None = None
+
+    @property
+    def instructions(self) -> list["Instruction"]:
+        return self._names()[0]
+
+    @property
+    def buffers(self) -> dict[str, Any]:
+        """Planned buffers by register name: an array, or a tuple of them (``None`` for an unplanned one) for
+        a node with several outputs."""
+        return self._names()[1]
+
+    @property
+    def slots(self) -> dict[str, int]:
+        """Register name -> its slot (inputs first, in order)."""
+        return self._names()[2]
+
+    @property
+    def output_names(self) -> list[str]:
+        return self._names()[3]
+
+    def _names(self) -> tuple[list["Instruction"], dict[str, Any], dict[str, int], list[str]]:
+        named = self._named
+        if named is None:
+            named = self._named = self._name_registers()
+        return named
+
+    def _name_registers(self) -> tuple[list["Instruction"], dict[str, Any], dict[str, int], list[str]]:
+        """Name every register in the order lowering numbered it (graph order), and make the instructions."""
+        graph = self.graph
+        reg: dict[Value, str] = dict(zip(graph.inputs, self.input_names))
+        slots = {name: i for i, name in enumerate(self.input_names)}
+        constants = iter(self.constants)
+        rows = iter(self.rows)
+        printable = _LazyNames(graph)
+        instructions: list[Instruction] = []
+        buffers: dict[str, Any] = {}
+        n = len(slots)
+        counter = 0
+        for node in graph.nodes:
+            if node.op == "constant":
+                reg[node.outputs[0]] = name = next(constants)
+                slots[name] = n
+                n += 1
+                continue
+            index, _, kernel, schema, step, buffer, frees = next(rows)
+            names = []
+            for v in node.outputs:
+                reg[v] = name = f"v{counter}"
+                counter += 1
+                slots[name] = n
+                n += 1
+                names.append(name)
+            out_buffer = None
+            if buffer is not None:
+                out_buffer = f"b{len(buffers)}"
+                buffers[out_buffer] = buffer
+                slots[out_buffer] = n
+                n += 1
+            instructions.append(Instruction(index, node.op, kernel, tuple([reg[v] for v in node.inputs]), tuple(names),
+                                            out_buffer, tuple([reg[v] for v in frees]), node, printable, schema, step))
+        return instructions, buffers, slots, [reg[v] for v in graph.outputs]
 
 
 class _LazyNames:
@@ -118,13 +198,14 @@ def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend:
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     schemas = ctx.registry.schemas
     backend = ctx.backend
-    printable = _LazyNames(graph)
-    reg: dict[Value, str] = {}
-    for i, v in enumerate(graph.inputs):
-        reg[v] = f"x{i}"
+    # every value's slot in the runtime's register list: inputs first, then constants and node outputs in
+    # graph order, each planned buffer right after its node's outputs
+    slot_of: dict[Value, int] = {v: i for i, v in enumerate(graph.inputs)}
+    n = len(slot_of)
     constants: dict[str, np.ndarray] = {}
+    presets: list[tuple[int, Any]] = []
     try:
-        arenas = [np.empty(n, np.uint8) for n in plan.buffer_bytes]
+        arenas = [np.empty(size, np.uint8) for size in plan.buffer_bytes]
     except (MemoryError, ValueError) as exc:  # ValueError: "array is too big" past numpy's own limit
         need = plan.arena_bytes
         raise CompileError(
@@ -132,55 +213,84 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             f"{len(plan.buffer_bytes)} buffers, more than this machine can allocate ({type(exc).__name__}: {exc}); "
             f"the largest single intermediate is {_human(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
             "batch), or split the computation") from None
-    buffers: dict[str, Any] = {}
-    instructions: list[Instruction] = []
-    append = instructions.append
+    views: dict[tuple[int, Any], np.ndarray] = {}  # (buffer, type) -> its view: values of one type share it
+    rows: list[tuple] = []
+    append = rows.append
     buffer_of = plan.buffer_of
     dies_after: dict[int, list[Value]] = {}
     for v, i in plan.last_use.items():
         if v not in buffer_of:  # planned buffers persist; only unplanned values are released
             dies_after.setdefault(i, []).append(v)
-    counter = 0
+
+    def view(v: Value) -> np.ndarray:
+        key = (buffer_of[v], v.type)
+        array = views.get(key)
+        if array is None:
+            array = views[key] = _view(arenas, plan, v)
+        return array
+
     built: dict[tuple, Callable[..., Any]] = {}
+    # attribute keys by the values' identities (every node is alive meanwhile), as small ints: equal keys get
+    # one number, and a kernel's signature then hashes no attribute (a fused body's key is a large tuple)
+    attr_keys: dict[tuple, int] = {}
+    numbers: dict[tuple, int] = {}
+    slot_get = slot_of.__getitem__
     for index, node in enumerate(graph.nodes):
         op = node.op
         if op == "constant":
-            name = f"c{len(constants)}"
-            constants[name] = node.attrs["value"]
-            reg[node.outputs[0]] = name
+            slot_of[node.outputs[0]] = n
+            constants[f"c{len(constants)}"] = array = node.attrs["value"]
+            presets.append((n, array))
+            n += 1
             continue
-        in_types = tuple(map(_type, node.inputs))
+        ins = node.inputs
+        in_types = tuple(map(_type, ins))
         attrs = node.attrs
-        key = (op, in_types, attrs_key(attrs) if attrs else ())
+        key: tuple[Any, ...]
+        if attrs:
+            ident = (tuple(attrs), tuple(map(id, attrs.values())))
+            number = attr_keys.get(ident)
+            if number is None:
+                number = attr_keys[ident] = numbers.setdefault(attrs_key(attrs), len(numbers))
+            key = (op, in_types, number)
+        else:
+            key = (op, in_types)
         kernel = built.get(key)
         if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
             kernel = built[key] = _build_kernel(schemas[op], node, index, in_types, backend)
-        outs = []
-        for v in node.outputs:
-            name = reg[v] = f"v{counter}"
-            counter += 1
-            outs.append(name)
-        out_buffer = None
+        args = tuple(map(slot_get, ins))
+        outs = node.outputs
+        buffer: Any = None
+        out_slot: Any
         if len(outs) == 1:
-            out = node.outputs[0]
+            out = outs[0]
+            slot_of[out] = out_slot = n
+            n += 1
             if out in buffer_of:
-                out_buffer = f"b{len(buffers)}"
-                buffers[out_buffer] = _view(arenas, plan, out)
-        elif any(v in buffer_of for v in node.outputs):  # a fused node's several outputs: a tuple (None: unplanned)
-            out_buffer = f"b{len(buffers)}"
-            buffers[out_buffer] = tuple(_view(arenas, plan, v) if v in buffer_of else None for v in node.outputs)
+                buffer = view(out)
+        else:
+            for v in outs:
+                slot_of[v] = n
+                n += 1
+            out_slot = tuple(map(slot_get, outs))
+            if any(v in buffer_of for v in outs):  # a fused node's several outputs: a tuple (None: unplanned)
+                buffer = tuple(view(v) if v in buffer_of else None for v in outs)
+        if buffer is not None:
+            presets.append((n, buffer))
+            args += (n,)
+            n += 1
         dying = dies_after.get(index)
-        frees = () if dying is None else tuple([reg[v] for v in dying if v in reg and reg[v][0] == "v"])
-        append(Instruction(index, op, kernel, tuple([reg[v] for v in node.inputs]), tuple(outs),
-                           out_buffer, frees, node, printable, schemas[op]))
-    base = view_bases(graph, ctx.registry)
+        frees: tuple[Value, ...] = () if dying is None else tuple([
+            v for v in dying if v in slot_of and v.producer is not None and v.producer.op != "constant"])
+        step = (args, out_slot, len(outs) == 1, tuple(map(slot_get, frees)))
+        append((index, node, kernel, schemas[op], step, buffer, frees))
+    links = plan.links
     seen_bases: set[Value] = set()
-    output_names, output_copies = [], []
+    output_copies = []
     for v in graph.outputs:
-        b = base.get(v, v)
+        b = links.get(v, v)
         alias = b.producer is None or b.producer.op == "constant" or b in seen_bases  # outputs are never planned
         seen_bases.add(b)
-        output_names.append(reg[v])
         output_copies.append(alias)
-    return Program(instructions, [reg[v] for v in graph.inputs], [v.type for v in graph.inputs],
-                   output_names, output_copies, constants, buffers)
+    return Program(graph, rows, [v.type for v in graph.inputs], [slot_of[v] for v in graph.outputs], output_copies,
+                   constants, presets, n)

@@ -27,7 +27,7 @@ from ...ir.graph import Graph, Value
 from ..fused import FUSED_OP
 from ...ops_registry.registry import Registry
 
-__all__ = ["MemoryPlan", "plan_memory", "view_bases"]
+__all__ = ["MemoryPlan", "plan_memory", "view_bases", "view_links"]
 
 
 @dataclass
@@ -40,6 +40,7 @@ class MemoryPlan:
     peak_bytes: int = 0
     unplanned_bytes: int = 0
     enabled: bool = True
+    links: dict[Value, Value] = field(default_factory=dict, repr=False)  # view outputs -> their base (view_links)
 
     @property
     def arena_bytes(self) -> int:
@@ -61,6 +62,13 @@ class _Pool:
         self.free: set[int] = set()
 
     def take(self, need: int) -> int:
+        bucket = self.by_size.get(need)
+        if bucket:  # a free buffer of exactly this size: the best fit (graphs reuse a handful of sizes)
+            buffer = bucket.pop()
+            if not bucket:
+                del self.free_sizes[bisect.bisect_left(self.free_sizes, need)]
+            self.free.discard(buffer)
+            return buffer
         k = bisect.bisect_left(self.free_sizes, need)
         if k == len(self.free_sizes):
             self.sizes.append(need)
@@ -94,64 +102,104 @@ def view_bases(graph: Graph, registry: Registry) -> dict[Value, Value]:
     return base
 
 
+def view_links(graph: Graph, registry: Registry) -> dict[Value, Value]:
+    """``view_bases`` without the identity entries: only the outputs of ``view`` ops, each mapped to the value
+    whose memory it may share (``links.get(v, v)`` is ``view_bases(...)[v]``). Empty for a graph without views,
+    which is most of them."""
+    schemas = registry.schemas
+    views = {op for op in {n.op for n in graph.nodes} if "view" in schemas[op].traits}
+    links: dict[Value, Value] = {}
+    if views:
+        for node in graph.nodes:
+            if node.op in views and node.inputs:
+                first = node.inputs[0]
+                b = links.get(first, first)
+                for v in node.outputs:
+                    links[v] = b
+    return links
+
+
 def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryPlan:
     plan = MemoryPlan(enabled=reuse)
     schemas = registry.schemas
-    base = view_bases(graph, registry)
-    end = len(graph.nodes)
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            plan.last_use[v] = i
-            b = base.get(v)
-            if b is not None and b is not v:
-                plan.last_use[b] = max(plan.last_use.get(b, i), i)
-    for i, node in enumerate(graph.nodes):
+    nodes = graph.nodes
+    links = view_links(graph, registry)  # a view's output -> the value whose memory it shares
+    end = len(nodes)
+    if links:
+        last_use = plan.last_use
+        for i, node in enumerate(nodes):
+            for v in node.inputs:
+                last_use[v] = i
+                b = links.get(v)
+                if b is not None:
+                    last_use[b] = max(last_use.get(b, i), i)
+    else:  # the last reader of each value (the last write wins; the order of first reads, as the loop above)
+        last_use = plan.last_use = {v: i for i, node in enumerate(nodes) for v in node.inputs}
+    setdefault = last_use.setdefault
+    for i, node in enumerate(nodes):
         for v in node.outputs:
-            plan.last_use.setdefault(v, i)  # never read: dies where it is made
-    escaping = {base.get(v, v) for v in graph.outputs} | set(graph.outputs)
+            setdefault(v, i)  # never read: dies where it is made
+    escaping = {links.get(v, v) for v in graph.outputs} | set(graph.outputs)
     for v in escaping:
-        plan.last_use[v] = end
+        last_use[v] = end
 
-    intermediates = [v for n in graph.nodes if n.op != "constant" for v in n.outputs if v not in escaping]
-    plan.unplanned_bytes = sum(v.type.nbytes for v in intermediates if base.get(v) is v)
+    intermediates = [v for n in nodes if n.op != "constant" for v in n.outputs if v not in escaping]
+    plan.unplanned_bytes = sum(v.type.nbytes for v in intermediates if v not in links)
 
     pool = _Pool(plan.buffer_bytes)
+    take, give = pool.take, pool.give
     live_unplanned = 0
     peak_unplanned = 0
     releases: dict[int, list[Value]] = {}
     for v in intermediates:
-        releases.setdefault(plan.last_use[v], []).append(v)
+        releases.setdefault(last_use[v], []).append(v)
 
+    # per op: 1 a planned `out` (accepts_out), 2 also in place into a dying input (elementwise)
+    kinds = {}
+    for op in {n.op for n in nodes}:
+        traits = schemas[op].traits
+        kinds[op] = (2 if "elementwise" in traits else 1) if "accepts_out" in traits and op != "constant" else 0
     buffer_of = plan.buffer_of
-    for i, node in enumerate(graph.nodes):
-        schema = schemas[node.op]
-        out = node.outputs[0] if len(node.outputs) == 1 else None
-        if (reuse and out is not None and out not in escaping and node.op != "constant"
-                and "accepts_out" in schema.traits and out.type.nbytes > 0):
-            chosen = None
-            if "elementwise" in schema.traits:  # write in place into an input dying here
-                for v in node.inputs:
-                    if v in buffer_of and plan.last_use.get(v) == i and v.type == out.type:
-                        chosen = buffer_of[v]
-                        break
-            buffer_of[out] = pool.take(out.type.nbytes) if chosen is None else chosen
-        elif reuse and out is None and node.op == FUSED_OP:
+    buffer_get = buffer_of.get
+    no_release: list[Value] = []
+    for i, node in enumerate(nodes):
+        op = node.op
+        outs = node.outputs
+        if len(outs) == 1:
+            out = outs[0]
+            if reuse and out not in escaping and kinds[op]:
+                t = out.type
+                if t.nbytes > 0:
+                    chosen = None
+                    if kinds[op] == 2:  # write in place into an input dying here
+                        for v in node.inputs:
+                            if v in buffer_of and last_use.get(v) == i and v.type == t:
+                                chosen = buffer_of[v]
+                                break
+                    buffer_of[out] = take(t.nbytes) if chosen is None else chosen
+        elif reuse and op == FUSED_OP:
             # a fused chain's several exports take planned buffers too (its `out` is then a tuple): left to the
             # kernel, they would be allocated on top of the arena, which once made opt level 2's peak the larger
-            for v in node.outputs:
+            for v in outs:
                 if v not in escaping and v.type.nbytes > 0:
-                    buffer_of[v] = pool.take(v.type.nbytes)
-        for v in node.outputs:
-            if v not in escaping and v not in buffer_of and node.op != "constant" and base.get(v) is v:
-                live_unplanned += v.type.nbytes
+                    buffer_of[v] = take(v.type.nbytes)
+        if op != "constant":
+            for v in outs:
+                if v not in escaping and v not in buffer_of and v not in links:
+                    live_unplanned += v.type.nbytes
         if live_unplanned > peak_unplanned:
             peak_unplanned = live_unplanned
-        taken_here = {buffer_of[w] for w in node.outputs if w in buffer_of}
-        for v in releases.get(i, ()):
-            if v in buffer_of:
-                if buffer_of[v] not in taken_here:
-                    pool.give(buffer_of[v])
-            elif base.get(v) is v:
-                live_unplanned -= v.type.nbytes
+        released = releases.get(i, no_release)
+        if released:
+            taken_here = {buffer_of[w] for w in outs if w in buffer_of} if len(outs) != 1 else \
+                (buffer_of[outs[0]],) if outs[0] in buffer_of else ()
+            for v in released:
+                buffer = buffer_get(v)
+                if buffer is not None:
+                    if buffer not in taken_here:
+                        give(buffer)
+                elif v not in links:
+                    live_unplanned -= v.type.nbytes
     plan.peak_bytes = plan.arena_bytes + peak_unplanned
+    plan.links = links
     return plan

@@ -2,23 +2,36 @@
 
 A graph that reaches ``compile`` is almost always valid, so the stage first
 walks it once checking the rules in their cheapest form (set lookups, one
-schema lookup per op) and calls the full ``check_graph`` only when that walk
-finds something, or meets a sub-graph: the problems a user sees always come
-from ``check_graph``, with its wording.
+schema lookup per op and attribute set) and calls the full ``check_graph``
+only when that walk finds something, or meets a sub-graph: the problems a
+user sees always come from ``check_graph``, with its wording.
+
+The same walk re-infers every node's output types (rule V6, stage 2's
+contract) from a memo of signatures, and records in the context that this
+very graph has its types checked: ``infer_types`` then has nothing to do
+(see ``CompileContext.types_checked``). Any mismatch leaves the record unset,
+so stage 2 finds and words it.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
+from typing import Any
+
 from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph
 from ...ir.verify import check_graph
-from ...ops_registry.registry import Registry
 from ..context import CompileContext
+from .infer import canonical
+
+_type = attrgetter("type")
 
 
 def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
     """Return ``graph`` unchanged, or raise ``VerifyError`` listing every problem but type mismatches."""
-    if _certainly_valid(graph, ctx.registry):
+    valid, typed = quick_check(graph, ctx.registry)
+    ctx.types_checked = (graph, tuple(graph.nodes)) if typed else None
+    if valid:
         return graph
     problems = check_graph(graph, ctx.registry, types=False)
     if problems:
@@ -26,48 +39,76 @@ def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
     return graph
 
 
-def _certainly_valid(graph: Graph, registry: Registry) -> bool:
-    """True when ``graph`` satisfies V1-V5 and V7 and has no sub-graphs; False when ``check_graph`` must look.
+def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
+    """``(valid, typed)``: ``valid`` when ``graph`` satisfies V1-V5 and V7 and has no sub-graphs (False when
+    ``check_graph`` must look), ``typed`` when it is valid and every recorded type also equals the inferred
+    one (V6).
 
     V1 inputs are distinct and unproduced, every output records its node and index, nothing is defined twice;
     V2 every input is defined earlier; V3 the op exists; V4 attributes normalise; V5 the arity fits;
     V7 the outputs are values of the graph.
+
+    Nodes are memoised by signature: op, input types and the attribute names with the *identities* of their
+    values. Every node of the graph is alive during the walk, so an identity names one object throughout
+    it; nodes that share attribute objects (a GradientFn's micro-graph inlined a thousand times shares its
+    constants and shapes) are checked once.
     """
     defined = set(graph.inputs)
     if len(defined) != len(graph.inputs) or any(v.producer is not None for v in graph.inputs):
-        return False
-    schemas: dict = {}
-    empty_ok: set[str] = set()  # ops whose schema accepts an empty attribute dict
-    arities: set[tuple[str, int]] = set()  # (op, input count) pairs the schema accepts
+        return False, False
+    lookup = registry.lookup
+    issuperset = defined.issuperset
+    add = defined.add
+    memo: dict[tuple, Any] = {}  # signature -> the output types inference gives (None: inference rejects it)
+    typed = True
     for node in graph.nodes:
-        if not defined.issuperset(node.inputs):
-            return False
+        ins = node.inputs
+        if not issuperset(ins):
+            return False, False
         op = node.op
-        schema = schemas.get(op)
-        if schema is None:
-            try:
-                schema = schemas[op] = registry.lookup(op)  # a stored key: no pack scope applies
-            except FrameError:
-                return False
-        arity = (op, len(node.inputs))
-        if arity not in arities:
-            try:
-                schema.check_arity(arity[1])
-            except FrameError:
-                return False
-            arities.add(arity)
         attrs = node.attrs
-        if attrs or op not in empty_ok:
-            if any(type(a) is Graph for a in attrs.values()):
-                return False  # sub-graphs: check_graph knows their rules (V8)
+        in_types = tuple(map(_type, ins))
+        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        inferred = memo.get(key, memo)
+        if inferred is memo:  # a signature not met before in this walk
             try:
-                schema.normalize_attrs(attrs)
+                schema = lookup(op)  # a stored key: no pack scope applies
             except FrameError:
-                return False
-            if not attrs:
-                empty_ok.add(op)
-        for pos, v in enumerate(node.outputs):
+                return False, False
+            try:
+                schema.check_arity(len(ins))
+            except FrameError:
+                return False, False
+            if attrs:
+                for a in attrs.values():
+                    if type(a) is Graph:
+                        return False, False  # sub-graphs: check_graph knows their rules (V8)
+            try:
+                normal = schema.normalize_attrs(attrs)
+            except FrameError:
+                return False, False
+            if typed and not canonical(attrs, normal):  # stage 2 normalises them: it must run
+                typed = False
+            try:
+                inferred = tuple(schema.infer(in_types, normal))
+            except FrameError:
+                inferred = None  # stage 2 words it (V6)
+            memo[key] = inferred
+        outs = node.outputs
+        if len(outs) == 1:  # most nodes: no loop
+            v = outs[0]
+            if v.producer is not node or v.index != 0 or v in defined:
+                return False, False
+            add(v)
+            if typed and (inferred is None or len(inferred) != 1 or v.type is not inferred[0]):  # types are interned
+                typed = False
+            continue
+        for pos, v in enumerate(outs):
             if v.producer is not node or v.index != pos or v in defined:
-                return False
-            defined.add(v)
-    return defined.issuperset(graph.outputs)
+                return False, False
+            add(v)
+        if typed and (inferred is None or tuple(map(_type, outs)) != inferred):
+            typed = False
+    if not issuperset(graph.outputs):
+        return False, False
+    return True, typed

@@ -84,10 +84,15 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     if not chosen:
         ctx.note("compile_fused_groups", f"no group compiles ({dict(reasons)})")
         return graph
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
+    copy, append = rw.copy, rw.new.nodes.append
+    unchanged = rw.vmap.keys().isdisjoint  # reads nothing replaced
     for node in graph.nodes:
         if node not in chosen:
-            rw.copy(node)
+            if unchanged(node.inputs):
+                append(node)
+            else:
+                copy(node)
             continue
         new = Node(NATIVE_OP, rw.read(node.inputs), node.attrs)  # the same body (fusion put its constants in it)
         new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])

@@ -66,24 +66,39 @@ for _op, _rule in RULES:
     _BY_OP.setdefault(_op, []).append(_rule)
 
 
+def _rewrite_of(node, inputs) -> Value | None:  # noqa: ANN001 - a Node and its (mapped) inputs
+    """The value that replaces ``node``'s output by the first rule that applies, or ``None``."""
+    for rule in _BY_OP.get(node.op, ()):
+        candidate = rule(inputs, node)
+        if candidate is not None and candidate.type == node.outputs[0].type:
+            return candidate
+    return None
+
+
 def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
-    rw = Rewriter(graph)
+    nodes = graph.nodes
+    first = next((i for i, node in enumerate(nodes) if node.op in _BY_OP and _rewrite_of(node, node.inputs)), None)
+    if first is None:  # (nothing changes before the first rule applies, so the walk starts there)
+        return graph
+    rw = Rewriter(graph, ctx)
+    rw.keep(nodes[:first])
+    copy, append, read = rw.copy, rw.new.nodes.append, rw.read
+    unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten
     changed = 0
-    for node in graph.nodes:
-        inputs = [rw.vmap[v] for v in node.inputs]
-        replacement = None
-        for rule in _BY_OP.get(node.op, ()):
-            candidate = rule(inputs, node)
-            if candidate is not None and candidate.type == node.outputs[0].type:
-                replacement = candidate
-                break
+    for node in nodes[first:]:
+        if node.op not in _BY_OP:
+            if unchanged(node.inputs):
+                append(node)
+            else:
+                copy(node)
+            continue
+        inputs = read(node.inputs)
+        replacement = _rewrite_of(node, inputs)
         if replacement is None:
-            rw.copy(node, inputs)
+            copy(node, inputs)
         else:
             rw.alias(node.outputs[0], replacement)
             changed += 1
-    if not changed:
-        return graph
     ctx.note("simplify_algebra", f"rewrote {changed} nodes")
     return rw.finish()
 

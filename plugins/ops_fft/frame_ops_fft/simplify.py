@@ -84,9 +84,11 @@ def _live_readers(graph: Graph) -> dict[Value, int]:
 
 
 def fold_spectral_multipliers(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
+    if SPECTRAL.isdisjoint({n.op for n in graph.nodes}):  # a chain starts at a spectral op: none, nothing to fold
+        return graph
     readers = _live_readers(graph)  # dead readers (gradients nobody asked for) do not block a fold
     outputs = set(graph.outputs)
-    rw = Rewriter(graph)
+    rw = Rewriter(graph, ctx)
     chains: dict[Value, tuple[Value, np.ndarray, str]] = {}  # old value -> (root in the new graph, constant, kind)
     folded = 0
     for node in graph.nodes:
