@@ -15,7 +15,19 @@ from typing import Any
 
 from ._text import short_repr
 
-__all__ = ["name_list", "positive_int"]
+__all__ = ["name_list", "positive_int", "env_flag"]
+
+#: What turns an on/off environment variable (FRAME_STRICT, FRAME_CHECKS, FRAME_DEBUG) off; anything else is on.
+FALSE_WORDS = ("", "0", "false", "no", "off")
+
+
+def env_flag(name: str, environ: Any = None) -> bool:
+    """Whether the environment variable ``name`` is set to anything but empty, 0, false, no or off (any case,
+    spaces ignored): every ``FRAME_*`` switch reads its value this way."""
+    import os
+
+    env = os.environ if environ is None else environ
+    return str(env.get(name, "")).strip().lower() not in FALSE_WORDS
 
 
 def name_list(value: Any, what: str, error: type[Exception], example: str = "['a', 'b']") -> tuple[str, ...]:

@@ -52,9 +52,17 @@ def _is_index(value: Any) -> bool:
 
 
 def _output_position(value: Any, graph: Graph, what: str) -> int:
+    """An output position, given as one (negative counts from the end) or as the output's name."""
     n = len(graph.outputs)
+    if isinstance(value, str):  # outputs carry names so that nobody has to count positions
+        try:
+            return graph.output_index(value)
+        except FrameError as exc:
+            raise GradientError(f"{what} is an output's name or an output position (an int), got str {value!r:.40}, "
+                                f"but {exc}") from None
     if not _is_index(value):
-        raise GradientError(f"{what} is an output position (an int), got {type(value).__name__} {value!r:.40}")
+        raise GradientError(f"{what} is an output's name or an output position (an int), got {type(value).__name__} "
+                            f"{value!r:.40}")
     if not -n <= value < n:
         raise GradientError(f"{what} {value!r} is out of range: the graph has {n} outputs")
     return int(value)
@@ -134,11 +142,13 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
     return chain
 
 
-def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
+def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any = None) -> Graph:
     """The node's GradientFn micro-graph, checked against the contract for this node's very types (the
     start-up audit saw only the op's examples): a GradientError names the node otherwise. A missing
-    gradient inside the node's bodies (control flow) comes back with this node prefixed to its path."""
-    ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
+    gradient inside the node's bodies (control flow) comes back with this node prefixed to its path.
+    ``attrs`` are the node's attributes normalised (defaults filled in): a GradientFn reads them so."""
+    ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs if attrs is None else attrs,
+                      [v.type for v in node.outputs])
 
     def at() -> str:  # only on the error path: finding the node's index costs a scan
         return f"{label}node {graph.nodes.index(node)} ({node.op})"
@@ -157,7 +167,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str) -> Graph:
                                    + "\n  ".join(paths), paths) from exc
     except FrameError as exc:
         raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
-    except Exception as exc:  # a bug in the pack's GradientFn
+    except (Exception, SystemExit) as exc:  # a bug in the pack's GradientFn (even exit(): the caller's process goes on)
         raise GradientError(f"the GradientFn of {where()} raised {type(exc).__name__}: {exc} "
                             f"(a bug in pack {schema.pack or '?'})") from exc
     if not isinstance(micro, Graph):
@@ -302,7 +312,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         cached = micro_cache.get(key)
         if cached is None:
             try:
-                inferred = schema.infer(in_types, schema.normalize_attrs(node.attrs))
+                norm = schema.normalize_attrs(node.attrs)
+                inferred = schema.infer(in_types, norm)
             except FrameError as exc:
                 raise _not_the_packs_fault([Problem("V6", f"shape inference rejects the inputs: {exc}", node.op,
                                                     graph.nodes.index(node), label)]) from exc
@@ -313,7 +324,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                 "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
                       f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
         if cached is None:
-            micro = _micro_graph(schema, node, graph, label)
+            micro = _micro_graph(schema, node, graph, label, norm)
             cached = micro_cache[key] = (inferred, micro, _Recipe.of(micro))
         recipe = cached[2]
         arguments = [*node.inputs, *node.outputs, *seeds_here]
@@ -442,6 +453,9 @@ def add_scalar_contraction(graph: Graph, output_index: int, weights: np.ndarray 
     """
     if not isinstance(graph, Graph):
         raise GradientError(f"add_scalar_contraction needs a Graph, got {type(graph).__name__}")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise GradientError(f"name= names the new output (a non-empty string such as 'loss2'), got "
+                            f"{type(name).__name__} {name!r:.40}")
     output_index = _output_position(output_index, graph, "output_index")
     target = graph.outputs[output_index].type
     if not target.dtype.is_float:

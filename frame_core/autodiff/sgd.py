@@ -13,7 +13,9 @@ It uses the ``add`` and ``mul`` ops, which the frame-ops-basic pack provides.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +24,13 @@ from ..ir.graph import Graph
 from ..ir.types import TensorType, as_type
 
 __all__ = ["build_sgd_update_graph"]
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int past float's range
+        return False
 
 
 def build_sgd_update_graph(param_types: Sequence[TensorType | str], lr: float) -> Graph:
@@ -42,8 +51,8 @@ def build_sgd_update_graph(param_types: Sequence[TensorType | str], lr: float) -
     if not types:
         raise GradientError("build_sgd_update_graph needs at least one parameter type")
     if not isinstance(lr, (int, float, np.integer, np.floating)) or isinstance(lr, (bool, np.bool_)) \
-            or not np.isfinite(lr) or lr <= 0:
-        raise GradientError(f"the learning rate must be a positive finite number, got {lr!r}")
+            or not _finite(lr) or lr <= 0:
+        raise GradientError(f"the learning rate must be a positive finite number, got {lr!r:.40}")
     lr = float(lr)
     for i, t in enumerate(types):
         if not t.dtype.is_float:

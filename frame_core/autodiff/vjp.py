@@ -25,33 +25,63 @@ parts are ordinary graphs, so they differentiate again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from .._gc import gc_paused
+from .._text import short_repr
 from ..errors import GradientError
 from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import node_has_side_effect
-from .backward import _accumulate, _backpropagate
+from ..ir.verify import check_graph
+from .backward import _accumulate, _backpropagate, _not_the_packs_fault
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
 
-def _positions(graph: Graph, wrt: Sequence[int] | None) -> list[int]:
+def _positions(graph: Graph, wrt: Sequence[int] | None, label: Any = "", registry: Any = None,
+               invariant: Any = ()) -> list[int]:
+    """``wrt`` as input positions, after checking every argument of the two entry points (GradientError)."""
     if not isinstance(graph, Graph):
         raise GradientError(f"a vector-Jacobian product needs a Graph, got {type(graph).__name__}")
+    if not isinstance(label, str):
+        raise GradientError(f"label= is a string naming the graph in error paths, got {short_repr(label)}")
+    if registry is not None and not isinstance(registry, Registry):
+        raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
+                            f"{type(registry).__name__} {short_repr(registry)}")
     n = len(graph.inputs)
-    positions = list(range(n)) if wrt is None else [int(i) for i in wrt]
+    positions = list(range(n)) if wrt is None else _indices(wrt, "wrt", "[0, 2]")
     for i in positions:
         if not 0 <= i < n:
             raise GradientError(f"wrt index {i} is out of range: the graph has {n} inputs (0..{n - 1})")
+    _indices(invariant, "invariant", "[1]")
     return positions
+
+
+def _indices(value: Any, what: str, example: str) -> list[int]:
+    """``value`` as a list of ints: input positions, never the characters of a string or a bare number."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or \
+            (isinstance(value, np.ndarray) and value.ndim != 1):
+        raise GradientError(f"{what}= is a list of input positions such as {example}, got {type(value).__name__} "
+                            f"{short_repr(value)}" + (f"; for one input write [{value!r}]"
+                                                      if isinstance(value, (int, np.integer)) else ""))
+    items = list(value)
+    bad = [i for i in items if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_))]
+    if bad:
+        raise GradientError(f"{what}= holds input positions (ints), got {short_repr(bad[0])} ({type(bad[0]).__name__})")
+    return [int(i) for i in items]
 
 
 def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> tuple[Graph, list[Value], list[Value]]:
     """A clone of ``graph`` plus one cotangent input per output, with the reverse walk appended; returns it,
     its cotangent inputs and the gradient of each ``wrt`` input (a zero constant where there is none)."""
+    problems = check_graph(graph, reg, types=False)  # the caller's mistakes first: no GradientFn is blamed for them
+    if problems:
+        raise _not_the_packs_fault(problems)
     vjp = clone_graph(graph)
     vjp.name = f"{graph.name}_vjp"
     outputs, vjp.outputs = vjp.outputs, []
@@ -86,7 +116,7 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
     name, giving ``body node 1 (foo)``); ``MissingGradientError`` lists every
     node without a gradient that the cotangents reach.
     """
-    positions = _positions(graph, wrt)
+    positions = _positions(graph, wrt, label, registry)
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
         vjp, _, grads = _combined(graph, positions, label, reg)
@@ -130,7 +160,7 @@ def split_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, invariant
     call (a loop's invariants): values made from them alone are recomputed,
     never saved. Errors as ``build_vjp_graph``.
     """
-    positions = _positions(graph, wrt)
+    positions = _positions(graph, wrt, label, registry, invariant)
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
         combined, cotangents, grads = _combined(graph, positions, label, reg)

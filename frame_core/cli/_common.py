@@ -83,7 +83,9 @@ def emit_json(data: Any) -> None:
 
 def debugging() -> bool:
     """Whether to show whole tracebacks: ``frame --verbose`` or ``FRAME_DEBUG`` set (to anything but 0/empty)."""
-    return state.verbose or os.environ.get("FRAME_DEBUG", "") not in ("", "0")
+    from .._args import env_flag
+
+    return state.verbose or env_flag("FRAME_DEBUG")
 
 
 def _silence_stdout() -> None:
@@ -199,9 +201,19 @@ def resolve_pack(reg: "Registry", pack: str | None) -> str | None:
     from ..errors import suggest
     from ..ops_registry.entrypoints import normalize
 
-    for record in reg.packs.values():
-        if normalize(pack) in (normalize(record.name), normalize(record.distribution)):
-            return record.name
+    records = list(reg.packs.values())
+    # an entry-point name first: one distribution may ship several packs, and `--pack aaa-pack` must not mean
+    # another entry point of the distribution aaa-pack that happens to be listed first
+    for same in (lambda r: r.name == pack, lambda r: normalize(r.name) == normalize(pack)):
+        found = [r.name for r in records if same(r)]
+        if found:
+            return found[0]
+    found = [r.name for r in records if normalize(r.distribution) == normalize(pack)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise CliFailure(f"error: the distribution {pack!r} ships several packs ({', '.join(map(repr, found))}); "
+                         "name one with --pack", EXIT_USAGE)
 
     by_label = {r.name: r.name for r in reg.packs.values()} | {r.distribution: r.name for r in reg.packs.values()}
     close = list(dict.fromkeys(by_label[m] for m in suggest(pack, by_label)))

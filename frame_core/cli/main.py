@@ -187,8 +187,33 @@ def new_pack(
 
 
 def main() -> None:
-    """Console-script entry point (``frame``)."""
+    """Console-script entry point (``frame``).
+
+    Our output gets the process's standard output to itself: file descriptor 1 points at stderr while
+    ``frame`` runs and ``sys.stdout`` writes to a duplicate of the real one. ``guarded`` already sends a
+    pack's ``print()`` to stderr; this also catches what bypasses ``sys.stdout`` (``os.write(1, ...)``, C
+    code's printf, a child process a pack starts), which would corrupt ``--format json``.
+    """
+    _own_stdout()
     app(prog_name="frame")
+
+
+def _own_stdout() -> None:
+    import io
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        real = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):  # no fd 1 or 2 (a closed stream): nothing to protect
+        return
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    errors = getattr(sys.stdout, "errors", None) or "strict"
+    line_buffering = bool(getattr(sys.stdout, "line_buffering", False))  # a terminal stays line-buffered
+    sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
+                                  line_buffering=line_buffering)
 
 
 if __name__ == "__main__":  # pragma: no cover

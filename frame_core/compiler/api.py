@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -11,7 +10,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._args import name_list
+from .._args import env_flag, name_list
 from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import CompileError
@@ -153,7 +152,7 @@ def compile(  # noqa: A001 - the name users expect
             raise CompileError(f"{flag}= is True or False, got {short_repr(value)}")
     reg = registry if registry is not None else current()
     if checks is None:
-        checks = os.environ.get("FRAME_CHECKS", "") not in ("", "0")
+        checks = env_flag("FRAME_CHECKS")  # FRAME_CHECKS=false/no/off is off, as for FRAME_STRICT
     disable = frozenset(name_list(disable, "compile(disable=...)", CompileError, "['fuse_elementwise']"))
     decompose = _decomposed(name_list(decompose, "compile(decompose=...)", CompileError, "['softplus']"), reg)
     # The registry itself, not its id: a freed registry's id can be reused by another one. Input names
@@ -202,6 +201,8 @@ def compile_subgraph(graph: Graph, backend: str | None = None) -> "Executable":
     """
     if not isinstance(graph, Graph):
         raise CompileError(f"compile_subgraph() takes a Graph, got {type(graph).__name__}")
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        raise CompileError(f"backend is a name such as 'cpu', got {short_repr(backend)}")
     ctx = _active.get()
     if ctx is None:
         return compile(graph, backend or "cpu", cache=False)

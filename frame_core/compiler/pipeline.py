@@ -144,7 +144,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
             result = fn(graph, ctx)
         except FrameError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a pack's pass may even call exit(): the caller's process goes on
             raise CompileError(f"stage {name!r} failed with {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, Graph):
             raise CompileError(f"stage {name!r} returned {type(result).__name__}, expected a Graph")

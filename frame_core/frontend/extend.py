@@ -34,6 +34,9 @@ def extend_graph(graph: Graph, fn: Callable[..., Any], name: str | None = None, 
         raise IRError(f"extend_graph(graph, fn) takes a Graph first, got {type(graph).__name__}")
     if not callable(fn):
         raise IRError(f"extend_graph(graph, fn) takes a function second, got {type(fn).__name__}")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise IRError(f"extend_graph(name=) names the new graph (a non-empty string), got {type(name).__name__} "
+                      f"{name!r:.40}")
     _check_arity(fn, len(graph.inputs) + len(graph.outputs))
     copy = clone_graph(graph)
     if name is not None:

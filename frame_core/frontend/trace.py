@@ -37,6 +37,7 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..errors import IRError, RegistrationError
+from .._text import short_repr
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value
 from .. import _current_registry as _package_source
@@ -146,9 +147,20 @@ class Tensor:
     def __abs__(self) -> "Tensor":
         return apply("abs", self)
 
-    # Ordering comparisons build boolean tensors. `==` and `!=` deliberately stay identity comparisons:
-    # a Tensor is hashable and used as a dict key and in `x in list`, which need a bool answer; compare
-    # values with ops.equal(a, b) and ops.not_equal(a, b).
+    # Ordering comparisons build boolean tensors. `==` and `!=` deliberately stay identity comparisons
+    # between tensors: a Tensor is hashable and used as a dict key and in `x in list`, which need a bool
+    # answer; compare values with ops.equal(a, b) and ops.not_equal(a, b). Against a number or an array,
+    # identity is never what was meant (`ops.where(x == 0, ...)` was always False, in silence): refused.
+    def __eq__(self, other: object) -> bool:
+        if _is_number(other) or isinstance(other, (np.ndarray, np.generic)):
+            raise _compared(other, "==", "ops.equal")
+        return other is self if isinstance(other, Tensor) else NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if _is_number(other) or isinstance(other, (np.ndarray, np.generic)):
+            raise _compared(other, "!=", "ops.not_equal")
+        return other is not self if isinstance(other, Tensor) else NotImplemented
+
     def __lt__(self, other: Any) -> "Tensor":
         return apply("less", self, other)
 
@@ -200,6 +212,12 @@ class Tensor:
         raise IRError("a traced Tensor has no data; compile the traced graph and run it to get arrays")
 
     __hash__ = object.__hash__
+
+
+def _compared(other: Any, symbol: str, op: str) -> IRError:
+    return IRError(f"`x {symbol} {short_repr(other)}` on a traced Tensor x: `{symbol}` between tensors asks whether "
+                   "they are the same object (as dict keys and `x in list` need), so against a number or an array "
+                   f"it would always say {symbol == '!='}; compare the elements with {op}(x, {short_repr(other)})")
 
 
 def _graph_of(args: Sequence[Any], op: str) -> Graph:
@@ -281,8 +299,9 @@ class _Weak:
         self.op, self.args, self.attrs, self.index = op, args, attrs, index
 
     def kind(self) -> type:
-        """``float`` if any number under it is a float, else ``int`` if any is an int, else ``bool``."""
-        kinds = {type(a) if _is_number(a) else a.kind() for a in self.args}
+        """``float`` if any number under it is a float, else ``int`` if any is an int, else ``bool`` (values at
+        positions apart from the dtype rule, such as where's condition, have no say)."""
+        kinds = {type(a) if _is_number(a) else a.kind() for a in self.args if not isinstance(a, Value)}
         return float if float in kinds else int if int in kinds else bool
 
 
@@ -297,7 +316,12 @@ def _number(x: Any, graph: Graph, dtype: Any, op: str, position: int, other: str
     """A Python number as a constant of ``dtype`` (a DType; ``None``: its default dtype); ``other`` describes the
     operand whose dtype it takes, for messages."""
     if dtype is None:
-        return graph.constant(np.asarray(x, _DEFAULT[type(x)]))
+        try:
+            return graph.constant(np.asarray(x, _DEFAULT[type(x)]))
+        except OverflowError:
+            raise IRError(f"{op}: input {position} is the Python int {x:.3g}, which does not fit in int64 (a Python "
+                          "int that meets no tensor is an int64); use a float, or a numpy array of another "
+                          "dtype") from None
     if isinstance(x, float) and not dtype.is_float and not isinstance(x, bool):
         raise IRError(f"{op}: input {position} is the Python float {x!r} but the other operand is "
                       f"{other or dtype.name}; cast the tensor to a floating dtype first")
@@ -311,10 +335,11 @@ def _number(x: Any, graph: Graph, dtype: Any, op: str, position: int, other: str
 
 
 def _retrace(weak: _Weak, graph: Graph, dtype: Any, op: str, position: int, memo: dict[int, Any]) -> Value:
-    """``weak`` traced again with its numbers in ``dtype`` (bools stay bools); shared parts are traced once."""
+    """``weak`` traced again with its numbers in ``dtype`` (bools stay bools; values at positions apart from the
+    dtype rule are reused as they are); shared parts are traced once."""
     made = memo.get(id(weak))
     if made is None:
-        args = [(_retrace(a, graph, dtype, op, position, memo) if isinstance(a, _Weak)
+        args = [(a if isinstance(a, Value) else _retrace(a, graph, dtype, op, position, memo) if isinstance(a, _Weak)
                  else _weak_number(a, graph, dtype if not isinstance(a, bool) else None, op, position))
                 for a in weak.args]
         made = memo[id(weak)] = graph.add_node(weak.op, args, weak.attrs)
@@ -455,9 +480,9 @@ def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     apart = frozenset() if plain else _nondiff_positions(op)
     data = [x for i, x in enumerate(inputs) if i not in apart]
     like = _strong_dtype(data)
-    if like is None and inputs and all(_is_number(a) or (isinstance(a, Tensor) and a.weak is not None and
-                                                        a.graph is graph) for a in inputs):
-        return _apply_weak(op, inputs, attrs, graph)
+    if like is None and data and all(_is_number(a) or (isinstance(a, Tensor) and a.weak is not None and
+                                                      a.graph is graph) for a in data):
+        return _apply_weak(op, inputs, attrs, graph, apart)
     other = next((str(a.type) for a in data if isinstance(a, Tensor) and a.weak is None), "")
     values = [_lift(x, graph, None if i in apart else like, op, i, other) for i, x in enumerate(inputs)]
     node = append_node(graph, op, values, attrs)
@@ -467,17 +492,22 @@ def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
     return tuple(Tensor(v, graph) for v in outs)
 
 
-def _apply_weak(op: str, inputs: Sequence[Any], attrs: dict[str, Any], graph: Graph) -> Any:
-    """``op`` over Python numbers and weak tensors: a weak result, traced in the inputs' common default dtype."""
-    args = tuple(a.weak if isinstance(a, Tensor) else a for a in inputs)
+def _apply_weak(op: str, inputs: Sequence[Any], attrs: dict[str, Any], graph: Graph,
+                apart: frozenset[int] = frozenset()) -> Any:
+    """``op`` over Python numbers and weak tensors: a weak result, traced in the inputs' common default dtype.
+    Inputs at ``apart`` positions (where's condition, gather's indices) take no part: they keep their own dtype
+    (a Python int index stays an integer) and are reused as they are when the result is traced again."""
+    fixed = {i: _lift(a, graph, None, op, i) for i, a in enumerate(inputs) if i in apart}
+    args = tuple(fixed[i] if i in fixed else a.weak if isinstance(a, Tensor) else a for i, a in enumerate(inputs))
     probe = _Weak(op, args, attrs, 0)
     dtype = as_dtype(_DEFAULT[probe.kind()])
     memo: dict[int, Any] = {}
     # weak inputs already traced in that dtype are reused; the others (ints meeting a float) are traced again
-    for a in inputs:
-        if isinstance(a, Tensor) and a.dtype is dtype:
+    for i, a in enumerate(inputs):
+        if i not in fixed and isinstance(a, Tensor) and a.dtype is dtype:
             memo[id(a.weak)] = a.value.producer
-    values = [(_retrace(a.weak, graph, dtype, op, i, memo) if isinstance(a, Tensor) and a.weak is not None
+    values = [(fixed[i] if i in fixed else _retrace(a.weak, graph, dtype, op, i, memo)
+               if isinstance(a, Tensor) and a.weak is not None
                else _weak_number(a, graph, None if isinstance(a, bool) else dtype, op, i)) for i, a in enumerate(inputs)]
     node = graph.add_node(op, values, attrs)
     _remember(graph, node)
@@ -557,10 +587,21 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
             result = fn(*args)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         indices = []
+        own: set[Value] | None = None
         for i, r in enumerate(results):
             if isinstance(r, Tensor) and r.graph is not graph:
                 raise IRError(f"output {i} of the traced function is a tensor of graph {r.graph.name!r}, not of the "
                               f"graph being traced ({graph.name!r}); return tensors computed from the inputs")
+            if isinstance(r, Value):  # a raw Value must be one of this graph's, or the graph would be broken
+                if own is None:
+                    own = set(graph.inputs) | {v for n in graph.nodes for v in n.outputs}
+                if r not in own:
+                    raise IRError(f"output {i} of the traced function is a Value of another graph, not of the graph "
+                                  f"being traced ({graph.name!r}); return tensors computed from the inputs")
+            elif not (isinstance(r, Tensor) or _is_number(r) or isinstance(r, (np.ndarray, np.generic))):
+                raise IRError(f"output {i} of the traced function is {short_repr(r)} ({type(r).__name__}); a traced "
+                              "function returns tensors, Python numbers or numpy arrays: one, or a flat list or tuple "
+                              "of them" + ("; did it forget to `return` its result?" if r is None else ""))
             indices.append(graph.mark_output(_lift(r, graph, None, "output", i)))
     finally:
         _current.reset(token)

@@ -8,6 +8,7 @@ attributes are drawn as clusters beside their node.
 from __future__ import annotations
 
 from .._text import printable
+from ..errors import IRError
 from .graph import Graph
 from .printer import format_attr
 
@@ -20,6 +21,9 @@ def _esc(text: str) -> str:
 
 def to_dot(graph: Graph) -> str:
     """DOT text for ``graph``; always encodable as UTF-8 (lone surrogates in names are escaped)."""
+    if not isinstance(graph, Graph):
+        raise IRError(f"to_dot takes a Graph, got {type(graph).__name__}; load a saved one with "
+                      "frame_core.load_graph(path)")
     lines = [f'digraph "{_esc(graph.name)}" {{', "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=9];']
     counter = [0]

@@ -130,6 +130,9 @@ class Graph:
         if isinstance(output_types, (str, TensorType)):
             raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types; for one output write "
                           f"[{str(output_types)!r}]")
+        if output_types is not None and not isinstance(output_types, Iterable):
+            raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types such as ['f32[3]'], got "
+                          f"{type(output_types).__name__}")
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
             if type(value) is not Value:
@@ -202,6 +205,9 @@ class Graph:
 
     def output_index(self, name: str) -> int:
         """The position of the output named ``name``; ``IRError`` listing the names when none or several have it."""
+        if not isinstance(name, str):
+            raise IRError(f"output_index takes an output's name (a string such as 'loss'), got {type(name).__name__}; "
+                          "positions are ints already")
         found = [i for i, n in self._output_names.items() if n == name and i < len(self.outputs)]
         if len(found) == 1:
             return found[0]
@@ -295,6 +301,11 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
     gets its own attribute dict; attribute values are shared (tensors are
     treated as immutable) except sub-graphs, which are cloned recursively.
     """
+    if not isinstance(graph, Graph):
+        raise IRError(f"clone_graph takes a Graph, got {type(graph).__name__}")
+    if value_map is not None and not isinstance(value_map, dict):
+        raise IRError(f"clone_graph(value_map=) takes a dict to fill (source value -> clone value), got "
+                      f"{type(value_map).__name__}")
     vmap: dict[Value, Value] = {} if value_map is None else value_map
     clone = Graph(graph.name)
     for value in graph.inputs:

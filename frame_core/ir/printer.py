@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._text import printable, short_repr
+from ..errors import IRError
 from .dtypes import DType
 from .graph import Graph, Value
 
@@ -86,6 +87,11 @@ def _dtype_short(array: np.ndarray) -> str:
 
 def format_graph(graph: Graph, indent: str = "") -> str:
     """The text form of ``graph``; always encodable as UTF-8 (lone surrogates in names are escaped)."""
+    if not isinstance(graph, Graph):
+        raise IRError(f"format_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
+                      "frame_core.load_graph(path)")
+    if not isinstance(indent, str):
+        raise IRError(f"format_graph(indent=) is a string put before each line, got {type(indent).__name__}")
     return printable(_format_graph(graph, indent))
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .._text import short_repr
-from ..errors import FrameError, GraphFormatError, IRError
+from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
 from .graph import Graph, Node, Value
 from .types import MAX_DIM, TensorType
@@ -119,7 +119,29 @@ def _graph_doc(graph: Graph, qualify: Callable[[str], str] = str) -> dict[str, A
 
 
 def _source(registry: "SchemaSource | None") -> "SchemaSource":
-    return registry if registry is not None else default_source()
+    if registry is None:
+        return default_source()
+    if not (callable(getattr(registry, "qualname_of", None)) and callable(getattr(registry, "canonical", None))):
+        raise ArgumentError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
+                            f"{type(registry).__name__} {_short(registry)}")
+    return registry
+
+
+def _indent(indent: Any) -> int | None:
+    if indent is None or (isinstance(indent, int) and not isinstance(indent, bool) and 0 <= indent <= 64):
+        return indent
+    raise ArgumentError(f"indent= is None (one line) or the number of spaces per level, 0 to 64; got {_short(indent)}")
+
+
+def _path(path: Any, what: str) -> str:
+    """``path`` as a str: a str, bytes or os.PathLike naming a file (never an int: open() would take a file
+    descriptor, and close it)."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        name = os.fsdecode(os.fspath(path))
+        if name:
+            return name
+    raise ArgumentError(f"{what} takes a file path (a str or pathlib.Path such as 'model.json'), got "
+                        f"{type(path).__name__} {_short(path)}")
 
 
 def to_document(graph: Graph, *, registry: "SchemaSource | None" = None) -> dict[str, Any]:
@@ -131,7 +153,7 @@ def to_document(graph: Graph, *, registry: "SchemaSource | None" = None) -> dict
 
 def dumps(graph: Graph, indent: int | None = None, *, registry: "SchemaSource | None" = None) -> str:
     """``graph`` as a JSON document (see the module docstring)."""
-    return json.dumps(to_document(graph, registry=registry), indent=indent)
+    return json.dumps(to_document(graph, registry=registry), indent=_indent(indent))
 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 1, *,
@@ -141,34 +163,54 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
     The document is made in memory first, written to a temporary file in the same folder, flushed and
     synced to disk, then renamed over ``path`` (an existing file keeps its permissions). A serialisation
     error, a full disk or a file-size limit leaves an existing file as it was and no temporary file behind.
+    A file ``open(path, "w")`` could not write (read-only, a folder) is refused with the ``OSError`` open
+    would raise, naming ``path``; something that is not a regular file (a FIFO, ``/dev/null``) is written
+    into, never replaced. ``path`` is a str, bytes or ``os.PathLike`` (``ArgumentError`` otherwise).
     """
+    import errno
     import secrets
+    import stat
 
+    name = _path(path, "save_graph(path)")
     text = dumps(graph, indent=indent, registry=registry)
-    target = os.path.realpath(os.fspath(path))  # through a symlink: replace the file it points to
+    target = os.path.realpath(name)  # through a symlink: replace the file it points to
     folder = os.path.dirname(target) or "."
     try:
-        mode: int | None = os.stat(target).st_mode & 0o7777
+        info: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
-        mode = None  # a new file: the umask decides, as for open(path, "w")
-    while True:
-        temporary = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp")
+        info = None  # a new file: the umask decides, as for open(path, "w")
+    if name.endswith(os.sep) or (info is not None and stat.S_ISDIR(info.st_mode)):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory (give a file name)", name)
+    if info is not None and not stat.S_ISREG(info.st_mode):  # a FIFO or a device: renaming would replace the node
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    if info is not None and not os.access(target, os.W_OK):  # the rename would bypass the file's protection
+        raise PermissionError(errno.EACCES, "Permission denied (the file is read-only)", name)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(errno.ENOENT, "No such folder", os.path.dirname(name) or folder)
+    while True:  # a short name of its own: the target's name may already be as long as the system allows
+        temporary = os.path.join(folder, f".frame-save-{secrets.token_hex(6)}.tmp")
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             break
         except FileExistsError:
             continue
+        except OSError as exc:  # name the file the caller asked for, not our temporary one
+            raise type(exc)(exc.errno, exc.strerror, name) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
+        if info is not None:
+            os.chmod(temporary, info.st_mode & 0o7777)
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename == temporary:  # name the caller's file, not our temporary one
+            raise type(exc)(exc.errno, exc.strerror, name) from None
         raise
     with contextlib.suppress(OSError):  # make the rename itself durable (POSIX; not possible everywhere)
         dir_fd = os.open(folder, os.O_RDONLY)
@@ -374,6 +416,8 @@ def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
 
     Qualified op names (version 2) become ``registry``'s canonical keys (the current registry unless one is given).
     """
+    if registry is not None:
+        _source(registry)  # a wrong registry= is the caller's ArgumentError whatever the document's version
     _expect(isinstance(doc, dict), "$", "expected a JSON object with fields format, version, graph")
     fmt = doc.get("format")
     if fmt != FORMAT:
@@ -392,6 +436,9 @@ def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
 
 def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph:
     """The graph of a JSON document (see :func:`from_document`)."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise ArgumentError(f"loads() takes the JSON text of a graph (a str or bytes; load_graph reads a file), got "
+                            f"{type(text).__name__} {_short(text)}")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -411,6 +458,7 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
 
 def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" = None) -> Graph:
     """The graph saved in the file ``path`` (see :func:`from_document`)."""
+    path = _path(path, "load_graph(path)")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

@@ -43,7 +43,10 @@ class TensorType:
 
     def __new__(cls, dtype: DType | str, shape: Any = (), device: str = "cpu") -> "TensorType":
         if type(shape) is tuple:
-            hit = _INTERNED.get((dtype, shape, device))
+            try:
+                hit = _INTERNED.get((dtype, shape, device))
+            except TypeError:  # an unhashable dtype or dim (an array): as_dtype and the checks below say what
+                hit = None
             if hit is not None:
                 return hit
         dtype = as_dtype(dtype)

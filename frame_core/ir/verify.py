@@ -69,6 +69,8 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
     if not isinstance(graph, Graph):
         raise IRError(f"verify/check_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
                       "frame_core.load_graph(path)")
+    if not isinstance(types, bool):
+        raise IRError(f"check_graph(types=) is True or False, got {type(types).__name__}")
     if registry is None:
         registry = default_source()
     elif not hasattr(registry, "lookup"):

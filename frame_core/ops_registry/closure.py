@@ -197,8 +197,10 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
                                                          [v.type for v in node.outputs])))
 
     unchecked: dict[str, int] = defaultdict(int)
-    for key, schema, ctx in work:
-        if schema.gradient is not None and (key, ctx.input_types, attrs_key(ctx.attrs)) not in seen:
+    for key, schema, ctx in work:  # each distinct context left once (the queue may hold one several times)
+        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+        if schema.gradient is not None and seen_key not in seen:
+            seen.add(seen_key)
             unchecked[key] += 1
     _unload_broken_packs(reg, contract)
     reg.closure = _orders(reg, uses, unresolved)

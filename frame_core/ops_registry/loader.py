@@ -24,9 +24,11 @@ naming both distributions (an error under ``FRAME_STRICT=1``).
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import traceback
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -111,6 +113,9 @@ def load_registry(
     if entry_points is not None and (isinstance(entry_points, (str, bytes)) or not isinstance(entry_points, Iterable)):
         raise ArgumentError(f"load_registry(entry_points) takes a list of entry points (objects with name, value, "
                             f"dist_name, dist_version and load()), got {type(entry_points).__name__}")
+    for flag, value in (("strict", strict), ("audit", audit)):
+        if not isinstance(value, bool) and not (flag == "strict" and value is None):
+            raise ArgumentError(f"load_registry({flag}=) is True or False, got {type(value).__name__}")
     env = os.environ if environ is None else environ
     if strict is None:
         strict = strict_from_env(env)
@@ -159,7 +164,7 @@ def load_registry(
         try:
             module = ep.load()
             record.api_version = _check_api(module, dist)
-            pm.register(module, name=name)
+            pm.register(_own_object(pm, module), name=name)
         except (Exception, SystemExit) as exc:  # a broken pack is reported, never fatal (even if it calls exit())
             package = str(record.module or "").split(":")[0].strip().split(".")[0]
             reg.drop_pack(name, f"cannot load {record.module}: {type(exc).__name__}: {exc}{_where(exc, package)}")
@@ -186,6 +191,17 @@ def load_registry(
     if strict and reg.problems:
         raise PluginError("plugin problems (FRAME_STRICT is set):\n  " + "\n  ".join(reg.problems))
     return reg
+
+
+def _own_object(pm: pluggy.PluginManager, module: Any) -> Any:
+    """What pluggy registers for a pack: the module itself, or a stand-in when another pack's entry point
+    already registered that very module (pluggy refuses an object twice, which would fail the second pack:
+    a third-party entry point naming ``frame_ops_basic.plugin`` would take frame-ops-basic down)."""
+    if not pm.is_registered(module):
+        return module
+    stand_in = types.ModuleType(getattr(module, "__name__", "pack"))
+    stand_in.__dict__.update({k: v for k, v in vars(module).items() if k not in ("__spec__", "__loader__")})
+    return stand_in
 
 
 def _check_api(module: Any, dist: str) -> str:
@@ -255,6 +271,9 @@ def _collect(pm: pluggy.PluginManager, reg: Registry, name: str) -> None:
         return
     rank = RANK_CORE if name == "core" else RANK_BUNDLED if normalize(record.distribution) in BUNDLED_DISTRIBUTIONS \
         else RANK_OTHER
+    # the registry owns its schemas: a pack that returns another pack's OpSchema object (a re-export), or a
+    # module loaded under two entry-point names, must not re-stamp (and, failing, take away) the other's op
+    schemas = [copy.copy(schema) for schema in schemas]
     for schema in schemas:
         schema.pack = name
         schema.distribution = record.distribution
@@ -279,9 +298,7 @@ def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> None:
         try:
             problems = [p for spec in specs for p in pass_problems(spec)]
             if not problems:
-                taken = {spec.name for spec in reg.passes}
                 names = [spec.name for spec in specs]
-                problems += [f"a pass named {n!r} is already registered" for n in names if n in taken]
                 problems += [f"the pack registers two passes named {n!r}" for n in sorted(set(names))
                              if names.count(n) > 1]
         except Exception as exc:  # a PassSpec malformed past what pass_problems foresees
@@ -290,8 +307,21 @@ def _collect_passes(pm: pluggy.PluginManager, reg: Registry) -> None:
             _refuse(reg, pm, name, "frame_register_passes: " + "; ".join(problems))
             continue
         for spec in specs:
+            # another pack's pass of this name is a warning, never a refusal: refusing the later pack would let
+            # a pack that sorts first (a third-party "aaa") take frame-ops-basic down by naming a pass as its own
+            holders = [p for p in reg.passes if p.name == spec.name]
+            if holders:
+                who = " and ".join(f"{_label(reg, p.pack)}" for p in holders)
+                reg.notes.append(f"pass name collision: {spec.name!r} is registered by {who} and by "
+                                 f"{_label(reg, name)}; both run, and compile(disable=[{spec.name!r}]) skips both")
+            spec = copy.copy(spec)  # a spec shared with another pack keeps that pack's name
             spec.pack = name
             reg.passes.append(spec)
+
+
+def _label(reg: Registry, pack: str | None) -> str:
+    record = reg.packs.get(pack or "")
+    return f"pack {pack!r} ({record.distribution} {record.version})" if record is not None else f"pack {pack!r}"
 
 
 def _refuse(reg: Registry, pm: pluggy.PluginManager, name: str, reason: str, exc: BaseException | None = None) -> None:

@@ -356,6 +356,8 @@ class Registry:
         return len(self.schemas)
 
     def names(self, *, internal: bool = True) -> list[str]:
+        if not isinstance(internal, bool):
+            raise IRError(f"names(internal=) is True or False, got {type(internal).__name__}")
         return sorted(n for n, s in self.schemas.items() if internal or not s.internal)
 
     def user_ops(self) -> list["OpSchema"]:
@@ -363,6 +365,8 @@ class Registry:
         return [s for s in self.schemas.values() if not s.internal and s.pack != "core"]
 
     def ops_of(self, pack: str) -> list["OpSchema"]:
+        if not isinstance(pack, str):
+            raise IRError(f"ops_of takes a pack's name (a string such as 'ops_basic'), got {type(pack).__name__}")
         return [s for s in self.schemas.values() if s.pack == pack]
 
     def __repr__(self) -> str:
@@ -379,11 +383,10 @@ _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("frame_op_sc
 
 
 def strict_from_env(environ: "Mapping[str, str] | None" = None) -> bool:
-    """Whether ``FRAME_STRICT`` asks for strict plugin loading: set to anything but empty, 0, false or no."""
-    import os
+    """Whether ``FRAME_STRICT`` asks for strict plugin loading: set to anything but empty, 0, false, no or off."""
+    from .._args import env_flag
 
-    env = os.environ if environ is None else environ
-    return env.get("FRAME_STRICT", "").strip().lower() not in ("", "0", "false", "no")
+    return env_flag("FRAME_STRICT", environ)
 
 
 def registry() -> Registry:

@@ -265,6 +265,22 @@ class Example:
                                         f"['float16']: {exc}") from None
         if not isinstance(note, str):
             raise RegistrationError(f"Example note is a string (why the example is as it is), got {type(note).__name__}")
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise RegistrationError(f"Example attrs map attribute names to values, such as {{'axis': 1}}, got "
+                                    f"{type(attrs).__name__} {short_repr(attrs)}")
+        for label, bound in (("low", low), ("high", high), ("min_abs", min_abs)):
+            if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)) \
+                    or not math.isfinite(bound):
+                raise RegistrationError(f"Example {label}= is a finite number, got {short_repr(bound)}")
+        if values is not None:
+            if not isinstance(values, (list, tuple)):
+                raise RegistrationError(f"Example values= is a list of numpy arrays, one per input, got "
+                                        f"{type(values).__name__} {short_repr(values)}"
+                                        + ("; for one input write [array]" if isinstance(values, np.ndarray) else ""))
+            values = [np.asarray(v) for v in values]
+            if any(v.dtype.kind not in "biuf" for v in values):
+                raise RegistrationError(f"Example values= holds numbers (one numpy array per input), got "
+                                        f"{short_repr(values)}")
         types = []
         arrays = []
         for item in inputs:
@@ -582,6 +598,9 @@ class OpSchema:
                 f"{self.name}: shape inference raised {type(exc).__name__}: {exc} "
                 f"(a bug in pack {self.pack or '?'}; inputs were [{', '.join(map(str, input_types))}])"
             ) from exc
+        if isinstance(result, TensorType) or not isinstance(result, (list, tuple)):
+            raise ShapeError(f"{self.name}: shape inference returned {short_repr(result)}, expected a list of "
+                             f"TensorType (one per output; a bug in pack {self.pack or '?'})")
         result = list(result)
         if not self.variadic and len(result) != len(self.outputs):
             raise ShapeError(f"{self.name}: shape inference returned {len(result)} types, expected {len(self.outputs)}")

@@ -117,7 +117,7 @@ class Executable:
                 lines.append(f"        del {', '.join(ins.frees)}")
         if not prog.instructions:
             lines.append("        pass")
-        lines.append("    except Exception as exc:")
+        lines.append("    except (Exception, SystemExit) as exc:")  # a kernel's exit() too: a KernelError
         lines.append("        _fail(exc)")
         outs = []
         for name, copy, t in zip(prog.output_names, prog.output_copies, self.output_types):
@@ -150,18 +150,23 @@ class Executable:
         self._fn = checked if self.checks else self._fast
         return outputs
 
-    def _result_problem(self, k: int, result: Any) -> str | None:
-        """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type."""
-        want = [v.type for v in self.program.rows[k][1].outputs]  # the node (the named instructions are not made)
+    def _result_problem(self, k: int, result: Any, args: Sequence[Any] = ()) -> str | None:
+        """What is wrong with instruction ``k``'s result, or ``None``: one ndarray per output, of its inferred type,
+        sharing memory with none of its arguments ``args`` (but its ``out`` buffer, and input 0 for a ``view`` op)."""
+        row = self.program.rows[k]  # (node index, node, kernel, schema, step, out buffer, frees)
+        want = [v.type for v in row[1].outputs]  # the node (the named instructions are not made)
         got = [result] if len(want) == 1 else result
         if len(want) != 1 and (not isinstance(result, (tuple, list)) or len(result) != len(want)):
             return f"returned {_describe(result)}, expected a tuple of {len(want)} arrays ({', '.join(map(str, want))})"
         for j, (t, array) in enumerate(zip(want, got)):
+            label = f"output {j}" if len(want) > 1 else "its output"
             if isinstance(array, np.ndarray) and array.dtype == t.dtype.np and array.shape == t.shape:
+                alias = _alias(row, j, array, args, got[:j])
+                if alias is not None:
+                    return f"returned as {label} {alias}"
                 continue
             what = ("a numpy scalar " + str(array.dtype) if isinstance(array, np.generic)
                     else f"an array {_describe(array)}" if isinstance(array, np.ndarray) else _describe(array))
-            label = f"output {j}" if len(want) > 1 else "its output"
             return f"returned {what} for {label}, but shape inference says {t}"
         return None
 
@@ -193,7 +198,7 @@ class Executable:
                 for k, (kernel, args, out, single, frees) in enumerate(steps):
                     result = kernel(*[regs[a] for a in args])
                     if check:
-                        problem = result_problem(k, result)
+                        problem = result_problem(k, result, [regs[a] for a in args])
                         if problem is not None:
                             break
                     if single:
@@ -203,7 +208,7 @@ class Executable:
                             regs[o] = r
                     for f in frees:
                         regs[f] = None
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 fail(exc, k)
             if problem is not None:
                 bad_result(k, problem)
@@ -234,6 +239,8 @@ class Executable:
         constant of the graph (read-only) or another output: for a caller that
         only reads the results (and copies what it hands on).
         """
+        if not isinstance(copy_outputs, bool):
+            raise InputError(f"unchecked(copy_outputs=) is True or False, got {type(copy_outputs).__name__}")
         fn = self._unchecked.get(copy_outputs)
         if fn is None:
             fast = self._generate(False, copy_outputs)[1] if self.source is not None else self._fast
@@ -271,7 +278,7 @@ class Executable:
             return value  # an ndarray subclass of the right type
         raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
 
-    def _kernel_failed(self, exc: Exception, line_map: dict[int, int]) -> None:
+    def _kernel_failed(self, exc: BaseException, line_map: dict[int, int]) -> None:
         tb = exc.__traceback__
         k = None
         while tb is not None:
@@ -283,7 +290,7 @@ class Executable:
             raise exc
         self._kernel_failed_at(exc, k)
 
-    def _kernel_failed_at(self, exc: Exception, k: int) -> None:
+    def _kernel_failed_at(self, exc: BaseException, k: int) -> None:
         ins = self.program.instructions[k]
         if isinstance(exc, DataError):  # the caller's data, not a broken kernel: keep the kernel's own words
             raise DataError(f"node {ins.index} ({ins.text}): {exc}") from exc
@@ -307,7 +314,8 @@ class Executable:
                 "compile pass: compile with checks=True, or FRAME_CHECKS=1, to find the stage; verify() finds it "
                 "in a hand-built graph)")
         raise KernelError(
-            f"{where} {problem}; kernels must return ndarrays of exactly the inferred dtype and shape (a bug in pack "
+            f"{where} {problem}; kernels must return new ndarrays (or their out buffer) of exactly the inferred dtype "
+            f"and shape, never an input or a view of one (a bug in pack "
             f"{pack}: its conformance tests, frame_core.testing.conformance_tests, check this; FRAME_CHECKS=1 "
             "checks every run)")
 
@@ -330,8 +338,8 @@ class Executable:
 
         ``repeat`` is a positive int (``InputError`` otherwise: a median of no run is no number).
         """
-        if not isinstance(repeat, (int, np.integer)) or isinstance(repeat, (bool, np.bool_)) or repeat < 1:
-            raise InputError(f"profile() needs repeat, the number of timed runs, as an int of 1 or more; got "
+        if not isinstance(repeat, (int, np.integer)) or isinstance(repeat, (bool, np.bool_)) or not 1 <= repeat <= 10**6:
+            raise InputError(f"profile() needs repeat, the number of timed runs, as an int of 1 or more (at most 1,000,000); got "
                              f"{repeat!r} ({type(repeat).__name__})")
         repeat = int(repeat)
         with self._lock:  # it writes into the planned buffers, as run() does
@@ -362,6 +370,30 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.rows)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
+
+
+def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: Sequence[Any]) -> str | None:
+    """How output ``j`` of a program row ``(node index, node, kernel, schema, step, out buffer, frees)`` shares
+    memory it must not, or ``None``. A kernel writes its result into a new array or its ``out`` buffer (which may
+    be an input's, for an elementwise op written in place); only an op with the ``view`` trait may return a view
+    of its first input. Anything else is a silent wrong answer in waiting: the memory planner reuses the input's
+    buffer while the output still lives."""
+    node, schema, buffer = row[1], row[3], row[5]
+    n = len(node.inputs)
+    if buffer is not None:
+        out = args[n] if len(args) > n else None
+        out = out[j] if isinstance(out, tuple) else out
+        if isinstance(out, np.ndarray) and np.may_share_memory(array, out):
+            return None
+    view = schema is not None and "view" in schema.traits
+    for i, x in enumerate(args[:n]):
+        if isinstance(x, np.ndarray) and np.may_share_memory(array, x) and not (view and i == 0):
+            return (f"an array sharing memory with its input {i} (that input or a view of it), though "
+                    f"{'a view op may return a view of input 0 only' if view else 'the op has no view trait'}")
+    for i, other in enumerate(earlier):
+        if isinstance(other, np.ndarray) and np.may_share_memory(array, other):
+            return f"an array sharing memory with its output {i} (each output needs memory of its own)"
+    return None
 
 
 class _FirstRunChecked:

@@ -313,6 +313,10 @@ def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: R
                     if np.shares_memory(out, x) and not ("view" in schema.traits and k == 0):
                         problems.append(f"on {label} output {j} aliases input {k}; return a fresh array "
                                         "(or declare the 'view' trait if it is a view of the first input)")
+                for k, other in enumerate(got[:j]):  # as the runtime's first-run check: outputs never share memory
+                    if isinstance(other, np.ndarray) and np.shares_memory(out, other):
+                        problems.append(f"on {label} output {j} shares memory with output {k}; each output needs "
+                                        "an array of its own")
         for k, (x, x0) in enumerate(zip(arrays, before)):
             if x.tobytes() != x0.tobytes():
                 problems.append(f"on {label} the kernel modified its input {k}; kernels must not write their inputs")

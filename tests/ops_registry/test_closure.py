@@ -280,3 +280,34 @@ def test_the_deep_audit_says_what_its_bound_left_unchecked(monkeypatch):
     assert flagged  # the ops whose contexts were left out say so too
     # every example is still checked: a contract break in any example would still be found
     assert all(op in reg.closure for op in reg.schemas)
+
+
+def test_the_deep_audit_counts_each_context_it_left_unchecked_once(monkeypatch):
+    """The queue may hold one context several times; the note once counted every copy (div: 10 for 5)."""
+    import re
+
+    from frame_core.ops_registry import closure
+    from frame_core.ops_registry.loader import load_registry
+
+    real = closure.check_gradient_contract
+
+    def audit(bound: int | None) -> tuple[dict[str, set], "list[str]"]:
+        checked: dict[str, set] = {}
+
+        def spy(schema, ctx, micro, registry):
+            checked.setdefault(schema.name, set()).add((ctx.input_types, closure.attrs_key(ctx.attrs)))
+            return real(schema, ctx, micro, registry)
+
+        monkeypatch.setattr(closure, "check_gradient_contract", spy)
+        if bound is not None:
+            monkeypatch.setattr(closure, "MAX_CONTEXTS", bound)
+        reg = load_registry(environ={"FRAME_LOAD_PLUGINS": "ops_basic"}, audit=False)
+        closure.run_closure_audit(reg, deep=True)
+        return checked, reg.notes
+
+    everything, _ = audit(None)
+    checked, notes = audit(3)
+    (note,) = [n for n in notes if "deep closure audit stopped" in n]
+    counts = {op: int(n) for op, n in re.findall(r"(\w+) \((\d+)\)", note)}
+    left = {op: len(everything[op] - checked.get(op, set())) for op in counts}
+    assert counts and all(counts[op] <= left[op] for op in counts), (counts, left)

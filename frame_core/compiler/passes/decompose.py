@@ -8,7 +8,7 @@ nor a DecomposeFn is a ``CompileError`` naming the op and the backend.
 
 from __future__ import annotations
 
-from ...errors import CompileError
+from ...errors import CompileError, FrameError
 from ...ir.graph import Graph, inline_graph
 from ...ops_registry.registry import op_scope
 from ...ops_registry.schema import NodeContext
@@ -41,8 +41,22 @@ def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
                 f"and no DecomposeFn; use a backend it supports or install a pack that provides one"
             )
         nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
-        with op_scope(schema.namespace):  # the pack's short names mean its own ops first
-            sub = schema.decomposition(nctx)
+        try:
+            with op_scope(schema.namespace):  # the pack's short names mean its own ops first
+                sub = schema.decomposition(nctx)
+        except FrameError:
+            raise
+        except (Exception, SystemExit) as exc:  # the pack's code, even exit(): this compile's error, not the process's
+            raise CompileError(f"the DecomposeFn of {node.op!r} raised {type(exc).__name__}: {exc} (a bug in pack "
+                               f"{schema.pack})") from exc
+        if not isinstance(sub, Graph):
+            raise CompileError(f"the DecomposeFn of {node.op!r} returned {type(sub).__name__}, expected a Graph (a bug "
+                               f"in pack {schema.pack})")
+        if [v.type for v in sub.inputs] != [v.type for v in node.inputs]:
+            raise CompileError(f"the DecomposeFn of {node.op!r} (pack {schema.pack}) takes "
+                               f"[{', '.join(str(v.type) for v in sub.inputs)}], but the node's inputs are "
+                               f"[{', '.join(str(v.type) for v in node.inputs)}]; trace it with "
+                               "ctx.decomposition_graph(fn)")
         if [v.type for v in sub.outputs] != [v.type for v in node.outputs]:
             raise CompileError(f"DecomposeFn of {node.op!r} returns [{', '.join(str(v.type) for v in sub.outputs)}], "
                                f"expected [{', '.join(str(v.type) for v in node.outputs)}]")

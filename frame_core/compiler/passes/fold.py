@@ -93,7 +93,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
         nctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
         try:
             result = schema.kernels["cpu"](nctx)(*arrays)
-        except Exception:  # surfaced at run time, with the node named
+        except (Exception, SystemExit):  # surfaced at run time, with the node named
             copy(node, inputs)
             continue
         results = result if isinstance(result, tuple) else (result,)

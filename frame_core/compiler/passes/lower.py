@@ -185,10 +185,14 @@ def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend:
     nctx = NodeContext(schema, in_types, node.attrs, [v.type for v in node.outputs])
     try:
         with op_scope(schema.namespace):
-            return builder(nctx)
-    except Exception as exc:
+            kernel = builder(nctx)
+    except (Exception, SystemExit) as exc:  # the pack's code: even exit() is this node's CompileError
         raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
                            f"{type(exc).__name__}: {exc}") from exc
+    if not callable(kernel):  # else the first run fails as if the kernel had, and names no pack
+        raise CompileError(f"the {backend} kernel builder of op {node.op!r} (pack {schema.pack}) returned "
+                           f"{type(kernel).__name__}, expected the function that computes the node (node {index})")
+    return kernel
 
 
 def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:

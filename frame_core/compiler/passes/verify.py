@@ -22,6 +22,7 @@ from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph
 from ...ir.verify import check_graph
 from ..context import CompileContext
+from .infer import canonical
 
 _type = attrgetter("type")
 
@@ -86,6 +87,8 @@ def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
                 normal = schema.normalize_attrs(attrs)
             except FrameError:
                 return False, False
+            if typed and not canonical(attrs, normal):  # stage 2 normalises them: it must run
+                typed = False
             try:
                 inferred = tuple(schema.infer(in_types, normal))
             except FrameError:

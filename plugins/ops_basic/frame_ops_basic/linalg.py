@@ -51,16 +51,19 @@ def _product_axes(y_shape: tuple[int, ...], a_vector: bool, b_vector: bool) -> t
     return s
 
 
-def _check_operands(ctx: NodeContext, a: TensorType, b: TensorType, what: str) -> tuple[int, ...]:
-    """Checks promoted operands (rank >= 2); returns the broadcast batch shape."""
+def _check_operands(ctx: NodeContext, a: TensorType, b: TensorType, what: str,
+                    given: tuple[TensorType, TensorType] | None = None) -> tuple[int, ...]:
+    """Checks promoted operands (rank >= 2); returns the broadcast batch shape. Messages show ``given``, the
+    operands as the caller wrote them (a vector, not the row or column it is promoted to), when given."""
+    shown_a, shown_b = given or (a, b)
     if a.dtype is not b.dtype:
-        raise ctx.error(f"operands must share a dtype, got {a} and {b}")
+        raise ctx.error(f"operands must share a dtype, got {shown_a} and {shown_b}")
     if not (a.dtype.is_float or a.dtype.is_int):
-        raise ctx.error(f"needs numeric operands, got {a}")
+        raise ctx.error(f"needs numeric operands, got {shown_a}")
     if a.rank < 2 or b.rank < 2:
-        raise ctx.error(f"operands need rank >= 1, got {a} and {b}; use mul for a product with a scalar")
+        raise ctx.error(f"operands need rank >= 1, got {shown_a} and {shown_b}; use mul for a product with a scalar")
     if a.shape[-1] != b.shape[-2]:
-        raise ctx.error(f"{what}: inner dimensions differ: {a} @ {b} ({a.shape[-1]} vs {b.shape[-2]})")
+        raise ctx.error(f"{what}: inner dimensions differ: {shown_a} @ {shown_b} ({a.shape[-1]} vs {b.shape[-2]})")
     return broadcast_shapes(ctx, [a.shape[:-2], b.shape[:-2]])
 
 
@@ -69,7 +72,7 @@ def _matmul_shape(ctx: NodeContext) -> list[TensorType]:
     if a.rank == 0 or b.rank == 0:
         raise ctx.error(f"operands need rank >= 1, got {a} and {b}; use mul for a product with a scalar")
     a2, b2 = a.with_shape(_as_row(a.shape)), b.with_shape(_as_column(b.shape))
-    batch = _check_operands(ctx, a2, b2, "a @ b")
+    batch = _check_operands(ctx, a2, b2, "a @ b", (a, b))
     return [TensorType(a.dtype, batch + a.shape[-2:-1] * (a.rank > 1) + b.shape[-1:] * (b.rank > 1))]
 
 

@@ -370,8 +370,10 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
     if isinstance(max_trip, (bool, np.bool_)) or not isinstance(max_trip, (int, np.integer)):
         raise IRError(f"loop: max_trip must be an int (the most steps the loop may run), got {max_trip!r}")
     max_trip = int(max_trip)
-    if max_trip < 0:
-        raise IRError(f"loop: max_trip must be 0 or more (the most steps the loop may run), got {max_trip}")
+    if not 0 <= max_trip < 2**63:
+        raise IRError(f"loop: max_trip must be 0 or more, and fit 64 bits (the most steps the loop may run), got "
+                      f"{max_trip:.3g}" if max_trip >= 2**63 else
+                      f"loop: max_trip must be 0 or more (the most steps the loop may run), got {max_trip}")
     init = [_tensor(s, f"loop state {k}") for k, s in enumerate(states)]
     scanned = [_tensor(x, f"loop xs[{k}]") for k, x in enumerate(_seq(xs, "loop xs"))]
     invs = [_tensor(v, f"loop invariant {k}") for k, v in enumerate(_seq(invariants, "loop invariants"))]
