@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .._gc import gc_paused
+from .._gc import gc_paused, made
 from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
@@ -202,9 +202,11 @@ def build_backward_graph(
     if registry is None:
         with gc_paused():
             training = _build(forward, loss_output_index, wrt, current_registry())
+            made(len(training.nodes))
     else:
         with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
             training = _build(forward, loss_output_index, wrt, registry)
+            made(len(training.nodes))
     first = len(forward.outputs)
     for k, name in enumerate(grad_names):
         training.name_output(first + k, name)
