@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from operator import is_
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,8 +168,18 @@ def _release(old: Graph, new: Graph, protected: set[Any]) -> None:
     links reference counting frees them at once, instead of leaving a hundred
     thousand objects (on a 10k-node training graph) to the cyclic collector.
     """
-    dropped = set(old.nodes)  # nodes hash and compare by identity: set algebra in C
-    dropped.difference_update(new.nodes)
+    before, after = old.nodes, new.nodes
+    # Most stages keep most nodes where they were: only the stretch between the longest common prefix and
+    # the longest common suffix (node identities compared in C) can hold dropped nodes.
+    same = list(map(is_, before, after))
+    head = same.index(False) if False in same else len(same)
+    same = list(map(is_, reversed(before), reversed(after)))
+    tail = same.index(False) if False in same else len(same)
+    tail = min(tail, len(before) - head, len(after) - head)
+    if len(before) - head - tail <= 0:
+        return
+    dropped = set(before[head:len(before) - tail])  # nodes hash and compare by identity: set algebra in C
+    dropped.difference_update(after[head:len(after) - tail])
     dropped = dropped.difference(protected)  # (walks the few dropped nodes, not every protected one)
     for node in dropped:
         node.outputs = ()
