@@ -101,4 +101,5 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
             rw.alias(old, value)
     note = f"{len(chosen)} of {len(fused)} fused groups tier up to native code"
     ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
+    ctx.dropped = list(chosen)  # (replaced; the pipeline releases them)
     return rw.finish()

@@ -84,7 +84,7 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
     rw.keep(nodes[:first])
     copy, append, read = rw.copy, rw.new.nodes.append, rw.read
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten
-    changed = 0
+    dropped = []
     for node in nodes[first:]:
         if node.op not in _BY_OP:
             if unchanged(node.inputs):
@@ -98,8 +98,9 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
             copy(node, inputs)
         else:
             rw.alias(node.outputs[0], replacement)
-            changed += 1
-    ctx.note("simplify_algebra", f"rewrote {changed} nodes")
+            dropped.append(node)
+    ctx.note("simplify_algebra", f"rewrote {len(dropped)} nodes")
+    ctx.dropped = dropped  # (the rewritten nodes: every other one is kept, or copied if the caller's)
     return rw.finish()
 
 
