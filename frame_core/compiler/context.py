@@ -37,5 +37,18 @@ class CompileContext:
     protected: Any = field(default=None, repr=False, compare=False)
     dropped: Any = field(default=None, repr=False, compare=False)
 
+    _ops: Any = field(default=None, repr=False, compare=False)
+
     def note(self, stage: str, message: str) -> None:
         self.log.append((stage, message))
+
+    def ops(self, graph: Any) -> set[str]:
+        """The set of ops of ``graph``'s nodes. Memoised for the graph last asked about: stages that change
+        nothing return their input, so the stages after them ask about the same graph (a node's op never
+        changes; a graph's node list is not edited once a stage has returned it)."""
+        cached = self._ops
+        if cached is not None and cached[0] is graph and cached[1] == len(graph.nodes):
+            return cached[2]
+        ops = {n.op for n in graph.nodes}
+        self._ops = (graph, len(graph.nodes), ops)
+        return ops

@@ -60,7 +60,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     """
     schemas = ctx.registry.schemas
     nodes = graph.nodes
-    ops = {n.op for n in nodes}
+    ops = ctx.ops(graph)
     effects, nested = _op_facts(ops, schemas)
     # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body has a side
     # effect; +4 when elementwise (recomputed rather than kept alive over a gap)

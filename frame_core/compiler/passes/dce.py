@@ -18,7 +18,7 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     live: set[Value] = set(graph.outputs)
     keep = []
-    ops = {n.op for n in graph.nodes}
+    ops = ctx.ops(graph)
     effects = {op for op in ops if "has_side_effect" in schemas[op].traits}
     nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
     isdisjoint = live.isdisjoint

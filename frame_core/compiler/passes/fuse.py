@@ -78,7 +78,7 @@ def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
     """Per op of ``graph``: elementwise, accepts_out, no side effect, and not a fused node itself."""
     schemas = ctx.registry.schemas
     fusable = {}
-    for op in {n.op for n in graph.nodes}:
+    for op in ctx.ops(graph):
         traits = schemas[op].traits
         fusable[op] = ("elementwise" in traits and "accepts_out" in traits and "has_side_effect" not in traits
                        and op != FUSED_OP)

@@ -102,12 +102,12 @@ def view_bases(graph: Graph, registry: Registry) -> dict[Value, Value]:
     return base
 
 
-def view_links(graph: Graph, registry: Registry) -> dict[Value, Value]:
+def view_links(graph: Graph, registry: Registry, ops: set[str] | None = None) -> dict[Value, Value]:
     """``view_bases`` without the identity entries: only the outputs of ``view`` ops, each mapped to the value
     whose memory it may share (``links.get(v, v)`` is ``view_bases(...)[v]``). Empty for a graph without views,
-    which is most of them."""
+    which is most of them. ``ops``: the graph's set of ops, when the caller has it."""
     schemas = registry.schemas
-    views = {op for op in {n.op for n in graph.nodes} if "view" in schemas[op].traits}
+    views = {op for op in (ops if ops is not None else {n.op for n in graph.nodes}) if "view" in schemas[op].traits}
     links: dict[Value, Value] = {}
     if views:
         for node in graph.nodes:
@@ -123,7 +123,8 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     plan = MemoryPlan(enabled=reuse)
     schemas = registry.schemas
     nodes = graph.nodes
-    links = view_links(graph, registry)  # a view's output -> the value whose memory it shares
+    ops = {n.op for n in nodes}
+    links = view_links(graph, registry, ops)  # a view's output -> the value whose memory it shares
     end = len(nodes)
     if links:
         last_use = plan.last_use
@@ -164,7 +165,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
 
     # per op: 1 a planned `out` (accepts_out), 2 also in place into a dying input (elementwise)
     kinds = {}
-    for op in {n.op for n in nodes}:
+    for op in ops:
         traits = schemas[op].traits
         kinds[op] = (2 if "elementwise" in traits else 1) if "accepts_out" in traits and op != "constant" else 0
     buffer_of = plan.buffer_of
