@@ -29,6 +29,7 @@ its path through the enclosing nodes (``MissingGradientError``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,8 @@ from ..ops_registry.registry import Registry, op_scope, registry as current_regi
 from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
+
+_type = attrgetter("type")
 
 
 def _is_index(value: Any) -> bool:
@@ -286,12 +289,19 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     with_grad = sources | {v for n in chain for v in n.outputs}
     accumulate: _Accumulator | None = None
     for node in reversed(chain):
-        gys = [grads.get(y) for y in node.outputs]
-        if all(g is None for g in gys):
-            continue
-        seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, node.outputs)]
+        outs = node.outputs
+        if len(outs) == 1:  # (most nodes)
+            gy = grads.get(outs[0])
+            if gy is None:
+                continue
+            seeds_here = [gy]
+        else:
+            gys = [grads.get(y) for y in outs]
+            if all(g is None for g in gys):
+                continue
+            seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, outs)]
         schema = reg.schemas[node.op]
-        in_types = tuple(v.type for v in node.inputs)
+        in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
@@ -310,7 +320,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                                                     graph.nodes.index(node), label)]) from exc
         else:
             inferred = cached[0]
-        if [v.type for v in node.outputs] != inferred:  # checked before the GradientFn sees the node
+        if list(map(_type, outs)) != inferred:  # checked before the GradientFn sees the node
             raise _not_the_packs_fault([Problem(
                 "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
                       f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
@@ -318,7 +328,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             micro = _micro_graph(schema, node, graph, label)
             cached = micro_cache[key] = (inferred, micro, _Recipe.of(micro))
         recipe = cached[2]
-        arguments = [*node.inputs, *node.outputs, *seeds_here]
+        arguments = [*node.inputs, *outs, *seeds_here]
         gxs = inline_graph(graph, cached[1], arguments) if recipe is None else recipe.inline(graph, arguments)
         nondiff = schema.nondiff_inputs
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
