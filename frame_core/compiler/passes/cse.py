@@ -10,8 +10,6 @@ compare cheaply); a constant that nothing live reads gives way to a later twin
 
 from __future__ import annotations
 
-from collections import Counter
-from itertools import chain
 from typing import Any
 
 from ...ir.graph import Graph, Value
@@ -38,38 +36,17 @@ def _op_facts(ops: set[str], schemas: Any) -> tuple[set[str], set[str]]:
 
 def _last_uses(graph: Graph, schemas: Any, effects: set[str], nested: set[str]) -> dict[Any, int]:
     """For each value, the position of the last node that reads it and is needed (past the end for graph
-    outputs). Dead nodes, which dead-node elimination removes after this stage, do not count.
-
-    Reads are counted in C; a node none of whose values is read (and without a side effect) is dead, and so,
-    in turn, is a producer whose every value only dead nodes read. Then the last reads are one dictionary
-    built in C, skipping the dead (a rare few)."""
+    outputs). Dead nodes, which dead-node elimination removes after this stage, do not count."""
     nodes = graph.nodes
-    reads = Counter(chain.from_iterable([n.inputs for n in nodes]))
-    reads.update(graph.outputs)
-    unread = reads.keys().isdisjoint
-
-    def dies(node: Any) -> bool:
+    last: dict[Any, int] = {v: len(nodes) for v in graph.outputs}
+    unread = last.keys().isdisjoint
+    setdefault = last.setdefault
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
         op = node.op
-        return not (op in effects or (op in nested and node_has_side_effect(node, schemas)))
-    dead: set[Any] = set()
-    work = [n for n in nodes if unread(n.outputs) and dies(n)]
-    while work:
-        node = work.pop()
-        if node in dead:
-            continue
-        dead.add(node)
-        for v in node.inputs:
-            reads[v] -= 1
-            if not reads[v]:
-                del reads[v]
-                producer = v.producer
-                if producer is not None and producer not in dead and unread(producer.outputs) and dies(producer):
-                    work.append(producer)
-    if dead:
-        last = {v: i for i, n in enumerate(nodes) if n not in dead for v in n.inputs}
-    else:
-        last = {v: i for i, n in enumerate(nodes) for v in n.inputs}
-    last.update(dict.fromkeys(graph.outputs, len(nodes)))
+        if not unread(node.outputs) or op in effects or (op in nested and node_has_side_effect(node, schemas)):
+            for v in node.inputs:
+                setdefault(v, i)
     return last
 
 
