@@ -66,9 +66,21 @@ for _op, _rule in RULES:
     _BY_OP.setdefault(_op, []).append(_rule)
 
 
+#: Ops whose rules all need a constant operand (x+-0, x-0, x*1, x/1): without one nothing applies.
+_WITH_CONSTANT = frozenset({"add", "sub", "mul", "div"})
+
+
 def _rewrite_of(node, inputs) -> Value | None:  # noqa: ANN001 - a Node and its (mapped) inputs
     """The value that replaces ``node``'s output by the first rule that applies, or ``None``."""
-    for rule in _BY_OP.get(node.op, ()):
+    op = node.op
+    if op in _WITH_CONSTANT:
+        for v in inputs:
+            p = v.producer
+            if p is not None and p.op == "constant":
+                break
+        else:
+            return None
+    for rule in _BY_OP.get(op, ()):
         candidate = rule(inputs, node)
         if candidate is not None and candidate.type == node.outputs[0].type:
             return candidate
@@ -92,10 +104,14 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
             else:
                 copy(node)
             continue
-        inputs = read(node.inputs)
+        ins = node.inputs
+        inputs = ins if unchanged(ins) else read(ins)
         replacement = _rewrite_of(node, inputs)
         if replacement is None:
-            copy(node, inputs)
+            if inputs is ins:
+                append(node)
+            else:
+                copy(node, inputs)
         else:
             rw.alias(node.outputs[0], replacement)
             dropped.append(node)
