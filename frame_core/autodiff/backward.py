@@ -29,11 +29,12 @@ its path through the enclosing nodes (``MissingGradientError``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from .._gc import gc_paused
+from .._gc import gc_paused, made
 from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
@@ -44,6 +45,8 @@ from ..ops_registry.registry import Registry, op_scope, registry as current_regi
 from ..ops_registry.schema import NodeContext
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
+
+_type = attrgetter("type")
 
 
 def _is_index(value: Any) -> bool:
@@ -212,9 +215,11 @@ def build_backward_graph(
     if registry is None:
         with gc_paused():
             training = _build(forward, loss_output_index, wrt, current_registry())
+            made(len(training.nodes))
     else:
         with gc_paused(), use_registry(registry):  # GradientFns trace against the registry they were given
             training = _build(forward, loss_output_index, wrt, registry)
+            made(len(training.nodes))
     first = len(forward.outputs)
     for k, name in enumerate(grad_names):
         training.name_output(first + k, name)
@@ -294,12 +299,19 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     with_grad = sources | {v for n in chain for v in n.outputs}
     accumulate: _Accumulator | None = None
     for node in reversed(chain):
-        gys = [grads.get(y) for y in node.outputs]
-        if all(g is None for g in gys):
-            continue
-        seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, node.outputs)]
+        outs = node.outputs
+        if len(outs) == 1:  # (most nodes)
+            gy = grads.get(outs[0])
+            if gy is None:
+                continue
+            seeds_here = [gy]
+        else:
+            gys = [grads.get(y) for y in outs]
+            if all(g is None for g in gys):
+                continue
+            seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, outs)]
         schema = reg.schemas[node.op]
-        in_types = tuple(v.type for v in node.inputs)
+        in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
@@ -319,7 +331,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                                                     graph.nodes.index(node), label)]) from exc
         else:
             inferred = cached[0]
-        if [v.type for v in node.outputs] != inferred:  # checked before the GradientFn sees the node
+        if list(map(_type, outs)) != inferred:  # checked before the GradientFn sees the node
             raise _not_the_packs_fault([Problem(
                 "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
                       f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
@@ -327,7 +339,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             micro = _micro_graph(schema, node, graph, label, norm)
             cached = micro_cache[key] = (inferred, micro, _Recipe.of(micro))
         recipe = cached[2]
-        arguments = [*node.inputs, *node.outputs, *seeds_here]
+        arguments = [*node.inputs, *outs, *seeds_here]
         gxs = inline_graph(graph, cached[1], arguments) if recipe is None else recipe.inline(graph, arguments)
         nondiff = schema.nondiff_inputs
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._args import env_flag, name_list
-from .._gc import gc_paused
+from .._gc import gc_paused, made
 from .._text import short_repr
 from ..errors import CompileError
 from ..ir.graph import Graph
@@ -173,6 +173,7 @@ def compile(  # noqa: A001 - the name users expect
     token = _active.set(ctx)
     try:
         with gc_paused(), current_reg:
+            made(len(graph.nodes))
             optimised = run_graph_stages(graph, ctx, disable)
             plan = plan_memory(optimised, reg, reuse=opt_level >= 2 and "plan_memory" not in disable)
             program = lower(optimised, plan, ctx)

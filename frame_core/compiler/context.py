@@ -22,7 +22,8 @@ class CompileContext:
     ``types_checked`` is ``(graph, its nodes)`` when stage 1's walk found every recorded type equal to the
     inferred one on exactly that graph (stage 2 then returns it at once), else ``None``. ``protected`` is
     the set of the caller's nodes while the graph stages run: a ``Rewriter`` made with the context rewires
-    every other node in place (see ``Rewriter``).
+    every other node in place (see ``Rewriter``). A stage that does so may set ``dropped`` to the list of
+    its input's nodes that its result no longer holds (the pipeline then releases just those).
     """
 
     backend: str
@@ -34,6 +35,20 @@ class CompileContext:
     log: list[tuple[str, str]] = field(default_factory=list)
     types_checked: Any = field(default=None, repr=False, compare=False)
     protected: Any = field(default=None, repr=False, compare=False)
+    dropped: Any = field(default=None, repr=False, compare=False)
+
+    _ops: Any = field(default=None, repr=False, compare=False)
 
     def note(self, stage: str, message: str) -> None:
         self.log.append((stage, message))
+
+    def ops(self, graph: Any) -> set[str]:
+        """The set of ops of ``graph``'s nodes. Memoised for the graph last asked about: stages that change
+        nothing return their input, so the stages after them ask about the same graph (a node's op never
+        changes; a graph's node list is not edited once a stage has returned it)."""
+        cached = self._ops
+        if cached is not None and cached[0] is graph and cached[1] == len(graph.nodes):
+            return cached[2]
+        ops = {n.op for n in graph.nodes}
+        self._ops = (graph, len(graph.nodes), ops)
+        return ops

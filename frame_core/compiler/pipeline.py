@@ -140,6 +140,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
     # input, so the caller's nodes can sit inside any later graph.
     protected = ctx.protected = set(graph.nodes)
     for name, fn in _ordered(ctx, frozenset(disable)):
+        ctx.dropped = None
         try:
             result = fn(graph, ctx)
         except FrameError:
@@ -154,22 +155,35 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
                 listing = "\n  ".join(str(p) for p in problems[:10])
                 raise CompileError(f"stage {name!r} produced an invalid graph (FRAME_CHECKS):\n  {listing}")
         if result is not graph:
-            _release(graph, result, protected)
+            reported = ctx.dropped
+            if reported is not None and ctx.checks:  # a stage's own account, checked against the graphs
+                kept = set(result.nodes)
+                wrong = [n.op for n in reported if n in kept]
+                if wrong:
+                    raise CompileError(f"stage {name!r} reported as dropped {len(wrong)} node(s) its result "
+                                       f"still holds ({', '.join(wrong[:5])}) (FRAME_CHECKS)")
+            _release(graph, result, protected, reported)
         graph = result
     return graph
 
 
-def _release(old: Graph, new: Graph, protected: set[Any]) -> None:
+def _release(old: Graph, new: Graph, protected: set[Any], reported: list[Any] | None = None) -> None:
     """Break the node/value cycles of ``old``'s nodes that ``new`` dropped and this compile created.
 
     Passes keep no reference to nodes after they return (the pass contract,
     see ``PassSpec``), so such nodes are garbage; without their ``outputs``
     links reference counting frees them at once, instead of leaving a hundred
     thousand objects (on a 10k-node training graph) to the cyclic collector.
+    A stage that rewires this compile's nodes in place (``Rewriter(graph,
+    ctx)``) may say which nodes it dropped (``ctx.dropped``): then only those
+    are looked at, instead of every node of both graphs.
     """
-    dropped = set(old.nodes)  # nodes hash and compare by identity: set algebra in C
-    dropped.difference_update(new.nodes)
-    dropped = dropped.difference(protected)  # (walks the few dropped nodes, not every protected one)
+    if reported is not None:
+        dropped: Any = [n for n in reported if n not in protected]
+    else:
+        dropped = set(old.nodes)  # nodes hash and compare by identity: set algebra in C
+        dropped.difference_update(new.nodes)
+        dropped = dropped.difference(protected)  # (walks the few dropped nodes, not every protected one)
     for node in dropped:
         node.outputs = ()
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .._gc import gc_paused
+from .._gc import gc_paused, made
 from ..errors import IRError, RegistrationError
 from .._text import short_repr
 from ..ir.dtypes import as_dtype
@@ -585,6 +585,7 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
     try:
         with gc_paused():  # a large trace makes many long-lived objects: no collections walking them meanwhile
             result = fn(*args)
+            made(len(graph.nodes))
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         indices = []
         own: set[Value] | None = None

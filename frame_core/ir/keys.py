@@ -8,12 +8,12 @@ cache, CSE and the closure audit's de-duplication use these keys.
 from __future__ import annotations
 
 import contextvars
-import gc
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from .._gc import gc_paused, made
 from ..errors import IRError
 from .dtypes import DType
 from .graph import Graph, Value
@@ -87,14 +87,14 @@ def graph_key(graph: Graph) -> tuple:
         raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot contain "
                       "itself; give it a graph of its own")
     token = _keying.set((*enclosing, graph))
-    pause = len(graph.nodes) > _PAUSE_GC_ABOVE and gc.isenabled()
-    if pause:
-        gc.disable()
     try:
-        key = _structure(graph)
+        if len(graph.nodes) > _PAUSE_GC_ABOVE:
+            with gc_paused():  # the key lives on in the compile cache: a large one goes to the oldest generation
+                made(len(graph.nodes))
+                key = _structure(graph)
+        else:
+            key = _structure(graph)
     finally:
-        if pause:
-            gc.enable()
         _keying.reset(token)
     graph._key = (snapshot, key)
     return key

@@ -60,7 +60,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     """
     schemas = ctx.registry.schemas
     nodes = graph.nodes
-    ops = {n.op for n in nodes}
+    ops = ctx.ops(graph)
     effects, nested = _op_facts(ops, schemas)
     # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body has a side
     # effect; +4 when elementwise (recomputed rather than kept alive over a gap)
@@ -77,8 +77,8 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     seen: dict[Any, Any] = {}
     seen_get = seen.get
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
-    merged = 0
     live_until: dict[int, int] = {}  # id of a kept elementwise node -> the last position it or a twin is read
+    dropped = []  # the nodes merged into an earlier twin
     for position, node in enumerate(nodes):
         op = node.op
         kind = kinds[op]
@@ -130,8 +130,9 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
                 alias(old, new)
             if kind & 4 and ends > live_until[id(earlier)]:
                 live_until[id(earlier)] = ends
-            merged += 1
-    if not merged:
+            dropped.append(node)
+    if not dropped:
         return graph
-    ctx.note("eliminate_common_subexpressions", f"merged {merged} nodes")
+    ctx.note("eliminate_common_subexpressions", f"merged {len(dropped)} nodes")
+    ctx.dropped = dropped
     return rw.finish()

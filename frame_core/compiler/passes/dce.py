@@ -18,17 +18,21 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     live: set[Value] = set(graph.outputs)
     keep = []
-    ops = {n.op for n in graph.nodes}
+    ops = ctx.ops(graph)
     effects = {op for op in ops if "has_side_effect" in schemas[op].traits}
     nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
     isdisjoint = live.isdisjoint
+    dropped = []
     for node in reversed(graph.nodes):
         if not isdisjoint(node.outputs) or node.op in effects or (node.op in nested
                                                                    and node_has_side_effect(node, schemas)):
             keep.append(node)
             live.update(node.inputs)
-    if len(keep) == len(graph.nodes):
+        else:
+            dropped.append(node)
+    if not dropped:
         return graph
+    ctx.dropped = dropped
     # a kept node reads only kept values (what it reads is live), so nothing is remapped: the kept nodes
     # themselves, in order, are the new graph's
     rw = Rewriter(graph)

@@ -25,7 +25,7 @@ def _needs(op: str, ctx: CompileContext) -> bool:
 
 
 def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
-    if not any(_needs(op, ctx) for op in {n.op for n in graph.nodes}):
+    if not any(_needs(op, ctx) for op in ctx.ops(graph)):
         return graph
     if depth > MAX_DEPTH:
         raise CompileError(f"decomposition did not terminate after {MAX_DEPTH} rounds (a DecomposeFn uses its own op?)")

@@ -56,6 +56,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
     read, copy, append = rw.read, rw.copy, rw.new.nodes.append
     remapped = rw.vmap.keys()
     issuperset, isdisjoint = constants.issuperset, constants.isdisjoint
+    dropped = []
     folded = 0
     for node in nodes[first:]:
         ins = node.inputs
@@ -75,6 +76,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
                 a, b = inputs
                 if _negative_zeros(b) or _negative_zeros(a):
                     rw.alias(node.outputs[0], a if _negative_zeros(b) else b)
+                    dropped.append(node)
                     folded += 1
                     continue
             copy(node, inputs)
@@ -83,6 +85,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
             a, b = inputs
             if _negative_zeros(b) or _negative_zeros(a):
                 rw.alias(node.outputs[0], a if _negative_zeros(b) else b)
+                dropped.append(node)
                 folded += 1
                 continue
         schema = schemas[op]
@@ -107,8 +110,10 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
             const = rw.new.add_node("constant", (), {"value": array}, [old.type]).outputs[0]
             constants.add(const)
             rw.alias(old, const)
+        dropped.append(node)
         folded += 1
     if not folded:
         return graph
     ctx.note("fold_constants", f"folded {folded} nodes")
+    ctx.dropped = dropped  # (what the rewrite replaced; the rest was kept or, if the caller's, copied)
     return rw.finish()

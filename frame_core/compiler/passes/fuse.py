@@ -78,7 +78,7 @@ def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
     """Per op of ``graph``: elementwise, accepts_out, no side effect, and not a fused node itself."""
     schemas = ctx.registry.schemas
     fusable = {}
-    for op in {n.op for n in graph.nodes}:
+    for op in ctx.ops(graph):
         traits = schemas[op].traits
         fusable[op] = ("elementwise" in traits and "accepts_out" in traits and "has_side_effect" not in traits
                        and op != FUSED_OP)
@@ -302,10 +302,13 @@ def _rewrite(graph: Graph, groups: list[_Group], shared: bytearray, grouping: _G
     rw = Rewriter(graph, ctx)
     append, copy = rw.new.nodes.append, rw.copy
     unchanged = rw.vmap.keys().isdisjoint
+    dropped = [m for g in groups for m in g.members]  # (and the constants that move into bodies)
     for i in grouping.constants:
         node = nodes[i]
         if node.outputs[0] in kept or node.outputs[0] in outputs:
             append(node)
+        else:
+            dropped.append(node)
     bodies: dict[tuple, dict[str, Any]] = {}  # structure -> the attributes (the body) of its fused nodes
     attr_keys: dict[tuple, tuple] = {}
     for node, r in zip(nodes, role):
@@ -318,6 +321,7 @@ def _rewrite(graph: Graph, groups: list[_Group], shared: bytearray, grouping: _G
                 copy(node)
         elif r is not False:
             _emit_fused(r, rw, shared, outputs, bodies, attr_keys)
+    ctx.dropped = dropped
     return rw.finish()
 
 

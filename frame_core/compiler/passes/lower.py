@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._gc import gc_paused, made
 from ...errors import CompileError
 from ...ir.graph import Graph, Node, Value
 from ...ir.keys import attrs_key
@@ -104,7 +105,9 @@ class Program:
     def _names(self) -> tuple[list["Instruction"], dict[str, Any], dict[str, int], list[str]]:
         named = self._named
         if named is None:
-            named = self._named = self._name_registers()
+            with gc_paused():  # an instruction per call lives on: no collection walks them while they are made
+                made(len(self.rows))
+                named = self._named = self._name_registers()
         return named
 
     def _name_registers(self) -> tuple[list["Instruction"], dict[str, Any], dict[str, int], list[str]]:

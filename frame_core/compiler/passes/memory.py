@@ -21,6 +21,7 @@ frees or reuses would hold.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Value
@@ -52,44 +53,49 @@ class MemoryPlan:
                 "planned_values": len(self.buffer_of)}
 
 
-class _Pool:
-    """Free arena buffers by size; ``take`` is best fit (smallest buffer that is large enough)."""
+def _pool(sizes: list[int]) -> tuple[Callable[[int], int], Callable[[int], None]]:
+    """Free arena buffers by size: ``(take, give)``. ``take(need)`` is best fit (the smallest free buffer that
+    is large enough, else a new one appended to ``sizes``, every buffer's capacity by id); ``give(buffer)``
+    returns one (twice is once). Closures over local tables: the planner calls them once per value."""
+    by_size: dict[int, list[int]] = {}
+    free_sizes: list[int] = []  # sorted capacities that have a free buffer
+    free: set[int] = set()
+    bisect_left, insort = bisect.bisect_left, bisect.insort
+    discard, add = free.discard, free.add
 
-    def __init__(self, sizes: list[int]) -> None:
-        self.sizes = sizes            # every buffer's capacity, by id (shared with the plan)
-        self.by_size: dict[int, list[int]] = {}
-        self.free_sizes: list[int] = []  # sorted capacities that have a free buffer
-        self.free: set[int] = set()
-
-    def take(self, need: int) -> int:
-        bucket = self.by_size.get(need)
+    def take(need: int) -> int:
+        bucket = by_size.get(need)
         if bucket:  # a free buffer of exactly this size: the best fit (graphs reuse a handful of sizes)
             buffer = bucket.pop()
             if not bucket:
-                del self.free_sizes[bisect.bisect_left(self.free_sizes, need)]
-            self.free.discard(buffer)
+                del free_sizes[bisect_left(free_sizes, need)]
+            discard(buffer)
             return buffer
-        k = bisect.bisect_left(self.free_sizes, need)
-        if k == len(self.free_sizes):
-            self.sizes.append(need)
-            return len(self.sizes) - 1
-        size = self.free_sizes[k]
-        bucket = self.by_size[size]
+        k = bisect_left(free_sizes, need)
+        if k == len(free_sizes):
+            sizes.append(need)
+            return len(sizes) - 1
+        size = free_sizes[k]
+        bucket = by_size[size]
         buffer = bucket.pop()
         if not bucket:
-            del self.free_sizes[k]
-        self.free.discard(buffer)
+            del free_sizes[k]
+        discard(buffer)
         return buffer
 
-    def give(self, buffer: int) -> None:
-        if buffer in self.free:
+    def give(buffer: int) -> None:
+        if buffer in free:
             return
-        self.free.add(buffer)
-        size = self.sizes[buffer]
-        bucket = self.by_size.setdefault(size, [])
+        add(buffer)
+        size = sizes[buffer]
+        bucket = by_size.get(size)
+        if bucket is None:
+            bucket = by_size[size] = []
         if not bucket:
-            bisect.insort(self.free_sizes, size)
+            insort(free_sizes, size)
         bucket.append(buffer)
+
+    return take, give
 
 
 def view_bases(graph: Graph, registry: Registry) -> dict[Value, Value]:
@@ -102,12 +108,12 @@ def view_bases(graph: Graph, registry: Registry) -> dict[Value, Value]:
     return base
 
 
-def view_links(graph: Graph, registry: Registry) -> dict[Value, Value]:
+def view_links(graph: Graph, registry: Registry, ops: set[str] | None = None) -> dict[Value, Value]:
     """``view_bases`` without the identity entries: only the outputs of ``view`` ops, each mapped to the value
     whose memory it may share (``links.get(v, v)`` is ``view_bases(...)[v]``). Empty for a graph without views,
-    which is most of them."""
+    which is most of them. ``ops``: the graph's set of ops, when the caller has it."""
     schemas = registry.schemas
-    views = {op for op in {n.op for n in graph.nodes} if "view" in schemas[op].traits}
+    views = {op for op in (ops if ops is not None else {n.op for n in graph.nodes}) if "view" in schemas[op].traits}
     links: dict[Value, Value] = {}
     if views:
         for node in graph.nodes:
@@ -123,7 +129,8 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     plan = MemoryPlan(enabled=reuse)
     schemas = registry.schemas
     nodes = graph.nodes
-    links = view_links(graph, registry)  # a view's output -> the value whose memory it shares
+    ops = {n.op for n in nodes}
+    links = view_links(graph, registry, ops)  # a view's output -> the value whose memory it shares
     end = len(nodes)
     if links:
         last_use = plan.last_use
@@ -157,14 +164,13 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
         last_use[v] = end
     plan.unplanned_bytes = unplanned
 
-    pool = _Pool(plan.buffer_bytes)
-    take, give = pool.take, pool.give
+    take, give = _pool(plan.buffer_bytes)
     live_unplanned = 0
     peak_unplanned = 0
 
     # per op: 1 a planned `out` (accepts_out), 2 also in place into a dying input (elementwise)
     kinds = {}
-    for op in {n.op for n in nodes}:
+    for op in ops:
         traits = schemas[op].traits
         kinds[op] = (2 if "elementwise" in traits else 1) if "accepts_out" in traits and op != "constant" else 0
     buffer_of = plan.buffer_of

@@ -58,7 +58,7 @@ def _verdict(body: Graph, packs: dict[str, str | None], schemas: Any) -> str | N
 
 
 def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
-    fused = [n for n in graph.nodes if n.op == FUSED_OP]
+    fused = [n for n in graph.nodes if n.op == FUSED_OP] if FUSED_OP in ctx.ops(graph) else []
     if not fused or ctx.backend != "cpu":
         return graph
     off = enabled()
@@ -101,4 +101,5 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
             rw.alias(old, value)
     note = f"{len(chosen)} of {len(fused)} fused groups tier up to native code"
     ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
+    ctx.dropped = list(chosen)  # (replaced; the pipeline releases them)
     return rw.finish()

@@ -66,9 +66,21 @@ for _op, _rule in RULES:
     _BY_OP.setdefault(_op, []).append(_rule)
 
 
+#: Ops whose rules all need a constant operand (x+-0, x-0, x*1, x/1): without one nothing applies.
+_WITH_CONSTANT = frozenset({"add", "sub", "mul", "div"})
+
+
 def _rewrite_of(node, inputs) -> Value | None:  # noqa: ANN001 - a Node and its (mapped) inputs
     """The value that replaces ``node``'s output by the first rule that applies, or ``None``."""
-    for rule in _BY_OP.get(node.op, ()):
+    op = node.op
+    if op in _WITH_CONSTANT:
+        for v in inputs:
+            p = v.producer
+            if p is not None and p.op == "constant":
+                break
+        else:
+            return None
+    for rule in _BY_OP.get(op, ()):
         candidate = rule(inputs, node)
         if candidate is not None and candidate.type == node.outputs[0].type:
             return candidate
@@ -84,7 +96,7 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
     rw.keep(nodes[:first])
     copy, append, read = rw.copy, rw.new.nodes.append, rw.read
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten
-    changed = 0
+    dropped = []
     for node in nodes[first:]:
         if node.op not in _BY_OP:
             if unchanged(node.inputs):
@@ -92,14 +104,19 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
             else:
                 copy(node)
             continue
-        inputs = read(node.inputs)
+        ins = node.inputs
+        inputs = ins if unchanged(ins) else read(ins)
         replacement = _rewrite_of(node, inputs)
         if replacement is None:
-            copy(node, inputs)
+            if inputs is ins:
+                append(node)
+            else:
+                copy(node, inputs)
         else:
             rw.alias(node.outputs[0], replacement)
-            changed += 1
-    ctx.note("simplify_algebra", f"rewrote {changed} nodes")
+            dropped.append(node)
+    ctx.note("simplify_algebra", f"rewrote {len(dropped)} nodes")
+    ctx.dropped = dropped  # (the rewritten nodes: every other one is kept, or copied if the caller's)
     return rw.finish()
 
 

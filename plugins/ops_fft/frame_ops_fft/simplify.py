@@ -84,7 +84,7 @@ def _live_readers(graph: Graph) -> dict[Value, int]:
 
 
 def fold_spectral_multipliers(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
-    if SPECTRAL.isdisjoint({n.op for n in graph.nodes}):  # a chain starts at a spectral op: none, nothing to fold
+    if SPECTRAL.isdisjoint(ctx.ops(graph)):  # a chain starts at a spectral op: none, nothing to fold
         return graph
     readers = _live_readers(graph)  # dead readers (gradients nobody asked for) do not block a fold
     outputs = set(graph.outputs)

@@ -65,7 +65,7 @@ def _output_map(small: Node, big: Node) -> list[int] | None:
 
 def merge_trajectory_recompute(graph: Graph, ctx: Any) -> Graph:
     """Replace a ``loop``/``scan`` by the saving copy of it that its gradient computes (module docstring)."""
-    if {n.op for n in graph.nodes}.isdisjoint(_SAVING):  # (the usual graph: no loop to merge)
+    if ctx.ops(graph).isdisjoint(_SAVING):  # (the usual graph: no loop to merge)
         return graph
     groups: dict[tuple, list[Node]] = {}
     for node in graph.nodes:
@@ -191,7 +191,7 @@ _PRUNERS = {"loop": _prune_sequential, "scan": _prune_sequential, "if_else": _pr
 
 def prune_control_flow(graph: Graph, ctx: Any) -> Graph:
     """Drop unread outputs (and then unread states and inputs) of control-flow nodes."""
-    if {n.op for n in graph.nodes}.isdisjoint(_PRUNERS):
+    if ctx.ops(graph).isdisjoint(_PRUNERS):
         return graph
     schemas = ctx.registry.schemas
     read: set[Value] = set(graph.outputs)
