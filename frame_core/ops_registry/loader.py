@@ -348,6 +348,8 @@ def _where(exc: BaseException, package: str | None = None) -> str:
         return ""
     raised = frames[-1]
     own = [f for f in frames if package and (f[0] == package or f[0].startswith(package + "."))]
+    if not own and raised[0].split(".")[0] in ("frame_core", "importlib"):
+        return ""  # frame's own refusal (no FRAME_PLUGIN_API, a missing attribute): no line of the pack to show
     if not own or own[-1] is raised:
         return f" (at {raised[1]}:{raised[2]})"
     return f" (at {own[-1][1]}:{own[-1][2]}; raised in {raised[1]}:{raised[2]})"
