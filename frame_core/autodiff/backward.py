@@ -292,6 +292,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     micro_cache: dict[tuple, tuple[list, Graph, Any]] = {}
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     with_grad = sources | {v for n in chain for v in n.outputs}
+    accumulate: _Accumulator | None = None
     for node in reversed(chain):
         gys = [grads.get(y) for y in node.outputs]
         if all(g is None for g in gys):
@@ -330,10 +331,44 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         gxs = inline_graph(graph, cached[1], arguments) if recipe is None else recipe.inline(graph, arguments)
         nondiff = schema.nondiff_inputs
         for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
-            if (nondiff and i in nondiff) or x not in with_grad or not x.type.dtype.is_float or is_zero_constant(gx):
+            if (nondiff and i in nondiff) or x not in with_grad or not x.type.dtype.is_float:
                 continue
-            _accumulate(graph, grads, x, gx, reg)
+            p = gx.producer
+            if p is not None and p.op == "constant" and is_zero_constant(gx):
+                continue
+            previous = grads.get(x)
+            if previous is None:
+                grads[x] = gx
+            else:
+                if accumulate is None:
+                    accumulate = _Accumulator(graph, reg)
+                grads[x] = accumulate(previous, gx)
     return grads
+
+
+class _Accumulator:
+    """``accumulate_internal(a, b)`` appended to ``graph``: the op resolved once, its type inferred once per
+    pair of input types (``append_node`` resolves and looks the signature up at every call)."""
+
+    __slots__ = ("graph", "key", "schema", "types")
+
+    def __init__(self, graph: Graph, reg: Registry) -> None:
+        self.graph = graph
+        self.key, self.schema = reg.resolve("accumulate_internal")
+        self.types: dict[tuple, Any] = {}
+
+    def __call__(self, a: Value, b: Value) -> Value:
+        pair = (a.type, b.type)
+        t = self.types.get(pair)
+        if t is None:
+            schema = self.schema
+            (t,) = schema.infer(pair, schema.normalize_attrs({}))
+            self.types[pair] = t
+        node = Node(self.key, (a, b), {})
+        value = Value(t, node, 0)
+        node.outputs = (value,)
+        self.graph.nodes.append(node)
+        return value
 
 
 class _Recipe:

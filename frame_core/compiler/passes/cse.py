@@ -4,7 +4,8 @@ Two nodes with the same op, the same (already merged) inputs and equal
 attributes compute the same values, so the second reads the first's outputs.
 Nodes with a side effect (their op's, or one in their bodies) are never merged.
 Constants merge when their values are byte-identical (and small enough to
-compare cheaply).
+compare cheaply); a constant that nothing live reads gives way to a later twin
+(it is dead, so the later one's readers keep reading their own).
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             if earlier is not None and live_until[id(earlier)] < position \
                     and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
                 earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
+        elif earlier is not None and op == "constant" and earlier.outputs[0] not in last_use:
+            earlier = None  # a twin nothing live reads (dead-node elimination drops it): this one is kept instead,
+            # so its readers need no rewiring (a gradient's `1 - y**2` constants once merged into a folded seed)
         if earlier is None:
             if inputs is ins:
                 append(node)

@@ -306,7 +306,7 @@ def _rewrite(graph: Graph, groups: list[_Group], shared: bytearray, grouping: _G
         node = nodes[i]
         if node.outputs[0] in kept or node.outputs[0] in outputs:
             append(node)
-    bodies: dict[tuple, Graph] = {}
+    bodies: dict[tuple, dict[str, Any]] = {}  # structure -> the attributes (the body) of its fused nodes
     attr_keys: dict[tuple, tuple] = {}
     for node, r in zip(nodes, role):
         if r is None:
@@ -321,7 +321,7 @@ def _rewrite(graph: Graph, groups: list[_Group], shared: bytearray, grouping: _G
     return rw.finish()
 
 
-def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Value], bodies: dict[tuple, Graph],
+def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Value], bodies: dict[tuple, dict],
                 attr_keys: dict[tuple, tuple]) -> None:
     """Append the group's fused node; a member's value is exported when something outside the group reads it
     (``shared``, by position) or it is a graph output.
@@ -364,10 +364,10 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(members) - 1]
     key = (tuple(shape), tuple([(v.type, v.name) for v in external]), tuple(exports))
-    body = bodies.get(key)
-    if body is None:
-        body = bodies[key] = _body(members, external, exports)
-    fused = Node(FUSED_OP, rw.read(external), {"body": body})
+    fused_attrs = bodies.get(key)
+    if fused_attrs is None:  # (nodes of one structure share their attribute dict too: attributes are never edited)
+        fused_attrs = bodies[key] = {"body": _body(members, external, exports)}
+    fused = Node(FUSED_OP, rw.read(external), fused_attrs)
     if len(exports) == 1:
         old = members[exports[0]].outputs[0]
         new = Value(old.type, fused, 0)

@@ -234,6 +234,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     # one number, and a kernel's signature then hashes no attribute (a fused body's key is a large tuple)
     attr_keys: dict[tuple, int] = {}
     numbers: dict[tuple, int] = {}
+    by_dict: dict[int, int] = {}  # id of an attribute dict (alive meanwhile) -> its number
     slot_get = slot_of.__getitem__
     for index, node in enumerate(graph.nodes):
         op = node.op
@@ -248,10 +249,13 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
         attrs = node.attrs
         key: tuple[Any, ...]
         if attrs:
-            ident = (tuple(attrs), tuple(map(id, attrs.values())))
-            number = attr_keys.get(ident)
+            number = by_dict.get(id(attrs))  # nodes may share one attribute dict (fusion's, per structure)
             if number is None:
-                number = attr_keys[ident] = numbers.setdefault(attrs_key(attrs), len(numbers))
+                ident = (tuple(attrs), tuple(map(id, attrs.values())))
+                number = attr_keys.get(ident)
+                if number is None:
+                    number = attr_keys[ident] = numbers.setdefault(attrs_key(attrs), len(numbers))
+                by_dict[id(attrs)] = number
             key = (op, in_types, number)
         else:
             key = (op, in_types)
@@ -274,7 +278,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
                 n += 1
             out_slot = tuple(map(slot_get, outs))
             if any(v in buffer_of for v in outs):  # a fused node's several outputs: a tuple (None: unplanned)
-                buffer = tuple(view(v) if v in buffer_of else None for v in outs)
+                buffer = tuple([view(v) if v in buffer_of else None for v in outs])
         if buffer is not None:
             presets.append((n, buffer))
             args += (n,)

@@ -136,23 +136,31 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     else:  # the last reader of each value (the last write wins; the order of first reads, as the loop above)
         last_use = plan.last_use = {v: i for i, node in enumerate(nodes) for v in node.inputs}
     setdefault = last_use.setdefault
-    for i, node in enumerate(nodes):
-        for v in node.outputs:
-            setdefault(v, i)  # never read: dies where it is made
     escaping = {links.get(v, v) for v in graph.outputs} | set(graph.outputs)
+    # each intermediate (every node output but constants and what escapes) is released after its last use
+    releases: dict[int, list[Value]] = {}
+    unplanned = 0
+    for i, node in enumerate(nodes):
+        constant = node.op == "constant"
+        for v in node.outputs:
+            last = setdefault(v, i)  # never read: dies where it is made
+            if constant or v in escaping:
+                continue
+            if v not in links:
+                unplanned += v.type.nbytes
+            found = releases.get(last)
+            if found is None:
+                releases[last] = [v]
+            else:
+                found.append(v)
     for v in escaping:
         last_use[v] = end
-
-    intermediates = [v for n in nodes if n.op != "constant" for v in n.outputs if v not in escaping]
-    plan.unplanned_bytes = sum(v.type.nbytes for v in intermediates if v not in links)
+    plan.unplanned_bytes = unplanned
 
     pool = _Pool(plan.buffer_bytes)
     take, give = pool.take, pool.give
     live_unplanned = 0
     peak_unplanned = 0
-    releases: dict[int, list[Value]] = {}
-    for v in intermediates:
-        releases.setdefault(last_use[v], []).append(v)
 
     # per op: 1 a planned `out` (accepts_out), 2 also in place into a dying input (elementwise)
     kinds = {}
