@@ -203,6 +203,22 @@ def _own_stdout() -> None:
     import os
     import sys
 
+    for fd in (1, 2):  # started with stdout or stderr closed (`frame ... >&-`): the next file opened would get
+        try:           # that descriptor and receive our output; hold it with /dev/null instead
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            except OSError:
+                pass
+    if sys.stderr is None:  # Python found no stderr at start-up: diagnostics go nowhere, not into stdout
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    if sys.stdout is None:  # nor a stdout: our output goes nowhere, never to stderr
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        return
     try:
         sys.stdout.flush()
         real = os.dup(1)

@@ -44,7 +44,14 @@ class EntryPoint:
         module, _, attrs = self.value.partition(":")
         obj = importlib.import_module(module.strip())
         for part in filter(None, attrs.strip().split(".")):
-            obj = getattr(obj, part)
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                from ..errors import PluginError
+
+                raise PluginError(f"the entry point {self.name} = {self.value!r} names {part!r}, which "
+                                  f"{getattr(obj, '__name__', type(obj).__name__)!r} does not have; fix the entry "
+                                  f"point in {self.dist_name}'s metadata") from None
         return obj
 
     def __repr__(self) -> str:

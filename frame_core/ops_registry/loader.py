@@ -145,6 +145,14 @@ def load_registry(
         name = ep.name
         namespace = namespace_of(name)
         other = reg.packs.get(name) or next((r for r in reg.packs.values() if r.namespace == namespace), None)
+        if other is not None and _yields(other, dist):  # a pack not loaded, or a third party, gives way
+            if other.status == "loaded":
+                _refuse(reg, pm, other.name,
+                        f"its entry point name {other.name!r} (namespace {namespace!r}) is the namespace of {dist} "
+                        f"{version}, which is bundled with frame; a third-party pack cannot take it (it would "
+                        "replace frame's own ops in every saved graph): rename the entry point")
+            reg.packs[f"{other.name}@{other.distribution}"] = reg.packs.pop(other.name)
+            other = None
         if other is not None:  # the namespace qualifies op names, so it must be unique
             same = "entry point name" if other.name == name else f"namespace {namespace!r} (entry point {other.name!r})"
             reg.packs[f"{name}@{dist}"] = PackRecord(
@@ -191,6 +199,16 @@ def load_registry(
     if strict and reg.problems:
         raise PluginError("plugin problems (FRAME_STRICT is set):\n  " + "\n  ".join(reg.problems))
     return reg
+
+
+def _yields(holder: PackRecord, dist: str) -> bool:
+    """Whether the pack ``holder``, which has the namespace that distribution ``dist`` now claims, gives it up: when
+    it is not loaded (disabled, or failed: it holds nothing), or when ``dist`` is bundled with frame and the
+    holder is not (a third-party pack that sorts first must not take frame-ops-basic's namespace, and with it
+    frame-ops-basic, down)."""
+    if holder.status != "loaded":
+        return True
+    return normalize(dist) in BUNDLED_DISTRIBUTIONS and normalize(holder.distribution) not in BUNDLED_DISTRIBUTIONS
 
 
 def _own_object(pm: pluggy.PluginManager, module: Any) -> Any:
@@ -348,6 +366,8 @@ def _where(exc: BaseException, package: str | None = None) -> str:
         return ""
     raised = frames[-1]
     own = [f for f in frames if package and (f[0] == package or f[0].startswith(package + "."))]
+    if not own and raised[0].split(".")[0] in ("frame_core", "importlib"):
+        return ""  # frame's own refusal (no FRAME_PLUGIN_API, a missing attribute): no line of the pack to show
     if not own or own[-1] is raised:
         return f" (at {raised[1]}:{raised[2]})"
     return f" (at {own[-1][1]}:{own[-1][2]}; raised in {raised[1]}:{raised[2]})"

@@ -270,12 +270,15 @@ class Executable:
             if array.dtype.kind == t.dtype.np.kind or (array.dtype.kind in "iu" and t.dtype.np.kind == "f"):
                 return np.asarray(value, t.dtype.np)
         if isinstance(value, np.ndarray):
+            if isinstance(value, np.ma.MaskedArray):  # kernels would drop the mask in some ops and keep it in others
+                raise InputError(f"{self._input_label(i)} is a masked array; frame has no masked values: pass "
+                                 "x.filled(value) for the masked elements, or np.asarray(x) for the data as it is")
             if value.dtype != t.dtype.np:
                 raise InputError(f"{self._input_label(i)} must have dtype {t.dtype.name} ({t}), got {_describe(value)}; "
                                  f"convert it with array.astype(np.{t.dtype.np.name})")
             if value.shape != t.shape:
                 raise InputError(f"{self._input_label(i)} must have shape {list(t.shape)} ({t}), got {_describe(value)}")
-            return value  # an ndarray subclass of the right type
+            return value.view(np.ndarray)  # a subclass (np.matrix, a memmap): kernels and results see plain arrays
         raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
 
     def _kernel_failed(self, exc: BaseException, line_map: dict[int, int]) -> None:

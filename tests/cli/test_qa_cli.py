@@ -91,3 +91,16 @@ def test_pack_naming_a_distribution_of_several_packs_asks_which(invoke, site):
     _two_pack_distribution(site, "frame-pair", ("left", "right"), ("le", "ri"))
     result = invoke("audit", "gradients", "--pack", "frame-pair")
     assert result.exit_code == 2 and "ships several packs ('left', 'right')" in result.stderr
+
+
+def test_with_stdout_closed_the_output_goes_nowhere_not_to_stderr():
+    import os
+    import subprocess
+
+    from .conftest import FRAME
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FRAME_")}
+    done = subprocess.run([str(FRAME), "ops", "list"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=environ, timeout=120, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 0, done.stderr
+    assert "NAME" not in done.stderr and "relu" not in done.stderr  # frame's table once landed on stderr

@@ -106,3 +106,34 @@ def test_disabling_a_pass_name_that_two_packs_share_skips_both(basic):
         calls.clear()
         fc.compile(graph, registry=reg, disable=["shared_pass"], cache=False)
         assert calls == []
+
+
+def _impostor(name: str = "ops_basic", dist: str = "aaa-impostor"):
+    return FakeEntryPoint(name, plugin(name, lambda: [unary("relu", lambda ctx: ctx.grad_graph(lambda x, y, gy: gy))]),
+                          dist_name=dist)
+
+
+@pytest.mark.parametrize("name", ["ops_basic", "ops-basic"])  # the entry point name, or one with its namespace
+@pytest.mark.parametrize("first", [True, False])
+def test_a_third_party_pack_cannot_take_a_bundled_packs_namespace(basic, name, first):
+    """aaa-impostor sorts before frame-ops-basic: the first to load kept the namespace, and frame-ops-basic failed."""
+    reg = load_registry([_impostor(name), basic] if first else [basic, _impostor(name)], environ={})
+    assert reg.packs["ops_basic"].status == "loaded" and reg.packs["ops_basic"].distribution == "frame-ops-basic"
+    (impostor,) = [p for p in reg.packs.values() if p.distribution == "aaa-impostor"]
+    assert impostor.status == "failed" and "ops_basic" in impostor.error
+    assert reg.get("relu").distribution == "frame-ops-basic" and reg.get("ops_basic::relu") is reg.get("relu")
+    assert len(reg.ops_of("ops_basic")) == len(reg.packs["ops_basic"].ops) > 10
+
+
+def test_a_disabled_pack_does_not_hold_its_namespace(basic):
+    reg = load_registry([_impostor(), basic], environ={"FRAME_DISABLE_PLUGINS": "aaa-impostor"})
+    assert reg.packs["ops_basic"].status == "loaded" and reg.packs["ops_basic"].distribution == "frame-ops-basic"
+    (impostor,) = [p for p in reg.packs.values() if p.distribution == "aaa-impostor"]
+    assert impostor.status == "disabled"
+
+
+def test_two_third_party_packs_of_one_namespace_keep_the_first(basic):
+    first, second = _impostor("shared", "aaa-one"), _impostor("shared", "aaa-two")
+    reg = load_registry([first, second, basic], environ={})
+    assert reg.packs["shared"].distribution == "aaa-one" and reg.packs["shared"].status == "loaded"
+    assert reg.packs["shared@aaa-two"].status == "failed"
