@@ -181,6 +181,7 @@ class Executable:
         types = [(t.dtype.np, t.shape) for t in prog.input_types]
         coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
         result_problem, bad_result = self._result_problem, self._bad_result
+        rows = prog.rows
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
@@ -196,11 +197,15 @@ class Executable:
             problem = None
             try:
                 for k, (kernel, args, out, single, frees) in enumerate(steps):
-                    result = kernel(*[regs[a] for a in args])
                     if check:
-                        problem = result_problem(k, result, [regs[a] for a in args])
+                        arrays = [regs[a] for a in args]
+                        before = _snapshot(rows[k], arrays)
+                        result = kernel(*arrays)
+                        problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
                         if problem is not None:
                             break
+                    else:
+                        result = kernel(*[regs[a] for a in args])
                     if single:
                         regs[out] = result
                     else:
@@ -318,7 +323,7 @@ class Executable:
                 "in a hand-built graph)")
         raise KernelError(
             f"{where} {problem}; kernels must return new ndarrays (or their out buffer) of exactly the inferred dtype "
-            f"and shape, never an input or a view of one (a bug in pack "
+            f"and shape, never an input or a view of one, and never write their inputs (a bug in pack "
             f"{pack}: its conformance tests, frame_core.testing.conformance_tests, check this; FRAME_CHECKS=1 "
             "checks every run)")
 
@@ -373,6 +378,40 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable {self.graph.name!r} on {self.backend}: {len(self.program.rows)} instructions, "
                 f"peak {self.plan.peak_bytes} B>")
+
+
+#: Inputs up to this size are copied whole before a checked kernel call; larger ones by a strided sample of about
+#: this many bytes, so the first run never holds a second copy of a large input (a kernel writing in place
+#: writes every element, and the sample sees it).
+_SNAPSHOT_BYTES = 1 << 22
+
+
+def _sample(x: np.ndarray) -> np.ndarray:
+    if x.nbytes <= _SNAPSHOT_BYTES:
+        return x.copy()
+    return x.flat[:: -(-x.nbytes // _SNAPSHOT_BYTES)]  # a copy of every k-th element, in C
+
+
+def _snapshot(row: tuple, args: Sequence[Any]) -> list[Any]:
+    """What a checked kernel call must leave as it is: a copy (or a sample) of each input but those sharing memory
+    with its ``out`` buffer (an elementwise op may be given a dying input's), for :func:`_written` after the call."""
+    n = len(row[1].inputs)
+    out = args[n] if row[5] is not None and len(args) > n else None
+    outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, np.ndarray)]
+    return [_sample(x) if isinstance(x, np.ndarray) and not any(np.may_share_memory(x, o) for o in outs) else None
+            for x in args[:n]]
+
+
+def _written(row: tuple, args: Sequence[Any], before: list[Any]) -> str | None:
+    """Which input a kernel wrote into, or ``None``: a silent wrong answer for every later reader of it (and a
+    change to the caller's own array when it is a graph input)."""
+    for i, (x, copy) in enumerate(zip(args, before)):
+        if copy is None:
+            continue
+        now = x if x.nbytes <= _SNAPSHOT_BYTES else _sample(x)
+        if now.tobytes() != copy.tobytes():  # bytes: a NaN written back unchanged is unchanged
+            return f"wrote into its input {i}"
+    return None
 
 
 def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: Sequence[Any]) -> str | None:

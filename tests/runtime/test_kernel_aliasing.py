@@ -139,3 +139,26 @@ def test_the_conformance_kit_refuses_outputs_sharing_memory_as_the_runtime_does(
     (report,) = [r for r in run_conformance("al", registry=reg, order=1, low_precision=()) if r.op == "al_pair"]
     kernel = [r for r in report.results if r.check == "kernel"]
     assert kernel and not kernel[0].ok and "output 1 shares memory with output 0" in kernel[0].detail
+
+
+def _writer(ctx):
+    return lambda x: np.maximum(x, 0.0, out=x).copy()  # right values, but x is now relu(x) for every later reader
+
+
+def test_a_kernel_writing_into_its_input_is_caught_at_the_first_run(monkeypatch):
+    from frame_core.runtime import executable as ex
+
+    basic = [ep for ep in discover_entry_points() if ep.name == "ops_basic"]
+    module = type(executable)("writer_plugin")
+    module.FRAME_PLUGIN_API = "1.0"
+    module.frame_register_ops = hookimpl(lambda: [_unary("wr_relu", None, traits=())])
+    reg = load_registry([FakeEntryPoint("wr", module), *basic], environ={})
+    reg.get("wr_relu").kernels["cpu"] = _writer
+    with use_registry(reg):
+        graph = fc.trace(lambda x: ops.op("wr_relu")(ops.neg(x)) + ops.neg(x) * 0.0, "f64[4]")
+    exe = fc.compile(graph, registry=reg, cache=False, disable=["eliminate_common_subexpressions"])
+    with pytest.raises(KernelError, match=r"op 'wr_relu' \(pack wr, .*wrote into its input 0"):
+        exe.run([X])
+    monkeypatch.setattr(ex, "_SNAPSHOT_BYTES", 16)  # every 2nd element, not a copy, past the bound: still seen
+    with pytest.raises(KernelError, match="wrote into its input 0"):
+        fc.compile(graph, registry=reg, cache=False, disable=["eliminate_common_subexpressions"]).run([X])
