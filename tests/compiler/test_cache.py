@@ -65,7 +65,8 @@ def test_different_input_names_miss_so_errors_name_the_right_input(cache):
     dict(opt_level=1), dict(opt_level=0), dict(disable=["fuse_elementwise"]), dict(decompose=["toy_quad"]),
     dict(checks=True),
 ])
-def test_different_options_miss(cache, options, fixture_registry):  # fixture ops: toy_quad has a DecomposeFn
+def test_different_options_miss(cache, options, fixture_registry, monkeypatch):  # toy_quad has a DecomposeFn
+    monkeypatch.delenv("FRAME_CHECKS", raising=False)  # the defaults, also when the suite runs under FRAME_CHECKS=1
     fc.compile(build())
     fc.compile(build(), **options)
     assert (cache.hits, cache.misses) == (0, 2)
