@@ -371,7 +371,12 @@ def _prune(folder: str) -> None:
 
 # -- fork and exit ----------------------------------------------------------------------------------
 def _forked_child() -> None:
-    """Runs in a child right after ``fork``: this process never compiles (a compile thread did not survive)."""
+    """Runs in a child right after ``fork``: this process never compiles (a compile thread did not survive).
+
+    The child gets a fresh lock and an empty queue: the parent's compiler thread may have held either one at
+    the fork, and no thread is left in the child to release it (``note`` and ``status`` would wait forever)."""
+    _state.lock = threading.Lock()
+    _state.queue = queue.Queue(QUEUE)
     _state.disabled = _state.disabled or "forked child process (compiles only in the parent)"
 
 

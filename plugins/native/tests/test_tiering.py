@@ -445,3 +445,38 @@ def test_the_compiled_kernel_refuses_anything_but_ndarrays_of_its_dtype_and_shap
         wide_kernel(np.ones(16, np.float32))
     assert wide_kernel.native.fallbacks == 1
     same_bits(exe.run([x, y])[0], before[0])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_the_compiler_holds_its_locks_does_not_hang():
+    """The compiler thread takes the state's lock (``note``) and the queue's (``get``, ``task_done``); a fork at
+    that moment copies them held, with no thread left in the child to let go."""
+    import signal
+    import threading
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with jit._state.lock, jit._state.queue.mutex:
+            held.set()
+            release.wait(30)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.alarm(10)  # a hang ends the child with SIGALRM
+                exe = fc.compile(fc.trace(chain(4, 8), "f32[8]"), cache=False)  # notes why it stays off
+                ok = [i.op for i in exe.instructions] == ["fused_elementwise_internal"]
+                ok = ok and jit.status()["active"] is False and frame_native.wait(1)
+                code = 0 if ok else 1
+            finally:
+                os._exit(code)
+    finally:
+        release.set()
+        holder.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
