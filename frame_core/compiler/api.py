@@ -159,8 +159,10 @@ def compile(  # noqa: A001 - the name users expect
     # are in the key because run() names inputs in its errors.
     key: Any = None
     if cache:
+        # what plugin passes read besides the graph (FRAME_NATIVE=0, say): a changed switch misses the cache
+        switches = tuple([spec.cache_key() for spec in reg.passes if spec.cache_key is not None])
         key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend,
-               opt_level, disable, decompose, checks, reg)
+               opt_level, disable, decompose, checks, reg, switches)
         hit = compile_cache.get(key)
         if hit is not None:
             return hit

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,10 @@ class PassSpec:
 
     Exactly one of ``before``/``after`` is set, naming a stage up to ``before="plan_memory"``
     (stages 8 and 9 do not make graphs, so nothing runs after them). ``min_level`` is the lowest
-    ``opt_level`` at which it runs. ``pack`` is filled in by the loader.
+    ``opt_level`` at which it runs. ``pack`` is filled in by the loader. ``cache_key``, for a pass that
+    reads something besides the graph and ``ctx`` (an environment switch), returns a hashable summary of
+    it: the value joins the compile cache's key, so a changed switch recompiles instead of returning an
+    executable built under the old setting.
     """
 
     name: str
@@ -31,6 +34,7 @@ class PassSpec:
     min_level: int = 1
     doc: str = ""
     pack: str | None = None
+    cache_key: Callable[[], Hashable] | None = None
 
 
 def pass_problems(spec: Any) -> list[str]:
@@ -50,6 +54,9 @@ def pass_problems(spec: Any) -> list[str]:
         return problems
     if not callable(spec.fn):
         problems.append(f"pass {spec.name!r}: fn is not callable")
+    if spec.cache_key is not None and not callable(spec.cache_key):
+        problems.append(f"pass {spec.name!r}: cache_key must be a function returning a hashable value (or None), "
+                        f"got {type(spec.cache_key).__name__}")
     anchor = spec.before or spec.after
     if anchor not in STAGES or (spec.before and spec.after):
         problems.append(f"pass {spec.name!r} must name one built-in stage in before= or after=, got "

@@ -282,6 +282,29 @@ def test_a_pack_whose_pass_has_a_bad_anchor_is_refused_and_compiling_still_works
     np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
 
 
+def test_a_pass_cache_key_joins_the_compile_cache_key():
+    """A pass that reads a switch besides the graph (frame-native's FRAME_NATIVE) says so with ``cache_key``:
+    a changed switch compiles again rather than serving an executable built under the old one."""
+    switch = {"on": True}
+
+    def maybe_mark(graph, ctx):
+        ctx.note("switchable", f"on={switch['on']}")
+        return graph
+    reg = registry_with_passes(PassSpec("switchable", maybe_mark, after="verify", min_level=0,
+                                        cache_key=lambda: switch["on"]))
+    graph = marked_graph()
+    on = fc.compile(graph, registry=reg)
+    assert fc.compile(graph, registry=reg) is on
+    switch["on"] = False
+    off = fc.compile(graph, registry=reg)
+    assert off is not on and ("switchable", "on=False") in off.log
+    switch["on"] = True
+    assert fc.compile(graph, registry=reg) is on
+    bad = registry_with_passes(PassSpec("keyed", lambda g, ctx: g, after="verify", cache_key="FRAME_X"),
+                               pack="odd_pack", strict=False)
+    assert "cache_key must be a function" in bad.packs["odd_pack"].error
+
+
 def test_a_bad_pass_in_a_hand_built_registry_is_a_compile_error_naming_it():
     reg = registry_with_passes()
     reg.passes.append(PassSpec("misplaced", lambda g, ctx: g, after="lower", pack="odd_pack"))

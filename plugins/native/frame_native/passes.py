@@ -28,14 +28,20 @@ from . import jit
 from .codegen import EXACT, why_not
 from .tiered import NATIVE_OP
 
-__all__ = ["compile_fused_groups", "enabled"]
+__all__ = ["compile_fused_groups", "enabled", "switched_off"]
 
 _LLVMLITE: list[bool] = []  # found or not, looked up once per process
 
 
+def switched_off() -> bool:
+    """Whether ``FRAME_NATIVE`` says off (0, false, no or off). Also the pass's part of the compile cache's key:
+    a graph compiled with the pack on is compiled again, not served from the cache, once it is switched off."""
+    return os.environ.get("FRAME_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
 def enabled() -> str | None:
     """Why the pack is off in this process right now, or None when it is on."""
-    if os.environ.get("FRAME_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if switched_off():
         return "FRAME_NATIVE=0"
     if not _LLVMLITE:
         _LLVMLITE.append(importlib.util.find_spec("llvmlite") is not None)

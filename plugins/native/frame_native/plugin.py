@@ -16,7 +16,8 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from .passes import compile_fused_groups
+    from .passes import compile_fused_groups, switched_off
 
     return [PassSpec("compile_fused_groups", compile_fused_groups, after="fuse_elementwise", min_level=2,
-                     doc="fused groups of exactly rounded ops tier up to compiled native code in the background")]
+                     doc="fused groups of exactly rounded ops tier up to compiled native code in the background",
+                     cache_key=switched_off)]

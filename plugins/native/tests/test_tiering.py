@@ -232,11 +232,24 @@ def test_compiled_code_has_no_fused_multiply_add():
     assert "fma" not in assembly.lower()
 
 
-def test_frame_native_0_turns_it_off(monkeypatch):
-    monkeypatch.setenv("FRAME_NATIVE", "0")
+@pytest.mark.parametrize("value", ["0", "false", " OFF ", "no"])
+def test_frame_native_0_turns_it_off(monkeypatch, value):
+    monkeypatch.setenv("FRAME_NATIVE", value)
     exe = fc.compile(fc.trace(chain(6, 8), "f32[8]"), cache=False)
     assert [i.op for i in exe.instructions] == ["fused_elementwise_internal"]
     assert any("FRAME_NATIVE=0" in message for _, message in exe.log)
+
+
+def test_frame_native_is_read_at_every_compile_even_when_the_graph_is_in_the_compile_cache(monkeypatch):
+    fc.compile_cache.clear()
+    graph = fc.trace(chain(6, 8, seed=7), "f32[8]")
+    ops_of = lambda exe: [i.op for i in exe.instructions]  # noqa: E731
+    assert ops_of(fc.compile(graph)) == [NATIVE]
+    monkeypatch.setenv("FRAME_NATIVE", "0")
+    assert ops_of(fc.compile(graph)) == ["fused_elementwise_internal"]
+    monkeypatch.setenv("FRAME_NATIVE", "banana")  # anything but an off word is on
+    on = fc.compile(graph)
+    assert ops_of(on) == [NATIVE] and fc.compile(graph) is on  # and the cache still serves
 
 
 def test_without_llvmlite_groups_stay_on_numpy_with_one_note(monkeypatch, caplog, same_bits):
