@@ -203,6 +203,8 @@ def _run() -> None:
                     fn, how, plan = None, "off", None
                 else:
                     fn, how = _compile(s, plan)
+            except _Stopping:  # the process is exiting: nothing failed, nothing to say
+                return
             except Exception as exc:  # LLVM or our code: the group stays on numpy
                 note(f"compiling a fused group failed ({type(exc).__name__}: {exc})")
                 fn, how, plan = None, "failed", None
@@ -210,6 +212,10 @@ def _run() -> None:
                 install(plan if fn is not None else None, fn, how)
         finally:
             s.queue.task_done()
+
+
+class _Stopping(Exception):
+    """Raised on the compiler thread between LLVM steps once the process has begun to exit."""
 
 
 class _LLVM:
@@ -239,11 +245,11 @@ class _LLVM:
         module = llvm.parse_assembly(ir)
         module.verify()
         if _state.stopping:
-            raise RuntimeError("stopping")
+            raise _Stopping
         builder = llvm.create_pass_builder(self.tm, llvm.create_pipeline_tuning_options(2))
         builder.getModulePassManager().run(module, builder)
         if _state.stopping:
-            raise RuntimeError("stopping")
+            raise _Stopping
         return bytes(self.tm.emit_object(module))
 
     def load(self, obj: bytes, symbol: str) -> int:
@@ -276,6 +282,8 @@ def _check_numpy_layout() -> str | None:
 
 
 def _setup(s: _State) -> "_LLVM | None":
+    if s.stopping:  # never import llvmlite while the process exits (see _at_exit)
+        raise _Stopping
     if not s.cache_checked:
         problem = _check_numpy_layout() or _usable_cache(cache_dir())
         if problem:
@@ -389,6 +397,15 @@ def _at_exit() -> None:
         except queue.Full:
             pass
         s.thread.join(EXIT_WAIT)
+    # llvmlite frees its LLVM objects in __del__ unless its own at-exit hook has said the interpreter is going
+    # down; imported on the compiler thread after the exit hooks began (a process ending during its first
+    # compile), it never registered that hook, and its objects' __del__ then ran against torn-down modules
+    # ("Exception ignored ... 'NoneType' object is not callable"). Say it for llvmlite: the memory goes with
+    # the process either way, and code still loaded must stay valid for exit hooks that run kernels.
+    common = sys.modules.get("llvmlite.binding.common")
+    flag = getattr(common, "_shutting_down", None)
+    if isinstance(flag, list) and flag:
+        flag[0] = True
 
 
 if hasattr(os, "register_at_fork"):
