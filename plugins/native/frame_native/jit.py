@@ -12,7 +12,8 @@ Safety rules, each with its reason:
 * **Results**: kernels come from ``codegen`` (exactly rounded ops only, no
   FMA); a kernel refuses arrays that are not C-contiguous and the caller
   runs numpy instead.
-* **Bounded**: at most ``MAX_KERNELS`` native kernels per process and
+* **Bounded**: at most ``MAX_KERNELS`` distinct native kernels per process
+  (groups of one structure, in any number of executables, share one) and
   ``QUEUE`` waiting jobs; beyond that, groups stay on numpy.
 * **Fork**: a child process never compiles (LLVM's locks may have been held
   by the compiler thread at the fork); kernels already native keep working,
@@ -80,7 +81,8 @@ class _State:
         self.thread: threading.Thread | None = None
         self.disabled: str | None = None   # why nothing compiles any more
         self.stopping = False
-        self.kernels = 0
+        self.kernels = 0                 # groups submitted
+        self.codes: set[str] = set()     # distinct kernels (cache keys) loaded or reused: at most MAX_KERNELS
         self.compiled = 0
         self.from_cache = 0
         self.cache_checked = False
@@ -139,9 +141,6 @@ def submit(make_plan: Callable[[], Plan | str], install: Install) -> bool:
     if os.getpid() != s.pid:  # a forked child: never touch LLVM here (see the module docstring)
         return False
     if s.disabled or s.stopping:
-        return False
-    if s.kernels >= MAX_KERNELS:
-        note(f"{MAX_KERNELS} native kernels is the most one process compiles")
         return False
     with s.lock:
         if s.thread is None:
@@ -311,6 +310,11 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     key = hashlib.sha256((llvm.identity + "\n" + text).encode()).hexdigest()
     symbol = f"frame_kernel_{key[:32]}"
     n_args = plan.n_args + 2  # the ndarray type and the dtype, then the arrays
+    if key not in s.codes:  # the bound is on machine code: groups of one structure share one kernel
+        if len(s.codes) >= MAX_KERNELS:
+            note(f"{MAX_KERNELS} distinct native kernels is the most one process compiles")
+            return None, "off"
+        s.codes.add(key)
     hit = _loaded.get(key)
     if hit is None:
         path = os.path.join(cache_dir(), key + ".o")

@@ -438,15 +438,19 @@ def test_a_forked_child_never_compiles_and_keeps_the_parents_native_kernels(same
 
 
 def test_the_number_of_kernels_is_bounded(monkeypatch, caplog):
+    """The bound is on distinct machine code: executables holding the same group (compiled again, or the
+    same layer in another graph) share one kernel and do not use the bound up."""
     monkeypatch.setattr(jit, "MAX_KERNELS", 1)
     first = fc.compile(fc.trace(chain(5, 8, seed=1), "f32[8]"), cache=False)
+    again = [fc.compile(fc.trace(chain(5, 8, seed=1), "f32[8]"), cache=False) for _ in range(3)]
     second = fc.compile(fc.trace(chain(5, 8, seed=2), "f32[8]"), cache=False)
     x = np.ones(8, np.float32)
     with caplog.at_level(logging.WARNING, logger="frame_native"):
-        first.run([x])
-        second.run([x])
+        for exe in [first, *again, second]:
+            exe.run([x])
         frame_native.wait(60)
-    assert frame_native.tier_of(first) == ["native"] and frame_native.tier_of(second) == ["off"]
+    assert [frame_native.tier_of(exe) for exe in [first, *again]] == [["native"]] * 4
+    assert frame_native.tier_of(second) == ["off"]
     assert any("most one process compiles" in r.getMessage() for r in caplog.records)
 
 
