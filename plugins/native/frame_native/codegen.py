@@ -16,7 +16,7 @@ array (``data`` at byte 16, ``nd`` 24, ``dimensions`` 32, ``descr`` 56,
 ``flags`` 64; checked once against numpy before any kernel runs). It returns
 1 without writing anything unless every argument is an ndarray (not a
 subclass, not a numpy scalar) of the group's dtype and shape and
-C-contiguous, so the caller can fall back to numpy, and 0 when it has
+C-contiguous and aligned, so the caller can fall back to numpy, and 0 when it has
 written every output.
 
 Values are read three ways: *full* (the output's shape: element i), *scalar*
@@ -353,11 +353,16 @@ def _arg_shape(plan: Plan, k: int) -> tuple[int, ...]:
     return out_shape if k < n_in + plan.n_outputs else (len(plan.scratch),) + out_shape
 
 
+#: numpy's NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+_CONTIGUOUS_ALIGNED = 0x1 | 0x100
+
+
 def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
     """``i32 kernel(ptr ndarray_type, ptr descr, ptr a0, ...)``: every argument must be an ndarray (its type
     pointer, byte 8, is numpy's ndarray type: a subclass or a numpy scalar is refused before anything else is
     read), of the group's dtype (descr at byte 56 is the dtype's own object), of its shape (nd at byte 24,
-    dimensions at byte 32) and C-contiguous (bit 0 of flags at byte 64). Then the data pointers (byte 16) go
+    dimensions at byte 32), C-contiguous and aligned (bits 0 and 8 of flags at byte 64: the loads and stores
+    are declared aligned to the element, which LLVM may rely on). Then the data pointers (byte 16) go
     to the chunks in turn. Any failed check returns 1 and nothing is written."""
     args = ", ".join(["ptr %ty", "ptr %descr"] + [f"ptr %a{k}" for k in range(n_args)])
     L = [f"define i32 @kernel({args}) {{", "entry:"]
@@ -373,7 +378,7 @@ def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
         L += [f"  %ep{k} = getelementptr i8, ptr %a{k}, i64 56", f"  %e{k} = load ptr, ptr %ep{k}",
               f"  %eb{k} = icmp eq ptr %e{k}, %descr",
               f"  %fp{k} = getelementptr i8, ptr %a{k}, i64 64", f"  %f{k} = load i32, ptr %fp{k}",
-              f"  %fc{k} = and i32 %f{k}, 1", f"  %fb{k} = icmp ne i32 %fc{k}, 0",
+              f"  %fc{k} = and i32 %f{k}, {_CONTIGUOUS_ALIGNED}", f"  %fb{k} = icmp eq i32 %fc{k}, {_CONTIGUOUS_ALIGNED}",
               f"  %np{k} = getelementptr i8, ptr %a{k}, i64 24", f"  %n{k} = load i32, ptr %np{k}",
               f"  %nb{k} = icmp eq i32 %n{k}, {len(shape)}",
               f"  %o{k}a = and i1 {ok}, %eb{k}", f"  %o{k}b = and i1 %o{k}a, %fb{k}", f"  %o{k} = and i1 %o{k}b, %nb{k}"]

@@ -56,7 +56,7 @@ class Tier:
     queued_at: float | None = None   # time.perf_counter() when queued
     swapped_at: float | None = None  # ... when the compiled kernel took over
     how: str | None = None           # "compiled" or "cache" (loaded from the disk cache)
-    fallbacks: int = 0               # calls that ran numpy because an array was not C-contiguous
+    fallbacks: int = 0               # calls refused (not C-contiguous, unaligned, ...): they ran numpy
     slot: list[Callable[..., Any]] = field(default_factory=list, repr=False)
 
 

@@ -185,6 +185,22 @@ def test_a_strided_input_falls_back_to_numpy_for_that_call(same_bits):
     assert kernel.native.fallbacks == 1
 
 
+def test_an_unaligned_input_falls_back_to_numpy_for_that_call(same_bits):
+    """The compiled loads are declared aligned to the element (LLVM may rely on it: undefined behaviour
+    otherwise); a C-contiguous view at an odd byte offset is refused like a strided one."""
+    for np_dtype, t in ((np.float32, "f32[3, 5]"), (np.float64, "f64[3, 5]")):
+        exe = fc.compile(fc.trace(lambda x, y: ops.relu(x * y + 1.0) / y - x, t, t), cache=False)
+        x, y = (np.random.default_rng(k).standard_normal((3, 5)).astype(np_dtype) for k in (5, 6))
+        before, _ = run_both_tiers(exe, [x, y])
+        (kernel,) = tiered_kernels(exe)
+        raw = np.zeros(x.nbytes + 1, np.uint8)
+        unaligned = np.frombuffer(raw.data, np_dtype, x.size, offset=1).reshape(x.shape)
+        unaligned[...] = x
+        assert unaligned.flags.c_contiguous and not unaligned.flags.aligned
+        same_bits(exe.run([unaligned, y])[0], before[0])
+        assert kernel.native.fallbacks == 1
+
+
 def test_arguments_that_are_not_ndarrays_fall_back_to_numpy_instead_of_crashing(same_bits):
     # A rank-0 body inside a loop hands its kernels numpy scalars (a 0-d ufunc result, a row of a 1-d
     # trajectory). The compiled code reads numpy's C struct of each argument, so anything that is not
