@@ -95,8 +95,16 @@ _llvm: list["_LLVM"] = []  # LLVM is set up once per process, whatever the state
 _loaded: dict[str, tuple[Any, str]] = {}  # cache key -> (ctypes function, how): code the JIT engine holds
 
 
+#: Longest note: LLVM's messages quote IR, one or many lines of it.
+NOTE_CHARS = 300
+
+
 def note(reason: str) -> None:
-    """Say once per process why something stays on numpy (a one-line warning on the ``frame_native`` logger)."""
+    """Say once per process why something stays on numpy (a one-line warning on the ``frame_native`` logger).
+    A multi-line reason (LLVM's errors quote the IR with a caret line) is folded to one line and shortened."""
+    reason = " ".join(reason.split())
+    if len(reason) > NOTE_CHARS:
+        reason = reason[:NOTE_CHARS - 3] + "..."
     with _state.lock:
         if reason in _state.seen_notes:
             return

@@ -308,6 +308,22 @@ def test_when_llvm_fails_the_kernel_stays_on_numpy(monkeypatch, caplog, same_bit
     same_bits(exe.run([x])[0], first)
 
 
+def test_an_llvm_error_quoting_the_ir_is_still_a_one_line_note(monkeypatch, caplog, same_bits):
+    """LLVM's parse and verify errors span lines (the IR line, a caret line); the note stays one short line."""
+    def broken(self, ir):
+        raise RuntimeError("LLVM IR parsing error\n<string>:3:3: error: expected ','\n  ret void\n  ^\n" + "x" * 5000)
+    monkeypatch.setattr(jit._LLVM, "compile", broken)
+    exe = fc.compile(fc.trace(chain(7, 8, seed=10), "f32[8]"), cache=False)
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    with caplog.at_level(logging.WARNING, logger="frame_native"):
+        first = exe.run([x])[0].copy()
+        assert frame_native.wait(60)
+    (message,) = [r.getMessage() for r in caplog.records if "parsing error" in r.getMessage()]
+    assert "\n" not in message and "expected ','" in message and len(message) < 400
+    assert frame_native.tier_of(exe) == ["failed"]
+    same_bits(exe.run([x])[0], first)
+
+
 def test_a_read_only_cache_directory_keeps_groups_on_numpy(tmp_path, monkeypatch, caplog, same_bits):
     folder = tmp_path / "read-only"
     folder.mkdir(mode=0o500)
