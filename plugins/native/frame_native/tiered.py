@@ -125,8 +125,12 @@ def _wrapper(tier: Tier, plan: Plan, fn: Callable[..., Any], numpy_kernel: Calla
         lines.append("    if out is None:\n        out = _empty(_shape, _dtype)")
         outs, result = ["out"], "out"
     else:
+        # several exports: `out` is a tuple of planned buffers, None for an export that is not planned (the
+        # accepts_out contract: write into each one given and return it, as frame's numpy code does)
         outs = [f"o{k}" for k in range(plan.n_outputs)]
-        lines += [f"    {o} = _empty(_shape, _dtype)" for o in outs]
+        lines.append("    if out is None:\n        out = (" + "None, " * plan.n_outputs + ")")
+        lines += [f"    {o} = out[{k}]\n    if {o} is None:\n        {o} = _empty(_shape, _dtype)"
+                  for k, o in enumerate(outs)]
         result = "(" + ", ".join(outs) + ")"
     namespace["_rows"] = (len(plan.scratch),) + tuple(out_t.shape)
     scratch = ["_empty(_rows, _dtype)"] if plan.scratch else []

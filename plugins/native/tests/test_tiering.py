@@ -185,6 +185,23 @@ def test_a_strided_input_falls_back_to_numpy_for_that_call(same_bits):
     assert kernel.native.fallbacks == 1
 
 
+def test_a_group_with_several_outputs_writes_into_the_buffers_it_is_given(same_bits):
+    """The accepts_out contract, for several exports: ``out`` is a tuple of planned buffers (None for one that
+    is not planned); the compiled tier writes into each one given and returns it, as the numpy tier does."""
+    exe = fc.compile(fc.trace(lambda x, y: (x * y + 1.0, ops.relu(x * y + 1.0) * 3.0), "f64[6]", "f64[6]"),
+                     cache=False)
+    x, y = np.linspace(-2, 2, 6), np.linspace(1, 3, 6)
+    before, after = run_both_tiers(exe, [x, y])
+    for got, want in zip(after, before):
+        same_bits(got, want)
+    (kernel,) = tiered_kernels(exe)
+    planned = np.empty(6)
+    first, second = kernel(x, y, out=(planned, None))
+    assert first is planned and second is not planned and kernel.native.fallbacks == 0
+    same_bits(first, before[0])
+    same_bits(second, before[1])
+
+
 def test_an_unaligned_input_falls_back_to_numpy_for_that_call(same_bits):
     """The compiled loads are declared aligned to the element (LLVM may rely on it: undefined behaviour
     otherwise); a C-contiguous view at an odd byte offset is refused like a strided one."""
