@@ -355,6 +355,8 @@ def _arg_shape(plan: Plan, k: int) -> tuple[int, ...]:
 
 #: numpy's NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
 _CONTIGUOUS_ALIGNED = 0x1 | 0x100
+#: NPY_ARRAY_WRITEABLE, required of the outputs and the scratch array
+_WRITEABLE = 0x400
 
 
 def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
@@ -362,9 +364,11 @@ def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
     pointer, byte 8, is numpy's ndarray type: a subclass or a numpy scalar is refused before anything else is
     read), of the group's dtype (descr at byte 56 is the dtype's own object), of its shape (nd at byte 24,
     dimensions at byte 32), C-contiguous and aligned (bits 0 and 8 of flags at byte 64: the loads and stores
-    are declared aligned to the element, which LLVM may rely on). Then the data pointers (byte 16) go
+    are declared aligned to the element, which LLVM may rely on), and the outputs writeable (bit 10: numpy
+    refuses to write a read-only array, and so does the kernel). Then the data pointers (byte 16) go
     to the chunks in turn. Any failed check returns 1 and nothing is written."""
     args = ", ".join(["ptr %ty", "ptr %descr"] + [f"ptr %a{k}" for k in range(n_args)])
+    need = [_CONTIGUOUS_ALIGNED | (_WRITEABLE if k >= plan.n_inputs else 0) for k in range(n_args)]
     L = [f"define i32 @kernel({args}) {{", "entry:"]
     ok = "true"
     for k in range(n_args):
@@ -378,7 +382,7 @@ def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
         L += [f"  %ep{k} = getelementptr i8, ptr %a{k}, i64 56", f"  %e{k} = load ptr, ptr %ep{k}",
               f"  %eb{k} = icmp eq ptr %e{k}, %descr",
               f"  %fp{k} = getelementptr i8, ptr %a{k}, i64 64", f"  %f{k} = load i32, ptr %fp{k}",
-              f"  %fc{k} = and i32 %f{k}, {_CONTIGUOUS_ALIGNED}", f"  %fb{k} = icmp eq i32 %fc{k}, {_CONTIGUOUS_ALIGNED}",
+              f"  %fc{k} = and i32 %f{k}, {need[k]}", f"  %fb{k} = icmp eq i32 %fc{k}, {need[k]}",
               f"  %np{k} = getelementptr i8, ptr %a{k}, i64 24", f"  %n{k} = load i32, ptr %np{k}",
               f"  %nb{k} = icmp eq i32 %n{k}, {len(shape)}",
               f"  %o{k}a = and i1 {ok}, %eb{k}", f"  %o{k}b = and i1 %o{k}a, %fb{k}", f"  %o{k} = and i1 %o{k}b, %nb{k}"]

@@ -270,18 +270,21 @@ class _LLVM:
 
 def _check_numpy_layout() -> str | None:
     """The kernels read a PyArrayObject's type (byte 8), ``data`` (16), ``nd`` (24), ``dimensions`` (32),
-    ``descr`` (56) and ``flags`` (64: C-contiguous is bit 0, aligned bit 8): check each on this numpy before any
-    kernel runs."""
+    ``descr`` (56) and ``flags`` (64: C-contiguous is bit 0, aligned bit 8, writeable bit 10): check each on
+    this numpy before any kernel runs."""
     probe = np.empty((3, 5), np.float32)
     strided = probe[:, ::2]
     unaligned = np.frombuffer(np.zeros(13, np.uint8).data, np.float32, 3, offset=1)
+    frozen = np.empty(3, np.float32)
+    frozen.flags.writeable = False
     read = ctypes.c_void_p.from_address
     try:
         ok = (read(id(probe) + 8).value == id(np.ndarray) and read(id(probe) + 16).value == probe.ctypes.data
               and ctypes.c_int.from_address(id(probe) + 24).value == 2
               and list((ctypes.c_int64 * 2).from_address(read(id(probe) + 32).value)) == [3, 5]
               and read(id(probe) + 56).value == id(np.dtype(np.float32))
-              and ctypes.c_int.from_address(id(probe) + 64).value & 0x101 == 0x101
+              and ctypes.c_int.from_address(id(probe) + 64).value & 0x501 == 0x501
+              and not ctypes.c_int.from_address(id(frozen) + 64).value & 0x400
               and not ctypes.c_int.from_address(id(strided) + 64).value & 1
               and not ctypes.c_int.from_address(id(unaligned) + 64).value & 0x100)
     except Exception as exc:  # pragma: no cover - ctypes cannot fail to read our own object

@@ -200,6 +200,11 @@ def test_a_group_with_several_outputs_writes_into_the_buffers_it_is_given(same_b
     assert first is planned and second is not planned and kernel.native.fallbacks == 0
     same_bits(first, before[0])
     same_bits(second, before[1])
+    frozen = np.zeros(6)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):  # numpy's refusal: the compiled tier does not write it
+        kernel(x, y, out=(frozen, None))
+    assert kernel.native.fallbacks == 1 and not frozen.any()
 
 
 def test_an_unaligned_input_falls_back_to_numpy_for_that_call(same_bits):
