@@ -40,7 +40,7 @@ import numpy as np
 
 from frame_core import Graph, Value
 
-__all__ = ["EXACT", "CHUNK", "MAX_INLINE_CONSTANT", "Plan", "why_not", "plan_body", "generate", "CODEGEN_VERSION"]
+__all__ = ["EXACT", "CHUNK", "MAX_INLINE_CONSTANT", "MAX_ARRAYS", "Plan", "why_not", "plan_body", "generate", "CODEGEN_VERSION"]
 
 #: Bump when the generated code changes meaning: it is part of every cache key.
 CODEGEN_VERSION = "1"
@@ -57,6 +57,9 @@ EXACT = {
 CHUNK = 512
 #: Constants up to this many elements are compiled into the code; larger ones are passed in like inputs.
 MAX_INLINE_CONSTANT = 1 << 14
+#: Most arrays (inputs, passed constants, outputs, scratch) a kernel takes: ctypes calls a function with at most
+#: 1,024 arguments, two of which are the ndarray type and the dtype.
+MAX_ARRAYS = 1000
 
 _LLVM_TYPE = {np.dtype(np.float32): ("float", "f32", 4, "i32"), np.dtype(np.float64): ("double", "f64", 8, "i64")}
 
@@ -140,6 +143,10 @@ def why_not(body: Graph, packs: dict[str, str | None]) -> str | None:
             periods.add(p)
     if len(periods) > 1:
         return f"operands repeat with different periods {sorted(periods)}"
+    arrays = len(body.inputs) + len(body.outputs) + 1 + sum(
+        1 for v in _operands(body) if v.producer is not None and v.type.size > MAX_INLINE_CONSTANT)
+    if arrays > MAX_ARRAYS:
+        return f"{arrays} arrays to pass (at most {MAX_ARRAYS})"
     return None
 
 
@@ -369,7 +376,7 @@ def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
     to the chunks in turn. Any failed check returns 1 and nothing is written."""
     args = ", ".join(["ptr %ty", "ptr %descr"] + [f"ptr %a{k}" for k in range(n_args)])
     need = [_CONTIGUOUS_ALIGNED | (_WRITEABLE if k >= plan.n_inputs else 0) for k in range(n_args)]
-    L = [f"define i32 @kernel({args}) {{", "entry:"]
+    L = [f"define i32 @kernel({args}) #1 {{", "entry:"]
     ok = "true"
     for k in range(n_args):
         L += [f"  %tp{k} = getelementptr i8, ptr %a{k}, i64 8", f"  %t{k} = load ptr, ptr %tp{k}",
@@ -404,5 +411,7 @@ def _entry(plan: Plan, n_args: int, shapes: list[tuple[int, ...]]) -> list[str]:
     data = ", ".join(f"ptr %d{k}" for k in range(n_args))
     for c in range(len(plan.chunks)):
         L.append(f"  call void @chunk{c}({data})")
-    L += ["  ret i32 0", "}", "attributes #0 = { noinline nounwind }"]
+    # The checks are left unoptimised (optnone): LLVM's ConstraintElimination is quadratic in a function's
+    # conditions (7.5 s for a group of 400 inputs, more than a minute for 950), and they run once per call.
+    L += ["  ret i32 0", "}", "attributes #0 = { noinline nounwind }", "attributes #1 = { noinline nounwind optnone }"]
     return L

@@ -254,6 +254,40 @@ def test_groups_larger_than_a_chunk_are_split_into_several_functions(monkeypatch
         same_bits(a, b)
 
 
+def sum_of_inputs(n: int):
+    def fn(*xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = acc * 0.5 + x
+        return acc
+    return fn
+
+
+def test_a_group_reading_hundreds_of_inputs_compiles_in_time_linear_in_its_size(same_bits):
+    """The argument checks (several per array) are compiled unoptimised: LLVM's ConstraintElimination pass is
+    quadratic in the conditions of one function (7.5 s for 400 inputs, over a minute for 950)."""
+    n = 300
+    exe = fc.compile(fc.trace(sum_of_inputs(n), *["f32[5]"] * n), cache=False)
+    (kernel,) = tiered_kernels(exe)
+    xs = [np.full(5, k / 7, np.float32) for k in range(n)]
+    before, after = run_both_tiers(exe, xs)
+    same_bits(after[0], before[0])
+    reg = fc.registry()
+    body = exe.instructions[0].node.attrs["body"]
+    plan = codegen.plan_body(body, {m.op: reg.schemas[m.op].pack for m in body.nodes if m.op in reg.schemas})
+    ir = codegen.generate(plan, 8)
+    entry = next(line for line in ir.splitlines() if line.startswith("define i32 @kernel("))
+    attributes = next(line for line in ir.splitlines() if line.startswith(f"attributes {entry.split()[-2]} = "))
+    assert "optnone" in attributes
+
+
+def test_a_group_with_more_arrays_than_a_call_can_pass_stays_on_numpy(monkeypatch):
+    monkeypatch.setattr(codegen, "MAX_ARRAYS", 10)  # (1,000 in truth: ctypes passes at most 1,024 arguments)
+    exe = fc.compile(fc.trace(sum_of_inputs(12), *["f32[5]"] * 12), cache=False)
+    assert [i.op for i in exe.instructions] == ["fused_elementwise_internal"]
+    assert any("'14 arrays to pass'" in message for _, message in exe.log), exe.log
+
+
 def test_compiled_code_has_no_fused_multiply_add():
     g = fc.trace(lambda a, b, c: a * b + c - a * c, "f64[64]", "f64[64]", "f64[64]")
     exe = fc.compile(g, cache=False)
