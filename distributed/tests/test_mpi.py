@@ -214,6 +214,28 @@ def test_mistakes_raise_on_every_rank_and_leave_the_ranks_in_step(tmp_path):
         assert ("rank 0 could not resume" in resume_error) == (r > 0)
 
 
+def test_collective_calls_that_differ_across_ranks_raise_on_every_rank(tmp_path):
+    """Buffers of other sizes, dtypes or roots, or another collective, on rank 1: MPI summed or copied them silently
+    wrong or hung; now a DistributedError on every rank names each rank's call, and the ranks stay in step."""
+    run = mpiexec("mismatch", out=tmp_path)
+    assert run.returncode == 0, run.stderr
+    expected = [
+        ("rank 0: allreduce_ of float64[5]; rank 1: allreduce_ of float64[3]"),
+        ("rank 0: allreduce_ of float64[4]; rank 1: allreduce_ of float32[8]"),
+        ("rank 0: broadcast_ of float64[3] from rank 0; rank 1: broadcast_ of float64[3] from rank 1"),
+        ("rank 0: allreduce_ of float64[3]; rank 1: broadcast_ of float64[3] from rank 0"),
+        ("rank 0: barrier; rank 1: allreduce_ of float64[2]"),
+    ]
+    for r in range(RANKS):
+        with np.load(tmp_path / f"mismatch-rank{r}.npz") as data:
+            caught = list(map(str, data["caught"]))
+            np.testing.assert_array_equal(data["total"], np.arange(4.0) * 3)
+            np.testing.assert_array_equal(data["root"], np.ones(2))
+        assert len(caught) == len(expected), caught
+        for message, calls in zip(caught, expected):
+            assert "the ranks made different collective calls" in message and calls in message, message
+
+
 def test_a_rank_that_ends_first_does_not_cut_short_a_rank_still_working(tmp_path):
     """Rank 1 ends right after training, rank 0 works 2 s longer: a normal end, not an abort."""
     run = mpiexec("tail", out=tmp_path)
