@@ -68,7 +68,7 @@ def test_allreduce_refuses_a_read_only_buffer():
 
 
 def test_broadcast_checks_its_root_and_buffer():
-    with pytest.raises(DistributedError, match=r"root must be a rank in 0..0, got 1"):
+    with pytest.raises(DistributedError, match=r"root must be a rank in 0..0 \(an int\), got 1"):
         LocalCommunicator().broadcast_(np.zeros(2), root=1)
     LocalCommunicator().broadcast_(np.zeros(2), root=np.int64(0))  # a numpy integer (say from argmax) is a rank
     with pytest.raises(DistributedError, match=r"root must be a rank in 0..0 \(an int\), got np.True_"):
