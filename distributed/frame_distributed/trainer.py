@@ -38,7 +38,7 @@ import numpy as np
 
 import frame_core as fc
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import _check_path, load_checkpoint, save_checkpoint
 from .communicator import Communicator, broadcast_text, check_same_on_every_rank, default_communicator, require_communicator
 from .errors import CheckpointError, DistributedError
 
@@ -208,8 +208,11 @@ class DataParallelTrainer:
         return int(self._buffer.nbytes)
 
     def _check_params(self, params: Sequence[Any]) -> None:
-        if isinstance(params, np.ndarray) or not params:
-            raise DistributedError("params must be a non-empty list of numpy arrays (one per trainable parameter)")
+        if isinstance(params, (np.ndarray, str, bytes)) or not isinstance(params, Sequence) or not params:
+            got = ("a single ndarray" if isinstance(params, np.ndarray) else
+                   type(params).__name__ if not isinstance(params, Sequence) or params else "an empty list")
+            raise DistributedError(f"params must be a non-empty list of numpy arrays (one per trainable parameter), "
+                                   f"got {got}; wrap one array in a list: [w]")
         for i, p in enumerate(params):
             if not isinstance(p, np.ndarray):
                 raise DistributedError(f"parameter {i} must be a numpy array, got {type(p).__name__}")
@@ -229,6 +232,7 @@ class DataParallelTrainer:
     # -- checkpoints -----------------------------------------------------------------------------------
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Rank 0 writes the parameters and the step count to ``path`` atomically; other ranks return at once."""
+        _check_path(path, "save_checkpoint")  # on every rank, so a wrong argument is found on every rank
         if self.comm.rank == 0:
             save_checkpoint(path, self._params, self.step)
 
@@ -242,6 +246,7 @@ class DataParallelTrainer:
         checkpoint or does not hold parameters of this trainer's types, so a
         job that catches it stays in step.
         """
+        _check_path(path, "resume")  # before the collective: on rank 0 alone it left the others waiting
         header = np.zeros(1, np.int64)  # 0: nothing to resume; -1: rank 0 could not; else step + 1
         params = self._params
         failure: CheckpointError | None = None

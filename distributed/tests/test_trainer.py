@@ -289,3 +289,36 @@ def test_a_checkpoint_rank_0_cannot_use_fails_resume_on_every_rank(scenarios, ru
         assert step == 0 and len(found) == 2, found
         assert "is not a readable checkpoint" in found[0] and "belongs to another model" in found[1]
         assert all(("rank 0 could not resume" in m) == (rank > 0) for m in found)
+
+
+def test_a_path_of_the_wrong_type_fails_on_every_rank(scenarios, run_ranks):
+    # Only rank 0 looked at the path: resume(None) raised TypeError there alone while the others waited in the
+    # broadcast; save_checkpoint(None) raised on rank 0 only.
+    _, _, params = scenarios.problem()
+
+    def rank_fn(comm):
+        trainer = DataParallelTrainer(scenarios.mlp_loss, params, 0.1, comm=comm)
+        found = []
+        for call in (lambda: trainer.resume(None), lambda: trainer.save_checkpoint(3)):
+            try:
+                call()
+            except CheckpointError as exc:
+                found.append(str(exc))
+        trainer.comm.barrier()  # still in step
+        return found
+
+    for found in run_ranks(2, rank_fn):
+        assert len(found) == 2 and all("the path must be a str or os.PathLike" in m for m in found), found
+
+
+@pytest.mark.parametrize("params,got", [
+    ({"w": np.zeros(2)}, "got dict"),
+    ((p for p in [np.zeros(2)]), "got generator"),
+    (np.zeros((2, 2)), "got a single ndarray"),
+    ([], "got an empty list"),
+])
+def test_params_that_are_not_a_list_of_arrays_are_named(params, got):
+    # Before: a dict was iterated by its keys ("parameter 0 must be a numpy array, got str") and a generator was
+    # used up by the checks ("must share one dtype ..., got []").
+    with pytest.raises(DistributedError, match=f"params must be a non-empty list of numpy arrays .*{got}"):
+        DataParallelTrainer(lambda x, w: ops.mean(x * w), params, 0.1, comm=LocalCommunicator())
