@@ -52,13 +52,19 @@ _CALL_BYTES = 120  # a call's description travels in this many bytes when the ra
 
 
 def import_mpi() -> Any:
-    """``mpi4py.MPI`` (initialising MPI), or ``MPIUnavailableError`` saying what to install."""
+    """``mpi4py.MPI`` (initialising MPI), or ``MPIUnavailableError`` saying what to install (when mpi4py is
+    missing, or present without an MPI library it can load)."""
     try:
         from mpi4py import MPI
     except ImportError as exc:
         raise MPIUnavailableError(
             f"MPICommunicator needs mpi4py, which cannot be imported ({type(exc).__name__}: {exc}); install it with "
             f"{INSTALL_HINT}, or use LocalCommunicator() to run in a single process") from exc
+    except (RuntimeError, OSError) as exc:  # mpi4py 4 finds the MPI library at run time: it may find none
+        raise MPIUnavailableError(
+            f"mpi4py is installed but cannot load an MPI library ({type(exc).__name__}: {exc}); install one with "
+            f"{INSTALL_HINT} (or load your cluster's MPI, e.g. module load ...), or use LocalCommunicator() to run "
+            "in a single process") from exc
     return MPI
 
 
