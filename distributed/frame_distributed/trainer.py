@@ -98,10 +98,13 @@ class DataParallelTrainer:
         else:
             problem = None
             layout = "(" + ", ".join(_describe(p) for p in params) + ")"
-        check_same_on_every_rank(self.comm, layout, "the parameters",
+        # the learning rate too: ranks updating by different rates would drift apart without a word
+        # as a float, so that 0.1 on one rank and np.float64(0.1) on another agree
+        rate = repr(float(lr)) if isinstance(lr, (int, float, np.floating, np.integer)) else repr(lr)
+        check_same_on_every_rank(self.comm, f"{layout} at learning rate {rate}", "the parameters (or learning rates)",
                                  "Every rank must pass arrays of the same shapes and one dtype, in the same order "
-                                 "(their gradients are summed elementwise in one buffer): build them the same way "
-                                 "on every rank (rank 0's values are used)")
+                                 "(their gradients are summed elementwise in one buffer), and the same lr: build "
+                                 "them the same way on every rank (rank 0's values are used)")
         if problem is not None:
             raise problem
         self.dtype: np.dtype = params[0].dtype

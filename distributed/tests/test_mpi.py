@@ -209,7 +209,7 @@ def test_mistakes_raise_on_every_rank_and_leave_the_ranks_in_step(tmp_path):
         with np.load(tmp_path / f"misuse-rank{r}.npz") as data:
             params_error, resume_error = map(str, data["caught"])
             assert int(data["step"]) == 1
-        assert "the parameters differ across ranks: rank 0 has (f64[5, 8]," in params_error
+        assert "the parameters (or learning rates) differ across ranks: rank 0 has (f64[5, 8]," in params_error
         assert "is not a readable checkpoint" in resume_error
         assert ("rank 0 could not resume" in resume_error) == (r > 0)
 

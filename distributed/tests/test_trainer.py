@@ -249,6 +249,26 @@ def test_parameters_that_differ_across_ranks_fail_on_every_rank_naming_both(scen
     assert "this rank (1) has" in messages[1]
 
 
+def test_learning_rates_that_differ_across_ranks_fail_on_every_rank(scenarios, run_ranks):
+    # Only the parameters' types were compared: a rank given another lr (say, scaled by a per-rank config)
+    # applied its own update to the common gradient, and the ranks drifted apart silently.
+    def rank_fn(comm):
+        _, _, params = scenarios.problem()
+        try:
+            DataParallelTrainer(scenarios.mlp_loss, params, 0.1 if comm.rank == 0 else 0.2, comm=comm)
+        except DistributedError as exc:
+            return str(exc)
+        return None
+
+    messages = run_ranks(2, rank_fn)
+    assert all(m is not None and "differ across ranks" in m and "at learning rate 0.1, but rank(s) [1]" in m
+               for m in messages), messages
+    assert "this rank (1) has" in messages[1] and "at learning rate 0.2" in messages[1]
+    # the same rate written as a numpy scalar on one rank is the same rate
+    run_ranks(2, lambda comm: DataParallelTrainer(scenarios.mlp_loss, scenarios.problem()[2],
+                                                  0.1 if comm.rank == 0 else np.float64(0.1), comm=comm))
+
+
 def test_a_loss_graph_with_more_outputs_trains_on_output_0(scenarios, reference):
     # The training graph's outputs are the forward outputs, then the gradients: the gradients were read from
     # position 1, so an extra forward output was taken for the first parameter's gradient.
