@@ -119,7 +119,7 @@ def test_float32_training_and_the_step_statistics(scenarios):
     assert last < first
     assert all(p.dtype == np.float32 for p in trainer.params)
     assert trainer.stats.steps == 21 and trainer.stats.compute_s > 0 and 0 <= trainer.stats.allreduce_share < 1
-    assert trainer.allreduce_bytes == 4 * (sum(p.size for p in params) + 2)
+    assert trainer.allreduce_bytes == 4 * (sum(p.size for p in params) + 3)  # + loss, count, failure flag
     trainer.reset_stats()
     assert trainer.stats.steps == 0
 
@@ -342,3 +342,36 @@ def test_params_that_are_not_a_list_of_arrays_are_named(params, got):
     # used up by the checks ("must share one dtype ..., got []").
     with pytest.raises(DistributedError, match=f"params must be a non-empty list of numpy arrays .*{got}"):
         DataParallelTrainer(lambda x, w: ops.mean(x * w), params, 0.1, comm=LocalCommunicator())
+
+
+def test_a_step_that_fails_on_one_rank_fails_on_every_rank_and_keeps_them_in_step(scenarios, run_ranks):
+    # Before: the failing rank raised before the allreduce while the others waited in it; a job that caught the
+    # error (to skip a bad batch) sent its next step's gradients into the others' current step, silently mixing
+    # two steps, and the ranks' parameters and step counts parted.
+    x, t, params = scenarios.problem()
+
+    def rank_fn(comm):
+        trainer = DataParallelTrainer(scenarios.mlp_loss, params, scenarios.LR, comm=comm)
+        rows = slice(comm.rank * 12, (comm.rank + 1) * 12)
+        caught = []
+        for step in range(3):
+            bad = step == 1 and comm.rank == 1
+            try:
+                trainer.train_step(x[rows, :2] if bad else x[rows], t[rows])  # wrong feature count on rank 1
+            except fc.FrameError as exc:
+                caught.append((type(exc).__name__, str(exc)))
+        return caught, trainer.step, trainer.params
+
+    ranks = run_ranks(3, rank_fn)
+    assert [caught[0][0] for caught, _, _ in ranks] == ["DistributedError", "ShapeError", "DistributedError"]
+    assert "1 other rank(s) failed in this step" in ranks[0][0][0][1] and "still at step 1" in ranks[0][0][0][1]
+    for caught, step, final in ranks:
+        assert len(caught) == 1 and step == 2
+        for p, q in zip(final, ranks[0][2]):
+            np.testing.assert_array_equal(p, q)
+    # and those two steps were the full-batch ones on the whole data
+    full = DataParallelTrainer(scenarios.mlp_loss, params, scenarios.LR, comm=LocalCommunicator())
+    for _ in range(2):
+        full.train_step(x, t)
+    for p, q in zip(ranks[0][2], full.params):
+        np.testing.assert_allclose(p, q, rtol=0, atol=1e-12)
