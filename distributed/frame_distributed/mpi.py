@@ -77,7 +77,8 @@ class MPICommunicator:
 
     ``allreduce_`` is one ``Iallreduce(IN_PLACE, SUM)`` and ``broadcast_`` one
     ``Ibcast`` (as raw bytes, so any dtype travels), straight on the numpy
-    buffer: no copy, no pickling. The communicator is duplicated, so frame's
+    buffer: no copy, no pickling; each after one small allreduce checking that
+    every rank makes the same call (``_agree``). The communicator is duplicated, so frame's
     messages never mix with the user's own MPI traffic.
 
     ``abort_on_error`` installs the abort-on-uncaught-exception hook;
