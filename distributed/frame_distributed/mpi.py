@@ -125,18 +125,18 @@ class MPICommunicator:
 
     def allreduce_(self, buffer: np.ndarray) -> None:
         check_reduce_buffer(buffer)
-        self._collective("allreduce_", f"allreduce_ of {_describe(buffer)}",
+        self._collective("allreduce_", lambda: f"allreduce_ of {_describe(buffer)}",
                          lambda: self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=self._MPI.SUM))
 
     def broadcast_(self, buffer: np.ndarray, root: int = 0) -> None:
         check_broadcast_buffer(buffer, root, self._size)
         root = operator.index(root)
         raw = [buffer.reshape(-1).view(np.uint8), self._MPI.BYTE]
-        self._collective("broadcast_", f"broadcast_ of {_describe(buffer)} from rank {root}",
+        self._collective("broadcast_", lambda: f"broadcast_ of {_describe(buffer)} from rank {root}",
                          lambda: self._comm.Ibcast(raw, root=root))
 
     def barrier(self) -> None:
-        self._collective("barrier", "barrier", None)  # the agreement check every collective starts with is a barrier
+        self._collective("barrier", lambda: "barrier", None)  # the agreement check every collective starts with is a barrier
 
     def abort(self, reason: str, code: int = 1) -> None:
         """Print ``frame-distributed: rank R of N <reason>`` on stderr and end every rank with status ``code``."""
@@ -147,8 +147,9 @@ class MPICommunicator:
         self._MPI.COMM_WORLD.Abort(code)
 
     # -- waiting ---------------------------------------------------------------------------------------
-    def _collective(self, what: str, call: str, start: Callable[[], Any] | None) -> None:
-        """Run one collective: first check that every rank makes this ``call``, then ``start()`` it and wait."""
+    def _collective(self, what: str, call: Callable[[], str], start: Callable[[], Any] | None) -> None:
+        """Run one collective: first check that every rank makes the call ``call()`` describes, then ``start()``
+        it and wait (``call`` is a function so that one rank, which checks nothing, formats nothing)."""
         index = self._entered
         self._entered += 1
         if self._size == 1:
@@ -156,7 +157,7 @@ class MPICommunicator:
                 start().Wait()
             return
         self._check_departed(index, what)
-        self._agree(index, what, call)
+        self._agree(index, what, call())
         if start is not None:
             self._wait(start(), index, what)
 
