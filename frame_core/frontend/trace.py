@@ -396,7 +396,30 @@ def _lift(x: Any, graph: Graph, like: Any, op: str, position: int, other: str = 
         return _number(x, graph, like, op, position, other)
     if isinstance(x, (np.ndarray, np.generic)):
         return graph.constant(np.asarray(x))
-    raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got {type(x).__name__}")
+    raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got "
+                  f"{type(x).__name__} {short_repr(x, 60)}{_positional_hint(x, op)}")
+
+
+def _positional_hint(x: Any, op: str) -> str:
+    """What a user passing a list of tensors, or an attribute by position, most likely meant (for ``_lift``)."""
+    from ..errors import FrameError
+
+    try:
+        schema = default_source().get(op)
+    except FrameError:
+        return ""
+    if schema is None:
+        return ""
+    if isinstance(x, (list, tuple)) and all(isinstance(t, Tensor) for t in x):
+        if getattr(schema, "variadic", False):
+            return f"; pass the tensors as separate arguments: ops.{schema.name}(*tensors, ...)"
+        if x:
+            return f"; {schema.name} takes its inputs ({', '.join(schema.inputs)}) as separate arguments"
+    names = list(getattr(schema, "attrs", {}) or {})
+    if names:
+        return (f"; attributes are keywords: ops.{schema.name}({', '.join(schema.inputs)}, "
+                f"{', '.join(f'{n}=...' for n in names)})")
+    return ""
 
 
 def _strong_dtype(inputs: Sequence[Any]) -> Any:
