@@ -656,20 +656,29 @@ def _param_names(fn: Callable[..., Any], count: int) -> list[str | None]:
     return (names + [None] * count)[:count]
 
 
-def _check_arity(fn: Callable[..., Any], count: int) -> None:
-    """An IRError, not a TypeError from inside the call, when ``fn`` cannot take one tensor per input type."""
+def refused_signature(fn: Callable[..., Any], count: int) -> Any:
+    """``fn``'s signature when it cannot be called with ``count`` positional arguments, else ``None`` (also for
+    builtins without a signature: the call decides). Callers raise an ``IRError`` saying how ``fn`` is called,
+    rather than leave a ``TypeError`` from inside the call."""
     import inspect
 
     try:
         signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # builtins without a signature: let the call decide
-        return
+    except (TypeError, ValueError):
+        return None
     try:
         signature.bind(*([None] * count))
     except TypeError:
+        return signature
+    return None
+
+
+def _check_arity(fn: Callable[..., Any], count: int) -> None:
+    signature = refused_signature(fn, count)
+    if signature is not None:
         name = getattr(fn, "__name__", repr(fn))
         raise IRError(f"trace: {name}{signature} cannot take {count} tensor argument{'s' if count != 1 else ''} "
-                      f"(one per input type given); pass as many input types as it has parameters") from None
+                      f"(one per input type given); pass as many input types as it has parameters")
 
 
 def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | None = None) -> Graph:
