@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointWriteError
 
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT"]
 
@@ -49,8 +49,9 @@ class Checkpoint:
 def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], step: int) -> pathlib.Path:
     """Write ``params`` and ``step`` to ``path`` atomically; return the path.
 
-    Raises ``CheckpointError`` for arguments that cannot be saved; ``OSError``
-    from the file system propagates (and the previous checkpoint stays).
+    Raises ``CheckpointError`` for arguments that cannot be saved, and
+    ``CheckpointWriteError`` (a ``CheckpointError`` and an ``OSError``) when the
+    file system refuses the write; the previous checkpoint then stays.
     """
     _check_path(path, "save_checkpoint")
     target = pathlib.Path(path)
@@ -80,7 +81,10 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
         raise CheckpointError(f"save_checkpoint: {str(target)!r} exists and is not a frame-distributed checkpoint; "
                               "replacing it could destroy someone's data, so it is left as it is: give another path, "
                               "or delete the file")
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _write_error(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would make the checkpoint unreadable to the group
@@ -88,12 +92,23 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise _write_error(target, exc) from exc
         raise
     _fsync_folder(folder)
     return target
+
+
+def _write_error(target: pathlib.Path, exc: OSError) -> CheckpointWriteError:
+    """The OSError of a failed write, as one that names the checkpoint rather than its temporary file."""
+    reason = exc.strerror or str(exc)
+    return CheckpointWriteError(exc.errno, f"save_checkpoint could not write {str(target)!r} ({type(exc).__name__}: "
+                                           f"{reason}, on a temporary file in its folder); the previous checkpoint "
+                                           "there, if any, is unchanged: make the folder writable (or free space), or "
+                                           "give another path")
 
 
 def _is_checkpoint(path: pathlib.Path) -> bool:

@@ -14,7 +14,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from frame_distributed import CHECKPOINT_FORMAT, CheckpointError, load_checkpoint, save_checkpoint
+from frame_distributed import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriteError, load_checkpoint,
+                               save_checkpoint)
 from frame_distributed import checkpoint as checkpoint_module
 
 
@@ -47,8 +48,9 @@ def test_a_write_that_fails_leaves_the_previous_checkpoint(tmp_path, monkeypatch
         raise OSError("disk full")
 
     monkeypatch.setattr(checkpoint_module.np, "savez", half_then_fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OSError, match="disk full") as caught:
         save_checkpoint(path, [np.ones(1000)], 2)
+    assert isinstance(caught.value, CheckpointError)  # a CheckpointWriteError: both
     monkeypatch.undo()
     loaded = load_checkpoint(path)
     assert loaded.step == 1 and not loaded.params[0].any()
@@ -216,3 +218,23 @@ def test_a_format_1_checkpoint_without_a_count_still_loads(tmp_path):
     assert loaded.step == 4 and len(loaded.params) == 1
     save_checkpoint(tmp_path / "old.npz", [np.zeros(2)], 5)  # and is a checkpoint save may replace
     assert load_checkpoint(tmp_path / "old.npz").step == 5
+
+
+def test_an_unwritable_folder_is_a_named_error_about_the_checkpoint(tmp_path, monkeypatch):
+    # Before: a bare PermissionError (or FileNotFoundError, on /proc) naming '.c.npz.<random>.tmp', a file the
+    # user never asked for. The tests run as root, for whom chmod does not refuse a write, so the refusal is
+    # the one mkstemp would raise.
+    save_checkpoint(tmp_path / "c.npz", [np.zeros(2)], 1)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".c.npz.x1y2.tmp"))
+
+    monkeypatch.setattr(checkpoint_module.tempfile, "mkstemp", refused)
+    with pytest.raises(CheckpointWriteError, match=r"could not write '.*c\.npz' \(PermissionError: Permission "
+                                                   r"denied.*previous checkpoint there, if any, is unchanged: make "
+                                                   r"the folder writable") as caught:
+        save_checkpoint(tmp_path / "c.npz", [np.ones(2)], 2)
+    assert isinstance(caught.value, OSError)  # code that catches OSError still catches it
+    assert caught.value.errno == 13 and ".tmp" not in str(caught.value)
+    monkeypatch.undo()
+    assert load_checkpoint(tmp_path / "c.npz").step == 1
