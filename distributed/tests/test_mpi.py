@@ -9,6 +9,7 @@ here can hang. ``mpiexec`` is the one installed next to this Python (the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import signal
@@ -286,3 +287,39 @@ def test_the_mlp_example_under_mpiexec_matches_one_process(tmp_path):
     for step in one:
         assert abs(two[step] - one[step]) <= 1e-5 * one[step] + 2e-6, (step, two[step], one[step])
     assert one[29] < 0.5 * one[0]
+
+
+ONE_RANK = """
+import json
+import numpy as np
+from frame_distributed import LocalCommunicator, MPICommunicator
+
+def calls(comm):
+    found = []
+    for call in (lambda: comm.allreduce_(np.arange(3.0)), lambda: comm.allreduce_(np.arange(3)),
+                 lambda: comm.allreduce_(np.zeros((2, 2))), lambda: comm.allreduce_(np.zeros(0, np.float32)),
+                 lambda: comm.broadcast_(np.zeros(2), 1), lambda: comm.broadcast_(np.zeros(2), np.int64(0)),
+                 lambda: comm.broadcast_(np.array(3.0)), lambda: comm.broadcast_(np.zeros((2, 3)).T),
+                 comm.barrier):
+        try:
+            call()
+            found.append("ok")
+        except Exception as exc:
+            found.append(f"{type(exc).__name__}: {exc}")
+    total = np.arange(4.0)
+    comm.allreduce_(total)
+    return found + [total.tolist(), comm.rank, comm.size]
+
+print(json.dumps({"local": calls(LocalCommunicator()), "mpi": calls(MPICommunicator())}))
+"""
+
+
+def test_an_mpi_communicator_of_one_rank_behaves_as_the_local_one(tmp_path):
+    """Under `mpiexec -n 1` the same calls give the same results and the same errors as LocalCommunicator."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRAME_")}
+    done = subprocess.run([str(MPIEXEC), "-n", "1", sys.executable, "-c", ONE_RANK], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["local"] == result["mpi"]
+    assert result["mpi"][-3:] == [[0.0, 1.0, 2.0, 3.0], 0, 1] and result["mpi"].count("ok") == 5
