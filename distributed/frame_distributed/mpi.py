@@ -16,7 +16,7 @@ others waiting in their next collective forever. Three mechanisms close that:
 - ``timeout_s`` (default off) bounds how long a collective may wait, for a
   rank that hangs without raising or leaving.
 - every collective starts by checking that all ranks make the same call
-  (collective, dtype, shape, root), which MPI does not: mismatched calls
+  (collective, dtype, size, root), which MPI does not: mismatched calls
   raise ``DistributedError`` on every rank instead of summing silently
   wrong or waiting forever (``_agree``).
 
@@ -69,7 +69,8 @@ def import_mpi() -> Any:
 
 
 def _describe(buffer: np.ndarray) -> str:
-    return f"{buffer.dtype}[{', '.join(map(str, buffer.shape))}]"
+    """dtype and element count: what must agree across ranks (the protocol lets shapes of one size differ)."""
+    return f"{buffer.dtype}[{buffer.size}]"
 
 
 class MPICommunicator:
@@ -188,7 +189,7 @@ class MPICommunicator:
                            for r, row in enumerate(calls))
         raise DistributedError(f"the ranks made different collective calls (collective {index + 1}): {listed}. "
                                "Every rank must call the same collectives in the same order, with buffers of the "
-                               "same dtype and shape (and the same root for broadcast_); MPI itself would sum or "
+                               "same dtype and size (and the same root for broadcast_); MPI itself would sum or "
                                "copy mismatched buffers silently wrong, or wait forever")
 
     def _wait(self, request: Any, index: int, what: str) -> None:

@@ -214,7 +214,10 @@ def mismatch(comm, out: pathlib.Path) -> None:
     comm.allreduce_(total)
     root = np.full(2, float(r))
     comm.broadcast_(root, root=np.int64(1))  # a numpy integer is a rank too
-    np.savez(out / f"mismatch-rank{r}.npz", caught=np.array(caught), total=total, root=root)
+    reshaped = np.arange(6.0).reshape(2, 3) if r == 0 else np.zeros(6)
+    comm.broadcast_(reshaped)  # the protocol asks for the same dtype and size, not the same shape
+    np.savez(out / f"mismatch-rank{r}.npz", caught=np.array(caught), total=total, root=root,
+             reshaped=reshaped.reshape(-1))
 
 
 def main() -> None:

@@ -232,6 +232,7 @@ def test_collective_calls_that_differ_across_ranks_raise_on_every_rank(tmp_path)
             caught = list(map(str, data["caught"]))
             np.testing.assert_array_equal(data["total"], np.arange(4.0) * 3)
             np.testing.assert_array_equal(data["root"], np.ones(2))
+            np.testing.assert_array_equal(data["reshaped"], np.arange(6.0))
         assert len(caught) == len(expected), caught
         for message, calls in zip(caught, expected):
             assert "the ranks made different collective calls" in message and calls in message, message
