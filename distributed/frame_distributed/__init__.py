@@ -24,7 +24,7 @@ from .checkpoint import CHECKPOINT_FORMAT, Checkpoint, load_checkpoint, save_che
 from .communicator import (OVERRIDE_VARIABLE, Communicator, LocalCommunicator, default_communicator,
                            launched_by_mpi)
 from .data import shard_range, split_by_rank
-from .errors import CheckpointError, DistributedError, MPIUnavailableError
+from .errors import CheckpointError, CheckpointWriteError, DistributedError, MPIUnavailableError
 from .evaluate import parallel_evaluate
 from .mpi import MPICommunicator, abort_before_a_communicator
 from .trainer import DataParallelTrainer, StepStats
@@ -44,5 +44,5 @@ __all__ = [
     # checkpoints
     "Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT",
     # errors
-    "DistributedError", "MPIUnavailableError", "CheckpointError",
+    "DistributedError", "MPIUnavailableError", "CheckpointError", "CheckpointWriteError",
 ]

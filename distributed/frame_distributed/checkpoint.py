@@ -8,8 +8,12 @@ previous complete checkpoint or the new complete one, never a mix or a
 truncated file. A writer killed mid-write can leave its temporary file
 (``.<name>.<random>.tmp``) behind; nothing reads those.
 
-The file holds ``format`` (``frame-distributed-checkpoint/1``), ``step`` and
-``param_0 .. param_{k-1}``; no pickles (loaded with ``allow_pickle=False``).
+The file holds ``format`` (``frame-distributed-checkpoint/2``), ``step``,
+``count`` (k) and ``param_0 .. param_{k-1}``; no pickles (loaded with
+``allow_pickle=False``). ``count`` lets a damaged archive that lost members
+fail instead of loading with fewer parameters; format ``/1`` files (without
+it) still load. ``save_checkpoint`` replaces only a checkpoint: any other
+file at the path is left alone and refused.
 """
 
 from __future__ import annotations
@@ -18,18 +22,20 @@ import contextlib
 import os
 import pathlib
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointWriteError
 
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT"]
 
-CHECKPOINT_FORMAT = "frame-distributed-checkpoint/1"
+CHECKPOINT_FORMAT = "frame-distributed-checkpoint/2"
+_FORMAT_1 = "frame-distributed-checkpoint/1"  # before ``count``: still read
+_MAX_STEP = 2**62  # a larger step is refused on save and taken for damage on load
+_ZIP_MAGIC, _NPY_MAGIC = b"PK\x03\x04", b"\x93NUMPY"  # how .npz and .npy files start
 
 
 @dataclass(frozen=True)
@@ -43,17 +49,20 @@ class Checkpoint:
 def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], step: int) -> pathlib.Path:
     """Write ``params`` and ``step`` to ``path`` atomically; return the path.
 
-    Raises ``CheckpointError`` for arguments that cannot be saved; ``OSError``
-    from the file system propagates (and the previous checkpoint stays).
+    Raises ``CheckpointError`` for arguments that cannot be saved, and
+    ``CheckpointWriteError`` (a ``CheckpointError`` and an ``OSError``) when the
+    file system refuses the write; the previous checkpoint then stays.
     """
+    _check_path(path, "save_checkpoint")
     target = pathlib.Path(path)
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise CheckpointError(f"save_checkpoint: step must be a non-negative int, got {step!r}")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step < _MAX_STEP:
+        raise CheckpointError(f"save_checkpoint: step must be a non-negative int below 2**62, got {step!r}")
     if isinstance(params, np.ndarray) or not isinstance(params, Sequence) or isinstance(params, (str, bytes)):
         got = "a single ndarray" if isinstance(params, np.ndarray) else type(params).__name__
         raise CheckpointError(f"save_checkpoint: params must be a list of numpy arrays, got {got}; wrap one array "
                               "in a list: [w]")
-    arrays: dict[str, Any] = {"format": np.array(CHECKPOINT_FORMAT), "step": np.array(int(step), np.int64)}
+    arrays: dict[str, Any] = {"format": np.array(CHECKPOINT_FORMAT), "step": np.array(int(step), np.int64),
+                              "count": np.array(len(params), np.int64)}
     for i, p in enumerate(params):
         if not isinstance(p, np.ndarray):
             raise CheckpointError(f"save_checkpoint: parameter {i} must be a numpy array, got {type(p).__name__}")
@@ -68,7 +77,14 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
     if target.is_dir():
         raise CheckpointError(f"save_checkpoint: {str(target)!r} is a folder; give a file path such as "
                               f"{str(target / 'checkpoint.npz')!r}")
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    if target.exists() and target.stat().st_size > 0 and not _is_checkpoint(target):
+        raise CheckpointError(f"save_checkpoint: {str(target)!r} exists and is not a frame-distributed checkpoint; "
+                              "replacing it could destroy someone's data, so it is left as it is: give another path, "
+                              "or delete the file")
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _write_error(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would make the checkpoint unreadable to the group
@@ -76,12 +92,35 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise _write_error(target, exc) from exc
         raise
     _fsync_folder(folder)
     return target
+
+
+def _write_error(target: pathlib.Path, exc: OSError) -> CheckpointWriteError:
+    """The OSError of a failed write, as one that names the checkpoint rather than its temporary file."""
+    reason = exc.strerror or str(exc)
+    return CheckpointWriteError(exc.errno, f"save_checkpoint could not write {str(target)!r} ({type(exc).__name__}: "
+                                           f"{reason}, on a temporary file in its folder); the previous checkpoint "
+                                           "there, if any, is unchanged: make the folder writable (or free space), or "
+                                           "give another path")
+
+
+def _is_checkpoint(path: pathlib.Path) -> bool:
+    """Whether ``path`` is an .npz archive with a checkpoint's ``format`` field (only that member is read)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(_ZIP_MAGIC)) != _ZIP_MAGIC:
+                return False
+        with np.load(path, allow_pickle=False) as data:
+            return "format" in data.files and str(data["format"]) in (CHECKPOINT_FORMAT, _FORMAT_1)
+    except Exception:  # unreadable or damaged: not something we may replace unseen
+        return False
 
 
 def _fsync_folder(folder: pathlib.Path) -> None:
@@ -98,11 +137,27 @@ def _fsync_folder(folder: pathlib.Path) -> None:
         os.close(fd)
 
 
+def _check_path(path: Any, where: str) -> None:
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(f"{where}: the path must be a str or os.PathLike (such as pathlib.Path), got "
+                              f"{type(path).__name__}")
+
+
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """Read a checkpoint written by ``save_checkpoint``; ``CheckpointError`` if it is missing or not one."""
+    _check_path(path, "load_checkpoint")
     source = pathlib.Path(path)
     if not source.is_file():
         raise CheckpointError(f"no checkpoint at {str(source)!r}; check the path (save_checkpoint writes it)")
+    try:
+        with open(source, "rb") as f:
+            magic = f.read(len(_NPY_MAGIC))
+    except OSError as exc:
+        raise CheckpointError(f"{str(source)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
+    if not magic.startswith(_ZIP_MAGIC) and magic != _NPY_MAGIC:
+        # np.load would take anything else for a pickle and advise loading it unsafely
+        raise CheckpointError(f"{str(source)!r} is not a readable checkpoint: it is not an .npz archive (it starts "
+                              f"with {magic!r}); give the path save_checkpoint wrote")
     try:
         loaded = np.load(source, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):
@@ -110,22 +165,33 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
                                   "by save_checkpoint)")
         with loaded as data:
             fields = {name: data[name] for name in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    except CheckpointError:
+        raise
+    except Exception as exc:  # a damaged archive fails in zipfile or numpy in many ways, each its own type
         raise CheckpointError(f"{str(source)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
     for name, value in fields.items():
         if not isinstance(value, np.ndarray):  # np.load hands a member that is not .npy back as raw bytes
             raise CheckpointError(f"{str(source)!r} is not a checkpoint: its member {name!r} is not a numpy array "
                                   "(.npy)")
     fmt = fields.get("format")
-    if fmt is None or fmt.shape != () or str(fmt) != CHECKPOINT_FORMAT:
+    if fmt is None or fmt.shape != () or str(fmt) not in (CHECKPOINT_FORMAT, _FORMAT_1):
         raise CheckpointError(f"{str(source)!r} is not a frame-distributed checkpoint: its 'format' field is "
                               f"{None if fmt is None else str(fmt)!r}, expected {CHECKPOINT_FORMAT!r}")
     step = fields.get("step")
     if step is None or step.shape != () or step.dtype.kind not in "iu":
         raise CheckpointError(f"{str(source)!r} has no integer 'step' field")
-    if not 0 <= int(step) < 2**62:
+    if not 0 <= int(step) < _MAX_STEP:
         raise CheckpointError(f"{str(source)!r} is damaged: its step {int(step)} is negative or absurdly large")
-    count = sum(name.startswith("param_") for name in fields)
+    found = sum(name.startswith("param_") for name in fields)
+    count = found
+    if str(fmt) != _FORMAT_1:
+        stored = fields.get("count")
+        if stored is None or stored.shape != () or stored.dtype.kind not in "iu":
+            raise CheckpointError(f"{str(source)!r} is damaged: it has no integer 'count' field")
+        count = int(stored)
+        if count < found:
+            raise CheckpointError(f"{str(source)!r} is damaged: it holds {found} parameters, but its count says "
+                                  f"{count}")
     try:
         params = [fields[f"param_{i}"] for i in range(count)]
     except KeyError as exc:

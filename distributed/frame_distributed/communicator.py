@@ -80,8 +80,8 @@ def check_broadcast_buffer(buffer: Any, root: int, size: int) -> None:
                f"{buffer.flags.writeable})" if isinstance(buffer, np.ndarray) else type(buffer).__name__)
         raise DistributedError(f"broadcast_ takes a C-contiguous writeable numpy array, got {got}; "
                                "use np.ascontiguousarray(x) or x.copy()")
-    if not isinstance(root, int) or isinstance(root, bool) or not 0 <= root < size:
-        raise DistributedError(f"broadcast_ root must be a rank in 0..{size - 1}, got {root!r}")
+    if not isinstance(root, (int, np.integer)) or isinstance(root, (bool, np.bool_)) or not 0 <= root < size:
+        raise DistributedError(f"broadcast_ root must be a rank in 0..{size - 1} (an int), got {root!r}")
 
 
 def require_communicator(comm: Any, where: str) -> Communicator:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from frame_core import FrameError
 
-__all__ = ["DistributedError", "MPIUnavailableError", "CheckpointError"]
+__all__ = ["DistributedError", "MPIUnavailableError", "CheckpointError", "CheckpointWriteError"]
 
 
 class DistributedError(FrameError):
@@ -17,3 +17,8 @@ class MPIUnavailableError(DistributedError, ImportError):
 
 class CheckpointError(DistributedError):
     """A checkpoint file is missing a field or does not match the parameters it should restore."""
+
+
+class CheckpointWriteError(CheckpointError, OSError):
+    """The file system refused a checkpoint write (an unwritable or missing folder, a full disk); the previous
+    checkpoint is unchanged. Also an ``OSError`` (with the original ``errno``), so either ``except`` catches it."""

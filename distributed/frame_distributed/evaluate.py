@@ -1,7 +1,10 @@
 """``parallel_evaluate``: one compiled graph over many independent inputs, split across ranks.
 
 SPMD, static blocks: every rank compiles the graph once, evaluates the
-contiguous block ``shard_range(n, rank, size)`` of the inputs, and then each
+contiguous block ``shard_range(n, rank, size)`` of the inputs, tells the
+others whether that failed (one small allreduce: if any rank failed, every
+rank raises, so none waits forever and ranks that catch it stay in step),
+and then each
 rank in turn broadcasts its block of every output into preallocated arrays,
 so every rank ends with all results in input order (blocks are contiguous and
 in rank order). A compiled graph has static shapes, so every input costs the
@@ -55,13 +58,18 @@ def parallel_evaluate(graph: fc.Graph | fc.Executable, inputs: Sequence[Sequence
     check_same_on_every_rank(comm, "(" + ", ".join(map(str, exe.output_types)) + ")", "the graphs' output types",
                              "Every rank must evaluate the same graph")
     outputs = [np.empty((n, *t.shape), t.dtype.np) for t in exe.output_types]
-    for i in shard_range(n, comm.rank, comm.size):
-        try:
-            results = exe.run(inputs[i])
-        except fc.InputError as exc:
-            raise fc.InputError(f"parallel_evaluate: inputs[{i}]: {exc}") from exc
-        for out, r in zip(outputs, results):
-            out[i] = r
+    failure: Exception | None = None
+    try:
+        for i in shard_range(n, comm.rank, comm.size):
+            try:
+                results = exe.run(inputs[i])
+            except fc.InputError as exc:
+                raise fc.InputError(f"parallel_evaluate: inputs[{i}]: {exc}") from exc
+            for out, r in zip(outputs, results):
+                out[i] = r
+    except Exception as exc:  # tell the others before raising, or they would wait in the broadcasts below
+        failure = exc
+    _raise_if_any_rank_failed(comm, failure)
     for root in range(comm.size):
         rows = shard_range(n, root, comm.size)
         if len(rows):
@@ -82,3 +90,15 @@ def _check_same_length(comm: Communicator, n: int) -> None:
         raise DistributedError(f"parallel_evaluate: the ranks passed different numbers of inputs (rank {comm.rank} "
                                f"has {n}, the mean is {counts[0] / comm.size:g}); every rank must pass the same "
                                "sequence length")
+
+
+def _raise_if_any_rank_failed(comm: Communicator, failure: Exception | None) -> None:
+    """Collective: raise on every rank if any rank's block failed (a failing rank raises its own error)."""
+    failed = np.array([0.0 if failure is None else 1.0])
+    if comm.size > 1:
+        comm.allreduce_(failed)
+    if failure is not None:
+        raise failure
+    if failed[0]:
+        raise DistributedError(f"parallel_evaluate: {int(failed[0])} other rank(s) failed on their inputs (each "
+                               "raised its own error there); no rank has results")

@@ -15,6 +15,10 @@ others waiting in their next collective forever. Three mechanisms close that:
   take part in) is left alone, so a long tail on rank 0 is never cut short;
 - ``timeout_s`` (default off) bounds how long a collective may wait, for a
   rank that hangs without raising or leaving.
+- every collective starts by checking that all ranks make the same call
+  (collective, dtype, size, root), which MPI does not: mismatched calls
+  raise ``DistributedError`` on every rank instead of summing silently
+  wrong or waiting forever (``_agree``).
 
 Collectives therefore run non-blocking and the rank polls them (spinning
 briefly, then sleeping 0.1 ms between polls, which also hands the core to
@@ -24,6 +28,7 @@ other processes while it waits).
 from __future__ import annotations
 
 import atexit
+import operator
 import sys
 import time
 from collections.abc import Callable
@@ -31,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .communicator import INSTALL_HINT, check_broadcast_buffer, check_reduce_buffer, communicators_made
+from .communicator import (_WORDS, INSTALL_HINT, _fingerprint, check_broadcast_buffer, check_reduce_buffer,
+                           communicators_made)
 from .errors import DistributedError, MPIUnavailableError
 
 __all__ = ["MPICommunicator", "import_mpi"]
@@ -42,17 +48,29 @@ ABORT_GRACE_S = 0.3
 _LEAVING_TAG = 7301  # point-to-point tag of "I am ending my program after k collectives"
 _SPINS = 200        # polls before a waiting rank starts to sleep between polls
 _PAUSE_S = 1e-4
+_CALL_BYTES = 120  # a call's description travels in this many bytes when the ranks' calls differ
 
 
 def import_mpi() -> Any:
-    """``mpi4py.MPI`` (initialising MPI), or ``MPIUnavailableError`` saying what to install."""
+    """``mpi4py.MPI`` (initialising MPI), or ``MPIUnavailableError`` saying what to install (when mpi4py is
+    missing, or present without an MPI library it can load)."""
     try:
         from mpi4py import MPI
     except ImportError as exc:
         raise MPIUnavailableError(
             f"MPICommunicator needs mpi4py, which cannot be imported ({type(exc).__name__}: {exc}); install it with "
             f"{INSTALL_HINT}, or use LocalCommunicator() to run in a single process") from exc
+    except (RuntimeError, OSError) as exc:  # mpi4py 4 finds the MPI library at run time: it may find none
+        raise MPIUnavailableError(
+            f"mpi4py is installed but cannot load an MPI library ({type(exc).__name__}: {exc}); install one with "
+            f"{INSTALL_HINT} (or load your cluster's MPI, e.g. module load ...), or use LocalCommunicator() to run "
+            "in a single process") from exc
     return MPI
+
+
+def _describe(buffer: np.ndarray) -> str:
+    """dtype and element count: what must agree across ranks (the protocol lets shapes of one size differ)."""
+    return f"{buffer.dtype}[{buffer.size}]"
 
 
 class MPICommunicator:
@@ -60,7 +78,8 @@ class MPICommunicator:
 
     ``allreduce_`` is one ``Iallreduce(IN_PLACE, SUM)`` and ``broadcast_`` one
     ``Ibcast`` (as raw bytes, so any dtype travels), straight on the numpy
-    buffer: no copy, no pickling. The communicator is duplicated, so frame's
+    buffer: no copy, no pickling; each after one small allreduce checking that
+    every rank makes the same call (``_agree``). The communicator is duplicated, so frame's
     messages never mix with the user's own MPI traffic.
 
     ``abort_on_error`` installs the abort-on-uncaught-exception hook;
@@ -107,15 +126,18 @@ class MPICommunicator:
 
     def allreduce_(self, buffer: np.ndarray) -> None:
         check_reduce_buffer(buffer)
-        self._collective("allreduce_", lambda: self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=self._MPI.SUM))
+        self._collective("allreduce_", lambda: f"allreduce_ of {_describe(buffer)}",
+                         lambda: self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=self._MPI.SUM))
 
     def broadcast_(self, buffer: np.ndarray, root: int = 0) -> None:
         check_broadcast_buffer(buffer, root, self._size)
+        root = operator.index(root)
         raw = [buffer.reshape(-1).view(np.uint8), self._MPI.BYTE]
-        self._collective("broadcast_", lambda: self._comm.Ibcast(raw, root=root))
+        self._collective("broadcast_", lambda: f"broadcast_ of {_describe(buffer)} from rank {root}",
+                         lambda: self._comm.Ibcast(raw, root=root))
 
     def barrier(self) -> None:
-        self._collective("barrier", self._comm.Ibarrier)
+        self._collective("barrier", lambda: "barrier", None)  # the agreement check every collective starts with is a barrier
 
     def abort(self, reason: str, code: int = 1) -> None:
         """Print ``frame-distributed: rank R of N <reason>`` on stderr and end every rank with status ``code``."""
@@ -126,14 +148,52 @@ class MPICommunicator:
         self._MPI.COMM_WORLD.Abort(code)
 
     # -- waiting ---------------------------------------------------------------------------------------
-    def _collective(self, what: str, start: Callable[[], Any]) -> None:
+    def _collective(self, what: str, call: Callable[[], str], start: Callable[[], Any] | None) -> None:
+        """Run one collective: first check that every rank makes the call ``call()`` describes, then ``start()``
+        it and wait (``call`` is a function so that one rank, which checks nothing, formats nothing)."""
         index = self._entered
         self._entered += 1
         if self._size == 1:
-            start().Wait()
+            if start is not None:
+                start().Wait()
             return
         self._check_departed(index, what)
-        request = start()
+        self._agree(index, what, call())
+        if start is not None:
+            self._wait(start(), index, what)
+
+    def _agree(self, index: int, what: str, call: str) -> None:
+        """``DistributedError`` on every rank unless every rank is making the same ``call``.
+
+        MPI does not check that the ranks' collectives match: an ``Iallreduce``
+        of 5 values on one rank and 3 on another completes with a silent wrong
+        sum, float64 against float32 sums garbage, and an allreduce against a
+        broadcast waits forever. So each collective starts with one small
+        ``Iallreduce(MAX)`` of the call's fingerprint and its negation (a
+        barrier too): the ranks agree exactly when the maximum equals minus the
+        maximum of the negation. Every rank sees the same result, so on a
+        mismatch every rank raises, after one allgather of the calls for the
+        message, and the ranks stay in step.
+        """
+        words = _fingerprint(call)
+        table = np.concatenate([words, -words])
+        self._wait(self._comm.Iallreduce(self._MPI.IN_PLACE, table, op=self._MPI.MAX), index, what)
+        if np.array_equal(table[:_WORDS], -table[_WORDS:]):
+            return
+        mine = np.zeros(_CALL_BYTES, np.uint8)
+        text = call.encode("utf-8")[:_CALL_BYTES]
+        mine[:len(text)] = np.frombuffer(text, np.uint8)
+        calls = np.zeros((self._size, _CALL_BYTES), np.uint8)
+        self._wait(self._comm.Iallgather([mine, self._MPI.BYTE], [calls, self._MPI.BYTE]), index, what)
+        listed = "; ".join(f"rank {r}: {row.tobytes().rstrip(bytes(1)).decode('utf-8', 'replace')}"
+                           for r, row in enumerate(calls))
+        raise DistributedError(f"the ranks made different collective calls (collective {index + 1}): {listed}. "
+                               "Every rank must call the same collectives in the same order, with buffers of the "
+                               "same dtype and size (and the same root for broadcast_); MPI itself would sum or "
+                               "copy mismatched buffers silently wrong, or wait forever")
+
+    def _wait(self, request: Any, index: int, what: str) -> None:
+        """Poll ``request`` until it completes (see the module docstring for what ends the wait)."""
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         polls = 0
         while not request.Test():

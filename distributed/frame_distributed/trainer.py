@@ -5,10 +5,13 @@ One step on every rank:
 1. run the compiled training graph (``build_backward_graph`` of the loss,
    ARCH-065) on this rank's shard of ``n_r`` samples: mean loss ``L_r`` and
    its gradients ``g_r``;
-2. write ``n_r * g_r``, ``n_r * L_r`` and ``n_r`` into one preallocated flat
-   buffer (the same buffer every step);
+2. write ``n_r * g_r``, ``n_r * L_r``, ``n_r`` and a failure flag (1 if
+   step 1 raised on this rank) into one preallocated flat buffer (the same
+   buffer every step);
 3. one ``allreduce_`` of that buffer: every rank now holds ``sum n_r g_r``,
-   ``sum n_r L_r`` and ``N = sum n_r``;
+   ``sum n_r L_r``, ``N = sum n_r`` and the number of ranks that failed; if
+   any did, every rank raises (the failing ones their own error) and none
+   updates, so a job that catches the error stays in step;
 4. divide by ``N`` and run the compiled SGD update graph
    (``build_sgd_update_graph``) on the parameters and those gradients.
 
@@ -38,7 +41,7 @@ import numpy as np
 
 import frame_core as fc
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import _check_path, load_checkpoint, save_checkpoint
 from .communicator import Communicator, broadcast_text, check_same_on_every_rank, default_communicator, require_communicator
 from .errors import CheckpointError, DistributedError
 
@@ -98,10 +101,13 @@ class DataParallelTrainer:
         else:
             problem = None
             layout = "(" + ", ".join(_describe(p) for p in params) + ")"
-        check_same_on_every_rank(self.comm, layout, "the parameters",
+        # the learning rate too: ranks updating by different rates would drift apart without a word
+        # as a float, so that 0.1 on one rank and np.float64(0.1) on another agree
+        rate = repr(float(lr)) if isinstance(lr, (int, float, np.floating, np.integer)) else repr(lr)
+        check_same_on_every_rank(self.comm, f"{layout} at learning rate {rate}", "the parameters (or learning rates)",
                                  "Every rank must pass arrays of the same shapes and one dtype, in the same order "
-                                 "(their gradients are summed elementwise in one buffer): build them the same way "
-                                 "on every rank (rank 0's values are used)")
+                                 "(their gradients are summed elementwise in one buffer), and the same lr: build "
+                                 "them the same way on every rank (rank 0's values are used)")
         if problem is not None:
             raise problem
         self.dtype: np.dtype = params[0].dtype
@@ -111,8 +117,8 @@ class DataParallelTrainer:
         sizes = [p.size for p in params]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
         n = self._offsets[-1]
-        # [ n_r * gradients... | n_r * loss | n_r ]: one buffer, one collective per step
-        self._buffer = np.zeros(n + 2, self.dtype)
+        # [ n_r * gradients... | n_r * loss | n_r | failed ]: one buffer, one collective per step
+        self._buffer = np.zeros(n + 3, self.dtype)
         self._gradients = [self._buffer[a:b].reshape(p.shape) for a, b, p in zip(self._offsets, self._offsets[1:], params)]
         self._training: dict[tuple[fc.TensorType, ...], fc.Executable] = {}
         self._params = self._broadcast_params(params)
@@ -123,25 +129,38 @@ class DataParallelTrainer:
     def train_step(self, *data: np.ndarray) -> float:
         """One SGD step on this rank's shard ``data`` (arrays with the samples on axis 0; the shard may be
         empty); returns the mean loss over all ranks' samples, before the update."""
-        n = self._shard_size(data)
         buf = self._buffer
         t0 = time.perf_counter()
-        if n:
-            outputs = self._training_executable(data).run([*data, *self._params])
-            loss, grads = outputs[0], outputs[len(outputs) - len(self._gradients):]  # [loss, other outputs, grads]
-            for view, g in zip(self._gradients, grads):
-                np.multiply(g, n, out=view)
-            buf[-2] = loss * n
-            buf[-1] = n
-        else:
+        failure: Exception | None = None
+        try:
+            n = self._shard_size(data)
+            if n:
+                outputs = self._training_executable(data).run([*data, *self._params])
+                loss, grads = outputs[0], outputs[len(outputs) - len(self._gradients):]  # [loss, other outputs, grads]
+                for view, g in zip(self._gradients, grads):
+                    np.multiply(g, n, out=view)
+                buf[-3] = loss * n
+                buf[-2] = n
+            else:
+                buf.fill(0)
+            buf[-1] = 0
+        except Exception as exc:  # still take part in the reduction, so every rank learns of it and none waits
+            failure = exc
             buf.fill(0)
+            buf[-1] = 1
         t1 = time.perf_counter()
         self.comm.allreduce_(buf)
         t2 = time.perf_counter()
-        total = buf[-1]
+        if buf[-1]:
+            if failure is not None:
+                raise failure
+            raise DistributedError(f"train_step: {int(buf[-1])} other rank(s) failed in this step (each raised its own "
+                                   f"error there); no rank updated its parameters, every rank is still at step "
+                                   f"{self.step}")
+        total = buf[-2]
         if total == 0:
             raise DistributedError("every rank's shard of this batch is empty; a step needs at least one sample")
-        np.divide(buf[:-2], total, out=buf[:-2])
+        np.divide(buf[:-3], total, out=buf[:-3])
         self._params = self._update.run([*self._params, *self._gradients])
         self.step += 1
         t3 = time.perf_counter()
@@ -150,7 +169,7 @@ class DataParallelTrainer:
         s.compute_s += t1 - t0
         s.allreduce_s += t2 - t1
         s.update_s += t3 - t2
-        return float(buf[-2] / total)
+        return float(buf[-3] / total)
 
     def _shard_size(self, data: Sequence[Any]) -> int:
         if not data:
@@ -208,8 +227,11 @@ class DataParallelTrainer:
         return int(self._buffer.nbytes)
 
     def _check_params(self, params: Sequence[Any]) -> None:
-        if isinstance(params, np.ndarray) or not params:
-            raise DistributedError("params must be a non-empty list of numpy arrays (one per trainable parameter)")
+        if isinstance(params, (np.ndarray, str, bytes)) or not isinstance(params, Sequence) or not params:
+            got = ("a single ndarray" if isinstance(params, np.ndarray) else
+                   type(params).__name__ if not isinstance(params, Sequence) or params else "an empty list")
+            raise DistributedError(f"params must be a non-empty list of numpy arrays (one per trainable parameter), "
+                                   f"got {got}; wrap one array in a list: [w]")
         for i, p in enumerate(params):
             if not isinstance(p, np.ndarray):
                 raise DistributedError(f"parameter {i} must be a numpy array, got {type(p).__name__}")
@@ -229,6 +251,7 @@ class DataParallelTrainer:
     # -- checkpoints -----------------------------------------------------------------------------------
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Rank 0 writes the parameters and the step count to ``path`` atomically; other ranks return at once."""
+        _check_path(path, "save_checkpoint")  # on every rank, so a wrong argument is found on every rank
         if self.comm.rank == 0:
             save_checkpoint(path, self._params, self.step)
 
@@ -242,6 +265,7 @@ class DataParallelTrainer:
         checkpoint or does not hold parameters of this trainer's types, so a
         job that catches it stays in step.
         """
+        _check_path(path, "resume")  # before the collective: on rank 0 alone it left the others waiting
         header = np.zeros(1, np.int64)  # 0: nothing to resume; -1: rank 0 could not; else step + 1
         params = self._params
         failure: CheckpointError | None = None

@@ -6,7 +6,7 @@ Scenarios: ``acceptance`` (data-parallel training with even, uneven and
 empty shards, parallel evaluation, communicator round trips), ``train``
 (training with checkpoints, optionally killing the whole job part-way, or
 resuming), ``raise``, ``exit`` and ``hang`` (one rank fails in a different
-way at step 3), ``tail`` (rank 0 works on after rank 1 has ended), ``misuse`` (mistakes that must raise on
+way at step 3), ``tail`` (rank 0 works on after rank 1 has ended), ``misuse`` and ``mismatch`` (mistakes that must raise on
 every rank), ``early`` (rank 1 fails before it makes a communicator), ``alone`` (ranks with LocalCommunicators). Each rank writes what it ends with to ``OUT_DIR`` as
 ``.npz`` files; the tests load them. The tests also import this file (by path)
 for the problem and the reference, which uses no frame-distributed code.
@@ -190,10 +190,40 @@ def misuse(comm, out: pathlib.Path) -> None:
     np.savez(out / f"misuse-rank{comm.rank}.npz", caught=np.array(caught), step=trainer.step)
 
 
+def mismatch(comm, out: pathlib.Path) -> None:
+    """The ranks make collective calls that do not match (MPI itself summed 5 values against 3 silently, summed
+    float64 against float32 into garbage, and waited forever in an allreduce against a broadcast): each must raise
+    on every rank, and the ranks, having caught them, still sum correctly."""
+    from frame_distributed import DistributedError
+
+    r = comm.rank
+    calls = [
+        lambda: comm.allreduce_(np.ones(5 if r == 0 else 3)),
+        lambda: comm.allreduce_(np.ones(4) if r == 0 else np.ones(8, np.float32)),
+        lambda: comm.broadcast_(np.full(3, float(r)), root=r),
+        lambda: comm.allreduce_(np.ones(3)) if r == 0 else comm.broadcast_(np.ones(3)),
+        lambda: comm.barrier() if r == 0 else comm.allreduce_(np.ones(2)),
+    ]
+    caught = []
+    for call in calls:
+        try:
+            call()
+        except DistributedError as exc:
+            caught.append(str(exc))
+    total = np.arange(4.0) * (r + 1)
+    comm.allreduce_(total)
+    root = np.full(2, float(r))
+    comm.broadcast_(root, root=np.int64(1))  # a numpy integer is a rank too
+    reshaped = np.arange(6.0).reshape(2, 3) if r == 0 else np.zeros(6)
+    comm.broadcast_(reshaped)  # the protocol asks for the same dtype and size, not the same shape
+    np.savez(out / f"mismatch-rank{r}.npz", caught=np.array(caught), total=total, root=root,
+             reshaped=reshaped.reshape(-1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["acceptance", "train", "raise", "exit", "hang", "tail",
-                                                     "misuse", "early", "alone"])
+                                                     "misuse", "mismatch", "early", "alone"])
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--split", default="even", choices=SPLITS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -233,6 +263,8 @@ def main() -> None:
             acceptance(comm, args.out)
         elif args.scenario == "misuse":
             misuse(comm, args.out)
+        elif args.scenario == "mismatch":
+            mismatch(comm, args.out)
         elif args.scenario == "tail":  # rank 1 ends right after training; rank 0 works on for a while
             train(comm, "even", 5)
             if comm.rank == 0:

@@ -14,7 +14,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from frame_distributed import CHECKPOINT_FORMAT, CheckpointError, load_checkpoint, save_checkpoint
+from frame_distributed import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriteError, load_checkpoint,
+                               save_checkpoint)
 from frame_distributed import checkpoint as checkpoint_module
 
 
@@ -47,8 +48,9 @@ def test_a_write_that_fails_leaves_the_previous_checkpoint(tmp_path, monkeypatch
         raise OSError("disk full")
 
     monkeypatch.setattr(checkpoint_module.np, "savez", half_then_fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OSError, match="disk full") as caught:
         save_checkpoint(path, [np.ones(1000)], 2)
+    assert isinstance(caught.value, CheckpointError)  # a CheckpointWriteError: both
     monkeypatch.undo()
     loaded = load_checkpoint(path)
     assert loaded.step == 1 and not loaded.params[0].any()
@@ -106,8 +108,8 @@ def test_load_errors_are_named(tmp_path):
     np.savez(tmp_path / "plain.npz", a=np.zeros(2))
     with pytest.raises(CheckpointError, match=f"not a frame-distributed checkpoint.*expected '{CHECKPOINT_FORMAT}'"):
         load_checkpoint(tmp_path / "plain.npz")
-    np.savez(tmp_path / "gap.npz", format=np.array(CHECKPOINT_FORMAT), step=np.array(1), param_0=np.zeros(1),
-             param_2=np.zeros(1))
+    np.savez(tmp_path / "gap.npz", format=np.array(CHECKPOINT_FORMAT), step=np.array(1), count=np.array(2),
+             param_0=np.zeros(1), param_2=np.zeros(1))
     with pytest.raises(CheckpointError, match="lacks 'param_1'"):
         load_checkpoint(tmp_path / "gap.npz")
 
@@ -150,3 +152,89 @@ def test_what_cannot_be_saved_or_read_back_is_refused_before_writing(tmp_path):
     with pytest.raises(CheckpointError, match="is a folder"):
         save_checkpoint(tmp_path / "folder.npz", [np.zeros(1)], 1)
     assert [p.name for p in tmp_path.iterdir()] == ["folder.npz"]
+
+
+def test_save_never_replaces_a_file_that_is_not_a_checkpoint(tmp_path):
+    # Before: a checkpoint path that named the user's data (a typo, a wrong argument) replaced it without a word.
+    (tmp_path / "data.npz").write_bytes(b"a year of measurements")
+    np.savez(tmp_path / "arrays.npz", x=np.arange(3))
+    before = {name: (tmp_path / name).read_bytes() for name in ("data.npz", "arrays.npz")}
+    for name in before:
+        with pytest.raises(CheckpointError, match="exists and is not a frame-distributed checkpoint.*give another "
+                                                  "path, or delete the file"):
+            save_checkpoint(tmp_path / name, [np.zeros(2)], 1)
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["arrays.npz", "data.npz"]  # no temporary file left
+    (tmp_path / "empty.npz").touch()  # nothing to lose: replaced
+    save_checkpoint(tmp_path / "empty.npz", [np.zeros(2)], 1)
+    assert load_checkpoint(tmp_path / "empty.npz").step == 1
+
+
+def test_a_damaged_checkpoint_loads_whole_or_is_a_named_error(tmp_path):
+    """Truncations and flipped bytes of a small checkpoint (every byte of the archive's directory at the end, every
+    fifth before it): the exact contents, or CheckpointError."""
+    # Before: some flips raised NotImplementedError from zipfile, and a flip in the archive's directory dropped
+    # both parameters, which loaded as a checkpoint with none.
+    params = [np.arange(6.0).reshape(2, 3), np.ones(4, np.float32)]
+    good = save_checkpoint(tmp_path / "good.npz", params, 7).read_bytes()
+    damaged = tmp_path / "damaged.npz"
+    directory = good.index(b"PK\x01\x02")  # where the archive's directory (its first entry) starts
+    positions = [*range(0, directory, 5), *range(directory, len(good))]
+    variants = [good[:n] for n in positions]
+    for i in positions:
+        flipped = bytearray(good)
+        flipped[i] ^= 0xFF
+        variants.append(bytes(flipped))
+    for data in variants:
+        damaged.write_bytes(data)
+        try:
+            loaded = load_checkpoint(damaged)
+        except CheckpointError:
+            continue
+        assert loaded.step == 7 and len(loaded.params) == 2
+        for p, q in zip(loaded.params, params):
+            assert p.dtype == q.dtype
+            np.testing.assert_array_equal(p, q)
+
+
+def test_files_that_are_not_archives_and_bad_arguments_are_named(tmp_path):
+    # Before: a text file got numpy's advice to load it with allow_pickle=True, a path of another type and a
+    # step past int64 raised TypeError and OverflowError.
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(CheckpointError, match="it is not an .npz archive") as caught:
+        load_checkpoint(tmp_path / "notes.txt")
+    assert "pickle" not in str(caught.value)
+    for call in (lambda: load_checkpoint(None), lambda: save_checkpoint(3, [np.zeros(1)], 1)):
+        with pytest.raises(CheckpointError, match="path must be a str or os.PathLike"):
+            call()
+    with pytest.raises(CheckpointError, match="below 2\\*\\*62"):
+        save_checkpoint(tmp_path / "c.npz", [np.zeros(1)], 2**70)
+
+
+def test_a_format_1_checkpoint_without_a_count_still_loads(tmp_path):
+    np.savez(tmp_path / "old.npz", format=np.array("frame-distributed-checkpoint/1"), step=np.array(4),
+             param_0=np.ones(2))
+    loaded = load_checkpoint(tmp_path / "old.npz")
+    assert loaded.step == 4 and len(loaded.params) == 1
+    save_checkpoint(tmp_path / "old.npz", [np.zeros(2)], 5)  # and is a checkpoint save may replace
+    assert load_checkpoint(tmp_path / "old.npz").step == 5
+
+
+def test_an_unwritable_folder_is_a_named_error_about_the_checkpoint(tmp_path, monkeypatch):
+    # Before: a bare PermissionError (or FileNotFoundError, on /proc) naming '.c.npz.<random>.tmp', a file the
+    # user never asked for. The tests run as root, for whom chmod does not refuse a write, so the refusal is
+    # the one mkstemp would raise.
+    save_checkpoint(tmp_path / "c.npz", [np.zeros(2)], 1)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".c.npz.x1y2.tmp"))
+
+    monkeypatch.setattr(checkpoint_module.tempfile, "mkstemp", refused)
+    with pytest.raises(CheckpointWriteError, match=r"could not write '.*c\.npz' \(PermissionError: Permission "
+                                                   r"denied.*previous checkpoint there, if any, is unchanged: make "
+                                                   r"the folder writable") as caught:
+        save_checkpoint(tmp_path / "c.npz", [np.ones(2)], 2)
+    assert isinstance(caught.value, OSError)  # code that catches OSError still catches it
+    assert caught.value.errno == 13 and ".tmp" not in str(caught.value)
+    monkeypatch.undo()
+    assert load_checkpoint(tmp_path / "c.npz").step == 1

@@ -68,8 +68,11 @@ def test_allreduce_refuses_a_read_only_buffer():
 
 
 def test_broadcast_checks_its_root_and_buffer():
-    with pytest.raises(DistributedError, match=r"root must be a rank in 0..0, got 1"):
+    with pytest.raises(DistributedError, match=r"root must be a rank in 0..0 \(an int\), got 1"):
         LocalCommunicator().broadcast_(np.zeros(2), root=1)
+    LocalCommunicator().broadcast_(np.zeros(2), root=np.int64(0))  # a numpy integer (say from argmax) is a rank
+    with pytest.raises(DistributedError, match=r"root must be a rank in 0..0 \(an int\), got np.True_"):
+        LocalCommunicator().broadcast_(np.zeros(2), root=np.True_)
     with pytest.raises(DistributedError, match="C-contiguous writeable numpy array"):
         LocalCommunicator().broadcast_(np.zeros((4, 4)).T[0], 0)
 
@@ -161,6 +164,27 @@ def test_without_mpi4py_local_works_and_mpi_says_what_to_install():
     assert "every process would run alone" in result["under_launcher"]
     assert "pip install 'frame-distributed[mpi]'" in result["under_launcher"]
     assert result["mpi4py_loaded"] is False
+
+
+def test_mpi4py_without_an_mpi_library_is_the_same_named_error():
+    # mpi4py 4 loads the MPI library at run time; with none to load, MPICommunicator() and default_communicator()
+    # under a launcher raised a bare RuntimeError("cannot load MPI library").
+    result = run_python("""
+        import json, os
+        import frame_distributed as fd
+        found = []
+        for make in (fd.MPICommunicator, fd.default_communicator):
+            try:
+                make()
+            except fd.MPIUnavailableError as exc:
+                found.append(str(exc))
+            os.environ["PMI_RANK"] = "0"
+        print(json.dumps({"found": found}))
+    """, MPI4PY_LIBMPI="/nonexistent/libmpi.so.12")
+    direct, default = result["found"]
+    assert "mpi4py is installed but cannot load an MPI library" in direct
+    assert "pip install 'frame-distributed[mpi]'" in direct and "LocalCommunicator()" in direct
+    assert "an MPI launcher started this process" in default
 
 
 def test_frame_core_imports_neither_this_package_nor_mpi4py():

@@ -116,3 +116,24 @@ def test_a_communicator_of_the_wrong_kind_is_named(scenarios):
         parallel_evaluate(scenarios.eval_graph(), scenarios.eval_inputs(), comm=object())
     with pytest.raises(DistributedError, match="split_by_rank: comm must be a Communicator"):
         split_by_rank(np.ones(3), comm="local")
+
+
+def test_an_input_that_fails_on_one_rank_fails_on_every_rank(scenarios, run_ranks):
+    # Before: the rank owning the bad input raised alone while the others waited in the broadcasts of the
+    # results; a job that caught the error was out of step in its next collective.
+    good = scenarios.eval_inputs()[:5]
+    bad = [*good[:4], [good[4][0][:2], *good[4][1:]]]  # inputs[4] (rank 2's block of 3 ranks) has 2 rows, not 3
+
+    def rank_fn(comm):
+        try:
+            parallel_evaluate(scenarios.eval_graph(), bad, comm=comm)
+        except fc.FrameError as exc:
+            caught = (type(exc).__name__, str(exc))
+        return caught, parallel_evaluate(scenarios.eval_graph(), good, comm=comm, stacked=True)  # still in step
+
+    ranks = run_ranks(3, rank_fn)
+    assert [caught[0] for caught, _ in ranks] == ["DistributedError", "DistributedError", "InputError"]
+    assert "inputs[4]" in ranks[2][0][1] and "1 other rank(s) failed on their inputs" in ranks[0][0][1]
+    serial = fc.compile(scenarios.eval_graph())
+    for _, (y, norm) in ranks:
+        np.testing.assert_array_equal(y[4], serial.run(good[4])[0])

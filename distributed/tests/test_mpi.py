@@ -9,6 +9,7 @@ here can hang. ``mpiexec`` is the one installed next to this Python (the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import signal
@@ -209,9 +210,32 @@ def test_mistakes_raise_on_every_rank_and_leave_the_ranks_in_step(tmp_path):
         with np.load(tmp_path / f"misuse-rank{r}.npz") as data:
             params_error, resume_error = map(str, data["caught"])
             assert int(data["step"]) == 1
-        assert "the parameters differ across ranks: rank 0 has (f64[5, 8]," in params_error
+        assert "the parameters (or learning rates) differ across ranks: rank 0 has (f64[5, 8]," in params_error
         assert "is not a readable checkpoint" in resume_error
         assert ("rank 0 could not resume" in resume_error) == (r > 0)
+
+
+def test_collective_calls_that_differ_across_ranks_raise_on_every_rank(tmp_path):
+    """Buffers of other sizes, dtypes or roots, or another collective, on rank 1: MPI summed or copied them silently
+    wrong or hung; now a DistributedError on every rank names each rank's call, and the ranks stay in step."""
+    run = mpiexec("mismatch", out=tmp_path)
+    assert run.returncode == 0, run.stderr
+    expected = [
+        ("rank 0: allreduce_ of float64[5]; rank 1: allreduce_ of float64[3]"),
+        ("rank 0: allreduce_ of float64[4]; rank 1: allreduce_ of float32[8]"),
+        ("rank 0: broadcast_ of float64[3] from rank 0; rank 1: broadcast_ of float64[3] from rank 1"),
+        ("rank 0: allreduce_ of float64[3]; rank 1: broadcast_ of float64[3] from rank 0"),
+        ("rank 0: barrier; rank 1: allreduce_ of float64[2]"),
+    ]
+    for r in range(RANKS):
+        with np.load(tmp_path / f"mismatch-rank{r}.npz") as data:
+            caught = list(map(str, data["caught"]))
+            np.testing.assert_array_equal(data["total"], np.arange(4.0) * 3)
+            np.testing.assert_array_equal(data["root"], np.ones(2))
+            np.testing.assert_array_equal(data["reshaped"], np.arange(6.0))
+        assert len(caught) == len(expected), caught
+        for message, calls in zip(caught, expected):
+            assert "the ranks made different collective calls" in message and calls in message, message
 
 
 def test_a_rank_that_ends_first_does_not_cut_short_a_rank_still_working(tmp_path):
@@ -264,3 +288,39 @@ def test_the_mlp_example_under_mpiexec_matches_one_process(tmp_path):
     for step in one:
         assert abs(two[step] - one[step]) <= 1e-5 * one[step] + 2e-6, (step, two[step], one[step])
     assert one[29] < 0.5 * one[0]
+
+
+ONE_RANK = """
+import json
+import numpy as np
+from frame_distributed import LocalCommunicator, MPICommunicator
+
+def calls(comm):
+    found = []
+    for call in (lambda: comm.allreduce_(np.arange(3.0)), lambda: comm.allreduce_(np.arange(3)),
+                 lambda: comm.allreduce_(np.zeros((2, 2))), lambda: comm.allreduce_(np.zeros(0, np.float32)),
+                 lambda: comm.broadcast_(np.zeros(2), 1), lambda: comm.broadcast_(np.zeros(2), np.int64(0)),
+                 lambda: comm.broadcast_(np.array(3.0)), lambda: comm.broadcast_(np.zeros((2, 3)).T),
+                 comm.barrier):
+        try:
+            call()
+            found.append("ok")
+        except Exception as exc:
+            found.append(f"{type(exc).__name__}: {exc}")
+    total = np.arange(4.0)
+    comm.allreduce_(total)
+    return found + [total.tolist(), comm.rank, comm.size]
+
+print(json.dumps({"local": calls(LocalCommunicator()), "mpi": calls(MPICommunicator())}))
+"""
+
+
+def test_an_mpi_communicator_of_one_rank_behaves_as_the_local_one(tmp_path):
+    """Under `mpiexec -n 1` the same calls give the same results and the same errors as LocalCommunicator."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRAME_")}
+    done = subprocess.run([str(MPIEXEC), "-n", "1", sys.executable, "-c", ONE_RANK], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["local"] == result["mpi"]
+    assert result["mpi"][-3:] == [[0.0, 1.0, 2.0, 3.0], 0, 1] and result["mpi"].count("ok") == 5

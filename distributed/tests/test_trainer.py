@@ -119,7 +119,7 @@ def test_float32_training_and_the_step_statistics(scenarios):
     assert last < first
     assert all(p.dtype == np.float32 for p in trainer.params)
     assert trainer.stats.steps == 21 and trainer.stats.compute_s > 0 and 0 <= trainer.stats.allreduce_share < 1
-    assert trainer.allreduce_bytes == 4 * (sum(p.size for p in params) + 2)
+    assert trainer.allreduce_bytes == 4 * (sum(p.size for p in params) + 3)  # + loss, count, failure flag
     trainer.reset_stats()
     assert trainer.stats.steps == 0
 
@@ -249,6 +249,26 @@ def test_parameters_that_differ_across_ranks_fail_on_every_rank_naming_both(scen
     assert "this rank (1) has" in messages[1]
 
 
+def test_learning_rates_that_differ_across_ranks_fail_on_every_rank(scenarios, run_ranks):
+    # Only the parameters' types were compared: a rank given another lr (say, scaled by a per-rank config)
+    # applied its own update to the common gradient, and the ranks drifted apart silently.
+    def rank_fn(comm):
+        _, _, params = scenarios.problem()
+        try:
+            DataParallelTrainer(scenarios.mlp_loss, params, 0.1 if comm.rank == 0 else 0.2, comm=comm)
+        except DistributedError as exc:
+            return str(exc)
+        return None
+
+    messages = run_ranks(2, rank_fn)
+    assert all(m is not None and "differ across ranks" in m and "at learning rate 0.1, but rank(s) [1]" in m
+               for m in messages), messages
+    assert "this rank (1) has" in messages[1] and "at learning rate 0.2" in messages[1]
+    # the same rate written as a numpy scalar on one rank is the same rate
+    run_ranks(2, lambda comm: DataParallelTrainer(scenarios.mlp_loss, scenarios.problem()[2],
+                                                  0.1 if comm.rank == 0 else np.float64(0.1), comm=comm))
+
+
 def test_a_loss_graph_with_more_outputs_trains_on_output_0(scenarios, reference):
     # The training graph's outputs are the forward outputs, then the gradients: the gradients were read from
     # position 1, so an extra forward output was taken for the first parameter's gradient.
@@ -289,3 +309,69 @@ def test_a_checkpoint_rank_0_cannot_use_fails_resume_on_every_rank(scenarios, ru
         assert step == 0 and len(found) == 2, found
         assert "is not a readable checkpoint" in found[0] and "belongs to another model" in found[1]
         assert all(("rank 0 could not resume" in m) == (rank > 0) for m in found)
+
+
+def test_a_path_of_the_wrong_type_fails_on_every_rank(scenarios, run_ranks):
+    # Only rank 0 looked at the path: resume(None) raised TypeError there alone while the others waited in the
+    # broadcast; save_checkpoint(None) raised on rank 0 only.
+    _, _, params = scenarios.problem()
+
+    def rank_fn(comm):
+        trainer = DataParallelTrainer(scenarios.mlp_loss, params, 0.1, comm=comm)
+        found = []
+        for call in (lambda: trainer.resume(None), lambda: trainer.save_checkpoint(3)):
+            try:
+                call()
+            except CheckpointError as exc:
+                found.append(str(exc))
+        trainer.comm.barrier()  # still in step
+        return found
+
+    for found in run_ranks(2, rank_fn):
+        assert len(found) == 2 and all("the path must be a str or os.PathLike" in m for m in found), found
+
+
+@pytest.mark.parametrize("params,got", [
+    ({"w": np.zeros(2)}, "got dict"),
+    ((p for p in [np.zeros(2)]), "got generator"),
+    (np.zeros((2, 2)), "got a single ndarray"),
+    ([], "got an empty list"),
+])
+def test_params_that_are_not_a_list_of_arrays_are_named(params, got):
+    # Before: a dict was iterated by its keys ("parameter 0 must be a numpy array, got str") and a generator was
+    # used up by the checks ("must share one dtype ..., got []").
+    with pytest.raises(DistributedError, match=f"params must be a non-empty list of numpy arrays .*{got}"):
+        DataParallelTrainer(lambda x, w: ops.mean(x * w), params, 0.1, comm=LocalCommunicator())
+
+
+def test_a_step_that_fails_on_one_rank_fails_on_every_rank_and_keeps_them_in_step(scenarios, run_ranks):
+    # Before: the failing rank raised before the allreduce while the others waited in it; a job that caught the
+    # error (to skip a bad batch) sent its next step's gradients into the others' current step, silently mixing
+    # two steps, and the ranks' parameters and step counts parted.
+    x, t, params = scenarios.problem()
+
+    def rank_fn(comm):
+        trainer = DataParallelTrainer(scenarios.mlp_loss, params, scenarios.LR, comm=comm)
+        rows = slice(comm.rank * 12, (comm.rank + 1) * 12)
+        caught = []
+        for step in range(3):
+            bad = step == 1 and comm.rank == 1
+            try:
+                trainer.train_step(x[rows, :2] if bad else x[rows], t[rows])  # wrong feature count on rank 1
+            except fc.FrameError as exc:
+                caught.append((type(exc).__name__, str(exc)))
+        return caught, trainer.step, trainer.params
+
+    ranks = run_ranks(3, rank_fn)
+    assert [caught[0][0] for caught, _, _ in ranks] == ["DistributedError", "ShapeError", "DistributedError"]
+    assert "1 other rank(s) failed in this step" in ranks[0][0][0][1] and "still at step 1" in ranks[0][0][0][1]
+    for caught, step, final in ranks:
+        assert len(caught) == 1 and step == 2
+        for p, q in zip(final, ranks[0][2]):
+            np.testing.assert_array_equal(p, q)
+    # and those two steps were the full-batch ones on the whole data
+    full = DataParallelTrainer(scenarios.mlp_loss, params, scenarios.LR, comm=LocalCommunicator())
+    for _ in range(2):
+        full.train_step(x, t)
+    for p, q in zip(ranks[0][2], full.params):
+        np.testing.assert_allclose(p, q, rtol=0, atol=1e-12)
