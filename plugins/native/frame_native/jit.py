@@ -85,7 +85,7 @@ class _State:
         self.codes: set[str] = set()     # distinct kernels (cache keys) loaded or reused: at most MAX_KERNELS
         self.compiled = 0
         self.from_cache = 0
-        self.cache_checked = False
+        self.cache_checked: str | None = None  # the cache directory found usable (it is checked again if it changes)
         self.notes: list[str] = []
         self.seen_notes: set[str] = set()
 
@@ -297,12 +297,13 @@ def _check_numpy_layout() -> str | None:
 def _setup(s: _State) -> "_LLVM | None":
     if s.stopping:  # never import llvmlite while the process exits (see _at_exit)
         raise _Stopping
-    if not s.cache_checked:
-        problem = _check_numpy_layout() or _usable_cache(cache_dir())
+    folder = cache_dir()  # read at every compile: a directory set later is checked like the first one
+    if s.cache_checked != folder:
+        problem = (_check_numpy_layout() if s.cache_checked is None else None) or _usable_cache(folder)
         if problem:
             _disable(problem)
             return None
-        s.cache_checked = True
+        s.cache_checked = folder
     if not _llvm:
         try:
             _llvm.append(_LLVM())
@@ -331,7 +332,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
         s.codes.add(key)
     hit = _loaded.get(key)
     if hit is None:
-        path = os.path.join(cache_dir(), key + ".o")
+        path = os.path.join(s.cache_checked or cache_dir(), key + ".o")
         obj = _read_cached(path)
         how = "cache"
         address = 0

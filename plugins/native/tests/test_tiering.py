@@ -417,6 +417,23 @@ def test_an_unusable_cache_directory_keeps_groups_on_numpy(problem, tmp_path, mo
         "chmod" in caplog.records[-1].getMessage()
 
 
+def test_a_cache_directory_set_after_the_first_compile_is_checked_too(tmp_path, monkeypatch, caplog):
+    """FRAME_NATIVE_CACHE is read at every compile; a directory others can write to is refused whenever it is
+    named, not only when it is the first one (object code loaded from it runs in this process)."""
+    first = fc.compile(fc.trace(chain(6, 8, seed=20), "f32[8]"), cache=False)
+    run_both_tiers(first, [np.ones(8, np.float32)])
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("FRAME_NATIVE_CACHE", str(shared))
+    second = fc.compile(fc.trace(chain(6, 8, seed=21), "f32[8]"), cache=False)
+    with caplog.at_level(logging.WARNING, logger="frame_native"):
+        second.run([np.ones(8, np.float32)])
+        frame_native.wait(60)
+    assert frame_native.tier_of(second) == ["off"] and not list(shared.iterdir())
+    assert any("writable by others" in r.getMessage() for r in caplog.records)
+
+
 def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=timeout)
