@@ -216,7 +216,11 @@ def _run() -> None:
                 note(f"compiling a fused group failed ({type(exc).__name__}: {exc})")
                 fn, how, plan = None, "failed", None
             if not s.stopping and os.getpid() == s.pid:
-                install(plan if fn is not None else None, fn, how)
+                try:
+                    install(plan if fn is not None else None, fn, how)
+                except Exception as exc:  # else this thread would die, and every later group wait forever
+                    note(f"installing a compiled kernel failed ({type(exc).__name__}: {exc})")
+                    install(None, None, "failed")
         finally:
             s.queue.task_done()
 

@@ -364,6 +364,31 @@ def test_when_llvm_fails_the_kernel_stays_on_numpy(monkeypatch, caplog, same_bit
     same_bits(exe.run([x])[0], first)
 
 
+def test_a_kernel_that_fails_to_install_leaves_the_compiler_running(monkeypatch, caplog, same_bits):
+    """An error while installing one compiled kernel must not kill the compiler thread: the groups queued after
+    it would stay 'queued' forever while wait() reported the queue done."""
+    from frame_native import tiered
+
+    real, calls = tiered._wrapper, []
+
+    def first_one_fails(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("simulated install error")
+        return real(*args)
+    monkeypatch.setattr(tiered, "_wrapper", first_one_fails)
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    broken, fine = (fc.compile(fc.trace(chain(5, 8, seed=s), "f32[8]"), cache=False) for s in (30, 31))
+    with caplog.at_level(logging.WARNING, logger="frame_native"):
+        first = broken.run([x])[0].copy()
+        assert frame_native.wait(60)
+        before, after = run_both_tiers(fine, [x])
+    assert frame_native.tier_of(broken) == ["failed"]
+    assert any("simulated install error" in r.getMessage() for r in caplog.records)
+    same_bits(broken.run([x])[0], first)
+    same_bits(after[0], before[0])
+
+
 def test_an_llvm_error_quoting_the_ir_is_still_a_one_line_note(monkeypatch, caplog, same_bits):
     """LLVM's parse and verify errors span lines (the IR line, a caret line); the note stays one short line."""
     def broken(self, ir):
