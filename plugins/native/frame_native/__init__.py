@@ -23,5 +23,9 @@ __all__ = ["wait", "status", "tier_of"]
 
 
 def tier_of(executable: Any) -> list[str]:
-    """The tier (``numpy``, ``queued``, ``native``, ``failed``, ``off``) of each tiered kernel of ``executable``."""
-    return [ins.kernel.native.state for ins in executable.instructions if hasattr(ins.kernel, "native")]
+    """The tier (``numpy``, ``queued``, ``native``, ``failed``, ``off``) of each tiered kernel of ``executable``.
+    In a forked child a kernel the parent had queued is ``off``: the child never compiles it."""
+    import os
+
+    tiers = [ins.kernel.native for ins in executable.instructions if hasattr(ins.kernel, "native")]
+    return ["off" if t.state == "queued" and t.pid != os.getpid() else t.state for t in tiers]

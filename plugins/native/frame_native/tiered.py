@@ -56,6 +56,7 @@ class Tier:
     queued_at: float | None = None   # time.perf_counter() when queued
     swapped_at: float | None = None  # ... when the compiled kernel took over
     how: str | None = None           # "compiled" or "cache" (loaded from the disk cache)
+    pid: int = 0                     # the process that queued it (a forked child never compiles it)
     fallbacks: int = 0               # calls refused (not C-contiguous, unaligned, ...): they ran numpy
     slot: list[Callable[..., Any]] = field(default_factory=list, repr=False)
 
@@ -76,7 +77,7 @@ def build_tiered_kernel(ctx: NodeContext) -> Callable[..., Any]:
         tier.slot[0] = numpy_kernel
         if jit.submit(lambda: plan_body(body, packs), lambda plan, fn, how: _install(tier, plan, fn, how,
                                                                                      numpy_kernel, n)):
-            tier.state, tier.queued_at = "queued", time.perf_counter()
+            tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
         else:
             tier.state = "off"
 

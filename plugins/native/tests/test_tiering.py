@@ -549,7 +549,17 @@ def test_a_forked_child_never_compiles_and_keeps_the_parents_native_kernels(same
     x = np.linspace(-3, 3, 32, dtype=np.float32)
     before, _ = run_both_tiers(native, [x])
     pending = fc.compile(fc.trace(chain(12, 32, seed=2), "f32[32]"), cache=False)
-    pid = os.fork()
+    queued = fc.compile(fc.trace(chain(9, 32, seed=3), "f32[32]"), cache=False)
+    import threading
+
+    forked, real_compile = threading.Event(), jit._compile
+    jit._compile = lambda *a: forked.wait(30) and real_compile(*a)  # still queued at the fork
+    try:
+        queued.run([x])
+        pid = os.fork()
+    finally:
+        jit._compile = real_compile
+        forked.set()
     if pid == 0:  # child: the parent's native kernel still runs; a new group stays on numpy
         code = 1
         try:
@@ -557,6 +567,7 @@ def test_a_forked_child_never_compiles_and_keeps_the_parents_native_kernels(same
             want = pending.run([x])[0].copy()
             ok = ok and frame_native.tier_of(pending) == ["off"] and not jit.status()["active"]
             ok = ok and pending.run([x])[0].tobytes() == want.tobytes()
+            ok = ok and frame_native.tier_of(queued) == ["off"]  # not 'queued' for ever: never compiled here
             code = 0 if ok else 1
         finally:
             os._exit(code)
