@@ -287,7 +287,9 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
     if kind == "str":
         _expect(isinstance(v, str), vpath, f"expected a string, got {_short(v)}")
         return v
-    if kind == "none":
+    if kind == "none":  # a value beside "none" is an edit that would be dropped without a word: refuse it
+        _expect(v is None, vpath, f"an attribute of kind none has the value null, got {_short(v)}; give the kind of "
+                                  "the value (int, ints, str, ...) or null")
         return None
     if kind in ("ints", "floats", "strs"):
         _expect(isinstance(v, list), vpath, f"expected an array, got {type(v).__name__}")

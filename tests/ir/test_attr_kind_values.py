@@ -1,0 +1,32 @@
+"""An attribute's ``kind`` and ``value`` in a JSON graph must agree: a hand edit that puts a value beside
+``"kind": "none"`` (the form ``save_graph`` writes for an unset optional attribute, e.g. slice's ``steps``)
+must not be dropped without a word (issue 8 §2, §4)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import frame_core as fc
+from frame_core.errors import GraphFormatError
+
+
+def _document(steps: dict) -> str:
+    return json.dumps({"format": "frame-graph", "version": 2, "graph": {
+        "name": "g", "inputs": [{"id": 0, "type": "f32[6]", "name": "x"}],
+        "nodes": [{"op": "ops_basic::slice", "inputs": [0], "outputs": [{"id": 1, "type": "f32[3]"}],
+                   "attrs": {"starts": {"kind": "ints", "value": [0]}, "stops": {"kind": "ints", "value": [3]},
+                             "steps": steps}}],
+        "outputs": [1]}})
+
+
+@pytest.mark.parametrize("value", [[2], 0, "x", False, {}])
+def test_a_value_beside_kind_none_is_a_format_error_with_its_path(value):
+    with pytest.raises(GraphFormatError, match=r"\$\.graph\.nodes\[0\]\.attrs\.steps\.value: .*kind none"):
+        fc.loads(_document({"kind": "none", "value": value}))
+
+
+def test_kind_none_with_null_still_loads():
+    graph = fc.loads(_document({"kind": "none", "value": None}))
+    assert graph.nodes[0].attrs["steps"] is None
