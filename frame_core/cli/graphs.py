@@ -117,10 +117,11 @@ def graph_grad(path: str, loss: int, wrt: str | None, output: str | None, force:
     except OSError as exc:
         raise CliFailure(f"error: cannot write {output}: {exc.strerror or exc}", EXIT_USAGE) from None
     n_out = len(graph.outputs)
-    warn(f"wrote {output}: outputs {_span(0, n_out)} the forward outputs, {_span(n_out, n_out + len(indices))} the "
-         f"gradients of output {loss} with respect to input{'s' if len(indices) != 1 else ''} "
-         f"{', '.join(map(str, indices))}")
+    n_grad = len(indices)
+    warn(f"wrote {output}: {_span(0, n_out, 'the forward output')}, {_span(n_out, n_out + n_grad, 'the gradient')} "
+         f"of output {loss} with respect to input{'s' if n_grad != 1 else ''} {', '.join(map(str, indices))}")
 
 
-def _span(start: int, stop: int) -> str:
-    return f"{start} is" if stop - start == 1 else f"{start}..{stop - 1} are"
+def _span(start: int, stop: int, what: str) -> str:
+    """``output 0 is the forward output`` / ``outputs 0..2 are the forward outputs``."""
+    return f"output {start} is {what}" if stop - start == 1 else f"outputs {start}..{stop - 1} are {what}s"
