@@ -246,7 +246,7 @@ def _grad_names(forward: Graph, loss: int, wrt: list[int], names: Sequence[str] 
 def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
     listing = "\n  ".join(str(p) for p in problems[:10]) + (f"\n  ... and {len(problems) - 10} more"
                                                              if len(problems) > 10 else "")
-    missing_ops = all(p.rule == "V3" or (p.rule == "V8" and p.message.startswith("V3:")) for p in problems)
+    missing_ops = all(p.unknown_op for p in problems)
     advice = ("Its ops are not registered: install or load the packs that provide them (`frame plugins list` shows "
               "which are loaded)" if missing_ops else "Fix the graph (built or edited by hand?); no pack is at fault")
     return GradientError(f"cannot differentiate: the forward graph itself is invalid ({len(problems)} problem"

@@ -33,7 +33,7 @@ def _read(path: str, reg: "Registry", check: bool = True) -> "Graph":
             lines = "\n  ".join(str(p) for p in problems[:20])
             more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
             hint = ("is the pack that provides its ops installed? `frame ops list` shows what is"
-                    if any(p.rule == "V3" for p in problems) else
+                    if any(p.unknown_op for p in problems) else
                     "the graph breaks rules that every graph frame builds keeps: was it written by hand, or "
                     "edited?")  # the pack hint only where an op is missing: it misleads about types and attributes
             raise CliFailure(

@@ -54,6 +54,12 @@ class Problem:
             where += f"node {self.node_index}" + (f" ({self.op})" if self.op else "")
         return f"{self.rule} {RULES[self.rule]}: {where + ': ' if where else ''}{self.message}"
 
+    @property
+    def unknown_op(self) -> bool:
+        """An op no loaded pack provides (V3), at the top or inside a body (V8 carrying the inner V3): a pack to
+        install or load, not a graph to fix."""
+        return self.rule == "V3" or (self.rule == "V8" and self.message.startswith("V3:"))
+
 
 def verify(graph: Graph, registry: SchemaSource | None = None) -> None:
     """Raise :class:`~frame_core.errors.VerifyError` listing every problem, or return ``None``."""

@@ -42,3 +42,18 @@ def test_a_graph_with_a_wrong_type_is_still_the_users_to_fix():
     with pytest.raises(GradientError, match="(?s)V4.*no pack is at fault") as info:
         fc.build_backward_graph(g, 0, [0])
     assert "install or load" not in str(info.value)
+
+
+def test_frame_graph_show_asks_for_the_pack_of_an_op_inside_a_body(tmp_path):
+    from typer.testing import CliRunner
+
+    from frame_core.cli.main import app
+
+    g = fc.trace(lambda x: ops.sum(ops.loop(lambda i, s: (True, ops.tanh(s)), 2, True, x)), "f64[3]")
+    _rename_in_body(g, "tanh", "elsewhere::tanh")
+    path = tmp_path / "g.json"
+    fc.save_graph(g, path)
+    result = CliRunner().invoke(app, ["graph", "show", str(path)])
+    assert result.exit_code == 2
+    assert "is the pack that provides its ops installed" in result.stderr
+    assert "written by hand, or edited" not in result.stderr
