@@ -52,7 +52,7 @@ def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> No
         lines.append(f'{indent}{nid} [shape=box, {style}, label="{label}"];')
         for v in node.inputs:
             src = ids.get(v, f"{prefix}undefined")
-            lines.append(f'{indent}{src} -> {nid} [label="{v.type}"];')
+            lines.append(f'{indent}{src} -> {nid} [label="{_edge_label(v)}"];')
         for v in node.outputs:
             ids[v] = nid
         for k, a in node.attrs.items():
@@ -64,4 +64,13 @@ def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> No
     for i, v in enumerate(graph.outputs):
         oid = f"{prefix}out{i}"
         lines.append(f'{indent}{oid} [shape=doubleoctagon, label="output {i}"];')
-        lines.append(f'{indent}{ids.get(v, prefix + "undefined")} -> {oid} [label="{v.type}"];')
+        lines.append(f'{indent}{ids.get(v, prefix + "undefined")} -> {oid} [label="{_edge_label(v)}"];')
+
+
+def _edge_label(value: Value) -> str:
+    """The value's type, led by its output position when its producer has several (a loop's states and stacked
+    rows often share a type: without it, two edges from one box would be indistinguishable)."""
+    node = value.producer
+    if node is not None and len(node.outputs) > 1:
+        return f"#{value.index} {value.type}"
+    return str(value.type)
