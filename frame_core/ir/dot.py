@@ -1,7 +1,8 @@
 """Graphviz DOT export: ``to_dot(graph)``; render with ``dot -Tsvg``.
 
 Inputs are ellipses, ops are boxes (``_internal`` ops dashed, constants grey),
-outputs are double octagons; edges carry the value's type. Sub-graph
+outputs are double octagons; edges carry the value's type (and output position when a node
+has several). Sub-graph
 attributes are drawn as clusters beside their node.
 """
 
