@@ -441,6 +441,8 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
     if not isinstance(text, (str, bytes, bytearray)):
         raise ArgumentError(f"loads() takes the JSON text of a graph (a str or bytes; load_graph reads a file), got "
                             f"{type(text).__name__} {_short(text)}")
+    if isinstance(text, str) and text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark (editors on Windows write one): json reads bytes with one, not str
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -462,7 +464,7 @@ def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" 
     """The graph saved in the file ``path`` (see :func:`from_document`)."""
     path = _path(path, "load_graph(path)")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # UTF-8, with or without a byte-order mark
             text = f.read()
     except OSError as exc:
         raise GraphFormatError(str(path), f"cannot read the file: {exc.strerror or exc}") from None

@@ -30,3 +30,16 @@ def test_a_value_beside_kind_none_is_a_format_error_with_its_path(value):
 def test_kind_none_with_null_still_loads():
     graph = fc.loads(_document({"kind": "none", "value": None}))
     assert graph.nodes[0].attrs["steps"] is None
+
+
+@pytest.mark.parametrize("how", ["file", "str", "bytes"])
+def test_a_document_with_a_utf8_byte_order_mark_loads(tmp_path, how):
+    # Windows editors save UTF-8 with a BOM; json.loads took it in bytes but refused it in str and files
+    text = "\ufeff" + _document({"kind": "none", "value": None})
+    if how == "file":
+        path = tmp_path / "g.json"
+        path.write_bytes(text.encode("utf-8"))
+        graph = fc.load_graph(path)
+    else:
+        graph = fc.loads(text if how == "str" else text.encode("utf-8"))
+    assert graph.nodes[0].op.endswith("slice") and graph.nodes[0].attrs["steps"] is None
