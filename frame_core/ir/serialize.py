@@ -337,8 +337,10 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
         return array
     if kind == "graph":
         return _read_graph(v, vpath, op_key)
+    either = f" ({kind!r}, as `frame ops show` prints it, means the value may be any of {', '.join(kind.split('|'))}: " \
+             f"write the kind of the value given)" if "|" in kind and len(kind) < 40 else ""
     raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {_short(kind)}; expected one of bool, int, float, str, "
-                                          "none, ints, floats, strs, dtype, tensor, graph")
+                                          f"none, ints, floats, strs, dtype, tensor, graph{either}")
 
 
 def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Graph:

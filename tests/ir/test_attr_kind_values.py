@@ -43,3 +43,12 @@ def test_a_document_with_a_utf8_byte_order_mark_loads(tmp_path, how):
     else:
         graph = fc.loads(text if how == "str" else text.encode("utf-8"))
     assert graph.nodes[0].op.endswith("slice") and graph.nodes[0].attrs["steps"] is None
+
+
+def test_a_schema_kind_with_alternatives_says_to_write_the_kind_of_the_value():
+    # `frame ops show conv1d` prints "padding: str|ints"; a document names the kind of the value it holds
+    text = _document({"kind": "none", "value": None}).replace('"steps": {"kind": "none", "value": null}',
+                                                              '"steps": {"kind": "str|ints", "value": "same"}')
+    with pytest.raises(GraphFormatError, match=r"steps\.kind: unknown attribute kind 'str\|ints'.*any of str, ints: "
+                                               r"write the kind of the value given"):
+        fc.loads(text)
