@@ -71,6 +71,18 @@ def _output_position(value: Any, graph: Graph, what: str) -> int:
     return int(value)
 
 
+def _input_position(name: str, graph: Graph) -> int:
+    """The position of the input named ``name`` (inputs carry the traced function's parameter names)."""
+    found = [i for i, v in enumerate(graph.inputs) if v.name == name]
+    if len(found) == 1:
+        return found[0]
+    names = ", ".join(f"{i}: {v.name!r}" for i, v in enumerate(graph.inputs) if v.name) or "none"
+    if found:
+        raise GradientError(f"wrt names input {name!r:.40}, but inputs {found} share that name; give their positions")
+    raise GradientError(f"wrt names input {name!r:.40}, but graph {graph.name!r} has no input of that name "
+                        f"(named inputs: {names})")
+
+
 def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tuple[int, list[int]]:
     """The loss index and the wrt indices as ints, or a GradientError saying what is wrong."""
     if not isinstance(forward, Graph):
@@ -85,9 +97,11 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
     if not loss.dtype.is_float:
         raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
     n_in = len(forward.inputs)
+    wrt = [_input_position(i, forward) if isinstance(i, str) else i for i in wrt]
     for i in wrt:
         if not _is_index(i):
-            raise GradientError(f"wrt indices are input positions (ints), got {i!r} ({type(i).__name__})")
+            raise GradientError(f"wrt holds input positions (ints) or input names (str), got {i!r} "
+                                f"({type(i).__name__})")
         if not 0 <= i < n_in:
             raise GradientError(f"wrt index {int(i)} is out of range: the graph has {n_in} inputs (0..{n_in - 1})")
     positions = [int(i) for i in wrt]
@@ -187,10 +201,13 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any =
 
 
 def build_backward_graph(
-    forward: Graph, loss_output_index: int, wrt_input_indices: Sequence[int], *, registry: Registry | None = None,
-    names: Sequence[str] | None = None,
+    forward: Graph, loss_output_index: int | str, wrt_input_indices: Sequence[int | str], *,
+    registry: Registry | None = None, names: Sequence[str] | None = None,
 ) -> Graph:
     """The training graph of ``forward``: outputs ``[forward outputs..., grad(wrt[0]), ...]`` (ARCH-061).
+
+    ``loss_output_index`` is an output's position or name; ``wrt_input_indices`` lists input positions
+    or input names (a traced function's parameter names: ``["w", "b"]``).
 
     The forward outputs keep their names; gradient ``k`` is named ``names[k]``, by default
     ``grad(<loss>, <input>)`` (each the output's or input's name, else ``output i`` / ``input j``), so
@@ -204,9 +221,10 @@ def build_backward_graph(
     node 1 (foo)``).
     """
     if isinstance(wrt_input_indices, (str, bytes)) or not isinstance(wrt_input_indices, Iterable):
-        raise GradientError(f"wrt_input_indices is a list of input positions such as [0, 2], got "
+        one = _is_index(wrt_input_indices) or isinstance(wrt_input_indices, str)
+        raise GradientError(f"wrt_input_indices is a list of input positions or names such as [0, 2] or ['w'], got "
                             f"{type(wrt_input_indices).__name__} {wrt_input_indices!r:.40}"
-                            + (f"; for one input write [{wrt_input_indices!r}]" if _is_index(wrt_input_indices) else ""))
+                            + (f"; for one input write [{wrt_input_indices!r}]" if one else ""))
     if registry is not None and not isinstance(registry, Registry):
         raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
                             f"{type(registry).__name__} {registry!r:.40}")

@@ -161,8 +161,8 @@ def graph_dot(path: Annotated[str, typer.Argument(metavar="FILE")], verify: Veri
 def graph_grad(
     path: Annotated[str, typer.Argument(metavar="FILE")],
     loss: Annotated[int, typer.Option("--loss", help="Index of the (scalar) output to differentiate.")] = 0,
-    wrt: Annotated[str | None, typer.Option("--wrt", help="Comma-separated input indices "
-                                               "(default: every floating input).")] = None,
+    wrt: Annotated[list[str] | None, typer.Option("--wrt", help="Input indices, comma-separated or the option "
+                                                     "repeated (default: every floating input).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Where to save the gradient graph "
                                                   "(default: JSON to stdout); never the input file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists.")] = False,
@@ -170,7 +170,7 @@ def graph_grad(
     """Build the backward graph of a saved graph (build_backward_graph) and save it as JSON."""
     from .graphs import graph_grad as run
 
-    run(path, loss, wrt, output, force)
+    run(path, loss, None if not wrt else ",".join(wrt), output, force)  # --wrt 0 --wrt 1 means --wrt 0,1
 
 
 @app.command("new-pack")

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import IRError, ShapeError
 from ..ir.graph import Graph, Value, clone_graph
 from ..ir.types import TensorType, as_type
-from .trace import Tensor, _current, _lift, _param_names, _Scope, _scopes
+from .trace import Tensor, _current, _lift, _param_names, _Scope, _scopes, refused_signature
 
 __all__ = ["Body", "trace_body", "align_captures", "flatten_result", "check_arity"]
 
@@ -113,18 +113,11 @@ def trace_body(
 
 def check_arity(fn: Callable[..., Any], count: int, role: str = "body", called_as: str = "") -> None:
     """An ``IRError`` saying how the body is called, not a ``TypeError`` from inside the call."""
-    import inspect
-
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # builtins without a signature: let the call decide
-        return
-    try:
-        signature.bind(*([None] * count))
-    except TypeError:
+    signature = refused_signature(fn, count)
+    if signature is not None:
         how = f" ({called_as})" if called_as else ""
         raise IRError(f"the {role} {getattr(fn, '__name__', 'function')}{signature} cannot take {count} positional "
-                      f"argument{'s' if count != 1 else ''}: it is called with {count}{how}") from None
+                      f"argument{'s' if count != 1 else ''}: it is called with {count}{how}")
 
 
 def _lift_output(r: Any, graph: Graph, like: TensorType | None, role: str, i: int) -> Value:

@@ -202,16 +202,106 @@ class Tensor:
     def T(self) -> "Tensor":  # noqa: N802 - numpy's name
         return self.transpose()
 
+    def __getitem__(self, key: Any) -> "Tensor":
+        """numpy's basic indexing: ints, slices, ``None`` and ``...`` become ``slice``, ``squeeze`` and
+        ``expand_dims`` ops (frame-ops-basic); an index array is refused (``ops.gather`` says what it does)."""
+        return _index(self, key)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError(f"len() of a rank-0 tensor ({self.type})")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:  # without it, Python would iterate through __getitem__ until an IRError
+        if not self.shape:
+            raise TypeError(f"iteration over a rank-0 tensor ({self.type})")
+        return (self[i] for i in range(self.shape[0]))
+
     def __bool__(self) -> bool:
         raise IRError(
             "a traced Tensor has no value, so it cannot be used in `if`, `and`, `or` or `bool()`; "
             "express the choice with ops inside the graph"
         )
 
+    def __float__(self) -> float:
+        raise IRError("a traced Tensor has no value, so float() or int() cannot read it; compile the traced graph "
+                      "and run it to get arrays")
+
+    __int__ = __float__
+
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise IRError("a traced Tensor has no data; compile the traced graph and run it to get arrays")
 
     __hash__ = object.__hash__
+
+
+def _index(x: Tensor, key: Any) -> Tensor:
+    """``x[key]`` for numpy's basic indexing (see ``Tensor.__getitem__``)."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    for item in items:
+        if not (item is None or item is Ellipsis or isinstance(item, slice) or _is_position(item)):
+            hint = ("; for an index tensor or array use ops.gather(x, indices, axis=...), for a mask ops.where"
+                    if isinstance(item, (Tensor, np.ndarray, list)) else "")
+            raise IRError(f"a Tensor takes ints, slices, None and ... as indices (numpy's basic indexing), got "
+                          f"{type(item).__name__} {short_repr(item, 40)}{hint}")
+    if sum(item is Ellipsis for item in items) > 1:
+        raise IRError(f"an index holds at most one ..., got {short_repr(key, 60)}")
+    used = sum(1 for item in items if item is not None and item is not Ellipsis)
+    shape = x.shape
+    if used > len(shape):
+        raise IRError(f"too many indices for {x.type}: {used} given for {len(shape)} axes")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (len(shape) - used)
+    starts: list[int] = []
+    stops: list[int] = []
+    steps: list[int] = []
+    axes: list[int] = []
+    dropped: list[int] = []
+    new: list[int] = []
+    axis = out = 0
+    for item in items:
+        if item is None:
+            new.append(out)
+            out += 1
+            continue
+        size = shape[axis]
+        if isinstance(item, slice):
+            step = 1 if item.step is None else _checked_position(item.step, "a step")
+            if step == 0:
+                raise IRError("a slice step must not be zero")
+            start = (0 if step > 0 else -1) if item.start is None else _checked_position(item.start, "a start")
+            stop = (size if step > 0 else -(size + 1)) if item.stop is None else _checked_position(item.stop, "a stop")
+            if (start, stop, step) != (0, size, 1):
+                for column, entry in ((starts, start), (stops, stop), (steps, step), (axes, axis)):
+                    column.append(entry)
+            out += 1
+        else:
+            i = int(item)
+            if not -size <= i < size:
+                raise IRError(f"index {i} is out of range for axis {axis} of {x.type} (size {size})")
+            for column, entry in ((starts, i), (stops, i + 1 if i != -1 else size), (steps, 1), (axes, axis),
+                                  (dropped, axis)):
+                column.append(entry)
+        axis += 1
+    result = x
+    if axes:
+        result = apply("slice", result, starts=starts, stops=stops, steps=steps, axes=axes)
+    if dropped:
+        result = apply("squeeze", result, axes=dropped)
+    if new:
+        result = apply("expand_dims", result, axes=new)
+    return result
+
+
+def _is_position(item: Any) -> bool:
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+def _checked_position(value: Any, what: str) -> int:
+    if not _is_position(value):
+        raise IRError(f"{what} of a slice must be an int or None, got {type(value).__name__} {short_repr(value, 40)}")
+    return int(value)
 
 
 def _compared(other: Any, symbol: str, op: str) -> IRError:
@@ -396,7 +486,30 @@ def _lift(x: Any, graph: Graph, like: Any, op: str, position: int, other: str = 
         return _number(x, graph, like, op, position, other)
     if isinstance(x, (np.ndarray, np.generic)):
         return graph.constant(np.asarray(x))
-    raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got {type(x).__name__}")
+    raise IRError(f"{op}: input {position} must be a Tensor, a Python number or a numpy array, got "
+                  f"{type(x).__name__} {short_repr(x, 60)}{_positional_hint(x, op)}")
+
+
+def _positional_hint(x: Any, op: str) -> str:
+    """What a user passing a list of tensors, or an attribute by position, most likely meant (for ``_lift``)."""
+    from ..errors import FrameError
+
+    try:
+        schema = default_source().get(op)
+    except FrameError:
+        return ""
+    if schema is None:
+        return ""
+    if isinstance(x, (list, tuple)) and all(isinstance(t, Tensor) for t in x):
+        if getattr(schema, "variadic", False):
+            return f"; pass the tensors as separate arguments: ops.{schema.name}(*tensors, ...)"
+        if x:
+            return f"; {schema.name} takes its inputs ({', '.join(schema.inputs)}) as separate arguments"
+    names = list(getattr(schema, "attrs", {}) or {})
+    if names:
+        return (f"; attributes are keywords: ops.{schema.name}({', '.join(schema.inputs)}, "
+                f"{', '.join(f'{n}=...' for n in names)})")
+    return ""
 
 
 def _strong_dtype(inputs: Sequence[Any]) -> Any:
@@ -543,20 +656,29 @@ def _param_names(fn: Callable[..., Any], count: int) -> list[str | None]:
     return (names + [None] * count)[:count]
 
 
-def _check_arity(fn: Callable[..., Any], count: int) -> None:
-    """An IRError, not a TypeError from inside the call, when ``fn`` cannot take one tensor per input type."""
+def refused_signature(fn: Callable[..., Any], count: int) -> Any:
+    """``fn``'s signature when it cannot be called with ``count`` positional arguments, else ``None`` (also for
+    builtins without a signature: the call decides). Callers raise an ``IRError`` saying how ``fn`` is called,
+    rather than leave a ``TypeError`` from inside the call."""
     import inspect
 
     try:
         signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # builtins without a signature: let the call decide
-        return
+    except (TypeError, ValueError):
+        return None
     try:
         signature.bind(*([None] * count))
     except TypeError:
+        return signature
+    return None
+
+
+def _check_arity(fn: Callable[..., Any], count: int) -> None:
+    signature = refused_signature(fn, count)
+    if signature is not None:
         name = getattr(fn, "__name__", repr(fn))
         raise IRError(f"trace: {name}{signature} cannot take {count} tensor argument{'s' if count != 1 else ''} "
-                      f"(one per input type given); pass as many input types as it has parameters") from None
+                      f"(one per input type given); pass as many input types as it has parameters")
 
 
 def trace(fn: Callable[..., Any], *input_types: TensorType | str, name: str | None = None) -> Graph:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .._text import printable
 from ..errors import IRError
-from .graph import Graph
+from .graph import Graph, walking
 from .printer import format_attr
 
 __all__ = ["to_dot"]
@@ -34,6 +34,11 @@ def to_dot(graph: Graph) -> str:
 
 
 def _emit(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> None:
+    with walking(graph):  # a body holding its own graph: an IRError, not a RecursionError
+        _emit_lines(graph, lines, indent, counter)
+
+
+def _emit_lines(graph: Graph, lines: list[str], indent: str, counter: list[int]) -> None:
     prefix = f"g{counter[0]}_"
     counter[0] += 1
     ids: dict[object, str] = {}

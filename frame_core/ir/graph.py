@@ -16,6 +16,7 @@ build a new one. ``clone_graph`` is the one copying routine every caller uses
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -268,6 +269,32 @@ def is_zero_constant(v: Value) -> bool:
     return array is not None and array.size <= INSPECT_LIMIT and not np.any(array)
 
 
+# the graphs a recursive walk (clone, key, print, save, DOT) is inside in this thread, outermost first
+_walking: contextvars.ContextVar[tuple[Graph, ...]] = contextvars.ContextVar("frame_graph_walk", default=())
+
+
+class walking:
+    """``with walking(graph):`` around a walk that descends into sub-graph attributes: entering a graph the
+    walk is already inside (a hand-built body holding its own graph, or one enclosing it) is an ``IRError``
+    saying so, not a ``RecursionError`` (``verify`` reports the same cycle as rule V8)."""
+
+    __slots__ = ("graph", "token")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+
+    def __enter__(self) -> None:
+        enclosing = _walking.get()
+        graph = self.graph
+        if any(graph is g for g in enclosing):
+            raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot "
+                          "contain itself; give it a graph of its own")
+        self.token = _walking.set((*enclosing, graph))
+
+    def __exit__(self, *exc: object) -> None:
+        _walking.reset(self.token)
+
+
 def _copy_nodes(nodes: Iterable[Node], value_map: dict[Value, Value], target: Graph) -> None:
     """Append copies of ``nodes`` to ``target``, reading inputs through ``value_map`` and extending it.
 
@@ -310,7 +337,8 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
     clone = Graph(graph.name)
     for value in graph.inputs:
         vmap[value] = clone.add_input(value.type, value.name)
-    _copy_nodes(graph.nodes, vmap, clone)
+    with walking(graph):
+        _copy_nodes(graph.nodes, vmap, clone)
     for value in graph.outputs:
         if value not in vmap:
             raise IRError(f"output of graph {graph.name!r} is not defined in it; run verify() for details")

@@ -7,7 +7,6 @@ cache, CSE and the closure audit's de-duplication use these keys.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,13 +15,9 @@ import numpy as np
 from .._gc import gc_paused, made
 from ..errors import IRError
 from .dtypes import DType
-from .graph import Graph, Value
+from .graph import Graph, Value, walking
 
 __all__ = ["attr_key", "attrs_key", "graph_key"]
-
-# the graphs whose key is being computed in this thread, outermost first (a body holding one of them is a cycle)
-_keying: contextvars.ContextVar[tuple[Graph, ...]] = contextvars.ContextVar("frame_graph_keying", default=())
-
 
 def attr_key(value: Any) -> Any:
     """A hashable key for one attribute value."""
@@ -82,20 +77,13 @@ def graph_key(graph: Graph) -> tuple:
     # A key allocates a few tuples per node. On a large graph the collections they would trigger walk
     # every object the caller's transforms left in the young generations: the cost would grow with the
     # heap, not with the graph (gc_paused explains).
-    enclosing = _keying.get()
-    if any(graph is g for g in enclosing):
-        raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot contain "
-                      "itself; give it a graph of its own")
-    token = _keying.set((*enclosing, graph))
-    try:
+    with walking(graph):  # a body holding its own graph: an IRError, not a RecursionError
         if len(graph.nodes) > _PAUSE_GC_ABOVE:
             with gc_paused():  # the key lives on in the compile cache: a large one goes to the oldest generation
                 made(len(graph.nodes))
                 key = _structure(graph)
         else:
             key = _structure(graph)
-    finally:
-        _keying.reset(token)
     graph._key = (snapshot, key)
     return key
 

@@ -22,7 +22,7 @@ import numpy as np
 from .._text import printable, short_repr
 from ..errors import IRError
 from .dtypes import DType
-from .graph import Graph, Value
+from .graph import Graph, Value, walking
 
 __all__ = ["format_graph", "format_attr", "ValueNames"]
 
@@ -96,6 +96,11 @@ def format_graph(graph: Graph, indent: str = "") -> str:
 
 
 def _format_graph(graph: Graph, indent: str = "") -> str:
+    with walking(graph):
+        return _format_lines(graph, indent)
+
+
+def _format_lines(graph: Graph, indent: str) -> str:
     names = ValueNames(graph)
     params = ", ".join(f"{names(v)}: {v.type}" for v in graph.inputs)
     lines = [f"{indent}graph {graph.name}({params}) {{"]

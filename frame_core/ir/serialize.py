@@ -40,7 +40,7 @@ import numpy as np
 from .._text import short_repr
 from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
-from .graph import Graph, Node, Value
+from .graph import Graph, Node, Value, walking
 from .types import MAX_DIM, TensorType
 
 from .schemas import SchemaSource, default_source
@@ -94,6 +94,11 @@ def _float_out(x: float) -> Any:
 
 
 def _graph_doc(graph: Graph, qualify: Callable[[str], str] = str) -> dict[str, Any]:
+    with walking(graph):  # a body holding its own graph: an IRError, not a RecursionError
+        return _graph_entries(graph, qualify)
+
+
+def _graph_entries(graph: Graph, qualify: Callable[[str], str]) -> dict[str, Any]:
     ids: dict[Value, int] = {}
 
     def vid(v: Value) -> int:

@@ -98,7 +98,10 @@ class SchemaTable(dict[str, "OpSchema"]):
     ``[]`` and is absent for ``get`` and ``in``. Lookups never apply the pack
     scope (a ``node.op`` is already a canonical key); names written by people
     go through :meth:`Registry.get`. The loader adds ops with :meth:`register`;
-    assigning ``table[key] = schema`` by hand pins ``key`` to that schema.
+    assigning ``table[key] = schema`` by hand pins ``key`` to that schema. Every
+    dict method that writes (``update``, ``|=``, ``setdefault``, ``pop``,
+    ``popitem``, ``del``, ``clear``) keeps the qualified names in step, and
+    ``copy`` returns a table with its own indices.
     """
 
     def __init__(self) -> None:
@@ -193,6 +196,50 @@ class SchemaTable(dict[str, "OpSchema"]):
                 names = self._short.get(schema.name)
                 if names and qualname in names:
                     names.remove(qualname)
+
+    # every other way of writing the table goes through the two above, so the qualified-name index follows it
+    def update(self, *args: Any, **kwargs: "OpSchema") -> None:
+        for key, schema in dict(*args, **kwargs).items():
+            self[key] = schema
+
+    def __ior__(self, other: Any) -> "SchemaTable":  # type: ignore[misc,override]
+        self.update(other)
+        return self
+
+    def setdefault(self, key: str, default: "OpSchema") -> "OpSchema":
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        self[key] = default
+        return default
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if not dict.__contains__(self, key):
+            if default:
+                return default[0]
+            raise KeyError(key)
+        schema = dict.__getitem__(self, key)
+        del self[key]
+        return schema
+
+    def popitem(self) -> "tuple[str, OpSchema]":
+        if not dict.__len__(self):
+            raise KeyError("popitem(): the schema table is empty")
+        key = next(reversed(dict.keys(self)))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        dict.clear(self)
+        for index in (self._by_qualname, self._key_of, self._rank, self._short):
+            index.clear()
+
+    def copy(self) -> "SchemaTable":
+        """A table of the same entries with its own indices (a plain ``dict.copy`` would lose qualified names)."""
+        table = SchemaTable()
+        dict.update(table, self)
+        table._by_qualname, table._key_of, table._rank = (dict(self._by_qualname), dict(self._key_of),
+                                                          dict(self._rank))
+        table._short = {short: list(names) for short, names in self._short.items()}
+        return table
 
     def resolve(self, name: str, scope: str | None = None) -> "tuple[str, OpSchema]":
         """``(canonical key, schema)`` for ``name``: in ``scope``'s own ops first, then a canonical key, then a

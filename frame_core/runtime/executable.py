@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,8 +221,9 @@ class Executable:
         return run
 
     # -- running -------------------------------------------------------------------
-    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
-        """Run on ``inputs`` (one array per graph input, in order); return one array per output.
+    def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[np.ndarray]:
+        """Run on ``inputs`` (one array per graph input, in order, or a dict by input name); return one array
+        per output.
 
         Raises ``InputError`` naming the input, expected and actual type on a
         wrong count, dtype or shape, and ``KernelError`` naming the node if a
@@ -254,11 +255,26 @@ class Executable:
         return fn
 
     def _as_list(self, inputs: Any) -> list[Any]:
-        """Any other sequence of arrays as a list; an array or a non-sequence is refused (not unpacked row by row)."""
+        """Any other sequence of arrays as a list, a mapping by input name in input order; an array or a
+        non-sequence is refused (not unpacked row by row)."""
+        if isinstance(inputs, Mapping):
+            return self._by_name(inputs)
         if isinstance(inputs, (np.ndarray, np.generic)) or not hasattr(inputs, "__iter__") or isinstance(inputs, (str, bytes)):
             raise InputError(f"run() takes a list of {len(self.input_types)} arrays (one per graph input), got "
                              f"{_describe(inputs)}; wrap a single array in a list: run([x])")
         return list(inputs)
+
+    def _by_name(self, inputs: Mapping[Any, Any]) -> list[Any]:
+        names = [v.name for v in self.graph.inputs]
+        if any(n is None for n in names) or len(set(names)) != len(names):
+            raise InputError(f"run() takes a dict only when every input has a name of its own; this graph's inputs "
+                             f"are {names}: pass a list of {len(names)} arrays in input order")
+        missing = [n for n in names if n not in inputs]
+        extra = [k for k in inputs if k not in names]
+        if missing or extra:
+            raise InputError(f"run() got a dict with keys {list(inputs)[:20]}, but the inputs are {names}"
+                             + (f"; missing: {missing}" if missing else "") + (f"; unknown: {extra[:20]}" if extra else ""))
+        return [inputs[n] for n in names]
 
     def _bad_count(self, inputs: Sequence[Any]) -> None:
         expected = ", ".join(str(t) for t in self.input_types)

@@ -16,7 +16,8 @@ def forward():
 
 
 @pytest.mark.parametrize("wrt, words", [
-    (0, "list of input positions such as [0, 2], got int 0; for one input write [0]"),
+    (0, "list of input positions or names such as [0, 2] or ['w'], got int 0; for one input write [0]"),
+    ("w", "got str 'w'; for one input write ['w']"),
     (None, "got NoneType None"),
     ("01", "got str '01'"),
     (1.0, "got float"),
@@ -24,6 +25,17 @@ def forward():
 def test_wrt_must_be_a_list_of_positions(forward, wrt, words):
     with pytest.raises(GradientError, match=words.replace("[", r"\[").replace("]", r"\]")):
         fc.build_backward_graph(forward, 0, wrt)
+
+
+def test_wrt_takes_input_names_as_it_takes_positions(forward):
+    by_name = fc.build_backward_graph(forward, 0, ["w", "x"])
+    by_position = fc.build_backward_graph(forward, 0, [1, 0])
+    assert fc.dumps(by_name) == fc.dumps(by_position)
+    assert by_name.output_names[1:] == ["grad(output 0, w)", "grad(output 0, x)"]
+    with pytest.raises(GradientError, match=r"no input of that name \(named inputs: 0: 'x', 1: 'w'\)"):
+        fc.build_backward_graph(forward, 0, ["q"])
+    with pytest.raises(GradientError, match="listed twice"):
+        fc.build_backward_graph(forward, 0, ["w", 1])
 
 
 @pytest.mark.parametrize("registry", ["x", 5, {}])

@@ -56,6 +56,15 @@ def test_grad_defaults_to_every_floating_input_and_stdout(invoke, saved):
     assert len(grad.outputs) == 3
 
 
+def test_grad_takes_a_repeated_wrt_as_the_list_of_its_values(invoke, saved):
+    repeated = invoke("graph", "grad", str(saved), "--wrt", "1", "--wrt", "0")  # typer alone kept only the last
+    listed = invoke("graph", "grad", str(saved), "--wrt", "1,0")
+    assert repeated.exit_code == 0 and listed.exit_code == 0, repeated.stderr
+    assert len(frame_core.loads(repeated.stdout).outputs) == 3 and repeated.stdout == listed.stdout
+    twice = invoke("graph", "grad", str(saved), "--wrt", "0", "--wrt", "0")
+    assert twice.exit_code == 2 and "listed twice" in twice.stderr
+
+
 @pytest.mark.parametrize("wrt, message", [("0,x", "comma-separated input indices"), ("7", "out of range"),
                                           ("0,0", "listed twice"), (",", "at least one index")])
 def test_grad_bad_wrt(invoke, saved, wrt, message):

@@ -315,3 +315,15 @@ def test_a_python_int_too_large_for_the_tensor_dtype_is_an_ir_error():
 def test_a_function_that_cannot_take_the_given_input_types_is_an_ir_error(types):
     with pytest.raises(IRError, match=r"cannot take \d tensor argument"):
         trace(lambda x, y: x + y, *types)
+
+
+@pytest.mark.parametrize("build, hint", [
+    (lambda x: ops.concat([x, x], axis=0), r"pass the tensors as separate arguments: ops.concat\(\*tensors"),
+    (lambda x: ops.stack([], axis=0), r"pass the tensors as separate arguments: ops.stack\(\*tensors"),
+    (lambda x: ops.broadcast_to(x, [3, 4]), r"got list \[3, 4\]; attributes are keywords: ops.broadcast_to\(x, shape=\.\.\.\)"),
+    (lambda x: ops.cast(x, "f64"), r"got str 'f64'; attributes are keywords: ops.cast\(x, to=\.\.\.\)"),
+    (lambda x: ops.add(x, [x]), r"add takes its inputs \(a, b\) as separate arguments"),
+])
+def test_a_list_or_an_attribute_given_by_position_says_how_to_call_the_op(build, hint):
+    with pytest.raises(IRError, match=hint):
+        fc.trace(build, "f32[4]")

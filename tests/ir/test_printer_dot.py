@@ -207,3 +207,24 @@ def test_dot_edges_from_a_node_of_several_outputs_say_which_output():
                     if line.strip().startswith("g0_n0 -> "))
     assert labels == ["#0 f32[3]", "#1 f32[3]", "#2 f32[2, 3]"]
     assert 'g0_in0 -> g0_n0 [label="f32[3]"]' in text and 'g0_n1 -> g0_out1 [label="f32[3]"]' in text
+
+
+def test_a_body_holding_its_own_graph_is_a_named_error_for_every_walker():
+    """A hand-built body that holds its enclosing graph (directly or two levels down) once ended printing,
+    saving, DOT and cloning with a RecursionError; each now names the cycle as compile and verify do."""
+    from frame_core import IRError, clone_graph, dumps
+
+    outer = printed_graph()
+    inner = example_body()
+    for node in outer.nodes:
+        if node.op == "call":
+            node.attrs["body"] = inner
+    inner_call = inner.apply("call", inner.inputs[0], body=example_body())
+    inner_call.producer.attrs["body"] = outer  # outer -> inner -> outer
+    inner.mark_output(inner_call)
+    for walk in (format_graph, to_dot, dumps, clone_graph):
+        with pytest.raises(IRError, match="graph 'small' holds itself through a sub-graph attribute"):
+            walk(outer)
+    inner.nodes.pop(), inner.outputs.pop()  # no cycle: every walker works again (the guard leaves no state)
+    for walk in (format_graph, to_dot, dumps, clone_graph):
+        walk(outer)

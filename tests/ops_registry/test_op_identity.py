@@ -319,3 +319,31 @@ def test_the_check_kit_checks_the_colliding_op_itself_not_the_bundled_one(basic)
     assert check_op(reg.get("aaa_relu::relu"), registry=reg).ok
     reports = run_conformance("aaa_relu", registry=reg)
     assert {r.op for r in reports} == {"aaa_relu::relu", "aaa_twice"} and all(r.ok for r in reports)
+
+
+def test_every_way_of_writing_the_schema_table_keeps_qualified_names_in_step(basic):
+    """``update``/``setdefault``/``pop``/``popitem``/``clear``/``|=``/``copy`` once bypassed the qualified-name
+    index (the table is a dict subclass): a popped op stayed reachable as ``ns::name``, an updated one was not."""
+    reg = load_registry([basic], environ={})
+    schemas = reg.schemas
+    relu = schemas["relu"]
+    mine = doubling("mine")
+    mine.namespace = "mine_ns"
+    schemas.update({"mine": mine})
+    assert schemas["mine_ns::mine"] is mine and "mine_ns::mine" in schemas
+    copied = schemas.copy()
+    assert type(copied) is type(schemas) and copied["ops_basic::relu"] is relu and copied["mine_ns::mine"] is mine
+    assert schemas.pop("mine") is mine and "mine_ns::mine" not in schemas and schemas.get("mine_ns::mine") is None
+    assert schemas.pop("mine", None) is None
+    with pytest.raises(KeyError):
+        schemas.pop("mine")
+    assert schemas.setdefault("mine", mine) is mine and schemas["mine_ns::mine"] is mine
+    assert schemas.setdefault("mine", relu) is mine
+    schemas |= {"mine2": doubling("mine2")}
+    assert "mine2" in schemas
+    key, schema = schemas.popitem()
+    assert key == "mine2" and key not in schemas and schema.qualname not in schemas
+    assert copied["mine_ns::mine"] is mine  # the copy has its own index
+    schemas.clear()
+    assert len(schemas) == 0 and "ops_basic::relu" not in schemas and schemas.get("relu") is None
+    assert copied["relu"] is relu and len(copied.qualified) == len(copied)

@@ -249,3 +249,19 @@ def test_run_accepts_any_sequence_of_arrays():
     exe = fc.compile(fc.trace(lambda a, b: a + b, "f32[3]", "f32[3]"))
     (y,) = exe.run(iter([np.ones(3, np.float32), np.ones(3, np.float32)]))
     np.testing.assert_array_equal(y, np.full(3, 2.0, np.float32))
+
+
+def test_run_takes_a_dict_by_input_name_and_says_which_names_are_wrong():
+    exe = fc.compile(fc.trace(lambda x, w: ops.sum(ops.tanh(x @ w)), "f64[2, 3]", "f64[3, 4]"))
+    x, w = np.full((2, 3), 0.5), np.full((3, 4), 0.25)
+    assert exe.run({"w": w, "x": x})[0] == exe.run([x, w])[0]  # by name, whatever the dict's order
+    with pytest.raises(InputError, match=r"inputs are \['x', 'w'\]; missing: \['w'\]"):
+        exe.run({"x": x})
+    with pytest.raises(InputError, match=r"unknown: \['b'\]"):
+        exe.run({"x": x, "w": w, "b": w})
+    with pytest.raises(InputError, match=r"input 1 \('w'\) must have shape \[3, 4\]"):
+        exe.run({"x": x, "w": x})
+    g = fc.Graph("unnamed")
+    g.mark_output(g.add_input("f64[2]"))
+    with pytest.raises(InputError, match="only when every input has a name of its own"):
+        fc.compile(g).run({"x": x})

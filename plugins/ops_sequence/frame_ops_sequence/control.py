@@ -615,13 +615,15 @@ def _example_scan_body() -> Graph:
     return g
 
 
-_RNG = np.random.default_rng(4)
-_X3 = _RNG.uniform(-1, 1, (2, 3)).astype(np.float32)
+# fixed example values (numpy.random is not imported at start-up for them)
+_X3 = np.array([[0.8861122, 0.022655105, 0.9524874], [-0.83832794, 0.21471167, -0.24702683]], np.float32)
 _THEN, _ELSE = _example_branches()
 _LOOP_BODY = _example_loop_body()
 _EXIT_BODY = _example_exit_body()
 _SCAN_BODY = _example_scan_body()
-_S0, _XS, _W = (_RNG.uniform(-1, 1, s).astype(np.float32) for s in ((2,), (3, 2), (2,)))
+_S0 = np.array([0.60380244, -0.65094435], np.float32)
+_XS = np.array([[0.7432706, 0.0878828], [0.8044302, -0.04569295], [-0.13900745, 0.57789344]], np.float32)
+_W = np.array([0.968306, -0.2605484], np.float32)
 
 
 IF_ELSE = OpSchema(

@@ -1,0 +1,90 @@
+"""``Tensor.__getitem__``: numpy's basic indexing traced into slice / squeeze / expand_dims, checked against
+numpy itself on random keys, differentiated against finite differences, and its refusals."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import IRError, ops
+from frame_core.testing.numeric import central_difference
+
+X = np.arange(2 * 5 * 4, dtype=np.float64).reshape(2, 5, 4)
+
+
+def _random_key(rng: random.Random) -> tuple:
+    def item(size: int):
+        r = rng.random()
+        if r < 0.3:
+            return rng.randint(-size, size - 1)
+        if r < 0.4:
+            return None
+        bound = lambda: rng.choice([None, rng.randint(-size - 3, size + 3)])  # noqa: E731 - out of range too
+        return slice(bound(), bound(), rng.choice([None, 1, 2, -1, -2, 3]))
+    key = [item(X.shape[min(k, 2)]) for k in range(rng.randint(1, 3))]
+    if rng.random() < 0.25:
+        key.insert(rng.randint(0, len(key)), Ellipsis)
+    return tuple(key)
+
+
+def test_basic_indexing_gives_numpys_result_on_random_keys():
+    rng = random.Random(7)
+    checked = 0
+    while checked < 150:
+        key = _random_key(rng)
+        try:
+            want = X[key]
+        except IndexError:
+            continue
+        got = fc.compile(fc.trace(lambda x: x[key], "f64[2, 5, 4]")).run([X])[0]
+        assert got.shape == want.shape and np.array_equal(got, want), key
+        checked += 1
+
+
+@pytest.mark.parametrize("key", [(1,), (slice(None), slice(1, None, 2)), (Ellipsis, -1), (None, 0, slice(None, None, -1))])
+def test_indexing_is_differentiable(key):
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal(X[key].shape)
+    forward = fc.trace(lambda x: ops.sum(ops.square(x[key]) * weights), "f64[2, 5, 4]")
+    exe = fc.compile(fc.build_backward_graph(forward, 0, [0]))
+    x = rng.standard_normal(X.shape)
+    _, grad = exe.run([x])
+    expected = np.zeros_like(x)
+    expected[key] = 2 * x[key] * weights  # basic indexing selects each element once
+    np.testing.assert_allclose(grad, expected, rtol=1e-12)
+    numeric = central_difference(lambda v: float(fc.compile(forward).run([v])[0]), x)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_len_and_iteration_follow_the_first_axis():
+    def unstack(x):
+        assert len(x) == 2
+        rows = list(x)
+        return ops.stack(*rows, axis=0) - x
+    got = fc.compile(fc.trace(unstack, "f64[2, 5, 4]")).run([X])[0]
+    assert not got.any()
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda x: x[np.array([0, 1])], r"ops.gather\(x, indices, axis=...\)"),
+    (lambda x: x[[0, 1]], r"ops.gather"),
+    (lambda x: x[x > 0.0], r"got Tensor"),
+    (lambda x: x[1.0], r"got float 1.0"),
+    (lambda x: x[..., 0, ...], r"at most one \.\.\."),
+    (lambda x: x[0, 0, 0, 0], r"too many indices for f64\[2, 5, 4\]: 4 given for 3 axes"),
+    (lambda x: x[2], r"index 2 is out of range for axis 0 of f64\[2, 5, 4\] \(size 2\)"),
+    (lambda x: x[:, ::0], r"step must not be zero"),
+    (lambda x: x[:, 1.5:], r"a start of a slice must be an int or None, got float"),
+    (lambda x: x * float(x[0, 0, 0]), r"float\(\) or int\(\) cannot read it"),
+])
+def test_indexing_refusals_say_what_to_do(build, message):
+    with pytest.raises(IRError, match=message):
+        fc.trace(build, "f64[2, 5, 4]")
+
+
+def test_a_rank_0_tensor_has_no_length():
+    with pytest.raises(TypeError, match="rank-0"):
+        fc.trace(lambda x: x * len(x), "f64[]")
