@@ -383,6 +383,10 @@ class Registry:
         for pack in self.packs.values():
             if short in pack.ops and pack.status != "loaded" and namespace in ("", pack.namespace, pack.name):
                 return f" (pack {pack.name!r} from {pack.distribution} provides it but is {pack.status}: {pack.error})"
+        for pack in self.packs.values():  # a disabled pack never imported: its ops are unknown, its namespace is not
+            if namespace and pack.status != "loaded" and namespace in (pack.namespace, pack.name):
+                return (f" (the namespace {namespace!r} is pack {pack.name!r} from {pack.distribution}, which is "
+                        f"{pack.status}: {pack.error})")
         if namespace and not any(p.namespace == namespace and p.status == "loaded" for p in self.packs.values()):
             return (f" (no loaded pack has the namespace {namespace!r}; run `frame plugins list` to see the packs "
                     "and their namespaces)")

@@ -31,3 +31,10 @@ def test_with_every_pack_loaded_the_examples_are_checked(invoke):
     result = invoke("ops", "show", "loop", "--format", "json")
     details = json.loads(result.stdout)
     assert details["closure_order"] == "closed" and details["closure_problems"] == []
+
+
+def test_an_op_of_a_disabled_pack_names_the_pack_and_why(invoke):
+    # a disabled pack is never imported, so its ops are unknown; its namespace still says whose they are
+    result = invoke("ops", "show", "ops_fft::rfft", env={"FRAME_DISABLE_PLUGINS": "ops_fft"})
+    assert result.exit_code == 2
+    assert "pack 'ops_fft' from frame-ops-fft, which is disabled: disabled by FRAME_DISABLE_PLUGINS" in result.stderr
