@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .._text import printable
 from ..errors import IRError
-from .graph import Graph, walking
+from .graph import Graph, Value, walking
 from .printer import format_attr
 
 __all__ = ["to_dot"]
