@@ -115,13 +115,25 @@ def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool)
     hidden = sum(1 for s in schemas if s.internal and (pack is None or s.pack == pack)) if not internal else 0
     echo(format_table(
         ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS", "NOTE"],
-        [[r["name"], r["pack"], r["differentiable"], "-" if r["closure_order"] is None else r["closure_order"],
-          ",".join(r["kernels"]), gradient_note(r)] for r in rows],
+        [[r["name"], r["pack"], r["differentiable"], order_text(r), ",".join(r["kernels"]), gradient_note(r)]
+         for r in rows],
     ))
+    if any(r["closure_bodies"] for r in rows):
+        echo(BODIES_NOTE)
     tail = f"\n{len(rows)} op{'s' if len(rows) != 1 else ''}"
     if hidden:
         tail += f" ({hidden} internal op{'s' if hidden != 1 else ''} hidden; add --internal to list them)"
     echo(tail)
+
+
+BODIES_NOTE = "* control flow: a node of it is differentiable to that order when the ops in its bodies are"
+
+
+def order_text(row: dict[str, Any]) -> str:
+    """The ORDER column of the text listings: ``-`` without a GradientFn, ``*`` marking a control-flow op."""
+    if row["closure_order"] is None:
+        return "-"
+    return f"{row['closure_order']}{'*' if row['closure_bodies'] else ''}"
 
 
 def gradient_note(row: dict[str, Any]) -> str:

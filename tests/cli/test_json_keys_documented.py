@@ -36,3 +36,13 @@ def test_every_json_key_is_documented(invoke, args):
     assert keys, args
     missing = sorted(k for k in keys if f"`{k}`" not in DOC)
     assert not missing, f"{' '.join(args)}: keys not in docs/cli.md: {missing}"
+
+
+def test_ops_list_marks_control_flow_orders_as_the_audit_does(invoke):
+    # `audit gradients` printed "closed*" and a footnote for loop; `ops list` printed a bare "closed"
+    listing = invoke("ops", "list", "--pack", "ops_sequence").stdout
+    audit = invoke("audit", "gradients", "--pack", "ops_sequence").stdout
+    for text in (listing, audit):
+        rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip()}
+        assert "closed*" in rows["loop"] and "closed*" not in rows["gather"]
+        assert "* control flow: a node of it is differentiable to that order when the ops in its bodies are" in text
