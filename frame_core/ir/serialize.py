@@ -263,6 +263,28 @@ def _type(text: Any, path: str = "") -> TensorType:
         raise GraphFormatError(path, str(exc)) from None
 
 
+_DOCUMENT_FIELDS = ("format", "version", "graph")
+_GRAPH_FIELDS = ("name", "inputs", "nodes", "outputs", "output_names")
+_NODE_FIELDS = ("op", "inputs", "outputs", "attrs")
+_VALUE_FIELDS = ("id", "type", "name")
+_ATTR_FIELDS = ("kind", "value")
+_TENSOR_FIELDS = ("dtype", "shape", "data")
+
+
+def _only(obj: dict[str, Any], fields: tuple[str, ...], path: str, what: str) -> None:
+    """A field this format does not have is a typo or an edit that would be ignored without a word (a misspelt
+    ``attrs`` would leave a node with its default attributes): refuse it, naming the fields there are."""
+    if len(obj) <= len(fields) and all(k in fields for k in obj):
+        return
+    import difflib
+
+    key = next(k for k in obj if k not in fields)
+    close = difflib.get_close_matches(str(key), fields, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise GraphFormatError(f"{path}.{key}", f"unknown field {_short(key)}: {what} has the fields "
+                                            f"{', '.join(fields)}{hint}")
+
+
 def _within(prefix: str, exc: GraphFormatError) -> GraphFormatError:
     """``exc`` with its (relative) path under ``prefix``; paths are built only when something is wrong."""
     return GraphFormatError(prefix + exc.path, exc.detail)
@@ -277,6 +299,7 @@ def _float_in(x: Any, path: str) -> float:
 
 def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any:
     _expect(isinstance(doc, dict), path, "expected an attribute object {\"kind\": ..., \"value\": ...}")
+    _only(doc, _ATTR_FIELDS, path, "an attribute")
     kind = _get(doc, "kind", str, path)
     _expect("value" in doc, path, "missing field 'value'")
     v = doc["value"]
@@ -317,6 +340,7 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
             raise GraphFormatError(vpath, str(exc)) from None
     if kind == "tensor":
         _expect(isinstance(v, dict), vpath, "expected a tensor object {dtype, shape, data}")
+        _only(v, _TENSOR_FIELDS, vpath, "a tensor")
         dtype_name = _get(v, "dtype", str, vpath)
         try:
             dtype = as_dtype(dtype_name)
@@ -350,6 +374,7 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
 
 def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Graph:
     _expect(isinstance(doc, dict), path, "expected a graph object {name, inputs, nodes, outputs}")
+    _only(doc, _GRAPH_FIELDS, path, "a graph")
     graph = Graph(_get(doc, "name", str, path))
     values: dict[int, Value] = {}
     pending: list[tuple[Node, list[int], int]] = []
@@ -357,6 +382,7 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
     def define(entry: Any, producer: Node | None, index: int) -> Value:  # errors carry paths relative to the entry
         if not isinstance(entry, dict):
             raise GraphFormatError("", "expected a value object {id, type}")
+        _only(entry, _VALUE_FIELDS, "", "a value")
         vid = _get(entry, "id", int)
         if vid in values:
             raise GraphFormatError(".id", f"value id {vid} is defined twice")
@@ -376,6 +402,7 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
         try:
             if not isinstance(entry, dict):
                 raise GraphFormatError("", "expected a node object {op, inputs, outputs}")
+            _only(entry, _NODE_FIELDS, "", "a node")
             op = op_key(_get(entry, "op", str))
             refs = _get(entry, "inputs", list)
             for j, r in enumerate(refs):
@@ -437,6 +464,7 @@ def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
     if version not in READS:
         raise GraphFormatError("$.version", f"unknown format version {_short(version)}; this frame-core reads versions "
                                             f"{', '.join(map(str, READS))} (upgrade frame-core to read newer files)")
+    _only(doc, _DOCUMENT_FIELDS, "$", "a frame graph document")
     if version == 1:  # short names, kept as written
         return _read_graph(doc.get("graph"), "$.graph")
     canonical = _source(registry).canonical

@@ -52,3 +52,26 @@ def test_a_schema_kind_with_alternatives_says_to_write_the_kind_of_the_value():
     with pytest.raises(GraphFormatError, match=r"steps\.kind: unknown attribute kind 'str\|ints'.*any of str, ints: "
                                                r"write the kind of the value given"):
         fc.loads(text)
+
+
+def _edited(edit) -> str:
+    doc = json.loads(_document({"kind": "none", "value": None}))
+    edit(doc)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("edit, path, hint", [
+    (lambda d: d["graph"]["nodes"][0].__setitem__("atrs", d["graph"]["nodes"][0].pop("attrs")),
+     r"\$\.graph\.nodes\[0\]\.atrs", "did you mean 'attrs'"),
+    (lambda d: d["graph"]["nodes"][0]["outputs"][0].__setitem__("nmae", "y"),
+     r"\$\.graph\.nodes\[0\]\.outputs\[0\]\.nmae", "did you mean 'name'"),
+    (lambda d: d["graph"]["inputs"][0].__setitem__("shape", [6]), r"\$\.graph\.inputs\[0\]\.shape", "a value has"),
+    (lambda d: d["graph"].__setitem__("output_name", ["y"]), r"\$\.graph\.output_name", "did you mean 'output_names'"),
+    (lambda d: d["graph"]["nodes"][0]["attrs"]["starts"].__setitem__("values", [1]),
+     r"\$\.graph\.nodes\[0\]\.attrs\.starts\.values", "did you mean 'value'"),
+    (lambda d: d.__setitem__("graphs", {}), r"\$\.graphs", "did you mean 'graph'"),
+])
+def test_an_unknown_field_is_a_format_error_not_ignored(edit, path, hint):
+    # a misspelt "attrs" loaded a node with its default attributes: a silent change of meaning
+    with pytest.raises(GraphFormatError, match=rf"{path}: unknown field .*{hint}"):
+        fc.loads(_edited(edit))
