@@ -38,3 +38,15 @@ def test_an_op_of_a_disabled_pack_names_the_pack_and_why(invoke):
     result = invoke("ops", "show", "ops_fft::rfft", env={"FRAME_DISABLE_PLUGINS": "ops_fft"})
     assert result.exit_code == 2
     assert "pack 'ops_fft' from frame-ops-fft, which is disabled: disabled by FRAME_DISABLE_PLUGINS" in result.stderr
+
+
+def test_numeric_audit_skips_low_precision_checks_of_an_op_it_cannot_differentiate(invoke):
+    # linear_scan's GradientFn needs slice (ops_basic): order 0. Its float64 checks were skipped, but every
+    # float16/bfloat16 check of every example failed with the same unknown op, burying the one real finding
+    result = invoke("audit", "gradients", "--pack", "ops_sequence", "--numeric", "--format", "json",
+                    env={"FRAME_DISABLE_PLUGINS": "ops_basic"})
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1
+    kinds = {(f["kind"], f["op"]) for f in report["findings"]}
+    assert ("order", "linear_scan") in kinds and ("numeric", "linear_scan") not in kinds
+    assert not [f for f in report["findings"] if f["kind"] == "numeric"]
