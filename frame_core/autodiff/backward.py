@@ -264,9 +264,12 @@ def _grad_names(forward: Graph, loss: int, wrt: list[int], names: Sequence[str] 
 def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
     listing = "\n  ".join(str(p) for p in problems[:10]) + (f"\n  ... and {len(problems) - 10} more"
                                                              if len(problems) > 10 else "")
+    missing_ops = all(p.unknown_op for p in problems)
+    advice = ("Its ops are not registered: install or load the packs that provide them (`frame plugins list` shows "
+              "which are loaded)" if missing_ops else "Fix the graph (built or edited by hand?); no pack is at fault")
     return GradientError(f"cannot differentiate: the forward graph itself is invalid ({len(problems)} problem"
                          f"{'s' if len(problems) != 1 else ''}; frame_core.verify(graph) lists them all):\n  {listing}\n"
-                         "Fix the graph (built or edited by hand?); no pack is at fault")
+                         f"{advice}")
 
 
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:

@@ -26,7 +26,7 @@ from ._common import (
     EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliFailure, echo, emit_json, failed_pack, format_table, load,
     plugin_problems, resolve_pack, state, warn,
 )
-from .listing import describe_chain, gradient_note
+from .listing import BODIES_NOTE, describe_chain, gradient_note, order_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import PackRecord, Registry
@@ -240,17 +240,14 @@ def _render_text(report: dict[str, Any]) -> str:
         headers.append("NOTE")
         rows = []
         for op in report["ops"]:
-            order = "-" if op["closure_order"] is None else op["closure_order"]
-            if op["closure_bodies"] and op["closure_order"] is not None:
-                order = f"{order}*"
-            row = [op["name"], op["pack"], op["differentiable"], order]
+            row = [op["name"], op["pack"], op["differentiable"], order_text(op)]
             if report["numeric"]:
                 num = op.get("numeric") or {}
                 row += [_fmt_err(num.get("worst_error_order1")), _fmt_err(num.get("worst_error_order2"))]
             rows.append(row + [gradient_note(op)])
         out += ["", format_table(headers, rows)]
         if any(op["closure_bodies"] for op in report["ops"]):
-            out.append("* control flow: a node of it is differentiable to that order when the ops in its bodies are")
+            out.append(BODIES_NOTE)
     if report["findings"]:
         out += ["", f"findings ({len(report['findings'])}):"]
         out += [f"  - {f['message']}" for f in report["findings"]]

@@ -33,7 +33,7 @@ def _read(path: str, reg: "Registry", check: bool = True) -> "Graph":
             lines = "\n  ".join(str(p) for p in problems[:20])
             more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
             hint = ("is the pack that provides its ops installed? `frame ops list` shows what is"
-                    if any(p.rule == "V3" for p in problems) else
+                    if any(p.unknown_op for p in problems) else
                     "the graph breaks rules that every graph frame builds keeps: was it written by hand, or "
                     "edited?")  # the pack hint only where an op is missing: it misleads about types and attributes
             raise CliFailure(
@@ -117,10 +117,11 @@ def graph_grad(path: str, loss: int, wrt: str | None, output: str | None, force:
     except OSError as exc:
         raise CliFailure(f"error: cannot write {output}: {exc.strerror or exc}", EXIT_USAGE) from None
     n_out = len(graph.outputs)
-    warn(f"wrote {output}: outputs {_span(0, n_out)} the forward outputs, {_span(n_out, n_out + len(indices))} the "
-         f"gradients of output {loss} with respect to input{'s' if len(indices) != 1 else ''} "
-         f"{', '.join(map(str, indices))}")
+    n_grad = len(indices)
+    warn(f"wrote {output}: {_span(0, n_out, 'the forward output')}, {_span(n_out, n_out + n_grad, 'the gradient')} "
+         f"of output {loss} with respect to input{'s' if n_grad != 1 else ''} {', '.join(map(str, indices))}")
 
 
-def _span(start: int, stop: int) -> str:
-    return f"{start} is" if stop - start == 1 else f"{start}..{stop - 1} are"
+def _span(start: int, stop: int, what: str) -> str:
+    """``output 0 is the forward output`` / ``outputs 0..2 are the forward outputs``."""
+    return f"output {start} is {what}" if stop - start == 1 else f"outputs {start}..{stop - 1} are {what}s"

@@ -115,13 +115,25 @@ def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool)
     hidden = sum(1 for s in schemas if s.internal and (pack is None or s.pack == pack)) if not internal else 0
     echo(format_table(
         ["NAME", "PACK", "GRADIENT", "ORDER", "KERNELS", "NOTE"],
-        [[r["name"], r["pack"], r["differentiable"], "-" if r["closure_order"] is None else r["closure_order"],
-          ",".join(r["kernels"]), gradient_note(r)] for r in rows],
+        [[r["name"], r["pack"], r["differentiable"], order_text(r), ",".join(r["kernels"]), gradient_note(r)]
+         for r in rows],
     ))
+    if any(r["closure_bodies"] for r in rows):
+        echo(BODIES_NOTE)
     tail = f"\n{len(rows)} op{'s' if len(rows) != 1 else ''}"
     if hidden:
         tail += f" ({hidden} internal op{'s' if hidden != 1 else ''} hidden; add --internal to list them)"
     echo(tail)
+
+
+BODIES_NOTE = "* control flow: a node of it is differentiable to that order when the ops in its bodies are"
+
+
+def order_text(row: dict[str, Any]) -> str:
+    """The ORDER column of the text listings: ``-`` without a GradientFn, ``*`` marking a control-flow op."""
+    if row["closure_order"] is None:
+        return "-"
+    return f"{row['closure_order']}{'*' if row['closure_bodies'] else ''}"
 
 
 def gradient_note(row: dict[str, Any]) -> str:
@@ -177,6 +189,30 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
+def _json_value(value: Any) -> Any:
+    """An attribute default as JSON reads it: null, true/false, a number, a string, a list; a dtype by its
+    short name (as graph files write it). Text stays for what JSON cannot hold (an array, a graph)."""
+    import math
+
+    from ..ir.dtypes import DType
+
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)  # "nan"/"inf", as graph files write them
+    if isinstance(value, DType):
+        return value.short
+    if isinstance(value, (tuple, list)):
+        return [_json_value(v) for v in value]
+    return _short(value)
+
+
+def _text_value(value: Any, kind: str) -> str:
+    if isinstance(value, str) and kind != "dtype":
+        return repr(value)
+    return "None" if value is None else str(value)
+
+
 def _gradient_graph_text(schema: "OpSchema", reg: "Registry") -> str | None:
     if schema.gradient is None or not schema.examples:
         return None
@@ -204,7 +240,7 @@ def op_details(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
         "nondiff_inputs": sorted(schema.nondiff_inputs),
         "attributes": [
             {"name": k, "kind": spec.kind, "required": spec.required,
-             "default": None if spec.required else _short(spec.default), "doc": spec.doc}
+             "default": None if spec.required else _json_value(spec.default), "doc": spec.doc}
             for k, spec in schema.attrs.items()
         ],
         "doc": schema.doc,
@@ -241,7 +277,7 @@ def _render_details(d: dict[str, Any]) -> str:
     if d["attributes"]:
         field("attributes", "")
         for a in d["attributes"]:
-            default = "required" if a["required"] else f"default {a['default']}"
+            default = "required" if a["required"] else f"default {_text_value(a['default'], a['kind'])}"
             out.append(f"  {a['name']}: {a['kind']} ({default})" + (f"  {a['doc']}" if a["doc"] else ""))
     else:
         field("attributes", "none")

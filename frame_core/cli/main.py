@@ -30,7 +30,20 @@ class AuditFormat(str, Enum):
 
 
 FormatOption = Annotated[ListFormat, typer.Option("--format", "-f", help="text (a table) or json (to stdout).")]
-PackOption = Annotated[str | None, typer.Option("--pack", "-p", help="Only this pack (its name or distribution).")]
+PackOption = Annotated[list[str] | None, typer.Option("--pack", "-p",
+                                                     help="Only this pack (its name or distribution).")]
+
+
+def _one_pack(packs: list[str] | None) -> str | None:
+    """The one ``--pack`` given (typer alone would keep the last of several, silently showing less)."""
+    if not packs:
+        return None
+    if len(set(packs)) > 1:
+        from ._common import CliFailure
+
+        raise CliFailure(f"error: --pack takes one pack, got {', '.join(map(repr, packs))}; run the command once per "
+                         "pack, or leave --pack out for every pack", EXIT_USAGE)
+    return packs[0]
 VerifyOption = Annotated[bool, typer.Option("--verify/--no-verify", help="Check the graph against the installed ops.")]
 
 app = typer.Typer(
@@ -105,7 +118,7 @@ def ops_list(
     """List ops: pack, gradient (yes, no, missing), closure order, kernels."""
     from .listing import ops_list as run
 
-    run(fmt.value, pack, internal, missing_gradient)
+    run(fmt.value, _one_pack(pack), internal, missing_gradient)
 
 
 @ops_app.command("show")
@@ -135,7 +148,7 @@ def audit_gradients(
     """Gradient coverage per pack and closure order per op; exit 1 on findings (for CI)."""
     from .audit import audit_gradients as run
 
-    raise typer.Exit(run(order, numeric, pack, strict, fmt.value))
+    raise typer.Exit(run(order, numeric, _one_pack(pack), strict, fmt.value))
 
 
 @graph_app.command("show")

@@ -1,7 +1,8 @@
 """Graphviz DOT export: ``to_dot(graph)``; render with ``dot -Tsvg``.
 
 Inputs are ellipses, ops are boxes (``_internal`` ops dashed, constants grey),
-outputs are double octagons; edges carry the value's type. Sub-graph
+outputs are double octagons; edges carry the value's type (and output position when a node
+has several). Sub-graph
 attributes are drawn as clusters beside their node.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from .._text import printable
 from ..errors import IRError
-from .graph import Graph, walking
+from .graph import Graph, Value, walking
 from .printer import format_attr
 
 __all__ = ["to_dot"]
@@ -57,7 +58,7 @@ def _emit_lines(graph: Graph, lines: list[str], indent: str, counter: list[int])
         lines.append(f'{indent}{nid} [shape=box, {style}, label="{label}"];')
         for v in node.inputs:
             src = ids.get(v, f"{prefix}undefined")
-            lines.append(f'{indent}{src} -> {nid} [label="{v.type}"];')
+            lines.append(f'{indent}{src} -> {nid} [label="{_edge_label(v)}"];')
         for v in node.outputs:
             ids[v] = nid
         for k, a in node.attrs.items():
@@ -69,4 +70,13 @@ def _emit_lines(graph: Graph, lines: list[str], indent: str, counter: list[int])
     for i, v in enumerate(graph.outputs):
         oid = f"{prefix}out{i}"
         lines.append(f'{indent}{oid} [shape=doubleoctagon, label="output {i}"];')
-        lines.append(f'{indent}{ids.get(v, prefix + "undefined")} -> {oid} [label="{v.type}"];')
+        lines.append(f'{indent}{ids.get(v, prefix + "undefined")} -> {oid} [label="{_edge_label(v)}"];')
+
+
+def _edge_label(value: Value) -> str:
+    """The value's type, led by its output position when its producer has several (a loop's states and stacked
+    rows often share a type: without it, two edges from one box would be indistinguishable)."""
+    node = value.producer
+    if node is not None and len(node.outputs) > 1:
+        return f"#{value.index} {value.type}"
+    return str(value.type)

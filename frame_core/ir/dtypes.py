@@ -111,4 +111,22 @@ def as_dtype(value: Any) -> DType:
     from .._text import short_repr
 
     raise IRError(f"unsupported dtype {short_repr(value)}; expected one of {names} (or their long names such as "
-                  "'float32', a numpy dtype or scalar type such as np.float32)")
+                  f"'float32', a numpy dtype or scalar type such as np.float32){complex_hint(value)}")
+
+
+COMPLEX_HINT = ("frame has no complex dtype: complex values are real tensors with a trailing axis of size 2 (re, im), "
+                "e.g. np.stack([z.real, z.imag], axis=-1), which the FFT ops of frame-ops-fft read and write")
+
+
+def complex_hint(value: Any) -> str:
+    """``"; frame has no complex dtype: ..."`` when ``value`` names or is a complex dtype (or array), else ``""``:
+    the one dtype users reach for that frame represents differently (packed), so say how."""
+    if isinstance(value, str):
+        is_complex = value.lower().startswith(("c", "complex")) and any(ch.isdigit() for ch in value) and len(value) < 16
+    else:
+        try:
+            spec = value if isinstance(value, (type, np.dtype)) else getattr(value, "dtype", None)
+            is_complex = spec is not None and np.dtype(spec).kind == "c"
+        except (TypeError, ValueError):
+            is_complex = False
+    return f"; {COMPLEX_HINT}" if is_complex else ""

@@ -263,6 +263,28 @@ def _type(text: Any, path: str = "") -> TensorType:
         raise GraphFormatError(path, str(exc)) from None
 
 
+_DOCUMENT_FIELDS = ("format", "version", "graph")
+_GRAPH_FIELDS = ("name", "inputs", "nodes", "outputs", "output_names")
+_NODE_FIELDS = ("op", "inputs", "outputs", "attrs")
+_VALUE_FIELDS = ("id", "type", "name")
+_ATTR_FIELDS = ("kind", "value")
+_TENSOR_FIELDS = ("dtype", "shape", "data")
+
+
+def _only(obj: dict[str, Any], fields: tuple[str, ...], path: str, what: str) -> None:
+    """A field this format does not have is a typo or an edit that would be ignored without a word (a misspelt
+    ``attrs`` would leave a node with its default attributes): refuse it, naming the fields there are."""
+    if len(obj) <= len(fields) and all(k in fields for k in obj):
+        return
+    import difflib
+
+    key = next(k for k in obj if k not in fields)
+    close = difflib.get_close_matches(str(key), fields, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise GraphFormatError(f"{path}.{key}", f"unknown field {_short(key)}: {what} has the fields "
+                                            f"{', '.join(fields)}{hint}")
+
+
 def _within(prefix: str, exc: GraphFormatError) -> GraphFormatError:
     """``exc`` with its (relative) path under ``prefix``; paths are built only when something is wrong."""
     return GraphFormatError(prefix + exc.path, exc.detail)
@@ -277,6 +299,7 @@ def _float_in(x: Any, path: str) -> float:
 
 def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any:
     _expect(isinstance(doc, dict), path, "expected an attribute object {\"kind\": ..., \"value\": ...}")
+    _only(doc, _ATTR_FIELDS, path, "an attribute")
     kind = _get(doc, "kind", str, path)
     _expect("value" in doc, path, "missing field 'value'")
     v = doc["value"]
@@ -292,7 +315,9 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
     if kind == "str":
         _expect(isinstance(v, str), vpath, f"expected a string, got {_short(v)}")
         return v
-    if kind == "none":
+    if kind == "none":  # a value beside "none" is an edit that would be dropped without a word: refuse it
+        _expect(v is None, vpath, f"an attribute of kind none has the value null, got {_short(v)}; give the kind of "
+                                  "the value (int, ints, str, ...) or null")
         return None
     if kind in ("ints", "floats", "strs"):
         _expect(isinstance(v, list), vpath, f"expected an array, got {type(v).__name__}")
@@ -315,6 +340,7 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
             raise GraphFormatError(vpath, str(exc)) from None
     if kind == "tensor":
         _expect(isinstance(v, dict), vpath, "expected a tensor object {dtype, shape, data}")
+        _only(v, _TENSOR_FIELDS, vpath, "a tensor")
         dtype_name = _get(v, "dtype", str, vpath)
         try:
             dtype = as_dtype(dtype_name)
@@ -340,12 +366,15 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
         return array
     if kind == "graph":
         return _read_graph(v, vpath, op_key)
+    either = f" ({kind!r}, as `frame ops show` prints it, means the value may be any of {', '.join(kind.split('|'))}: " \
+             f"write the kind of the value given)" if "|" in kind and len(kind) < 40 else ""
     raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {_short(kind)}; expected one of bool, int, float, str, "
-                                          "none, ints, floats, strs, dtype, tensor, graph")
+                                          f"none, ints, floats, strs, dtype, tensor, graph{either}")
 
 
 def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Graph:
     _expect(isinstance(doc, dict), path, "expected a graph object {name, inputs, nodes, outputs}")
+    _only(doc, _GRAPH_FIELDS, path, "a graph")
     graph = Graph(_get(doc, "name", str, path))
     values: dict[int, Value] = {}
     pending: list[tuple[Node, list[int], int]] = []
@@ -353,6 +382,7 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
     def define(entry: Any, producer: Node | None, index: int) -> Value:  # errors carry paths relative to the entry
         if not isinstance(entry, dict):
             raise GraphFormatError("", "expected a value object {id, type}")
+        _only(entry, _VALUE_FIELDS, "", "a value")
         vid = _get(entry, "id", int)
         if vid in values:
             raise GraphFormatError(".id", f"value id {vid} is defined twice")
@@ -372,6 +402,7 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
         try:
             if not isinstance(entry, dict):
                 raise GraphFormatError("", "expected a node object {op, inputs, outputs}")
+            _only(entry, _NODE_FIELDS, "", "a node")
             op = op_key(_get(entry, "op", str))
             refs = _get(entry, "inputs", list)
             for j, r in enumerate(refs):
@@ -433,6 +464,7 @@ def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
     if version not in READS:
         raise GraphFormatError("$.version", f"unknown format version {_short(version)}; this frame-core reads versions "
                                             f"{', '.join(map(str, READS))} (upgrade frame-core to read newer files)")
+    _only(doc, _DOCUMENT_FIELDS, "$", "a frame graph document")
     if version == 1:  # short names, kept as written
         return _read_graph(doc.get("graph"), "$.graph")
     canonical = _source(registry).canonical
@@ -444,6 +476,8 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
     if not isinstance(text, (str, bytes, bytearray)):
         raise ArgumentError(f"loads() takes the JSON text of a graph (a str or bytes; load_graph reads a file), got "
                             f"{type(text).__name__} {_short(text)}")
+    if isinstance(text, str) and text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark (editors on Windows write one): json reads bytes with one, not str
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -465,7 +499,7 @@ def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" 
     """The graph saved in the file ``path`` (see :func:`from_document`)."""
     path = _path(path, "load_graph(path)")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # UTF-8, with or without a byte-order mark
             text = f.read()
     except OSError as exc:
         raise GraphFormatError(str(path), f"cannot read the file: {exc.strerror or exc}") from None

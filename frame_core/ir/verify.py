@@ -17,11 +17,14 @@ V8  Sub-graph attributes are closed graphs that pass these rules themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
+
 from ..errors import FrameError, IRError, UnknownOpError, VerifyError
 from .graph import Graph, Node, Value
 from .schemas import SchemaSource, default_source
+from .types import TensorType
 
-__all__ = ["Problem", "RULES", "check_graph", "verify"]
+__all__ = ["Problem", "RULES", "check_graph", "output_count_message", "verify"]
 
 RULES = {
     "V1": "SSA: one producer per value, distinct graph inputs",
@@ -50,6 +53,12 @@ class Problem:
         if self.node_index is not None:
             where += f"node {self.node_index}" + (f" ({self.op})" if self.op else "")
         return f"{self.rule} {RULES[self.rule]}: {where + ': ' if where else ''}{self.message}"
+
+    @property
+    def unknown_op(self) -> bool:
+        """An op no loaded pack provides (V3), at the top or inside a body (V8 carrying the inner V3): a pack to
+        install or load, not a graph to fix."""
+        return self.rule == "V3" or (self.rule == "V8" and self.message.startswith("V3:"))
 
 
 def verify(graph: Graph, registry: SchemaSource | None = None) -> None:
@@ -198,8 +207,17 @@ def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types
     except FrameError as exc:
         return problems + [Problem("V6", f"shape inference rejects the inputs: {exc}", node.op, index, path)]
     if len(inferred) != len(node.outputs):
-        return problems + [Problem("V5", f"has {len(node.outputs)} outputs, the schema gives {len(inferred)}", node.op, index, path)]
+        return problems + [Problem("V5", output_count_message(node, inferred), node.op, index, path)]
     for pos, (v, t) in enumerate(zip(node.outputs, inferred)):
         if v.type != t:
             problems.append(Problem("V6", f"output {pos} is recorded as {v.type} but inference gives {t}", node.op, index, path))
     return problems
+
+
+def output_count_message(node: Node, inferred: Sequence[TensorType]) -> str:
+    """Why ``node`` has the wrong number of outputs: for a node with a body, the body decides how many (a hand
+    edit of the body, not of the node, is the usual cause), so the message says so."""
+    bodies = [k for k, a in node.attrs.items() if isinstance(a, Graph)]
+    why = f" from its {' and '.join(bodies)} and attributes" if bodies else ""
+    return (f"has {len(node.outputs)} outputs, but shape inference gives {len(inferred)}{why}: "
+            f"{', '.join(map(str, inferred)) or 'none'}")

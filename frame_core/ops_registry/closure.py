@@ -36,7 +36,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import FrameError, UnknownOpError
+from ..errors import AmbiguousOpError, FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
@@ -149,11 +149,16 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
     uses: dict[str, set[str]] = defaultdict(set)
     unresolved: dict[str, set[str]] = defaultdict(set)
     contract: dict[str, list[str]] = defaultdict(list)
+    unchecked_bodies: dict[str, set[str]] = defaultdict(set)  # op -> unregistered ops in its examples' bodies
     seen: set[tuple] = set()
     work: deque[tuple[str, OpSchema, NodeContext]] = deque()
 
     for key, schema in reg.schemas.items():
         for example in schema.examples:
+            missing = _missing_body_ops(example.attrs, reg)
+            if missing:  # a body of ops no loaded pack provides (a pack disabled, not installed): not the pack's
+                unchecked_bodies[key] |= missing  # fault, so it stays loaded; unchecked, its order is 0
+                continue
             try:
                 ctx = schema.context(example.inputs, example.attrs)
                 ctx.output_types  # shape inference must accept the op's own examples
@@ -203,7 +208,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             seen.add(seen_key)
             unchecked[key] += 1
     _unload_broken_packs(reg, contract)
-    reg.closure = _orders(reg, uses, unresolved)
+    reg.closure = _orders(reg, uses, unresolved, unchecked_bodies)
     if unchecked:  # never stop in silence: say what the bound left out
         total = sum(unchecked.values())
         ops = ", ".join(f"{op} ({n})" for op, n in sorted(unchecked.items())[:10])
@@ -230,7 +235,8 @@ def _unload_broken_packs(reg: Registry, contract: dict[str, list[str]]) -> None:
         reg.drop_pack(pack, "gradient contract violated (ARCH-068): " + "; ".join(problems))
 
 
-def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[str]]) -> dict[str, ClosureInfo]:
+def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[str]],
+            unchecked_bodies: dict[str, set[str]]) -> dict[str, ClosureInfo]:
     order: dict[str, int] = {}
     next_hop: dict[str, str] = {}
     users: dict[str, set[str]] = defaultdict(set)
@@ -238,7 +244,8 @@ def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[
     for name, schema in reg.schemas.items():
         for used in uses.get(name, ()):
             users[used].add(name)
-        missing = {u for u in unresolved.get(name, set()) | uses.get(name, set()) if u not in reg.schemas}
+        missing = {u for u in unresolved.get(name, set()) | uses.get(name, set()) | unchecked_bodies.get(name, set())
+                   if u not in reg.schemas}
         if schema.gradient is None:
             order[name] = 0
             queue.append(name)
@@ -260,6 +267,9 @@ def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[
             chain.append(next_hop[chain[-1]])
         problems = [f"gradient uses {op!r}, which is not registered" for op in sorted(unresolved.get(name, ()))
                     if op not in reg.schemas]
+        if unchecked_bodies.get(name):
+            problems.append(f"not checked: its examples' bodies use {', '.join(map(repr, sorted(unchecked_bodies[name])))}"
+                            ", which no loaded pack provides")
         result[name] = ClosureInfo(
             op=name,
             differentiable=schema.differentiable,
@@ -275,6 +285,23 @@ def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[
 def has_bodies(schema: OpSchema) -> bool:
     """Whether the op carries sub-graphs (an attribute of kind ``graph``): control flow."""
     return any(spec.kind == "graph" for spec in schema.attrs.values())
+
+
+def _missing_body_ops(attrs: dict[str, Any], reg: Registry) -> set[str]:
+    """Op names in the graph-valued attributes ``attrs`` (recursively) that ``reg`` does not provide: an example
+    whose body uses ops of a pack that is not loaded cannot be instantiated, whatever its own pack does."""
+    missing: set[str] = set()
+    for value in attrs.values():
+        if isinstance(value, Graph):
+            for node in value.nodes:
+                try:
+                    reg.lookup(node.op)
+                except AmbiguousOpError:
+                    pass  # there, but ambiguous: the example's own check reports it
+                except UnknownOpError:
+                    missing.add(node.op)
+                missing |= _missing_body_ops(node.attrs, reg)
+    return missing
 
 
 def _carries_graphs(attrs: dict[str, Any]) -> bool:

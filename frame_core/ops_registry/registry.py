@@ -383,9 +383,20 @@ class Registry:
         for pack in self.packs.values():
             if short in pack.ops and pack.status != "loaded" and namespace in ("", pack.namespace, pack.name):
                 return f" (pack {pack.name!r} from {pack.distribution} provides it but is {pack.status}: {pack.error})"
+        elsewhere = [f"{p.namespace}::{short}" for p in self.packs.values()
+                     if namespace and p.status == "loaded" and p.namespace != namespace and short in p.ops]
+        # the right op under the wrong qualifier: name it, close spellings in the wrong namespace would not
+        also = f"; {' and '.join(map(repr, elsewhere))} {'is' if len(elsewhere) == 1 else 'are'} registered" \
+            if elsewhere else ""
+        for pack in self.packs.values():  # a disabled pack never imported: its ops are unknown, its namespace is not
+            if namespace and pack.status != "loaded" and namespace in (pack.namespace, pack.name):
+                return (f" (the namespace {namespace!r} is pack {pack.name!r} from {pack.distribution}, which is "
+                        f"{pack.status}: {pack.error}{also})")
         if namespace and not any(p.namespace == namespace and p.status == "loaded" for p in self.packs.values()):
             return (f" (no loaded pack has the namespace {namespace!r}; run `frame plugins list` to see the packs "
-                    "and their namespaces)")
+                    f"and their namespaces{also})")
+        if elsewhere:
+            return f" ({also[2:]})"
         failed = [p for p in self.packs.values() if p.status == "failed" and not p.ops]
         if failed:  # a pack that failed before registering anything may be the one that provides it
             names = ", ".join(f"{p.name!r} ({p.distribution})" for p in failed)

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._text import short_repr
 from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
-from ..ir.dtypes import DType, as_dtype
+from ..ir.dtypes import DType, as_dtype, complex_hint
 from ..ir.graph import Graph, Node
 from ..ir.tensors import frozen
 from ..ir.types import TensorType, as_type
@@ -197,7 +197,8 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
         try:
             return as_dtype(value)
         except FrameError:
-            raise bad("a dtype such as 'f32'") from None
+            refused = bad("a dtype such as 'f32'")
+            raise AttributeSpecError(f"{refused}{complex_hint(value)}") from None
     if kind == "tensor":
         if isinstance(value, (int, float, bool, np.generic)):
             value = np.asarray(value)
@@ -205,7 +206,8 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
             try:
                 dtype = as_dtype(value.dtype)  # supported dtype?
             except FrameError:
-                raise bad("a numpy array of a supported dtype (f16, bf16, f32, f64, i32, i64, bool)") from None
+                refused = bad("a numpy array of a supported dtype (f16, bf16, f32, f64, i32, i64, bool)")
+                raise AttributeSpecError(f"{refused}{complex_hint(value)}") from None
             if value.dtype != dtype.np:  # big-endian or otherwise non-native: the kernels' dtype is the native one
                 value = value.astype(dtype.np)
             return frozen(value)  # a graph never sees later writes to the caller's array

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, InputError, KernelError
+from ..ir.dtypes import COMPLEX_HINT
 from ..ir.graph import Graph
 from ..ir.types import TensorType
 from ..compiler.passes.lower import Program
@@ -295,6 +296,9 @@ class Executable:
                 raise InputError(f"{self._input_label(i)} is a masked array; frame has no masked values: pass "
                                  "x.filled(value) for the masked elements, or np.asarray(x) for the data as it is")
             if value.dtype != t.dtype.np:
+                if value.dtype.kind == "c":  # astype would drop the imaginary part without a word
+                    raise InputError(f"{self._input_label(i)} must have dtype {t.dtype.name} ({t}), got "
+                                     f"{_describe(value)}; {COMPLEX_HINT}")
                 raise InputError(f"{self._input_label(i)} must have dtype {t.dtype.name} ({t}), got {_describe(value)}; "
                                  f"convert it with array.astype(np.{t.dtype.np.name})")
             if value.shape != t.shape:

@@ -272,5 +272,9 @@ def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Regis
             report.results.append(CheckResult(schema.name, gradient_check_name(k), index, True, None,
                                               f"not checked: {why}", skipped=True))
         for dtype in low_precision:
+            if depth == 0:  # no first-order gradient to build (its GradientFn needs an unregistered op): say so
+                report.results.append(CheckResult(schema.name, f"gradient_{as_dtype(dtype).short}", index, True, None,
+                                                  f"not checked: {why}", skipped=True))
+                continue  # once, as for the float64 orders, rather than one failure per dtype and example
             report.results.append(check_op_low_precision(schema, index, dtype, seed=seed, registry=reg))
     return report

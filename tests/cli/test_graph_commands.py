@@ -175,3 +175,12 @@ def test_show_and_dot_print_names_with_lone_surrogates_escaped(tmp_path):
     checked = run_frame("graph", "show", str(path))
     assert checked.returncode == 2 and "unknown op 'relu\\ud800'" in checked.stderr
     assert "internal error" not in checked.stderr
+
+
+@pytest.mark.parametrize("command", [("ops", "list"), ("audit", "gradients")])
+def test_two_different_packs_are_a_usage_error_not_the_last_one(invoke, command):
+    result = invoke(*command, "--pack", "ops_fft", "--pack", "ops_basic")
+    assert result.exit_code == 2 and "--pack takes one pack, got 'ops_fft', 'ops_basic'" in result.stderr
+    assert result.stdout == ""
+    same = invoke(*command, "--pack", "ops_fft", "-p", "ops_fft")
+    assert same.exit_code == 0 and same.stdout == invoke(*command, "--pack", "ops_fft").stdout

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import ORDER_ONE_PACK
 
 
@@ -61,3 +63,16 @@ def test_show_unknown_op_suggests_and_exits_2(invoke):
 def test_show_finds_internal_ops(invoke):
     result = invoke("ops", "show", "relu_grad_internal", "--format", "json")
     assert result.exit_code == 0 and json.loads(result.stdout)["internal"] is True
+
+
+@pytest.mark.parametrize("op, defaults", [
+    ("conv1d", {"stride": 1, "padding": "valid", "dilation": 1, "groups": 1}),
+    ("one_hot", {"depth": None, "dtype": "f32"}),
+    ("slice", {"steps": None, "axes": None}),
+    ("loop", {"n_scanned": 0, "reverse": False, "trip_count": False}),
+])
+def test_json_defaults_are_json_values_not_python_reprs(invoke, op, defaults):
+    # a consumer of `ops show -f json` reads null/false/1/"valid", as in graph files, not "None"/"'valid'"
+    result = invoke("ops", "show", op, "--format", "json")
+    attrs = {a["name"]: a["default"] for a in json.loads(result.stdout)["attributes"]}
+    assert {k: attrs[k] for k in defaults} == defaults

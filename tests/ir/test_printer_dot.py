@@ -194,6 +194,21 @@ def test_dot_of_an_invalid_graph_is_still_readable(build):
     parse_dot(to_dot(build()))
 
 
+def test_dot_edges_from_a_node_of_several_outputs_say_which_output():
+    # a loop's final states and its stacked rows leave one box, often of one type: say which edge is which
+    g = Graph("g")
+    x = g.add_input("f32[3]")
+    a, b, c = g.add_node("three_outputs", [x], {}, ["f32[3]", "f32[3]", "f32[2, 3]"]).outputs
+    g.mark_output(a)
+    g.mark_output(g.add_node("neg", [b], {}, ["f32[3]"]).outputs[0])
+    g.mark_output(c)
+    text = to_dot(g)
+    labels = sorted(line.split('label="')[1].split('"')[0] for line in text.splitlines()
+                    if line.strip().startswith("g0_n0 -> "))
+    assert labels == ["#0 f32[3]", "#1 f32[3]", "#2 f32[2, 3]"]
+    assert 'g0_in0 -> g0_n0 [label="f32[3]"]' in text and 'g0_n1 -> g0_out1 [label="f32[3]"]' in text
+
+
 def test_a_body_holding_its_own_graph_is_a_named_error_for_every_walker():
     """A hand-built body that holds its enclosing graph (directly or two levels down) once ended printing,
     saving, DOT and cloning with a RecursionError; each now names the cycle as compile and verify do."""

@@ -17,7 +17,7 @@ from operator import attrgetter
 
 from ...errors import FrameError, VerifyError
 from ...ir.graph import Graph, Node
-from ...ir.verify import Problem
+from ...ir.verify import Problem, output_count_message
 from ..context import CompileContext
 from ..rewrite import Rewriter
 
@@ -74,6 +74,6 @@ def canonical(attrs: dict, norm: dict) -> bool:
 
 def _mismatches(node: Node, index: int, inferred: tuple) -> list[Problem]:
     if len(node.outputs) != len(inferred):
-        return [Problem("V5", f"has {len(node.outputs)} outputs, the schema gives {len(inferred)}", node.op, index)]
+        return [Problem("V5", output_count_message(node, inferred), node.op, index)]
     return [Problem("V6", f"output {pos} is recorded as {v.type} but inference gives {t}", node.op, index)
             for pos, (v, t) in enumerate(zip(node.outputs, inferred)) if v.type != t]

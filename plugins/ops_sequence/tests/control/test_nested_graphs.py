@@ -105,7 +105,7 @@ def test_frame_graph_show_reports_a_broken_body(tmp_path):
     fc.save_graph(broken, path)
     result = CliRunner().invoke(app, ["graph", "show", str(path)])
     assert result.exit_code == 2
-    assert "node 3 (scan): has 2 outputs, the schema gives 1" in result.stderr
+    assert "node 3 (scan): has 2 outputs, but shape inference gives 1 from its body and attributes" in result.stderr
 
 
 def test_graph_order_follows_bodies(registry, graph):
