@@ -128,11 +128,14 @@ def cache_dir() -> str:
 
 def _usable_cache(path: str) -> str | None:
     """Why ``path`` cannot hold this user's compiled code, or None when it can (creating it if missing)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"the kernel cache {path!r} is a file, not a directory; point FRAME_NATIVE_CACHE at a directory"
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.stat(path)
     except OSError as exc:
-        return f"cannot create the kernel cache {path!r} ({exc.strerror or exc}); set FRAME_NATIVE_CACHE"
+        return (f"cannot create the kernel cache {path!r} ({exc.strerror or exc}); point FRAME_NATIVE_CACHE at a "
+                "directory this user can create")
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         return f"the kernel cache {path!r} belongs to another user; set FRAME_NATIVE_CACHE"
     if st.st_mode & 0o022:

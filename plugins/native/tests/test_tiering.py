@@ -438,7 +438,7 @@ def test_an_unusable_cache_directory_keeps_groups_on_numpy(problem, tmp_path, mo
         exe.run([np.ones(8, np.float32)])
         frame_native.wait(60)
     assert frame_native.tier_of(exe) == ["off"]
-    assert caplog.records and "set FRAME_NATIVE_CACHE" in caplog.records[-1].getMessage() or \
+    assert caplog.records and "FRAME_NATIVE_CACHE" in caplog.records[-1].getMessage() or \
         "chmod" in caplog.records[-1].getMessage()
 
 
@@ -457,6 +457,19 @@ def test_a_cache_directory_set_after_the_first_compile_is_checked_too(tmp_path, 
         frame_native.wait(60)
     assert frame_native.tier_of(second) == ["off"] and not list(shared.iterdir())
     assert any("writable by others" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cache_path_naming_a_file_says_so(tmp_path, monkeypatch, caplog):
+    target = tmp_path / "kernels.o"
+    target.write_bytes(b"not a directory")
+    monkeypatch.setenv("FRAME_NATIVE_CACHE", str(target))
+    exe = fc.compile(fc.trace(chain(6, 8, seed=40), "f32[8]"), cache=False)
+    with caplog.at_level(logging.WARNING, logger="frame_native"):
+        exe.run([np.ones(8, np.float32)])
+        frame_native.wait(60)
+    assert frame_native.tier_of(exe) == ["off"] and target.read_bytes() == b"not a directory"
+    (message,) = [r.getMessage() for r in caplog.records if "kernel cache" in r.getMessage()]
+    assert "is a file, not a directory" in message and "point FRAME_NATIVE_CACHE at a directory" in message
 
 
 def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
