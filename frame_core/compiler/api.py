@@ -110,6 +110,19 @@ def _has_bodies(graph: Graph) -> bool:
     return False
 
 
+def _switch(spec: Any) -> Any:
+    """A plugin pass's ``cache_key()``: a pack's code, so what it raises or returns unhashable is a
+    ``CompileError`` naming the pass and its pack (as a failing pass is), never a raw exception."""
+    try:
+        value = spec.cache_key()
+        hash(value)
+    except (Exception, SystemExit) as exc:
+        raise CompileError(f"pass {spec.name!r} (pack {spec.pack}): its cache_key() failed with "
+                           f"{type(exc).__name__}: {exc}; it must return a hashable summary of what the pass "
+                           "reads besides the graph (a bug in that pack)") from exc
+    return value
+
+
 def compile(  # noqa: A001 - the name users expect
     graph: Graph,
     backend: str = "cpu",
@@ -160,7 +173,7 @@ def compile(  # noqa: A001 - the name users expect
     key: Any = None
     if cache:
         # what plugin passes read besides the graph (FRAME_NATIVE=0, say): a changed switch misses the cache
-        switches = tuple([spec.cache_key() for spec in reg.passes if spec.cache_key is not None])
+        switches = tuple([_switch(spec) for spec in reg.passes if spec.cache_key is not None])
         key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend,
                opt_level, disable, decompose, checks, reg, switches)
         hit = compile_cache.get(key)

@@ -305,6 +305,16 @@ def test_a_pass_cache_key_joins_the_compile_cache_key():
     assert "cache_key must be a function" in bad.packs["odd_pack"].error
 
 
+@pytest.mark.parametrize("cache_key, words", [(lambda: 1 / 0, "ZeroDivisionError"), (lambda: ["a"], "unhashable"),
+                                              (lambda: exit(3), "SystemExit")])
+def test_a_failing_cache_key_is_a_compile_error_naming_the_pass_and_pack(cache_key, words):
+    reg = registry_with_passes(PassSpec("keyed", lambda g, ctx: g, after="verify", cache_key=cache_key),
+                               pack="odd_pack")
+    with pytest.raises(fc.CompileError, match=rf"pass 'keyed' \(pack odd_pack\): its cache_key\(\) failed with .*{words}"):
+        fc.compile(marked_graph(), registry=reg)
+    fc.compile(marked_graph(), registry=reg, cache=False)  # without the cache nothing asks for the key
+
+
 def test_a_bad_pass_in_a_hand_built_registry_is_a_compile_error_naming_it():
     reg = registry_with_passes()
     reg.passes.append(PassSpec("misplaced", lambda g, ctx: g, after="lower", pack="odd_pack"))
