@@ -20,15 +20,20 @@ others waiting in their next collective forever. Three mechanisms close that:
   raise ``DistributedError`` on every rank instead of summing silently
   wrong or waiting forever (``_agree``).
 
-Collectives therefore run non-blocking and the rank polls them (spinning
-briefly, then sleeping 0.1 ms between polls, which also hands the core to
-other processes while it waits).
+Collectives therefore run non-blocking and the rank polls them: spinning
+briefly, then yielding the core between polls (``sched_yield``: any runnable
+process gets it, and the poll resumes at once when none is), and after about
+``_YIELDS`` polls sleeping 0.1 ms between them. Sleeping from the start cost
+every collective a sleep quantum whenever the other rank arrived a moment
+later: the agreement check and the all-reduce of a 2-rank MLP step took 1.6 ms
+against 0.4 ms with yielding (2 ranks / 1 rank: 1.58-1.60x against 1.79-1.83x).
 """
 
 from __future__ import annotations
 
 import atexit
 import operator
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -48,6 +53,7 @@ ABORT_GRACE_S = 0.3
 _LEAVING_TAG = 7301  # point-to-point tag of "I am ending my program after k collectives"
 _SPINS = 200        # polls before a waiting rank starts to sleep between polls
 _PAUSE_S = 1e-4
+_YIELDS = 20000  # then polls that yield the core to any runnable process (returning at once when none is)
 _CALL_BYTES = 120  # a call's description travels in this many bytes when the ranks' calls differ
 
 
@@ -204,7 +210,7 @@ class MPICommunicator:
                            "skipped the call)")
             polls += 1
             if polls > _SPINS:
-                time.sleep(_PAUSE_S)
+                os.sched_yield() if polls < _YIELDS else time.sleep(_PAUSE_S)
 
     def _listen(self) -> Any:
         return self._comm.Irecv([self._notice, self._MPI.INT64_T], source=self._MPI.ANY_SOURCE, tag=_LEAVING_TAG)
