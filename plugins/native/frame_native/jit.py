@@ -39,12 +39,9 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
-import logging
 import os
 import queue
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -56,7 +53,7 @@ from .codegen import CODEGEN_VERSION, Plan, generate
 
 __all__ = ["submit", "wait", "status", "note", "reset", "MAX_KERNELS", "QUEUE"]
 
-log = logging.getLogger("frame_native")
+# hashlib, logging and tempfile (10 ms of imports) load when first used, not at frame's start-up
 
 MAX_KERNELS = 512
 QUEUE = 256
@@ -110,7 +107,9 @@ def note(reason: str) -> None:
             return
         _state.seen_notes.add(reason)
         _state.notes.append(reason)
-    log.warning("frame-native: %s; those fused groups run on numpy", reason)
+    import logging
+
+    logging.getLogger("frame_native").warning("frame-native: %s; those fused groups run on numpy", reason)
 
 
 def _disable(reason: str) -> None:
@@ -327,6 +326,8 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     llvm = _setup(s)
     if llvm is None:
         return None, "off"
+    import hashlib  # here, once LLVM is set up: never while the process is exiting (_setup says so)
+
     width = max(1, llvm.width_bytes // plan.dtype.itemsize)
     text = generate(plan, width)
     key = hashlib.sha256((llvm.identity + "\n" + text).encode()).hexdigest()
@@ -375,10 +376,15 @@ def _read_cached(path: str) -> bytes | None:
     if not data.startswith(_MAGIC) or len(data) < head + 32:
         return None
     digest, obj = data[head:head + 32], data[head + 32:]
+    import hashlib
+
     return obj if hashlib.sha256(obj).digest() == digest else None
 
 
 def _write_cached(path: str, obj: bytes) -> None:
+    import hashlib
+    import tempfile
+
     folder = os.path.dirname(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".o")
