@@ -30,6 +30,12 @@ def env_flag(name: str, environ: Any = None) -> bool:
     return str(env.get(name, "")).strip().lower() not in FALSE_WORDS
 
 
+def is_traced_tensor(value: Any) -> bool:
+    """A traced ``frontend.Tensor`` (iterable over its first axis, each step tracing ops): lower layers refuse it
+    before iterating, so a mistaken argument adds no nodes to the graph being traced."""
+    return getattr(type(value), "_frame_traced_tensor", False) is True
+
+
 def name_list(value: Any, what: str, error: type[Exception], example: str = "['a', 'b']") -> tuple[str, ...]:
     """``value`` as a tuple of strings: a list, tuple or set of names (``None`` counts as none)."""
     if value is None:
@@ -37,7 +43,7 @@ def name_list(value: Any, what: str, error: type[Exception], example: str = "['a
     if isinstance(value, (str, bytes)):
         raise error(f"{what} takes a list of names such as {example}, got the string {short_repr(value)}; for one "
                     f"name write [{short_repr(value)}]")
-    if not isinstance(value, Iterable):
+    if not isinstance(value, Iterable) or is_traced_tensor(value):
         raise error(f"{what} takes a list of names such as {example}, got {type(value).__name__} {short_repr(value)}")
     items = tuple(value)
     bad = [v for v in items if not isinstance(v, str)]

@@ -53,6 +53,7 @@ ABORT_GRACE_S = 0.3
 _LEAVING_TAG = 7301  # point-to-point tag of "I am ending my program after k collectives"
 _SPINS = 200        # polls before a waiting rank starts to sleep between polls
 _PAUSE_S = 1e-4
+_yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))  # (no sched_yield on Windows)
 _YIELDS = 20000  # then polls that yield the core to any runnable process (returning at once when none is)
 _CALL_BYTES = 120  # a call's description travels in this many bytes when the ranks' calls differ
 
@@ -210,7 +211,7 @@ class MPICommunicator:
                            "skipped the call)")
             polls += 1
             if polls > _SPINS:
-                os.sched_yield() if polls < _YIELDS else time.sleep(_PAUSE_S)
+                _yield() if polls < _YIELDS else time.sleep(_PAUSE_S)
 
     def _listen(self) -> Any:
         return self._comm.Irecv([self._notice, self._MPI.INT64_T], source=self._MPI.ANY_SOURCE, tag=_LEAVING_TAG)

@@ -67,6 +67,7 @@ class Tensor:
 
     __slots__ = ("value", "graph", "weak")
     __array_priority__ = 1000  # make numpy defer to our reflected operators
+    _frame_traced_tensor = True  # (_args.is_traced_tensor: refused where a list is expected, before iterating)
 
     def __init__(self, value: Value, graph: Graph, weak: "_Weak | None" = None) -> None:
         self.value = value
@@ -272,6 +273,8 @@ def _index(x: Tensor, key: Any) -> Tensor:
                 raise IRError("a slice step must not be zero")
             start = (0 if step > 0 else -1) if item.start is None else _checked_position(item.start, "a start")
             stop = (size if step > 0 else -(size + 1)) if item.stop is None else _checked_position(item.stop, "a stop")
+            # bounds past either end act as the nearest one past it (numpy clamps): t[:2**70] is t[:size]
+            start, stop = (min(max(b, -(size + 1)), size) for b in (start, stop))
             if (start, stop, step) != (0, size, 1):
                 for column, entry in ((starts, start), (stops, stop), (steps, step), (axes, axis)):
                     column.append(entry)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._args import is_traced_tensor
 from ..errors import IRError
 from .schemas import SchemaSource, default_source
 from .types import TensorType, as_type
@@ -123,7 +124,7 @@ class Graph:
         With ``output_types`` given, the node is recorded as is (this is how
         loaders build graphs that ``verify`` then checks).
         """
-        if type(inputs) is Value or not isinstance(inputs, Iterable):
+        if type(inputs) is Value or not isinstance(inputs, Iterable) or is_traced_tensor(inputs):
             raise IRError(f"add_node({op!r}, inputs) takes a list of Values, got {type(inputs).__name__}"
                           + ("; for one input write [value]" if type(inputs) is Value else ""))
         if attrs is not None and not isinstance(attrs, Mapping):

@@ -6,6 +6,7 @@ import math
 import re
 from typing import Any
 
+from .._args import is_traced_tensor
 from .._text import short_repr
 from ..errors import IRError
 from .dtypes import DType, as_dtype
@@ -51,6 +52,8 @@ class TensorType:
                 return hit
         dtype = as_dtype(dtype)
         try:
+            if is_traced_tensor(shape):
+                raise TypeError
             shape = tuple(shape)
         except TypeError:
             raise IRError(f"a shape must be a sequence of ints, got {short_repr(shape)}") from None

@@ -100,8 +100,9 @@ class SchemaTable(dict[str, "OpSchema"]):
     go through :meth:`Registry.get`. The loader adds ops with :meth:`register`;
     assigning ``table[key] = schema`` by hand pins ``key`` to that schema. Every
     dict method that writes (``update``, ``|=``, ``setdefault``, ``pop``,
-    ``popitem``, ``del``, ``clear``) keeps the qualified names in step, and
-    ``copy`` returns a table with its own indices.
+    ``popitem``, ``del``, ``clear``) keeps the qualified names in step and
+    takes a qualified name as it takes a canonical key; ``copy`` and ``|``
+    return tables with their own indices.
     """
 
     def __init__(self) -> None:
@@ -188,6 +189,7 @@ class SchemaTable(dict[str, "OpSchema"]):
             self._key_of[qualname] = key
 
     def __delitem__(self, key: str) -> None:
+        key = self._entry(key)
         schema = dict.pop(self, key)
         for qualname in [q for q, k in self._key_of.items() if k == key]:
             if self._by_qualname.get(qualname) is schema:
@@ -202,24 +204,37 @@ class SchemaTable(dict[str, "OpSchema"]):
         for key, schema in dict(*args, **kwargs).items():
             self[key] = schema
 
-    def __ior__(self, other: Any) -> "SchemaTable":  # type: ignore[misc,override]
+    def __ior__(self, other: Any) -> "SchemaTable":  # type: ignore[override]
         self.update(other)
         return self
 
-    def setdefault(self, key: str, default: "OpSchema") -> "OpSchema":
-        if dict.__contains__(self, key):
-            return dict.__getitem__(self, key)
+    def _entry(self, key: Any) -> Any:
+        """The canonical key ``key`` names (a qualified name included), or ``key`` itself when none."""
+        return key if dict.__contains__(self, key) else self._key_of.get(key, key) if isinstance(key, str) else key
+
+    def setdefault(self, key: str, default: "OpSchema | None" = None) -> "OpSchema":
+        entry = self._entry(key)
+        if dict.__contains__(self, entry):
+            return dict.__getitem__(self, entry)
+        if default is None:
+            raise TypeError("a schema table holds OpSchemas: setdefault needs one as its default")
         self[key] = default
         return default
 
     def pop(self, key: str, *default: Any) -> Any:
-        if not dict.__contains__(self, key):
+        entry = self._entry(key)
+        if not dict.__contains__(self, entry):
             if default:
                 return default[0]
             raise KeyError(key)
-        schema = dict.__getitem__(self, key)
-        del self[key]
+        schema = dict.__getitem__(self, entry)
+        del self[entry]
         return schema
+
+    def __or__(self, other: Any) -> "SchemaTable":  # type: ignore[override]
+        table = self.copy()
+        table.update(other)
+        return table
 
     def popitem(self) -> "tuple[str, OpSchema]":
         if not dict.__len__(self):

@@ -88,3 +88,20 @@ def test_indexing_refusals_say_what_to_do(build, message):
 def test_a_rank_0_tensor_has_no_length():
     with pytest.raises(TypeError, match="rank-0"):
         fc.trace(lambda x: x * len(x), "f64[]")
+
+
+def test_slice_bounds_past_int64_clamp_as_numpys_do():
+    got = fc.compile(fc.trace(lambda x: x[:, -2**70:2**70:2] + 0.0, "f64[2, 5, 4]")).run([X])[0]
+    np.testing.assert_array_equal(got, X[:, -2**70:2**70:2])
+    got = fc.compile(fc.trace(lambda x: x[2**70:-2**70:-1] + 0.0, "f64[2, 5, 4]")).run([X])[0]
+    np.testing.assert_array_equal(got, X[2**70:-2**70:-1])
+
+
+def test_a_tensor_where_a_list_is_expected_is_refused_before_it_traces_anything():
+    def misuse(x):
+        with pytest.raises(IRError, match="takes a list of Values, got Tensor"):
+            x.graph.add_node("relu", x)
+        with pytest.raises(IRError, match="a shape must be a sequence of ints"):
+            fc.TensorType("f64", x)
+        return x
+    assert fc.trace(misuse, "f64[3, 2]").nodes == []  # iterating x would have traced a slice per row

@@ -347,3 +347,14 @@ def test_every_way_of_writing_the_schema_table_keeps_qualified_names_in_step(bas
     schemas.clear()
     assert len(schemas) == 0 and "ops_basic::relu" not in schemas and schemas.get("relu") is None
     assert copied["relu"] is relu and len(copied.qualified) == len(copied)
+
+
+def test_schema_table_writes_take_qualified_names_as_lookups_do(basic):
+    schemas = load_registry([basic], environ={}).schemas
+    relu, count = schemas["relu"], len(schemas)
+    assert schemas.setdefault("ops_basic::relu", schemas["tanh"]) is relu and len(schemas) == count
+    merged = schemas | {}
+    assert type(merged) is type(schemas) and merged["ops_basic::relu"] is relu
+    assert schemas.pop("ops_basic::relu") is relu and "relu" not in schemas and len(schemas) == count - 1
+    del merged["ops_basic::tanh"]
+    assert "tanh" not in merged and "ops_basic::tanh" not in merged and "tanh" in schemas

@@ -197,6 +197,12 @@ def reset() -> None:
 
 # -- the compiler thread ----------------------------------------------------------------------------
 def _run() -> None:
+    # what the compiles and notes need, imported as the thread starts (the first submit, never at exit) rather
+    # than at frame's start-up or in the middle of a compile that may outlast the exit wait
+    import hashlib  # noqa: F401
+    import logging  # noqa: F401
+    import tempfile  # noqa: F401
+
     s = _state
     while True:
         job = s.queue.get()
@@ -326,7 +332,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     llvm = _setup(s)
     if llvm is None:
         return None, "off"
-    import hashlib  # here, once LLVM is set up: never while the process is exiting (_setup says so)
+    import hashlib  # loaded by _run as the compiler thread started: a lookup in sys.modules
 
     width = max(1, llvm.width_bytes // plan.dtype.itemsize)
     text = generate(plan, width)
