@@ -27,7 +27,7 @@ CASES = [
     ("vjp-wrt-float", lambda g: fc.build_vjp_graph(g, 1.5), GradientError, "list of input positions"),
     ("vjp-wrt-str", lambda g: fc.build_vjp_graph(g, "01"), GradientError, "list of input positions"),
     ("vjp-wrt-int", lambda g: fc.build_vjp_graph(g, 0), GradientError, "for one input write [0]"),
-    ("vjp-wrt-floats", lambda g: fc.build_vjp_graph(g, [0.5]), GradientError, "holds input positions (ints)"),
+    ("vjp-wrt-floats", lambda g: fc.build_vjp_graph(g, [0.5]), GradientError, "holds input positions (ints) or names"),
     ("vjp-label-array", lambda g: fc.build_vjp_graph(g, [0], label=ARRAY), GradientError, "label= is a string"),
     ("vjp-registry-str", lambda g: fc.build_vjp_graph(g, registry="x"), GradientError, "registry= takes"),
     ("split-invariant-int", lambda g: split_vjp_graph(g, [0], invariant=1), GradientError, "invariant= is a list"),

@@ -38,7 +38,7 @@ from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import node_has_side_effect
 from ..ir.verify import check_graph
-from .backward import _accumulate, _backpropagate, _not_the_packs_fault
+from .backward import _accumulate, _backpropagate, _input_position, _not_the_packs_fault
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
@@ -54,25 +54,27 @@ def _positions(graph: Graph, wrt: Sequence[int] | None, label: Any = "", registr
         raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
                             f"{type(registry).__name__} {short_repr(registry)}")
     n = len(graph.inputs)
-    positions = list(range(n)) if wrt is None else _indices(wrt, "wrt", "[0, 2]")
+    positions = list(range(n)) if wrt is None else _indices(wrt, "wrt", "[0, 2]", graph)
     for i in positions:
         if not 0 <= i < n:
             raise GradientError(f"wrt index {i} is out of range: the graph has {n} inputs (0..{n - 1})")
-    _indices(invariant, "invariant", "[1]")
+    _indices(invariant, "invariant", "[1]", graph)
     return positions
 
 
-def _indices(value: Any, what: str, example: str) -> list[int]:
-    """``value`` as a list of ints: input positions, never the characters of a string or a bare number."""
+def _indices(value: Any, what: str, example: str, graph: Graph) -> list[int]:
+    """``value`` as a list of ints: input positions or input names (as ``build_backward_graph`` takes them),
+    never the characters of a string or a bare number."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or \
             (isinstance(value, np.ndarray) and value.ndim != 1):
         raise GradientError(f"{what}= is a list of input positions such as {example}, got {type(value).__name__} "
                             f"{short_repr(value)}" + (f"; for one input write [{value!r}]"
                                                       if isinstance(value, (int, np.integer)) else ""))
-    items = list(value)
+    items = [_input_position(i, graph) if isinstance(i, str) else i for i in value]
     bad = [i for i in items if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_))]
     if bad:
-        raise GradientError(f"{what}= holds input positions (ints), got {short_repr(bad[0])} ({type(bad[0]).__name__})")
+        raise GradientError(f"{what}= holds input positions (ints) or names (str), got {short_repr(bad[0])} "
+                            f"({type(bad[0]).__name__})")
     return [int(i) for i in items]
 
 
@@ -164,7 +166,7 @@ def split_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, invariant
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
         combined, cotangents, grads = _combined(graph, positions, label, reg)
-        return _split(graph, combined, cotangents, grads, set(invariant), reg)
+        return _split(graph, combined, cotangents, grads, set(_indices(invariant, "invariant", "[1]", graph)), reg)
 
 
 def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[Value], invariant: set[int],

@@ -93,3 +93,14 @@ def test_sgd_takes_numpy_learning_rates():
     graph = fc.build_sgd_update_graph(["f32[2]"], np.float32(0.5))
     (new,) = fc.compile(graph).run([np.ones(2, np.float32), np.ones(2, np.float32)])
     np.testing.assert_allclose(new, [0.5, 0.5])
+
+
+def test_vjp_graphs_take_input_names_as_build_backward_graph_does():
+    g = fc.trace(lambda x, w: ops.tanh(x @ w), "f64[2, 3]", "f64[3, 4]")
+    assert fc.dumps(fc.build_vjp_graph(g, ["w"])) == fc.dumps(fc.build_vjp_graph(g, [1]))
+    by_name = fc.split_vjp_graph(g, ["x", "w"], invariant=["w"])
+    by_position = fc.split_vjp_graph(g, [0, 1], invariant=[1])
+    assert fc.dumps(by_name.forward) == fc.dumps(by_position.forward)
+    assert fc.dumps(by_name.backward) == fc.dumps(by_position.backward)
+    with pytest.raises(GradientError, match="no input of that name"):
+        fc.split_vjp_graph(g, [0], invariant=["q"])
