@@ -68,7 +68,7 @@ def _output_position(value: Any, graph: Graph, what: str) -> int:
                             f"{value!r:.40}")
     if not -n <= value < n:
         raise GradientError(f"{what} {value!r} is out of range: the graph has {n} outputs")
-    return int(value)
+    return int(value) % n  # the names built from it ("grad(output 0, w)") say the real position, never -1
 
 
 def _input_position(name: str, graph: Graph) -> int:

@@ -119,7 +119,7 @@ def graph_grad(path: str, loss: int, wrt: str | None, output: str | None, force:
     n_out = len(graph.outputs)
     n_grad = len(indices)
     warn(f"wrote {output}: {_span(0, n_out, 'the forward output')}, {_span(n_out, n_out + n_grad, 'the gradient')} "
-         f"of output {loss} with respect to input{'s' if n_grad != 1 else ''} {', '.join(map(str, indices))}")
+         f"of output {loss % n_out} with respect to input{'s' if n_grad != 1 else ''} {', '.join(map(str, indices))}")
 
 
 def _span(start: int, stop: int, what: str) -> str:

@@ -85,3 +85,11 @@ def test_names_survive_cloning_json_printing_and_compiling(forward):
     renamed = fc.clone_graph(g)
     renamed.name_output(1, "gw")
     assert fc.compile(renamed).output_names[1] == "gw"  # not the cached executable of the other names
+
+
+def test_a_negative_output_position_names_the_real_output():
+    # -1 counts from the end, as documented; the names built from it must say which output it is
+    forward = fc.trace(lambda x: (ops.sum(x * 2.0), ops.sum(x * 3.0)), "f64[2]")
+    assert fc.build_backward_graph(forward, -1, [0]).output_names[-1] == "grad(output 1, x)"
+    contracted, k = fc.add_scalar_contraction(forward, -2)
+    assert contracted.output_names[k] == "sum(output 0)"

@@ -31,3 +31,14 @@ def test_grad_summary_of_a_single_forward_output(invoke, tmp_path):
     result = invoke("graph", "grad", str(path), "-o", str(out))
     assert result.stderr.strip() == (f"wrote {out}: output 0 is the forward output, output 1 is the gradient of "
                                      "output 0 with respect to input 0")
+
+
+def test_grad_summary_and_names_of_a_negative_loss_say_the_real_output(invoke, tmp_path):
+    path = tmp_path / "model.json"
+    frame_core.save_graph(frame_core.trace(lambda x: (ops.sum(x * x), ops.sum(x)), "f64[2]"), path)
+    out = tmp_path / "grad.json"
+    result = invoke("graph", "grad", str(path), "--loss", "-1", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.strip() == (f"wrote {out}: outputs 0..1 are the forward outputs, output 2 is the gradient "
+                                     "of output 1 with respect to input 0")
+    assert frame_core.load_graph(out).output_names[2] == "grad(output 1, x)"
