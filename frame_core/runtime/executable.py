@@ -288,9 +288,9 @@ class Executable:
     def _coerce(self, i: int, value: Any) -> np.ndarray:
         t = self.input_types[i]
         if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray) and t.shape == ():
-            array = np.asarray(value)
-            if array.dtype.kind == t.dtype.np.kind or (array.dtype.kind in "iu" and t.dtype.np.kind == "f"):
-                return np.asarray(value, t.dtype.np)
+            scalar = self._scalar(i, value)
+            if scalar is not None:
+                return scalar
         if isinstance(value, np.ndarray):
             if isinstance(value, np.ma.MaskedArray):  # kernels would drop the mask in some ops and keep it in others
                 raise InputError(f"{self._input_label(i)} is a masked array; frame has no masked values: pass "
@@ -305,6 +305,46 @@ class Executable:
                 raise InputError(f"{self._input_label(i)} must have shape {list(t.shape)} ({t}), got {_describe(value)}")
             return value.view(np.ndarray)  # a subclass (np.matrix, a memmap): kernels and results see plain arrays
         raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
+
+    def _scalar(self, i: int, value: Any) -> np.ndarray | None:
+        """A number of a fitting kind for a rank-0 input as an array of its dtype, None for a wrong kind.
+
+        A value the dtype cannot hold is an ``InputError``: numpy would wrap an integer around (``np.int64(2**40)``
+        into int32 is 0), raise ``OverflowError`` (a Python int) or round a finite float to infinity.
+        """
+        t = self.input_types[i]
+        target = t.dtype.np
+        integral = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+        if integral and t.dtype.is_int:
+            info = np.iinfo(target)
+            if not info.min <= int(value) <= info.max:
+                raise InputError(f"{self._input_label(i)} is the number {int(value)}, which does not fit in "
+                                 f"{t.dtype.name} (valid {info.min}..{info.max}); pass a value in range, or declare "
+                                 "the input with a wider dtype")
+            return np.asarray(value, target)
+        if integral and t.dtype.is_float:
+            if abs(int(value)) >= 2**1024:  # float() itself overflows
+                raise self._beyond_range(i, value)
+            value = value if abs(int(value)) < 2**63 else float(value)  # np.asarray would make an object array
+        elif not integral:
+            kind = np.asarray(value).dtype.kind  # bfloat16's numpy kind is "V", so ask the DType, not numpy
+            if not (kind == "f" and t.dtype.is_float or kind == "b" and target.kind == "b"):
+                return None
+        else:
+            return None
+        with np.errstate(over="ignore"):
+            array = np.asarray(value, target)
+        if t.dtype.is_float and np.isinf(array.astype(np.float32)) and not np.isinf(value):
+            raise self._beyond_range(i, value)
+        return array
+
+    def _beyond_range(self, i: int, value: Any) -> InputError:
+        t = self.input_types[i]
+        finfo = np.finfo(t.dtype.np) if t.dtype.np.kind == "f" else __import__("ml_dtypes").finfo(t.dtype.np)
+        text = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:12]}... ({len(repr(value))} digits)"
+        return InputError(f"{self._input_label(i)} is the number {text}, which is beyond the range of "
+                          f"{t.dtype.name} (largest finite value {float(finfo.max):g}); pass a value in range, or "
+                          "declare the input with a wider dtype")
 
     def _kernel_failed(self, exc: BaseException, line_map: dict[int, int]) -> None:
         tb = exc.__traceback__

@@ -85,6 +85,26 @@ def test_scalars_of_the_wrong_kind_are_refused(type_, value):
         exe.run([value])
 
 
+@pytest.mark.parametrize("type_, value, message", [
+    ("i32[]", 2**40, r"is the number 1099511627776, which does not fit in int32 \(valid -2147483648\.\.2147483647\)"),
+    ("i32[]", np.int64(2**31), r"is the number 2147483648, which does not fit in int32"),  # numpy wraps it around
+    ("i64[]", 2**63, r"is the number 9223372036854775808, which does not fit in int64"),
+    ("f32[]", 1e300, r"is the number 1e\+300, which is beyond the range of float32"),  # numpy rounds it to inf
+    ("f16[]", 70000, r"is the number 70000, which is beyond the range of float16 \(largest finite value 65504\)"),
+    ("f64[]", 10**400, r"is the number 100000000000\.\.\. \(401 digits\), which is beyond the range of float64"),
+])
+def test_a_number_its_rank_0_input_cannot_hold_is_refused(type_, value, message):
+    exe = fc.compile(fc.trace(lambda s: ops.reshape(s, shape=[1]), type_), cache=False)
+    with pytest.raises(InputError, match=r"^input 0 \('s'\) " + message):
+        exe.run([value])
+
+
+def test_a_python_number_is_accepted_for_a_bfloat16_scalar_input():
+    # bfloat16's numpy kind is "V", not "f": the kind check must ask frame's dtype, not numpy
+    exe = fc.compile(fc.trace(lambda s: s + s, "bf16[]"), cache=False)
+    assert [float(exe.run([v])[0]) for v in (2.5, 3, np.float32(1.5))] == [5.0, 6.0, 3.0]
+
+
 def test_rank_0_results_are_arrays():
     graph = fc.trace(lambda a, b: [apply("accumulate_internal", a, b), a + b, ops.sum(a * b)], "f32[]", "f32[]")
     for level in (0, 2):
