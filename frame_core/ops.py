@@ -3,7 +3,9 @@
 ``ops.relu(x)``, ``ops.sum(x, axes=(0,), keepdims=True)``: positional
 arguments are the op's inputs (tensors, Python numbers or numpy arrays),
 keyword arguments its attributes. Use inside ``frame_core.trace``. An
-unknown name raises ``UnknownOpError`` suggesting close matches; a short name
+unknown name raises ``UnknownOpError`` suggesting close matches (an
+``AttributeError`` too, so ``hasattr(ops, name)`` and ``getattr(ops, name,
+default)`` answer as for any module); a short name
 that two third-party packs register raises ``AmbiguousOpError``. An op whose
 schema has a front-end builder (``OpSchema(frontend=...)``, e.g. control
 flow taking Python callables) is called through it instead.
@@ -17,6 +19,8 @@ the same.
 from __future__ import annotations
 
 from typing import Any
+
+from .errors import UnknownOpError
 
 __all__ = ["op"]
 
@@ -62,6 +66,14 @@ def op(name: str) -> OpFunction:
     return OpFunction(name)
 
 
+class UnknownOpAttributeError(UnknownOpError, AttributeError):
+    """``ops.<name>`` of an unknown op: an ``UnknownOpError`` (with suggestions) that is also an ``AttributeError``.
+
+    Python's attribute protocol expects ``AttributeError`` from a module's ``__getattr__``: without it
+    ``hasattr(ops, "foo")`` and ``getattr(ops, "foo", None)`` raised instead of answering False / None.
+    """
+
+
 def __getattr__(name: str) -> OpFunction:
     if name.startswith("__"):
         raise AttributeError(name)
@@ -69,7 +81,12 @@ def __getattr__(name: str) -> OpFunction:
     if fn is None:
         from .ops_registry.registry import registry
 
-        registry().get(name)  # raises UnknownOpError with suggestions
+        try:
+            registry().get(name)
+        except UnknownOpError as exc:
+            if type(exc) is not UnknownOpError:  # AmbiguousOpError: the op exists, the name does not say which
+                raise
+            raise UnknownOpAttributeError(exc.name, exc._known, exc._hint) from None
         fn = _cache[name] = OpFunction(name)
     return fn
 

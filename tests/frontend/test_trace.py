@@ -159,6 +159,14 @@ def test_unknown_op_names_suggest_close_matches(name, suggestion):
     assert isinstance(info.value, fc.FrameError)
 
 
+def test_hasattr_and_getattr_with_a_default_answer_for_an_unknown_op():
+    # Python's attribute protocol: a module's __getattr__ signals "no such attribute" with AttributeError
+    assert hasattr(ops, "relu") and not hasattr(ops, "no_such_op_here")
+    assert getattr(ops, "no_such_op_here", None) is None
+    with pytest.raises(ImportError):
+        from frame_core.ops import no_such_op_here  # noqa: F401
+
+
 def test_dunder_lookups_on_ops_are_plain_attribute_errors():
     with pytest.raises(AttributeError):
         ops.__wrapped__  # noqa: B018 - tools such as doctest and inspect probe these
