@@ -18,8 +18,12 @@ _INTERNED: dict[tuple, "TensorType"] = {}
 #: Dimensions, element counts and byte counts must stay below this (numpy's index type, int64).
 MAX_DIM = 2**63
 
+# A device name: what ``str`` writes after "@" and ``parse`` reads back ("cpu", "gpu0", "cuda:0").
+_DEVICE = r"\w[\w.:\-]*"
+_DEVICE_NAME = re.compile(_DEVICE)
 # dtype, then a bracketed list of dims (comma separated, no empty slots), then an optional @device.
-_SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]\s*(?:@\s*(\w+))?\s*$")
+_SHORTHAND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]\s*(?:@\s*(" + _DEVICE
+                        + r"))?\s*$")
 
 
 class TensorType:
@@ -70,6 +74,9 @@ class TensorType:
         key = (dtype, shape, device)
         hit = _INTERNED.get(key)
         if hit is None:
+            if _DEVICE_NAME.fullmatch(device) is None:  # str() would write a type parse (and load_graph) cannot read
+                raise IRError(f"a device name holds letters, digits and '_', '.', ':', '-' (not first), such as "
+                              f"'cpu', 'gpu0' or 'cuda:0', got {short_repr(device)}")
             size = math.prod(shape)
             if size * dtype.itemsize >= MAX_DIM or any(d >= MAX_DIM for d in shape):
                 raise IRError(f"a tensor of shape {short_repr(shape)} and dtype {dtype.short} would need more bytes "

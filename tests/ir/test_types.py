@@ -23,7 +23,24 @@ ROUND_TRIP = [
     ("i64[2, 2, 2]", dtypes.int64, (2, 2, 2), "cpu"),
     ("bool[3]", dtypes.bool_, (3,), "cpu"),
     ("f32[128, 784]@gpu0", dtypes.float32, (128, 784), "gpu0"),
+    ("f32[2]@cuda:0", dtypes.float32, (2,), "cuda:0"),
+    ("bf16[]@xpu.1-a", dtypes.bfloat16, (), "xpu.1-a"),
 ]
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "gpu-1.x"])
+def test_a_graph_with_a_device_name_loads_back(device):
+    from frame_core import Graph, dumps, loads
+    graph = Graph("on_device")
+    graph.mark_output(graph.add_input(TensorType("f32", (2,), device=device), "x"))
+    assert loads(dumps(graph)).inputs[0].type.device == device
+
+
+@pytest.mark.parametrize("device", ["gpu 0", "a]b", "-x", ":0", "gpu\n"])
+def test_a_device_name_str_could_not_write_readably_is_refused(device):
+    # str() writes "f32[2]@<device>", which save_graph stores and load_graph parses: it must read back
+    with pytest.raises(IRError, match="a device name holds letters, digits"):
+        TensorType("f32", (2,), device=device)
 
 
 @pytest.mark.parametrize("text, dtype, shape, device", ROUND_TRIP)
