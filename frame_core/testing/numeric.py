@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FrameError, GradientError, ShapeError
+from .._args import positive_int
+from ..errors import ArgumentError, FrameError, GradientError, ShapeError
 from ..ir.dtypes import DType, as_dtype, float32, float64
 from ..ir.graph import Graph
 from ..ir.types import TensorType
@@ -296,6 +297,7 @@ def _prepare(graph: Graph, inputs: Sequence[Any], wrt: Sequence[int] | None, los
     xs = [np.asarray(x) for x in inputs]
     if wrt is None:
         wrt = [i for i, v in enumerate(graph.inputs) if v.type.dtype.is_float]
+    wrt = [_input_named(graph, i) if isinstance(i, str) else i for i in wrt]  # names, as build_backward_graph takes
     for i in wrt:
         if not isinstance(i, int) or not 0 <= i < len(graph.inputs) or not graph.inputs[i].type.dtype.is_float:
             raise GradientError(f"wrt index {i!r} does not name a floating input of graph {graph.name!r} "
@@ -304,6 +306,15 @@ def _prepare(graph: Graph, inputs: Sequence[Any], wrt: Sequence[int] | None, los
     if not -n_out <= loss_index < n_out:
         raise FrameError(f"loss_index {loss_index} is out of range: graph {graph.name!r} has {n_out} outputs")
     return xs, list(wrt)
+
+
+def _input_named(graph: Graph, name: str) -> int:
+    found = [i for i, v in enumerate(graph.inputs) if v.name == name]
+    if len(found) != 1:
+        names = ", ".join(repr(v.name) for v in graph.inputs if v.name) or "none"
+        raise GradientError(f"wrt names input {name!r:.40}, but graph {graph.name!r} has "
+                            f"{'several inputs' if found else 'no input'} of that name (named inputs: {names})")
+    return found[0]
 
 
 def _loss_target(graph: Graph, loss_index: int, rng: np.random.Generator) -> list[Target]:
@@ -318,7 +329,7 @@ def _failure(op: str, check: str, exc: BaseException, example_index: int | None 
 def check_gradients(
     graph: Graph,
     inputs: Sequence[Any],
-    wrt: Sequence[int] | None = None,
+    wrt: Sequence[int | str] | None = None,
     *,
     loss_index: int = 0,
     order: int = 1,
@@ -331,11 +342,15 @@ def check_gradients(
     """Check the gradients of a user graph to ``order`` against central differences, in float64.
 
     The loss is output ``loss_index`` (a non-scalar output is contracted with
-    fixed random weights). ``wrt`` defaults to every floating input. Returns
+    fixed random weights). ``wrt`` lists input positions or names and defaults to every floating
+    input; ``order`` and ``directions`` are ints of 1 or more (``ArgumentError`` otherwise). Returns
     an ``OpReport`` (``op`` is the graph's name) with one ``gradient_order{k}``
     result per order; call ``.assert_ok()`` in a test. See the module
     docstring for steps, tolerances and the random-direction mode.
     """
+    order = positive_int(order, "check_gradients(order=)", ArgumentError)  # order 0 would pass with no check
+    if directions is not None:
+        directions = positive_int(directions, "check_gradients(directions=)", ArgumentError)
     reg = registry if registry is not None else current_registry()
     report = OpReport(graph.name)
     rng = np.random.default_rng(seed)
@@ -385,7 +400,8 @@ def check_random_direction(
     two graph runs per direction whatever the size of ``x``.
     """
     report = check_gradients(graph, inputs, wrt, loss_index=loss_index, order=order, seed=seed, step=step,
-                             tolerance=tolerance, directions=directions or DIRECTIONS, registry=registry)
+                             tolerance=tolerance, directions=DIRECTIONS if directions is None else directions,
+                             registry=registry)
     errors = [r.error for r in report.results if r.error is not None]
     return CheckResult(report.op, "random_direction", None, report.ok, max(errors) if errors else None,
                        "; ".join(f"order {i + 1}: {r.detail}" for i, r in enumerate(report.results)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import frame_core as fc
 from frame_core import ops, trace
 from frame_core.compiler.api import compile
 from frame_core.errors import ShapeError
@@ -174,3 +175,25 @@ def test_check_gradients_reports_bad_arguments_as_failures(kit):
     assert not report.ok and "does not name a floating input" in report.results[0].detail
     report = check_gradients(g, [RNG.uniform(-1, 1, 3)])
     assert not report.ok and "takes 2 inputs, 1 were given" in report.results[0].detail
+
+
+def _mlp_loss():
+    graph = fc.trace(lambda x, w: ops.sum(ops.tanh(x @ w)), "f64[3, 2]", "f64[2, 2]")
+    rng = np.random.default_rng(0)
+    return graph, [rng.standard_normal((3, 2)), rng.standard_normal((2, 2))]
+
+
+def test_check_gradients_takes_input_names_in_wrt_as_build_backward_graph_does():
+    graph, inputs = _mlp_loss()
+    report = check_gradients(graph, inputs, wrt=["w"])
+    assert report.ok and "w:" in report.results[0].detail and "x:" not in report.results[0].detail
+
+
+@pytest.mark.parametrize("kwargs", [{"order": 0}, {"order": 1.0}, {"directions": 0}, {"directions": -2}])
+def test_an_order_or_direction_count_below_one_is_refused_not_a_check_that_passes_empty(kwargs):
+    graph, inputs = _mlp_loss()
+    with pytest.raises(fc.ArgumentError, match=r"must be an int of 1 or more"):
+        check_gradients(graph, inputs, **kwargs)
+    if "directions" in kwargs:  # 0 was read as "the default, 3"
+        with pytest.raises(fc.ArgumentError, match=r"directions=\) must be an int of 1 or more"):
+            check_random_direction(graph, inputs, directions=kwargs["directions"])
