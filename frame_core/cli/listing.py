@@ -55,6 +55,7 @@ def plugins_list(fmt: str) -> list[str]:
         emit_json(rows)
         for c in collisions:
             warn(f"warning: {c['message']}")
+        _warn_notes(reg)
         return plugin_problems(reg)
     echo(format_table(
         ["NAME", "NAMESPACE", "DISTRIBUTION", "VERSION", "STATUS", "OPS", "API"],
@@ -66,7 +67,14 @@ def plugins_list(fmt: str) -> list[str]:
             echo(f"\n{r['name']} ({r['distribution']} {r['version']}) is {r['status']}: {r['error']}")
     for c in collisions:
         echo(f"\nwarning: {c['message']}")
+    _warn_notes(reg)
     return plugin_problems(reg)
+
+
+def _warn_notes(reg: "Registry") -> None:
+    """The loader's notes (a FRAME_LOAD_PLUGINS name no pack answers to), which belong to no pack's row."""
+    for note in reg.notes:
+        warn(f"warning: {note}")
 
 
 def _collisions(reg: "Registry") -> list[dict[str, Any]]:

@@ -191,3 +191,11 @@ def test_a_bug_is_an_internal_error_with_exit_2_and_no_traceback(invoke, monkeyp
     assert "Traceback" not in result.stderr
     debug = invoke("ops", "list", env={"FRAME_DEBUG": "1"})
     assert debug.exit_code == 2 and "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_plugins_list_warns_about_a_pack_name_no_pack_answers_to(invoke, fmt):
+    # a typo in FRAME_LOAD_PLUGINS disables every pack; the command for finding out why must say so
+    result = invoke("plugins", "list", "-f", fmt, env={"FRAME_LOAD_PLUGINS": "ops_basci"})
+    assert result.exit_code == 0
+    assert "warning: FRAME_LOAD_PLUGINS names 'ops-basci', which no installed pack answers to" in result.stderr
