@@ -174,17 +174,39 @@ class Tensor:
     def __ge__(self, other: Any) -> "Tensor":
         return apply("greater_equal", self, other)
 
-    def sum(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
-        return apply("sum", self, axes=axes, keepdims=keepdims)
+    # The reductions also take numpy's spelling (``axis=``), which is how np.sum(x), np.mean(x), np.max(x) and
+    # np.min(x) call them: numpy hands a non-array to its method with axis, dtype and out keywords.
+    def sum(self, axes: Any = None, keepdims: bool = False, *, axis: Any = None, dtype: Any = None,
+            out: Any = None) -> "Tensor":
+        return self._reduce("sum", axes, keepdims, axis, dtype, out)
 
-    def mean(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
-        return apply("mean", self, axes=axes, keepdims=keepdims)
+    def mean(self, axes: Any = None, keepdims: bool = False, *, axis: Any = None, dtype: Any = None,
+             out: Any = None) -> "Tensor":
+        return self._reduce("mean", axes, keepdims, axis, dtype, out)
 
-    def max(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
-        return apply("max", self, axes=axes, keepdims=keepdims)
+    def max(self, axes: Any = None, keepdims: bool = False, *, axis: Any = None, out: Any = None) -> "Tensor":
+        return self._reduce("max", axes, keepdims, axis, None, out)
 
-    def min(self, axes: Any = None, keepdims: bool = False) -> "Tensor":
-        return apply("min", self, axes=axes, keepdims=keepdims)
+    def min(self, axes: Any = None, keepdims: bool = False, *, axis: Any = None, out: Any = None) -> "Tensor":
+        return self._reduce("min", axes, keepdims, axis, None, out)
+
+    def _reduce(self, op: str, axes: Any, keepdims: bool, axis: Any, dtype: Any, out: Any) -> "Tensor":
+        if axis is not None:
+            if axes is not None:
+                raise IRError(f"{op}: give the axes once, as axes= (or numpy's axis=), got axes={short_repr(axes)} "
+                              f"and axis={short_repr(axis)}")
+            axes = axis
+        if dtype is not None:
+            try:
+                shown = repr(as_dtype(dtype).short)
+            except IRError:
+                shown = short_repr(dtype)
+            raise IRError(f"{op} of a traced Tensor takes no dtype (got {shown}): it reduces in the input's dtype; "
+                          f"cast first: x.astype({shown}).{op}()")
+        if out is not None:
+            raise IRError(f"{op} of a traced Tensor takes no out= array: a traced graph writes no arrays given "
+                          "to it; use the result")
+        return apply(op, self, axes=axes, keepdims=keepdims)
 
     def astype(self, dtype: Any) -> "Tensor":
         return apply("cast", self, to=dtype)

@@ -335,3 +335,23 @@ def test_a_function_that_cannot_take_the_given_input_types_is_an_ir_error(types)
 def test_a_list_or_an_attribute_given_by_position_says_how_to_call_the_op(build, hint):
     with pytest.raises(IRError, match=hint):
         fc.trace(build, "f32[4]")
+
+
+def test_numpy_reductions_and_numpys_axis_keyword_work_on_traced_tensors():
+    # np.sum(x) calls x.sum(axis=None, dtype=None, out=None): a numpy user's first reduction
+    x = np.arange(6.0).reshape(2, 3)
+    graph = fc.trace(lambda a: [np.sum(a), np.mean(a, axis=0), np.max(a, axis=1, keepdims=True), np.min(a),
+                                a.sum(axis=(0, 1))], "f64[2, 3]")
+    got = fc.compile(graph).run([x])
+    for g, want in zip(got, [x.sum(), x.mean(axis=0), x.max(axis=1, keepdims=True), x.min(), x.sum()]):
+        np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda a: a.sum(axes=0, axis=1), r"sum: give the axes once"),
+    (lambda a: np.sum(a, dtype=np.float32), r"sum of a traced Tensor takes no dtype \(got 'f32'\)"),
+    (lambda a: np.max(a, out=np.zeros(3)), r"max of a traced Tensor takes no out= array"),
+])
+def test_numpy_reduction_arguments_frame_cannot_honour_are_named(fn, message):
+    with pytest.raises(IRError, match=message):
+        fc.trace(fn, "f64[2, 3]")
