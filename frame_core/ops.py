@@ -66,7 +66,7 @@ def op(name: str) -> OpFunction:
     return OpFunction(name)
 
 
-class UnknownOpAttributeError(UnknownOpError, AttributeError):
+class UnknownOpAttributeError(UnknownOpError, AttributeError):  # type: ignore[misc]  # both say "name": the op's
     """``ops.<name>`` of an unknown op: an ``UnknownOpError`` (with suggestions) that is also an ``AttributeError``.
 
     Python's attribute protocol expects ``AttributeError`` from a module's ``__getattr__``: without it

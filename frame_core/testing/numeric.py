@@ -290,22 +290,22 @@ def contract_values(outs: Sequence[np.ndarray], targets: Sequence[Target]) -> fl
 
 
 # -- user graphs ------------------------------------------------------------------------------------
-def _prepare(graph: Graph, inputs: Sequence[Any], wrt: Sequence[int] | None, loss_index: int
+def _prepare(graph: Graph, inputs: Sequence[Any], wrt: Sequence[int | str] | None, loss_index: int
              ) -> tuple[list[np.ndarray], list[int]]:
     if len(inputs) != len(graph.inputs):
         raise FrameError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, {len(inputs)} were given")
     xs = [np.asarray(x) for x in inputs]
     if wrt is None:
         wrt = [i for i, v in enumerate(graph.inputs) if v.type.dtype.is_float]
-    wrt = [_input_named(graph, i) if isinstance(i, str) else i for i in wrt]  # names, as build_backward_graph takes
-    for i in wrt:
+    positions: list[Any] = [_input_named(graph, i) if isinstance(i, str) else i for i in wrt]  # names too
+    for i in positions:
         if not isinstance(i, int) or not 0 <= i < len(graph.inputs) or not graph.inputs[i].type.dtype.is_float:
             raise GradientError(f"wrt index {i!r} does not name a floating input of graph {graph.name!r} "
                                 f"(inputs: {', '.join(str(v.type) for v in graph.inputs)})")
     n_out = len(graph.outputs)
     if not -n_out <= loss_index < n_out:
         raise FrameError(f"loss_index {loss_index} is out of range: graph {graph.name!r} has {n_out} outputs")
-    return xs, list(wrt)
+    return xs, positions
 
 
 def _input_named(graph: Graph, name: str) -> int:
