@@ -495,9 +495,9 @@ class OpSchema:
         return "no" if self.not_differentiable else "missing"
 
     def signature(self) -> str:
-        ins = ", ".join(self.inputs) + ("..." if self.variadic else "")
-        attrs = "".join(f", {k}: {s.kind}" + ("" if s.required else f" = {s.default!r}") for k, s in self.attrs.items())
-        return f"{self.name}({ins}{attrs}) -> ({', '.join(self.outputs)})"
+        ins = [", ".join(self.inputs) + ("..." if self.variadic else "")] if self.inputs else []
+        attrs = [f"{k}: {s.kind}" + ("" if s.required else f" = {s.default!r}") for k, s in self.attrs.items()]
+        return f"{self.name}({', '.join(ins + attrs)}) -> ({', '.join(self.outputs)})"  # no inputs: no lone comma
 
     # -- checking ------------------------------------------------------------
     def check_definition(self) -> list[str]:

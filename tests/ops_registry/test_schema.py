@@ -125,3 +125,11 @@ def test_a_buggy_shape_function_becomes_a_shape_error_naming_the_pack():
     with pytest.raises(ShapeError) as info:
         schema.infer([TensorType.parse("f32[2]")], {})
     assert "buggy: shape inference raised IndexError" in str(info.value) and "buggy_pack" in str(info.value)
+
+
+def test_the_signature_of_an_op_without_inputs_has_no_lone_comma():
+    # frame ops show / ops list -f json / ops.constant.__doc__ print it
+    from frame_core import registry
+
+    assert registry().get("constant").signature() == "constant(value: tensor) -> (y)"
+    assert registry().get("sum").signature() == "sum(x, axes: ints = None, keepdims: bool = False) -> (y)"
