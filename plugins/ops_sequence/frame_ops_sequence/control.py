@@ -351,7 +351,7 @@ def _as_list(out: Any) -> list[Any]:
 
 
 def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states: Any, xs: Any = None,
-         invariants: Any = None, checkpoint_every: int | None = None) -> Any:
+         invariants: Any = None, checkpoint_every: int | None = None, trip_count: bool = False) -> Any:
     """ONNX-style ``Loop``: run ``body_fn`` while ``cond`` holds, at most ``max_trip`` times (seed 004).
 
     ``body_fn(i, *states, *x_rows, *invariants)`` returns ``(cond, *new_states,
@@ -365,8 +365,12 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
 
     ``checkpoint_every=k`` keeps, when the loop is differentiated, only every
     k-th state and recomputes the others (memory ``M/k + k`` states instead of
-    ``M``, the same gradients; see ``docs/control-flow.md``).
+    ``M``, the same gradients; see ``docs/control-flow.md``). ``trip_count=True``
+    adds the number of steps run (an ``i64[]``) as the last output.
     """
+    if not isinstance(trip_count, (bool, np.bool_)):
+        raise IRError(f"loop: trip_count must be a bool (add the number of steps run as the last output), got "
+                      f"{trip_count!r}")
     if isinstance(max_trip, (bool, np.bool_)) or not isinstance(max_trip, (int, np.integer)):
         raise IRError(f"loop: max_trip must be an int (the most steps the loop may run), got {max_trip!r}")
     max_trip = int(max_trip)
@@ -384,14 +388,20 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
     if checkpoint_every is not None:
         from .control_checkpoint import checkpointed_loop
 
+        if trip_count:
+            raise IRError("loop: trip_count=True and checkpoint_every cannot be combined (a checkpointed loop runs "
+                          "in segments); count the steps in a state instead")
+
         if not isinstance(body_fn, Graph):
             check_arity(body_fn, 1 + len(init) + len(scanned) + len(invs), "loop body")
         return checkpointed_loop(body_fn, max_trip, cond, init, scanned, invs, checkpoint_every)
-    return build_loop(body_fn, max_trip, np.asarray(max_trip, np.int64), cond, init, scanned, invs)
+    return build_loop(body_fn, max_trip, np.asarray(max_trip, np.int64), cond, init, scanned, invs,
+                      trip_count=bool(trip_count))
 
 
 def build_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, limit: Any, cond: Any, init: Sequence[Tensor],
-               scanned: Sequence[Tensor], invs: Sequence[Tensor], reverse: bool = False) -> Any:
+               scanned: Sequence[Tensor], invs: Sequence[Tensor], reverse: bool = False,
+               trip_count: bool = False) -> Any:
     """Trace ``body_fn`` and append the ``loop`` node (the front end's last step, shared with checkpointing)."""
     rows = [x.type.with_shape(x.shape[1:]) for x in scanned]
     types = [I64, *(s.type for s in init), *rows, *(v.type for v in invs)]
@@ -399,7 +409,8 @@ def build_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, limit: Any, c
     body = trace_body(body_fn, types, name="body", role="loop body", expect=[BOOL, *(s.type for s in init)],
                       called_as=how)
     return apply("loop", limit, _flag(cond), *init, *scanned, *invs, *body.captures, body=body.graph,
-                 max_trip=max_trip, n_states=len(init), n_scanned=len(scanned), reverse=reverse)
+                 max_trip=max_trip, n_states=len(init), n_scanned=len(scanned), reverse=reverse,
+                 trip_count=trip_count)
 
 
 # -- scan ------------------------------------------------------------------------------------------------

@@ -101,3 +101,27 @@ def test_a_trip_limit_above_max_trip_is_a_data_error():
         exe.run([np.array(5), np.ones(2)])
     with pytest.raises(fc.DataError, match="limit is -1"):
         exe.run([np.array(-1), np.ones(2)])
+
+
+def test_the_front_end_reports_the_trip_count_the_docs_describe():
+    # docs/control-flow.md: "With trip_count=True the trip count T (i64[]) is a last output"
+    def counted(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
+        def body(i, s):  # noqa: ANN001, ANN202
+            new = s * w + b
+            return ops.less(ops.sum(new), C), new
+        return ops.loop(body, M, ops.less(ops.sum(x), C), x, trip_count=True)
+
+    exe = fc.compile(fc.trace(counted, "f64[3]", "f64[3]", "f64[3]"))
+    w, b = np.array([1.1, 1.2, 1.05]), np.array([0.1, 0.05, 0.2])
+    for x0 in ([0.1, 0.2, 0.3], [1.0, 1.5, 2.0], [2.0, 2.5, 3.0]):
+        final, steps = exe.run([np.array(x0), w, b])
+        assert steps.dtype == np.int64 and int(steps) == reference(np.array(x0), w, b)[1]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"trip_count": 1}, "trip_count must be a bool"),
+    ({"trip_count": True, "checkpoint_every": 2}, "trip_count=True and checkpoint_every cannot be combined"),
+])
+def test_a_trip_count_the_front_end_cannot_give_is_refused(kwargs, message):
+    with pytest.raises(fc.IRError, match=message):
+        fc.trace(lambda x: ops.loop(lambda i, s: (True, s * 2.0), 4, True, x, **kwargs), "f64[]")
