@@ -293,6 +293,8 @@ class Example:
                 types.append(as_type(item))
         if arrays and len(arrays) != len(types):
             raise RegistrationError("an Example gives either all inputs as arrays or none (use values=... to fix some)")
+        if values is not None and not arrays:
+            values = _example_values(values, types)
         self.inputs = tuple(types)
         self.attrs = dict(attrs or {})
         self.values = tuple(arrays) if arrays else (tuple(values) if values is not None else None)
@@ -331,6 +333,27 @@ class Example:
     def __repr__(self) -> str:
         attrs = f", {self.attrs}" if self.attrs else ""
         return f"Example([{', '.join(map(str, self.inputs))}]{attrs})"
+
+
+def _example_values(values: Sequence[np.ndarray], types: Sequence[TensorType]) -> list[np.ndarray]:
+    """``values=`` checked against the example's input types and given their dtypes (float64 data for an f32
+    input is rounded, as the reduced-precision checks round it). A mismatch is the example's mistake: caught
+    here, it is not reported later as a kernel that returns the wrong dtype or aliases an input."""
+    if len(values) != len(types):
+        raise RegistrationError(f"Example values= gives {len(values)} arrays for {len(types)} inputs "
+                                f"({', '.join(map(str, types))}); give one array per input, in order")
+    fixed = []
+    for k, (v, t) in enumerate(zip(values, types)):
+        if v.shape != t.shape:
+            raise RegistrationError(f"Example values[{k}] has shape {list(v.shape)}, but input {k} is {t}; give an "
+                                    "array of the input's shape")
+        fits = v.dtype.kind in ("iuf" if t.dtype.is_float else "iu" if t.dtype.is_int else "b")
+        cast = v.astype(t.dtype.np) if fits else v
+        if not fits or (t.dtype.is_int and not np.array_equal(cast, v)):
+            raise RegistrationError(f"Example values[{k}] holds {v.dtype} values that input {k} ({t}) cannot take "
+                                    "as they are; give values of the input's kind and range")
+        fixed.append(cast)
+    return fixed
 
 
 class NodeContext:

@@ -133,3 +133,24 @@ def test_the_signature_of_an_op_without_inputs_has_no_lone_comma():
 
     assert registry().get("constant").signature() == "constant(value: tensor) -> (y)"
     assert registry().get("sum").signature() == "sum(x, axes: ints = None, keepdims: bool = False) -> (y)"
+
+
+@pytest.mark.parametrize("values, message", [
+    ([np.ones(3, np.float32)] * 2, r"values= gives 2 arrays for 1 inputs \(f32\[3\]\)"),
+    ([np.ones(4, np.float32)], r"values\[0\] has shape \[4\], but input 0 is f32\[3\]"),
+    ([np.array([True, False, True])], r"values\[0\] holds bool values that input 0 \(f32\[3\]\) cannot take"),
+])
+def test_example_values_that_do_not_fit_the_inputs_are_the_examples_mistake(values, message):
+    # caught later, they were reported as the op's kernel aliasing an input or returning the wrong shape
+    from frame_core import RegistrationError
+
+    with pytest.raises(RegistrationError, match=message):
+        Example(["f32[3]"], values=values)
+
+
+def test_example_values_take_the_inputs_dtypes():
+    # np.ones(3) is float64: the kernel check used to blame the kernel for the float64 it was fed
+    example = Example(["f32[3]", "i32[2]"], values=[np.ones(3), np.array([1, 2])])
+    assert [v.dtype for v in example.sample(np.random.default_rng(0))] == [np.float32, np.int32]
+    with pytest.raises(Exception, match=r"values\[0\] holds int64 values that input 0 \(i32\[1\]\) cannot take"):
+        Example(["i32[1]"], values=[np.array([2**40])])
