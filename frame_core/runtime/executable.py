@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .._args import positive_int
 from ..errors import DataError, InputError, KernelError
 from ..ir.dtypes import COMPLEX_HINT
 from ..ir.graph import Graph
@@ -534,7 +535,9 @@ class ProfileReport:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def top(self, n: int = 10) -> str:
-        """A table of the ``n`` slowest nodes: time, share of the total, node."""
+        """A table of the ``n`` slowest nodes: time, share of the total, node. ``n`` is an int of 0 or more
+        (``InputError`` otherwise: a negative one would slice off the fastest rows instead)."""
+        n = positive_int(n, "ProfileReport.top(n)", InputError, low=0)
         total = self.total
         lines = [f"{'time (us)':>10}  {'share':>6}  node   (median of {self.repeat} runs, total {total * 1e6:.1f} us)"]
         for ins, t in sorted(self.rows, key=lambda r: -r[1])[:n]:

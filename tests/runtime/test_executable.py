@@ -228,6 +228,16 @@ def test_profile_validates_inputs_and_accepts_python_scalars():
         exe.profile([W, "2"])
 
 
+@pytest.mark.parametrize("n", [-1, 2.5, True])
+def test_profile_top_takes_a_row_count_of_zero_or_more(n):
+    # top(-1) sliced off the fastest row instead of saying what n is; top(2.5) was a raw TypeError
+    exe = fc.compile(fc.trace(lambda x: ops.sum(x * x), "f32[3]"), cache=False)
+    report = exe.profile([W], repeat=1)
+    assert len(report.top(0).splitlines()) == 1
+    with pytest.raises(InputError, match=r"ProfileReport.top\(n\) must be an int of 0 or more"):
+        report.top(n)
+
+
 # -- threads -------------------------------------------------------------------------------------
 def test_concurrent_runs_of_one_executable_give_each_caller_its_own_results():
     graph = mlp_training_graph()
