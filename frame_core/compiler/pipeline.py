@@ -155,6 +155,8 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
                 listing = "\n  ".join(str(p) for p in problems[:10])
                 raise CompileError(f"stage {name!r} produced an invalid graph (FRAME_CHECKS):\n  {listing}")
         if result is not graph:
+            _check_interface(name, graph, result)
+        if result is not graph:
             reported = ctx.dropped
             if reported is not None and ctx.checks:  # a stage's own account, checked against the graphs
                 kept = set(result.nodes)
@@ -165,6 +167,17 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
             _release(graph, result, protected, reported)
         graph = result
     return graph
+
+
+def _check_interface(name: str, old: Graph, new: Graph) -> None:
+    """A stage keeps the graph's input and output types (the pass contract): otherwise ``run`` would refuse the
+    caller's arrays, or take other ones, and return other types, with nothing naming the stage. Cheap: two lists."""
+    for what, before, after in (("input", old.input_types, new.input_types),
+                                ("output", old.output_types, new.output_types)):
+        if before != after:
+            raise CompileError(f"stage {name!r} changed the graph's {what} types from "
+                               f"[{', '.join(map(str, before))}] to [{', '.join(map(str, after))}]; a pass must keep "
+                               "the graph's inputs and the type of each output")
 
 
 def _release(old: Graph, new: Graph, protected: set[Any], reported: list[Any] | None = None) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frame_core import KernelError
-
 import frame_core as fc
 from frame_core import CompileError, Graph, PassSpec, ops
 from frame_core.compiler import pipeline
@@ -194,14 +192,15 @@ def test_checks_verify_after_every_stage_and_name_the_plugin_pass_that_broke_the
 def test_frame_checks_environment_variable_turns_checks_on(monkeypatch):
     reg = registry_with_passes(PassSpec("breaker", mislabel_sum, after="fold_constants"), pack="bad_pack")
     monkeypatch.delenv("FRAME_CHECKS", raising=False)
-    exe = fc.compile(marked_graph(), registry=reg, cache=False)  # unchecked: the compile does not notice the mislabel
-    with pytest.raises(KernelError, match=r"the graph is inconsistent .*FRAME_CHECKS=1"):
-        run(exe)  # but the first run's kernel-result check does, and blames the graph, not the kernel
+    # unchecked, the compile still sees that the pass changed an output's type (the interface check)
+    with pytest.raises(CompileError, match=r"'breaker \(pack bad_pack\)' changed the graph's output types"):
+        fc.compile(marked_graph(), registry=reg, cache=False)
     monkeypatch.setenv("FRAME_CHECKS", "1")
     with pytest.raises(CompileError, match=r"'breaker \(pack bad_pack\)' produced an invalid graph \(FRAME_CHECKS\)"):
         fc.compile(marked_graph(), registry=reg, cache=False)
     monkeypatch.setenv("FRAME_CHECKS", "0")
-    fc.compile(marked_graph(), registry=reg, cache=False)
+    with pytest.raises(CompileError, match=r"changed the graph's output types"):
+        fc.compile(marked_graph(), registry=reg, cache=False)
 
 
 def test_checks_pass_for_every_built_in_stage_on_a_training_graph():
@@ -369,3 +368,15 @@ def test_with_checks_an_invalid_input_is_still_the_callers_verify_error():
     for checks in (False, True):
         with pytest.raises(fc.VerifyError, match=r"node 0 \(sin\): output 0 is recorded as f32\[3\]"):
             fc.compile(graph, checks=checks, cache=False)
+
+
+@pytest.mark.parametrize("changed, what", [
+    (lambda: fc.trace(lambda a: ops.exp(-a), "f64[3]"), "input"),          # run() would want float64 arrays
+    (lambda: fc.trace(lambda a: [ops.exp(-a), a], "f32[3]"), "output"),   # an extra output
+])
+def test_a_plugin_pass_that_changes_the_graphs_interface_is_a_compile_error_naming_it(changed, what):
+    # the pass contract keeps inputs and output types; without the check the executable silently took other
+    # arrays, and no FRAME_CHECKS run noticed (the changed graph is valid on its own)
+    reg = registry_with_passes(PassSpec("retyper", lambda graph, ctx: changed(), after="verify", min_level=0))
+    with pytest.raises(CompileError, match=rf"stage 'retyper \(pack test_passes\)' changed the graph's {what} types"):
+        fc.compile(fc.trace(lambda a: ops.exp(-a), "f32[3]"), registry=reg, cache=False)
