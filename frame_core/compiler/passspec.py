@@ -45,6 +45,9 @@ def pass_problems(spec: Any) -> list[str]:
     problems = []
     if not isinstance(spec.name, str) or not spec.name:
         problems.append(f"pass name {spec.name!r} must be a non-empty string")
+    elif spec.name in STAGES:  # disable=[name] would mean the built-in stage (or be refused, for verify)
+        problems.append(f"pass name {spec.name!r} is the name of a built-in stage; give the pass its own name, so "
+                        "that compile(disable=[...]) and Executable.log can tell them apart")
     for label in ("before", "after"):
         if getattr(spec, label) is not None and not isinstance(getattr(spec, label), str):
             problems.append(f"pass {spec.name!r}: {label}= must name a stage (a string), got {getattr(spec, label)!r}")

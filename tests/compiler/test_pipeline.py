@@ -281,6 +281,14 @@ def test_a_pack_whose_pass_has_a_bad_anchor_is_refused_and_compiling_still_works
     np.testing.assert_allclose(run(exe), expected(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["verify", "fold_constants"])
+def test_a_pass_named_like_a_built_in_stage_is_refused(name):
+    # disable=["fold_constants"] would skip both, and disable=["verify"] is refused: the pass could not be skipped
+    reg = registry_with_passes(PassSpec(name, lambda g, ctx: g, after="verify"), pack="odd_pack", strict=False)
+    record = reg.packs["odd_pack"]
+    assert record.status == "failed" and f"pass name {name!r} is the name of a built-in stage" in record.error
+
+
 def test_a_pass_cache_key_joins_the_compile_cache_key():
     """A pass that reads a switch besides the graph (frame-native's FRAME_NATIVE) says so with ``cache_key``:
     a changed switch compiles again rather than serving an executable built under the old one."""
