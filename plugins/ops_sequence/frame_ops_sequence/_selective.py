@@ -57,7 +57,8 @@ def _form(ctx: NodeContext, name: str, t: TensorType, batch: int, dim: int, leng
         return "constant", 1
     raise ctx.error(
         f"{name} must be [batch, N, L] = [{batch}, {n}, {length}] (variable), [batch, G, N, L] with G dividing "
-        f"D = {dim} (grouped) or [D, N] = [{dim}, {n}] (constant), got {t}"
+        f"D = {dim} (grouped) or [D, N] = [{dim}, {n}] (constant), got {t} (batch, D and L come from u, N = {n} from "
+        "A's last axis: check A too)"
     )
 
 

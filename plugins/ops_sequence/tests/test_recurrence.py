@@ -247,6 +247,8 @@ def _types(**shapes):
     (_types(delta="f32[2, 4, 5]"), {}, "delta must have u's shape [batch, D, L] = [2, 4, 6]"),
     (_types(A="f32[3, 3]"), {}, "A must be [D, N] with D = 4"),
     (_types(B="f32[2, 2, 6]"), {}, "B must be [batch, N, L] = [2, 3, 6] (variable)"),
+    # a wrong N in A shows up as a B that does not fit: the message says where N comes from
+    (_types(A="f32[4, 5]"), {}, "got f32[2, 3, 6] (batch, D and L come from u, N = 5 from A's last axis: check A too)"),
     (_types(C="f32[2, 3, 3, 6]"), {}, "G dividing D = 4"),
     (_types(A="f64[4, 3]"), {}, "every input must have u's dtype float32; A is f64[4, 3]"),
     (_types(u="i32[2, 4, 6]"), {}, "u must be a floating [batch, D, L] tensor"),
