@@ -56,7 +56,10 @@ def output_length(ctx: NodeContext, length: int, left: int, right: int, extent: 
     padded = length + left + right
     if padded < extent:
         raise ctx.error(f"the {what} covers {extent} positions, more than the padded input's {padded} "
-                        f"(length {length} + padding {left} + {right}); use a smaller {what}, dilation or more padding")
+                        f"(length {length} + padding {left} + {right}); "
+                        + ("use a smaller kernel, dilation or more padding" if what == "kernel" else
+                           f"use a smaller {what} (kernel_size), or a longer input: pools have no dilation, and "
+                           "their padding stays below kernel_size"))
     return (padded - extent) // stride + 1
 
 

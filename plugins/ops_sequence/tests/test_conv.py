@@ -182,6 +182,9 @@ def test_a_max_pool1d_window_of_minus_infinity_gives_its_gradient_to_a_real_posi
     (lambda: fc.trace(lambda x, w: ops.conv1d(x, w), "f32[1, 2, 8]", "f64[4, 2, 3]"), "one dtype"),
     (lambda: fc.trace(lambda x, w: ops.conv1d(x, w), "i32[1, 2, 8]", "i32[4, 2, 3]"), "floating"),
     (lambda: fc.trace(lambda x: ops.max_pool1d(x, kernel_size=4), "f32[2, 3]"), "pooling window covers 4 positions"),
+    # a pool has no dilation to lower, and its padding cannot grow past kernel_size: the advice must fit
+    (lambda: fc.trace(lambda x: ops.avg_pool1d(x, kernel_size=4), "f32[2, 3]"),
+     "use a smaller pooling window (kernel_size), or a longer input: pools have no dilation"),
     (lambda: fc.trace(lambda x: ops.max_pool1d(x, kernel_size=2, padding=2), "f32[2, 8]"), "must stay below kernel_size"),
     (lambda: fc.trace(lambda x: ops.avg_pool1d(x, kernel_size=0), "f32[2, 8]"), "kernel_size must be >= 1"),
     (lambda: fc.trace(lambda g, w: ops.conv1d_grad_input_internal(g, w, padding=[2, 2], length=-1),
