@@ -34,6 +34,8 @@ def check_name(name: str) -> None:
         problem = "is a Python keyword"
     elif name.endswith("_internal") or "__" in name or name.endswith("_"):
         problem = "may not end in '_' or '_internal', nor contain '__'"
+    elif name == "core":  # the namespace of frame-core's built-in ops: a pack of that name never loads
+        problem = "is the namespace of frame-core's own ops (core::constant, ...), so such a pack could never load"
     if problem:
         fixed = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
         if fixed and not fixed[0].isalpha():

@@ -21,6 +21,7 @@ from .conftest import run_frame
 @pytest.mark.parametrize("name, hint", [
     ("My-Pack", "try 'my_pack'"), ("2d_ops", "try 'ops_2d_ops'"), ("ops-x", "try 'ops_x'"), ("class", "keyword"),
     ("fast_internal", "_internal"), ("a__b", "'__'"), ("", "lowercase"),
+    ("core", "namespace of frame-core's own ops"),  # the loader would refuse such a pack wherever it is installed
 ])
 def test_invalid_names_are_refused(invoke, tmp_path, name, hint):
     result = invoke("new-pack", name, "--dir", str(tmp_path / "p"))
