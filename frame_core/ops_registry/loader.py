@@ -228,6 +228,11 @@ def _check_api(module: Any, dist: str) -> str:
         raise PluginError(
             f"{module.__name__} does not declare FRAME_PLUGIN_API; add FRAME_PLUGIN_API = \"{PLUGIN_API_VERSION}\" to it"
         )
+    if isinstance(declared, bool) or not isinstance(declared, (str, int, float)) \
+            or not re.fullmatch(r"(0|[1-9][0-9]*)(\.[0-9]+)*", str(declared)):
+        # " 1.0" or b"1.0" would otherwise read as another major version: "written for API  1.0 ... provides 1.0"
+        raise PluginError(f"{dist} declares FRAME_PLUGIN_API = {declared!r:.40}, which is not a version; write "
+                          f"FRAME_PLUGIN_API = \"{PLUGIN_API_VERSION}\" (a string MAJOR.MINOR)")
     declared = str(declared)
     if declared.split(".")[0] != PLUGIN_API_VERSION.split(".")[0]:
         raise PluginError(

@@ -289,3 +289,12 @@ def test_a_pack_name_no_pack_answers_to_is_reported(site, variable):
     assert not any("'wanted-pack'" in p for p in reg.problems)
     with pytest.raises(PluginError, match="wantd-pack"):
         load_registry(environ={variable: "wantd_pack", "FRAME_STRICT": "1"})
+
+
+@pytest.mark.parametrize("api", ['" 1.0"', '"v1"', "b'1.0'", "True", '"01.0"'])
+def test_a_plugin_api_that_is_no_version_is_refused_as_such(site, api):
+    # " 1.0" was reported as "written for frame plugin API  1.0, but frame-core provides API 1.0"
+    site.pack("odd-pack", pack_source(["fk_odd"], api=api))
+    record = only_pack(load_registry(environ={}), "odd-pack")
+    assert record.status == "failed" and "which is not a version" in record.error
+    assert f'FRAME_PLUGIN_API = "{PLUGIN_API_VERSION}"' in record.error
