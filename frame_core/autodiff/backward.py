@@ -97,6 +97,7 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
     if not loss.dtype.is_float:
         raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
     n_in = len(forward.inputs)
+    given = list(wrt)  # as the caller wrote it: names and positions
     wrt = [_input_position(i, forward) if isinstance(i, str) else i for i in wrt]
     for i in wrt:
         if not _is_index(i):
@@ -107,7 +108,9 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
     positions = [int(i) for i in wrt]
     for k, i in enumerate(positions):
         if i in positions[:k]:
-            raise GradientError(f"wrt index {i} is listed twice in {positions}; list each input once")
+            first = given[positions.index(i)]
+            also = f" ({first!r} and {given[k]!r} both name it)" if first != given[k] else ""
+            raise GradientError(f"wrt index {i} is listed twice in {given}{also}; list each input once")
         if not forward.inputs[i].type.dtype.is_float:
             raise GradientError(f"cannot differentiate with respect to input {i} of type {forward.inputs[i].type}: "
                                 "only floating inputs carry gradients")

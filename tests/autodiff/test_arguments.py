@@ -104,3 +104,10 @@ def test_vjp_graphs_take_input_names_as_build_backward_graph_does():
     assert fc.dumps(by_name.backward) == fc.dumps(by_position.backward)
     with pytest.raises(GradientError, match="no input of that name"):
         fc.split_vjp_graph(g, [0], invariant=["q"])
+
+
+def test_an_input_named_and_numbered_in_wrt_is_reported_as_the_caller_wrote_it():
+    # the message showed the resolved list, [0, 0], for wrt=['x', 0]
+    graph = fc.trace(lambda x, w: ops.sum(x * w), "f32[2]", "f32[2]")
+    with pytest.raises(fc.GradientError, match=r"wrt index 0 is listed twice in \['x', 0\] \('x' and 0 both name it\)"):
+        fc.build_backward_graph(graph, 0, ["x", 0])
