@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, FrameError, ShapeError, suggest
+from ..errors import ArgumentError, FrameError, KernelError, ShapeError, suggest
 from ..ir.dtypes import as_dtype
 from ..ir.types import TensorType
 from ..ops_registry.entrypoints import normalize
@@ -221,7 +221,7 @@ def _run_check(schema: OpSchema, check: str, index: int | None, seed: int, reg: 
     fn = _CHECK_FUNCTIONS[check]
     try:
         problems, note = fn(schema, index, example_rng(seed, schema.name, index or 0, _STREAM), reg)
-    except Exception as exc:  # the op's code under test raised: report it against the op
+    except (Exception, SystemExit) as exc:  # the op's code under test raised (even exit()): report it against the op
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" at {frame.filename}:{frame.lineno}"
         kind = "" if isinstance(exc, FrameError) else " (not a FrameError: a bug in the op's code?)"
@@ -268,13 +268,28 @@ def _describe(a: Any) -> str:
 
 
 def _evaluate(schema: OpSchema, types: Sequence[TensorType], attrs: dict[str, Any], arrays: Sequence[np.ndarray],
-              *extra: np.ndarray) -> tuple[list[TensorType], list[Any]]:
+              *extra: np.ndarray, checked: bool = True) -> tuple[list[TensorType], list[Any]]:
+    """The kernel's inferred output types and its results on ``arrays``. ``checked``: a result that is not one
+    ndarray of its inferred type per output is a ``KernelError`` naming the op and its pack, so that a check built
+    on the results (the gradient contract feeds them to the micro-graph) blames the kernel, not what it fed."""
     ctx = schema.context(types, attrs)
     want = list(ctx.output_types)
     with op_scope(schema.namespace):
         kernel = schema.kernels["cpu"](ctx)
     result = kernel(*arrays, *extra)
-    return want, _outputs(result)
+    got = [result] if len(want) == 1 else _outputs(result)  # one output comes bare: a list is no several outputs
+    if checked:
+        label = "[" + ", ".join(map(str, types)) + "]"
+        if len(got) != len(want) or not isinstance(result, (tuple, list) if len(want) > 1 else np.ndarray):
+            raise KernelError(f"the cpu kernel of op {schema.name!r} (pack {schema.pack}) returned {_describe(result)} "
+                              f"on {label}, expected {'a tuple of ' if len(want) > 1 else ''}{len(want)} ndarray(s) "
+                              f"({', '.join(map(str, want))}); the 'kernel' check of this kit says more")
+        for j, (t, out) in enumerate(zip(want, got)):
+            if not isinstance(out, np.ndarray) or out.dtype != t.dtype.np or out.shape != t.shape:
+                raise KernelError(f"the cpu kernel of op {schema.name!r} (pack {schema.pack}) returned "
+                                  f"{_describe(out)} for output {j} on {label}, but shape inference says {t}; the "
+                                  "'kernel' check of this kit says more")
+    return want, got
 
 
 def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
@@ -297,7 +312,7 @@ def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: R
         label = "[" + ", ".join(map(str, types)) + "]"
         arrays = example.sample(rng, None if dtype is None else as_dtype(dtype))
         before = [a.copy() for a in arrays]
-        want, got = _evaluate(schema, types, attrs, arrays)
+        want, got = _evaluate(schema, types, attrs, arrays, checked=False)  # the problems are this check's
         checked.append(label)
         if len(got) != len(want):
             problems.append(f"on {label} the kernel returned {len(got)} outputs, shape inference says {len(want)}")
