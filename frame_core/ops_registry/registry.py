@@ -61,6 +61,7 @@ class PackRecord:
     api_version: str | None = None
     namespace: str | None = None  # the qualifier of its ops (``namespace::op``): the entry-point name as an identifier
     traceback: str | None = None  # the whole traceback when loading raised (``frame --verbose`` shows it)
+    load_seconds: float | None = None  # importing the pack and calling its frame_register_ops (None: not loaded)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class PackRecord:
             "op_names": list(self.ops),
             "module": self.module,
             "api_version": self.api_version,
+            "load_seconds": self.load_seconds,
         }
 
 
