@@ -67,8 +67,17 @@ def plugins_list(fmt: str) -> list[str]:
             echo(f"\n{r['name']} ({r['distribution']} {r['version']}) is {r['status']}: {r['error']}")
     for c in collisions:
         echo(f"\nwarning: {c['message']}")
+    for r in rows:
+        if (r["load_seconds"] or 0.0) > SLOW_LOAD_SECONDS and r["name"] != "core":
+            echo(f"\nnote: pack {r['name']} ({r['distribution']} {r['version']}) took {r['load_seconds']:.1f} s to "
+                 "load (its import and frame_register_ops); frame loads every pack the first time it needs ops, so "
+                 "every frame command and program waits for it: import heavy dependencies inside kernel builders")
     _warn_notes(reg)
     return plugin_problems(reg)
+
+
+#: A pack whose loading takes longer than this (seconds) gets a note under ``frame plugins list``.
+SLOW_LOAD_SECONDS = 0.5
 
 
 def _warn_notes(reg: "Registry") -> None:

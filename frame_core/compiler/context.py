@@ -23,7 +23,8 @@ class CompileContext:
     inferred one on exactly that graph (stage 2 then returns it at once), else ``None``. ``protected`` is
     the set of the caller's nodes while the graph stages run: a ``Rewriter`` made with the context rewires
     every other node in place (see ``Rewriter``). A stage that does so may set ``dropped`` to the list of
-    its input's nodes that its result no longer holds (the pipeline then releases just those).
+    its input's nodes that its result no longer holds (the pipeline then releases just those). ``source`` is
+    the caller's graph itself: no stage edits its lists (a pack's pass that does is refused).
     """
 
     backend: str
@@ -36,6 +37,7 @@ class CompileContext:
     types_checked: Any = field(default=None, repr=False, compare=False)
     protected: Any = field(default=None, repr=False, compare=False)
     dropped: Any = field(default=None, repr=False, compare=False)
+    source: Any = field(default=None, repr=False, compare=False)
 
     _ops: Any = field(default=None, repr=False, compare=False)
 

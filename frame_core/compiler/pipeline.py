@@ -102,7 +102,8 @@ def _ordered(ctx: CompileContext, disable: frozenset[str]) -> list[tuple[str, Ca
         for spec in plugin:
             if getattr(spec, where) == anchor and ctx.opt_level >= spec.min_level and spec.name not in disable:
                 record = ctx.registry.packs.get(spec.pack or "")
-                run.append((f"{spec.name} (pack {spec.pack})", _in_scope(spec.fn, record.namespace if record else None)))
+                name = f"{spec.name} (pack {spec.pack})"
+                run.append((name, _pure(name, _in_scope(spec.fn, record.namespace if record else None))))
 
     for stage in stages():
         add_plugins(stage.name, "before")
@@ -122,6 +123,44 @@ def _in_scope(fn: Callable[[Graph, CompileContext], Graph],
     return scoped
 
 
+def _pure(name: str, fn: Callable[[Graph, CompileContext], Graph]) -> Callable[[Graph, CompileContext], Graph]:
+    """``fn``, a pack's pass, refused if it edits the caller's graph (the pass contract: it returns a new graph).
+
+    The graph a pass is given may be the caller's own: a pass that reorders, adds or drops its nodes, or rewires
+    one of the caller's nodes, would break the user's graph for every later use, and make ``lower`` fail with a
+    raw ``KeyError``. The caller's lists and nodes (inputs, attributes) are restored, and the compile is a
+    ``CompileError`` naming the pass. Nodes this compile made are the pipeline's to rewire in place (``Rewriter``),
+    so they are not looked at. The check is shallow (lists and references), linear in the graph's size.
+    """
+    def guarded(graph: Graph, ctx: CompileContext) -> Graph:
+        protected = ctx.protected or ()
+        lists = (list(graph.nodes), list(graph.inputs), list(graph.outputs)) if graph is ctx.source else None
+        fields = [(n, n.op, n.inputs, n.outputs, n.attrs, tuple(n.attrs.items())) for n in graph.nodes if n in protected]
+        try:
+            return fn(graph, ctx)
+        finally:
+            edited = (lists is not None and (graph.nodes != lists[0] or graph.inputs != lists[1]
+                                             or graph.outputs != lists[2])) or any(
+                n.op is not op or n.inputs is not ins or n.outputs is not outs or n.attrs is not attrs
+                or len(attrs) != len(items) or any(attrs.get(k, _MISSING) is not v for k, v in items)
+                for n, op, ins, outs, attrs, items in fields)
+            if edited:
+                if lists is not None:
+                    graph.nodes[:], graph.inputs[:], graph.outputs[:] = lists
+                for n, op, ins, outs, attrs, items in fields:
+                    n.op, n.inputs, n.outputs, n.attrs = op, ins, outs, attrs
+                    attrs.clear()
+                    attrs.update(items)
+                raise CompileError(f"stage {name!r} edited the caller's graph (its node list, outputs, or a "
+                                   "node's inputs or attributes) instead of returning a new one; a pass is a pure "
+                                   "function (see PassSpec): build a new Graph, or return the given one unchanged. "
+                                   "The graph was restored")
+    return guarded
+
+
+_MISSING = object()
+
+
 def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] = frozenset()) -> Graph:
     """Run stages 1-7 (and plugin passes) in order; with ``ctx.checks``, verify after each one."""
     from ..ir.verify import check_graph
@@ -139,6 +178,7 @@ def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] 
     # The caller's nodes are never released (see _release); stages share unchanged nodes with their
     # input, so the caller's nodes can sit inside any later graph.
     protected = ctx.protected = set(graph.nodes)
+    ctx.source = graph
     for name, fn in _ordered(ctx, frozenset(disable)):
         ctx.dropped = None
         try:

@@ -776,9 +776,9 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
     token = _current.set(graph)
     try:
         result = fn(*args)
-        if isinstance(result, (Tensor, Value)) or result is None:
-            result = [result]
-        result = list(result)
+        # one gradient per input in a list or tuple; anything else is the one gradient of a one-input op (a numpy
+        # array too, as for trace: iterating it counted its rows as gradients)
+        result = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(result) != n:
             raise RegistrationError(
                 f"GradientFn of {schema.name!r} returned {len(result)} gradients for {n} inputs "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import time
 import traceback
 import types
 from collections.abc import Iterable, Mapping
@@ -169,6 +170,7 @@ def load_registry(
             record.status = "disabled"
             record.error = "disabled by FRAME_LOAD_PLUGINS" if only is not None and not wanted & only else "disabled by FRAME_DISABLE_PLUGINS"
             continue
+        started = time.perf_counter()
         try:
             module = ep.load()
             record.api_version = _check_api(module, dist)
@@ -186,6 +188,7 @@ def load_registry(
                 "spelling, or install the frame-core the pack was written for"
             )
         _collect(pm, reg, name)
+        record.load_seconds = time.perf_counter() - started
 
     for variable, names in (("FRAME_LOAD_PLUGINS", only or set()), ("FRAME_DISABLE_PLUGINS", skip)):
         for unknown_name in sorted(names - matched - {"core", "frame-core"}):

@@ -61,6 +61,7 @@ class PackRecord:
     api_version: str | None = None
     namespace: str | None = None  # the qualifier of its ops (``namespace::op``): the entry-point name as an identifier
     traceback: str | None = None  # the whole traceback when loading raised (``frame --verbose`` shows it)
+    load_seconds: float | None = None  # importing the pack and calling its frame_register_ops (None: not loaded)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class PackRecord:
             "op_names": list(self.ops),
             "module": self.module,
             "api_version": self.api_version,
+            "load_seconds": self.load_seconds,
         }
 
 
@@ -448,6 +450,7 @@ class Registry:
 
 
 _lock = threading.Lock()
+_loading = threading.local()  # .active: this thread is loading the process-wide registry (and holds _lock)
 _global: Registry | None = None
 # use_registry's stack, per thread and per asyncio task (a ContextVar), so concurrent code is not mixed up
 _override: contextvars.ContextVar[tuple[Registry, ...]] = contextvars.ContextVar("frame_registry_override", default=())
@@ -469,11 +472,23 @@ def registry() -> Registry:
     if stack:
         return stack[-1]
     if _global is None:
+        if getattr(_loading, "active", False):  # this thread holds _lock: waiting for it would hang for ever
+            from ..errors import PluginError
+
+            raise PluginError(
+                "frame_core.registry() was called while the registry is loading: a pack traced ops (ops.*, "
+                "frame_core.trace, apply) while it was imported or inside a hook, before any op is registered. Build "
+                "graphs needed at import (an Example's graph attribute) by hand, with Graph.add_input/add_node and "
+                "explicit output types, or trace them later (inside a kernel builder, GradientFn or DecomposeFn)")
         with _lock:
             if _global is None:
                 from .loader import load_registry
 
-                _global = load_registry()
+                _loading.active = True
+                try:
+                    _global = load_registry()
+                finally:
+                    _loading.active = False
     return _global
 
 

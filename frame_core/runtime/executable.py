@@ -363,8 +363,10 @@ class Executable:
         ins = self.program.instructions[k]
         if isinstance(exc, DataError):  # the caller's data, not a broken kernel: keep the kernel's own words
             raise DataError(f"node {ins.index} ({ins.text}): {exc}") from exc
+        schema = ins.schema  # name the pack whose code failed: the user reports it there
+        pack = f" (op {ins.op!r} of pack {schema.pack}, {schema.distribution})" if schema is not None and schema.pack else ""
         raise KernelError(f"the {self.backend} kernel of node {ins.index} ({ins.text}) failed: "
-                          f"{type(exc).__name__}: {exc}") from exc
+                          f"{type(exc).__name__}: {exc}{pack}") from exc
 
     def _bad_result(self, k: int, problem: str) -> None:
         ins = self.program.instructions[k]

@@ -27,6 +27,8 @@ accepts_out        ``kernel(*xs, out)`` writes into ``out`` and returns it; for 
 view               outputs alias no input but the first, and equal a fresh evaluation.
 commutative        swapping the two inputs gives the same outputs.
 has_side_effect    the op has no GradientFn (ARCH-062).
+decomposition      for an op with a DecomposeFn: the op compiled with ``decompose=[op]`` gives
+                   outputs of the kernel's types and values (within 64 units in the last place).
 
 ``conformance_tests(pack)`` turns the cases into a parametrised pytest test
 (ids such as ``relu-gradient_order2-ex1``); assign it to a module-level name.
@@ -41,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, FrameError, ShapeError, suggest
+from ..errors import ArgumentError, FrameError, KernelError, ShapeError, suggest
 from ..ir.dtypes import as_dtype
 from ..ir.types import TensorType
 from ..ops_registry.entrypoints import normalize
@@ -70,6 +72,7 @@ CHECKS = {
     "view": "outputs alias no input but the first and equal a fresh evaluation",
     "commutative": "swapping the two inputs gives the same outputs",
     "has_side_effect": "an op with side effects has no GradientFn (ARCH-062)",
+    "decomposition": "compile(decompose=[op]) gives the kernel's outputs (types, and values within rounding)",
 }
 
 #: Traits whose behaviour has a check of its own, run per example (``has_side_effect`` is per op).
@@ -164,6 +167,8 @@ def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
     for i, example in enumerate(schema.examples):
         cases.append(case("kernel", i))
         cases += [case(trait, i) for trait in _TRAIT_CHECKS if trait in schema.traits]
+        if schema.decomposition is not None:
+            cases.append(case("decomposition", i))
         if schema.gradient is None:
             continue
         cases.append(case("gradient_contract", i))
@@ -221,7 +226,7 @@ def _run_check(schema: OpSchema, check: str, index: int | None, seed: int, reg: 
     fn = _CHECK_FUNCTIONS[check]
     try:
         problems, note = fn(schema, index, example_rng(seed, schema.name, index or 0, _STREAM), reg)
-    except Exception as exc:  # the op's code under test raised: report it against the op
+    except (Exception, SystemExit) as exc:  # the op's code under test raised (even exit()): report it against the op
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" at {frame.filename}:{frame.lineno}"
         kind = "" if isinstance(exc, FrameError) else " (not a FrameError: a bug in the op's code?)"
@@ -268,13 +273,28 @@ def _describe(a: Any) -> str:
 
 
 def _evaluate(schema: OpSchema, types: Sequence[TensorType], attrs: dict[str, Any], arrays: Sequence[np.ndarray],
-              *extra: np.ndarray) -> tuple[list[TensorType], list[Any]]:
+              *extra: np.ndarray, checked: bool = True) -> tuple[list[TensorType], list[Any]]:
+    """The kernel's inferred output types and its results on ``arrays``. ``checked``: a result that is not one
+    ndarray of its inferred type per output is a ``KernelError`` naming the op and its pack, so that a check built
+    on the results (the gradient contract feeds them to the micro-graph) blames the kernel, not what it fed."""
     ctx = schema.context(types, attrs)
     want = list(ctx.output_types)
     with op_scope(schema.namespace):
         kernel = schema.kernels["cpu"](ctx)
     result = kernel(*arrays, *extra)
-    return want, _outputs(result)
+    got = [result] if len(want) == 1 else _outputs(result)  # one output comes bare: a list is no several outputs
+    if checked:
+        label = "[" + ", ".join(map(str, types)) + "]"
+        if len(got) != len(want) or not isinstance(result, (tuple, list) if len(want) > 1 else np.ndarray):
+            raise KernelError(f"the cpu kernel of op {schema.name!r} (pack {schema.pack}) returned {_describe(result)} "
+                              f"on {label}, expected {'a tuple of ' if len(want) > 1 else ''}{len(want)} ndarray(s) "
+                              f"({', '.join(map(str, want))}); the 'kernel' check of this kit says more")
+        for j, (t, out) in enumerate(zip(want, got)):
+            if not isinstance(out, np.ndarray) or out.dtype != t.dtype.np or out.shape != t.shape:
+                raise KernelError(f"the cpu kernel of op {schema.name!r} (pack {schema.pack}) returned "
+                                  f"{_describe(out)} for output {j} on {label}, but shape inference says {t}; the "
+                                  "'kernel' check of this kit says more")
+    return want, got
 
 
 def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
@@ -297,7 +317,7 @@ def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: R
         label = "[" + ", ".join(map(str, types)) + "]"
         arrays = example.sample(rng, None if dtype is None else as_dtype(dtype))
         before = [a.copy() for a in arrays]
-        want, got = _evaluate(schema, types, attrs, arrays)
+        want, got = _evaluate(schema, types, attrs, arrays, checked=False)  # the problems are this check's
         checked.append(label)
         if len(got) != len(want):
             problems.append(f"on {label} the kernel returned {len(got)} outputs, shape inference says {len(want)}")
@@ -323,7 +343,7 @@ def _check_kernel(schema: OpSchema, index: int, rng: np.random.Generator, reg: R
     return problems, "outputs match shape inference on " + ", ".join(checked)
 
 
-def _close(got: Any, want: Any) -> bool:
+def _close(got: Any, want: Any, ulps: int = 16) -> bool:
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
@@ -331,7 +351,7 @@ def _close(got: Any, want: Any) -> bool:
         return bool(np.array_equal(got, want))
     g, w = got.astype(np.float64), want.astype(np.float64)
     same_nan = np.isnan(g) == np.isnan(w)
-    eps = 16 * _EPS[as_dtype(want.dtype).name]
+    eps = ulps * _EPS[as_dtype(want.dtype).name]
     with np.errstate(invalid="ignore"):
         near = np.isnan(w) | (g == w) | (np.abs(g - w) <= eps * (1.0 + np.abs(w)))
     return bool(np.all(same_nan & near))
@@ -465,6 +485,32 @@ def _check_gradient_contract(schema: OpSchema, index: int, rng: np.random.Genera
     return problems, f"micro-graph of {len(micro.nodes)} nodes for {n} inputs verifies and runs"
 
 
+def _check_decomposition(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    """The op through its DecomposeFn against its kernel: a backend without a kernel, and every
+    ``compile(..., decompose=[op])``, runs the decomposition instead, so it must compute the same thing."""
+    from ..compiler.api import compile
+    from ..ir.graph import Graph
+
+    example = schema.examples[index]
+    graph = Graph(f"{schema.name}_decomposition_check")
+    inputs = [graph.add_input(t, f"x{i}") for i, t in enumerate(example.inputs)]
+    with use_registry(reg):
+        node = graph.add_node(reg.key_of(schema), inputs, example.attrs, registry=reg)
+    for v in node.outputs:
+        graph.mark_output(v)
+    arrays = example.sample(rng)
+    want = compile(graph, opt_level=0, cache=False, registry=reg).run([a.copy() for a in arrays])
+    got = compile(graph, opt_level=0, cache=False, registry=reg, decompose=[reg.key_of(schema)]).run(arrays)
+    problems = []
+    for j, (g, w) in enumerate(zip(got, want)):
+        if not _close(g, w, ulps=64):
+            diff = (f"; largest difference {np.max(np.abs(g.astype(np.float64) - w.astype(np.float64))):.3g}"
+                    if g.shape == w.shape and g.dtype.kind in "fiu" and w.dtype.kind in "fiu" and g.size else "")
+            problems.append(f"output {j}: the decomposition gives {_describe(g)} that differs from the kernel's "
+                            f"{_describe(w)}{diff}")
+    return problems, f"decomposition agrees with the kernel on {len(want)} output(s)"
+
+
 _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "schema": _check_schema,
     "examples": _check_examples,
@@ -476,4 +522,5 @@ _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "accepts_out": _check_accepts_out,
     "view": _check_view,
     "commutative": _check_commutative,
+    "decomposition": _check_decomposition,
 }

@@ -302,6 +302,15 @@ def test_grad_graph_with_wrong_count_or_type_is_a_registration_error(fn, fragmen
         assert fragment in str(info.value)
 
 
+def test_a_numpy_array_from_a_one_input_grad_graph_is_one_gradient_not_one_per_row():
+    # found writing a pack from the docs: np.ones(3) was "3 gradients for 1 inputs" (its rows were counted)
+    ctx = registry().get("neg").context(["f64[3]"])
+    micro = ctx.grad_graph(lambda x, y, gy: np.ones(3))
+    np.testing.assert_array_equal(run(micro, *[np.zeros(3)] * 3)[0], np.ones(3))
+    with pytest.raises(RegistrationError, match=r"type f64\[2\] for input 0 \(x\), which has type f64\[3\]"):
+        ctx.grad_graph(lambda x, y, gy: np.ones(2))
+
+
 def test_grad_graph_refuses_a_tensor_from_another_graph():
     captured = []
     trace(lambda x: captured.append(x) or x, "f32[3]")

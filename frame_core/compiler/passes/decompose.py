@@ -58,8 +58,8 @@ def decompose(graph: Graph, ctx: CompileContext, depth: int = 0) -> Graph:
                                f"[{', '.join(str(v.type) for v in node.inputs)}]; trace it with "
                                "ctx.decomposition_graph(fn)")
         if [v.type for v in sub.outputs] != [v.type for v in node.outputs]:
-            raise CompileError(f"DecomposeFn of {node.op!r} returns [{', '.join(str(v.type) for v in sub.outputs)}], "
-                               f"expected [{', '.join(str(v.type) for v in node.outputs)}]")
+            raise CompileError(f"the DecomposeFn of {node.op!r} returns [{', '.join(str(v.type) for v in sub.outputs)}], "
+                               f"expected [{', '.join(str(v.type) for v in node.outputs)}] (a bug in pack {schema.pack})")
         outs = inline_graph(rw.new, sub, [rw.vmap[v] for v in node.inputs])
         for old, new in zip(node.outputs, outs):
             rw.alias(old, new)

@@ -191,7 +191,7 @@ def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend:
             kernel = builder(nctx)
     except (Exception, SystemExit) as exc:  # the pack's code: even exit() is this node's CompileError
         raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
-                           f"{type(exc).__name__}: {exc}") from exc
+                           f"{type(exc).__name__}: {exc} (a bug in pack {schema.pack or '?'})") from exc
     if not callable(kernel):  # else the first run fails as if the kernel had, and names no pack
         raise CompileError(f"the {backend} kernel builder of op {node.op!r} (pack {schema.pack}) returned "
                            f"{type(kernel).__name__}, expected the function that computes the node (node {index})")
