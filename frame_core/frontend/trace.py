@@ -90,6 +90,11 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.value.type.shape)
 
+    @property
+    def size(self) -> int:
+        """The number of elements, as numpy's ``ndarray.size``."""
+        return self.value.type.size
+
     def __repr__(self) -> str:
         return f"<Tensor {self.value.type} in {self.graph.name!r}>"
 
@@ -293,6 +298,7 @@ def _index(x: Tensor, key: Any) -> Tensor:
             step = 1 if item.step is None else _checked_position(item.step, "a step")
             if step == 0:
                 raise IRError("a slice step must not be zero")
+            step = max(-(size + 1), min(step, size + 1))  # a step past the axis takes one element, as numpy's does
             start = (0 if step > 0 else -1) if item.start is None else _checked_position(item.start, "a start")
             stop = (size if step > 0 else -(size + 1)) if item.stop is None else _checked_position(item.stop, "a stop")
             # bounds past either end act as the nearest one past it (numpy clamps): t[:2**70] is t[:size]

@@ -105,3 +105,13 @@ def test_a_tensor_where_a_list_is_expected_is_refused_before_it_traces_anything(
             fc.TensorType("f64", x)
         return x
     assert fc.trace(misuse, "f64[3, 2]").nodes == []  # iterating x would have traced a slice per row
+
+
+def test_steps_past_int64_and_size_follow_numpy():
+    for key in [(slice(None, None, 2**63),), (slice(None, None, -2**70), 1), (slice(1, None, 7), slice(None, None, 9))]:
+        got = fc.compile(fc.trace(lambda x: x[key] + 0.0, "f64[2, 5, 4]")).run([X])[0]
+        np.testing.assert_array_equal(got, X[key])
+    assert fc.trace(lambda x: x * x.size, "f64[2, 5, 4]").nodes[-1].op == "mul"
+    sizes = []
+    fc.trace(lambda x: sizes.append(x.size) or x, "f64[2, 5, 4]")
+    assert sizes == [X.size]
