@@ -15,7 +15,7 @@ __all__ = ["printable", "short_repr"]
 
 
 def printable(text: str) -> str:
-    """``text`` with every character UTF-8 cannot encode (lone surrogates) written as a ``\\udXXX`` escape."""
+    """``text`` with every character UTF-8 cannot encode (lone surrogates) written as a backslash escape (``\\udc80``)."""
     try:
         text.encode("utf-8")
         return text

@@ -71,7 +71,7 @@ def _output_position(value: Any, graph: Graph, what: str) -> int:
     return int(value) % n  # the names built from it ("grad(output 0, w)") say the real position, never -1
 
 
-def _input_position(name: str, graph: Graph) -> int:
+def input_position(name: str, graph: Graph) -> int:
     """The position of the input named ``name`` (inputs carry the traced function's parameter names)."""
     found = [i for i, v in enumerate(graph.inputs) if v.name == name]
     if len(found) == 1:
@@ -98,7 +98,7 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
         raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
     n_in = len(forward.inputs)
     given = list(wrt)  # as the caller wrote it: names and positions
-    wrt = [_input_position(i, forward) if isinstance(i, str) else i for i in wrt]
+    wrt = [input_position(i, forward) if isinstance(i, str) else i for i in wrt]
     for i in wrt:
         if not _is_index(i):
             raise GradientError(f"wrt holds input positions (ints) or input names (str), got {i!r} "

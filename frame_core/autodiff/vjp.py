@@ -38,7 +38,7 @@ from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import node_has_side_effect
 from ..ir.verify import check_graph
-from .backward import _accumulate, _backpropagate, _input_position, _not_the_packs_fault
+from .backward import _accumulate, _backpropagate, input_position, _not_the_packs_fault
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
@@ -70,7 +70,7 @@ def _indices(value: Any, what: str, example: str, graph: Graph) -> list[int]:
         raise GradientError(f"{what}= is a list of input positions such as {example}, got {type(value).__name__} "
                             f"{short_repr(value)}" + (f"; for one input write [{value!r}]"
                                                       if isinstance(value, (int, np.integer)) else ""))
-    items = [_input_position(i, graph) if isinstance(i, str) else i for i in value]
+    items = [input_position(i, graph) if isinstance(i, str) else i for i in value]
     bad = [i for i in items if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_))]
     if bad:
         raise GradientError(f"{what}= holds input positions (ints) or names (str), got {short_repr(bad[0])} "

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._args import positive_int
+from ..autodiff.backward import input_position
 from ..errors import ArgumentError, FrameError, GradientError, ShapeError
 from ..ir.dtypes import DType, as_dtype, float32, float64
 from ..ir.graph import Graph
@@ -297,7 +298,7 @@ def _prepare(graph: Graph, inputs: Sequence[Any], wrt: Sequence[int | str] | Non
     xs = [np.asarray(x) for x in inputs]
     if wrt is None:
         wrt = [i for i, v in enumerate(graph.inputs) if v.type.dtype.is_float]
-    positions: list[Any] = [_input_named(graph, i) if isinstance(i, str) else i for i in wrt]  # names too
+    positions: list[Any] = [input_position(i, graph) if isinstance(i, str) else i for i in wrt]  # names too
     for i in positions:
         if not isinstance(i, int) or not 0 <= i < len(graph.inputs) or not graph.inputs[i].type.dtype.is_float:
             raise GradientError(f"wrt index {i!r} does not name a floating input of graph {graph.name!r} "
@@ -306,15 +307,6 @@ def _prepare(graph: Graph, inputs: Sequence[Any], wrt: Sequence[int | str] | Non
     if not -n_out <= loss_index < n_out:
         raise FrameError(f"loss_index {loss_index} is out of range: graph {graph.name!r} has {n_out} outputs")
     return xs, positions
-
-
-def _input_named(graph: Graph, name: str) -> int:
-    found = [i for i, v in enumerate(graph.inputs) if v.name == name]
-    if len(found) != 1:
-        names = ", ".join(repr(v.name) for v in graph.inputs if v.name) or "none"
-        raise GradientError(f"wrt names input {name!r:.40}, but graph {graph.name!r} has "
-                            f"{'several inputs' if found else 'no input'} of that name (named inputs: {names})")
-    return found[0]
 
 
 def _loss_target(graph: Graph, loss_index: int, rng: np.random.Generator) -> list[Target]:

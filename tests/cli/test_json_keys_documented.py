@@ -8,19 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ..json_keys import json_keys
+
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
-
-
-def _keys(obj, out=None):
-    out = set() if out is None else out
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out.add(k)
-            _keys(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            _keys(v, out)
-    return out
 
 
 @pytest.mark.parametrize("args", [
@@ -32,7 +22,7 @@ def _keys(obj, out=None):
 def test_every_json_key_is_documented(invoke, args):
     result = invoke(*args, "--format", "json")
     assert result.exit_code == 0, result.stderr
-    keys = _keys(json.loads(result.stdout))
+    keys = json_keys(json.loads(result.stdout))
     assert keys, args
     missing = sorted(k for k in keys if f"`{k}`" not in DOC)
     assert not missing, f"{' '.join(args)}: keys not in docs/cli.md: {missing}"

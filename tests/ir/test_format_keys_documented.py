@@ -11,19 +11,10 @@ import numpy as np
 import frame_core as fc
 from frame_core.ir.graph import Graph
 
+from ..json_keys import json_keys
+
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "ir.md").read_text()
 SECTION = DOC[DOC.index("## JSON format"):DOC.index("## Graphviz DOT")]
-
-
-def _keys(obj, out):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out.add(k)
-            _keys(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            _keys(v, out)
-    return out
 
 
 def test_every_field_of_a_saved_document_is_documented():
@@ -36,7 +27,7 @@ def test_every_field_of_a_saved_document_is_documented():
     y = g.add_node("call", [x, k], {"body": body, "n": 2, "none": None}, ["f32[3]"]).outputs[0]
     g.mark_output(y)
     g.name_output(0, "y")
-    keys = _keys(json.loads(fc.dumps(g)), set())
+    keys = json_keys(json.loads(fc.dumps(g)))
     assert {"output_names", "attrs", "kind", "data"} <= keys
     missing = sorted(k for k in keys - {"n", "none", "body", "value"} if f"`{k}`" not in SECTION)
     assert not missing, f"fields not described in docs/ir.md's JSON format section: {missing}"
