@@ -4,9 +4,10 @@
 at run time with a ``DataError``, what numpy would turn into an
 unspecified value:
 
-- float -> float rounds to nearest (ties to even); values beyond the target's
-  range become +-inf, NaN stays NaN (float64 and integers reach bfloat16 through
-  float32, as in ml_dtypes and torch, so they can round twice);
+- float -> float rounds to nearest (ties to even), once; values beyond the
+  target's range become +-inf, NaN stays NaN. The rounding to bfloat16 is frame's
+  own (``to_bfloat16``): torch and some ml_dtypes versions go through float32 and
+  can round twice, which frame does not;
 - float -> integer truncates toward zero (``2.7 -> 2``, ``-2.7 -> -2``, as numpy,
   C and torch do; round first with your own ops for another rule); NaN, +-inf and
   values whose truncation does not fit the integer type raise ``DataError``;
@@ -26,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import AttrSpec, DataError, DType, Example, NodeContext, OpSchema, TensorType, bool_, ops
+from frame_core import AttrSpec, DataError, DType, Example, NodeContext, OpSchema, TensorType, bfloat16, bool_, ops
 
 
 def _cast_shape(ctx: NodeContext) -> list[TensorType]:
@@ -62,6 +63,65 @@ def _range_check(src: DType, dst: DType) -> Callable[[np.ndarray], None] | None:
     return check
 
 
+def _float32_to_bfloat16(a: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 rounded to nearest, ties to even (the top 16 bits of the float32 pattern)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & 1))) >> 16  # carries into the exponent: up to inf
+    nan = np.isnan(a)
+    if nan.any():  # keep NaN a (quiet) NaN: the rounding carry could turn a small payload into inf
+        rounded[nan] = (bits[nan] >> 16) | 0x0040
+    return rounded.astype(np.uint16).view(bfloat16.np)
+
+
+def _float64_to_float32_odd(a: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounded to odd: truncate toward zero and set the last bit when inexact.
+
+    Rounding to odd into a format with at least two more bits than the final one makes the second
+    rounding (float32 -> bfloat16, 24 against 8 bits) give the once-rounded result.
+    """
+    with np.errstate(over="ignore"):
+        t = a.astype(np.float32)
+    back = t.astype(np.float64)
+    inexact = (back != a) & ~np.isnan(a)
+    if not inexact.any():
+        return t
+    overshot = inexact & (np.abs(back) > np.abs(a))  # nearest rounding went away from zero: step back
+    t[overshot] = np.nextafter(t[overshot], np.float32(0))
+    bits = t.view(np.uint32)
+    bits[inexact] |= 1
+    return t
+
+
+def _int_to_float64_sticky(a: np.ndarray) -> np.ndarray:
+    """Integers -> float64 exactly, or for |v| >= 2**53 keeping a sticky bit below bfloat16's rounding point."""
+    if a.dtype.itemsize < 8:
+        return a.astype(np.float64)
+    magnitude = np.abs(a.astype(np.int64)).view(np.uint64)  # |int64 min| wraps to 2**63 as uint64: right
+    wide = magnitude >= np.uint64(2**53)
+    if wide.any():
+        low = magnitude & np.uint64(0xFFF)
+        sticky = (low != 0).astype(np.uint64) << np.uint64(11)
+        magnitude = np.where(wide, (magnitude & ~np.uint64(0xFFF)) | sticky, magnitude)
+    return np.where(a < 0, -magnitude.astype(np.float64), magnitude.astype(np.float64))
+
+
+def to_bfloat16(a: np.ndarray) -> np.ndarray:
+    """``a`` (any float, integer or bool array) as bfloat16, rounded once to nearest, ties to even.
+
+    Independent of the installed ``ml_dtypes``: its float64 -> bfloat16 cast rounded through
+    float32 (twice) before 0.7 and once since, and torch rounds twice.
+    """
+    kind = a.dtype.kind
+    if a.dtype == bfloat16.np:
+        return a.copy()
+    if kind == "b" or (kind == "f" and a.dtype.itemsize <= 2):  # exact in float32
+        return _float32_to_bfloat16(a.astype(np.float32))
+    if kind == "f" and a.dtype.itemsize == 4:
+        return _float32_to_bfloat16(a)
+    wide = _int_to_float64_sticky(a) if kind in "iu" else a.astype(np.float64)
+    return _float32_to_bfloat16(_float64_to_float32_odd(wide))
+
+
 def _cast_kernel(ctx: NodeContext) -> Callable:
     (x,) = ctx.input_types
     dst = ctx.attrs["to"]
@@ -70,6 +130,11 @@ def _cast_kernel(ctx: NodeContext) -> Callable:
     def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if check is not None:
             check(a)
+        if dst is bfloat16:
+            if out is None:
+                return to_bfloat16(a)
+            np.copyto(out, to_bfloat16(a))
+            return out
         with np.errstate(over="ignore"):  # overflowing to +-inf is the documented float rule, not an accident
             if out is None:
                 return a.astype(dst.np)  # always a fresh array, also when the dtype does not change

@@ -128,17 +128,54 @@ def test_every_opt_level_agrees_on_extrema_of_signed_zeros(op):
             np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
 
 
-# -- the documented exception to "rounds to nearest": float64 and integers reach bfloat16 through float32 -----------
-def test_casts_to_bfloat16_round_as_numpy_and_torch_do_through_float32():
-    torch = pytest.importorskip("torch")
-    wide = np.array([1 + 2.0 ** -8 + 2.0 ** -40, 1 + 2.0 ** -9])
-    ints = np.array([2 ** 24 + 2 ** 16 + 1, 7], np.int64)
-    got_wide, got_ints = run(fc.trace(lambda a, b: [ops.cast(a, to="bf16"), ops.cast(b, to="bf16")], "f64[2]", "i64[2]"),
-                             wide, ints)
-    for got, source in ((got_wide, wide), (got_ints, ints)):
-        want = torch.from_numpy(source).to(torch.bfloat16).float().numpy()
-        np.testing.assert_array_equal(got.astype(np.float32), want)
-    assert got_wide[0] == 1.0  # one rounding would give 1 + 2**-7: the docs name this case
+# -- casts to bfloat16 round once, by frame's own rule (not the installed ml_dtypes' or torch's) -------------------
+def _bfloat16_reference(values) -> np.ndarray:
+    """Nearest bfloat16 (ties to even, beyond the largest finite one: inf) by exact rational comparison."""
+    from fractions import Fraction
+
+    patterns = np.arange(0x0000, 0x7F81, dtype=np.uint16)  # +0 .. +inf
+    magnitudes = patterns.view(fc.bfloat16.np).astype(np.float64)
+    largest = Fraction(float(magnitudes[-2]))
+    half_ulp_top = (Fraction(float(magnitudes[-2])) - Fraction(float(magnitudes[-3]))) / 2
+    out = []
+    for v in values:
+        v = float(v) if isinstance(v, (float, np.floating)) else v
+        exact = Fraction(int(v)) if isinstance(v, (int, np.integer)) else Fraction(float(v))
+        mag = abs(exact)
+        if mag >= largest + half_ulp_top:
+            pick = 0x7F80
+        else:
+            i = int(np.searchsorted(magnitudes, float(mag)))  # a float64 near mag: check both neighbours exactly
+            best = None
+            for j in range(max(i - 2, 0), min(i + 2, len(magnitudes) - 1)):
+                d = abs(Fraction(float(magnitudes[j])) - mag)
+                if best is None or d < best[0] or (d == best[0] and j % 2 == 0):
+                    best = (d, j)
+            pick = best[1]
+        negative = exact < 0 or (isinstance(v, float) and np.signbit(v))  # -0.0 keeps its sign
+        bits = np.uint16(pick | (0x8000 if negative else 0))
+        out.append(bits)
+    return np.array(out, np.uint16).view(fc.bfloat16.np)
+
+
+def test_casts_to_bfloat16_round_once_to_nearest_even():
+    rng = np.random.default_rng(7)
+    wide = np.concatenate([
+        [1 + 2.0 ** -8 + 2.0 ** -40, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 1 + 2.0 ** -9, -(1 + 2.0 ** -8 + 2.0 ** -40),
+         3.3895313892515355e38, 3.3961775292304957e38, 3.4e38, 1e39, 2.0 ** -133, 2.0 ** -134, 2.0 ** -134 * 1.0000001,
+         0.0, -0.0],
+        rng.standard_normal(200) * 10.0 ** rng.integers(-30, 30, 200)])
+    ints = np.array([2 ** 24 + 2 ** 16 + 1, 7, 2 ** 62 + 2 ** 54 + 1, -(2 ** 62 + 2 ** 54 + 1), 2 ** 63 - 1, -2 ** 63,
+                     2 ** 53 + 1, 2 ** 8 + 1, 2 ** 9 + 2, *rng.integers(-2 ** 63, 2 ** 63 - 1, 100)], np.int64)
+    narrow = rng.standard_normal(300).astype(np.float32) * np.float32(1e3)
+    got_wide, got_ints, got_narrow = run(
+        fc.trace(lambda a, b, c: [ops.cast(a, to="bf16"), ops.cast(b, to="bf16"), ops.cast(c, to="bf16")],
+                 f"f64[{wide.size}]", f"i64[{ints.size}]", f"f32[{narrow.size}]"), wide, ints, narrow)
+    for got, source in ((got_wide, wide), (got_ints, ints.tolist()), (got_narrow, narrow)):
+        np.testing.assert_array_equal(got.view(np.uint16), _bfloat16_reference(source).view(np.uint16))
+    assert float(got_wide[0]) == 1 + 2.0 ** -7  # rounding through float32 first would give 1.0: the docs name it
+    (nan,) = run(fc.trace(lambda a: ops.cast(a, to="bf16"), "f64[3]"), np.array([np.nan, np.inf, -np.inf]))
+    assert np.isnan(nan[0].astype(np.float32)) and nan[1] == np.inf and nan[2] == -np.inf
 
 
 # -- the documented limits for infinite logits (docs/ops-basic.md, "Softmax and losses") -------------------------
