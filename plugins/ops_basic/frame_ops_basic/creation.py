@@ -55,7 +55,7 @@ def _filled_kernel(ctx: NodeContext, value: float) -> Callable:
     (t,) = ctx.output_types
     array = np.full(t.shape, value, t.dtype.np)
 
-    def kernel() -> np.ndarray:
+    def kernel(*like: np.ndarray) -> np.ndarray:  # zeros_like/ones_like read only their input's type
         return array.copy()  # a fresh array per run: the caller may write into what run returns
     return kernel
 

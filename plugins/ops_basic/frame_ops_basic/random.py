@@ -87,17 +87,21 @@ def fold_in(key: np.ndarray, data: int) -> np.ndarray:
     return _bits(key, 2, _FOLD_IN, int(data) % _WORD).view(np.int64)
 
 
-def uniform_from_bits(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Floats in [0, 1) from uint64 words: the top p bits (p = the dtype's significand, 53 for float64) over
-    2**p, exact in float64 and in ``dtype``, so rounding can never reach 1."""
-    p = np.finfo(dtype).nmant + 1
+#: significand bits (the implicit one included) per float dtype name
+_SIGNIFICAND = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+
+
+def uniform_from_bits(bits: np.ndarray, dtype: str = "float64") -> np.ndarray:
+    """Floats in [0, 1) from uint64 words: the top p bits (p = the significand of ``dtype``, a dtype name, 53
+    for float64) over 2**p, exact in float64 and in ``dtype``, so rounding can never reach 1."""
+    p = _SIGNIFICAND[dtype]
     return (bits >> np.uint64(64 - p)).astype(np.float64) * (2.0 ** -p)
 
 
 def normal_from_bits(bits: np.ndarray) -> np.ndarray:
     """Standard normal float64 samples by Box-Muller, one per pair of words (``2n`` words give ``n``)."""
-    u1 = 1.0 - uniform_from_bits(bits[0::2], np.dtype(np.float64))  # (0, 1]: the logarithm stays finite
-    u2 = uniform_from_bits(bits[1::2], np.dtype(np.float64))
+    u1 = 1.0 - uniform_from_bits(bits[0::2])  # (0, 1]: the logarithm stays finite
+    u2 = uniform_from_bits(bits[1::2])
     return np.sqrt(-2.0 * np.log(u1)) * np.cos((2.0 * math.pi) * u2)
 
 
@@ -164,7 +168,7 @@ def _uniform_kernel(ctx: NodeContext) -> Callable:
     low, width = ctx.attrs["low"], ctx.attrs["high"] - ctx.attrs["low"]
 
     def kernel(key: np.ndarray) -> np.ndarray:
-        u = uniform_from_bits(_bits(key, n), dtype)
+        u = uniform_from_bits(_bits(key, n), t.dtype.name)
         return (u * width + low).astype(dtype).reshape(t.shape)
     return kernel
 
