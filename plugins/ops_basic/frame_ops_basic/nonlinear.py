@@ -21,7 +21,7 @@ import numpy as np
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
 from ._shapes import float_broadcast, float_unary, unbroadcast
-from .elementwise import _sigmoid, ufunc_kernel
+from .elementwise import ufunc_kernel
 
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -90,9 +90,9 @@ def _gelu_shape(ctx: NodeContext) -> list[TensorType]:
 
 def _gelu_fn(ctx: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
     if ctx.attrs["approximate"] == "tanh":
-        def gelu_tanh(x: np.ndarray) -> np.ndarray:
-            t = np.tanh((x * x * TANH_A + 1.0) * x * TANH_C)
-            return (t + 1.0) * (x * 0.5)
+        def gelu_tanh(x: np.ndarray) -> np.ndarray:  # torch's order of operations, so the roundings agree
+            t = np.tanh((x + x * x * x * TANH_A) * TANH_C)
+            return x * 0.5 * (t + 1.0)
         return gelu_tanh
     from scipy import special
 
@@ -129,7 +129,12 @@ GELU = _unary(
 
 # silu(x) = x sigmoid(x)      gx = gy * s (1 + x (1 - s)),  s = sigmoid(x)
 def _silu_fn(ctx: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda x: _sigmoid(x) * x
+    def silu(x: np.ndarray) -> np.ndarray:
+        # sigmoid from e = exp(-|x|) <= 1: 1/(1+e) for x >= 0, e/(1+e) below, so no overflow and full relative
+        # accuracy in the negative tail (0.5 (1 + tanh(x/2)) rounds to 0 there, while x sigmoid(x) is not 0)
+        e = np.exp(-np.abs(x))
+        return np.where(x >= 0, x, x * e) / (e + 1.0)
+    return silu
 
 
 def _silu_gradient(ctx: NodeContext):
