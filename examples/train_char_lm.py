@@ -1,16 +1,17 @@
 """Train a character-level language model with frame on the Zen of Python, the text every Python ships with.
 
-    python examples/train_char_lm.py [--steps 600] [--lr 3e-3] [--seed 0]
+    python examples/train_char_lm.py [--steps 600] [--lr 1e-2] [--seed 0]
 
-The model: a character embedding (``gather`` from a table) plus a learned position embedding, one causal
+The model: a character embedding (one-hot rows times a table) plus a learned position embedding, one causal
 self-attention block (two heads, written with matmul, transpose, a causal ``where`` mask and ``softmax``),
 a GELU MLP, both residual and with dropout, and a readout to the vocabulary; the loss is ``cross_entropy``
 of every position's next character. Dropout draws its masks from a key that is a graph input: each step
 feeds ``fold_in(base_key, step)``, so every step drops different units and a rerun drops the same ones.
 
 The training graph comes from ``build_backward_graph`` and compiles once; Adam is a few lines of numpy.
-The text has about 850 characters over 35 symbols, so chance is ``log(35) = 3.56`` nats per character;
-with the defaults the loss over the whole text (dropout off) falls below 0.5 (measured: 0.16).
+The text has 856 characters over 45 symbols, so chance is ``log(45) = 3.81`` nats per character; with the
+defaults the loss over the whole text (dropout off) falls below 0.5 (measured: 0.27 after 600 steps, about
+50 s on a loaded 2-core machine), and greedy generation recites the opening lines.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def model_loss(tokens, targets, key, embed, position, wq, wk, wv, wo, w1, b1, w2
     def drop(x, i):  # a key of its own for each dropout: fold the layer's number into the step's key
         return ops.dropout(x, ops.random_fold_in(key, np.int64(i)), rate=DROPOUT) if train else x
 
-    h = ops.gather(embed, tokens) + position
+    h = ops.one_hot(tokens, depth=embed.shape[0]) @ embed + position  # the embedding: a row per character
     h = h + drop(causal_self_attention(h, wq, wk, wv, wo), 0)
     h = h + drop(ops.gelu(h @ w1 + b1) @ w2, 1)
     logits = h @ readout + bias
@@ -164,7 +165,7 @@ def generate(model: dict, prompt: str, length: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.steps < 0 or not args.lr > 0:
