@@ -142,9 +142,11 @@ def _arange_kernel(ctx: NodeContext) -> Callable:
     return lambda: array.copy()
 
 
-def _arange_frontend(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
+def _arange_frontend(start: Any = None, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
     if stop is None:  # arange(stop), as numpy
         start, stop = 0, start
+    elif start is None:  # arange(stop=5)
+        start = 0
     return apply("arange", start=start, stop=stop, step=step, dtype=dtype)
 
 

@@ -47,6 +47,8 @@ def _computed_wide(fn: Callable[[NodeContext], Callable[[np.ndarray], np.ndarray
 
         def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             y = f(np.asarray(x, wide))
+            if out is None and y.__class__ is np.ndarray and y.dtype == t.dtype.np:
+                return y  # a new array of the output's type already (a 0-d input gives a numpy scalar: copied below)
             out = _out(t, out)
             np.copyto(out, y, casting="unsafe")
             return out

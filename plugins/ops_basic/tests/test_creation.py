@@ -24,6 +24,11 @@ def test_arange_matches_numpy_in_count_dtype_and_values(args):
     np.testing.assert_array_equal(y, expected)
 
 
+def test_arange_takes_numpys_keyword_forms():
+    np.testing.assert_array_equal(made(lambda: ops.arange(stop=4)), np.arange(4))
+    np.testing.assert_array_equal(made(lambda: ops.arange(2, step=-1, stop=-2)), np.arange(2, -2, -1))
+
+
 def test_arange_with_a_dtype_rounds_once():
     np.testing.assert_array_equal(made(lambda: ops.arange(0.0, 1.0, 0.1, dtype="f32")),
                                   np.arange(0.0, 1.0, 0.1).astype(np.float32))
