@@ -36,7 +36,10 @@ def _out(t: TensorType, out: np.ndarray | None) -> np.ndarray:
     return out if out is not None else np.empty(t.shape, t.dtype.np)
 
 
-def _computed_wide(fn: Callable[[NodeContext], Callable[[np.ndarray], np.ndarray]]) -> Callable[[NodeContext], Callable]:
+ArrayFn = Callable[[np.ndarray], np.ndarray]
+
+
+def _computed_wide(fn: Callable[[NodeContext], ArrayFn]) -> Callable[[NodeContext], Callable]:
     """A kernel builder around ``fn(ctx)(x) -> array``: half precision computes in float32 and rounds once into
     ``out``; other floats compute in their own dtype. ``out`` may be ``x`` (the result is complete before
     the copy)."""

@@ -5,7 +5,8 @@ Philox-4x64-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
 SC 2011; the Random123 generator, which ``numpy.random.Philox`` implements and
 checks against the published known-answer vectors). The bits an op draws are a
 pure function of (key, counter): element ``i`` of a sampling op reads the
-64-bit words numbered from ``i`` in the block sequence of its key. So the same
+64-bit word ``i`` of the block sequence of its key (a normal sample's pair of
+elements ``2j, 2j + 1`` reads the pair of words ``2j, 2j + 1``). So the same
 key gives the same numbers on every run, opt level, backend and machine, and
 the nodes are as pure as ``add`` (CSE may merge two draws with the same key and
 shape, which are equal anyway).
@@ -99,10 +100,15 @@ def uniform_from_bits(bits: np.ndarray, dtype: str = "float64") -> np.ndarray:
 
 
 def normal_from_bits(bits: np.ndarray) -> np.ndarray:
-    """Standard normal float64 samples by Box-Muller, one per pair of words (``2n`` words give ``n``)."""
+    """Standard normal float64 samples by Box-Muller: words ``2j`` and ``2j + 1`` give samples ``2j`` (the cosine
+    branch) and ``2j + 1`` (the sine branch), two independent normals (an even number of words)."""
     u1 = 1.0 - uniform_from_bits(bits[0::2])  # (0, 1]: the logarithm stays finite
-    u2 = uniform_from_bits(bits[1::2])
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos((2.0 * math.pi) * u2)
+    angle = uniform_from_bits(bits[1::2]) * (2.0 * math.pi)
+    radius = np.sqrt(-2.0 * np.log(u1))
+    z = np.empty(len(bits))
+    np.multiply(radius, np.cos(angle), out=z[0::2])
+    np.multiply(radius, np.sin(angle), out=z[1::2])
+    return z
 
 
 def threshold(p: float) -> int:
@@ -179,7 +185,7 @@ def _normal_kernel(ctx: NodeContext) -> Callable:
     mean, std = ctx.attrs["mean"], ctx.attrs["std"]
 
     def kernel(key: np.ndarray) -> np.ndarray:
-        z = normal_from_bits(_bits(key, 2 * n))
+        z = normal_from_bits(_bits(key, n + n % 2))[:n]  # an odd count draws one pair more and drops its sine
         return (z * std + mean).astype(dtype).reshape(t.shape)
     return kernel
 
@@ -266,7 +272,7 @@ RANDOM_NORMAL = _sampler(
     {"shape": _SHAPE, "dtype": _FLOAT, "mean": AttrSpec("float", 0.0, "the mean"),
      "std": AttrSpec("float", 1.0, "the standard deviation")},
     _normal_shape, _normal_kernel,
-    "Normal samples (Box-Muller, two 64-bit words each) drawn from key (an i64[2] input).",
+    "Normal samples (Box-Muller: each pair of 64-bit words gives a pair of samples) drawn from key (an i64[2] input).",
     [{"shape": [3, 4]}, {"shape": [5], "dtype": "f32", "mean": 1.0, "std": 0.5}])
 
 BERNOULLI = OpSchema(

@@ -32,7 +32,8 @@ def test_arange_takes_numpys_keyword_forms():
 def test_arange_with_a_dtype_rounds_once():
     np.testing.assert_array_equal(made(lambda: ops.arange(0.0, 1.0, 0.1, dtype="f32")),
                                   np.arange(0.0, 1.0, 0.1).astype(np.float32))
-    np.testing.assert_array_equal(made(lambda: ops.arange(3, -4, -2, dtype="i32")), np.arange(3, -4, -2, dtype=np.int32))
+    np.testing.assert_array_equal(made(lambda: ops.arange(3, -4, -2, dtype="i32")),
+                                  np.arange(3, -4, -2, dtype=np.int32))
 
 
 @pytest.mark.parametrize("args, kwargs", [((0.0, 1.0, 5), {}), ((-1.0, 1.0, 4), {"endpoint": False}),

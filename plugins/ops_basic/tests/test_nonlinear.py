@@ -110,8 +110,12 @@ def _grads_frame(fn, xs, w, direction):
 @pytest.mark.parametrize("name", sorted(TORCH))
 def test_value_gradient_and_second_order_match_torch(name):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
-    fn, tfn, ranges = TORCH[name]
-    tfn = (lambda x, *r: getattr(torch, TORCH[name][1])(x, *r)) if isinstance(tfn, str) else (lambda *a: TORCH[name][1](torch, *a))
+    fn, reference, ranges = TORCH[name]
+    if isinstance(reference, str):
+        tfn = getattr(torch, reference)
+    else:
+        def tfn(*a):
+            return reference(torch, *a)
     rng = np.random.default_rng(sorted(TORCH).index(name))
     shapes = [(4, 5), (5,)] if len(ranges) == 2 else [(4, 5)]  # logaddexp broadcasts a row
     xs = [rng.uniform(lo, hi, s) for (lo, hi), s in zip(ranges, shapes)]
