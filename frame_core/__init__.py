@@ -97,6 +97,8 @@ _LAZY = {
     "build_sgd_update_graph": ("frame_core.autodiff.sgd", "build_sgd_update_graph"),
     "PassSpec": ("frame_core.compiler.passspec", "PassSpec"),
     "Rewriter": ("frame_core.compiler.rewrite", "Rewriter"),
+    # a pack's front-end builder (OpSchema(frontend=...)) appends its own node with apply(op, *inputs, **attrs)
+    "apply": ("frame_core.frontend.trace", "apply"),
 }
 
 __all__ = [

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, DType, Example, NodeContext, OpSchema, TensorType, float64, int64
-from frame_core.frontend.trace import apply
+from frame_core import AttrSpec, DType, Example, NodeContext, OpSchema, TensorType, apply, float64, int64
 
 _DTYPE = AttrSpec("dtype", None, "the output dtype (default: numpy's choice, float64 for floats)")
 _SHAPE = AttrSpec("shape", doc="the output shape")
