@@ -108,6 +108,8 @@ _LAZY = {
     "grad": ("frame_core.autodiff.value_and_grad", "grad"),
     "save_checkpoint": ("frame_core.checkpoint", "save_checkpoint"),
     "load_checkpoint": ("frame_core.checkpoint", "load_checkpoint"),
+    # a pack's front-end builder (OpSchema(frontend=...)) appends its own node with apply(op, *inputs, **attrs)
+    "apply": ("frame_core.frontend.trace", "apply"),
 }
 
 __all__ = [
