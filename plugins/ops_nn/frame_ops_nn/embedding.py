@@ -60,6 +60,14 @@ def _gradient(ctx: NodeContext):
     return ctx.grad_graph(grads)
 
 
+def _surrogate(table: np.ndarray, indices: np.ndarray, padding_idx: int | None = None) -> np.ndarray:
+    """What the GradientFn is the derivative of (ARCH-066 exception): the padding row held constant (here 0)."""
+    if padding_idx is not None:
+        table = table.copy()
+        table[padding_idx] = 0
+    return np.take(table, indices, axis=0)
+
+
 EMBEDDING = OpSchema(
     "embedding",
     inputs=("table", "indices"),
@@ -68,6 +76,9 @@ EMBEDDING = OpSchema(
     kernels={"cpu": _kernel},
     gradient=_gradient,
     nondiff_inputs=(1,),
+    # padding_idx's zero gradient is a definition (torch's), not the derivative of the lookup: numerical checks
+    # differentiate the lookup with that row held constant
+    gradient_surrogate=_surrogate,
     doc="Rows of table[V, d] at integer indices (torch.nn.functional.embedding): output indices.shape + [d]. "
         "The table's gradient is a scatter-add; rows at padding_idx get none. Indices outside 0..V-1 raise "
         "DataError.",
