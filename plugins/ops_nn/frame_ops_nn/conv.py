@@ -22,10 +22,10 @@ are bilinear, and each one's gradient is made of the other two.
 conv_transpose1d's are frame-ops-sequence's ``conv1d`` and
 ``conv1d_grad_weight_internal``.
 
-Kernels are im2col: ``sliding_window_view`` gives the windows without a copy,
-one reshape copies them into a ``[groups, B * H_out * W_out, C_in/groups * kh *
-kw]`` matrix and one batched matmul does the rest (benchmarks/nn_ops.py measures
-it against torch). The input gradient multiplies first and adds each of the
+Kernels are im2col: the ``kh * kw`` taps (strided slices of the padded input)
+are copied into a ``[B, groups, C_in/groups * kh * kw, H_out * W_out]`` array
+and one batched matmul does the rest (its output is already y's layout) (benchmarks/nn_ops.py measures it against
+torch). The input gradient multiplies first and adds each of the
 ``kh * kw`` taps back into the padded input (col2im). float16/bfloat16 compute
 in float32 and round once.
 """
@@ -184,55 +184,68 @@ def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_sh
 
 
 # -- the three numpy kernels (2-D; 1-D inputs get a unit height axis) ------------------------------------
-def _columns(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """im2col: ``[groups, B * H_out * W_out, C_in/groups * kh * kw]``, one copy of the windows of padded x."""
+def _padded(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     (bh, bw), (ah, aw) = geo.before, geo.after
     xp = np.asarray(x, acc)
     if bh or bw or ah or aw:
         xp = np.pad(xp, ((0, 0), (0, 0), (bh, ah), (bw, aw)))
-    (eh, ew), (sh, sw), (dh, dw), (oh, ow) = geo.extent, geo.stride, geo.dilation, geo.out
-    view = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))
-    view = view[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw, ::dh, ::dw]  # [B, C, oh, ow, kh, kw]
-    g, cg = geo.groups, geo.c_in // geo.groups
-    view = view.reshape(geo.batch, g, cg, oh, ow, *geo.kernel).transpose(1, 0, 3, 4, 2, 5, 6)
-    return view.reshape(g, geo.batch * oh * ow, cg * geo.kernel[0] * geo.kernel[1])
+    return xp
+
+
+def _tap(xp: np.ndarray, geo: Geometry, i: int, j: int) -> np.ndarray:
+    """Positions ``(i d_h + h s_h, j d_w + w s_w)`` of the padded ``xp`` for every output ``(h, w)``: one tap."""
+    (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out
+    return xp[..., i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+
+
+def _columns(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """im2col per sample: ``[B, groups, C_in/groups * kh * kw, oh * ow]``, filled one tap at a time.
+
+    Each tap is a strided ``[B, C, oh, ow]`` slice of the padded input copied in its own axis order (rows
+    innermost); copying the whole window view at once would put the 3-element kernel axes innermost, several
+    times slower.
+    """
+    xp = _padded(x, geo, acc)
+    g, cg, (kh, kw), (oh, ow) = geo.groups, geo.c_in // geo.groups, geo.kernel, geo.out
+    cols = np.empty((geo.batch, g, cg, kh, kw, oh, ow), acc)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, :, i, j] = _tap(xp, geo, i, j).reshape(geo.batch, g, cg, oh, ow)
+    return cols.reshape(geo.batch, g, cg * kh * kw, oh * ow)
 
 
 def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gy[B, C_out, oh, ow] as ``[groups, B * oh * ow, C_out/groups]``."""
-    g, og = geo.groups, geo.c_out // geo.groups
-    oh, ow = geo.out
-    gy = np.asarray(gy, acc).reshape(geo.batch, g, og, oh, ow).transpose(1, 0, 3, 4, 2)
-    return gy.reshape(g, geo.batch * oh * ow, og)
+    """gy[B, C_out, oh, ow] as ``[B, groups, C_out/groups, oh * ow]`` (a view when no cast is needed)."""
+    return np.asarray(gy, acc).reshape(geo.batch, geo.groups, geo.c_out // geo.groups, geo.out[0] * geo.out[1])
+
+
+def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, -1)  # [G, og, cg kh kw]
 
 
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    g, og = geo.groups, geo.c_out // geo.groups
-    wm = np.asarray(w, acc).reshape(g, og, -1)
-    y = np.matmul(_columns(x, geo, acc), wm.transpose(0, 2, 1))  # [G, B oh ow, og]
-    oh, ow = geo.out
-    return y.reshape(g, geo.batch, oh, ow, og).transpose(1, 0, 4, 2, 3).reshape(geo.batch, geo.c_out, oh, ow)
+    """y[b, g] = w[g] @ cols[b, g]: one product per sample and group, already in y's layout."""
+    y = np.matmul(_weights(w, geo, acc), _columns(x, geo, acc))  # [B, G, og, oh ow]
+    return y.reshape(geo.batch, geo.c_out, *geo.out)
 
 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: one product per group."""
-    gw = np.matmul(_rows(gy, geo, acc).transpose(0, 2, 1), _columns(x, geo, acc))  # [G, og, cg kh kw]
-    return gw.reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
+    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]."""
+    per_sample = np.matmul(_rows(gy, geo, acc), _columns(x, geo, acc).transpose(0, 1, 3, 2))  # [B, G, og, K']
+    return per_sample.sum(axis=0).reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
 
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """The transposed convolution: columns = gy @ w, each tap's column added back where it was read (col2im)."""
+    """The transposed convolution: columns = w^T @ gy, each tap's column added back where it was read (col2im)."""
     g, cg = geo.groups, geo.c_in // geo.groups
     (kh, kw), (oh, ow) = geo.kernel, geo.out
-    wm = np.asarray(w, acc).reshape(g, geo.c_out // g, cg * kh * kw)
-    cols = np.matmul(_rows(gy, geo, acc), wm).reshape(g, geo.batch, oh, ow, cg, kh, kw)
-    cols = cols.transpose(5, 6, 1, 0, 4, 2, 3)  # [kh, kw, B, G, cg, oh, ow] (a view)
-    (bh, bw), (sh, sw), (dh, dw) = geo.before, geo.stride, geo.dilation
-    h, w_ = geo.size
+    cols = np.matmul(_weights(w, geo, acc).transpose(0, 2, 1), _rows(gy, geo, acc))  # [B, G, K', oh ow]
+    cols = cols.reshape(geo.batch, g, cg, kh, kw, oh, ow)
+    (bh, bw), (h, w_) = geo.before, geo.size
     gxp = np.zeros((geo.batch, g, cg, h + bh + geo.after[0], w_ + bw + geo.after[1]), acc)
     for i in range(kh):
         for j in range(kw):
-            gxp[..., i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw] += cols[i, j]
+            _tap(gxp, geo, i, j)[...] += cols[:, :, :, i, j]
     return gxp[..., bh:bh + h, bw:bw + w_].reshape(geo.batch, geo.c_in, h, w_)
 
 

@@ -106,15 +106,33 @@ def _pooled_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 # -- max_pool2d ---------------------------------------------------------------------------------------
+def _taps(geo: PoolGeometry, xp: np.ndarray):  # noqa: ANN202
+    """``(flat index i * kw + j, tap)`` for every tap of the windows: strided ``[..., oh, ow]`` views of ``xp``."""
+    (sh, sw), (oh, ow) = geo.stride, geo.out
+    for i in range(geo.kernel[0]):
+        for j in range(geo.kernel[1]):
+            yield i * geo.kernel[1] + j, xp[..., i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+
+
 def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
-    """Each window's first maximum (NaN counts as one) as a flat tap index ``i * kw + j``; never a padded tap."""
-    taps = geo.windows(geo.pad(x, x.dtype, -np.inf))
-    flat = taps.reshape(taps.shape[:-2] + (-1,))
-    am = np.argmax(flat, axis=-1)
+    """Each window's first maximum (NaN counts as one) as a flat tap index ``i * kw + j``; never a padded tap.
+
+    Taps are compared one at a time over whole ``[..., oh, ow]`` slices (a later tap wins only when strictly
+    larger, or NaN where the best is not), which is far faster than an argmax over tiny window axes.
+    """
+    best, am = None, None
+    for k, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
+        if best is None:
+            best, am = tap.copy(), np.zeros(tap.shape, np.intp)
+            continue
+        wins = (tap > best) | (np.isnan(tap) & ~np.isnan(best))
+        np.copyto(best, tap, where=wins)
+        am[wins] = k
     if any(geo.before) or any(geo.after):
         real = geo.windows(geo.pad(np.ones(geo.size, bool), bool, False))
         real = real.reshape(real.shape[:-2] + (-1,))  # [oh, ow, kh kw]
-        chosen_real = np.take_along_axis(np.broadcast_to(real, flat.shape), am[..., None], axis=-1)[..., 0]
+        chosen_real = np.take_along_axis(np.broadcast_to(real, am.shape + real.shape[-1:]), am[..., None],
+                                         axis=-1)[..., 0]
         if not chosen_real.all():  # an all -inf window picked padding: give it its first real tap
             am = np.where(chosen_real, am, np.argmax(real, axis=-1))
     return am
@@ -123,7 +141,13 @@ def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
 def _max_kernel(ctx: NodeContext) -> Callable:
     x_t, (y_t,) = ctx.input_types[0], ctx.output_types
     geo = pool_geometry(ctx, x_t)
-    return lambda x: as_out(geo.windows(geo.pad(x, x.dtype, -np.inf)).max(axis=(-2, -1)), y_t)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        y = None
+        for _, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
+            y = tap.copy() if y is None else np.maximum(y, tap, out=y)  # NaN propagates
+        return as_out(y, y_t)
+    return kernel
 
 
 MAX_POOL2D = OpSchema(
@@ -232,7 +256,13 @@ def _avg_kernel(ctx: NodeContext) -> Callable:
     x_t, (y_t,) = ctx.input_types[0], ctx.output_types
     geo, acc = pool_geometry(ctx, x_t), compute_dtype(x_t)
     div = _divisor(geo, ctx.attrs["count_include_pad"], acc)
-    return lambda x: as_out(geo.windows(geo.pad(x, acc)).sum(axis=(-2, -1)) / div, y_t)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        total = None
+        for _, tap in _taps(geo, geo.pad(x, acc)):
+            total = tap.copy() if total is None else np.add(total, tap, out=total)
+        return as_out(total / div, y_t)
+    return kernel
 
 
 def _avg_gradient(ctx: NodeContext):
