@@ -23,8 +23,8 @@ conv_transpose1d's are frame-ops-sequence's ``conv1d`` and
 ``conv1d_grad_weight_internal``.
 
 Kernels are im2col: the ``kh * kw`` taps (strided slices of the padded input)
-are copied into a ``[B, groups, C_in/groups * kh * kw, H_out * W_out]`` array
-and one batched matmul does the rest (its output is already y's layout) (benchmarks/nn_ops.py measures it against
+are copied into a ``[groups, C_in/groups * kh * kw, B * H_out * W_out]`` matrix
+and one matmul per group does the rest (benchmarks/nn_ops.py measures it against
 torch). The input gradient multiplies first and adds each of the
 ``kh * kw`` taps back into the padded input (col2im). float16/bfloat16 compute
 in float32 and round once.
@@ -199,24 +199,25 @@ def _tap(xp: np.ndarray, geo: Geometry, i: int, j: int) -> np.ndarray:
 
 
 def _columns(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """im2col per sample: ``[B, groups, C_in/groups * kh * kw, oh * ow]``, filled one tap at a time.
+    """im2col: ``[groups, C_in/groups * kh * kw, B * oh * ow]``, filled one tap at a time.
 
-    Each tap is a strided ``[B, C, oh, ow]`` slice of the padded input copied in its own axis order (rows
-    innermost); copying the whole window view at once would put the 3-element kernel axes innermost, several
-    times slower.
+    Each tap is a strided ``[B, C, oh, ow]`` slice of the padded input, copied with its rows (``ow``) innermost;
+    copying the whole window view at once would put the 3-element kernel axes innermost, several times slower.
     """
     xp = _padded(x, geo, acc)
     g, cg, (kh, kw), (oh, ow) = geo.groups, geo.c_in // geo.groups, geo.kernel, geo.out
-    cols = np.empty((geo.batch, g, cg, kh, kw, oh, ow), acc)
+    cols = np.empty((g, cg, kh, kw, geo.batch, oh, ow), acc)
     for i in range(kh):
         for j in range(kw):
-            cols[:, :, :, i, j] = _tap(xp, geo, i, j).reshape(geo.batch, g, cg, oh, ow)
-    return cols.reshape(geo.batch, g, cg * kh * kw, oh * ow)
+            cols[:, :, i, j] = _tap(xp, geo, i, j).reshape(geo.batch, g, cg, oh, ow).transpose(1, 2, 0, 3, 4)
+    return cols.reshape(g, cg * kh * kw, geo.batch * oh * ow)
 
 
 def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gy[B, C_out, oh, ow] as ``[B, groups, C_out/groups, oh * ow]`` (a view when no cast is needed)."""
-    return np.asarray(gy, acc).reshape(geo.batch, geo.groups, geo.c_out // geo.groups, geo.out[0] * geo.out[1])
+    """gy[B, C_out, oh, ow] as ``[groups, C_out/groups, B * oh * ow]`` (one copy)."""
+    g, og, n = geo.groups, geo.c_out // geo.groups, geo.out[0] * geo.out[1]
+    gy = np.asarray(gy, acc).reshape(geo.batch, g, og, n).transpose(1, 2, 0, 3)
+    return gy.reshape(g, og, geo.batch * n)
 
 
 def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
@@ -224,28 +225,30 @@ def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
 
 
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """y[b, g] = w[g] @ cols[b, g]: one product per sample and group, already in y's layout."""
-    y = np.matmul(_weights(w, geo, acc), _columns(x, geo, acc))  # [B, G, og, oh ow]
-    return y.reshape(geo.batch, geo.c_out, *geo.out)
+    """y = w @ cols: one product per group over the whole batch, then y's layout (one small copy)."""
+    y = np.matmul(_weights(w, geo, acc), _columns(x, geo, acc))  # [G, og, B oh ow]
+    n = geo.out[0] * geo.out[1]
+    y = y.reshape(geo.c_out, geo.batch, n).transpose(1, 0, 2)
+    return np.ascontiguousarray(y).reshape(geo.batch, geo.c_out, *geo.out)
 
 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]."""
-    per_sample = np.matmul(_rows(gy, geo, acc), _columns(x, geo, acc).transpose(0, 1, 3, 2))  # [B, G, og, K']
-    return per_sample.sum(axis=0).reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
+    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: one product per group."""
+    gw = np.matmul(_rows(gy, geo, acc), _columns(x, geo, acc).transpose(0, 2, 1))  # [G, og, cg kh kw]
+    return gw.reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
 
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     """The transposed convolution: columns = w^T @ gy, each tap's column added back where it was read (col2im)."""
     g, cg = geo.groups, geo.c_in // geo.groups
     (kh, kw), (oh, ow) = geo.kernel, geo.out
-    cols = np.matmul(_weights(w, geo, acc).transpose(0, 2, 1), _rows(gy, geo, acc))  # [B, G, K', oh ow]
-    cols = cols.reshape(geo.batch, g, cg, kh, kw, oh, ow)
+    cols = np.matmul(_weights(w, geo, acc).transpose(0, 2, 1), _rows(gy, geo, acc))  # [G, K', B oh ow]
+    cols = cols.reshape(g, cg, kh, kw, geo.batch, oh, ow)
     (bh, bw), (h, w_) = geo.before, geo.size
     gxp = np.zeros((geo.batch, g, cg, h + bh + geo.after[0], w_ + bw + geo.after[1]), acc)
     for i in range(kh):
         for j in range(kw):
-            _tap(gxp, geo, i, j)[...] += cols[:, :, :, i, j]
+            _tap(gxp, geo, i, j)[...] += cols[:, :, i, j].transpose(2, 0, 1, 3, 4)
     return gxp[..., bh:bh + h, bw:bw + w_].reshape(geo.batch, geo.c_in, h, w_)
 
 

@@ -182,9 +182,19 @@ def _max_grad_kernel(ctx: NodeContext) -> Callable:
     geo, x_t = _pair_geometry(ctx), ctx.input_types[0]
     acc, kw = compute_dtype(x_t), geo.kernel[1]
 
+    tiled = geo.stride == geo.kernel and not any(geo.before) and not any(geo.after)
+
     def kernel(x: np.ndarray, gy: np.ndarray) -> np.ndarray:
         am, g = _argmax(x, geo), np.asarray(gy, acc)
-        return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
+        if not tiled:
+            return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
+        # windows tile the input: one one-hot product, laid out [..., oh, kh, ow, kw] = the covered [H, W]
+        (kh, _), (oh, ow) = geo.kernel, geo.out
+        hits = (am[..., None] == np.arange(kh * kw)) * g[..., None]  # [..., oh, ow, kh kw]
+        gx = np.zeros(x.shape, acc)
+        gx[..., :oh * kh, :ow * kw] = hits.reshape(hits.shape[:-1] + (kh, kw)).swapaxes(-3, -2).reshape(
+            hits.shape[:-3] + (oh * kh, ow * kw))
+        return as_out(gx, x_t)
     return kernel
 
 
