@@ -36,11 +36,12 @@ from ._common import as_out, compute_dtype, same_float
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
-def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
-    mean = x.mean(axis=axes, keepdims=True)
-    xc = x - mean
-    var = np.mean(np.square(xc), axis=axes, keepdims=True)
-    xc *= 1.0 / np.sqrt(var + eps)
+def _normalize_rows(x: np.ndarray, eps: float) -> np.ndarray:
+    """``(x - mean) / sqrt(var + eps)`` of each row of a 2-D ``x``, in a fresh array (few passes, no temporaries
+    beyond the result: the variance is one ``einsum`` over the centred rows)."""
+    xc = x - x.mean(axis=1, keepdims=True)
+    var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
+    xc *= (1.0 / np.sqrt(var + eps))[:, None]
     return xc
 
 
@@ -77,11 +78,13 @@ def _layer_kernel(ctx: NodeContext) -> Callable:
     axes, eps = tuple(_layer_axes(ctx)), ctx.attrs["eps"]
     acc, (y_t,) = compute_dtype(ctx.input_types[0]), ctx.output_types
 
+    features = int(np.prod(y_t.shape[len(y_t.shape) - len(axes):], dtype=np.int64))
+
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        xhat = _normalize(np.asarray(x, acc), axes, eps)
-        xhat *= w
-        xhat += b
-        return as_out(xhat, y_t)
+        xhat = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
+        xhat *= np.asarray(w, acc).reshape(-1)
+        xhat += np.asarray(b, acc).reshape(-1)
+        return as_out(xhat.reshape(y_t.shape), y_t)
     return kernel
 
 
@@ -142,16 +145,19 @@ def _batch_shape(ctx: NodeContext) -> list[TensorType]:
 
 def _batch_kernel(ctx: NodeContext) -> Callable:
     axes, count, bshape = _batch_layout(ctx)
-    axes = tuple(axes)
     eps, momentum, training = ctx.attrs["eps"], ctx.attrs["momentum"], ctx.attrs["training"]
     acc, (y_t, rm_t, rv_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
+
+    n, c = y_t.shape[:2]
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
         x = np.asarray(x, acc)
         if training:
-            mean = x.mean(axis=axes)
-            xc = x - mean.reshape(bshape)
-            var = np.mean(np.square(xc), axis=axes)
+            x3 = x.reshape(n, c, -1)  # [N, C, S]: statistics over N and S
+            mean = x3.mean(axis=(0, 2))
+            xc3 = x3 - mean[:, None]
+            var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+            xc = xc3.reshape(x.shape)
             new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
             new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
         else:
@@ -231,7 +237,7 @@ def _group_kernel(ctx: NodeContext) -> Callable:
     shape = y_t.shape
 
     def kernel(x, w, b):  # noqa: ANN001, ANN202
-        xhat = _normalize(np.asarray(x, acc).reshape(shape[0], groups, -1), (2,), eps).reshape(shape)
+        xhat = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps).reshape(shape)
         xhat *= np.asarray(w, acc).reshape(bshape)
         xhat += np.asarray(b, acc).reshape(bshape)
         return as_out(xhat, y_t)
