@@ -62,6 +62,35 @@ def _summed(t, axes: list[int]):  # noqa: ANN001, ANN202 - traced tensors
     return ops.sum(t, axes=axes) if axes else t
 
 
+def inlined_vjp(formula: Callable, primals: list, cotangents: list) -> list:
+    """The vector-Jacobian product of ``formula(*primals)`` (a list of tensors) with ``cotangents``, traced
+    with frame ops into the graph being traced.
+
+    The gradient ops below run a fused numpy kernel for the first-order gradient; their own gradient is this
+    VJP of the same gradient written with frame-ops-basic ops (``build_backward_graph`` of the contraction
+    ``sum_k sum(formula_k * cotangent_k)``, inlined), so every order after the first is exact and closed
+    without a hand-written second derivative.
+    """
+    from frame_core import build_backward_graph, trace
+    from frame_core.frontend.trace import Tensor, current_graph
+    from frame_core.ir.graph import inline_graph
+
+    n = len(primals)
+
+    def contraction(*tensors):  # noqa: ANN002, ANN202
+        total = None
+        for out, cot in zip(formula(*tensors[:n]), tensors[n:]):
+            term = ops.sum(out * cot)
+            total = term if total is None else total + term
+        return total
+
+    sub = trace(contraction, *[t.type for t in (*primals, *cotangents)], name="gradient_of_gradient")
+    backward = build_backward_graph(sub, 0, list(range(n)))
+    graph = current_graph()
+    values = inline_graph(graph, backward, [t.value for t in (*primals, *cotangents)])
+    return [Tensor(v, graph) for v in values[1:]]
+
+
 # -- layer_norm ---------------------------------------------------------------------------------------
 def _layer_axes(ctx: NodeContext) -> list[int]:
     x, w, b = same_float(ctx)
@@ -88,15 +117,23 @@ def _layer_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
-def _layer_gradient(ctx: NodeContext):
-    axes, eps = _layer_axes(ctx), ctx.attrs["eps"]
-    batch_axes = list(range(ctx.input_types[0].rank - len(axes)))
+def _layer_formula(rank: int, k: int, eps: float) -> Callable:
+    """layer_norm's gradient ``(gx, gweight, gbias)`` for ``x`` of ``rank`` normalised over its last ``k`` axes,
+    written with frame ops."""
+    axes, batch_axes = list(range(rank - k, rank)), list(range(rank - k))
 
-    def grads(x, w, b, y, gy):  # noqa: ANN001, ANN202 - traced tensors
+    def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(x, axes, eps)
         gx = _traced_normalize_grad(gy * w, xhat, rstd, axes)
         return [gx, _summed(gy * xhat, batch_axes), _summed(gy, batch_axes)]
-    return ctx.grad_graph(grads)
+    return formula
+
+
+def _layer_gradient(ctx: NodeContext):
+    _layer_axes(ctx)
+    eps = ctx.attrs["eps"]
+    # gx, gweight, gbias in one fused kernel; its own gradient is the VJP of _layer_formula
+    return ctx.grad_graph(lambda x, w, b, y, gy: list(ops.layer_norm_grad_internal(x, w, gy, eps=eps)))
 
 
 LAYER_NORM = OpSchema(
@@ -113,6 +150,63 @@ LAYER_NORM = OpSchema(
         Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[4, 5]"], {"eps": 1e-3}),
         Example(["f64[5]", "f64[5]", "f64[5]"], note="no batch axes"),
     ],
+)
+
+
+# layer_norm_grad_internal(x, weight, gy) = (gx, gweight, gbias), fused; gradient: the VJP of _layer_formula
+def _layer_grad_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w, gy = same_float(ctx)
+    if gy != x:
+        raise ctx.error(f"gy must have x's type {x}, got {gy}")
+    if w.rank == 0 or w.rank > x.rank or x.shape[x.rank - w.rank:] != w.shape:
+        raise ctx.error(f"weight {w} must have the shape of x's last axes, got x {x}")
+    return [x, w, w]
+
+
+def _layer_grad_kernel(ctx: NodeContext) -> Callable:
+    x_t, w_t, _ = ctx.input_types
+    eps, acc, (gx_t, gw_t, gb_t) = ctx.attrs["eps"], compute_dtype(x_t), ctx.output_types
+    features = w_t.size
+
+    def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
+        rows = np.asarray(x, acc).reshape(-1, features)
+        g_rows = np.asarray(gy, acc).reshape(-1, features)
+        xhat = rows - rows.mean(axis=1, keepdims=True)
+        rstd = 1.0 / np.sqrt(np.einsum("ij,ij->i", xhat, xhat) / features + eps)
+        xhat *= rstd[:, None]
+        gb = g_rows.sum(axis=0)
+        gw = np.einsum("ij,ij->j", g_rows, xhat)
+        g = g_rows * np.asarray(w, acc).reshape(-1)
+        mean_g = g.mean(axis=1)
+        mean_gx = np.einsum("ij,ij->i", g, xhat) / features
+        g -= mean_g[:, None]
+        xhat *= mean_gx[:, None]
+        g -= xhat
+        g *= rstd[:, None]
+        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+            as_out(gb.reshape(gb_t.shape), gb_t)
+    return kernel
+
+
+def _layer_grad_gradient(ctx: NodeContext):
+    x_t, w_t, _ = ctx.input_types
+    formula = _layer_formula(x_t.rank, w_t.rank, ctx.attrs["eps"])
+    return ctx.grad_graph(lambda x, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [x, w, gy], [ggx, ggw, ggb]))
+
+
+LAYER_NORM_GRAD = OpSchema(
+    "layer_norm_grad_internal",
+    inputs=("x", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"eps": _EPS},
+    shape_infer=_layer_grad_shape,
+    kernels={"cpu": _layer_grad_kernel},
+    gradient=_layer_grad_gradient,
+    doc="layer_norm's gradients for x, weight and bias in one fused pass.",
+    examples=[Example(["f32[4, 6]", "f32[6]", "f32[4, 6]"]),
+              Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[2, 3, 4, 5]"], {"eps": 1e-3}),
+              Example(["f64[5]", "f64[5]", "f64[5]"])],
 )
 
 
@@ -171,6 +265,82 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
+def _batch_formula(rank: int, count: int, momentum: float, eps: float) -> Callable:
+    """batch_norm's training gradient ``(gx, gweight, gbias)`` for the cotangents of y and of the new running
+    averages, written with frame ops."""
+    axes, m = [0, *range(2, rank)], momentum
+
+    def formula(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - traced tensors
+        c = x.shape[1]
+        per_channel = lambda v: ops.reshape(v, shape=[1, c] + [1] * (rank - 2))  # noqa: E731
+        xc, xhat, rstd = _traced_xhat(x, axes, eps)
+        gx = _traced_normalize_grad(gy * per_channel(w), xhat, rstd, axes)
+        # the running averages: d new_rm / dx = momentum / count, d new_rv / dx = momentum * 2 xc / (count - 1)
+        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return formula
+
+
+def _batch_grad_layout(ctx: NodeContext) -> int:
+    x, w, gy, g_rm, g_rv = same_float(ctx)
+    if x.rank < 2 or gy != x or not w.shape == g_rm.shape == g_rv.shape == (x.shape[1],):
+        raise ctx.error(f"expected x [N, C, ...], gy of x's type and three [C] vectors, got {x}, {w}, {gy}, "
+                        f"{g_rm}, {g_rv}")
+    count = x.size // x.shape[1]
+    if count < 2:
+        raise ctx.error(f"training mode needs more than one value per channel, got x {x}")
+    return count
+
+
+def _batch_grad_kernel(ctx: NodeContext) -> Callable:
+    count = _batch_grad_layout(ctx)
+    m, eps = ctx.attrs["momentum"], ctx.attrs["eps"]
+    x_t = ctx.input_types[0]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(x_t), ctx.output_types
+    n, c = x_t.shape[:2]
+
+    def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        x3, gy3 = np.asarray(x, acc).reshape(n, c, -1), np.asarray(gy, acc).reshape(n, c, -1)
+        xhat = x3 - x3.mean(axis=(0, 2))[:, None]
+        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xhat, xhat) / count + eps)
+        xhat *= rstd[:, None]
+        gb = gy3.sum(axis=(0, 2))
+        gw = np.einsum("ncs,ncs->c", gy3, xhat)
+        g = gy3 * np.asarray(w, acc)[:, None]
+        mean_g = g.mean(axis=(0, 2))
+        mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
+        # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
+        share = 2.0 * m * np.asarray(g_rv, acc) / ((count - 1) * rstd)
+        g -= (mean_g - m * np.asarray(g_rm, acc) / count / rstd)[:, None]
+        g -= xhat * (mean_gx - share / rstd)[:, None]
+        g *= rstd[:, None]
+        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _batch_grad_gradient(ctx: NodeContext):
+    count = _batch_grad_layout(ctx)
+    formula = _batch_formula(ctx.input_types[0].rank, count, ctx.attrs["momentum"], ctx.attrs["eps"])
+    return ctx.grad_graph(lambda x, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [x, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
+
+
+BATCH_NORM_GRAD = OpSchema(
+    "batch_norm_grad_internal",
+    inputs=("x", "weight", "gy", "g_running_mean", "g_running_var"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum"), "eps": _EPS},
+    shape_infer=lambda ctx: [_batch_grad_layout(ctx) and ctx.input_types[0], ctx.input_types[1],
+                             ctx.input_types[1]],
+    kernels={"cpu": _batch_grad_kernel},
+    gradient=_batch_grad_gradient,
+    doc="batch_norm's training-mode gradients for x (including the running averages' share), weight and bias "
+        "in one fused pass.",
+    examples=[Example(["f32[6, 3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"]),
+              Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[2, 3, 4, 2]", "f64[3]", "f64[3]"], {"momentum": 0.3})],
+)
+
+
 def _batch_gradient(ctx: NodeContext):
     axes, count, bshape = _batch_layout(ctx)
     eps, m, training = ctx.attrs["eps"], ctx.attrs["momentum"], ctx.attrs["training"]
@@ -179,11 +349,9 @@ def _batch_gradient(ctx: NodeContext):
         return ops.reshape(v, shape=list(bshape))
 
     def train(x, w, b, rm, rv, y, new_rm, new_rv, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        xc, xhat, rstd = _traced_xhat(x, axes, eps)
-        gx = _traced_normalize_grad(gy * per_channel(w), xhat, rstd, axes)
-        # the running averages: d new_rm / dx = momentum / count, d new_rv / dx = momentum * 2 xc / (count - 1)
-        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
-        return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes), g_rm * (1.0 - m), g_rv * (1.0 - m)]
+        # gx (with the running averages' share), gweight, gbias fused; its gradient is the VJP of _batch_formula
+        gx, gw, gb = ops.batch_norm_grad_internal(x, w, gy, g_rm, g_rv, momentum=m, eps=eps)
+        return [gx, gw, gb, g_rm * (1.0 - m), g_rv * (1.0 - m)]
 
     def infer(x, w, b, rm, rv, y, new_rm, new_rv, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
         rstd = 1.0 / ops.sqrt(rv + eps)
@@ -273,4 +441,4 @@ GROUP_NORM = OpSchema(
     ],
 )
 
-SCHEMAS = [LAYER_NORM, BATCH_NORM, GROUP_NORM]
+SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, BATCH_NORM, BATCH_NORM_GRAD, GROUP_NORM]
