@@ -15,10 +15,13 @@ Each normalises ``x`` over some axes, ``xhat = (x - mean) / sqrt(var + eps)``
 - ``group_norm(x[N, C, ...], weight[C], bias[C]; num_groups)`` over each group
   of ``C / num_groups`` channels and all spatial positions.
 
-The GradientFns are written with frame-ops-basic's ops (mean, sum, mul, sqrt,
-reshape), so they differentiate again to any order. With ``g = gy * weight``
-the input gradient is ``rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the
-normalised axes; batch_norm adds the running averages' cotangents.
+With ``g = gy * weight`` the input gradient is ``rstd * (g - mean(g) - xhat *
+mean(g * xhat))`` over the normalised axes; batch_norm adds the running
+averages' cotangents. layer_norm and training-mode batch_norm compute it in one
+fused kernel (``*_grad_internal``) whose own gradient is the VJP of the same
+formula written with frame-ops-basic ops (``inlined_vjp``), so every order is
+exact and closed; group_norm and inference-mode batch_norm write their
+gradients with frame-ops-basic ops directly.
 Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
 (a NaN in one position makes its whole normalisation group NaN).
 """
@@ -71,8 +74,8 @@ def inlined_vjp(formula: Callable, primals: list, cotangents: list) -> list:
     ``sum_k sum(formula_k * cotangent_k)``, inlined), so every order after the first is exact and closed
     without a hand-written second derivative.
     """
-    from frame_core import build_backward_graph, trace
-    from frame_core.frontend.trace import Tensor, current_graph
+    from frame_core import Tensor, build_backward_graph, trace
+    from frame_core.frontend.trace import current_graph
     from frame_core.ir.graph import inline_graph
 
     n = len(primals)
