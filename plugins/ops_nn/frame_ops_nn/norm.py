@@ -70,28 +70,19 @@ def inlined_vjp(formula: Callable, primals: list, cotangents: list) -> list:
     with frame ops into the graph being traced.
 
     The gradient ops below run a fused numpy kernel for the first-order gradient; their own gradient is this
-    VJP of the same gradient written with frame-ops-basic ops (``build_backward_graph`` of the contraction
-    ``sum_k sum(formula_k * cotangent_k)``, inlined), so every order after the first is exact and closed
-    without a hand-written second derivative.
+    VJP of the same gradient written with frame-ops-basic ops (``build_vjp_graph`` of the formula, inlined),
+    so every order after the first is exact and closed without a hand-written second derivative.
     """
-    from frame_core import Tensor, build_backward_graph, trace
+    from frame_core import Tensor, build_vjp_graph, trace
     from frame_core.frontend.trace import current_graph
     from frame_core.ir.graph import inline_graph
 
     n = len(primals)
-
-    def contraction(*tensors):  # noqa: ANN002, ANN202
-        total = None
-        for out, cot in zip(formula(*tensors[:n]), tensors[n:]):
-            term = ops.sum(out * cot)
-            total = term if total is None else total + term
-        return total
-
-    sub = trace(contraction, *[t.type for t in (*primals, *cotangents)], name="gradient_of_gradient")
-    backward = build_backward_graph(sub, 0, list(range(n)))
+    sub = trace(lambda *tensors: list(formula(*tensors)), *[t.type for t in primals], name="gradient_formula")
+    vjp = build_vjp_graph(sub, list(range(n)))  # (primals..., one cotangent per output) -> one gradient per primal
     graph = current_graph()
-    values = inline_graph(graph, backward, [t.value for t in (*primals, *cotangents)])
-    return [Tensor(v, graph) for v in values[1:]]
+    values = inline_graph(graph, vjp, [t.value for t in (*primals, *cotangents)])
+    return [Tensor(v, graph) for v in values]
 
 
 # -- layer_norm ---------------------------------------------------------------------------------------
