@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from frame_core import ops
+from frame_core import ArgumentError, ops
 
 from . import init as initializers
 
@@ -178,7 +178,7 @@ class CausalSelfAttention:
 
     def init(self, rng: np.random.Generator) -> dict:
         if self.dim % self.heads:
-            raise initializers.ArgumentError(f"dim = {self.dim} must be a multiple of heads = {self.heads}")
+            raise ArgumentError(f"dim = {self.dim} must be a multiple of heads = {self.heads}")
         return {"qkv": Linear(self.dim, 3 * self.dim, dtype=self.dtype).init(rng),
                 "proj": Linear(self.dim, self.dim, dtype=self.dtype).init(rng)}
 
