@@ -121,13 +121,16 @@ def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     larger, or NaN where the best is not), which is far faster than an argmax over tiny window axes.
     """
     best, am = None, None
+    has_nan = bool(np.isnan(x).any())
     for k, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
         if best is None:
             best, am = tap.copy(), np.zeros(tap.shape, np.intp)
             continue
-        wins = (tap > best) | (np.isnan(tap) & ~np.isnan(best))
+        wins = tap > best
+        if has_nan:
+            wins |= np.isnan(tap) & ~np.isnan(best)
         np.copyto(best, tap, where=wins)
-        am[wins] = k
+        np.copyto(am, k, where=wins)
     if any(geo.before) or any(geo.after):
         real = geo.windows(geo.pad(np.ones(geo.size, bool), bool, False))
         real = real.reshape(real.shape[:-2] + (-1,))  # [oh, ow, kh kw]
@@ -188,12 +191,10 @@ def _max_grad_kernel(ctx: NodeContext) -> Callable:
         am, g = _argmax(x, geo), np.asarray(gy, acc)
         if not tiled:
             return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
-        # windows tile the input: one one-hot product, laid out [..., oh, kh, ow, kw] = the covered [H, W]
-        (kh, _), (oh, ow) = geo.kernel, geo.out
-        hits = (am[..., None] == np.arange(kh * kw)) * g[..., None]  # [..., oh, ow, kh kw]
+        # windows tile the input: every position belongs to one window, so each tap is a masked copy
         gx = np.zeros(x.shape, acc)
-        gx[..., :oh * kh, :ow * kw] = hits.reshape(hits.shape[:-1] + (kh, kw)).swapaxes(-3, -2).reshape(
-            hits.shape[:-3] + (oh * kh, ow * kw))
+        for k, tap in _taps(geo, gx):
+            np.copyto(tap, g, where=am == k)
         return as_out(gx, x_t)
     return kernel
 
