@@ -1,0 +1,448 @@
+"""conv2d, conv_transpose1d and conv_transpose2d, and the op their weight gradients share.
+
+``conv2d(x[B, C_in, H, W], w[C_out, C_in / groups, kh, kw]; stride, padding,
+dilation, groups) -> [B, C_out, H_out, W_out]`` is a cross-correlation (no
+kernel flip, as torch.nn.functional.conv2d without bias). ``padding`` is
+``"valid"``, ``"same"`` (output ``ceil(size / stride)``, the extra position
+after, as TensorFlow), one int (every side), ``[ph, pw]`` (both sides of each
+axis) or ``[top, bottom, left, right]``. Output size per axis:
+``(size + before + after - extent) // stride + 1`` with ``extent = dilation *
+(k - 1) + 1``.
+
+``conv_transpose2d(x[B, C_in, H, W], w[C_in, C_out / groups, kh, kw]; stride,
+padding, output_padding, dilation, groups)`` is the adjoint of conv2d in x
+(torch's layout and output size ``(H - 1) stride - before - after + extent +
+output_padding``, ``0 <= output_padding < stride``); conv_transpose1d is the
+same in one spatial axis.
+
+The three 2-D ops close under differentiation, as conv1d's do (JAX's
+``_conv_general_dilated_transpose_lhs/rhs``): conv2d's gradients are
+``conv_transpose2d(gy, w)`` and ``conv2d_grad_weight_internal(x, gy)``; all three
+are bilinear, and each one's gradient is made of the other two.
+conv_transpose1d's are frame-ops-sequence's ``conv1d`` and
+``conv1d_grad_weight_internal``.
+
+Kernels are im2col: the ``kh * kw`` taps (strided slices of the padded input)
+are copied into a ``[groups, C_in/groups * kh * kw, B * H_out * W_out]`` matrix
+and one matmul per group does the rest (benchmarks/nn_ops.py measures it against
+torch). The input gradient multiplies first and adds each of the
+``kh * kw`` taps back into the padded input (col2im). float16/bfloat16 compute
+in float32 and round once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+
+from ._common import as_out, compute_dtype, per_dim, same_float
+
+_MODES = ("valid", "same")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One convolution, in conv terms: x[B, c_in, *size] (*) w[c_out, c_in/groups, *kernel] -> [B, c_out, *out]."""
+
+    batch: int
+    c_in: int
+    c_out: int
+    groups: int
+    size: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    out: tuple[int, ...]
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        return tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
+
+    @property
+    def padding(self) -> tuple[int, ...]:
+        """Explicit padding: ``[left, right]`` in 1-D, ``[top, bottom, left, right]`` in 2-D."""
+        return tuple(p for pair in zip(self.before, self.after) for p in pair)
+
+    @property
+    def output_padding(self) -> tuple[int, ...]:
+        """What a transposed convolution adds to reach ``size`` again (the positions no window reaches)."""
+        return tuple((n + b + a - e) % s for n, b, a, e, s in zip(self.size, self.before, self.after, self.extent,
+                                                                  self.stride))
+
+    def attrs(self) -> dict:
+        """Attributes shared by the ops of a gradient (padding resolved to sizes)."""
+        return {"stride": self.stride, "padding": self.padding, "dilation": self.dilation, "groups": self.groups}
+
+    def as_2d(self) -> Geometry:
+        """The same convolution with a unit height axis in front, for 1-D inputs (the kernels are 2-D)."""
+        if len(self.size) == 2:
+            return self
+        return replace(self, size=(1, *self.size), kernel=(1, *self.kernel), stride=(1, *self.stride),
+                       dilation=(1, *self.dilation), before=(0, *self.before), after=(0, *self.after),
+                       out=(1, *self.out))
+
+
+def resolve_padding(ctx: NodeContext, nd: int, size: tuple[int, ...], extent: tuple[int, ...],
+                    stride: tuple[int, ...], modes: bool = True) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(before, after)`` per spatial axis for the node's ``padding`` attribute."""
+    padding = ctx.attrs["padding"]
+    if isinstance(padding, str):
+        if modes and padding == "valid":
+            return (0,) * nd, (0,) * nd
+        if modes and padding == "same":
+            total = [max((-(-n // s) - 1) * s + e - n, 0) for n, s, e in zip(size, stride, extent)]
+            return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+        allowed = "'valid', 'same', " if modes else ""
+        raise ctx.error(f"padding {padding!r} is not a padding; use {allowed}one int (every side), "
+                        f"{nd} ints (both sides of each axis) or {2 * nd} ints (before and after each axis)")
+    if min(padding, default=0) < 0:
+        raise ctx.error(f"padding {list(padding)} must be >= 0 everywhere")
+    if len(padding) == 1:
+        return padding * nd, padding * nd
+    if len(padding) == nd:
+        return tuple(padding), tuple(padding)
+    if len(padding) == 2 * nd:
+        return tuple(padding[0::2]), tuple(padding[1::2])
+    raise ctx.error(f"padding {list(padding)} must be one int, {nd} ints (both sides of each axis) or {2 * nd} ints "
+                    f"({'[top, bottom, left, right]' if nd == 2 else '[left, right]'})")
+
+
+def _out_sizes(ctx: NodeContext, size, before, after, extent, stride) -> tuple[int, ...]:
+    out = []
+    for axis, (n, b, a, e, s) in enumerate(zip(size, before, after, extent, stride)):
+        if n + b + a < e:
+            raise ctx.error(f"the kernel covers {e} positions along spatial axis {axis}, more than the padded "
+                            f"input's {n + b + a} (size {n} + padding {b} + {a}); use a smaller kernel or dilation, "
+                            "or more padding")
+        out.append((n + b + a - e) // s + 1)
+    return tuple(out)
+
+
+def conv_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+                  modes: bool = True) -> Geometry:
+    """Check a convolution of ``x_shape`` with ``w_shape`` (conv layout) and the node's attributes."""
+    stride, dilation = per_dim(ctx, "stride", nd), per_dim(ctx, "dilation", nd)
+    groups = ctx.attrs["groups"]
+    if groups < 1:
+        raise ctx.error(f"groups must be >= 1, got {groups}")
+    axes = "H, W" if nd == 2 else "L"
+    if len(x_shape) != nd + 2:
+        raise ctx.error(f"x must be [batch, C_in, {axes}], got shape {list(x_shape)}; add a batch axis of size 1 "
+                        "with reshape")
+    if len(w_shape) != nd + 2:
+        raise ctx.error(f"w must be [C_out, C_in / groups, {'kh, kw' if nd == 2 else 'K'}], got shape "
+                        f"{list(w_shape)}")
+    batch, c_in, *size = x_shape
+    c_out, c_per, *kernel = w_shape
+    if c_in % groups or c_out % groups:
+        raise ctx.error(f"groups = {groups} must divide both C_in = {c_in} and C_out = {c_out}")
+    if c_per != c_in // groups:
+        raise ctx.error(f"w {list(w_shape)} must have C_in / groups = {c_in} / {groups} = {c_in // groups} input "
+                        f"channels (axis 1), got {c_per}")
+    if min(kernel) < 1:
+        raise ctx.error(f"kernel sizes must be >= 1, got {kernel}")
+    size, kernel = tuple(size), tuple(kernel)
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel))
+    before, after = resolve_padding(ctx, nd, size, extent, stride, modes)
+    out = _out_sizes(ctx, size, before, after, extent, stride)
+    return Geometry(batch, c_in, c_out, groups, size, kernel, stride, dilation, before, after, out)
+
+
+def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> Geometry:
+    """The convolution whose input gradient a transposed convolution of ``x_shape`` with ``w_shape`` is."""
+    stride, dilation = per_dim(ctx, "stride", nd), per_dim(ctx, "dilation", nd)
+    out_pad = per_dim(ctx, "output_padding", nd, minimum=0)
+    groups = ctx.attrs["groups"]
+    if groups < 1:
+        raise ctx.error(f"groups must be >= 1, got {groups}")
+    if len(x_shape) != nd + 2 or len(w_shape) != nd + 2:
+        raise ctx.error(f"x must be [batch, C_in, {'H, W' if nd == 2 else 'L'}] and w [C_in, C_out / groups, "
+                        f"{'kh, kw' if nd == 2 else 'K'}], got shapes {list(x_shape)} and {list(w_shape)}")
+    if x_shape[1] != w_shape[0]:
+        raise ctx.error(f"w {list(w_shape)} must have x's C_in = {x_shape[1]} rows (axis 0), got {w_shape[0]}")
+    if any(p >= s for p, s in zip(out_pad, stride)):
+        raise ctx.error(f"output_padding {list(out_pad)} must be below stride {list(stride)} on every axis")
+    kernel = tuple(w_shape[2:])
+    if min(kernel) < 1:
+        raise ctx.error(f"kernel sizes must be >= 1, got {list(kernel)}")
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel))
+    before, after = resolve_padding(ctx, nd, (0,) * nd, extent, stride, modes=False)
+    size = tuple((n - 1) * s + e - b - a + p for n, s, e, b, a, p in zip(x_shape[2:], stride, extent, before, after,
+                                                                         out_pad))
+    if min(size) < 1:
+        raise ctx.error(f"the output would have spatial size {list(size)} ((size - 1) * stride + extent - padding + "
+                        f"output_padding per axis for input {list(x_shape[2:])}); use less padding")
+    conv_x = (x_shape[0], w_shape[1] * groups, *size)
+    geo = conv_geometry(ctx, nd, conv_x, tuple(w_shape), modes=False)
+    return geo
+
+
+# -- the three numpy kernels (2-D; 1-D inputs get a unit height axis) ------------------------------------
+def _padded(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    (bh, bw), (ah, aw) = geo.before, geo.after
+    xp = np.asarray(x, acc)
+    if bh or bw or ah or aw:
+        xp = np.pad(xp, ((0, 0), (0, 0), (bh, ah), (bw, aw)))
+    return xp
+
+
+def _tap(xp: np.ndarray, geo: Geometry, i: int, j: int) -> np.ndarray:
+    """Positions ``(i d_h + h s_h, j d_w + w s_w)`` of the padded ``xp`` for every output ``(h, w)``: one tap."""
+    (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out
+    return xp[..., i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+
+
+def _columns(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """im2col: ``[groups, C_in/groups * kh * kw, B * oh * ow]``, filled one tap at a time.
+
+    Each tap is a strided ``[B, C, oh, ow]`` slice of the padded input, copied with its rows (``ow``) innermost;
+    copying the whole window view at once would put the 3-element kernel axes innermost, several times slower.
+    """
+    xp = _padded(x, geo, acc)
+    g, cg, (kh, kw), (oh, ow) = geo.groups, geo.c_in // geo.groups, geo.kernel, geo.out
+    cols = np.empty((g, cg, kh, kw, geo.batch, oh, ow), acc)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = _tap(xp, geo, i, j).reshape(geo.batch, g, cg, oh, ow).transpose(1, 2, 0, 3, 4)
+    return cols.reshape(g, cg * kh * kw, geo.batch * oh * ow)
+
+
+def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """gy[B, C_out, oh, ow] as ``[groups, C_out/groups, B * oh * ow]`` (one copy)."""
+    g, og, n = geo.groups, geo.c_out // geo.groups, geo.out[0] * geo.out[1]
+    gy = np.asarray(gy, acc).reshape(geo.batch, g, og, n).transpose(1, 2, 0, 3)
+    return gy.reshape(g, og, geo.batch * n)
+
+
+def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, -1)  # [G, og, cg kh kw]
+
+
+def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """y = w @ cols: one product per group over the whole batch, then y's layout (one small copy)."""
+    y = np.matmul(_weights(w, geo, acc), _columns(x, geo, acc))  # [G, og, B oh ow]
+    n = geo.out[0] * geo.out[1]
+    y = y.reshape(geo.c_out, geo.batch, n).transpose(1, 0, 2)
+    return np.ascontiguousarray(y).reshape(geo.batch, geo.c_out, *geo.out)
+
+
+def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: one product per group."""
+    gw = np.matmul(_rows(gy, geo, acc), _columns(x, geo, acc).transpose(0, 2, 1))  # [G, og, cg kh kw]
+    return gw.reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
+
+
+def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """The transposed convolution: columns = w^T @ gy, each tap's column added back where it was read (col2im)."""
+    g, cg = geo.groups, geo.c_in // geo.groups
+    (kh, kw), (oh, ow) = geo.kernel, geo.out
+    cols = np.matmul(_weights(w, geo, acc).transpose(0, 2, 1), _rows(gy, geo, acc))  # [G, K', B oh ow]
+    cols = cols.reshape(g, cg, kh, kw, geo.batch, oh, ow)
+    (bh, bw), (h, w_) = geo.before, geo.size
+    gxp = np.zeros((geo.batch, g, cg, h + bh + geo.after[0], w_ + bw + geo.after[1]), acc)
+    for i in range(kh):
+        for j in range(kw):
+            _tap(gxp, geo, i, j)[...] += cols[:, :, i, j].transpose(2, 0, 1, 3, 4)
+    return gxp[..., bh:bh + h, bw:bw + w_].reshape(geo.batch, geo.c_in, h, w_)
+
+
+def _lift(a: np.ndarray, nd: int) -> np.ndarray:
+    return a if nd == 2 else a[:, :, None, :]
+
+
+def _drop(a: np.ndarray, nd: int) -> np.ndarray:
+    return a if nd == 2 else a[:, :, 0, :]
+
+
+# -- attributes --------------------------------------------------------------------------------------
+def _conv_attrs(nd: int) -> dict[str, AttrSpec]:
+    sides = "[top, bottom, left, right]" if nd == 2 else "[left, right]"
+    return {
+        "stride": AttrSpec("ints", 1, "step between windows: one int or one per spatial axis"),
+        "padding": AttrSpec("str|ints", "valid", f"'valid', 'same', one int (every side), {nd} ints (both sides "
+                                                 f"of each axis) or {sides}"),
+        "dilation": AttrSpec("ints", 1, "spacing between the kernel's taps: one int or one per spatial axis"),
+        "groups": AttrSpec("int", 1, "channel groups: output group g sees input group g only"),
+    }
+
+
+def _transpose_attrs(nd: int) -> dict[str, AttrSpec]:
+    sides = "[top, bottom, left, right]" if nd == 2 else "[left, right]"
+    return {
+        **_conv_attrs(nd),
+        "padding": AttrSpec("ints", 0, f"what the matching conv pads: one int, {nd} ints or {sides}; the output "
+                                       "is that much smaller"),
+        "output_padding": AttrSpec("ints", 0, "positions added after each spatial axis (below stride), to reach "
+                                              "the size of a strided conv's input"),
+    }
+
+
+# -- conv2d ------------------------------------------------------------------------------------------
+def _conv2d_geometry(ctx: NodeContext) -> Geometry:
+    x, w = same_float(ctx)
+    return conv_geometry(ctx, 2, x.shape, w.shape)
+
+
+def _conv2d_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (y_t,) = _conv2d_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    return lambda x, w: as_out(conv_forward(x, w, geo, acc), y_t)
+
+
+def _conv2d_gradient(ctx: NodeContext):
+    geo = _conv2d_geometry(ctx)
+    attrs = geo.attrs()
+    # gx = conv_transpose2d(gy, w) back to x's size, gw = conv2d_grad_weight_internal(x, gy)
+    return ctx.grad_graph(lambda x, w, y, gy: [
+        ops.conv_transpose2d(gy, w, output_padding=geo.output_padding, **attrs),
+        ops.conv2d_grad_weight_internal(x, gy, kernel_size=geo.kernel, **attrs)])
+
+
+CONV2D = OpSchema(
+    "conv2d",
+    inputs=("x", "w"),
+    attrs=_conv_attrs(2),
+    shape_infer=lambda ctx: [ctx.input_types[0].with_shape(
+        (ctx.input_types[0].shape[0], _conv2d_geometry(ctx).c_out, *_conv2d_geometry(ctx).out))],
+    kernels={"cpu": _conv2d_kernel},
+    gradient=_conv2d_gradient,
+    doc="2-D cross-correlation of x[B, C_in, H, W] with w[C_out, C_in/groups, kh, kw] (torch.nn.functional.conv2d "
+        "without bias): stride, dilation, groups, and padding 'valid', 'same' or sizes.",
+    examples=[
+        Example(["f32[2, 3, 6, 5]", "f32[4, 3, 3, 3]"]),
+        Example(["f32[2, 4, 7, 6]", "f32[6, 2, 3, 2]"], {"stride": [2, 1], "padding": "same", "groups": 2}),
+        Example(["f64[1, 2, 7, 7]", "f64[3, 2, 2, 3]"], {"dilation": [2, 1], "padding": [1, 0, 2, 1], "stride": 2}),
+    ],
+)
+
+
+# -- conv_transpose2d --------------------------------------------------------------------------------
+def _transpose2d_geometry(ctx: NodeContext) -> Geometry:
+    x, w = same_float(ctx)
+    return transpose_geometry(ctx, 2, x.shape, w.shape)
+
+
+def _transpose_kernel(geometry: Callable[[NodeContext], Geometry], nd: int) -> Callable:
+    def build(ctx: NodeContext) -> Callable:
+        geo, acc, (y_t,) = geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+        geo2 = geo.as_2d()
+        return lambda x, w: as_out(_drop(conv_grad_input(_lift(x, nd), _lift(w, nd), geo2, acc), nd), y_t)
+    return build
+
+
+def _transpose2d_gradient(ctx: NodeContext):
+    geo = _transpose2d_geometry(ctx)
+    attrs = geo.attrs()
+    # x is a conv output's cotangent and y a conv input's: gx = conv2d(gy, w), gw = grad_weight(gy, x)
+    return ctx.grad_graph(lambda x, w, y, gy: [
+        ops.conv2d(gy, w, **attrs), ops.conv2d_grad_weight_internal(gy, x, kernel_size=geo.kernel, **attrs)])
+
+
+def _transposed_shape(geometry: Callable[[NodeContext], Geometry]) -> Callable:
+    def infer(ctx: NodeContext) -> list[TensorType]:
+        geo = geometry(ctx)
+        return [ctx.input_types[0].with_shape((geo.batch, geo.c_in, *geo.size))]
+    return infer
+
+
+CONV_TRANSPOSE2D = OpSchema(
+    "conv_transpose2d",
+    inputs=("x", "w"),
+    attrs=_transpose_attrs(2),
+    shape_infer=_transposed_shape(_transpose2d_geometry),
+    kernels={"cpu": _transpose_kernel(_transpose2d_geometry, 2)},
+    gradient=_transpose2d_gradient,
+    doc="Transposed 2-D convolution of x[B, C_in, H, W] with w[C_in, C_out/groups, kh, kw] "
+        "(torch.nn.functional.conv_transpose2d without bias): the adjoint of conv2d in its input.",
+    examples=[
+        Example(["f32[2, 4, 4, 3]", "f32[4, 3, 3, 3]"]),
+        Example(["f32[2, 6, 4, 6]", "f32[6, 2, 3, 2]"], {"stride": [2, 1], "padding": [1, 1, 0, 1], "groups": 2,
+                                                        "output_padding": [1, 0]}),
+        Example(["f64[1, 3, 3, 3]", "f64[3, 2, 2, 3]"], {"dilation": [2, 1], "padding": 1, "stride": 2}),
+    ],
+)
+
+
+# -- conv2d_grad_weight_internal(x, gy) = gw ---------------------------------------------------------
+#   second order (bilinear in x, gy): g_x = conv_transpose2d(gy, ggw), g_gy = conv2d(x, ggw)
+def _grad_weight_geometry(ctx: NodeContext) -> Geometry:
+    x, gy = same_float(ctx)
+    if x.rank != 4 or gy.rank != 4:
+        raise ctx.error(f"x must be [batch, C_in, H, W] and gy [batch, C_out, H_out, W_out], got {x} and {gy}")
+    groups = ctx.attrs["groups"]
+    kernel = per_dim(ctx, "kernel_size", 2)
+    geo = conv_geometry(ctx, 2, x.shape, (gy.shape[1], x.shape[1] // max(groups, 1), *kernel))
+    if gy.shape != (geo.batch, geo.c_out, *geo.out):
+        raise ctx.error(f"gy must be conv2d's output shape {[geo.batch, geo.c_out, *geo.out]}, got {gy}")
+    return geo
+
+
+def _grad_weight_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (gw_t,) = _grad_weight_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    return lambda x, gy: as_out(conv_grad_weight(x, gy, geo, acc), gw_t)
+
+
+def _grad_weight_gradient(ctx: NodeContext):
+    geo = _grad_weight_geometry(ctx)
+    attrs = geo.attrs()
+    return ctx.grad_graph(lambda x, gy, gw, ggw: [
+        ops.conv_transpose2d(gy, ggw, output_padding=geo.output_padding, **attrs), ops.conv2d(x, ggw, **attrs)])
+
+
+CONV2D_GRAD_WEIGHT = OpSchema(
+    "conv2d_grad_weight_internal",
+    inputs=("x", "gy"),
+    attrs={**_conv_attrs(2), "kernel_size": AttrSpec("ints", doc="the kernel size [kh, kw]")},
+    shape_infer=lambda ctx: [ctx.input_types[0].with_shape(
+        (ctx.input_types[1].shape[1], _grad_weight_geometry(ctx).c_in // ctx.attrs["groups"],
+         *_grad_weight_geometry(ctx).kernel))],
+    kernels={"cpu": _grad_weight_kernel},
+    gradient=_grad_weight_gradient,
+    doc="The correlation of x with gy over batch and positions: conv2d's gradient for w.",
+    examples=[
+        Example(["f32[2, 3, 6, 5]", "f32[2, 4, 4, 3]"], {"kernel_size": 3}),
+        Example(["f32[2, 4, 7, 6]", "f32[2, 6, 4, 6]"], {"kernel_size": [3, 2], "stride": [2, 1],
+                                                        "padding": [1, 1, 0, 1], "groups": 2}),
+        Example(["f64[1, 2, 7, 7]", "f64[1, 3, 3, 4]"], {"kernel_size": [2, 3], "dilation": [2, 1],
+                                                        "padding": [1, 0, 2, 1], "stride": 2}),
+    ],
+)
+
+
+# -- conv_transpose1d ---------------------------------------------------------------------------------
+def _transpose1d_geometry(ctx: NodeContext) -> Geometry:
+    x, w = same_float(ctx)
+    return transpose_geometry(ctx, 1, x.shape, w.shape)
+
+
+def _transpose1d_gradient(ctx: NodeContext):
+    geo = _transpose1d_geometry(ctx)
+    attrs = {"stride": geo.stride[0], "padding": geo.padding, "dilation": geo.dilation[0], "groups": geo.groups}
+    # frame-ops-sequence's conv1d family: gx = conv1d(gy, w), gw = conv1d_grad_weight_internal(gy, x)
+    return ctx.grad_graph(lambda x, w, y, gy: [
+        ops.conv1d(gy, w, **attrs), ops.conv1d_grad_weight_internal(gy, x, kernel_size=geo.kernel[0], **attrs)])
+
+
+CONV_TRANSPOSE1D = OpSchema(
+    "conv_transpose1d",
+    inputs=("x", "w"),
+    attrs=_transpose_attrs(1),
+    shape_infer=_transposed_shape(_transpose1d_geometry),
+    kernels={"cpu": _transpose_kernel(_transpose1d_geometry, 1)},
+    gradient=_transpose1d_gradient,
+    doc="Transposed 1-D convolution of x[B, C_in, L] with w[C_in, C_out/groups, K] "
+        "(torch.nn.functional.conv_transpose1d without bias): the adjoint of conv1d in its input.",
+    examples=[
+        Example(["f32[2, 4, 5]", "f32[4, 3, 3]"]),
+        Example(["f32[2, 6, 5]", "f32[6, 2, 3]"], {"stride": 2, "padding": [1, 1], "groups": 2,
+                                                  "output_padding": 1}),
+        Example(["f64[1, 3, 4]", "f64[3, 2, 2]"], {"dilation": 3, "padding": 1, "stride": 3}),
+    ],
+)
+
+SCHEMAS = [CONV2D, CONV_TRANSPOSE2D, CONV2D_GRAD_WEIGHT, CONV_TRANSPOSE1D]

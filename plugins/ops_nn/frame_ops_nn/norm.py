@@ -1,0 +1,438 @@
+"""layer_norm, batch_norm and group_norm: fused numpy kernels, gradients written with frame ops.
+
+Each normalises ``x`` over some axes, ``xhat = (x - mean) / sqrt(var + eps)``
+(biased variance, as torch), then applies a per-feature affine ``weight * xhat
++ bias``:
+
+- ``layer_norm(x, weight, bias)`` over the last ``weight.rank`` axes (weight and
+  bias have the shape of those axes, torch's ``normalized_shape``);
+- ``batch_norm(x[N, C, ...], weight[C], bias[C], running_mean[C],
+  running_var[C]; training)`` over every axis but the channel axis 1. In
+  training mode it normalises with the batch statistics and its second and third
+  outputs are the updated running averages ``(1 - momentum) running +
+  momentum batch`` (the variance unbiased, as torch); in inference mode it
+  normalises with the running statistics and returns them unchanged;
+- ``group_norm(x[N, C, ...], weight[C], bias[C]; num_groups)`` over each group
+  of ``C / num_groups`` channels and all spatial positions.
+
+With ``g = gy * weight`` the input gradient is ``rstd * (g - mean(g) - xhat *
+mean(g * xhat))`` over the normalised axes; batch_norm adds the running
+averages' cotangents. layer_norm and training-mode batch_norm compute it in one
+fused kernel (``*_grad_internal``) whose own gradient is the VJP of the same
+formula written with frame-ops-basic ops (``inlined_vjp``), so every order is
+exact and closed; group_norm and inference-mode batch_norm write their
+gradients with frame-ops-basic ops directly.
+Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
+(a NaN in one position makes its whole normalisation group NaN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+
+from ._common import as_out, compute_dtype, same_float
+
+_EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
+
+
+def _normalize_rows(x: np.ndarray, eps: float) -> np.ndarray:
+    """``(x - mean) / sqrt(var + eps)`` of each row of a 2-D ``x``, in a fresh array (few passes, no temporaries
+    beyond the result: the variance is one ``einsum`` over the centred rows)."""
+    xc = x - x.mean(axis=1, keepdims=True)
+    var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
+    xc *= (1.0 / np.sqrt(var + eps))[:, None]
+    return xc
+
+
+# -- helpers traced into the gradient graphs ------------------------------------------------------------
+def _traced_xhat(x, axes: list[int], eps: float):  # noqa: ANN001, ANN202 - traced tensors
+    """(x - mean, xhat, rstd) over ``axes`` (keepdims), as frame ops."""
+    xc = x - ops.mean(x, axes=axes, keepdims=True)
+    rstd = 1.0 / ops.sqrt(ops.mean(xc * xc, axes=axes, keepdims=True) + eps)
+    return xc, xc * rstd, rstd
+
+
+def _traced_normalize_grad(g, xhat, rstd, axes: list[int]):  # noqa: ANN001, ANN202 - traced tensors
+    """The gradient of xhat(x) over ``axes`` for the cotangent ``g`` of xhat."""
+    return rstd * (g - ops.mean(g, axes=axes, keepdims=True) - xhat * ops.mean(g * xhat, axes=axes, keepdims=True))
+
+
+def _summed(t, axes: list[int]):  # noqa: ANN001, ANN202 - traced tensors
+    return ops.sum(t, axes=axes) if axes else t
+
+
+def inlined_vjp(formula: Callable, primals: list, cotangents: list) -> list:
+    """The vector-Jacobian product of ``formula(*primals)`` (a list of tensors) with ``cotangents``, traced
+    with frame ops into the graph being traced.
+
+    The gradient ops below run a fused numpy kernel for the first-order gradient; their own gradient is this
+    VJP of the same gradient written with frame-ops-basic ops (``build_vjp_graph`` of the formula, inlined),
+    so every order after the first is exact and closed without a hand-written second derivative.
+    """
+    from frame_core import Tensor, build_vjp_graph, trace
+    from frame_core.frontend.trace import current_graph
+    from frame_core.ir.graph import inline_graph
+
+    n = len(primals)
+    sub = trace(lambda *tensors: list(formula(*tensors)), *[t.type for t in primals], name="gradient_formula")
+    vjp = build_vjp_graph(sub, list(range(n)))  # (primals..., one cotangent per output) -> one gradient per primal
+    graph = current_graph()
+    values = inline_graph(graph, vjp, [t.value for t in (*primals, *cotangents)])
+    return [Tensor(v, graph) for v in values]
+
+
+# -- layer_norm ---------------------------------------------------------------------------------------
+def _layer_axes(ctx: NodeContext) -> list[int]:
+    x, w, b = same_float(ctx)
+    k = w.rank
+    if k == 0 or k > x.rank or x.shape[x.rank - k:] != w.shape:
+        raise ctx.error(f"weight {w} must have the shape of x's last axes (normalized_shape), e.g. "
+                        f"{list(x.shape[-1:])}; got x {x}")
+    if b != w:
+        raise ctx.error(f"bias must have weight's type {w}, got {b}")
+    return list(range(x.rank - k, x.rank))
+
+
+def _layer_kernel(ctx: NodeContext) -> Callable:
+    axes, eps = tuple(_layer_axes(ctx)), ctx.attrs["eps"]
+    acc, (y_t,) = compute_dtype(ctx.input_types[0]), ctx.output_types
+
+    features = int(np.prod(y_t.shape[len(y_t.shape) - len(axes):], dtype=np.int64))
+
+    def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        xhat = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
+        xhat *= np.asarray(w, acc).reshape(-1)
+        xhat += np.asarray(b, acc).reshape(-1)
+        return as_out(xhat.reshape(y_t.shape), y_t)
+    return kernel
+
+
+def _layer_formula(rank: int, k: int, eps: float) -> Callable:
+    """layer_norm's gradient ``(gx, gweight, gbias)`` for ``x`` of ``rank`` normalised over its last ``k`` axes,
+    written with frame ops."""
+    axes, batch_axes = list(range(rank - k, rank)), list(range(rank - k))
+
+    def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
+        _, xhat, rstd = _traced_xhat(x, axes, eps)
+        gx = _traced_normalize_grad(gy * w, xhat, rstd, axes)
+        return [gx, _summed(gy * xhat, batch_axes), _summed(gy, batch_axes)]
+    return formula
+
+
+def _layer_gradient(ctx: NodeContext):
+    _layer_axes(ctx)
+    eps = ctx.attrs["eps"]
+    # gx, gweight, gbias in one fused kernel; its own gradient is the VJP of _layer_formula
+    return ctx.grad_graph(lambda x, w, b, y, gy: list(ops.layer_norm_grad_internal(x, w, gy, eps=eps)))
+
+
+LAYER_NORM = OpSchema(
+    "layer_norm",
+    inputs=("x", "weight", "bias"),
+    attrs={"eps": _EPS},
+    shape_infer=lambda ctx: [_layer_axes(ctx) and ctx.input_types[0]],
+    kernels={"cpu": _layer_kernel},
+    gradient=_layer_gradient,
+    doc="Normalises x over its last weight.rank axes (mean 0, variance 1, biased) and applies weight * xhat + "
+        "bias (torch.nn.functional.layer_norm).",
+    examples=[
+        Example(["f32[4, 6]", "f32[6]", "f32[6]"]),
+        Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[4, 5]"], {"eps": 1e-3}),
+        Example(["f64[5]", "f64[5]", "f64[5]"], note="no batch axes"),
+    ],
+)
+
+
+# layer_norm_grad_internal(x, weight, gy) = (gx, gweight, gbias), fused; gradient: the VJP of _layer_formula
+def _layer_grad_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w, gy = same_float(ctx)
+    if gy != x:
+        raise ctx.error(f"gy must have x's type {x}, got {gy}")
+    if w.rank == 0 or w.rank > x.rank or x.shape[x.rank - w.rank:] != w.shape:
+        raise ctx.error(f"weight {w} must have the shape of x's last axes, got x {x}")
+    return [x, w, w]
+
+
+def _layer_grad_kernel(ctx: NodeContext) -> Callable:
+    x_t, w_t, _ = ctx.input_types
+    eps, acc, (gx_t, gw_t, gb_t) = ctx.attrs["eps"], compute_dtype(x_t), ctx.output_types
+    features = w_t.size
+
+    def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
+        rows = np.asarray(x, acc).reshape(-1, features)
+        g_rows = np.asarray(gy, acc).reshape(-1, features)
+        xhat = rows - rows.mean(axis=1, keepdims=True)
+        rstd = 1.0 / np.sqrt(np.einsum("ij,ij->i", xhat, xhat) / features + eps)
+        xhat *= rstd[:, None]
+        gb = g_rows.sum(axis=0)
+        gw = np.einsum("ij,ij->j", g_rows, xhat)
+        g = g_rows * np.asarray(w, acc).reshape(-1)
+        mean_g = g.mean(axis=1)
+        mean_gx = np.einsum("ij,ij->i", g, xhat) / features
+        g -= mean_g[:, None]
+        xhat *= mean_gx[:, None]
+        g -= xhat
+        g *= rstd[:, None]
+        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+            as_out(gb.reshape(gb_t.shape), gb_t)
+    return kernel
+
+
+def _layer_grad_gradient(ctx: NodeContext):
+    x_t, w_t, _ = ctx.input_types
+    formula = _layer_formula(x_t.rank, w_t.rank, ctx.attrs["eps"])
+    return ctx.grad_graph(lambda x, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [x, w, gy], [ggx, ggw, ggb]))
+
+
+LAYER_NORM_GRAD = OpSchema(
+    "layer_norm_grad_internal",
+    inputs=("x", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"eps": _EPS},
+    shape_infer=_layer_grad_shape,
+    kernels={"cpu": _layer_grad_kernel},
+    gradient=_layer_grad_gradient,
+    doc="layer_norm's gradients for x, weight and bias in one fused pass.",
+    examples=[Example(["f32[4, 6]", "f32[6]", "f32[4, 6]"]),
+              Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[2, 3, 4, 5]"], {"eps": 1e-3}),
+              Example(["f64[5]", "f64[5]", "f64[5]"])],
+)
+
+
+# -- batch_norm ---------------------------------------------------------------------------------------
+def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
+    """(reduced axes, count per channel, broadcast shape of a per-channel vector)."""
+    x, *per_channel = same_float(ctx)
+    if x.rank < 2:
+        raise ctx.error(f"x must be [N, C, ...], got {x}")
+    c = x.shape[1]
+    for name, t in zip(ctx.schema.inputs[1:], per_channel):
+        if t.shape != (c,):
+            raise ctx.error(f"{name} must be [C] = [{c}] (one value per channel of x {x}), got {t}")
+    momentum = ctx.attrs["momentum"]
+    if not 0.0 <= momentum <= 1.0:
+        raise ctx.error(f"momentum must lie in [0, 1], got {momentum}")
+    axes = [0, *range(2, x.rank)]
+    count = x.size // c if c else 0
+    if ctx.attrs["training"] and count < 2:
+        raise ctx.error(f"training mode needs more than one value per channel to estimate a variance, got x {x}; "
+                        "use a larger batch or training=False")
+    return axes, count, (1, c) + (1,) * (x.rank - 2)
+
+
+def _batch_shape(ctx: NodeContext) -> list[TensorType]:
+    _batch_layout(ctx)
+    x, _, _, rm, rv = ctx.input_types
+    return [x, rm, rv]
+
+
+def _batch_kernel(ctx: NodeContext) -> Callable:
+    axes, count, bshape = _batch_layout(ctx)
+    eps, momentum, training = ctx.attrs["eps"], ctx.attrs["momentum"], ctx.attrs["training"]
+    acc, (y_t, rm_t, rv_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
+
+    n, c = y_t.shape[:2]
+
+    def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
+        x = np.asarray(x, acc)
+        if training:
+            x3 = x.reshape(n, c, -1)  # [N, C, S]: statistics over N and S
+            mean = x3.mean(axis=(0, 2))
+            xc3 = x3 - mean[:, None]
+            var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+            xc = xc3.reshape(x.shape)
+            new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
+            new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
+        else:
+            mean, var = np.asarray(rm, acc), np.asarray(rv, acc)
+            xc = x - mean.reshape(bshape)
+            new_rm, new_rv = np.array(rm), np.array(rv)  # fresh arrays: outputs never alias inputs
+        scale = np.asarray(w, acc) / np.sqrt(var + eps)
+        xc *= scale.reshape(bshape)
+        xc += np.asarray(b, acc).reshape(bshape)
+        return as_out(xc, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t)
+    return kernel
+
+
+def _batch_formula(rank: int, count: int, momentum: float, eps: float) -> Callable:
+    """batch_norm's training gradient ``(gx, gweight, gbias)`` for the cotangents of y and of the new running
+    averages, written with frame ops."""
+    axes, m = [0, *range(2, rank)], momentum
+
+    def formula(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - traced tensors
+        c = x.shape[1]
+        per_channel = lambda v: ops.reshape(v, shape=[1, c] + [1] * (rank - 2))  # noqa: E731
+        xc, xhat, rstd = _traced_xhat(x, axes, eps)
+        gx = _traced_normalize_grad(gy * per_channel(w), xhat, rstd, axes)
+        # the running averages: d new_rm / dx = momentum / count, d new_rv / dx = momentum * 2 xc / (count - 1)
+        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return formula
+
+
+def _batch_grad_layout(ctx: NodeContext) -> int:
+    x, w, gy, g_rm, g_rv = same_float(ctx)
+    if x.rank < 2 or gy != x or not w.shape == g_rm.shape == g_rv.shape == (x.shape[1],):
+        raise ctx.error(f"expected x [N, C, ...], gy of x's type and three [C] vectors, got {x}, {w}, {gy}, "
+                        f"{g_rm}, {g_rv}")
+    count = x.size // x.shape[1]
+    if count < 2:
+        raise ctx.error(f"training mode needs more than one value per channel, got x {x}")
+    return count
+
+
+def _batch_grad_kernel(ctx: NodeContext) -> Callable:
+    count = _batch_grad_layout(ctx)
+    m, eps = ctx.attrs["momentum"], ctx.attrs["eps"]
+    x_t = ctx.input_types[0]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(x_t), ctx.output_types
+    n, c = x_t.shape[:2]
+
+    def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        x3, gy3 = np.asarray(x, acc).reshape(n, c, -1), np.asarray(gy, acc).reshape(n, c, -1)
+        xhat = x3 - x3.mean(axis=(0, 2))[:, None]
+        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xhat, xhat) / count + eps)
+        xhat *= rstd[:, None]
+        gb = gy3.sum(axis=(0, 2))
+        gw = np.einsum("ncs,ncs->c", gy3, xhat)
+        g = gy3 * np.asarray(w, acc)[:, None]
+        mean_g = g.mean(axis=(0, 2))
+        mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
+        # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
+        share = 2.0 * m * np.asarray(g_rv, acc) / ((count - 1) * rstd)
+        g -= (mean_g - m * np.asarray(g_rm, acc) / count / rstd)[:, None]
+        g -= xhat * (mean_gx - share / rstd)[:, None]
+        g *= rstd[:, None]
+        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _batch_grad_gradient(ctx: NodeContext):
+    count = _batch_grad_layout(ctx)
+    formula = _batch_formula(ctx.input_types[0].rank, count, ctx.attrs["momentum"], ctx.attrs["eps"])
+    return ctx.grad_graph(lambda x, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [x, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
+
+
+BATCH_NORM_GRAD = OpSchema(
+    "batch_norm_grad_internal",
+    inputs=("x", "weight", "gy", "g_running_mean", "g_running_var"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum"), "eps": _EPS},
+    shape_infer=lambda ctx: [_batch_grad_layout(ctx) and ctx.input_types[0], ctx.input_types[1],
+                             ctx.input_types[1]],
+    kernels={"cpu": _batch_grad_kernel},
+    gradient=_batch_grad_gradient,
+    doc="batch_norm's training-mode gradients for x (including the running averages' share), weight and bias "
+        "in one fused pass.",
+    examples=[Example(["f32[6, 3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"]),
+              Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[2, 3, 4, 2]", "f64[3]", "f64[3]"], {"momentum": 0.3})],
+)
+
+
+def _batch_gradient(ctx: NodeContext):
+    axes, count, bshape = _batch_layout(ctx)
+    eps, m, training = ctx.attrs["eps"], ctx.attrs["momentum"], ctx.attrs["training"]
+
+    def per_channel(v):  # noqa: ANN001, ANN202 - [C] -> broadcastable against x
+        return ops.reshape(v, shape=list(bshape))
+
+    def train(x, w, b, rm, rv, y, new_rm, new_rv, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        # gx (with the running averages' share), gweight, gbias fused; its gradient is the VJP of _batch_formula
+        gx, gw, gb = ops.batch_norm_grad_internal(x, w, gy, g_rm, g_rv, momentum=m, eps=eps)
+        return [gx, gw, gb, g_rm * (1.0 - m), g_rv * (1.0 - m)]
+
+    def infer(x, w, b, rm, rv, y, new_rm, new_rv, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        rstd = 1.0 / ops.sqrt(rv + eps)
+        scaled = gy * per_channel(w * rstd)
+        xc = x - per_channel(rm)
+        g_w = ops.sum(gy * xc, axes=axes) * rstd
+        g_mean = g_rm - ops.sum(scaled, axes=axes)
+        g_var = g_rv - g_w * w * rstd * rstd * 0.5
+        return [scaled, g_w, ops.sum(gy, axes=axes), g_mean, g_var]
+    return ctx.grad_graph(train if training else infer)
+
+
+BATCH_NORM = OpSchema(
+    "batch_norm",
+    inputs=("x", "weight", "bias", "running_mean", "running_var"),
+    outputs=("y", "running_mean", "running_var"),
+    attrs={"training": AttrSpec("bool", True, "normalise with the batch's statistics and update the running "
+                                              "averages (true), or with the running statistics (false)"),
+           "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
+           "eps": _EPS},
+    shape_infer=_batch_shape,
+    kernels={"cpu": _batch_kernel},
+    gradient=_batch_gradient,
+    doc="Batch normalisation of x[N, C, ...] per channel (torch.nn.functional.batch_norm). Outputs y and the "
+        "running mean and variance: updated from the batch in training mode, unchanged in inference mode.",
+    examples=[
+        Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"]),
+        Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[3]", "f64[3]"], {"momentum": 0.3}),
+        Example(["f64[2, 3, 5]", "f64[3]", "f64[3]", "f64[3]", "f64[3]"], {"training": False}, low=0.5, high=1.5,
+                note="inference: running statistics"),
+    ],
+)
+
+
+# -- group_norm ---------------------------------------------------------------------------------------
+def _group_layout(ctx: NodeContext) -> tuple[int, list[int], tuple[int, ...]]:
+    x, w, b = same_float(ctx)
+    if x.rank < 2:
+        raise ctx.error(f"x must be [N, C, ...], got {x}")
+    c, groups = x.shape[1], ctx.attrs["num_groups"]
+    if groups < 1 or c % groups:
+        raise ctx.error(f"num_groups = {groups} must be >= 1 and divide the {c} channels of x {x}")
+    if w.shape != (c,) or b.shape != (c,):
+        raise ctx.error(f"weight and bias must be [C] = [{c}], got {w} and {b}")
+    return groups, [0, *range(2, x.rank)], (1, c) + (1,) * (x.rank - 2)
+
+
+def _group_kernel(ctx: NodeContext) -> Callable:
+    groups, _, bshape = _group_layout(ctx)
+    eps, acc, (y_t,) = ctx.attrs["eps"], compute_dtype(ctx.input_types[0]), ctx.output_types
+    shape = y_t.shape
+
+    def kernel(x, w, b):  # noqa: ANN001, ANN202
+        xhat = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps).reshape(shape)
+        xhat *= np.asarray(w, acc).reshape(bshape)
+        xhat += np.asarray(b, acc).reshape(bshape)
+        return as_out(xhat, y_t)
+    return kernel
+
+
+def _group_gradient(ctx: NodeContext):
+    groups, axes, bshape = _group_layout(ctx)
+    eps, shape = ctx.attrs["eps"], list(ctx.input_types[0].shape)
+    grouped = [shape[0], groups, -1]
+
+    def grads(x, w, b, y, gy):  # noqa: ANN001, ANN202 - traced tensors
+        _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=grouped), [2], eps)
+        g = ops.reshape(gy * ops.reshape(w, shape=list(bshape)), shape=grouped)
+        gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=shape)
+        return [gx, ops.sum(gy * ops.reshape(xhat, shape=shape), axes=axes), ops.sum(gy, axes=axes)]
+    return ctx.grad_graph(grads)
+
+
+GROUP_NORM = OpSchema(
+    "group_norm",
+    inputs=("x", "weight", "bias"),
+    attrs={"num_groups": AttrSpec("int", doc="channel groups normalised together; must divide C"), "eps": _EPS},
+    shape_infer=lambda ctx: [_group_layout(ctx) and ctx.input_types[0]],
+    kernels={"cpu": _group_kernel},
+    gradient=_group_gradient,
+    doc="Normalises x[N, C, ...] over each group of C / num_groups channels and all positions, then applies a "
+        "per-channel weight and bias (torch.nn.functional.group_norm).",
+    examples=[
+        Example(["f32[2, 6, 5]", "f32[6]", "f32[6]"], {"num_groups": 3}),
+        Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[4]"], {"num_groups": 2}),
+        Example(["f64[3, 4]", "f64[4]", "f64[4]"], {"num_groups": 1}),
+    ],
+)
+
+SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, BATCH_NORM, BATCH_NORM_GRAD, GROUP_NORM]

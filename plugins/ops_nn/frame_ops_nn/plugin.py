@@ -1,0 +1,19 @@
+"""Entry point of frame-ops-nn: registers the pack's ops.
+
+Modules: ``conv`` (conv2d, conv_transpose1d/2d), ``pool`` (max/avg/adaptive
+2-D pooling), ``norm`` (layer_norm, batch_norm, group_norm) and
+``embedding``.
+"""
+
+from __future__ import annotations
+
+from frame_core import hookimpl
+
+FRAME_PLUGIN_API = "1.0"
+
+
+@hookimpl
+def frame_register_ops():
+    from . import conv, embedding, norm, pool
+
+    return [*conv.SCHEMAS, *pool.SCHEMAS, *norm.SCHEMAS, *embedding.SCHEMAS]

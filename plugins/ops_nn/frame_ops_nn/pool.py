@@ -1,0 +1,411 @@
+"""max_pool2d, avg_pool2d and adaptive_avg_pool2d over the last two axes of x[..., H, W], and their gradient ops.
+
+Windows of ``kernel_size`` ``[kh, kw]`` start every ``stride`` (default:
+``kernel_size``) positions of the padded input (``padding`` as conv2d's:
+``"valid"``, ``"same"``, one int, ``[ph, pw]`` or ``[top, bottom, left,
+right]``, each below the kernel so that no window is only padding).
+
+max_pool2d pads with -inf. **Tie rule** (torch's): the first maximum of a
+window in row-major order receives the whole gradient; a NaN counts as a
+maximum (it propagates and its first NaN receives the gradient); padding never
+receives it (a window of -inf values gives it to its first real position).
+Between kinks the pool is piecewise linear: its gradient op's own gradient is
+the select op below and the pair closes at every order.
+
+avg_pool2d divides each window sum by ``kh * kw`` (``count_include_pad``) or by
+the number of real positions. It is linear; its gradient op spreads ``gy``
+back over the windows and has avg_pool2d as its own gradient.
+
+adaptive_avg_pool2d(x; output_size) averages bin ``i`` over rows
+``floor(i H / oh) .. ceil((i + 1) H / oh) - 1`` (torch's bins), so ``[1, 1]``
+is global average pooling. It is ``A_h x A_w^T`` with two fixed averaging
+matrices; its gradient ``A_h^T gy A_w`` is an internal op whose gradient is the
+pool again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+
+from ._common import as_out, compute_dtype, per_dim, require_float
+from .conv import resolve_padding
+
+
+@dataclass(frozen=True)
+class PoolGeometry:
+    size: tuple[int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    before: tuple[int, int]
+    after: tuple[int, int]
+    out: tuple[int, int]
+
+    def attrs(self) -> dict:
+        return {"kernel_size": self.kernel, "stride": self.stride,
+                "padding": (self.before[0], self.after[0], self.before[1], self.after[1])}
+
+    def pad(self, x: np.ndarray, dtype: np.dtype, fill: float = 0.0) -> np.ndarray:
+        (bh, bw), (ah, aw) = self.before, self.after
+        x = np.asarray(x, dtype)
+        if not (bh or bw or ah or aw):
+            return x
+        widths = [(0, 0)] * (x.ndim - 2) + [(bh, ah), (bw, aw)]
+        return np.pad(x, widths, constant_values=fill)
+
+    def windows(self, xp: np.ndarray) -> np.ndarray:
+        """A strided view ``[..., oh, ow, kh, kw]`` of the windows of the padded ``xp`` (no copy)."""
+        (sh, sw), (oh, ow) = self.stride, self.out
+        view = np.lib.stride_tricks.sliding_window_view(xp, self.kernel, axis=(-2, -1))
+        return view[..., :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw, :, :]
+
+    def scatter(self, by_tap: Callable[[int, int], np.ndarray], lead: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """The sum over taps ``(i, j)`` of ``by_tap(i, j)`` (``[..., oh, ow]``) added where that tap read, cropped."""
+        (sh, sw), (oh, ow), (h, w) = self.stride, self.out, self.size
+        (bh, bw), (ah, aw) = self.before, self.after
+        gxp = np.zeros(lead + (h + bh + ah, w + bw + aw), dtype)
+        for i in range(self.kernel[0]):
+            for j in range(self.kernel[1]):
+                gxp[..., i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw] += by_tap(i, j)
+        return gxp[..., bh:bh + h, bw:bw + w]
+
+
+def pool_geometry(ctx: NodeContext, x: TensorType, size: tuple[int, ...] | None = None) -> PoolGeometry:
+    if x.rank < 2:
+        raise ctx.error(f"x must have two trailing axes to pool over ([..., H, W]), got {x}")
+    kernel = per_dim(ctx, "kernel_size", 2)
+    stride = kernel if ctx.attrs["stride"] is None else per_dim(ctx, "stride", 2)
+    size = tuple(x.shape[-2:]) if size is None else tuple(size)
+    before, after = resolve_padding(ctx, 2, size, kernel, stride)
+    if any(max(b, a) >= k for b, a, k in zip(before, after, kernel)):
+        raise ctx.error(f"padding (before {list(before)}, after {list(after)}) must stay below kernel_size "
+                        f"{list(kernel)} on each axis, so that no window is made only of padding")
+    out = []
+    for axis, (n, b, a, k, s) in enumerate(zip(size, before, after, kernel, stride)):
+        if n + b + a < k:
+            raise ctx.error(f"the pooling window covers {k} positions along axis {axis - 2}, more than the padded "
+                            f"input's {n + b + a} (size {n} + padding {b} + {a}); use a smaller kernel_size")
+        out.append((n + b + a - k) // s + 1)
+    return PoolGeometry(size, kernel, stride, before, after, tuple(out))
+
+
+_POOL_ATTRS = {
+    "kernel_size": AttrSpec("ints", doc="window size: one int or [kh, kw]"),
+    "stride": AttrSpec("ints", None, "step between windows: one int or [sh, sw]; none: kernel_size"),
+    "padding": AttrSpec("str|ints", 0, "'valid', 'same', one int, [ph, pw] or [top, bottom, left, right]"),
+}
+
+
+def _pooled_shape(ctx: NodeContext) -> list[TensorType]:
+    x = require_float(ctx, 0)
+    return [x.with_shape(x.shape[:-2] + pool_geometry(ctx, x).out)]
+
+
+# -- max_pool2d ---------------------------------------------------------------------------------------
+def _taps(geo: PoolGeometry, xp: np.ndarray):  # noqa: ANN202
+    """``(flat index i * kw + j, tap)`` for every tap of the windows: strided ``[..., oh, ow]`` views of ``xp``."""
+    (sh, sw), (oh, ow) = geo.stride, geo.out
+    for i in range(geo.kernel[0]):
+        for j in range(geo.kernel[1]):
+            yield i * geo.kernel[1] + j, xp[..., i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+
+
+def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
+    """Each window's first maximum (NaN counts as one) as a flat tap index ``i * kw + j``; never a padded tap.
+
+    Taps are compared one at a time over whole ``[..., oh, ow]`` slices (a later tap wins only when strictly
+    larger, or NaN where the best is not), which is far faster than an argmax over tiny window axes.
+    """
+    best, am = None, None
+    has_nan = bool(np.isnan(x).any())
+    for k, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
+        if best is None:
+            best, am = tap.copy(), np.zeros(tap.shape, np.intp)
+            continue
+        wins = tap > best
+        if has_nan:
+            wins |= np.isnan(tap) & ~np.isnan(best)
+        np.copyto(best, tap, where=wins)
+        np.copyto(am, k, where=wins)
+    if any(geo.before) or any(geo.after):
+        real = geo.windows(geo.pad(np.ones(geo.size, bool), bool, False))
+        real = real.reshape(real.shape[:-2] + (-1,))  # [oh, ow, kh kw]
+        chosen_real = np.take_along_axis(np.broadcast_to(real, am.shape + real.shape[-1:]), am[..., None],
+                                         axis=-1)[..., 0]
+        if not chosen_real.all():  # an all -inf window picked padding: give it its first real tap
+            am = np.where(chosen_real, am, np.argmax(real, axis=-1))
+    return am
+
+
+def _max_kernel(ctx: NodeContext) -> Callable:
+    x_t, (y_t,) = ctx.input_types[0], ctx.output_types
+    geo = pool_geometry(ctx, x_t)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        y = None
+        for _, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
+            y = tap.copy() if y is None else np.maximum(y, tap, out=y)  # NaN propagates
+        return as_out(y, y_t)
+    return kernel
+
+
+MAX_POOL2D = OpSchema(
+    "max_pool2d",
+    inputs=("x",),
+    attrs=_POOL_ATTRS,
+    shape_infer=_pooled_shape,
+    kernels={"cpu": _max_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.max_pool2d_grad_internal(
+        x, gy, **pool_geometry(ctx, ctx.input_types[0]).attrs())),
+    doc="Maximum over 2-D windows of the last two axes (padding counts as -inf). Ties: the first maximum of a "
+        "window receives the gradient; NaN propagates.",
+    examples=[
+        Example(["f32[2, 3, 6, 4]"], {"kernel_size": 2}),
+        Example(["f32[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": "same"}, note="overlapping"),
+        Example(["f64[1, 2, 5, 5]"], {"kernel_size": [2, 3], "stride": 1, "padding": [1, 0, 1, 1]}),
+    ],
+)
+
+
+def _pair_geometry(ctx: NodeContext) -> PoolGeometry:
+    x, g = ctx.input_types
+    require_float(ctx, 0)
+    geo = pool_geometry(ctx, x)
+    want = x.with_shape(x.shape[:-2] + geo.out)
+    if g != want:
+        raise ctx.error(f"the pooled tensor must be {want} (x pooled), got {g}")
+    return geo
+
+
+def _max_grad_kernel(ctx: NodeContext) -> Callable:
+    geo, x_t = _pair_geometry(ctx), ctx.input_types[0]
+    acc, kw = compute_dtype(x_t), geo.kernel[1]
+
+    tiled = geo.stride == geo.kernel and not any(geo.before) and not any(geo.after)
+
+    def kernel(x: np.ndarray, gy: np.ndarray) -> np.ndarray:
+        am, g = _argmax(x, geo), np.asarray(gy, acc)
+        if not tiled:
+            return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
+        # windows tile the input: every position belongs to one window, so each tap is a masked copy
+        gx = np.zeros(x.shape, acc)
+        for k, tap in _taps(geo, gx):
+            np.copyto(tap, g, where=am == k)
+        return as_out(gx, x_t)
+    return kernel
+
+
+def _max_grad_shape(ctx: NodeContext) -> list[TensorType]:
+    _pair_geometry(ctx)
+    return [ctx.input_types[0]]
+
+
+# max_pool2d_grad_internal(x, gy) = gy added at each window's argmax; g_x = 0, g_gy = select(x, ggx)
+MAX_POOL2D_GRAD = OpSchema(
+    "max_pool2d_grad_internal",
+    inputs=("x", "gy"),
+    attrs=_POOL_ATTRS,
+    shape_infer=_max_grad_shape,
+    kernels={"cpu": _max_grad_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, gy, gx, ggx: [
+        None, ops.max_pool2d_select_internal(x, ggx, **_pair_geometry(ctx).attrs())]),
+    doc="gy added at the argmax of each window of x: max_pool2d's gradient.",
+    examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 3, 2]"], {"kernel_size": 2}),
+              Example(["f64[2, 7, 5]", "f64[2, 4, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
+)
+
+
+def _select_shape(ctx: NodeContext) -> list[TensorType]:
+    x, g = ctx.input_types
+    require_float(ctx, 0)
+    if g != x:
+        raise ctx.error(f"g must have x's type {x}, got {g}")
+    return [x.with_shape(x.shape[:-2] + pool_geometry(ctx, x).out)]
+
+
+def _select_kernel(ctx: NodeContext) -> Callable:
+    geo, (y_t,) = pool_geometry(ctx, ctx.input_types[0]), ctx.output_types
+
+    def kernel(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        am = _argmax(x, geo)[..., None]
+        wg = geo.windows(geo.pad(g, g.dtype))
+        return as_out(np.take_along_axis(wg.reshape(wg.shape[:-2] + (-1,)), am, axis=-1)[..., 0], y_t)
+    return kernel
+
+
+# max_pool2d_select_internal(x, g) = g read at each window's argmax (the transpose of the grad op)
+MAX_POOL2D_SELECT = OpSchema(
+    "max_pool2d_select_internal",
+    inputs=("x", "g"),
+    attrs=_POOL_ATTRS,
+    shape_infer=_select_shape,
+    kernels={"cpu": _select_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, g, y, gy: [
+        None, ops.max_pool2d_grad_internal(x, gy, **pool_geometry(ctx, ctx.input_types[0]).attrs())]),
+    doc="g read at the argmax of each window of x: the transpose of max_pool2d_grad_internal.",
+    examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 6, 4]"], {"kernel_size": 2}),
+              Example(["f64[2, 7, 5]", "f64[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
+)
+
+
+# -- avg_pool2d ---------------------------------------------------------------------------------------
+_AVG_ATTRS = {**_POOL_ATTRS, "count_include_pad": AttrSpec(
+    "bool", True, "divide by kh * kw (true) or by the number of real positions in the window (false)")}
+
+
+def _divisor(geo: PoolGeometry, include_pad: bool, dtype: np.dtype) -> np.ndarray:
+    if include_pad:
+        return np.full(geo.out, geo.kernel[0] * geo.kernel[1], dtype)
+    return geo.windows(geo.pad(np.ones(geo.size, dtype), dtype)).sum(axis=(-2, -1))
+
+
+def _avg_kernel(ctx: NodeContext) -> Callable:
+    x_t, (y_t,) = ctx.input_types[0], ctx.output_types
+    geo, acc = pool_geometry(ctx, x_t), compute_dtype(x_t)
+    div = _divisor(geo, ctx.attrs["count_include_pad"], acc)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        total = None
+        for _, tap in _taps(geo, geo.pad(x, acc)):
+            total = tap.copy() if total is None else np.add(total, tap, out=total)
+        return as_out(total / div, y_t)
+    return kernel
+
+
+def _avg_gradient(ctx: NodeContext):
+    geo = pool_geometry(ctx, ctx.input_types[0])
+    include = ctx.attrs["count_include_pad"]
+    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool2d_grad_internal(
+        gy, size=geo.size, count_include_pad=include, **geo.attrs()))
+
+
+AVG_POOL2D = OpSchema(
+    "avg_pool2d",
+    inputs=("x",),
+    attrs=_AVG_ATTRS,
+    shape_infer=_pooled_shape,
+    kernels={"cpu": _avg_kernel},
+    gradient=_avg_gradient,
+    doc="Mean over 2-D windows of the last two axes; zero padding counts in the mean unless "
+        "count_include_pad=False.",
+    examples=[
+        Example(["f32[2, 3, 6, 4]"], {"kernel_size": 2}),
+        Example(["f32[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": "same", "count_include_pad": False}),
+        Example(["f64[1, 2, 5, 5]"], {"kernel_size": [2, 3], "stride": 1, "padding": [1, 0, 1, 1]}),
+    ],
+)
+
+
+def _avg_grad_geometry(ctx: NodeContext) -> PoolGeometry:
+    gy = require_float(ctx, 0)
+    size = per_dim(ctx, "size", 2)
+    if gy.rank < 2:
+        raise ctx.error(f"gy must be pooled [..., H_out, W_out], got {gy}")
+    geo = pool_geometry(ctx, gy, size)
+    if gy.shape[-2:] != geo.out:
+        raise ctx.error(f"gy's last two axes must be the pooled size {list(geo.out)} of an input of size "
+                        f"{list(size)}, got {gy}")
+    return geo
+
+
+def _avg_grad_kernel(ctx: NodeContext) -> Callable:
+    gy_t, (gx_t,) = ctx.input_types[0], ctx.output_types
+    geo, acc = _avg_grad_geometry(ctx), compute_dtype(gy_t)
+    div = _divisor(geo, ctx.attrs["count_include_pad"], acc)
+
+    def kernel(gy: np.ndarray) -> np.ndarray:
+        share = np.asarray(gy, acc) / div
+        return as_out(geo.scatter(lambda i, j: share, gy.shape[:-2], acc), gx_t)
+    return kernel
+
+
+AVG_POOL2D_GRAD = OpSchema(
+    "avg_pool2d_grad_internal",
+    inputs=("gy",),
+    attrs={**_AVG_ATTRS, "size": AttrSpec("ints", doc="the input's [H, W]")},
+    shape_infer=lambda ctx: [ctx.input_types[0].with_shape(ctx.input_types[0].shape[:-2]
+                                                           + _avg_grad_geometry(ctx).size)],
+    kernels={"cpu": _avg_grad_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, gx, ggx: ops.avg_pool2d(
+        ggx, count_include_pad=ctx.attrs["count_include_pad"], **_avg_grad_geometry(ctx).attrs())),
+    doc="gy divided by each window's divisor and spread over the window: avg_pool2d's gradient.",
+    examples=[Example(["f32[2, 3, 3, 2]"], {"kernel_size": 2, "size": [6, 4]}),
+              Example(["f64[2, 4, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1, "size": [7, 5],
+                                         "count_include_pad": False})],
+)
+
+
+# -- adaptive_avg_pool2d ------------------------------------------------------------------------------
+def bins(n: int, m: int, dtype: np.dtype) -> np.ndarray:
+    """The ``[m, n]`` matrix averaging bin ``i`` over ``floor(i n / m) .. ceil((i + 1) n / m) - 1``."""
+    a = np.zeros((m, n), dtype)
+    for i in range(m):
+        start, stop = (i * n) // m, -(-((i + 1) * n) // m)
+        a[i, start:stop] = 1.0 / (stop - start)
+    return a
+
+
+def _adaptive_sizes(ctx: NodeContext, x: TensorType) -> tuple[tuple[int, int], tuple[int, int]]:
+    if x.rank < 2:
+        raise ctx.error(f"x must have two trailing axes to pool over ([..., H, W]), got {x}")
+    out = per_dim(ctx, "output_size", 2)
+    return tuple(x.shape[-2:]), out
+
+
+def _adaptive_kernel(ctx: NodeContext) -> Callable:
+    x_t, (y_t,) = ctx.input_types[0], ctx.output_types
+    (h, w), (oh, ow) = _adaptive_sizes(ctx, x_t)
+    acc = compute_dtype(x_t)
+    ah, awt = bins(h, oh, acc), bins(w, ow, acc).T
+    return lambda x: as_out(np.matmul(np.matmul(ah, np.asarray(x, acc)), awt), y_t)
+
+
+ADAPTIVE_AVG_POOL2D = OpSchema(
+    "adaptive_avg_pool2d",
+    inputs=("x",),
+    attrs={"output_size": AttrSpec("ints", 1, "[oh, ow] (one int: square); [1, 1] is global average pooling")},
+    shape_infer=lambda ctx: [require_float(ctx, 0).with_shape(
+        ctx.input_types[0].shape[:-2] + _adaptive_sizes(ctx, ctx.input_types[0])[1])],
+    kernels={"cpu": _adaptive_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.adaptive_avg_pool2d_grad_internal(
+        gy, size=_adaptive_sizes(ctx, ctx.input_types[0])[0])),
+    doc="Average of the last two axes over output_size bins (torch.nn.functional.adaptive_avg_pool2d); "
+        "output_size 1 is global average pooling.",
+    examples=[Example(["f32[2, 3, 5, 4]"]), Example(["f64[2, 7, 5]"], {"output_size": [3, 2]})],
+)
+
+
+def _adaptive_grad_sizes(ctx: NodeContext) -> tuple[tuple[int, int], tuple[int, int]]:
+    gy = require_float(ctx, 0)
+    if gy.rank < 2:
+        raise ctx.error(f"gy must be [..., oh, ow], got {gy}")
+    return per_dim(ctx, "size", 2), tuple(gy.shape[-2:])
+
+
+def _adaptive_grad_kernel(ctx: NodeContext) -> Callable:
+    gy_t, (gx_t,) = ctx.input_types[0], ctx.output_types
+    (h, w), (oh, ow) = _adaptive_grad_sizes(ctx)
+    acc = compute_dtype(gy_t)
+    aht, aw = bins(h, oh, acc).T, bins(w, ow, acc)
+    return lambda gy: as_out(np.matmul(np.matmul(aht, np.asarray(gy, acc)), aw), gx_t)
+
+
+ADAPTIVE_AVG_POOL2D_GRAD = OpSchema(
+    "adaptive_avg_pool2d_grad_internal",
+    inputs=("gy",),
+    attrs={"size": AttrSpec("ints", doc="the input's [H, W]")},
+    shape_infer=lambda ctx: [require_float(ctx, 0).with_shape(
+        ctx.input_types[0].shape[:-2] + _adaptive_grad_sizes(ctx)[0])],
+    kernels={"cpu": _adaptive_grad_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, gx, ggx: ops.adaptive_avg_pool2d(
+        ggx, output_size=_adaptive_grad_sizes(ctx)[1])),
+    doc="gy spread back over each bin (divided by the bin's size): adaptive_avg_pool2d's gradient.",
+    examples=[Example(["f32[2, 3, 1, 1]"], {"size": [5, 4]}), Example(["f64[2, 3, 2]"], {"size": [7, 5]})],
+)
+
+SCHEMAS = [MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_SELECT, AVG_POOL2D, AVG_POOL2D_GRAD, ADAPTIVE_AVG_POOL2D,
+           ADAPTIVE_AVG_POOL2D_GRAD]

@@ -1,0 +1,80 @@
+"""max_pool2d, avg_pool2d, adaptive_avg_pool2d: values and gradients to second order against torch; ties, NaN,
+bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import ops
+
+POOL_CASES = [
+    ({"kernel_size": 2}, {"kernel_size": 2}),
+    ({"kernel_size": 3, "stride": [2, 1], "padding": 1}, {"kernel_size": 3, "stride": (2, 1), "padding": 1}),
+    ({"kernel_size": [2, 3], "stride": 2, "padding": [1, 0]}, {"kernel_size": (2, 3), "stride": 2,
+                                                               "padding": (1, 0)}),
+]
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=[str(c[0]) for c in POOL_CASES])
+def test_pools_match_torch_to_second_order(op, case, against_torch):
+    import torch.nn.functional as F
+
+    attrs, t_attrs = case
+    x = np.random.default_rng(3).standard_normal((2, 3, 7, 6))  # distinct values: no ties
+    against_torch(lambda a: getattr(ops, op)(a, **attrs), lambda a: getattr(F, op)(a, **t_attrs), [x], [0])
+
+
+def test_avg_pool2d_without_padding_in_the_count_matches_torch(against_torch):
+    import torch.nn.functional as F
+
+    x = np.random.default_rng(4).standard_normal((2, 2, 5, 5))
+    against_torch(lambda a: ops.avg_pool2d(a, kernel_size=3, stride=2, padding=1, count_include_pad=False),
+                  lambda a: F.avg_pool2d(a, 3, 2, 1, count_include_pad=False), [x], [0])
+
+
+@pytest.mark.parametrize("size", [[1, 1], [3, 2], [4, 7]])
+def test_adaptive_avg_pool2d_matches_torch_to_second_order(size, against_torch):
+    import torch.nn.functional as F
+
+    x = np.random.default_rng(5).standard_normal((2, 3, 7, 5))
+    against_torch(lambda a: ops.adaptive_avg_pool2d(a, output_size=size),
+                  lambda a: F.adaptive_avg_pool2d(a, tuple(size)), [x], [0])
+
+
+def _grad(fn, x):
+    graph = fc.trace(fn, fc.TensorType(x.dtype, x.shape))
+    graph, loss = fc.extend_graph(graph, lambda *t: ops.sum(t[1]))
+    return fc.compile(fc.build_backward_graph(graph, loss, [0])).run([x])
+
+
+def test_max_pool2d_tie_gives_the_gradient_to_the_first_maximum_and_nan_propagates():
+    x = np.array([[[[1.0, 3.0], [3.0, 0.0]]]])  # a tie of 3s: the first in row-major order wins
+    y, _, gx = _grad(lambda a: ops.max_pool2d(a, kernel_size=2), x)
+    np.testing.assert_array_equal(gx, [[[[0.0, 1.0], [0.0, 0.0]]]])
+    x[0, 0, 1, 1] = np.nan
+    y, _, gx = _grad(lambda a: ops.max_pool2d(a, kernel_size=2), x)
+    assert np.isnan(y).all()
+    np.testing.assert_array_equal(gx, [[[[0.0, 0.0], [0.0, 1.0]]]])
+
+
+def test_max_pool2d_window_of_minus_inf_gives_its_gradient_to_a_real_position():
+    x = np.full((1, 1, 2, 2), -np.inf)
+    y, _, gx = _grad(lambda a: ops.max_pool2d(a, kernel_size=2, stride=1, padding=1), x)
+    assert np.isneginf(y).all()
+    assert gx.sum() == 9.0  # every one of the 3x3 windows sends its gradient to a real position
+
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("max_pool2d", {"kernel_size": 5}, "pooling window covers 5 positions along axis -2"),
+    ("avg_pool2d", {"kernel_size": 2, "stride": 0}, "stride must be >= 1, got [0, 0]"),
+    ("max_pool2d", {"kernel_size": 2, "padding": 2}, "must stay below kernel_size [2, 2]"),
+    ("avg_pool2d", {"kernel_size": [0, 2]}, "kernel_size must be >= 1, got [0, 2]"),
+    ("adaptive_avg_pool2d", {"output_size": [0, 1]}, "output_size must be >= 1, got [0, 1]"),
+])
+def test_bad_pool_input_is_a_named_shape_error(op, attrs, message):
+    with pytest.raises(fc.ShapeError) as info:
+        fc.trace(lambda a: getattr(ops, op)(a, **attrs), "f32[1, 2, 4, 4]")
+    assert message in str(info.value), str(info.value)
