@@ -184,7 +184,7 @@ def _tensor_proto(array: np.ndarray, name: str) -> onnx.TensorProto:
     if array.dtype.name == "bfloat16":
         return helper.make_tensor(name, TensorProto.BFLOAT16, array.shape,
                                   array.view(np.uint16).tobytes(), raw=True)
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(np.array(array, order="C"), name)  # (ascontiguousarray makes a scalar 1-D)
 
 
 def to_onnx(graph: Graph, *, opset: int | None = None, name: str | None = None, check: bool = True,
