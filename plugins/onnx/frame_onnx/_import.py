@@ -25,7 +25,7 @@ from onnx import numpy_helper
 
 import frame_core as fc
 from frame_core import FrameError
-from frame_core.frontend.trace import Tensor
+from frame_core.frontend.trace import Tensor, current_graph
 
 from ._read import MIN_OPSET, read_model
 from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
@@ -226,7 +226,8 @@ class _Scope:
     """ONNX names visible in one graph (a sub-graph also sees its enclosing graphs' names)."""
 
     def __init__(self, parent: "_Scope | None", opsets: dict[str, int], rules: dict, report: list[UnsupportedNode],
-                 path: str = "") -> None:
+                 path: str = "", records: list[dict[str, Any]] | None = None) -> None:
+        self.records = records  # the audit's per-node log, when asked for
         self.parent = parent
         self.opsets = opsets
         self.rules = rules
@@ -252,7 +253,8 @@ class _Scope:
         return f"{self.path} > {label}" if self.path else label
 
     def child(self, label: str) -> "_Scope":
-        return _Scope(self, self.opsets, self.rules, self.report, label if not self.path else f"{self.path} > {label}")
+        return _Scope(self, self.opsets, self.rules, self.report, label if not self.path else f"{self.path} > {label}",
+                      self.records)
 
     def run(self, graph: onnx.GraphProto) -> None:
         """Apply every node of ``graph`` in order (they are checked to be topologically sorted)."""
@@ -263,8 +265,18 @@ class _Scope:
     def run_node(self, node: onnx.NodeProto) -> None:
         values = [None if not name else self.lookup(name) for name in node.input]
         outputs: Any
+        record: dict[str, Any] | None = None
+        if self.records is not None:
+            record = {"node": self.node_label(node), "op_type": node.op_type, "domain": node.domain or "ai.onnx",
+                      "opset": self.opsets.get(_domain(node.domain), 0), "status": "imported", "reason": None,
+                      "frame_nodes": []}
+            self.records.append(record)
+            graph = current_graph()
+            start = len(graph.nodes)
         if any(v is POISON for v in values):
             outputs = None
+            if record is not None:
+                record.update(status="skipped", reason="an input comes from a node that was not imported")
         else:
             opset = self.opsets.get(node.domain or "", 0)
             fn = self.rules.get((_domain(node.domain), node.op_type))
@@ -272,6 +284,8 @@ class _Scope:
                     and sum(v.size for v in values if v is not None) <= FOLD_LIMIT and _domain(node.domain) == ""
                     and (fn is not None or _reference_knows(node.op_type))):
                 outputs = _fold(node, values, opset)
+                if record is not None:
+                    record["status"] = "folded"
             elif fn is None:
                 self._unsupported(node, opset, "no import rule for this op")
                 outputs = None
@@ -286,6 +300,12 @@ class _Scope:
                     raise
                 except FrameError as exc:
                     raise OnnxError(f"node {cx.name} ({node.op_type}) could not be imported: {exc}") from exc
+        if record is not None:
+            record["frame_nodes"] = graph.nodes[start:]
+            if outputs is None and record["status"] == "imported":
+                record["status"] = "unsupported"
+                record["reason"] = next((r.reason for r in reversed(self.report) if r.node == record["node"]),
+                                        "a sub-graph holds nodes that were not imported")
         if outputs is None:
             for name in node.output:
                 if name:
@@ -439,6 +459,13 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     and ``UnsupportedModelError`` listing every node frame cannot import.
     """
     model, _ = read_model(source)
+    return import_model(model, dims=dims, default_dim=default_dim, name=name)
+
+
+def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = None, default_dim: int = 1,
+                 name: str | None = None, records: list[dict[str, Any]] | None = None) -> ImportedModel:
+    """``load`` for a model already read; with ``records`` (a list), every node's import is logged there and an
+    unsupported model is still refused (after every node was tried)."""
     dims = dict(dims or {})
     if not isinstance(default_dim, int) or default_dim < 0:
         raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
@@ -465,7 +492,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     types += [_type_of(arrays[n], n) for n in param_names]
     names = input_names + param_names
     report: list[UnsupportedNode] = []
-    scope = _Scope(None, opsets, rules, report)
+    scope = _Scope(None, opsets, rules, report, records=records)
 
     def forward(*tensors: Tensor) -> list[Any]:
         scope.names.update(consts)
