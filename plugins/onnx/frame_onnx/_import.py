@@ -27,7 +27,7 @@ import frame_core as fc
 from frame_core import FrameError
 from frame_core.frontend.trace import Tensor, current_graph
 
-from ._read import MIN_OPSET, read_model
+from ._read import read_model, run_checker
 from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
 
 __all__ = ["ImportedModel", "load", "NodeContext", "Unsupported", "import_rules", "DTYPES"]
@@ -470,7 +470,8 @@ def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = Non
     if not isinstance(default_dim, int) or default_dim < 0:
         raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
     graph = model.graph
-    _check_graph(graph, set())
+    _check_graph(graph, set())  # before the checker: its messages for these two cases are less direct
+    run_checker(model)
     opsets = {_domain(o.domain): int(o.version) for o in model.opset_import}
     rules = import_rules()
 

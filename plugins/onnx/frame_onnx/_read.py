@@ -29,7 +29,7 @@ def max_opset() -> int:
     return int(onnx.defs.onnx_opset_version())
 
 
-def read_model(source: Any, *, check: bool = True) -> tuple[onnx.ModelProto, Path | None]:
+def read_model(source: Any, *, check: bool = False) -> tuple[onnx.ModelProto, Path | None]:
     """``source`` (a path, bytes or a ``ModelProto``) as a checked model and the folder its external data may
     come from (``None`` for bytes and protos: they may not use external data).
 
@@ -53,11 +53,16 @@ def read_model(source: Any, *, check: bool = True) -> tuple[onnx.ModelProto, Pat
     _check_opsets(model)
     _load_external(model, folder)
     if check:
-        try:
-            onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as exc:
-            raise OnnxFormatError(f"the ONNX checker refuses the model: {_first_lines(str(exc))}") from None
+        run_checker(model)
     return model, folder
+
+
+def run_checker(model: onnx.ModelProto) -> None:
+    """``onnx.checker.check_model`` with its refusal as an ``OnnxFormatError``."""
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise OnnxFormatError(f"the ONNX checker refuses the model: {_first_lines(str(exc))}") from None
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
