@@ -187,9 +187,27 @@ def _tensor_proto(array: np.ndarray, name: str) -> onnx.TensorProto:
     return numpy_helper.from_array(np.array(array, order="C"), name)  # (ascontiguousarray makes a scalar 1-D)
 
 
-def to_onnx(graph: Graph, *, opset: int | None = None, name: str | None = None, check: bool = True,
-            producer: str = "frame-onnx") -> onnx.ModelProto:
+def _flat(params: Any, prefix: str = "") -> dict[str, Any]:
+    if params is None:
+        return {}
+    out: dict[str, Any] = {}
+    items = params.items() if isinstance(params, dict) else enumerate(params)
+    for key, value in items:
+        path = f"{prefix}{key}"
+        if isinstance(value, (dict, list, tuple)):
+            out.update(_flat(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def to_onnx(graph: Graph, *, params: Any = None, opset: int | None = None, name: str | None = None,
+            check: bool = True, producer: str = "frame-onnx") -> onnx.ModelProto:
     """``graph`` as an ONNX model (default opset ``DEFAULT_OPSET``).
+
+    ``params`` (a parameter tree, or a dict of flattened names to arrays) stores the graph inputs of those
+    names as initializers: the model carries its weights, and ``frame_onnx.load`` gives them back as the same
+    named parameters. Other inputs stay inputs.
 
     Raises ``UnmappedOpError`` listing every op (with the nodes using it) that has no export rule, and
     ``OnnxError`` when the checker refuses the result (a bug in a rule: please report it).
@@ -204,18 +222,31 @@ def to_onnx(graph: Graph, *, opset: int | None = None, name: str | None = None, 
     if missing:
         raise UnmappedOpError(missing)
     ex = Exporter(rules, opset)
-    inputs = []
+    stored = _flat(params)
+    names = {v.name for v in graph.inputs}
+    unknown = sorted(set(stored) - names)
+    if unknown:
+        raise OnnxError(f"params names {unknown}, which are not inputs of the graph (its inputs: "
+                        f"{[v.name for v in graph.inputs]})")
+    inputs, weights = [], []
     for k, value in enumerate(graph.inputs):
         n = ex.claim(value.name or f"input_{k}")
         ex.names[value] = n
-        inputs.append(ex.value_info(value, n))
+        if value.name in stored:
+            array = np.asarray(stored[value.name])
+            if array.shape != value.shape or array.dtype != value.dtype.np:
+                raise OnnxError(f"parameter {value.name!r} is {array.dtype}{list(array.shape)}, the graph input is "
+                                f"{value.type}")
+            weights.append(_tensor_proto(array, n))
+        else:
+            inputs.append(ex.value_info(value, n))
     ex.run_nodes(graph)
     outputs = []
     for k, (value, out_name) in enumerate(zip(graph.outputs, graph.output_names)):
         n = ex.claim(_safe(out_name) if out_name else f"output_{k}")
         ex.emit("Identity", [ex.name_of(value)], outputs=[n])
         outputs.append(ex.value_info(value, n))
-    g = helper.make_graph(ex.nodes, name or graph.name, inputs, outputs, initializer=ex.initializers)
+    g = helper.make_graph(ex.nodes, name or graph.name, inputs, outputs, initializer=weights + ex.initializers)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name=producer,
                               producer_version=_version())
     model.ir_version = min(model.ir_version, 10)  # ONNX Runtime reads IR 10 since 1.20
