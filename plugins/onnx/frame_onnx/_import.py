@@ -275,7 +275,9 @@ class _Scope:
             start = len(graph.nodes)
         if any(v is POISON for v in values):
             outputs = None
-            if record is not None:
+            if self.rules.get((_domain(node.domain), node.op_type)) is None:  # listed too: no rule at all
+                self._unsupported(node, self.opsets.get(_domain(node.domain), 0), "no import rule for this op")
+            elif record is not None:
                 record.update(status="skipped", reason="an input comes from a node that was not imported")
         else:
             opset = self.opsets.get(node.domain or "", 0)
