@@ -26,7 +26,11 @@ class _BodyFailed(Exception):
 
 
 def _run_body(cx: NodeContext, graph: onnx.GraphProto, label: str, bindings: list[Any]) -> list[Any]:
+    from onnx import numpy_helper
+
     scope = cx.scope.child(f"{cx.name}.{label}")
+    for init in graph.initializer:  # a sub-graph's own initializers are constants (parameters live in the main graph)
+        scope.names[init.name] = np.array(numpy_helper.to_array(init))
     for vi, value in zip(graph.input, bindings):
         scope.names[vi.name] = value
     scope.run(graph)
