@@ -63,7 +63,9 @@ class ImportedModel:
 
     ``graph`` takes the data inputs (``input_names``, the ONNX graph inputs) then the parameters
     (``param_names``, flattened names of ``params``); ``params`` is the nested tree of initializer
-    arrays split on ``.``; ``dims`` the sizes symbolic dimensions were traced at.
+    arrays split on ``.``; ``dims`` the sizes symbolic dimensions were traced at; ``any_batch`` whether the
+    graph means the same at other sizes of those dimensions (``compile(graph, dynamic_shapes=True)`` serves
+    them; otherwise it refuses to re-specialise the graph).
     """
 
     graph: fc.Graph
@@ -73,6 +75,7 @@ class ImportedModel:
     output_names: list[str]
     dims: dict[str, int] = field(default_factory=dict)
     opset: int = 0
+    any_batch: bool = False
     _exe: Any = field(default=None, repr=False)
 
     def flat_params(self, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
@@ -453,15 +456,53 @@ def _find_cycle(graph: onnx.GraphProto, producers: dict[str, int]) -> list[str]:
 
 
 def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int = 1,
-         name: str | None = None) -> ImportedModel:
+         name: str | None = None, check_any_batch: bool = True) -> ImportedModel:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a frame graph with named parameters.
 
     ``dims`` gives the sizes to trace symbolic dimensions at, by their ``dim_param`` name (``{"batch": 32}``);
-    the others are traced at ``default_dim``. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
+    the others are traced at ``default_dim``. With ``check_any_batch`` (the default) a model with symbolic
+    dimensions is imported a second time with each of them one larger: when the two graphs hold the same ops,
+    attributes and constants, no traced size is baked in and ``compile(graph, dynamic_shapes=True)`` may run
+    it at any size (``any_batch``); otherwise the graph is marked so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
     and ``UnsupportedModelError`` listing every node frame cannot import.
     """
     model, _ = read_model(source)
-    return import_model(model, dims=dims, default_dim=default_dim, name=name)
+    imported = import_model(model, dims=dims, default_dim=default_dim, name=name)
+    if imported.dims and check_any_batch:
+        probe = import_model(model, dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
+        imported.any_batch = same_structure(imported.graph, probe.graph)
+        if not imported.any_batch:
+            from frame_core.frontend.trace import holds_traced_sizes
+
+            holds_traced_sizes(imported.graph)
+    return imported
+
+
+def same_structure(a: fc.Graph, b: fc.Graph) -> bool:
+    """Whether two graphs hold the same ops, wiring, attributes and constants (types aside)."""
+    if len(a.nodes) != len(b.nodes) or len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs):
+        return False
+    where_a: dict[Any, Any] = {v: ("in", i) for i, v in enumerate(a.inputs)}
+    where_b: dict[Any, Any] = {v: ("in", i) for i, v in enumerate(b.inputs)}
+    for k, (na, nb) in enumerate(zip(a.nodes, b.nodes)):
+        if na.op != nb.op or len(na.inputs) != len(nb.inputs) or set(na.attrs) != set(nb.attrs):
+            return False
+        if [where_a.get(v) for v in na.inputs] != [where_b.get(v) for v in nb.inputs]:
+            return False
+        for key, va in na.attrs.items():
+            vb = nb.attrs[key]
+            if isinstance(va, fc.Graph):
+                if not isinstance(vb, fc.Graph) or not same_structure(va, vb):
+                    return False
+            elif isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+                if not (isinstance(va, np.ndarray) and isinstance(vb, np.ndarray) and va.shape == vb.shape
+                        and va.dtype == vb.dtype and np.array_equal(va, vb, equal_nan=va.dtype.kind == "f")):
+                    return False
+            elif va != vb:
+                return False
+        for j, (oa, ob) in enumerate(zip(na.outputs, nb.outputs)):
+            where_a[oa], where_b[ob] = (k, j), (k, j)
+    return [where_a.get(v) for v in a.outputs] == [where_b.get(v) for v in b.outputs]
 
 
 def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = None, default_dim: int = 1,

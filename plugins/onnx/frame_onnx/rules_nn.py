@@ -234,8 +234,9 @@ def _recurrent(cx: NodeContext, gates: int, step: Any, states: int) -> Any:
     for k, i in enumerate((5, 6)[:states]):
         if cx.has(i):
             init.append(ops.squeeze(cx.input(i), axes=[0]))
-        else:
-            init.append(np.zeros((batch, hidden), np.dtype(x.dtype.np)))
+        else:  # zeros shaped like one step's [B, H] (the batch size stays the data's, never a number)
+            row = ops.squeeze(ops.slice(xw, starts=[0, 0], stops=[1, hidden], axes=[0, 2]), axes=[0])
+            init.append(ops.where(np.array(True), np.zeros((), np.dtype(x.dtype.np)), row))
     carry, ys = ops.scan(lambda c, xt: step(c, xt, r0, rb, hidden), tuple(init), xw,
                          reverse=direction == "reverse")
     y = ops.expand_dims(ys, axes=[1])                     # [T, 1, B, H]

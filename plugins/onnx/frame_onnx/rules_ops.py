@@ -448,20 +448,18 @@ def _slice(cx: NodeContext) -> Any:
 
 def slice_tensor(x: Any, shape: tuple[int, ...], starts: list[int], ends: list[int], axes: list[int],
                  steps: list[int], cx: NodeContext) -> Any:
+    # The bounds go in as written: ONNX and frame both clamp them as numpy does, so an open end (INT64_MAX)
+    # stays open and the graph means the same at another batch size.
     out_s, out_e, out_a, out_t = [], [], [], []
+    top = 2**63 - 1
     for s, e, a, t in zip(starts, ends, axes, steps):
         a = norm_axis(int(a), len(shape), cx)
-        size = shape[a]
         if t == 0:
             raise Unsupported("a slice step of 0")
-        big = 2**62
-        s, e, t = max(min(int(s), big), -big), max(min(int(e), big), -big), int(t)
-        start, stop, step = slice(s, e, t).indices(size)
-        if (start, stop, step) == (0, size, 1):
+        s, e, t = (max(min(int(v), top), -top - 1) for v in (s, e, t))
+        if s == 0 and e >= 2**62 and t == 1:
             continue
-        if step < 0 and stop < 0:
-            stop = -(size + 1)
-        out_s.append(start), out_e.append(stop), out_a.append(a), out_t.append(step)
+        out_s.append(s), out_e.append(e), out_a.append(a), out_t.append(t)
     if not out_a:
         return x
     return ops.slice(x, starts=out_s, stops=out_e, steps=out_t, axes=out_a)
