@@ -81,6 +81,8 @@ def torch_models() -> dict[str, TorchModel]:
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
     import warnings
 
+    # One thread: on a loaded machine torch's OpenMP pool spin-waits, making a tiny conv's backward 20x slower
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     models = {}
     for name, (cls, shape) in _torch_modules().items():
