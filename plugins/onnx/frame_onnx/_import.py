@@ -132,13 +132,11 @@ def _tree(names_arrays: Iterable[tuple[str, np.ndarray]]) -> dict[str, Any]:
     return tree
 
 
-def _flat_names(tree: Mapping[str, Any], prefix: str = "") -> list[str]:
-    names = []
-    for key in sorted(tree):  # optree's order for dict keys
-        value = tree[key]
-        path = f"{prefix}{key}"
-        names.extend(_flat_names(value, path + ".") if isinstance(value, dict) else [path])
-    return names
+def _flat_names(tree: Mapping[str, Any]) -> list[str]:
+    """The flattened names of the parameter tree, in the core's order (``frame_core.params``)."""
+    from frame_core.params import names_of
+
+    return names_of(tree)
 
 
 # -- the rules table -------------------------------------------------------------------------------------
