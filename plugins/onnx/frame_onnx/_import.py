@@ -461,7 +461,8 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     the others are traced at ``default_dim``. With ``check_any_batch`` (the default) a model with symbolic
     dimensions is imported a second time with each of them one larger: when the two graphs hold the same ops,
     attributes and constants, no traced size is baked in and ``compile(graph, dynamic_shapes=True)`` may run
-    it at any size (``any_batch``); otherwise the graph is marked so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
+    it at any size (``any_batch``); otherwise (and for a model without symbolic dimensions) the graph is marked
+    so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
     and ``UnsupportedModelError`` listing every node frame cannot import.
     """
     model, _ = read_model(source)
@@ -469,10 +470,10 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     if imported.dims and check_any_batch:
         probe = import_model(model, dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
         imported.any_batch = same_structure(imported.graph, probe.graph)
-        if not imported.any_batch:
-            from frame_core.frontend.trace import holds_traced_sizes
+    if not imported.any_batch:  # fixed shapes (none symbolic), or sizes baked in: never re-specialised wrongly
+        from frame_core.frontend.trace import holds_traced_sizes
 
-            holds_traced_sizes(imported.graph)
+        holds_traced_sizes(imported.graph)
     return imported
 
 
