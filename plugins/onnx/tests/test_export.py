@@ -172,3 +172,18 @@ def test_save_writes_a_file(tmp_path):
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
     assert model.opset_import[0].version == 18
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_transforms_and_complex_ops_become_dft(norm):
+    def f(x, z, w):
+        spectrum = ops.rfft(x, axis=1, norm=norm)                                  # [2, 5, 3, 2]
+        back = ops.irfft(spectrum, n=9, axis=1, norm=norm)                          # odd n: the mirror differs
+        full = ops.ifft(ops.complex_mul(ops.fft(z, axis=0, norm=norm), ops.conj(w)), axis=0, norm=norm)
+        return back, full, ops.complex_matmul(z, w)
+    graph = fc.trace(f, "f32[2, 8, 3]", "f32[4, 4, 2]", "f32[4, 4, 2]")
+    args = _args(["f32[2, 8, 3]", "f32[4, 4, 2]", "f32[4, 4, 2]"], seed=5)
+    got, model = _on_ort(graph, args)
+    assert any(n.op_type == "DFT" for n in model.graph.node)
+    for g, w in zip(got, fc.compile(graph).run(args)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

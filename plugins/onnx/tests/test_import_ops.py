@@ -159,3 +159,30 @@ def test_lstm_parameter_gradients_match_finite_differences():
         numeric = (f.run([x, *shifted[0]])[loss] - f.run([x, *shifted[1]])[loss]) / (2 * h)
         analytic = float(np.sum(outs[-3 + k] * probe))
         assert abs(numeric - analytic) <= 1e-2 * max(1.0, abs(numeric)), (name, numeric, analytic)
+
+
+def test_a_pack_imports_its_own_onnx_op_through_the_hook():
+    class Plugin:
+        @frame_onnx.hookimpl
+        def frame_onnx_import_rules(self):
+            def double_tanh(cx):
+                if cx.attr("scale", "float", 2.0) <= 0:
+                    raise frame_onnx.Unsupported("a scale of 0 or less")
+                return ops.tanh(cx.input(0)) * cx.attr("scale", "float", 2.0)
+            return {("com.example", "ScaledTanh"): double_tanh}
+
+    def model(scale):
+        node = helper.make_node("ScaledTanh", ["x"], ["y"], domain="com.example", scale=scale, name="st")
+        graph = helper.make_graph([node], "g", [_vi("x", [3])], [_vi("y", [3])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.example", 1)])
+    x = np.array([0.1, -0.5, 2.0], np.float32)
+    with pytest.raises(frame_onnx.UnsupportedModelError, match="ScaledTanh"):
+        frame_onnx.load(model(3.0))
+    plugin = Plugin()
+    frame_onnx.register(plugin)
+    try:
+        np.testing.assert_allclose(frame_onnx.load(model(3.0)).run([x])[0], 3.0 * np.tanh(x), rtol=1e-6)
+        with pytest.raises(frame_onnx.UnsupportedModelError, match="a scale of 0 or less"):
+            frame_onnx.load(model(-1.0))
+    finally:
+        frame_onnx.unregister(plugin)
