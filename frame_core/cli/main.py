@@ -231,7 +231,10 @@ def onnx_import(
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
 ) -> None:
     """Import an ONNX model as a frame graph (initializers become named parameter inputs)."""
-    _onnx_cli().import_command(path, output, params, dims, force)
+    text, note = _onnx_cli().import_command(path, output, params, dims, force)
+    if text is not None:
+        echo(text)
+    warn(note)
 
 
 @onnx_app.command("export")
@@ -243,7 +246,7 @@ def onnx_export(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists.")] = False,
 ) -> None:
     """Export a saved frame graph (forward or training) to ONNX."""
-    _onnx_cli().export_command(path, output, opset, force)
+    warn(_onnx_cli().export_command(path, output, opset, force))
 
 
 @onnx_app.command("audit")
@@ -257,7 +260,12 @@ def onnx_audit(
     = AuditFormat.text,
 ) -> None:
     """Per node of a model: imported or not, differentiable to which order; exit 1 on findings (for CI)."""
-    raise typer.Exit(_onnx_cli().audit_command(path, order, dims, fmt.value))
+    code, text, note = _onnx_cli().audit_command(path, order, dims, fmt.value)
+    if text:
+        echo(text)
+    if note:
+        warn(note)
+    raise typer.Exit(code)
 
 
 def main() -> None:

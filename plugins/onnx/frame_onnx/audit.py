@@ -72,9 +72,15 @@ def audit_model(source: Any, *, order: int = 1, dims: dict[str, int] | None = No
         "counts": counts, "nodes": nodes, "findings": findings}
 
 
-def render_text(report: dict[str, Any]) -> str:
-    from frame_core.cli._common import format_table
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
 
+
+def render_text(report: dict[str, Any]) -> str:
     rows = [[n["node"], n["op_type"], n["status"], ", ".join(n["frame_ops"]) or "-",
              "-" if n["order"] is None else str(n["order"]), n["reason"] or ""] for n in report["nodes"]]
     out = [format_table(["NODE", "OP", "STATUS", "FRAME OPS", "ORDER", "NOTE"], rows)]
@@ -94,8 +100,12 @@ def summary(report: dict[str, Any]) -> str:
     return head + ("\naudit: clean" if not n else f"\naudit: {n} finding{'s' if n != 1 else ''}")
 
 
-def github_line(finding: dict[str, Any]) -> str:
-    from frame_core.cli.audit import _escape
+def _escape(text: str, *, property_value: bool = False) -> str:
+    """GitHub workflow-command escaping (% CR LF always; also : and , in property values)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
 
+
+def github_line(finding: dict[str, Any]) -> str:
     title = f"frame onnx audit ({finding['kind']} {finding['op_type']})"
     return f"::error title={_escape(title, property_value=True)}::{_escape(finding['message'])}"

@@ -1,115 +1,88 @@
-"""The work behind ``frame onnx import|export|audit`` (the core's CLI parses the options and calls these).
+"""The work behind ``frame onnx import|export|audit``.
 
-Exit status as every ``frame`` command: 0 clean, 1 findings (``audit``), 2 usage or input error. Errors are
-``CliFailure``s with a one-line message, never a traceback.
+frame-core's CLI parses the options, calls these, prints what they return (stdout text, then a note for
+stderr) and turns a ``FrameError`` into one line on stderr with exit status 2. Audit findings are exit
+status 1, as for ``frame audit gradients``.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any
 
-from frame_core.cli._common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliFailure, echo, emit_json, warn
+import frame_core as fc
 
 __all__ = ["import_command", "export_command", "audit_command", "parse_dims"]
 
 
 def parse_dims(items: list[str] | None) -> dict[str, int]:
-    """``["batch=32", "seq=128"]`` -> ``{"batch": 32, "seq": 128}``."""
+    """``["batch=32", "seq=128"]`` (or ``"batch=32,seq=128"``) -> ``{"batch": 32, "seq": 128}``."""
     dims: dict[str, int] = {}
     for item in items or []:
         for part in item.split(","):
             name, sep, size = part.partition("=")
             if not sep or not name.strip() or not size.strip().isdigit():
-                raise CliFailure(f"error: --dim takes NAME=SIZE (such as batch=32), got {part!r}", EXIT_USAGE)
+                raise fc.ArgumentError(f"--dim takes NAME=SIZE (such as batch=32), got {part!r}")
             dims[name.strip()] = int(size)
     return dims
 
 
 def _check_output(source: str, output: str, force: bool) -> None:
     if os.path.exists(output) and os.path.exists(source) and os.path.samefile(source, output):
-        raise CliFailure(f"error: -o {output} is the input file itself; choose another file", EXIT_USAGE)
+        raise fc.ArgumentError(f"-o {output} is the input file itself; choose another file")
     if os.path.isdir(output):
-        raise CliFailure(f"error: -o {output} is a folder; give a file name", EXIT_USAGE)
+        raise fc.ArgumentError(f"-o {output} is a folder; give a file name")
     if os.path.lexists(output) and not force:
-        raise CliFailure(f"error: {output} already exists; pass --force to overwrite it, or choose another file",
-                         EXIT_USAGE)
+        raise fc.ArgumentError(f"{output} already exists; pass --force to overwrite it, or choose another file")
 
 
-def _failure(exc: Exception) -> CliFailure:
-    return CliFailure(f"error: {exc}", EXIT_USAGE)
-
-
-def import_command(path: str, output: str | None, params: str | None, dims: list[str] | None, force: bool) -> None:
-    """Import ``path`` and save the graph as JSON (stdout without ``-o``); parameters to ``--params`` (.npz)."""
+def import_command(path: str, output: str | None, params: str | None, dims: list[str] | None,
+                   force: bool) -> tuple[str | None, str]:
+    """Import ``path``; save the graph as JSON to ``output`` (or return it for stdout) and the parameters to
+    ``params`` (.npz). Returns (stdout text or None, a summary for stderr)."""
     import numpy as np
 
-    import frame_core as fc
-
     from . import load
-    from .errors import OnnxError
 
     for target in (output, params):
         if target and target != "-":
             _check_output(path, target, force)
-    try:
-        model = load(path, dims=parse_dims(dims))
-    except (OnnxError, fc.ArgumentError) as exc:
-        raise _failure(exc) from None
+    model = load(path, dims=parse_dims(dims))
+    text = None
     if output is None or output == "-":
-        echo(fc.dumps(model.graph))
+        text = fc.dumps(model.graph)
     else:
         fc.save_graph(model.graph, output)
     if params:
-        np.savez(params, **{n: a for n, a in zip(model.param_names, model.flat_params())})
+        np.savez(params, **dict(zip(model.param_names, model.flat_params())))
     where = output if output and output != "-" else "stdout"
-    warn(f"imported {path}: {len(model.graph.nodes)} frame nodes, {len(model.input_names)} inputs, "
-         f"{len(model.param_names)} parameters ({sum(a.size for a in model.flat_params()):,} values)"
-         + (f", traced at {model.dims}" if model.dims else "") + f"; graph -> {where}"
-         + (f", parameters -> {params}" if params else ""))
+    note = (f"imported {path}: {len(model.graph.nodes)} frame nodes, {len(model.input_names)} inputs, "
+            f"{len(model.param_names)} parameters ({sum(a.size for a in model.flat_params()):,} values)"
+            + (f", traced at {model.dims} ({'any batch size' if model.any_batch else 'these sizes only'})"
+               if model.dims else "") + f"; graph -> {where}" + (f", parameters -> {params}" if params else ""))
+    return text, note
 
 
-def export_command(path: str, output: str, opset: int | None, force: bool) -> None:
-    """Export the saved frame graph ``path`` to the ONNX file ``output``."""
-    import frame_core as fc
-
-    from .errors import OnnxError
+def export_command(path: str, output: str, opset: int | None, force: bool) -> str:
+    """Export the saved frame graph ``path`` to the ONNX file ``output``; returns a summary for stderr."""
     from .export import save
 
     _check_output(path, output, force)
-    try:
-        graph = fc.load_graph(path)
-    except fc.GraphFormatError as exc:
-        raise CliFailure(f"error: cannot load graph {exc.path}: {exc.detail}", EXIT_USAGE) from None
-    try:
-        save(graph, output, opset=opset)
-    except OnnxError as exc:
-        raise _failure(exc) from None
-    warn(f"exported {path} ({len(graph.nodes)} nodes) -> {output}")
+    graph = fc.load_graph(path)
+    save(graph, output, opset=opset)
+    return f"exported {path} ({len(graph.nodes)} nodes) -> {output}"
 
 
-def audit_command(path: str, order: int | None, dims: list[str] | None, fmt: str) -> int:
-    """Run the audit, print it in ``fmt`` (text, json, github) and return the exit status."""
-    import frame_core as fc
-
+def audit_command(path: str, order: int | None, dims: list[str] | None, fmt: str) -> tuple[int, str, str]:
+    """Run the audit; returns (exit status, stdout text, stderr text) for ``fmt`` (text, json, github)."""
     from .audit import audit_model, github_line, render_text, summary
-    from .errors import OnnxError
 
     if order is not None and order < 1:
-        raise CliFailure(f"error: --order must be 1 or more, got {order}; use --order 2 to require second "
-                         "derivatives", EXIT_USAGE)
-    try:
-        report = audit_model(path, order=order or 1, dims=parse_dims(dims))
-    except (OnnxError, fc.ArgumentError) as exc:
-        raise _failure(exc) from None
+        raise fc.ArgumentError(f"--order must be 1 or more, got {order}; use --order 2 to require second derivatives")
+    report = audit_model(path, order=order or 1, dims=parse_dims(dims))
+    code = 0 if report["ok"] else 1
     if fmt == "json":
-        emit_json(report)
-    elif fmt == "github":
-        for finding in report["findings"]:
-            echo(github_line(finding))
-        warn(summary(report))
-    else:
-        echo(render_text(report))
-    return EXIT_OK if report["ok"] else EXIT_FINDINGS
-
-
+        return code, json.dumps(report, indent=2, default=str), ""
+    if fmt == "github":
+        return code, "\n".join(github_line(f) for f in report["findings"]), summary(report)
+    return code, render_text(report), ""
