@@ -400,3 +400,58 @@ def _pool1d(ex: Exporter, node: Node) -> list[str]:
 
 
 from . import rules_export_more  # noqa: E402,F401 - complex, FFT and control-flow rules register themselves
+
+
+# -- 2-D convolution and pooling of frame-ops-nn (used when that pack is installed) ------------------------
+def _pair(value: Any, default: int) -> list[int]:
+    if value is None:
+        return [default, default]
+    values = [value] if isinstance(value, int) else list(value)
+    return values * 2 if len(values) == 1 else values[:2]
+
+
+def _pads_2d(padding: Any, size: tuple[int, int], extent: list[int], stride: list[int]) -> list[int]:
+    """frame-ops-nn's padding ('valid', 'same', p, [ph, pw], [top, bottom, left, right]) as ONNX pads
+    [top, left, bottom, right]."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0, 0, 0, 0]
+        if padding != "same":
+            raise OnnxError(f"2-D padding {padding!r} has no export rule")
+        before, after = [], []
+        for n, e, s in zip(size, extent, stride):
+            total = max(0, (-(-n // s) - 1) * s + e - n)
+            before.append(total // 2)
+            after.append(total - total // 2)
+        return [before[0], before[1], after[0], after[1]]
+    values = [padding] if isinstance(padding, int) else list(padding)
+    if len(values) == 1:
+        return values * 4
+    if len(values) == 2:
+        return [values[0], values[1], values[0], values[1]]
+    top, bottom, left, right = values
+    return [top, left, bottom, right]
+
+
+@rule("conv2d")
+def _conv2d(ex: Exporter, node: Node) -> list[str]:
+    x, w = _t(node, 0), _t(node, 1)
+    a = node.attrs
+    stride, dilation = _pair(a.get("stride"), 1), _pair(a.get("dilation"), 1)
+    kernel = list(w.shape[2:])
+    extent = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
+    pads = _pads_2d(a.get("padding", "valid"), x.shape[2:], extent, stride)
+    return [ex.emit("Conv", [_in(ex, node, 0), _in(ex, node, 1)], strides=stride, dilations=dilation, pads=pads,
+                    group=a.get("groups", 1), kernel_shape=kernel)]
+
+
+@rule("max_pool2d", "avg_pool2d")
+def _pool2d(ex: Exporter, node: Node) -> list[str]:
+    a = node.attrs
+    kernel = _pair(a["kernel_size"], 1)
+    stride = _pair(a.get("stride"), 1) if a.get("stride") is not None else kernel
+    pads = _pads_2d(a.get("padding", 0), _t(node).shape[2:], kernel, stride)
+    if node.op == "max_pool2d":
+        return [ex.emit("MaxPool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads)]
+    return [ex.emit("AveragePool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads,
+                    count_include_pad=int(bool(a.get("count_include_pad", True))))]

@@ -70,7 +70,7 @@ CASES = {
                                 _init("v", np.abs(_w(3)) + 0.5)]),
     "conv2d-stride-dilation": lambda: _case([_node("Conv", ["x", "w", "b"], strides=[2, 1], dilations=[1, 2],
                                                    pads=[1, 0, 1, 2])],
-                                            [("x", _w(2, 3, 7, 7))], [_vi("y", [2, 4, 4, 5])],
+                                            [("x", _w(2, 3, 7, 7))], [_vi("y", [2, 4, 4, 7])],
                                             [_init("w", _w(4, 3, 3, 2)), _init("b", _w(4))]),
     "conv2d-same": lambda: _case([_node("Conv", ["x", "w"], auto_pad="SAME_UPPER")],
                                  [("x", _w(1, 2, 5, 5))], [_vi("y", [1, 3, 5, 5])], [_init("w", _w(3, 2, 2, 2))]),
