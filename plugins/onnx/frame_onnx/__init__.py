@@ -44,7 +44,7 @@ def to_onnx(graph: Any, **options: Any) -> Any:
 
 def audit(source: Any, *, order: int = 1, **options: Any) -> dict[str, Any]:
     """Per node of an ONNX model: imported or not, and the order to which it differentiates
-    (``frame_onnx.audit.audit_model``)."""
-    from .audit import audit_model
+    (``frame_onnx.model_audit.audit_model``)."""
+    from .model_audit import audit_model
 
     return audit_model(source, order=order, **options)

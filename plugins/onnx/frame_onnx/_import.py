@@ -235,7 +235,7 @@ class _Scope:
         self.report = report
         self.path = path
         self.names: dict[str, Any] = {}
-        self._index: dict[int, int] = {}
+        self._index = 0  # the position of the node being imported, for nodes without a name
 
     def lookup(self, name: str) -> Any:
         scope: _Scope | None = self
@@ -250,7 +250,7 @@ class _Scope:
         return f"sub-graph {self.path}" if self.path else "the main graph"
 
     def node_label(self, node: onnx.NodeProto) -> str:
-        label = repr(node.name) if node.name else f"#{self._index.get(id(node), '?')}"
+        label = repr(node.name) if node.name else f"#{self._index}"
         return f"{self.path} > {label}" if self.path else label
 
     def child(self, label: str) -> "_Scope":
@@ -259,8 +259,8 @@ class _Scope:
 
     def run(self, graph: onnx.GraphProto) -> None:
         """Apply every node of ``graph`` in order (they are checked to be topologically sorted)."""
-        self._index = {id(n): i for i, n in enumerate(graph.node)}
-        for node in graph.node:
+        for index, node in enumerate(graph.node):
+            self._index = index  # (protobuf hands out a new wrapper per access: ids cannot key the nodes)
             self.run_node(node)
 
     def run_node(self, node: onnx.NodeProto) -> None:

@@ -75,7 +75,7 @@ def export_command(path: str, output: str, opset: int | None, force: bool) -> st
 
 def audit_command(path: str, order: int | None, dims: list[str] | None, fmt: str) -> tuple[int, str, str]:
     """Run the audit; returns (exit status, stdout text, stderr text) for ``fmt`` (text, json, github)."""
-    from .audit import audit_model, github_line, render_text, summary
+    from .model_audit import audit_model, github_line, render_text, summary
 
     if order is not None and order < 1:
         raise fc.ArgumentError(f"--order must be 1 or more, got {order}; use --order 2 to require second derivatives")

@@ -186,3 +186,17 @@ def test_a_pack_imports_its_own_onnx_op_through_the_hook():
             frame_onnx.load(model(-1.0))
     finally:
         frame_onnx.unregister(plugin)
+
+
+def test_audit_walks_into_bodies():
+    report = frame_onnx.audit(CASES["loop"]()[0], order=3)
+    assert report["ok"] and report["model"] == "<model 'case'>"
+    loop = next(n for n in report["nodes"] if n["op_type"] == "Loop")
+    assert loop["status"] == "imported" and "loop" in loop["frame_ops"] and loop["order"] == "closed"
+    inner = [n for n in report["nodes"] if n["node"].startswith("#0.body > ")]
+    assert {n["op_type"] for n in inner} == {"Add", "ReduceSum", "Less", "Identity"}
+    assert "less" in next(n for n in inner if n["op_type"] == "Less")["frame_ops"]
+    body = CASES["loop"]()[0]
+    body.graph.node[0].attribute[0].g.node[0].op_type = "Mod"  # Add -> Mod (no rule) inside the body
+    report = frame_onnx.audit(body)
+    assert not report["ok"] and {f["node"] for f in report["findings"]} == {"#0", "#0.body > #0"}

@@ -12,6 +12,7 @@ differentiable to a lower order than ``--order``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __all__ = ["audit_model"]
@@ -66,8 +67,11 @@ def audit_model(source: Any, *, order: int = 1, dims: dict[str, int] | None = No
                                         f"imported: {r['reason']}"})
         nodes.append(row)
     counts = {s: sum(n["status"] == s for n in nodes) for s in ("imported", "folded", "unsupported", "skipped")}
-    return {"ok": not findings, "model": getattr(source, "__fspath__", lambda: str(source))() if not isinstance(
-        source, (bytes, bytearray)) else "<bytes>", "required_order": order, "opset": max(
+    if isinstance(source, (str, os.PathLike)):
+        shown = os.fspath(source)
+    else:
+        shown = f"<model {model.graph.name!r}>"
+    return {"ok": not findings, "model": shown, "required_order": order, "opset": max(
         (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0),
         "counts": counts, "nodes": nodes, "findings": findings}
 
