@@ -14,7 +14,6 @@ in the order of the flattened parameter tree (``docs/design-parameters-and-shape
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any

@@ -17,7 +17,6 @@ from onnx import TensorProto
 
 from frame_core import Node
 
-from .errors import OnnxError
 from .export import Exporter
 from .rules_export import rule
 

@@ -9,7 +9,6 @@ graph. Normalisations are written out (mean, variance, scale). ``RNN``/``GRU``/`
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
