@@ -467,8 +467,12 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     model, _ = read_model(source)
     imported = import_model(model, dims=dims, default_dim=default_dim, name=name)
     if imported.dims and check_any_batch:
-        probe = import_model(model, dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
-        imported.any_batch = same_structure(imported.graph, probe.graph)
+        try:
+            probe = import_model(model, dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
+        except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
+            imported.any_batch = False
+        else:
+            imported.any_batch = same_structure(imported.graph, probe.graph)
     if not imported.any_batch:  # fixed shapes (none symbolic), or sizes baked in: never re-specialised wrongly
         from frame_core.frontend.trace import holds_traced_sizes
 

@@ -167,3 +167,15 @@ def test_custom_domains_are_listed_with_their_domain():
 def test_unknown_dims_names_are_refused():
     with pytest.raises(frame_onnx.OnnxError.__mro__[1], match="batch"):  # FrameError: ArgumentError
         frame_onnx.load(_linear(), dims={"bacth": 2})
+
+
+def test_a_model_that_only_works_at_its_traced_size_still_imports():
+    """A reshape to a fixed [1, 6] works at batch 1 only: the any-batch probe (batch 2) fails, the import
+    does not, and the graph refuses re-specialisation."""
+    shape = numpy_helper.from_array(np.array([1, 6], np.int64), "shape")
+    model = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])], [_vi("x", ["batch", 2, 3])],
+                   [_vi("y", [1, 6])], [shape])
+    imported = frame_onnx.load(model)
+    assert imported.dims == {"batch": 1} and not imported.any_batch
+    np.testing.assert_array_equal(imported.run([np.arange(6, dtype=np.float32).reshape(1, 2, 3)])[0],
+                                  np.arange(6).reshape(1, 6))
