@@ -3,7 +3,8 @@
 Convolutions and pools of one spatial axis map to frame-ops-sequence's ``conv1d``/``max_pool1d``/
 ``avg_pool1d``; of two axes to frame-ops-nn's ``conv2d``/``max_pool2d``/``avg_pool2d`` when that pack is
 installed, else to an equivalent of slices and a matrix product (im2col) that differentiates like any
-graph. Normalisations are written out (mean, variance, scale). ``RNN``/``GRU``/``LSTM`` become a frame
+graph. Normalisations map to frame-ops-nn's ``batch_norm``/``layer_norm`` when installed, else are written out
+(mean, variance, scale). ``RNN``/``GRU``/``LSTM`` become a frame
 ``scan`` over time whose body is the cell, with the input projection of all steps done before it.
 """
 
@@ -165,6 +166,8 @@ def _batch_norm(cx: NodeContext) -> Any:
         raise Unsupported("batch normalisation in training mode (export the model in eval mode)")
     x, scale, bias, mean, var = (cx.input(i) for i in range(5))
     eps = cx.attr("epsilon", "float", 1e-5)
+    if _have("batch_norm") and all(shape_of(v) == (shape_of(x)[1],) for v in (scale, bias, mean, var)):
+        return ops.batch_norm(x, scale, bias, mean, var, training=False, eps=eps)[0]
     spatial = rank_of(x) - 2
     shape = [shape_of(scale)[0]] + [1] * spatial
 
@@ -182,6 +185,10 @@ def _layer_norm(cx: NodeContext) -> Any:
     axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
     eps = cx.attr("epsilon", "float", 1e-5)
     axes = list(range(axis, rank_of(x)))
+    normalised = tuple(shape_of(x)[axis:])
+    if (_have("layer_norm") and cx.has(2) and shape_of(cx.input(1)) == normalised
+            and shape_of(cx.input(2)) == normalised):
+        return ops.layer_norm(x, cx.input(1), cx.input(2), eps=eps)
     centred = x - ops.mean(x, axes=axes, keepdims=True)
     y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True) + eps)
     y = y * cx.input(1)

@@ -1,5 +1,5 @@
-"""With frame-ops-nn installed, 2-D convolutions and pools import as its ops (not the im2col form) and its
-ops export as ONNX Conv/MaxPool/AveragePool. (Without that pack the im2col path is tested elsewhere.)"""
+"""With frame-ops-nn installed, 2-D convolutions, pools and normalisations import as its ops (not the im2col
+or written-out forms) and its convolution and pooling ops export as ONNX Conv/MaxPool/AveragePool. (Without that pack the im2col path is tested elsewhere.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ pytest.importorskip("frame_ops_nn", reason="frame-ops-nn is not installed")
 ort = pytest.importorskip("onnxruntime")
 
 
-@pytest.mark.parametrize("name", ["conv2d-stride-dilation", "conv2d-same", "avgpool2d-padded", "maxpool2d-strided"])
+@pytest.mark.parametrize("name", ["conv2d-stride-dilation", "conv2d-same", "avgpool2d-padded", "maxpool2d-strided",
+                                  "batchnorm", "layernorm-axis"])
 def test_imported_with_ops_nn_equals_onnxruntime(name):
     import importlib.util
     import pathlib
@@ -25,7 +26,7 @@ def test_imported_with_ops_nn_equals_onnxruntime(name):
     model, feeds = cases.CASES[name]()
     expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     imported = frame_onnx.load(model)
-    assert {"conv2d", "max_pool2d", "avg_pool2d"} & {n.op for n in imported.graph.nodes}
+    assert {"conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm"} & {n.op for n in imported.graph.nodes}
     got = imported.run([feeds[n] for n in imported.input_names])
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
