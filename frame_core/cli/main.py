@@ -199,6 +199,75 @@ def new_pack(
     run(name, directory)
 
 
+# -- frame onnx: the commands live in frame-onnx (imported when one runs); without it, say what to install --
+onnx_app = typer.Typer(help="ONNX models in and out, and what of them frame can differentiate (needs frame-onnx).",
+                       no_args_is_help=True)
+app.add_typer(onnx_app, name="onnx")
+DimOption = Annotated[list[str] | None, typer.Option("--dim", "-d", help="Size of a symbolic dimension, NAME=SIZE "
+                                                        "(repeat it; default 1).")]
+
+
+def _onnx_cli():  # noqa: ANN202 - frame_onnx.cli
+    try:
+        from frame_onnx import cli
+    except ImportError as exc:
+        from ._common import CliFailure
+
+        missing = getattr(exc, "name", None) or ""
+        need = ("the frame-onnx distribution: pip install frame-onnx" if missing.startswith("frame_onnx") or not missing
+                else f"the {missing!r} package, which frame-onnx needs: pip install frame-onnx")
+        raise CliFailure(f"error: `frame onnx` needs {need} ({exc})", EXIT_USAGE) from None
+    return cli
+
+
+@onnx_app.command("import")
+@guarded
+def onnx_import(
+    path: Annotated[str, typer.Argument(metavar="MODEL.onnx")],
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Where to save the graph as JSON "
+                                                  "(default: stdout).")] = None,
+    params: Annotated[str | None, typer.Option("--params", help="Also save the parameters (.npz, by name).")] = None,
+    dims: DimOption = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
+) -> None:
+    """Import an ONNX model as a frame graph (initializers become named parameter inputs)."""
+    text, note = _onnx_cli().import_command(path, output, params, dims, force)
+    if text is not None:
+        echo(text)
+    warn(note)
+
+
+@onnx_app.command("export")
+@guarded
+def onnx_export(
+    path: Annotated[str, typer.Argument(metavar="GRAPH.json")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The ONNX file to write.")],
+    opset: Annotated[int | None, typer.Option("--opset", help="Default-domain opset (default 18).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists.")] = False,
+) -> None:
+    """Export a saved frame graph (forward or training) to ONNX."""
+    warn(_onnx_cli().export_command(path, output, opset, force))
+
+
+@onnx_app.command("audit")
+@guarded
+def onnx_audit(
+    path: Annotated[str, typer.Argument(metavar="MODEL.onnx")],
+    order: Annotated[int | None, typer.Option("--order", "-n", help="Require every imported node to be "
+                                                 "differentiable to this order (default 1).")] = None,
+    dims: DimOption = None,
+    fmt: Annotated[AuditFormat, typer.Option("--format", "-f", help="text, json, or github (::error lines).")]
+    = AuditFormat.text,
+) -> None:
+    """Per node of a model: imported or not, differentiable to which order; exit 1 on findings (for CI)."""
+    code, text, note = _onnx_cli().audit_command(path, order, dims, fmt.value)
+    if text:
+        echo(text)
+    if note:
+        warn(note)
+    raise typer.Exit(code)
+
+
 def main() -> None:
     """Console-script entry point (``frame``).
 

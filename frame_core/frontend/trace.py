@@ -78,6 +78,12 @@ def shape_was_read(graph: Graph, depth: int = 2) -> None:
         _SHAPE_READ.add(graph)
 
 
+def holds_traced_sizes(graph: Graph) -> None:
+    """Record that ``graph`` holds traced sizes as numbers whoever built it (an importer that baked a size into
+    an attribute, say): ``specialize`` then refuses it, as it does a trace that read a shape."""
+    _SHAPE_READ.add(graph)
+
+
 def reads_traced_shapes(graph: Graph) -> bool:
     """Whether tracing ``graph`` read a tensor's shape, size or length (see ``Tensor.shape``)."""
     return graph in _SHAPE_READ

@@ -1,0 +1,158 @@
+"""ONNX import: import + compile time against ONNX Runtime's session creation, and inference of imported
+models in frame against ONNX Runtime on one CPU thread (and a hand-written numpy reference).
+
+Models are built with onnx.helper (nothing downloaded):
+- cnn: conv 3->32->64->128 (3x3, ReLU, 2x2 max pools) on 32x32 images, then a 2048->448 and a 448->10 layer:
+  about 1.0M parameters;
+- chain: 10,000 nodes (a matmul every tenth node, tanh/add/mul between) on a [64, 64] tensor;
+- mlp: 784-256-256-10 ReLU, batch 64.
+
+    python benchmarks/onnx_import.py [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+THREADS = os.environ.get("FRAME_BENCH_THREADS", "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, THREADS)
+
+import numpy as np  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import frame_core as fc  # noqa: E402
+import frame_onnx  # noqa: E402
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(0)
+
+
+def _w(*shape: int) -> np.ndarray:
+    return (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+
+def _model(nodes, inits, x_shape, y_shape) -> bytes:
+    graph = helper.make_graph(nodes, "bench", [helper.make_tensor_value_info("x", F, x_shape)],
+                              [helper.make_tensor_value_info("y", F, y_shape)],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model.SerializeToString()
+
+
+def cnn(batch: int) -> tuple[bytes, dict[str, np.ndarray]]:
+    nodes, inits, x, channels = [], {}, "x", [3, 32, 64, 128]
+    for k in range(3):
+        inits[f"conv{k}.weight"], inits[f"conv{k}.bias"] = _w(channels[k + 1], channels[k], 3, 3), _w(channels[k + 1])
+        nodes += [helper.make_node("Conv", [x, f"conv{k}.weight", f"conv{k}.bias"], [f"c{k}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{k}"], [f"r{k}"]),
+                  helper.make_node("MaxPool", [f"r{k}"], [f"p{k}"], kernel_shape=[2, 2], strides=[2, 2])]
+        x = f"p{k}"
+    inits["fc1.weight"], inits["fc1.bias"] = _w(2048, 448), _w(448)
+    inits["fc2.weight"], inits["fc2.bias"] = _w(448, 10), _w(10)
+    nodes += [helper.make_node("Flatten", [x], ["f"]), helper.make_node("Gemm", ["f", "fc1.weight", "fc1.bias"], ["h"]),
+              helper.make_node("Relu", ["h"], ["hr"]), helper.make_node("Gemm", ["hr", "fc2.weight", "fc2.bias"], ["y"])]
+    return _model(nodes, inits, ["batch", 3, 32, 32], ["batch", 10]), inits
+
+
+def chain(n: int) -> bytes:
+    nodes, inits, x = [], {}, "x"
+    for k in range(n):
+        out = f"v{k}"
+        if k % 10 == 0:
+            inits[f"w{k}"] = _w(64, 64)
+            nodes.append(helper.make_node("MatMul", [x, f"w{k}"], [out]))
+        else:
+            op = ("Tanh", "Add", "Mul")[k % 3]
+            nodes.append(helper.make_node(op, [x] if op == "Tanh" else [x, x], [out]))
+        x = out
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    return _model(nodes, inits, [64, 64], [64, 64])
+
+
+def mlp() -> tuple[bytes, dict[str, np.ndarray]]:
+    sizes, nodes, inits, x = [784, 256, 256, 10], [], {}, "x"
+    for k in range(3):
+        inits[f"fc{k}.weight"], inits[f"fc{k}.bias"] = _w(sizes[k + 1], sizes[k]), _w(sizes[k + 1])
+        nodes.append(helper.make_node("Gemm", [x, f"fc{k}.weight", f"fc{k}.bias"], [f"g{k}"], transB=1))
+        x = f"g{k}"
+        if k < 2:
+            nodes.append(helper.make_node("Relu", [x], [f"a{k}"]))
+            x = f"a{k}"
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    return _model(nodes, inits, ["batch", 784], ["batch", 10]), inits
+
+
+def ort_session(data: bytes):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = int(THREADS)
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def import_and_compile(data: bytes, dims: dict[str, int], probe: bool = True) -> float:
+    t0 = time.perf_counter()
+    model = frame_onnx.load(data, dims=dims, check_any_batch=probe)
+    fc.compile(model.graph, cache=False)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    print(f"threads: {THREADS}")
+
+    cnn_data, cnn_params = cnn(16)
+    chain_data = chain(10_000)
+    n_params = sum(a.size for a in cnn_params.values())
+    print("\n== import + compile (median of 3) vs onnxruntime session creation ==")
+    for label, data, dims, probe in ((f"cnn ({n_params / 1e6:.2f}M parameters)", cnn_data, {"batch": 16}, True),
+                                     ("cnn, without the any-batch probe", cnn_data, {"batch": 16}, False),
+                                     ("chain (10,000 nodes)", chain_data, {}, True)):
+        ours = statistics.median(import_and_compile(data, dims, probe) for _ in range(3))
+        theirs = statistics.median(median_time(lambda: ort_session(data), 1) for _ in range(3))
+        print(f"{label:32s} frame {ours * 1e3:9.1f} ms   onnxruntime {theirs * 1e3:8.1f} ms   ratio {ours / theirs:5.2f}")
+
+    print(f"\n== inference, median of {args.repeat} (ratio = frame / onnxruntime) ==")
+    mlp_data, mlp_params = mlp()
+    for label, data, shape, dims in (("mlp 784-256-256-10, batch 64", mlp_data, (64, 784), {"batch": 64}),
+                                     ("cnn, batch 16", cnn_data, (16, 3, 32, 32), {"batch": 16})):
+        x = rng.standard_normal(shape).astype(np.float32)
+        model = frame_onnx.load(data, dims=dims)
+        exe = fc.compile(model.graph)
+        argv = model.arguments([x])
+        ours = median_time(lambda: exe.run(argv), args.repeat)
+        session = ort_session(data)
+        theirs = median_time(lambda: session.run(None, {"x": x}), args.repeat)
+        np.testing.assert_allclose(exe.run(argv)[0], session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+        line = f"{label:32s} frame {ours * 1e3:8.3f} ms   onnxruntime {theirs * 1e3:8.3f} ms   ratio {ours / theirs:5.2f}"
+        if data is mlp_data:
+            p = mlp_params
+
+            def by_hand():
+                h = np.maximum(x @ p["fc0.weight"].T + p["fc0.bias"], 0)
+                h = np.maximum(h @ p["fc1.weight"].T + p["fc1.bias"], 0)
+                return h @ p["fc2.weight"].T + p["fc2.bias"]
+            numpy_time = median_time(by_hand, args.repeat)
+            line += f"   numpy {numpy_time * 1e3:8.3f} ms (frame / numpy {ours / numpy_time:4.2f})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,578 @@
+"""ONNX model -> frame graph: the driver (``load``); the per-op rules live in ``rules_*.py``.
+
+The model's main graph is *traced*: ``frame_core.trace`` calls a function that walks the ONNX nodes in
+order and applies each node's rule to frame tensors, so sub-graphs of ``If``/``Loop``/``Scan`` become
+frame bodies through the same front end users write (outer values they read are captured, gradients
+reach them). Values whose contents are known while importing (``Constant`` nodes, ``Shape`` of a
+statically shaped tensor, integer initializers) stay numpy arrays, and a node whose inputs are all known
+is folded with ``onnx.reference`` instead of becoming graph nodes: the shape sub-graphs torch writes
+(``Shape -> Gather -> Concat -> Reshape``) become plain attributes.
+
+Floating initializers become parameters: graph inputs named by their ONNX names, after the data inputs,
+in the order of the flattened parameter tree (``docs/design-parameters-and-shapes.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+import frame_core as fc
+from frame_core import FrameError
+from frame_core.frontend.trace import Tensor, current_graph
+
+from ._read import read_model, run_checker
+from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
+
+__all__ = ["ImportedModel", "load", "NodeContext", "Unsupported", "import_rules", "DTYPES"]
+
+#: ONNX element type -> frame dtype name
+DTYPES = {
+    onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.DOUBLE: "f64", onnx.TensorProto.FLOAT16: "f16",
+    onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.INT32: "i32", onnx.TensorProto.INT64: "i64",
+    onnx.TensorProto.BOOL: "bool",
+}
+
+#: Folding a node whose inputs are all known is skipped above this many elements (a weight-sized
+#: computation stays in the graph, where the compiler folds it once).
+FOLD_LIMIT = 1 << 20
+_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
+            "If", "Loop", "Scan"}
+
+
+class Unsupported(Exception):
+    """Raised by a rule for a configuration it cannot import (the node is listed, the import goes on)."""
+
+
+class _Poison:
+    """The value of an output of a node that could not be imported: its consumers are skipped silently."""
+
+
+POISON = _Poison()
+
+
+@dataclass
+class ImportedModel:
+    """What ``load`` returns.
+
+    ``graph`` takes the data inputs (``input_names``, the ONNX graph inputs) then the parameters
+    (``param_names``, flattened names of ``params``); ``params`` is the nested tree of initializer
+    arrays split on ``.``; ``dims`` the sizes symbolic dimensions were traced at; ``any_batch`` whether the
+    graph means the same at other sizes of those dimensions (``compile(graph, dynamic_shapes=True)`` serves
+    them; otherwise it refuses to re-specialise the graph).
+    """
+
+    graph: fc.Graph
+    params: dict[str, Any]
+    input_names: list[str]
+    param_names: list[str]
+    output_names: list[str]
+    dims: dict[str, int] = field(default_factory=dict)
+    opset: int = 0
+    any_batch: bool = False
+    _exe: Any = field(default=None, repr=False)
+
+    def flat_params(self, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        """The leaves of ``params`` (default: the imported ones) in the graph's parameter order."""
+        tree = self.params if params is None else params
+        return [_leaf(tree, name) for name in self.param_names]
+
+    def arguments(self, inputs: Any, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        """The full argument list of ``graph``: ``inputs`` (a list in order, or a dict by name) then the
+        parameters."""
+        if isinstance(inputs, Mapping):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise fc.InputError(f"inputs {missing} are missing; the model takes {self.input_names}")
+            inputs = [inputs[n] for n in self.input_names]
+        inputs = list(inputs)
+        if len(inputs) != len(self.input_names):
+            raise fc.InputError(f"the model takes {len(self.input_names)} inputs ({self.input_names}), "
+                                f"got {len(inputs)}")
+        return [*inputs, *self.flat_params(params)]
+
+    def run(self, inputs: Any, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        """Compile ``graph`` once and run it on ``inputs`` (and ``params``, default the imported ones)."""
+        if self._exe is None:
+            self._exe = fc.compile(self.graph)
+        return self._exe.run(self.arguments(inputs, params))
+
+
+def _leaf(tree: Mapping[str, Any], name: str) -> Any:
+    node: Any = tree
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise fc.InputError(f"parameter {name!r} is missing from the parameter tree")
+        node = node[part]
+    return node
+
+
+def _tree(names_arrays: Iterable[tuple[str, np.ndarray]]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, array in names_arrays:
+        parts = name.split(".")
+        node = tree
+        for k, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise OnnxFormatError(f"initializer {name!r} cannot be a parameter: {'.'.join(parts[:k + 1])!r} is "
+                                      "a parameter of its own, and a name cannot be both a leaf and a folder of the "
+                                      "parameter tree")
+            node = child
+        if parts[-1] in node:
+            raise OnnxFormatError(f"initializer {name!r} cannot be a parameter: other parameters are named "
+                                  f"{name!r}.<...>")
+        node[parts[-1]] = array
+    return tree
+
+
+def _flat_names(tree: Mapping[str, Any]) -> list[str]:
+    """The flattened names of the parameter tree, in the core's order (``frame_core.params``)."""
+    from frame_core.params import names_of
+
+    return names_of(tree)
+
+
+# -- the rules table -------------------------------------------------------------------------------------
+Rule = Callable[["NodeContext"], Any]
+_RULES: dict[tuple[str, str], Rule] = {}
+
+
+def rule(*op_types: str, domain: str = "") -> Callable[[Rule], Rule]:
+    """Register the decorated function as the import rule of ``op_types`` (in ``domain``)."""
+    def register(fn: Rule) -> Rule:
+        for op_type in op_types:
+            _RULES[(domain, op_type)] = fn
+        return fn
+    return register
+
+
+def import_rules() -> dict[tuple[str, str], Rule]:
+    """Every import rule: the built-in ones and those packs give through ``frame_onnx_import_rules``."""
+    from . import rules_control, rules_nn, rules_ops  # noqa: F401 - they register themselves
+    from .hooks import plugin_import_rules
+
+    return {**_RULES, **plugin_import_rules()}
+
+
+# -- one node's view -------------------------------------------------------------------------------------
+class NodeContext:
+    """What a rule sees: the node, its inputs (frame tensors or known arrays), typed attributes, its opset."""
+
+    def __init__(self, node: onnx.NodeProto, values: list[Any], opset: int, scope: "_Scope") -> None:
+        self.node = node
+        self.values = values
+        self.opset = opset
+        self.scope = scope
+        self._attrs = {a.name: a for a in node.attribute}
+
+    @property
+    def name(self) -> str:
+        return self.scope.node_label(self.node)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def has(self, i: int) -> bool:
+        """Whether optional input ``i`` is given."""
+        return i < len(self.values) and self.values[i] is not None
+
+    def input(self, i: int) -> Any:
+        """Input ``i``: a frame tensor, or a numpy array when it is known while importing."""
+        if not self.has(i):
+            raise OnnxFormatError(f"node {self.name} ({self.node.op_type}): input {i} is required but not given")
+        return self.values[i]
+
+    def known(self, i: int) -> np.ndarray | None:
+        """Input ``i`` as an array when it is known while importing (a constant), else ``None``."""
+        v = self.values[i] if self.has(i) else None
+        return v if isinstance(v, np.ndarray) else None
+
+    def need_known(self, i: int, what: str) -> np.ndarray:
+        v = self.known(i)
+        if v is None:
+            raise Unsupported(f"{what} (input {i}) must be a constant or computed from shapes; here it depends on "
+                              "the data")
+        return v
+
+    def attr(self, name: str, kind: str, default: Any = None) -> Any:
+        """Attribute ``name`` checked to be of ``kind`` (int, float, ints, floats, string, tensor, graph)."""
+        a = self._attrs.get(name)
+        if a is None:
+            return default
+        expected = {"int": onnx.AttributeProto.INT, "float": onnx.AttributeProto.FLOAT,
+                    "ints": onnx.AttributeProto.INTS, "floats": onnx.AttributeProto.FLOATS,
+                    "string": onnx.AttributeProto.STRING, "tensor": onnx.AttributeProto.TENSOR,
+                    "graph": onnx.AttributeProto.GRAPH}[kind]
+        if a.type != expected:
+            raise OnnxFormatError(
+                f"node {self.name} ({self.node.op_type}): attribute {name!r} is of type "
+                f"{onnx.AttributeProto.AttributeType.Name(a.type)}, expected {kind.upper()}; the model is malformed")
+        value = onnx.helper.get_attribute_value(a)
+        if kind == "string":
+            return value.decode("utf-8", "replace")
+        if kind in ("ints", "floats"):
+            return list(value)
+        return value
+
+
+# -- scopes: the main graph and each sub-graph -------------------------------------------------------------
+class _Scope:
+    """ONNX names visible in one graph (a sub-graph also sees its enclosing graphs' names)."""
+
+    def __init__(self, parent: "_Scope | None", opsets: dict[str, int], rules: dict, report: list[UnsupportedNode],
+                 path: str = "", records: list[dict[str, Any]] | None = None) -> None:
+        self.records = records  # the audit's per-node log, when asked for
+        self.parent = parent
+        self.opsets = opsets
+        self.rules = rules
+        self.report = report
+        self.path = path
+        self.names: dict[str, Any] = {}
+        self._index = 0  # the position of the node being imported, for nodes without a name
+
+    def lookup(self, name: str) -> Any:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.names[name]
+            scope = scope.parent
+        raise OnnxFormatError(f"{self.where()}: value {name!r} is read before any node produces it (the graph "
+                              "is not in topological order, or the name is undefined)")
+
+    def where(self) -> str:
+        return f"sub-graph {self.path}" if self.path else "the main graph"
+
+    def node_label(self, node: onnx.NodeProto) -> str:
+        label = repr(node.name) if node.name else f"#{self._index}"
+        return f"{self.path} > {label}" if self.path else label
+
+    def child(self, label: str) -> "_Scope":
+        return _Scope(self, self.opsets, self.rules, self.report, label if not self.path else f"{self.path} > {label}",
+                      self.records)
+
+    def run(self, graph: onnx.GraphProto) -> None:
+        """Apply every node of ``graph`` in order (they are checked to be topologically sorted)."""
+        for index, node in enumerate(graph.node):
+            self._index = index  # (protobuf hands out a new wrapper per access: ids cannot key the nodes)
+            self.run_node(node)
+
+    def run_node(self, node: onnx.NodeProto) -> None:
+        values = [None if not name else self.lookup(name) for name in node.input]
+        outputs: Any
+        record: dict[str, Any] | None = None
+        if self.records is not None:
+            record = {"node": self.node_label(node), "op_type": node.op_type, "domain": node.domain or "ai.onnx",
+                      "opset": self.opsets.get(_domain(node.domain), 0), "status": "imported", "reason": None,
+                      "frame_nodes": []}
+            self.records.append(record)
+            graph = current_graph()
+            start = len(graph.nodes)
+        if any(v is POISON for v in values):
+            outputs = None
+            if self.rules.get((_domain(node.domain), node.op_type)) is None:  # listed too: no rule at all
+                self._unsupported(node, self.opsets.get(_domain(node.domain), 0), "no import rule for this op")
+            elif record is not None:
+                record.update(status="skipped", reason="an input comes from a node that was not imported")
+        else:
+            opset = self.opsets.get(node.domain or "", 0)
+            fn = self.rules.get((_domain(node.domain), node.op_type))
+            if (node.op_type not in _NO_FOLD and values and all(v is None or isinstance(v, np.ndarray) for v in values)
+                    and sum(v.size for v in values if v is not None) <= FOLD_LIMIT and _domain(node.domain) == ""
+                    and (fn is not None or _reference_knows(node.op_type))):
+                outputs = _fold(node, values, opset)
+                if record is not None:
+                    record["status"] = "folded"
+            elif fn is None:
+                self._unsupported(node, opset, "no import rule for this op")
+                outputs = None
+            else:
+                cx = NodeContext(node, values, opset, self)
+                try:
+                    outputs = fn(cx)
+                except Unsupported as exc:
+                    self._unsupported(node, opset, str(exc))
+                    outputs = None
+                except OnnxError:
+                    raise
+                except FrameError as exc:
+                    raise OnnxError(f"node {cx.name} ({node.op_type}) could not be imported: {exc}") from exc
+        if record is not None:
+            record["frame_nodes"] = graph.nodes[start:]
+            if outputs is None and record["status"] == "imported":
+                record["status"] = "unsupported"
+                record["reason"] = next((r.reason for r in reversed(self.report) if r.node == record["node"]),
+                                        "a sub-graph holds nodes that were not imported")
+        if outputs is None:
+            for name in node.output:
+                if name:
+                    self.names[name] = POISON
+            return
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        for k, name in enumerate(node.output):
+            if not name:
+                continue
+            if k >= len(outputs) or outputs[k] is None:
+                self._unsupported(node, self.opsets.get(node.domain or "", 0), f"output {k} ({name!r}) is not supported")
+                self.names[name] = POISON
+            else:
+                self.names[name] = outputs[k]
+
+    def _unsupported(self, node: onnx.NodeProto, opset: int, reason: str) -> None:
+        self.report.append(UnsupportedNode(node.op_type, node.domain, opset, self.node_label(node), reason))
+
+
+def _domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def _reference_knows(op_type: str) -> bool:
+    from onnx.reference.ops import load_op
+
+    try:
+        load_op("", op_type)
+    except Exception:  # noqa: BLE001 - an op the reference evaluator lacks
+        return False
+    return True
+
+
+def _fold(node: onnx.NodeProto, values: list[Any], opset: int) -> list[np.ndarray]:
+    """Evaluate a node on known arrays with onnx's reference implementation (no code from the model runs:
+    the reference evaluator implements the standard ops in numpy)."""
+    from onnx.reference import ReferenceEvaluator
+
+    renamed = onnx.NodeProto()
+    renamed.CopyFrom(node)
+    del renamed.input[:]
+    feeds = {}
+    for k, v in enumerate(values):
+        renamed.input.append(f"in{k}" if v is not None else "")
+        if v is not None:
+            feeds[f"in{k}"] = v
+    del renamed.output[:]
+    renamed.output.extend([f"out{k}" if name else "" for k, name in enumerate(node.output)])
+    try:
+        results = ReferenceEvaluator(renamed, opsets={"": opset}).run(None, feeds)
+    except Exception as exc:  # the reference evaluator's own errors are of many kinds
+        raise OnnxError(f"node {node.name or node.op_type!r} ({node.op_type}) on constant inputs could not be "
+                        f"evaluated: {type(exc).__name__}: {exc}") from None
+    outs: list[Any] = []
+    it = iter(results)
+    for name in node.output:
+        outs.append(np.asarray(next(it)) if name else None)
+    return outs
+
+
+# -- load ------------------------------------------------------------------------------------------------
+def _input_type(vi: onnx.ValueInfoProto, dims: Mapping[str, int], default: int, used: dict[str, int]) -> str:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        raise OnnxFormatError(f"graph input {vi.name!r} is not a tensor ({t.WhichOneof('value')}); frame imports "
+                              "tensor inputs only")
+    elem = t.tensor_type.elem_type
+    if elem not in DTYPES:
+        raise OnnxFormatError(f"graph input {vi.name!r} has element type "
+                              f"{onnx.TensorProto.DataType.Name(elem)}, which frame has no dtype for (it has "
+                              "float16/32/64, bfloat16, int32, int64, bool)")
+    if not t.tensor_type.HasField("shape"):
+        raise OnnxFormatError(f"graph input {vi.name!r} has no shape (not even a rank); give the model input "
+                              "shapes (torch.onnx.export writes them)")
+    shape = []
+    for axis, d in enumerate(t.tensor_type.shape.dim):
+        if d.HasField("dim_value"):
+            shape.append(int(d.dim_value))
+        else:
+            label = d.dim_param or f"{vi.name}:{axis}"
+            size = int(dims.get(d.dim_param, dims.get(label, default))) if d.dim_param else int(dims.get(label, default))
+            used[label] = size
+            shape.append(size)
+    return f"{DTYPES[elem]}[{', '.join(map(str, shape))}]"
+
+
+def _check_graph(graph: onnx.GraphProto, outer: set[str], path: str = "the main graph") -> None:
+    """Topological order (and therefore no cycle), and no input that is also an initializer, at any depth."""
+    inits = {t.name for t in graph.initializer}
+    both = [vi.name for vi in graph.input if vi.name in inits]
+    if both:
+        raise OnnxFormatError(
+            f"{path}: {both} {'are' if len(both) > 1 else 'is'} both graph input{'s' if len(both) > 1 else ''} and "
+            "initializer: an input that defaults to a stored value is ambiguous (parameter or data?); export "
+            "with keep_initializers_as_inputs=False, or remove them from the inputs")
+    defined = set(outer) | inits | {vi.name for vi in graph.input}
+    producers = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    for i, node in enumerate(graph.node):
+        for name in node.input:
+            if name and name not in defined:
+                if name in producers and producers[name] >= i:
+                    cyc = _find_cycle(graph, producers)
+                    raise OnnxFormatError(
+                        f"{path}: node {node.name or '#%d' % i} ({node.op_type}) reads {name!r} before it is "
+                        + (f"produced: the nodes form a cycle ({' -> '.join(cyc)}); a model must be acyclic"
+                           if cyc else "produced: the nodes are not in topological order; sort them "
+                                       "(onnx.utils or re-export)"))
+                raise OnnxFormatError(f"{path}: node {node.name or '#%d' % i} ({node.op_type}) reads {name!r}, "
+                                      "which no node, input or initializer defines")
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subs:
+                _check_graph(sub, defined, f"{path} > {node.name or node.op_type}.{attr.name}")
+        defined.update(o for o in node.output if o)
+
+
+def _find_cycle(graph: onnx.GraphProto, producers: dict[str, int]) -> list[str]:
+    """Node labels along one cycle, or [] when reading ahead is only a sorting problem."""
+    edges = {i: [producers[x] for x in n.input if x in producers] for i, n in enumerate(graph.node)}
+    state: dict[int, int] = {}
+    stack: list[int] = []
+
+    def visit(i: int) -> list[int] | None:
+        state[i] = 1
+        stack.append(i)
+        for j in edges[i]:
+            if state.get(j) == 1:
+                return stack[stack.index(j):] + [j]
+            if j not in state:
+                found = visit(j)
+                if found:
+                    return found
+        state[i] = 2
+        stack.pop()
+        return None
+
+    for i in edges:
+        if i not in state:
+            found = visit(i)
+            if found:
+                return [graph.node[k].name or f"#{k}" for k in found]
+    return []
+
+
+def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int = 1,
+         name: str | None = None, check_any_batch: bool = True) -> ImportedModel:
+    """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a frame graph with named parameters.
+
+    ``dims`` gives the sizes to trace symbolic dimensions at, by their ``dim_param`` name (``{"batch": 32}``);
+    the others are traced at ``default_dim``. With ``check_any_batch`` (the default) a model with symbolic
+    dimensions is imported a second time with each of them one larger: when the two graphs hold the same ops,
+    attributes and constants, no traced size is baked in and ``compile(graph, dynamic_shapes=True)`` may run
+    it at any size (``any_batch``); otherwise (and for a model without symbolic dimensions) the graph is marked
+    so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
+    and ``UnsupportedModelError`` listing every node frame cannot import.
+    """
+    model, _ = read_model(source)
+    imported = import_model(model, dims=dims, default_dim=default_dim, name=name)
+    if imported.dims and check_any_batch:
+        try:
+            probe = import_model(model, dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
+        except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
+            imported.any_batch = False
+        else:
+            imported.any_batch = same_structure(imported.graph, probe.graph)
+    if not imported.any_batch:  # fixed shapes (none symbolic), or sizes baked in: never re-specialised wrongly
+        from frame_core.frontend.trace import holds_traced_sizes
+
+        holds_traced_sizes(imported.graph)
+    return imported
+
+
+def same_structure(a: fc.Graph, b: fc.Graph) -> bool:
+    """Whether two graphs hold the same ops, wiring, attributes and constants (types aside)."""
+    if len(a.nodes) != len(b.nodes) or len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs):
+        return False
+    where_a: dict[Any, Any] = {v: ("in", i) for i, v in enumerate(a.inputs)}
+    where_b: dict[Any, Any] = {v: ("in", i) for i, v in enumerate(b.inputs)}
+    for k, (na, nb) in enumerate(zip(a.nodes, b.nodes)):
+        if na.op != nb.op or len(na.inputs) != len(nb.inputs) or set(na.attrs) != set(nb.attrs):
+            return False
+        if [where_a.get(v) for v in na.inputs] != [where_b.get(v) for v in nb.inputs]:
+            return False
+        for key, va in na.attrs.items():
+            vb = nb.attrs[key]
+            if isinstance(va, fc.Graph):
+                if not isinstance(vb, fc.Graph) or not same_structure(va, vb):
+                    return False
+            elif isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+                if not (isinstance(va, np.ndarray) and isinstance(vb, np.ndarray) and va.shape == vb.shape
+                        and va.dtype == vb.dtype and np.array_equal(va, vb, equal_nan=va.dtype.kind == "f")):
+                    return False
+            elif va != vb:
+                return False
+        for j, (oa, ob) in enumerate(zip(na.outputs, nb.outputs)):
+            where_a[oa], where_b[ob] = (k, j), (k, j)
+    return [where_a.get(v) for v in a.outputs] == [where_b.get(v) for v in b.outputs]
+
+
+def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = None, default_dim: int = 1,
+                 name: str | None = None, records: list[dict[str, Any]] | None = None) -> ImportedModel:
+    """``load`` for a model already read; with ``records`` (a list), every node's import is logged there and an
+    unsupported model is still refused (after every node was tried)."""
+    dims = dict(dims or {})
+    if not isinstance(default_dim, int) or default_dim < 0:
+        raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
+    graph = model.graph
+    _check_graph(graph, set())  # before the checker: its messages for these two cases are less direct
+    run_checker(model)
+    opsets = {_domain(o.domain): int(o.version) for o in model.opset_import}
+    rules = import_rules()
+
+    # parameters: floating initializers; other initializers are known arrays (shapes, indices)
+    params, consts = [], {}
+    for init in graph.initializer:
+        array = numpy_helper.to_array(init)
+        if init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                              onnx.TensorProto.BFLOAT16):
+            params.append((init.name, np.array(array)))
+        else:
+            consts[init.name] = np.array(array)
+    tree = _tree(params)
+    param_names = _flat_names(tree)
+    arrays = dict(params)
+    used: dict[str, int] = {}
+    input_names = [vi.name for vi in graph.input]
+    types = [_input_type(vi, dims, default_dim, used) for vi in graph.input]
+    types += [_type_of(arrays[n], n) for n in param_names]
+    names = input_names + param_names
+    report: list[UnsupportedNode] = []
+    scope = _Scope(None, opsets, rules, report, records=records)
+
+    def forward(*tensors: Tensor) -> list[Any]:
+        scope.names.update(consts)
+        scope.names.update(zip(names, tensors))
+        scope.run(graph)
+        if report:
+            return []
+        return [_output(scope.lookup(o.name), o.name) for o in graph.output]
+
+    g = fc.trace(forward, *types, name=name or (graph.name or "onnx_model"))
+    if report:
+        raise UnsupportedModelError(report)
+    for value, n in zip(g.inputs, names):
+        value.name = n
+    for k, o in enumerate(graph.output):
+        g.name_output(k, o.name)
+    unknown = sorted(set(dims) - set(used))
+    if unknown:
+        raise fc.ArgumentError(f"dims names {unknown}, which no input of the model has; its symbolic dims are "
+                               f"{sorted(used) or 'none'}")
+    return ImportedModel(g, tree, input_names, param_names, [o.name for o in graph.output], used,
+                         opsets.get("", 0))
+
+
+def _type_of(array: np.ndarray, name: str) -> str:
+    from frame_core.ir.dtypes import as_dtype
+
+    try:
+        return f"{as_dtype(array.dtype).short}[{', '.join(map(str, array.shape))}]"
+    except FrameError:
+        raise OnnxFormatError(f"initializer {name!r} has dtype {array.dtype}, which frame has no dtype for") from None
+
+
+def _output(value: Any, name: str) -> Any:
+    if value is POISON:  # pragma: no cover - reported before
+        raise OnnxError(f"output {name!r} could not be imported")
+    return value

@@ -1,0 +1,313 @@
+"""Import rules of network layers: convolution, pooling, normalisation and recurrent cells.
+
+Convolutions and pools of one spatial axis map to frame-ops-sequence's ``conv1d``/``max_pool1d``/
+``avg_pool1d``; of two axes to frame-ops-nn's ``conv2d``/``max_pool2d``/``avg_pool2d`` when that pack is
+installed, else to an equivalent of slices and a matrix product (im2col) that differentiates like any
+graph. Normalisations map to frame-ops-nn's ``batch_norm``/``layer_norm`` when installed, else are written out
+(mean, variance, scale). ``RNN``/``GRU``/``LSTM`` become a frame
+``scan`` over time whose body is the cell, with the input projection of all steps done before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from frame_core import ops
+
+from ._import import NodeContext, Unsupported, rule
+from .rules_ops import like, norm_axis, rank_of, shape_of
+
+__all__: list[str] = []
+
+
+def _have(op: str) -> bool:
+    import frame_core as fc
+
+    return op in fc.registry().schemas
+
+
+def _spatial(cx: NodeContext, x: Any, kernel: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(strides, dilations, pads before, pads after) per spatial axis, auto_pad resolved."""
+    n = len(kernel)
+    strides = cx.attr("strides", "ints") or [1] * n
+    dilations = cx.attr("dilations", "ints") or [1] * n
+    pads = cx.attr("pads", "ints") or [0] * (2 * n)
+    auto = cx.attr("auto_pad", "string", "NOTSET")
+    if cx.attr("ceil_mode", "int", 0):
+        raise Unsupported("ceil_mode=1 (frame pools floor the output size)")
+    before, after = list(pads[:n]), list(pads[n:])
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        for i in range(n):
+            size = shape_of(x)[2 + i]
+            out = -(-size // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size)
+            small, big = total // 2, total - total // 2
+            before[i], after[i] = (small, big) if auto == "SAME_UPPER" else (big, small)
+    elif auto == "VALID":
+        before, after = [0] * n, [0] * n
+    return strides, dilations, before, after
+
+
+def _bias(y: Any, cx: NodeContext, i: int, spatial: int) -> Any:
+    if not cx.has(i):
+        return y
+    b = cx.input(i)
+    return y + ops.reshape(b, shape=[shape_of(b)[0]] + [1] * spatial)
+
+
+@rule("Conv")
+def _conv(cx: NodeContext) -> Any:
+    x, w = cx.input(0), cx.input(1)
+    kernel = list(shape_of(w)[2:])
+    n = len(kernel)
+    strides, dilations, before, after = _spatial(cx, x, kernel)
+    groups = cx.attr("group", "int", 1)
+    if n == 1:
+        y = ops.conv1d(x, w, stride=strides[0], padding=[before[0], after[0]], dilation=dilations[0], groups=groups)
+    elif n == 2 and _have("conv2d"):
+        y = ops.conv2d(x, w, stride=strides, padding=[before[0], after[0], before[1], after[1]], dilation=dilations,
+                       groups=groups)
+    elif n == 2:
+        if groups != 1:
+            raise Unsupported("a grouped 2-D convolution without frame-ops-nn (pip install frame-ops-nn)")
+        y = _conv2d_im2col(x, w, strides, dilations, before, after)
+    else:
+        raise Unsupported(f"a {n}-D convolution (frame has 1-D and 2-D)")
+    return _bias(y, cx, 2, n)
+
+
+def _taps(x: Any, kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[list[Any], tuple[int, int]]:
+    """The kh*kw strided views of a padded ``x[B, C, H, W]``, one per kernel tap, each ``[B, C, Ho, Wo]``."""
+    _, _, h, w = shape_of(x)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    ho, wo = (h - (kh - 1) * dh - 1) // sh + 1, (w - (kw - 1) * dw - 1) // sw + 1
+    if ho <= 0 or wo <= 0:
+        raise Unsupported(f"a window larger than the padded input ({h}x{w})")
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            taps.append(ops.slice(x, starts=[i * dh, j * dw], stops=[i * dh + (ho - 1) * sh + 1, j * dw + (wo - 1) * sw + 1],
+                                  steps=[sh, sw], axes=[2, 3]))
+    return taps, (ho, wo)
+
+
+def _pad2d(x: Any, before: list[int], after: list[int]) -> Any:
+    return ops.pad(x, before=before, after=after, axes=[2, 3]) if any(before) or any(after) else x
+
+
+def _conv2d_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], before: list[int],
+                   after: list[int]) -> Any:
+    b, c = shape_of(x)[:2]
+    o, _, kh, kw = shape_of(w)
+    taps, (ho, wo) = _taps(_pad2d(x, before, after), [kh, kw], strides, dilations)
+    cols = ops.reshape(ops.stack(*taps, axis=2), shape=[-1, c * kh * kw, ho * wo])  # [B, C*kh*kw, Ho*Wo]
+    y = ops.matmul(ops.reshape(w, shape=[o, c * kh * kw]), cols)                    # [B, O, Ho*Wo]
+    return ops.reshape(y, shape=[-1, o, ho, wo])
+
+
+@rule("MaxPool", "AveragePool")
+def _pool(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    if len(cx.node.output) > 1 and cx.node.output[1]:
+        raise Unsupported("MaxPool's Indices output")
+    kernel = cx.attr("kernel_shape", "ints")
+    n = len(kernel)
+    strides, dilations, before, after = _spatial(cx, x, kernel)
+    if any(d != 1 for d in dilations):
+        raise Unsupported("dilated pooling")
+    is_max = cx.node.op_type == "MaxPool"
+    include = bool(cx.attr("count_include_pad", "int", 0))
+    if n == 1:
+        if is_max:
+            return ops.max_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
+        if (before[0] or after[0]) and not include:
+            raise Unsupported("a padded 1-D average pool that leaves the padding out of the count")
+        return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
+    if n != 2:
+        raise Unsupported(f"{n}-D pooling (frame has 1-D and 2-D)")
+    pads = [before[0], after[0], before[1], after[1]]
+    if _have("max_pool2d"):
+        if is_max:
+            return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
+        return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
+    if is_max:
+        if any(pads):
+            raise Unsupported("padded 2-D max pooling without frame-ops-nn (pip install frame-ops-nn)")
+        taps, _ = _taps(x, kernel, strides, [1, 1])
+        out = taps[0]
+        for t in taps[1:]:
+            out = ops.maximum(out, t)
+        return out
+    taps, (ho, wo) = _taps(_pad2d(x, before, after), kernel, strides, [1, 1])
+    total = taps[0]
+    for t in taps[1:]:
+        total = total + t
+    if include or not any(pads):
+        return total * (1.0 / (kernel[0] * kernel[1]))
+    h, w = shape_of(x)[2:]
+    ones = np.pad(np.ones((h, w)), [(before[0], after[0]), (before[1], after[1])])
+    count = sum(ones[i:i + (ho - 1) * strides[0] + 1:strides[0], j:j + (wo - 1) * strides[1] + 1:strides[1]]
+                for i in range(kernel[0]) for j in range(kernel[1]))
+    return total / like(count, x)
+
+
+@rule("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axes = list(range(2, rank_of(x)))
+    return (ops.mean if cx.node.op_type == "GlobalAveragePool" else ops.max)(x, axes=axes, keepdims=True)
+
+
+@rule("BatchNormalization")
+def _batch_norm(cx: NodeContext) -> Any:
+    if cx.attr("training_mode", "int", 0) or any(cx.node.output[1:]):
+        raise Unsupported("batch normalisation in training mode (export the model in eval mode)")
+    x, scale, bias, mean, var = (cx.input(i) for i in range(5))
+    eps = cx.attr("epsilon", "float", 1e-5)
+    if _have("batch_norm") and all(shape_of(v) == (shape_of(x)[1],) for v in (scale, bias, mean, var)):
+        return ops.batch_norm(x, scale, bias, mean, var, training=False, eps=eps)[0]
+    spatial = rank_of(x) - 2
+    shape = [shape_of(scale)[0]] + [1] * spatial
+
+    def per_channel(v: Any) -> Any:
+        return ops.reshape(v, shape=shape)
+    inv = per_channel(ops.div(scale, ops.sqrt(var + eps)))
+    return (x - per_channel(mean)) * inv + per_channel(bias)
+
+
+@rule("LayerNormalization")
+def _layer_norm(cx: NodeContext) -> Any:
+    if any(cx.node.output[1:]):
+        raise Unsupported("LayerNormalization's Mean/InvStdDev outputs")
+    x = cx.input(0)
+    axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
+    eps = cx.attr("epsilon", "float", 1e-5)
+    axes = list(range(axis, rank_of(x)))
+    normalised = tuple(shape_of(x)[axis:])
+    if (_have("layer_norm") and cx.has(2) and shape_of(cx.input(1)) == normalised
+            and shape_of(cx.input(2)) == normalised):
+        return ops.layer_norm(x, cx.input(1), cx.input(2), eps=eps)
+    centred = x - ops.mean(x, axes=axes, keepdims=True)
+    y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True) + eps)
+    y = y * cx.input(1)
+    return y + cx.input(2) if cx.has(2) else y
+
+
+# -- recurrent layers ---------------------------------------------------------------------------------------
+_ACT = {"Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Relu": ops.relu}
+
+
+def _activations(cx: NodeContext, default: list[str]) -> list[Any]:
+    names = None
+    for a in cx.node.attribute:
+        if a.name == "activations":
+            names = [s.decode() for s in a.strings]
+    names = names or default
+    if any(n not in _ACT for n in names):
+        raise Unsupported(f"activations {names} (frame maps Sigmoid, Tanh, Relu)")
+    if len(names) > len(default):
+        raise Unsupported("bidirectional activations given per direction")
+    return [_ACT[n] for n in names]
+
+
+def _recurrent(cx: NodeContext, gates: int, step: Any, states: int) -> Any:
+    """The common frame of RNN/GRU/LSTM: projections, the scan over time, the outputs' layouts."""
+    x, w, r = cx.input(0), cx.input(1), cx.input(2)
+    if cx.has(4):
+        raise Unsupported("sequence_lens (sequences of different lengths)")
+    if cx.attr("clip", "float") is not None:
+        raise Unsupported("cell clipping")
+    direction = cx.attr("direction", "string", "forward")
+    if direction == "bidirectional":
+        raise Unsupported("bidirectional recurrences (export two directions as two layers)")
+    layout = cx.attr("layout", "int", 0)
+    if layout == 1:
+        x = ops.transpose(x, perm=[1, 0, 2])
+    hidden = cx.attr("hidden_size", "int", shape_of(r)[-1])
+    t, batch = shape_of(x)[:2]
+    w0 = ops.squeeze(w, axes=[0])                         # [gates*H, I]
+    r0 = ops.squeeze(r, axes=[0])                         # [gates*H, H]
+    xw = ops.matmul(x, ops.transpose(w0))                 # [T, B, gates*H]: every step's input projection
+    wb = rb = None
+    if cx.has(3):
+        b = ops.squeeze(cx.input(3), axes=[0])            # [2*gates*H]: Wb then Rb
+        wb = ops.slice(b, starts=[0], stops=[gates * hidden], axes=[0])
+        rb = ops.slice(b, starts=[gates * hidden], stops=[2 * gates * hidden], axes=[0])
+        xw = xw + wb
+    init = []
+    for k, i in enumerate((5, 6)[:states]):
+        if cx.has(i):
+            init.append(ops.squeeze(cx.input(i), axes=[0]))
+        else:  # zeros shaped like one step's [B, H] (the batch size stays the data's, never a number)
+            row = ops.squeeze(ops.slice(xw, starts=[0, 0], stops=[1, hidden], axes=[0, 2]), axes=[0])
+            init.append(ops.where(np.array(True), np.zeros((), np.dtype(x.dtype.np)), row))
+    carry, ys = ops.scan(lambda c, xt: step(c, xt, r0, rb, hidden), tuple(init), xw,
+                         reverse=direction == "reverse")
+    y = ops.expand_dims(ys, axes=[1])                     # [T, 1, B, H]
+    if layout == 1:
+        y = ops.transpose(y, perm=[2, 0, 1, 3])
+        finals = [ops.expand_dims(c, axes=[0]) for c in carry]
+        finals = [ops.transpose(f, perm=[1, 0, 2]) for f in finals]
+    else:
+        finals = [ops.expand_dims(c, axes=[0]) for c in carry]
+    return [y, *finals]
+
+
+def _split(v: Any, k: int, hidden: int) -> Any:
+    return ops.slice(v, starts=[k * hidden], stops=[(k + 1) * hidden], axes=[-1])
+
+
+@rule("RNN")
+def _rnn(cx: NodeContext) -> Any:
+    (f,) = _activations(cx, ["Tanh"])
+
+    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int) -> Any:
+        (h,) = c
+        pre = xt + ops.matmul(h, ops.transpose(r0))
+        h = f(pre + rb if rb is not None else pre)
+        return (h,), h
+    return _recurrent(cx, 1, step, 1)
+
+
+@rule("GRU")
+def _gru(cx: NodeContext) -> Any:
+    f, g = _activations(cx, ["Sigmoid", "Tanh"])
+    before_reset = bool(cx.attr("linear_before_reset", "int", 0))
+
+    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int) -> Any:
+        (h,) = c  # gates in ONNX order z, r, h
+        z = f(_split(xt, 0, hidden) + _rec(h, r0, rb, 0, hidden))
+        r = f(_split(xt, 1, hidden) + _rec(h, r0, rb, 1, hidden))
+        if before_reset:
+            cand = g(_split(xt, 2, hidden) + r * _rec(h, r0, rb, 2, hidden))
+        else:
+            cand = g(_split(xt, 2, hidden) + _rec(r * h, r0, rb, 2, hidden))
+        h = (1.0 - z) * cand + z * h
+        return (h,), h
+    return _recurrent(cx, 3, step, 1)
+
+
+def _rec(h: Any, r0: Any, rb: Any, k: int, hidden: int) -> Any:
+    rk = ops.slice(r0, starts=[k * hidden], stops=[(k + 1) * hidden], axes=[0])   # [H, H]
+    out = ops.matmul(h, ops.transpose(rk))
+    return out + _split(rb, k, hidden) if rb is not None else out
+
+
+@rule("LSTM")
+def _lstm(cx: NodeContext) -> Any:
+    if cx.has(7):
+        raise Unsupported("peephole weights")
+    f, g, hact = _activations(cx, ["Sigmoid", "Tanh", "Tanh"])
+
+    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int) -> Any:
+        h, cell = c  # gates in ONNX order i, o, f, c
+        pre = xt + ops.matmul(h, ops.transpose(r0))
+        if rb is not None:
+            pre = pre + rb
+        i, o, fg, cc = (_split(pre, k, hidden) for k in range(4))
+        cell = f(fg) * cell + f(i) * g(cc)
+        h = f(o) * hact(cell)
+        return (h, cell), h
+    return _recurrent(cx, 4, step, 2)

@@ -1,0 +1,553 @@
+"""Import rules of elementwise math, matrix products, reductions, softmax and shape plumbing.
+
+Each rule maps one ONNX node onto frame ops (``frame_core.ops``) applied to the node's inputs, which are
+traced tensors or, when known while importing, numpy arrays. Rules read as the ONNX operator's definition.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from frame_core import ops
+from frame_core.frontend.trace import Tensor
+
+from ._import import NodeContext, Unsupported, rule
+
+__all__ = ["shape_of", "rank_of", "np_dtype", "norm_axis", "like"]
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+def shape_of(v: Any) -> tuple[int, ...]:
+    return tuple(v.shape)
+
+
+def rank_of(v: Any) -> int:
+    return len(v.shape)
+
+
+def np_dtype(v: Any) -> np.dtype:
+    return v.dtype.np if isinstance(v, Tensor) else np.asarray(v).dtype
+
+
+def like(value: Any, ref: Any) -> np.ndarray:
+    """``value`` as an array of ``ref``'s dtype (for constants combined with ``ref``)."""
+    return np.asarray(value, np_dtype(ref))
+
+
+def norm_axis(axis: int, rank: int, cx: NodeContext) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise Unsupported(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _is_float(v: Any) -> bool:
+    return np.issubdtype(np_dtype(v), np.floating) or np_dtype(v).name == "bfloat16"
+
+
+# -- elementwise -------------------------------------------------------------------------------------
+_BINARY = {"Add": ops.add, "Sub": ops.sub, "Mul": ops.mul, "Equal": ops.equal, "Less": ops.less,
+           "LessOrEqual": ops.less_equal, "Greater": ops.greater, "GreaterOrEqual": ops.greater_equal}
+
+
+@rule(*_BINARY)
+def _binary(cx: NodeContext) -> Any:
+    return _BINARY[cx.node.op_type](cx.input(0), cx.input(1))
+
+
+@rule("Div")
+def _div(cx: NodeContext) -> Any:
+    a, b = cx.input(0), cx.input(1)
+    if not _is_float(a):
+        raise Unsupported("integer division (frame's div is floating; cast to float first)")
+    return ops.div(a, b)
+
+
+@rule("Pow")
+def _pow(cx: NodeContext) -> Any:
+    a, b = cx.input(0), cx.input(1)
+    if not _is_float(a):
+        raise Unsupported("an integer base")
+    known = cx.known(1)
+    if known is not None and known.size == 1:
+        e = float(known.reshape(()))
+        if e == 2.0:
+            return ops.square(a)
+        if e == 1.0:
+            return a
+        if e == 0.5:
+            return ops.sqrt(a)
+        return ops.pow(a, like(known, a))
+    if np_dtype(b) != np_dtype(a):
+        b = ops.cast(b, to=a.dtype)
+    return ops.pow(a, b)
+
+
+def _variadic(fn: Any) -> Any:
+    def apply(cx: NodeContext) -> Any:
+        out = cx.input(0)
+        for i in range(1, len(cx)):
+            out = fn(out, cx.input(i))
+        return out
+    return apply
+
+
+rule("Max")(_variadic(ops.maximum))
+rule("Min")(_variadic(ops.minimum))
+rule("Sum")(_variadic(ops.add))
+
+
+@rule("Mean")
+def _mean(cx: NodeContext) -> Any:
+    return ops.div(_variadic(ops.add)(cx), like(len(cx), cx.input(0)))
+
+
+_UNARY = {"Relu": ops.relu, "Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Exp": ops.exp, "Log": ops.log,
+          "Sqrt": ops.sqrt, "Neg": ops.neg, "Abs": ops.abs, "Sin": ops.sin, "Cos": ops.cos, "Sign": ops.sign}
+
+
+@rule(*_UNARY)
+def _unary(cx: NodeContext) -> Any:
+    return _UNARY[cx.node.op_type](cx.input(0))
+
+
+@rule("Identity")
+def _identity(cx: NodeContext) -> Any:
+    return cx.input(0)
+
+
+@rule("Reciprocal")
+def _reciprocal(cx: NodeContext) -> Any:
+    return ops.div(1.0, cx.input(0))
+
+
+@rule("Softplus")
+def _softplus(cx: NodeContext) -> Any:
+    x = cx.input(0)  # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), without overflow
+    return ops.relu(x) + ops.log(ops.exp(ops.neg(ops.abs(x))) + 1.0)
+
+
+@rule("Softsign")
+def _softsign(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return x / (ops.abs(x) + 1.0)
+
+
+@rule("LeakyRelu")
+def _leaky_relu(cx: NodeContext) -> Any:
+    x, alpha = cx.input(0), cx.attr("alpha", "float", 0.01)
+    return ops.where(ops.greater_equal(x, 0.0), x, x * alpha)
+
+
+@rule("Elu")
+def _elu(cx: NodeContext) -> Any:
+    x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)
+    # exp of min(x, 0): the branch not taken never overflows, so its zero gradient stays zero
+    return ops.where(ops.greater(x, 0.0), x, (ops.exp(ops.minimum(x, 0.0)) - 1.0) * alpha)
+
+
+@rule("Selu")
+def _selu(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    alpha = cx.attr("alpha", "float", 1.67326319217681884765625)
+    gamma = cx.attr("gamma", "float", 1.05070102214813232421875)
+    return ops.where(ops.greater(x, 0.0), x, (ops.exp(ops.minimum(x, 0.0)) - 1.0) * alpha) * gamma
+
+
+@rule("HardSigmoid")
+def _hard_sigmoid(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return ops.clip(x * cx.attr("alpha", "float", 0.2) + cx.attr("beta", "float", 0.5), min=0.0, max=1.0)
+
+
+@rule("HardSwish")
+def _hard_swish(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return x * ops.clip(x * (1.0 / 6.0) + 0.5, min=0.0, max=1.0)
+
+
+@rule("Gelu")
+def _gelu(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    if cx.attr("approximate", "string", "none") == "tanh":
+        return x * 0.5 * (ops.tanh((x + ops.pow(x, like(3.0, x)) * 0.044715) * math.sqrt(2.0 / math.pi)) + 1.0)
+    raise Unsupported("exact GELU needs erf, which no installed pack provides (export with approximate='tanh')")
+
+
+@rule("Clip")
+def _clip(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    bounds: dict[str, float] = {}
+    out = x
+    for i, key in ((1, "min"), (2, "max")):
+        if not cx.has(i):
+            continue
+        known = cx.known(i)
+        if known is not None:
+            bounds[key] = float(known.reshape(()))
+        else:
+            out = (ops.maximum if key == "min" else ops.minimum)(out, cx.input(i))
+    return ops.clip(out, **bounds) if bounds else out
+
+
+@rule("Where")
+def _where(cx: NodeContext) -> Any:
+    return ops.where(cx.input(0), cx.input(1), cx.input(2))
+
+
+@rule("Not")
+def _not(cx: NodeContext) -> Any:
+    return ops.equal(cx.input(0), np.array(False))
+
+
+@rule("And")
+def _and(cx: NodeContext) -> Any:
+    return ops.where(cx.input(0), cx.input(1), np.array(False))
+
+
+@rule("Or")
+def _or(cx: NodeContext) -> Any:
+    return ops.where(cx.input(0), np.array(True), cx.input(1))
+
+
+@rule("Xor")
+def _xor(cx: NodeContext) -> Any:
+    return ops.not_equal(cx.input(0), cx.input(1))
+
+
+@rule("Cast")
+def _cast(cx: NodeContext) -> Any:
+    from ._import import DTYPES
+
+    to = cx.attr("to", "int")
+    if to not in DTYPES:
+        raise Unsupported(f"cast to element type {to}, which frame has no dtype for")
+    x = cx.input(0)
+    return x if np_dtype(x) == _np_of(DTYPES[to]) else ops.cast(x, to=DTYPES[to])
+
+
+@rule("CastLike")
+def _cast_like(cx: NodeContext) -> Any:
+    x, target = cx.input(0), cx.input(1)
+    return x if np_dtype(x) == np_dtype(target) else ops.cast(x, to=np_dtype(target))
+
+
+def _np_of(short: str) -> np.dtype:
+    from frame_core.ir.dtypes import as_dtype
+
+    return as_dtype(short).np
+
+
+@rule("Dropout")
+def _dropout(cx: NodeContext) -> Any:
+    if cx.has(2):
+        training = cx.known(2)
+        if training is None or bool(training):
+            raise Unsupported("dropout in training mode (export the model in eval mode)")
+    if len(cx.node.output) > 1 and cx.node.output[1]:
+        raise Unsupported("dropout's mask output")
+    return cx.input(0)
+
+
+# -- products -------------------------------------------------------------------------------------------
+@rule("MatMul")
+def _matmul(cx: NodeContext) -> Any:
+    return ops.matmul(cx.input(0), cx.input(1))
+
+
+@rule("Gemm")
+def _gemm(cx: NodeContext) -> Any:
+    a, b = cx.input(0), cx.input(1)
+    if cx.attr("transA", "int", 0):
+        a = ops.transpose(a)
+    if cx.attr("transB", "int", 0):
+        b = ops.transpose(b)
+    y = ops.matmul(a, b)
+    alpha, beta = cx.attr("alpha", "float", 1.0), cx.attr("beta", "float", 1.0)
+    if alpha != 1.0:
+        y = y * alpha
+    if cx.has(2) and beta != 0.0:
+        c = cx.input(2)
+        y = y + (c if beta == 1.0 else c * beta)
+    return y
+
+
+# -- reductions --------------------------------------------------------------------------------------------
+def _reduce_axes(cx: NodeContext, rank: int) -> list[int] | None:
+    """The reduced axes (``None``: all), from the attribute (older opsets) or input 1 (newer ones)."""
+    axes = cx.attr("axes", "ints")
+    if axes is None and cx.has(1):
+        axes = [int(a) for a in cx.need_known(1, "axes").reshape(-1)]
+    if not axes:
+        return [] if cx.attr("noop_with_empty_axes", "int", 0) else None
+    return sorted({norm_axis(a, rank, cx) for a in axes})
+
+
+def _reducer(op: Any, pre: Any = None, post: Any = None) -> Any:
+    def apply(cx: NodeContext) -> Any:
+        x = cx.input(0)
+        axes = _reduce_axes(cx, rank_of(x))
+        if axes == []:
+            return x
+        keep = bool(cx.attr("keepdims", "int", 1))
+        y = op(pre(x) if pre else x, axes=axes, keepdims=keep)
+        return post(y) if post else y
+    return apply
+
+
+rule("ReduceSum")(_reducer(ops.sum))
+rule("ReduceMean")(_reducer(ops.mean))
+rule("ReduceMax")(_reducer(ops.max))
+rule("ReduceMin")(_reducer(ops.min))
+rule("ReduceLogSumExp")(_reducer(ops.logsumexp))
+rule("ReduceSumSquare")(_reducer(ops.sum, pre=ops.square))
+rule("ReduceL2")(_reducer(ops.sum, pre=ops.square, post=ops.sqrt))
+rule("ReduceL1")(_reducer(ops.sum, pre=ops.abs))
+
+
+@rule("ArgMax", "ArgMin")
+def _arg(cx: NodeContext) -> Any:
+    if cx.attr("select_last_index", "int", 0):
+        raise Unsupported("select_last_index=1 (frame returns the first extremum)")
+    x = cx.input(0)
+    fn = ops.argmax if cx.node.op_type == "ArgMax" else ops.argmin
+    return fn(x, axis=norm_axis(cx.attr("axis", "int", 0), rank_of(x), cx), keepdims=bool(cx.attr("keepdims", "int", 1)))
+
+
+@rule("Softmax", "LogSoftmax")
+def _softmax(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
+    return (ops.softmax if cx.node.op_type == "Softmax" else ops.log_softmax)(x, axis=axis)
+
+
+@rule("CumSum")
+def _cumsum(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axis = norm_axis(int(cx.need_known(1, "axis").reshape(())), rank_of(x), cx)
+    return ops.cumsum(x, axis=axis, exclusive=bool(cx.attr("exclusive", "int", 0)),
+                      reverse=bool(cx.attr("reverse", "int", 0)))
+
+
+# -- shapes ----------------------------------------------------------------------------------------------
+@rule("Constant")
+def _constant(cx: NodeContext) -> Any:
+    from onnx import numpy_helper
+
+    for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        for a in cx.node.attribute:
+            if a.name == name:
+                if name == "value":
+                    return np.array(numpy_helper.to_array(a.t))
+                kind = {"value_float": "float", "value_floats": "floats", "value_int": "int", "value_ints": "ints"}[name]
+                dtype = np.float32 if "float" in name else np.int64
+                return np.asarray(cx.attr(name, kind), dtype)
+    raise Unsupported("a Constant that is not a dense numeric tensor (sparse or string)")
+
+
+@rule("Shape")
+def _shape(cx: NodeContext) -> Any:
+    shape = np.asarray(shape_of(cx.input(0)), np.int64)
+    start, end = cx.attr("start", "int", 0), cx.attr("end", "int", None)
+    return shape[slice(start, end)]
+
+
+@rule("Size")
+def _size(cx: NodeContext) -> Any:
+    return np.asarray(math.prod(shape_of(cx.input(0))), np.int64)
+
+
+@rule("Reshape")
+def _reshape(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    target = [int(d) for d in cx.need_known(1, "the target shape").reshape(-1)]
+    shape = resolve_reshape(shape_of(x), target, bool(cx.attr("allowzero", "int", 0)))
+    return reshape_keeping_batch(x, shape)
+
+
+def resolve_reshape(src: tuple[int, ...], target: list[int], allowzero: bool = False) -> list[int]:
+    shape = [src[i] if d == 0 and not allowzero and i < len(src) else d for i, d in enumerate(target)]
+    if shape.count(-1) > 1:
+        raise Unsupported(f"a target shape {target} with more than one -1")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = math.prod(src) // known if known else 0
+    if math.prod(shape) != math.prod(src):
+        raise Unsupported(f"reshape of {list(src)} to {target}: the sizes differ")
+    return shape
+
+
+def reshape_keeping_batch(x: Any, shape: list[int]) -> Any:
+    """``reshape(x, shape)`` where a leading size equal to ``x``'s leading size is written -1: the batch axis
+    stays the batch axis when the graph later runs at another batch size (dynamic shapes)."""
+    if list(shape) == list(shape_of(x)):
+        return x
+    if shape and rank_of(x) and shape[0] == shape_of(x)[0] and shape[0] > 0:
+        shape = [-1, *shape[1:]]
+    return ops.reshape(x, shape=shape)
+
+
+@rule("Flatten")
+def _flatten(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axis = cx.attr("axis", "int", 1)
+    axis = axis % rank_of(x) if axis < 0 else axis
+    src = shape_of(x)
+    return reshape_keeping_batch(x, [math.prod(src[:axis]), math.prod(src[axis:])])
+
+
+@rule("Transpose")
+def _transpose(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    perm = cx.attr("perm", "ints") or list(range(rank_of(x)))[::-1]
+    return x if perm == list(range(rank_of(x))) else ops.transpose(x, perm=perm)
+
+
+@rule("Squeeze")
+def _squeeze(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axes = [int(a) for a in cx.need_known(1, "axes").reshape(-1)] if cx.has(1) else cx.attr("axes", "ints")
+    if axes is None:
+        axes = [i for i, d in enumerate(shape_of(x)) if d == 1]
+    axes = sorted({norm_axis(a, rank_of(x), cx) for a in axes})
+    return ops.squeeze(x, axes=axes) if axes else x
+
+
+@rule("Unsqueeze")
+def _unsqueeze(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axes = [int(a) for a in cx.need_known(1, "axes").reshape(-1)] if cx.has(1) else cx.attr("axes", "ints")
+    out_rank = rank_of(x) + len(axes)
+    return ops.expand_dims(x, axes=sorted(a % out_rank for a in axes))
+
+
+@rule("Concat")
+def _concat(cx: NodeContext) -> Any:
+    xs = [cx.input(i) for i in range(len(cx)) if cx.has(i)]
+    xs = [x for x in xs if not (isinstance(x, np.ndarray) and x.size == 0)] or xs
+    if len(xs) == 1:
+        return xs[0]
+    axis = norm_axis(cx.attr("axis", "int"), rank_of(xs[0]), cx)
+    dtype = next((np_dtype(x) for x in xs if isinstance(x, Tensor)), None)
+    xs = [np.asarray(x, dtype) if isinstance(x, np.ndarray) and dtype is not None else x for x in xs]
+    return ops.concat(*xs, axis=axis)
+
+
+@rule("Slice")
+def _slice(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    shape = shape_of(x)
+    starts = cx.need_known(1, "starts").reshape(-1).tolist()
+    ends = cx.need_known(2, "ends").reshape(-1).tolist()
+    axes = cx.need_known(3, "axes").reshape(-1).tolist() if cx.has(3) else list(range(len(starts)))
+    steps = cx.need_known(4, "steps").reshape(-1).tolist() if cx.has(4) else [1] * len(starts)
+    return slice_tensor(x, shape, starts, ends, axes, steps, cx)
+
+
+def slice_tensor(x: Any, shape: tuple[int, ...], starts: list[int], ends: list[int], axes: list[int],
+                 steps: list[int], cx: NodeContext) -> Any:
+    # The bounds go in as written: ONNX and frame both clamp them as numpy does, so an open end (INT64_MAX)
+    # stays open and the graph means the same at another batch size.
+    out_s, out_e, out_a, out_t = [], [], [], []
+    top = 2**63 - 1
+    for s, e, a, t in zip(starts, ends, axes, steps):
+        a = norm_axis(int(a), len(shape), cx)
+        if t == 0:
+            raise Unsupported("a slice step of 0")
+        s, e, t = (max(min(int(v), top), -top - 1) for v in (s, e, t))
+        if s == 0 and e >= 2**62 and t == 1:
+            continue
+        out_s.append(s), out_e.append(e), out_a.append(a), out_t.append(t)
+    if not out_a:
+        return x
+    return ops.slice(x, starts=out_s, stops=out_e, steps=out_t, axes=out_a)
+
+
+@rule("Gather")
+def _gather(cx: NodeContext) -> Any:
+    x, idx = cx.input(0), cx.input(1)
+    axis = norm_axis(cx.attr("axis", "int", 0), rank_of(x), cx)
+    known = cx.known(1)
+    if known is not None:
+        size = shape_of(x)[axis]
+        if np.any((known < -size) | (known >= size)):
+            raise Unsupported(f"constant indices outside -{size}..{size - 1}")
+        idx = np.where(known < 0, known + size, known).astype(np.int64)
+    return ops.gather(x, idx, axis=axis)
+
+
+@rule("Expand")
+def _expand(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    target = [int(d) for d in cx.need_known(1, "the shape").reshape(-1)]
+    out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
+    return x if out == shape_of(x) else ops.broadcast_to(x, shape=out)
+
+
+@rule("ConstantOfShape")
+def _constant_of_shape(cx: NodeContext) -> Any:  # reached only for an unknown shape: shapes are always known
+    raise Unsupported("a shape that depends on the data")
+
+
+@rule("Split")
+def _split(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axis = norm_axis(cx.attr("axis", "int", 0), rank_of(x), cx)
+    size = shape_of(x)[axis]
+    n = len(cx.node.output)
+    if cx.has(1):
+        sizes = [int(s) for s in cx.need_known(1, "split").reshape(-1)]
+    elif cx.attr("split", "ints") is not None:
+        sizes = cx.attr("split", "ints")
+    else:
+        chunk = -(-size // n)
+        sizes = [min(chunk, size - k * chunk) for k in range(n)]
+    outs, start = [], 0
+    for s in sizes:
+        outs.append(ops.slice(x, starts=[start], stops=[start + s], axes=[axis]))
+        start += s
+    return outs
+
+
+@rule("Tile")
+def _tile(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    repeats = [int(r) for r in cx.need_known(1, "repeats").reshape(-1)]
+    for axis, r in enumerate(repeats):
+        if r != 1:
+            x = ops.concat(*([x] * r), axis=axis)
+    return x
+
+
+@rule("Pad")
+def _pad(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    mode = cx.attr("mode", "string", "constant")
+    if mode != "constant":
+        raise Unsupported(f"pad mode {mode!r} (frame pads with zeros)")
+    pads = [int(p) for p in (cx.need_known(1, "pads").reshape(-1) if cx.has(1) else cx.attr("pads", "ints"))]
+    if cx.has(2):
+        value = cx.need_known(2, "constant_value")
+        if value.size and float(value.reshape(-1)[0]) != 0.0:
+            raise Unsupported("a nonzero pad value")
+    rank = rank_of(x)
+    axes = ([norm_axis(int(a), rank, cx) for a in cx.need_known(3, "axes").reshape(-1)] if cx.has(3)
+            else list(range(rank)))
+    n = len(axes)
+    before, after = pads[:n], pads[n:]
+    if any(p < 0 for p in pads):
+        raise Unsupported("negative pads (cropping)")
+    if not any(pads):
+        return x
+    return ops.pad(x, before=before, after=after, axes=axes)
+
+
+@rule("Trilu")
+def _trilu(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    k = int(cx.need_known(1, "k").reshape(())) if cx.has(1) else 0
+    rows, cols = shape_of(x)[-2:]
+    keep = (np.triu if cx.attr("upper", "int", 1) else np.tril)(np.ones((rows, cols), bool), k)
+    return ops.where(keep, x, like(0, x))
