@@ -88,7 +88,9 @@ def main() -> None:
     parser.add_argument("--modes", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--profile", action="store_true", help="also print frame's per-node profile")
-    parser.add_argument("--threads", type=int, help="threads for numpy's BLAS, scipy.fft and torch alike")
+    parser.add_argument("--threads", type=int, help="threads for numpy's BLAS, scipy.fft, torch and jax alike")
+    parser.add_argument("--backend", choices=["scipy", "ducc0"], help="frame's FFT library (default: ducc0 if "
+                        "installed)")
     args = parser.parse_args()
     apply_threads()
     rng = np.random.default_rng(0)

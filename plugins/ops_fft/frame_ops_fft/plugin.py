@@ -16,6 +16,6 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from .simplify import PASSES
+    from . import pairs, simplify
 
-    return PASSES
+    return [*pairs.PASSES, *simplify.PASSES]  # pairs first: the multiply it leaves folds into its neighbours
