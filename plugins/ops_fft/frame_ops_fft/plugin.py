@@ -16,6 +16,7 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from . import pairs, simplify
+    from . import narrow, pairs, simplify
 
-    return [*pairs.PASSES, *simplify.PASSES]  # pairs first: the multiply it leaves folds into its neighbours
+    # pairs first: the multiply it leaves folds into its neighbours; narrow last: it moves the folded multiply
+    return [*pairs.PASSES, *simplify.PASSES, *narrow.PASSES]
