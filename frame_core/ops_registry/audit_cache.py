@@ -63,7 +63,7 @@ def key(reg: Registry) -> str | None:
 
     digest = hashlib.blake2b(digest_size=20)
     digest.update(f"{FORMAT}|{sys.version}|{core_version()}".encode())
-    modules = [("core", __name__)]
+    modules: list[tuple[str, str | None]] = [("core", __name__)]
     for name in sorted(reg.packs):
         record = reg.packs[name]
         digest.update(f"|{name}|{record.distribution}|{record.version}|{record.status}|{record.module}".encode())
