@@ -30,6 +30,8 @@ import time
 THREADS = os.environ.get("FRAME_BENCH_THREADS", "1")
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, THREADS)
+if THREADS == "1":  # jax (XLA's CPU backend) on one thread too
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import numpy as np  # noqa: E402
 
@@ -91,16 +93,41 @@ def torch_step_fn():  # noqa: ANN201
     return step
 
 
-def interleaved(fns: dict, repeat: int) -> dict[str, float]:
-    """Median seconds per call of each function, timed in turn so machine noise hits all alike."""
+def jax_step_fn():  # noqa: ANN201
+    """jax.jit of the loss and its gradients through ``lax.scan``, or None when jax is not installed."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+
+    def loss(h0, xs, wx, wh, b, r):  # noqa: ANN001, ANN202
+        def body(h, x):  # noqa: ANN001, ANN202
+            n = jnp.tanh(x @ wx + h @ wh + b)
+            return n, n
+        _, hs = jax.lax.scan(body, h0, xs)
+        return jnp.sum(hs * r)
+    step = jax.jit(jax.value_and_grad(loss, argnums=(0, 2, 3, 4)))
+    return lambda *args: jax.block_until_ready(step(*args))
+
+
+def interleaved(fns: dict, repeat: int, cpu: dict | None = None) -> dict[str, float]:
+    """Median seconds per call of each function, timed in turn so machine noise hits all alike; ``cpu`` (a dict)
+    gets the median CPU seconds of this process (``process_time``: on a machine with more runnable processes
+    than cores, wall time also counts the waits for a core)."""
     times: dict[str, list[float]] = {k: [] for k in fns}
+    cpus: dict[str, list[float]] = {k: [] for k in fns}
     for fn in fns.values():
         fn()
     for _ in range(repeat):
         for name, fn in fns.items():
+            c0 = time.process_time()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+            cpus[name].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({k: statistics.median(v) for k, v in cpus.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -153,7 +180,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--dtype", default="f32", choices=["f32", "f64"])
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores; BLAS threads: {_blas_threads()}; "
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    print(f"machine: {os.cpu_count()} cores, load average {load}; BLAS threads: {_blas_threads()}; "
           f"MALLOC_TRIM_THRESHOLD_={os.environ.get('MALLOC_TRIM_THRESHOLD_', 'unset')}")
     rng = np.random.default_rng(0)
     dt = np.float32 if args.dtype == "f32" else np.float64
@@ -176,12 +204,21 @@ def main() -> None:
 
         tin = [torch.from_numpy(x.copy()) for x in inputs]
         fns["torch"] = lambda: torch_step(*[t.detach() for t in tin])
-    med = interleaved(fns, args.repeat)
+    jax_step = jax_step_fn()
+    if jax_step is not None:
+        import jax.numpy as jnp
+
+        jin = [jnp.asarray(x) for x in inputs]
+        for a, b in zip(jax_step(*jin)[1], [got[1], *got[2:]]):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=2e-3 if dt == np.float32 else 1e-9, atol=1e-5)
+        fns["jax.jit"] = lambda: jax_step(*jin)
+    cpu: dict[str, float] = {}
+    med = interleaved(fns, args.repeat, cpu)
     print(f"RNN hidden {h}, {s} steps, batch {bsz}, {args.dtype}: forward + backward, median of {args.repeat}")
+    print(f"  {'':8s} {'wall ms':>9s} {'cpu ms':>9s} {'wall x':>7s} {'cpu x':>7s}   (x = time / numpy)")
     for name, t in med.items():
-        print(f"  {name:6s} {t * 1e3:8.2f} ms")
-    print(f"  frame/numpy {med['frame'] / med['numpy']:.2f}x" + (
-        f", frame/torch {med['frame'] / med['torch']:.2f}x" if "torch" in med else ""))
+        print(f"  {name:8s} {t * 1e3:9.2f} {cpu[name] * 1e3:9.2f} {t / med['numpy']:6.2f}x "
+              f"{cpu[name] / cpu['numpy']:6.2f}x")
     print(f"  training graph (trace + build_backward_graph + compile, bodies included): {compile_s * 1e3:.1f} ms "
           f"(median of 5; the first in the process {first_compile * 1e3:.1f} ms, with imports)")
     per_step, kernel = overhead_per_iteration()

@@ -32,13 +32,20 @@ def ensure_malloc_env() -> None:
     threads = threads_option()
     if threads is not None:
         env["OPENBLAS_NUM_THREADS"] = str(threads)
+        if threads == 1:  # jax (XLA's CPU backend) on one thread too
+            env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     if all(os.environ.get(k) == v for k, v in env.items()):
         return
     os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **env})
 
 
 def apply_threads() -> None:
-    """Make scipy.fft and torch use ``--threads`` too (numpy's BLAS got it through the environment)."""
+    """Make scipy.fft and torch use ``--threads`` too (numpy's BLAS got it through the environment); ``--backend
+    NAME`` sets frame's FFT library (frame_ops_fft.config.BACKEND)."""
+    if "--backend" in sys.argv:
+        from frame_ops_fft import config
+
+        config.BACKEND = sys.argv[sys.argv.index("--backend") + 1]
     threads = threads_option()
     if threads is None:
         return
@@ -71,8 +78,9 @@ def machine_line() -> str:
     from frame_ops_fft import config
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
-    line = (f"cores usable {config.usable_cores()}, load average {load[0]:.2f}, numpy BLAS threads {blas_threads()}, "
-            f"scipy.fft workers {config.WORKERS} (transforms >= {config.PARALLEL_MIN_ELEMENTS} elements)")
+    line = (f"cores usable {config.usable_cores()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, numpy BLAS "
+            f"threads {blas_threads()}, frame FFT backend {config.backend_name()}, workers {config.WORKERS} "
+            f"(transforms >= {config.PARALLEL_MIN_ELEMENTS} elements)")
     try:
         import torch
 
@@ -82,15 +90,33 @@ def machine_line() -> str:
     return line
 
 
-def interleaved(variants: dict[str, Callable[[], object]], repeats: int, warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each variant, timed round-robin so that machine noise hits all alike."""
+def interleaved(variants: dict[str, Callable[[], object]], repeats: int, warmup: int = 3,
+                cpu: dict[str, float] | None = None) -> dict[str, float]:
+    """Median seconds per call of each variant, timed round-robin so that machine noise hits all alike.
+
+    With a dict ``cpu``, also fills it with the median CPU seconds of this process per call (``process_time``):
+    on a machine shared by more runnable processes than cores, wall time also counts the waits for a core,
+    CPU time does not (with one thread per library it is the work itself).
+    """
     for fn in variants.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
         for name, fn in variants.items():
+            c0 = time.process_time()
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
+            cpus[name].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({name: statistics.median(t) for name, t in cpus.items()})
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def print_table(medians: dict[str, float], cpu: dict[str, float], base: str) -> None:
+    """One line per variant: wall ms, CPU ms, and both as ratios to ``base``."""
+    print(f"  {'':8s} {'wall ms':>9s} {'cpu ms':>9s} {'wall x':>7s} {'cpu x':>7s}   (x = time / {base})")
+    for name, t in medians.items():
+        print(f"  {name:8s} {t * 1e3:9.3f} {cpu[name] * 1e3:9.3f} {t / medians[base]:6.2f}x {cpu[name] / cpu[base]:6.2f}x")

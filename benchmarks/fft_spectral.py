@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fft_common import apply_threads, ensure_malloc_env, interleaved, machine_line  # noqa: E402
+from fft_common import apply_threads, ensure_malloc_env, interleaved, machine_line, print_table  # noqa: E402
 
 ensure_malloc_env()
 
@@ -65,12 +65,33 @@ def torch_step(n: int):
     return step
 
 
+def jax_step(n: int):
+    """jax.jit of the loss and its gradient (jax.value_and_grad), or None when jax is not installed."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    ik = (1j * wavenumbers(n)).astype(np.complex64)
+    if n % 2 == 0:
+        ik[-1] = 0
+    ik = jnp.asarray(ik)
+
+    def loss(x):
+        y = jnp.fft.irfft(jnp.fft.rfft(x) * ik, n=n)
+        return jnp.sum(y * y)
+    step = jax.jit(jax.value_and_grad(loss))
+    return lambda x: jax.block_until_ready(step(x))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", type=int, nargs="+", default=[32, 64, 256])
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--profile", action="store_true", help="also print frame's per-node profile")
-    parser.add_argument("--threads", type=int, help="threads for numpy's BLAS, scipy.fft and torch alike")
+    parser.add_argument("--threads", type=int, help="threads for numpy's BLAS, scipy.fft, torch and jax alike")
+    parser.add_argument("--backend", choices=["scipy", "ducc0"], help="frame's FFT library (default: ducc0 if "
+                        "installed)")
     args = parser.parse_args()
     apply_threads()
     shape = tuple(args.shape)
@@ -88,14 +109,25 @@ def main() -> None:
 
         tx = torch.from_numpy(x)
         variants["torch"] = lambda: to(tx)
+    jx = jax_step(n)
+    if jx is not None:
+        import jax.numpy as jnp
+
+        jax_x = jnp.asarray(x)
+        l_j, g_j = jx(jax_x)
+        assert np.allclose(g_f, np.asarray(g_j), rtol=1e-3, atol=1e-3 * np.abs(g_n).max())
+        variants["jax.jit"] = lambda: jx(jax_x)
     print(machine_line())
     print(f"spectral derivative fwd+bwd, f32{list(shape)}: median of {args.repeats} interleaved runs")
-    medians = interleaved(variants, args.repeats)
-    for name, t in medians.items():
-        print(f"  {name:6s} {t * 1e3:8.3f} ms")
-    print(f"  frame/numpy {medians['frame'] / medians['numpy']:.2f}x (target <= 0.45x)")
-    if "torch" in medians:
-        print(f"  frame/torch {medians['frame'] / medians['torch']:.2f}x (target < 1)")
+    cpu: dict[str, float] = {}
+    medians = interleaved(variants, args.repeats, cpu=cpu)
+    print_table(medians, cpu, "numpy")
+    print(f"  frame/numpy {medians['frame'] / medians['numpy']:.2f}x wall, {cpu['frame'] / cpu['numpy']:.2f}x cpu "
+          "(target <= 0.45x)")
+    for other in ("torch", "jax.jit"):
+        if other in medians:
+            print(f"  frame/{other} {medians['frame'] / medians[other]:.2f}x wall, {cpu['frame'] / cpu[other]:.2f}x "
+                  "cpu (target < 1)")
     if args.profile:
         print(exe.profile([x], repeat=20))
 

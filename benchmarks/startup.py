@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -24,13 +25,24 @@ import time
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall(argv: list[str], runs: int) -> float:
-    times = []
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def interleaved(cases: dict[str, list[str]], runs: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall and CPU seconds (user + system of the child) of each command, the cases run round-robin so
+    that the machine's load hits all alike. On a machine with more runnable processes than cores the wall
+    time also counts the waits for a core; the CPU time does not."""
+    walls: dict[str, list[float]] = {name: [] for name in cases}
+    cpus: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, argv in cases.items():
+            c0, t0 = children_cpu(), time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+            walls[name].append(time.perf_counter() - t0)
+            cpus[name].append(children_cpu() - c0)
+    return ({k: statistics.median(v) for k, v in walls.items()}, {k: statistics.median(v) for k, v in cpus.items()})
 
 
 def main() -> None:
@@ -50,11 +62,15 @@ def main() -> None:
         cases["frame audit gradients"] = [frame, "audit", "gradients"]
     for argv in cases.values():  # warm the file cache and write byte-code caches
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    results = {name: wall(argv, args.runs) for name, argv in cases.items()}
-    base = results["import numpy"]
-    print(f"{'case':28} {'median ms':>10} {'vs numpy':>9}   (median of {args.runs} fresh processes)")
+    results, cpu = interleaved(cases, args.runs)
+    base, cpu_base = results["import numpy"], cpu["import numpy"]
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    print(f"load average {load}; the start-up audit store (FRAME_AUDIT_CACHE) is "
+          f"{'off' if os.environ.get('FRAME_AUDIT_CACHE', '1') == '0' else 'on'}")
+    print(f"{'case':28} {'wall ms':>9} {'vs numpy':>9} {'cpu ms':>9} {'vs numpy':>9}   (medians of {args.runs} "
+          "interleaved fresh processes)")
     for name, t in results.items():
-        print(f"{name:28} {t * 1e3:10.1f} {t / base:8.2f}x")
+        print(f"{name:28} {t * 1e3:9.1f} {t / base:8.2f}x {cpu[name] * 1e3:9.1f} {cpu[name] / cpu_base:8.2f}x")
 
 
 if __name__ == "__main__":

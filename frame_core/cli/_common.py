@@ -140,14 +140,19 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     ``strict`` (default: ``--strict`` or ``FRAME_STRICT``) makes any plugin
     problem a :class:`CliFailure` with exit status 1. Without it, failed
     packs are one warning line each unless ``quiet``. ``deep`` runs the deep
-    closure audit (ARCH-068) instead of the start-up one.
+    closure audit (ARCH-068), always afresh (``frame audit gradients``), instead of the start-up one, which
+    reuses a clean audit of exactly the same code (``ops_registry/audit_cache.py``).
     """
+    from ..ops_registry import audit_cache
     from ..ops_registry.closure import run_closure_audit
     from ..ops_registry.loader import load_registry
 
     strict = state.strict if strict is None else strict
     reg = load_registry(strict=False, audit=False)
-    run_closure_audit(reg, deep=deep)
+    if deep:
+        run_closure_audit(reg, deep=True)
+    else:
+        audit_cache.audit(reg)
     problems = plugin_problems(reg)
     if strict and problems:
         raise strict_failure(problems)

@@ -99,10 +99,12 @@ def load_registry(
     environ: Mapping[str, str] | None = None,
     strict: bool | None = None,
     audit: bool = True,
+    audit_cache: bool = False,
 ) -> Registry:
     """Build a registry from the built-in plugin and ``entry_points`` (default: the installed ones).
 
-    Runs the start-up gradient-closure audit (ARCH-068) unless ``audit=False``.
+    Runs the start-up gradient-closure audit (ARCH-068) unless ``audit=False``; with ``audit_cache=True`` (the
+    process-wide ``registry()``) a clean audit of exactly this code is reused (``audit_cache.py``).
     In strict mode (``strict=True`` or ``FRAME_STRICT=1``) any pack problem
     raises :class:`PluginError` listing every problem.
     """
@@ -114,7 +116,7 @@ def load_registry(
     if entry_points is not None and (isinstance(entry_points, (str, bytes)) or not isinstance(entry_points, Iterable)):
         raise ArgumentError(f"load_registry(entry_points) takes a list of entry points (objects with name, value, "
                             f"dist_name, dist_version and load()), got {type(entry_points).__name__}")
-    for flag, value in (("strict", strict), ("audit", audit)):
+    for flag, value in (("strict", strict), ("audit", audit), ("audit_cache", audit_cache)):
         if not isinstance(value, bool) and not (flag == "strict" and value is None):
             raise ArgumentError(f"load_registry({flag}=) is True or False, got {type(value).__name__}")
     env = os.environ if environ is None else environ
@@ -195,7 +197,11 @@ def load_registry(
             reg.notes.append(f"{variable} names {unknown_name!r}, which no installed pack answers to (installed: "
                              f"{', '.join(sorted(p.name for p in reg.packs.values() if p.name != 'core')) or 'none'})")
     _collect_passes(pm, reg)
-    if audit:
+    if audit and audit_cache:
+        from . import audit_cache as cache
+
+        cache.audit(reg, env)
+    elif audit:
         from .closure import run_closure_audit
 
         run_closure_audit(reg)

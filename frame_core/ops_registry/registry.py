@@ -486,7 +486,7 @@ def registry() -> Registry:
 
                 _loading.active = True
                 try:
-                    _global = load_registry()
+                    _global = load_registry(audit_cache=True)  # a clean audit of unchanged code is reused
                 finally:
                     _loading.active = False
     return _global

@@ -62,7 +62,8 @@ def _snapshot(graph):  # noqa: ANN001, ANN202
 def test_the_passes_of_the_packs_shipped_here_leave_the_callers_graph_alone():
     """They run without the purity guard (it cost 0.7 s of a 100k-node compile): this is what proves them pure.
     Each graph below gives one of those passes work: simplify_algebra (x * 1, x + 0), fold_spectral_multipliers
-    (a spectral derivative), the control-flow passes (scan, loop), frame-native's compile_fused_groups (a chain)."""
+    and cancel_transform_pairs (a spectral derivative), narrow_spectral_multipliers (a Fourier layer), the
+    control-flow passes (scan, loop), frame-native's compile_fused_groups (a chain)."""
     from frame_ops_fft import spectral_derivative
 
     from frame_core.ops_registry.loader import discover_entry_points, load_registry
@@ -79,6 +80,7 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
         fc.trace(lambda h, xs: ops.sum(ops.scan(lambda c, x: (ops.tanh(c * 0.5 + x),) * 2, h, xs)[1]),
                  "f64[3]", "f64[5, 3]"),
         fc.trace(lambda x: ops.sum(ops.relu(x * 2.0 - 1.0) + x * x), "f32[64]"),
+        fc.trace(lambda x: ops.sum(ops.square(_fourier_layer(x))), "f64[2, 3, 16]"),
     ]
     graphs += [fc.build_backward_graph(g, 0, [0]) for g in graphs]
     names = {p.name for p in fc.registry().passes}
@@ -91,4 +93,10 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
             assert _snapshot(graph) == before, (graph.name, level)
     # each shipped pass did something to these graphs (it says so in the log), so each was put to the test
     assert {"simplify_algebra", "fold_spectral_multipliers", "merge_trajectory_recompute", "prune_control_flow",
-            "compile_fused_groups"} <= worked
+            "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers"} <= worked
+
+
+def _fourier_layer(x):  # noqa: ANN001, ANN202
+    from frame_ops_fft import spectral_conv1d
+
+    return spectral_conv1d(x, np.random.default_rng(0).standard_normal((4, 3, 3, 2)))

@@ -16,6 +16,7 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from .simplify import PASSES
+    from . import narrow, pairs, simplify
 
-    return PASSES
+    # pairs first: the multiply it leaves folds into its neighbours; narrow last: it moves the folded multiply
+    return [*pairs.PASSES, *simplify.PASSES, *narrow.PASSES]

@@ -37,7 +37,7 @@ import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from . import config
+from . import _backends, config
 from ._packed import SWAP, as_complex, as_packed, complex_axis, compute_dtype, norm_of, require_float, require_packed
 
 _AXIS = AttrSpec("int", -1, "the transformed axis (negative counts from the end; the packed axis does not count)")
@@ -78,15 +78,18 @@ def _rfft_shape(ctx: NodeContext) -> list[TensorType]:
     return [x.with_shape(x.shape[:axis] + (n // 2 + 1,) + x.shape[axis + 1:] + (2,))]
 
 
-def _rfft_kernel(ctx: NodeContext) -> Callable:
-    import scipy.fft
+def _library() -> _backends.Backend:
+    """The FFT library to call now (``config.BACKEND``, read at every call)."""
+    return _backends.get(config.backend_name())
 
+
+def _rfft_kernel(ctx: NodeContext) -> Callable:
     (x_t,) = ctx.input_types
     axis, norm = complex_axis(ctx, x_t.rank), norm_of(ctx)
     real, dtype, size = compute_dtype(x_t), x_t.dtype.np, x_t.size
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        spectrum = scipy.fft.rfft(x.astype(real, copy=False), axis=axis, norm=norm, workers=config.workers_for(size))
+        spectrum = _library().rfft(x.astype(real, copy=False), axis, norm, config.workers_for(size))
         return as_packed(spectrum, dtype)
     return kernel
 
@@ -139,15 +142,13 @@ def _irfft_shape(ctx: NodeContext) -> list[TensorType]:
 
 
 def _irfft_kernel(ctx: NodeContext) -> Callable:
-    import scipy.fft
-
     (z_t,) = ctx.input_types
     axis, n = _irfft_n(ctx)
     norm = norm_of(ctx)
     real, dtype, size = compute_dtype(z_t), z_t.dtype.np, z_t.size
 
     def kernel(z: np.ndarray) -> np.ndarray:
-        y = scipy.fft.irfft(as_complex(z, real), n=n, axis=axis, norm=norm, workers=config.workers_for(size))
+        y = _library().irfft(as_complex(z, real), n, axis, norm, config.workers_for(size))
         return y if y.dtype == dtype else y.astype(dtype)
     return kernel
 
@@ -189,16 +190,12 @@ def _c2c_shape(ctx: NodeContext) -> list[TensorType]:
 
 def _c2c_kernel(forward: bool) -> Callable[[NodeContext], Callable]:
     def build(ctx: NodeContext) -> Callable:
-        import scipy.fft
-
         (z_t,) = ctx.input_types
         axis, norm = complex_axis(ctx, z_t.rank - 1), norm_of(ctx)
         real, dtype, size = compute_dtype(z_t), z_t.dtype.np, z_t.size
-        transform = scipy.fft.fft if forward else scipy.fft.ifft
 
         def kernel(z: np.ndarray) -> np.ndarray:
-            return as_packed(transform(as_complex(z, real), axis=axis, norm=norm, workers=config.workers_for(size)),
-                             dtype)
+            return as_packed(_library().fft(as_complex(z, real), axis, norm, config.workers_for(size), forward), dtype)
         return kernel
     return build
 

@@ -86,28 +86,48 @@ def test_complex_matmul_on_transposed_views_equals_the_contiguous_product():
     np.testing.assert_allclose(unpack(y), want, rtol=2e-5, atol=2e-5)
 
 
-# -- the dtype computed ----------------------------------------------------------------------------
-def test_float32_is_computed_in_float32_not_widened():
-    """numpy.fft's default-norm rfft widens float32 to float64; scipy.fft must not, and the kernels use it."""
+# -- the dtype computed, per backend -----------------------------------------------------------------
+def _library(name: str):
+    """``(rfft, irfft)`` of FFT backend ``name`` called directly, float32 in float32 (ducc0: skipped when absent)."""
+    if name == "scipy":
+        return scipy.fft.rfft, lambda z, n, norm="backward": scipy.fft.irfft(z, n=n, norm=norm)
+    ducc0 = pytest.importorskip("ducc0")
+    inorm = {"backward": 0, "ortho": 1, "forward": 2}
+    return (lambda x, norm="backward": ducc0.fft.r2c(x, axes=(x.ndim - 1,), inorm=inorm[norm]),
+            lambda z, n, norm="backward": ducc0.fft.c2r(z, axes=(z.ndim - 1,), lastsize=n, forward=False,
+                                                         inorm=2 - inorm[norm]))
+
+
+@pytest.fixture(params=config.BACKENDS)
+def backend(request, monkeypatch):
+    """Each FFT library in turn, set as ``config.BACKEND``."""
+    monkeypatch.setattr(config, "BACKEND", request.param)
+    return request.param
+
+
+def test_float32_is_computed_in_float32_not_widened(backend):
+    """numpy.fft's default-norm rfft widens float32 to float64; neither backend must, and the kernels give its bits."""
+    rfft, irfft = _library(backend)
     x = np.random.default_rng(3).standard_normal((16, 256)).astype(np.float32)
     (z,) = run(lambda a: ops.rfft(a), x)
-    native = scipy.fft.rfft(x)
+    native = rfft(x)
     widened = np.fft.rfft(x.astype(np.float64)).astype(np.complex64)
     assert native.dtype == np.complex64 and z.dtype == np.float32
     np.testing.assert_array_equal(unpack(z).astype(np.complex64), native)
     assert np.mean(native == widened) < 0.5  # a float64 computation rounded down would agree everywhere
     np.testing.assert_allclose(unpack(z), widened, rtol=1e-5, atol=1e-4)
     (y,) = run(lambda s: ops.irfft(s, n=256), z)
-    assert y.dtype == np.float32 and np.array_equal(y, scipy.fft.irfft(native, n=256))
+    assert y.dtype == np.float32 and np.array_equal(y, irfft(native, 256))
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_half_precision_is_computed_in_float32_and_rounded_once(dtype):
+def test_half_precision_is_computed_in_float32_and_rounded_once(dtype, backend):
+    rfft, _ = _library(backend)
     x = np.random.default_rng(4).standard_normal((3, 16)).astype(np.float32)
     graph = fc.trace(lambda a: ops.rfft(a, norm="ortho"), f"{dtype}[3, 16]")
     half = graph.input_types[0].dtype.np
     (z,) = fc.compile(graph).run([x.astype(half)])
-    want = pack(scipy.fft.rfft(x.astype(half).astype(np.float32), norm="ortho")).astype(half)
+    want = pack(rfft(x.astype(half).astype(np.float32), norm="ortho")).astype(half)
     assert z.dtype == half
     np.testing.assert_array_equal(z.astype(np.float32), want.astype(np.float32))
 
@@ -116,6 +136,7 @@ def test_half_precision_is_computed_in_float32_and_rounded_once(dtype):
 def test_workers_default_to_the_usable_cores_and_a_change_reaches_compiled_kernels(monkeypatch):
     monkeypatch.setattr(config, "WORKERS", -1)
     importlib.reload(config)  # the module-level default, whatever ran before
+    monkeypatch.setattr(config, "BACKEND", "scipy")
     assert config.WORKERS == config.usable_cores() >= 1
     seen = []
     real = scipy.fft.rfft

@@ -444,21 +444,37 @@ def _scan_shape(ctx: NodeContext) -> list[TensorType]:
     return [*carry, *(_stacked(t, length) for t in outs[nc:])]
 
 
+def _scan_steps(nc: int, nx: int, ni: int, ny: int) -> Callable[..., tuple]:
+    """The loop of a scan with this layout, as straight-line Python (one statement per carry, row and stacked
+    output, no per-step lists but the body's arguments): ``steps(body, order, *carry, *scanned, *invariants,
+    *ys) -> carry``, writing each step's outputs into its row of ``ys``."""
+    c = [f"c{k}" for k in range(nc)]
+    x = [f"x{k}" for k in range(nx)]
+    th = [f"t{k}" for k in range(ni)]
+    y = [f"y{k}" for k in range(ny)]
+    args = ", ".join([*c, *(f"{v}[i]" for v in x), *th])
+    lines = [f"def steps(body, order, {', '.join([*c, *x, *th, *y, ''])}):",
+             "    for i in order:",
+             f"        out = body([{args}])"]
+    lines += [f"        {v} = out[{k}]" for k, v in enumerate(c)]
+    lines += [f"        {v}[i] = out[{nc + k}]" for k, v in enumerate(y)]
+    lines.append(f"    return ({', '.join([*c, ''])})")
+    ns: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", "<frame scan loop>", "exec"), ns)
+    return ns["steps"]
+
+
 def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
     length, nc, nx, ni = _scan_layout(ctx)
     body = _run_body(ctx.attrs["body"])
-    y_types = ctx.output_types[nc:]
+    y_types = [(t.shape, t.dtype.np) for t in ctx.output_types[nc:]]
     order = range(length - 1, -1, -1) if ctx.attrs["reverse"] else range(length)
+    steps = _scan_steps(nc, nx, ni, len(y_types))
+    empty = np.empty
 
     def kernel(*values: np.ndarray) -> Any:
-        carry = list(values[:nc])
-        scanned, invariants = values[nc:nc + nx], list(values[nc + nx:])
-        ys = [np.zeros(t.shape, t.dtype.np) for t in y_types]
-        for i in order:
-            out = body([*carry, *[x[i] for x in scanned], *invariants])
-            carry = out[:nc]
-            for y, row in zip(ys, out[nc:]):
-                y[i] = row
+        ys = [empty(shape, dtype) for shape, dtype in y_types]  # the scan writes every row: no zero fill
+        carry = steps(body, order, *values, *ys)
         result = _owned(carry, values) + ys
         return tuple(result) if len(result) != 1 else result[0]
     return kernel

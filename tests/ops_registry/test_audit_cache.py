@@ -1,0 +1,93 @@
+"""The store of clean start-up audits (audit_cache.py): reused only for exactly the same code, never for an
+audit that found a problem, off with FRAME_AUDIT_CACHE=0, and never read by a direct load_registry()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from frame_core.ops_registry import audit_cache, closure
+from frame_core.ops_registry.loader import load_registry
+
+from .fakepacks import pack_source
+
+
+@pytest.fixture
+def env(tmp_path, site):
+    site.pack("frame-cachedpack", pack_source(["cached_ident"]), ep_name="cachedpack")
+    return {"XDG_CACHE_HOME": str(tmp_path / "cache"), "FRAME_LOAD_PLUGINS": "cachedpack"}
+
+
+@pytest.fixture
+def audits(monkeypatch):
+    """The number of closure audits run through the store."""
+    calls = []
+    real = closure.run_closure_audit
+    monkeypatch.setattr(audit_cache, "run_closure_audit", lambda reg, *a: calls.append(1) or real(reg, *a))
+    return calls
+
+
+def stored(env) -> list:
+    folder = Path(audit_cache.directory(env))
+    return sorted(folder.glob("*.json")) if folder.exists() else []
+
+
+def test_a_clean_audit_is_stored_and_reused_with_the_same_orders(env, audits):
+    first = load_registry(audit_cache=True, environ=env)
+    assert "cached_ident" in first.closure and len(stored(env)) == 1 and len(audits) == 1
+    second = load_registry(audit_cache=True, environ=env)
+    assert len(audits) == 1  # not audited again
+    assert second.closure == first.closure and second.closure["cached_ident"].closed
+
+
+def test_editing_a_pack_file_audits_again(env, audits, site):
+    load_registry(audit_cache=True, environ=env)
+    path = site.root / f"{site.modules[-1]}.py"
+    path.write_text(path.read_text() + "\n# an edit\n")
+    load_registry(audit_cache=True, environ=env)
+    assert len(audits) == 2 and len(stored(env)) == 2
+
+
+def test_another_pack_version_or_status_is_another_key(env):
+    reg = load_registry(audit=False, environ=env)
+    before = audit_cache.key(reg)
+    reg.packs["cachedpack"].version = "2.0"
+    assert audit_cache.key(reg) != before
+    reg.packs["cachedpack"].version = "1.0"
+    assert audit_cache.key(reg) == before
+    reg.packs["cachedpack"].status = "disabled"
+    assert audit_cache.key(reg) != before
+
+
+def test_an_audit_that_finds_a_problem_is_never_stored(tmp_path, site, audits):
+    broken = "lambda ctx: ctx.grad_graph(lambda x, y, gy: [gy, gy])"  # one gradient too many
+    site.pack("frame-brokencache", pack_source(register=f"return [op('bad_ident', gradient={broken})]"),
+              ep_name="brokencache")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "FRAME_LOAD_PLUGINS": "brokencache"}
+    for _ in range(2):
+        reg = load_registry(audit_cache=True, environ=env)
+        assert reg.packs["brokencache"].status == "failed"
+    assert stored(env) == [] and len(audits) == 2
+
+
+def test_the_store_is_off_with_frame_audit_cache_0(env, audits):
+    off = {**env, "FRAME_AUDIT_CACHE": "0"}
+    load_registry(audit_cache=True, environ=off)
+    load_registry(audit_cache=True, environ=off)
+    assert stored(off) == [] and len(audits) == 2
+
+
+def test_an_unreadable_entry_means_a_fresh_audit(env, audits):
+    load_registry(audit_cache=True, environ=env)
+    (entry,) = stored(env)
+    entry.write_text("{not json")
+    reg = load_registry(audit_cache=True, environ=env)
+    assert len(audits) == 2 and reg.closure["cached_ident"].closed
+
+
+def test_a_direct_load_registry_always_audits_afresh(env, audits, monkeypatch):
+    load_registry(audit_cache=True, environ=env)
+    monkeypatch.setattr(audit_cache, "audit", lambda *a: pytest.fail("load_registry() read the store"))
+    reg = load_registry(environ=env)
+    assert reg.closure["cached_ident"].closed
