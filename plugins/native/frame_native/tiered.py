@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, registry
-from frame_core.compiler.fused import FUSED, build_fused_kernel
+from frame_core import FUSED, AttrSpec, Example, Graph, NodeContext, OpSchema, build_fused_kernel, registry
 
 from . import jit
 from .codegen import Plan, plan_body
