@@ -428,15 +428,44 @@ KernelBuilder = Callable[[NodeContext], Callable[..., Any]]
 class OpSchema:
     """Everything about one operator (ARCH-063). See the module docstring for the callables' contracts.
 
-    ``not_differentiable`` is the reason an op declares it has no gradient
-    (every user-facing op has either a ``gradient`` or this reason).
-    ``nondiff_inputs`` lists the inputs (positions, or names of ``inputs``) that never carry a gradient.
-    ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
-    derivative the GradientFn is checked against instead of the forward's.
-    ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
-    calls instead of appending the node itself (see the module docstring).
-    ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
-    ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
+    Arguments (every one after ``name`` by keyword):
+
+    - ``name``: the op's short name, an identifier (``"relu"``); a name ending in ``_internal`` makes the op
+      internal (not user-facing, hidden from ``frame ops list``). The loader adds the pack's namespace:
+      ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
+    - ``inputs``: the input names, in order (``("x", "w")``); with ``variadic=True`` the last name stands for any
+      number of inputs (``concat(xs...)``).
+    - ``outputs``: the output names (default ``("y",)``). Several names make a multi-output op: its kernel returns
+      a tuple of arrays, ``ops.<name>(...)`` returns a tuple of tensors, and its GradientFn receives one ``y`` and
+      one ``gy`` slot per output, ``[x.., y.., gy..]``. Every ``gy`` slot is there: for an output that carries no
+      gradient (an integer or boolean output such as an argmax index, or one nothing downstream uses) it holds a
+      zero of that output's type, which the GradientFn may ignore.
+    - ``attrs``: attribute name -> ``AttrSpec(kind, default, doc)``; kinds are ``ATTR_KINDS`` (``"int"``,
+      ``"floats"``, ``"dtype"``, ``"graph"``, ...), joined with ``|`` for a value of either kind.
+    - ``shape_infer``: ``shape_infer(ctx) -> list of TensorType``, the output types from ``ctx.input_types`` and
+      ``ctx.attrs``; raise ``ctx.error("...")`` (a ``ShapeError`` naming the op) for input it cannot take.
+    - ``kernels``: backend -> kernel builder, ``{"cpu": build}`` at least; ``build(ctx)`` returns the callable that
+      computes the outputs from input arrays (module docstring).
+    - ``gradient``: the GradientFn, ``gradient(ctx) -> Graph`` (usually ``ctx.grad_graph(fn)``).
+    - ``not_differentiable``: instead of ``gradient``, the reason the op has none (every user-facing op has one
+      or the other).
+    - ``nondiff_inputs``: the inputs (positions or names) that never carry a gradient (a condition, labels,
+      indices): their slot in the GradientFn's result is ``None`` (a zero), and a Python number there does not
+      take the other operands' dtype. Integer and boolean inputs never carry one anyway.
+    - ``decomposition``: optional DecomposeFn, ``decomposition(ctx) -> Graph`` over ``[x..]`` made of other ops,
+      used where a backend has no kernel and for ``compile(..., decompose=[...])``.
+    - ``traits``: names from ``TRAITS`` (``elementwise``, ``commutative``, ``has_side_effect``, ``view``,
+      ``accepts_out``, ``broadcasting``, ``internal``), each a promise the conformance kit checks.
+    - ``doc``: one line or more on what the op computes, shown by ``frame ops show``.
+    - ``examples``: ``Example`` inputs and attributes, used by the closure audit, the conformance kit and
+      ``frame ops show``; give at least one.
+    - ``variadic``: the last input name takes any number of inputs.
+    - ``gradient_surrogate``: the ARCH-066 exception, a numpy function whose derivative the GradientFn is checked
+      against instead of the forward's (a straight-through estimator, a clipped gradient).
+    - ``frontend``: an optional front-end builder that ``ops.<name>(...)`` calls instead of appending the node
+      itself (control flow takes Python callables; see the module docstring).
+
+    ``pack``, ``distribution`` and ``namespace`` are filled in by the loader.
     """
 
     __slots__ = (
