@@ -92,7 +92,7 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
     if loss.size != 1:
         raise NonScalarLossError(
             f"the loss (output {loss_index}) must be a scalar (rank 0 or one element), but it has shape "
-            f"{list(loss.shape)} ({loss}); reduce it first, e.g. ops.sum(y) or ops.mean(y) (ARCH-061)"
+            f"{list(loss.shape)} ({loss}); reduce it first, e.g. ops.sum(y) or ops.mean(y)"
         )
     if not loss.dtype.is_float:
         raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
@@ -183,7 +183,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any =
             micro = gradient(ctx)
     except MissingGradientError as exc:  # inside a body of this node: extend the path
         paths = [f"{at()} > {p}" for p in exc.paths] or [f"{at()} > {exc}"]
-        raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient (ARCH-062):\n  "
+        raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient:\n  "
                                    + "\n  ".join(paths), paths) from exc
     except FrameError as exc:
         raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
@@ -196,7 +196,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any =
     want_out, got_out = list(ctx.input_types), [v.type for v in micro.outputs]
     if got_in != want_in or got_out != want_out:
         raise GradientError(
-            f"the GradientFn of {where()} breaks the contract (ARCH-063): its micro-graph maps "
+            f"the GradientFn of {where()} breaks the GradientFn contract: its micro-graph maps "
             f"[{', '.join(map(str, got_in))}] -> [{', '.join(map(str, got_out))}], expected "
             f"[x.., y.., gy..] = [{', '.join(map(str, want_in))}] -> one gradient per input "
             f"[{', '.join(map(str, want_out))}] (a bug in pack {schema.pack or '?'})")
@@ -293,7 +293,7 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     except MissingGradientError as exc:
         raise MissingGradientError(
             f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
-            f"no gradient (ARCH-062):\n  " + "\n  ".join(exc.paths), exc.paths) from None
+            f"no gradient:\n  " + "\n  ".join(exc.paths), exc.paths) from None
     for i in wrt:
         x = graph.inputs[i]
         graph.mark_output(grads.get(x) or graph.zeros(x.type))
@@ -314,7 +314,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                    else f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
                    else " (no GradientFn registered)" if schema else " (unknown op)")
             paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}")
-        raise MissingGradientError("no gradient (ARCH-062):\n  " + "\n  ".join(paths), paths)
+        raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
     grads = dict(seeds)
     # (op, input types, attrs) -> (inferred types, micro-graph, its recipe)

@@ -175,7 +175,7 @@ def _scale_kernel(ctx: NodeContext):
 
 def _scale_gradient(ctx: NodeContext):
     factor = ctx.attrs["factor"]
-    # inputs [x, y, gy] -> [gx]; gx = factor * gy. It uses only this op, so the pack is closed (ARCH-068).
+    # inputs [x, y, gy] -> [gx]; gx = factor * gy. It uses only this op, so its gradient is closed: differentiable to any order.
     return ctx.grad_graph(lambda x, y, gy: ops.$op(gy, factor=factor))
 
 

@@ -100,7 +100,7 @@ ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", 
 TRAITS = {
     "elementwise": "output[i] depends only on input[i] (numpy broadcasting); output shape is the broadcast shape",
     "commutative": "the op gives the same result with its two inputs swapped",
-    "has_side_effect": "the op must not be removed, merged or folded; it cannot have a GradientFn (ARCH-062)",
+    "has_side_effect": "the op must not be removed, merged or folded; it cannot have a GradientFn",
     "internal": "not user-facing (set automatically for names ending in '_internal')",
     "view": "the kernel may return a view of its first input (outputs are copied before leaving run)",
     "accepts_out": "the built kernel takes a trailing out= array (see the module docstring)",
@@ -579,7 +579,7 @@ class OpSchema:
             if text is not None and not isinstance(text, str):
                 problems.append(f"{name}: {label} must be a string, got {type(text).__name__}")
         if self.has_side_effect and self.gradient is not None:
-            problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
+            problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn: the backward transform never differentiates through a side effect")
         if self.gradient is not None and self.not_differentiable:
             problems.append(f"{name}: declares both a GradientFn and not_differentiable")
         if not self.internal and self.gradient is None and not self.not_differentiable:

@@ -71,7 +71,7 @@ CHECKS = {
     "accepts_out": "kernel(*xs, out) writes into out and returns it (also when out is an input, if elementwise)",
     "view": "outputs alias no input but the first and equal a fresh evaluation",
     "commutative": "swapping the two inputs gives the same outputs",
-    "has_side_effect": "an op with side effects has no GradientFn (ARCH-062)",
+    "has_side_effect": "an op with side effects has no GradientFn",
     "decomposition": "compile(decompose=[op]) gives the kernel's outputs (types, and values within rounding)",
 }
 
@@ -257,7 +257,7 @@ def _check_examples(schema: OpSchema, index: None, rng: np.random.Generator, reg
 
 def _check_side_effect(schema: OpSchema, index: None, rng: np.random.Generator, reg: Registry) -> Outcome:
     if schema.gradient is not None:
-        return ["declares has_side_effect but registers a GradientFn (ARCH-062): remove one of them"], ""
+        return ["declares has_side_effect but registers a GradientFn: remove one of them"], ""
     return [], "no GradientFn, as a side-effect op must"
 
 

@@ -71,7 +71,7 @@ def test_gradient_contract_requires_zero_slots_for_integer_inputs(kit):
 def test_side_effect_op_with_a_gradient(kit):
     results = {c.check: c.run(kit) for c in conformance_cases("kit_side_effect", registry=kit)}
     assert not results["schema"].ok and not results["has_side_effect"].ok
-    assert "ARCH-062" in results["has_side_effect"].detail
+    assert "registers a GradientFn" in results["has_side_effect"].detail
 
 
 def test_orders_are_capped_at_the_closure_order(kit):

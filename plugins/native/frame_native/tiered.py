@@ -163,7 +163,7 @@ NATIVE = OpSchema(
     attrs={"body": AttrSpec("graph", doc="the fused chain, its constants included: exactly rounded ops on one type")},
     shape_infer=FUSED.shape_infer,
     kernels={"cpu": build_tiered_kernel},
-    not_differentiable="a compile-pipeline product made after differentiation (ARCH-062); differentiate the "
+    not_differentiable="a compile-pipeline product made after differentiation; differentiate the "
                        "graph before compiling it",
     traits=("accepts_out",),  # as fused_elementwise_internal: `out` never aliases an input
     doc="A fused elementwise group that runs frame's numpy code at first and compiled native code once the "
