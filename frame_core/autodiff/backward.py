@@ -42,7 +42,7 @@ from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_co
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
-from ..ops_registry.schema import NodeContext
+from ..ops_registry.schema import NodeContext, node_has_side_effect
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
@@ -297,7 +297,23 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     for i in wrt:
         x = graph.inputs[i]
         graph.mark_output(grads.get(x) or graph.zeros(x.type))
+    # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
+    _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
+
+
+def _drop_unneeded(graph: Graph, reg: Registry, first: int = 0) -> None:
+    """Remove (in place, on a graph this module just built) the nodes from position ``first`` on that no output
+    needs and that have no side effect: gradients not asked for, recomputed forward values nothing reads. The
+    nodes before ``first`` (the user's forward graph, as written) stay."""
+    live = set(graph.outputs)
+    keep = []
+    for node in reversed(graph.nodes[first:]):
+        if any(v in live for v in node.outputs) or node_has_side_effect(node, reg.schemas):
+            keep.append(node)
+            live.update(node.inputs)
+    keep.reverse()
+    graph.nodes[first:] = keep
 
 
 def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg: Registry,
