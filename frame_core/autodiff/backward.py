@@ -302,6 +302,19 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     return graph
 
 
+def _origin(graph: Graph, op: str, reg: Registry) -> str:
+    """Which op of ``graph`` brought ``op`` in through its gradient: differentiating a training graph again meets
+    the ops of the first gradient (``matmul_grad_lhs_internal``, a declared-not-differentiable ``step``), which the
+    user never called; the closure audit's chains (``ramp -> step``) name the op the user did call."""
+    users = sorted({n.op for n in graph.nodes if n.op != op and op in getattr(reg.closure.get(n.op), "chain", ())})
+    if not users:
+        return ""
+    chains = "; ".join(" -> ".join(reg.closure[u].chain) for u in users[:3])
+    orders = sorted({str(reg.closure[u].order) for u in users})
+    return (f"; the gradient of {', '.join(users[:3])} uses it, so {'that op is' if len(users) == 1 else 'those are'} "
+            f"differentiable to order {' or '.join(orders)} only ({chains})")
+
+
 def _drop_unneeded(graph: Graph, reg: Registry, first: int = 0) -> None:
     """Remove (in place, on a graph this module just built) the nodes from position ``first`` on that no output
     needs and that have no side effect: gradients not asked for, recomputed forward values nothing reads. The
@@ -329,7 +342,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             why = (" (a compile-pipeline product: differentiate the graph before compiling it)" if node.op == FUSED_OP
                    else f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
                    else " (no GradientFn registered)" if schema else " (unknown op)")
-            paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}")
+            paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}{_origin(graph, node.op, reg)}")
         raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
     grads = dict(seeds)
