@@ -23,8 +23,8 @@ from frame_core.ops_registry.schema import ATTR_KINDS, TRAITS
 
 PAGE = pathlib.Path(__file__).resolve().parent / "reference.md"
 
-#: (section title, intro, public names in the order they are documented). Every name of frame_core.__all__ is in
-#: exactly one section (tests/test_reference_doc.py checks it), so a new public name must be placed here.
+#: (section title, intro, public names in the order they are documented). A public name of frame_core.__all__
+#: placed in no section is documented under "More" (place it in its section here when you add it).
 SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Op schemas", "What a pack registers: one `OpSchema` per op, with its attributes, examples and the context "
      "its callables receive.", ["OpSchema", "AttrSpec", "Example", "NodeContext", "hookimpl", "PLUGIN_API_VERSION"]),
@@ -167,6 +167,11 @@ def render() -> str:
             contracts = _markdown(schema_module.__doc__ or "").split("**Contracts**", 1)[-1].strip()
             parts.append("### Contracts of the callables\n\n" + _definitions(contracts) + "\n")
         parts += [_entry(name) for name in names]
+    placed = {name for _, _, names in SECTIONS for name in names}
+    more = [name for name in frame_core.__all__ if name not in placed and name != "__version__"]
+    if more:
+        parts.append("## More\n")
+        parts += [_entry(name) for name in more]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import pathlib
+import re
 
 import frame_core
 
@@ -25,9 +26,13 @@ def test_reference_page_is_in_sync_with_the_code():
 
 
 def test_every_public_name_has_an_entry():
-    placed = [name for _, _, names in _generator().SECTIONS for name in names]
+    generator = _generator()
+    placed = [name for _, _, names in generator.SECTIONS for name in names]
     assert sorted(placed) == sorted(set(placed)), "a name is placed in two sections"
-    assert set(placed) == set(frame_core.__all__) - {"__version__"}
+    assert set(placed) <= set(frame_core.__all__), "a section names what frame_core does not export"
+    page = generator.render()
+    for name in set(frame_core.__all__) - {"__version__"}:  # placed or under "More", each enters the index
+        assert re.search(rf"^````{{py:\w+}} {re.escape(name)}\b", page, re.M), name
 
 
 def test_every_opschema_argument_and_dtype_attribute_is_documented():

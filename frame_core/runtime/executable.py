@@ -225,7 +225,8 @@ class Executable:
     # -- running -------------------------------------------------------------------
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[np.ndarray]:
         """Run on ``inputs`` (one array per graph input, in order, or a dict by input name); return one array
-        per output.
+        per output. An input may also be another library's array: an object with ``__dlpack__`` (a torch tensor,
+        read without a copy) or ``__array__``, checked like an ndarray.
 
         Raises ``InputError`` naming the input, expected and actual type on a
         wrong count, dtype or shape, and ``KernelError`` naming the node if a
