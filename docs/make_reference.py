@@ -41,7 +41,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
       "build_sgd_update_graph"]),
     ("Compiling and running", "", ["compile", "compile_cache", "compile_subgraph", "Executable", "PassSpec",
                                    "Rewriter", "node_has_side_effect", "FUSED_OP", "FUSED", "build_fused_kernel"]),
-    ("Registry and plugins", "", ["registry", "use_registry", "reset_registry", "Registry", "load_registry"]),
+    ("Registry and plugins", "", ["registry", "use_registry", "reset_registry", "Registry", "load_registry",
+                                  "discover_entry_points"]),
     ("Errors", "Every error frame raises is a `FrameError`; most are also the builtin exception a Python "
      "programmer would expect (`ShapeError` is a `ValueError`, ...).",
      ["FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError",
@@ -131,7 +132,10 @@ def _entry(name: str) -> str:
         return _directive("function", f"{name}{_signature(obj)}", inspect.getdoc(obj) or "")
     if isinstance(obj, frame_core.OpSchema):
         return _directive("data", name, f"The `OpSchema` of `{obj.name}`: {obj.doc}")
-    return _directive("data", name, f"`{obj!r}`")
+    if isinstance(obj, (str, int, float)):
+        return _directive("data", name, f"`{obj!r}`")
+    # an object with state (the compile cache): its class's docstring, never its repr, which changes as it is used
+    return _directive("data", name, f"A `{type(obj).__name__}`. " + (inspect.getdoc(type(obj)) or ""))
 
 
 def _tables() -> str:

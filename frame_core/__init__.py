@@ -108,6 +108,7 @@ _LAZY = {
     "FUSED": ("frame_core.compiler.fused", "FUSED"),
     "FUSED_OP": ("frame_core.compiler.fused", "FUSED_OP"),
     "build_fused_kernel": ("frame_core.compiler.fused", "build_fused_kernel"),
+    "discover_entry_points": ("frame_core.ops_registry.loader", "discover_entry_points"),
 }
 
 # What type checkers and editors see for the lazy names above (``__getattr__`` alone would make them ``Any``).
@@ -151,6 +152,7 @@ if TYPE_CHECKING:
     from .ir.verify import verify as verify
     from .ops_registry.hookspecs import PLUGIN_API_VERSION as PLUGIN_API_VERSION
     from .ops_registry.hookspecs import hookimpl as hookimpl
+    from .ops_registry.loader import discover_entry_points as discover_entry_points
     from .ops_registry.loader import load_registry as load_registry
     from .ops_registry.registry import Registry as Registry
     from .ops_registry.registry import registry as registry
