@@ -62,6 +62,7 @@ def plugins_list(fmt: str) -> list[str]:
         [[r["name"], r["namespace"] or "-", r["distribution"], r["version"], r["status"], r["ops"],
           r["api_version"] or "-"] for r in rows],
     ))
+    echo(f"{reg.op_census()}; the OPS column counts every op a pack registered, its _internal ones included")
     for r in rows:
         if r["error"]:
             echo(f"\n{r['name']} ({r['distribution']} {r['version']}) is {r['status']}: {r['error']}")
