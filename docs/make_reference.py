@@ -39,6 +39,10 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Differentiation", "Reverse mode as a graph-to-graph transform.",
      ["build_backward_graph", "add_scalar_contraction", "build_vjp_graph", "split_vjp_graph",
       "build_sgd_update_graph"]),
+    ("Parameters, shapes and checkpoints", "Named parameter trees, any-batch shapes and checkpoints "
+     "([the design](design-parameters-and-shapes.md)).",
+     ["params", "trace_params", "value_and_grad", "grad", "specialize", "DynamicExecutable", "save_checkpoint",
+      "load_checkpoint", "checkpoint_bytes", "CHECKPOINT_FORMAT"]),
     ("Compiling and running", "", ["compile", "compile_cache", "compile_subgraph", "Executable", "PassSpec",
                                    "Rewriter", "node_has_side_effect", "FUSED_OP", "FUSED", "build_fused_kernel"]),
     ("Registry and plugins", "", ["registry", "use_registry", "reset_registry", "Registry", "load_registry",
@@ -48,7 +52,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError",
       "AmbiguousOpError", "GraphFormatError", "PluginError", "RegistrationError", "GradientError",
       "NonScalarLossError", "MissingGradientError", "CompileError", "InputError", "KernelError", "ArgumentError",
-      "DataError"]),
+      "DataError", "ParameterError", "CheckpointError"]),
 ]
 
 
@@ -115,8 +119,8 @@ def _members(cls: type) -> list[str]:
 
 def _entry(name: str) -> str:
     obj = getattr(frame_core, name)
-    if name == "ops":
-        return _directive("data", "ops", obj.__doc__ or "")
+    if inspect.ismodule(obj):  # ops, params: a namespace, described by its module docstring
+        return _directive("data", name, obj.__doc__ or "")
     if name in {d.name if d.name != "bool" else "bool_" for d in DTYPES}:
         return _directive("data", name, f"The `{obj.name}` element type (`{obj.short}`), a `DType`.")
     if isinstance(obj, type):

@@ -29,9 +29,11 @@ from .errors import (
     InputError,
     IRError,
     KernelError,
+    CheckpointError,
     DataError,
     MissingGradientError,
     NonScalarLossError,
+    ParameterError,
     PluginError,
     RegistrationError,
     ShapeError,
@@ -97,6 +99,17 @@ _LAZY = {
     "build_sgd_update_graph": ("frame_core.autodiff.sgd", "build_sgd_update_graph"),
     "PassSpec": ("frame_core.compiler.passspec", "PassSpec"),
     "Rewriter": ("frame_core.compiler.rewrite", "Rewriter"),
+    # named parameters, any-batch shapes, checkpoints (docs/design-parameters-and-shapes.md)
+    "params": ("frame_core.params", None),
+    "trace_params": ("frame_core.params", "trace_params"),
+    "specialize": ("frame_core.compiler.specialize", "specialize"),
+    "DynamicExecutable": ("frame_core.runtime.dynamic", "DynamicExecutable"),
+    "value_and_grad": ("frame_core.autodiff.value_and_grad", "value_and_grad"),
+    "grad": ("frame_core.autodiff.value_and_grad", "grad"),
+    "save_checkpoint": ("frame_core.checkpoint", "save_checkpoint"),
+    "load_checkpoint": ("frame_core.checkpoint", "load_checkpoint"),
+    "checkpoint_bytes": ("frame_core.checkpoint", "checkpoint_bytes"),
+    "CHECKPOINT_FORMAT": ("frame_core.checkpoint", "CHECKPOINT_FORMAT"),
     # what op packs build with (issue 17): the bundled packs import only these public names, as a third party does
     "apply": ("frame_core.frontend.trace", "apply"),
     "current_graph": ("frame_core.frontend.trace", "current_graph"),
@@ -112,13 +125,24 @@ _LAZY = {
 }
 
 # What type checkers and editors see for the lazy names above (``__getattr__`` alone would make them ``Any``).
-# Adding a lazy name is two lines: its ``_LAZY`` entry and its import here; tests/test_public_api.py checks
+# Adding a lazy name is two lines: its ``_LAZY`` entry and its import here (``from .pkg.mod import name as
+# name``; a lazy module, ``(module, None)``, is ``from . import mod as mod``); tests/test_public_api.py checks
 # that the two lists agree, so a name added to one only fails a test rather than typing as ``Any``.
 if TYPE_CHECKING:
     from . import ops as ops
     from .autodiff.backward import add_scalar_contraction as add_scalar_contraction
     from .autodiff.backward import build_backward_graph as build_backward_graph
+    from . import params as params
     from .autodiff.sgd import build_sgd_update_graph as build_sgd_update_graph
+    from .autodiff.value_and_grad import grad as grad
+    from .autodiff.value_and_grad import value_and_grad as value_and_grad
+    from .checkpoint import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT
+    from .checkpoint import checkpoint_bytes as checkpoint_bytes
+    from .checkpoint import load_checkpoint as load_checkpoint
+    from .checkpoint import save_checkpoint as save_checkpoint
+    from .compiler.specialize import specialize as specialize
+    from .params import trace_params as trace_params
+    from .runtime.dynamic import DynamicExecutable as DynamicExecutable
     from .autodiff.vjp import build_vjp_graph as build_vjp_graph
     from .autodiff.vjp import split_vjp_graph as split_vjp_graph
     from .compiler.api import compile as compile
@@ -174,6 +198,7 @@ __all__ = [
     "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError", "AmbiguousOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",
     "MissingGradientError", "CompileError", "InputError", "KernelError", "ArgumentError", "DataError",
+    "ParameterError", "CheckpointError",
     # lazily loaded
     *_LAZY,
     "ops",
@@ -190,7 +215,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'frame_core' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(target[0]), target[1])
+    module = importlib.import_module(target[0])
+    value = module if target[1] is None else getattr(module, target[1])
     globals()[name] = value
     return value
 

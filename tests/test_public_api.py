@@ -74,16 +74,22 @@ def test_what_packs_build_with_is_public(name):
     assert callable(namespace[name]) and name in frame_core.__all__
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """name -> module of the imports under frame_core/__init__.py's ``if TYPE_CHECKING:``."""
+def _type_checking_imports() -> dict[str, tuple[str, str]]:
+    """name -> (module, attribute) of the imports under frame_core/__init__.py's ``if TYPE_CHECKING:``."""
     tree = ast.parse((ROOT / "frame_core" / "__init__.py").read_text())
     block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    return {a.asname or a.name: "frame_core" + (f".{n.module}" if n.module else "")
+    return {a.asname or a.name: ("frame_core" + (f".{n.module}" if n.module else ""), a.name)
             for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+def _lazy_target(module: str, attribute: str | None) -> tuple[str, str]:
+    """A ``_LAZY`` entry as the import that names the same object (a lazy module is ``from parent import mod``)."""
+    return (module, attribute) if attribute is not None else tuple(module.rsplit(".", 1))  # type: ignore[return-value]
 
 
 def test_every_lazy_name_is_visible_to_type_checkers():
     # a name in _LAZY but not imported under TYPE_CHECKING would type as Any (the module's __getattr__)
     seen = _type_checking_imports()
     assert set(frame_core._LAZY) | {"ops"} == set(seen), "frame_core/__init__.py: _LAZY and TYPE_CHECKING differ"
-    assert {name: seen[name] for name in frame_core._LAZY} == {n: m for n, (m, _) in frame_core._LAZY.items()}
+    assert {name: seen[name] for name in frame_core._LAZY} == \
+        {name: _lazy_target(*target) for name, target in frame_core._LAZY.items()}
