@@ -320,9 +320,12 @@ def _drop_unneeded(graph: Graph, reg: Registry, first: int = 0) -> None:
     needs and that have no side effect: gradients not asked for, recomputed forward values nothing reads. The
     nodes before ``first`` (the user's forward graph, as written) stay."""
     live = set(graph.outputs)
+    effects = {name for name, schema in reg.schemas.items() if schema.has_side_effect}
     keep = []
     for node in reversed(graph.nodes[first:]):
-        if any(v in live for v in node.outputs) or node_has_side_effect(node, reg.schemas):
+        outs = node.outputs
+        if (outs[0] in live if len(outs) == 1 else any(v in live for v in outs)) or node.op in effects or (
+                node.attrs and node_has_side_effect(node, reg.schemas)):  # (a body may hold a side effect)
             keep.append(node)
             live.update(node.inputs)
     keep.reverse()
