@@ -105,10 +105,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "matmul": lambda a, b: _ops().matmul(a, b),
     "dot": _dot,
     "transpose": lambda a, axes=None: _ops().transpose(a, perm=None if axes is None else [int(i) for i in axes]),
-    "reshape": lambda a, shape=None, newshape=None: _ops().reshape(
-        a, shape=[int(s) for s in ((shape if shape is not None else newshape)
-                                   if isinstance(shape if shape is not None else newshape, (tuple, list))
-                                   else [shape if shape is not None else newshape])]),
+    "reshape": lambda a, shape=None, newshape=None: _reshape(a, shape if shape is not None else newshape),
     "concatenate": lambda arrays, axis=0: _ops().concat(*arrays, axis=int(axis)),
     "stack": lambda arrays, axis=0: _ops().stack(*arrays, axis=int(axis)),
     "where": lambda condition, x, y: _ops().where(condition, x, y),
@@ -134,6 +131,12 @@ FUNCTION_HINTS: dict[str, str] = {
     "asarray": "a traced Tensor has no data: compile the traced graph and run it to get arrays",
     "array": "a traced Tensor has no data: compile the traced graph and run it to get arrays",
 }
+
+
+def _reshape(a: Any, shape: Any) -> Any:
+    """np.reshape(a, shape): ``shape`` an int or a sequence (numpy's older ``newshape=`` keyword too)."""
+    dims = shape if isinstance(shape, (tuple, list)) else [shape]
+    return _ops().reshape(a, shape=[int(d) for d in dims])
 
 
 def _cumsum(a: Any, axis: Any) -> Any:
