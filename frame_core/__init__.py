@@ -130,9 +130,9 @@ _LAZY = {
 # that the two lists agree, so a name added to one only fails a test rather than typing as ``Any``.
 if TYPE_CHECKING:
     from . import ops as ops
+    from . import params as params
     from .autodiff.backward import add_scalar_contraction as add_scalar_contraction
     from .autodiff.backward import build_backward_graph as build_backward_graph
-    from . import params as params
     from .autodiff.sgd import build_sgd_update_graph as build_sgd_update_graph
     from .autodiff.value_and_grad import grad as grad
     from .autodiff.value_and_grad import value_and_grad as value_and_grad
