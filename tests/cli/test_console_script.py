@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import FRAME, ORDER_ONE_PACK, run_frame
 
-ACTIVATIONS = ["elu", "gelu", "leaky_relu", "softplus"]
+ACTIVATIONS = ["elu", "gelu_tanh", "leaky_relu", "softplus"]
 
 
 def test_version():

@@ -232,6 +232,7 @@ NOT_CLOSED = {
     **{op: "outputs carry no gradient" for op in ("equal", "not_equal", "less", "less_equal", "greater",
                                                    "greater_equal", "argmax", "argmin")},
     "one_hot": "integer indices carry no gradient",
+    **{op: "keys are integers and carry no gradient" for op in ("random_split", "random_fold_in")},
     # frame-native's tiered form of a fused group (when that pack is installed)
     "native_fused_internal": "a compile-pipeline product made after differentiation; differentiate the "
                              "graph before compiling it",

@@ -1,4 +1,4 @@
-"""Smooth activations: softplus and gelu (tanh approximation).
+"""Smooth activations: softplus and gelu_tanh (the tanh approximation of gelu).
 
 Both gradients are written with ops of frame-ops-basic (``sigmoid``,
 ``tanh``, arithmetic), which are closed under differentiation, so these ops
@@ -68,7 +68,7 @@ def _gelu_gradient(ctx: NodeContext):
 
 
 GELU = OpSchema(
-    "gelu",
+    "gelu_tanh",
     inputs=("x",),
     shape_infer=float_unary,
     kernels={"cpu": _gelu_kernel},

@@ -2,7 +2,7 @@
 
 import frame_core
 
-OPS = {"softplus", "gelu", "leaky_relu", "elu"}
+OPS = {"softplus", "gelu_tanh", "leaky_relu", "elu"}
 
 
 def test_plugin_loads():

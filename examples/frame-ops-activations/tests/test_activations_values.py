@@ -16,7 +16,7 @@ C = math.sqrt(2.0 / math.pi)
 
 REFERENCE = {
     "softplus": (lambda x: math.log1p(math.exp(x)) if x < 30 else x + math.log1p(math.exp(-x)), {}),
-    "gelu": (lambda x: 0.5 * x * (1.0 + math.tanh(C * (x + 0.044715 * x ** 3))), {}),
+    "gelu_tanh": (lambda x: 0.5 * x * (1.0 + math.tanh(C * (x + 0.044715 * x ** 3))), {}),
     "leaky_relu": (lambda x: x if x > 0 else 0.2 * x, {"slope": 0.2}),
     "elu": (lambda x: x if x > 0 else 0.7 * math.expm1(x), {"alpha": 0.7}),
 }
@@ -67,4 +67,4 @@ def test_float16_stays_float16(op):
 
 def test_shape_inference_refuses_integers():
     with frame_core.use_registry(REGISTRY), pytest.raises(frame_core.ShapeError, match="floating input"):
-        frame_core.trace(lambda t: frame_core.ops.gelu(t), "i32[3]")
+        frame_core.trace(lambda t: frame_core.ops.gelu_tanh(t), "i32[3]")

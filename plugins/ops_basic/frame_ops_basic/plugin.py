@@ -9,12 +9,12 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
-    from . import (compare, convert, elementwise, extrema, linalg, losses, pointwise, reductions, regions, shape,
-                   softmax, special)
+    from . import (compare, convert, creation, elementwise, extrema, linalg, losses, nonlinear, pointwise, random,
+                   reductions, regions, shape, softmax, special)
 
     return [*elementwise.SCHEMAS, *linalg.SCHEMAS, *reductions.SCHEMAS, *shape.SCHEMAS, *losses.SCHEMAS,
             *special.SCHEMAS, *regions.SCHEMAS, *compare.SCHEMAS, *pointwise.SCHEMAS, *convert.SCHEMAS,
-            *extrema.SCHEMAS, *softmax.SCHEMAS]
+            *extrema.SCHEMAS, *softmax.SCHEMAS, *nonlinear.SCHEMAS, *creation.SCHEMAS, *random.SCHEMAS]
 
 
 @hookimpl
