@@ -29,6 +29,8 @@ UFUNCS: dict[str, str] = {
     "sign": "sign", "maximum": "maximum", "minimum": "minimum", "fmax": "maximum", "fmin": "minimum",
     "less": "less", "less_equal": "less_equal",
     "greater": "greater", "greater_equal": "greater_equal", "matmul": "matmul",
+    # frame-ops-basic's newer ops: with an older pack installed, the hint below says what to write instead
+    "log1p": "log1p", "expm1": "expm1", "logaddexp": "logaddexp",
 }
 
 #: numpy ufuncs without an op of their own: what to write instead (shown in the error). ``equal`` and
@@ -146,6 +148,16 @@ def _cumsum(a: Any, axis: Any) -> Any:
     return _ops().cumsum(a, axis=int(axis))
 
 
+def _registered(op: str) -> bool:
+    from ..errors import FrameError
+    from ..ir.schemas import default_source
+
+    try:
+        return default_source().get(op) is not None
+    except FrameError:
+        return False
+
+
 def _name(func: Any) -> str:
     module = getattr(func, "__module__", "") or ""
     name = getattr(func, "__name__", repr(func))
@@ -177,7 +189,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
                 "multiply.outer": "ops.expand_dims(a, axes=[1]) * ops.expand_dims(b, axes=[0])"}.get(f"{name}.{method}")
         raise _no_op(f"{name}.{method}", hint)
     op = UFUNCS.get(name)
-    if op is None:
+    if op is None or (name in UFUNC_HINTS and not _registered(op)):
         raise _no_op(name, UFUNC_HINTS.get(name))
     if kwargs:
         raise IRError(f"np.{name} on a traced Tensor takes no {', '.join(sorted(kwargs))}= (frame ops write no "
