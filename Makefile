@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 INSTALL_INPUTS := pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard examples/*/pyproject.toml) \
                   $(DISTRIBUTED)/pyproject.toml
 
-.PHONY: setup demo test docs bench clean
+.PHONY: setup demo test docs bench clean dist
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,5 +41,10 @@ docs: setup
 bench: setup
 	$(PY) benchmarks/run_all.py
 
+# wheels of every distribution (core, plugins/*, distributed, examples/*) into dist/, built offline with the
+# venv's hatchling; docs/getting-started.md says how to install from them
+dist: setup
+	$(PY) tools/build_wheels.py dist
+
 clean:
-	rm -rf $(VENV) docs/_build .pytest_cache
+	rm -rf $(VENV) docs/_build .pytest_cache dist

@@ -32,4 +32,7 @@ autodoc_member_order = "bysource"
 
 html_theme = "alabaster"  # ships with Sphinx: no theme to install
 html_title = f"frame {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["frame.css"]  # long code lines wrap rather than hide past the page's edge
+# the default 940 px page cut long signatures and code lines; "body_max_width" lets the text use the width
+html_theme_options = {"page_width": "1200px", "body_max_width": "none"}

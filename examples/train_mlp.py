@@ -29,15 +29,15 @@ def mlp_loss(x, t, w1, b1, w2, b2, w3, b3):
 
 
 def coverage_summary(reg: fc.Registry) -> str:
+    # the census counts as `frame ops list` and `frame audit gradients` do; the coverage is of the packs' ops
     user = reg.user_ops()
     with_grad = sum(s.differentiable == "yes" for s in user)
     declared = sum(s.differentiable == "no" for s in user)
     missing = len(user) - with_grad - declared
     closed = sum(reg.closure[s.name].closed for s in user)
-    packs = sorted({s.pack for s in user})
-    return (f"gradient coverage: {len(user)} user-facing ops in {len(packs)} pack(s) ({', '.join(packs)}): "
-            f"{with_grad} with a GradientFn, {declared} declared not differentiable, {missing} missing; "
-            f"{closed} closed under differentiation (any order)")
+    return (f"{reg.op_census()}\ngradient coverage of the packs' {len(user)} ops: {with_grad} with a GradientFn, "
+            f"{declared} declared not differentiable, {missing} missing; {closed} closed under differentiation "
+            "(any order)")
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import; this module imports only numpy and the IR).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     AmbiguousOpError,
@@ -42,7 +42,7 @@ from .errors import (
 )
 from .ir.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from .ir import schemas as _schemas
-from .ir.graph import Graph, Node, Value, clone_graph
+from .ir.graph import Graph, Node, Value, clone_graph, inline_graph
 from .ir.types import TensorType
 
 __version__ = "0.1.0"
@@ -108,15 +108,92 @@ _LAZY = {
     "grad": ("frame_core.autodiff.value_and_grad", "grad"),
     "save_checkpoint": ("frame_core.checkpoint", "save_checkpoint"),
     "load_checkpoint": ("frame_core.checkpoint", "load_checkpoint"),
-    # a pack's front-end builder (OpSchema(frontend=...)) appends its own node with apply(op, *inputs, **attrs)
+    "checkpoint_bytes": ("frame_core.checkpoint", "checkpoint_bytes"),
+    "CHECKPOINT_FORMAT": ("frame_core.checkpoint", "CHECKPOINT_FORMAT"),
+    # what op packs build with (issue 17): the bundled packs import only these public names, as a third party does
     "apply": ("frame_core.frontend.trace", "apply"),
+    "current_graph": ("frame_core.frontend.trace", "current_graph"),
+    "check_arity": ("frame_core.frontend.subgraph", "check_arity"),
+    "flatten_result": ("frame_core.frontend.subgraph", "flatten_result"),
+    "attrs_key": ("frame_core.ir.keys", "attrs_key"),
+    "graph_key": ("frame_core.ir.keys", "graph_key"),
+    "node_has_side_effect": ("frame_core.ops_registry.schema", "node_has_side_effect"),
+    "FUSED": ("frame_core.compiler.fused", "FUSED"),
+    "FUSED_OP": ("frame_core.compiler.fused", "FUSED_OP"),
+    "build_fused_kernel": ("frame_core.compiler.fused", "build_fused_kernel"),
+    "discover_entry_points": ("frame_core.ops_registry.loader", "discover_entry_points"),
 }
+
+# What type checkers and editors see for the lazy names above (``__getattr__`` alone would make them ``Any``).
+# Adding a lazy name is two lines: its ``_LAZY`` entry and its import here (``from .pkg.mod import name as
+# name``; a lazy module, ``(module, None)``, is ``from . import mod as mod``); tests/test_public_api.py checks
+# that the two lists agree, so a name added to one only fails a test rather than typing as ``Any``.
+if TYPE_CHECKING:
+    from . import ops as ops
+    from . import params as params
+    from .autodiff.backward import add_scalar_contraction as add_scalar_contraction
+    from .autodiff.backward import build_backward_graph as build_backward_graph
+    from .autodiff.sgd import build_sgd_update_graph as build_sgd_update_graph
+    from .autodiff.value_and_grad import grad as grad
+    from .autodiff.value_and_grad import value_and_grad as value_and_grad
+    from .checkpoint import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT
+    from .checkpoint import checkpoint_bytes as checkpoint_bytes
+    from .checkpoint import load_checkpoint as load_checkpoint
+    from .checkpoint import save_checkpoint as save_checkpoint
+    from .compiler.specialize import specialize as specialize
+    from .params import trace_params as trace_params
+    from .runtime.dynamic import DynamicExecutable as DynamicExecutable
+    from .autodiff.vjp import build_vjp_graph as build_vjp_graph
+    from .autodiff.vjp import split_vjp_graph as split_vjp_graph
+    from .compiler.api import compile as compile
+    from .compiler.api import compile_cache as compile_cache
+    from .compiler.api import compile_subgraph as compile_subgraph
+    from .compiler.fused import FUSED as FUSED
+    from .compiler.fused import FUSED_OP as FUSED_OP
+    from .compiler.fused import build_fused_kernel as build_fused_kernel
+    from .compiler.passspec import PassSpec as PassSpec
+    from .compiler.rewrite import Rewriter as Rewriter
+    from .frontend.extend import extend_graph as extend_graph
+    from .frontend.subgraph import Body as Body
+    from .frontend.subgraph import align_captures as align_captures
+    from .frontend.subgraph import check_arity as check_arity
+    from .frontend.subgraph import flatten_result as flatten_result
+    from .frontend.subgraph import trace_body as trace_body
+    from .frontend.trace import Tensor as Tensor
+    from .frontend.trace import apply as apply
+    from .frontend.trace import constant as constant
+    from .frontend.trace import current_graph as current_graph
+    from .frontend.trace import trace as trace
+    from .ir.dot import to_dot as to_dot
+    from .ir.keys import attrs_key as attrs_key
+    from .ir.keys import graph_key as graph_key
+    from .ir.printer import format_graph as format_graph
+    from .ir.serialize import dumps as dumps
+    from .ir.serialize import load_graph as load_graph
+    from .ir.serialize import loads as loads
+    from .ir.serialize import save_graph as save_graph
+    from .ir.verify import check_graph as check_graph
+    from .ir.verify import verify as verify
+    from .ops_registry.hookspecs import PLUGIN_API_VERSION as PLUGIN_API_VERSION
+    from .ops_registry.hookspecs import hookimpl as hookimpl
+    from .ops_registry.loader import discover_entry_points as discover_entry_points
+    from .ops_registry.loader import load_registry as load_registry
+    from .ops_registry.registry import Registry as Registry
+    from .ops_registry.registry import registry as registry
+    from .ops_registry.registry import reset_registry as reset_registry
+    from .ops_registry.registry import use_registry as use_registry
+    from .ops_registry.schema import AttrSpec as AttrSpec
+    from .ops_registry.schema import Example as Example
+    from .ops_registry.schema import NodeContext as NodeContext
+    from .ops_registry.schema import OpSchema as OpSchema
+    from .ops_registry.schema import node_has_side_effect as node_has_side_effect
+    from .runtime.executable import Executable as Executable
 
 __all__ = [
     "__version__",
     # IR
     "DType", "float16", "bfloat16", "float32", "float64", "int32", "int64", "bool_",
-    "TensorType", "Value", "Node", "Graph", "clone_graph",
+    "TensorType", "Value", "Node", "Graph", "clone_graph", "inline_graph",
     # errors
     "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError", "AmbiguousOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",

@@ -12,7 +12,7 @@ flow taking Python callables) is called through it instead.
 
 ``ops.op("activations::relu")(x)`` calls an op by its qualified name
 (``namespace::name``, SPEC §4), for an op whose short name belongs to
-another pack; ``frame_core.frontend.trace.apply("activations::relu", x)`` does
+another pack; ``frame_core.apply("activations::relu", x)`` does
 the same.
 """
 

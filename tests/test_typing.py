@@ -13,3 +13,36 @@ def test_frame_core_passes_mypy():
     done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+USER_CODE = '''\
+import numpy as np
+
+import frame_core as fc
+from frame_core import ops
+
+graph = fc.trace(lambda x, w: ops.tanh(x @ w), "f32[2, 3]", "f32[3]")
+reveal_type(graph)
+exe = fc.compile(graph)
+reveal_type(exe)
+reveal_type(fc.build_backward_graph(graph, 0, [1]))
+reveal_type(fc.load_registry)
+wrong: int = fc.trace(lambda x: x, "f32[3]")
+'''
+
+
+def test_a_users_code_sees_the_public_api_typed(tmp_path):
+    """issue 17: fc.trace and fc.compile are lazy attributes (module __getattr__), so a type checker saw Any and an
+    editor gave no help. The TYPE_CHECKING imports in frame_core/__init__.py give them their real types."""
+    user = tmp_path / "user_code.py"
+    user.write_text(USER_CODE)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", str(user)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    report = done.stdout + done.stderr
+    revealed = [line.split("Revealed type is ", 1)[1] for line in report.splitlines() if "Revealed type is" in line]
+    assert revealed[:3] == ['"frame_core.ir.graph.Graph"', '"frame_core.runtime.executable.Executable"',
+                            '"frame_core.ir.graph.Graph"'], report
+    assert revealed[3].startswith('"def (') and "frame_core.ops_registry.registry.Registry" in revealed[3], report
+    # a real mistake is caught, and it is the only error
+    errors = [line for line in report.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and 'expression has type "Graph", variable has type "int"' in errors[0], report

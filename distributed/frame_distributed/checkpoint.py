@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import CheckpointError as CoreCheckpointError, checkpoint as _core_checkpoint
+from frame_core import CHECKPOINT_FORMAT as _CORE_FORMAT, CheckpointError as CoreCheckpointError, checkpoint_bytes
+from frame_core import load_checkpoint as _core_load_checkpoint
 
 from .errors import CheckpointError, CheckpointWriteError
 
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT"]
 
-CHECKPOINT_FORMAT = _core_checkpoint.CHECKPOINT_FORMAT  # what save_checkpoint writes
+CHECKPOINT_FORMAT = _CORE_FORMAT  # what save_checkpoint writes
 LEGACY_FORMAT = "frame-distributed-checkpoint/2"  # the .npz format before the core's: still read
 _FORMAT_1 = "frame-distributed-checkpoint/1"  # before ``count``: still read
 _MAX_STEP = 2**62  # a larger step is refused on save and taken for damage on load
@@ -91,7 +92,7 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would make the checkpoint unreadable to the group
             try:
-                payload = _core_checkpoint.checkpoint_bytes({"params": list(params)}, step=int(step),
+                payload = checkpoint_bytes({"params": list(params)}, step=int(step),
                                                             metadata={"writer": "frame-distributed"})
             except CoreCheckpointError as exc:
                 raise CheckpointError(str(exc)) from None
@@ -133,7 +134,7 @@ def _is_checkpoint(path: pathlib.Path) -> bool:
     ``format`` field (only that member is read)."""
     if _is_core_file(path):
         try:
-            _core_checkpoint.load_checkpoint(path)
+            _core_load_checkpoint(path)
             return True
         except Exception:  # noqa: BLE001 - unreadable or damaged: not something we may replace unseen
             return False
@@ -228,7 +229,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
 def _load_core(source: pathlib.Path) -> Checkpoint:
     """A checkpoint in the core's format: section ``params`` holds the parameters named 0 .. k-1."""
     try:
-        loaded = _core_checkpoint.load_checkpoint(source)
+        loaded = _core_load_checkpoint(source)
     except CoreCheckpointError as exc:
         raise CheckpointError(str(exc)) from None
     params = loaded.trees.get("params")

@@ -42,7 +42,7 @@ from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_co
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
-from ..ops_registry.schema import NodeContext
+from ..ops_registry.schema import NodeContext, node_has_side_effect
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
@@ -92,7 +92,7 @@ def _check_arguments(forward: Graph, loss_index: Any, wrt: Sequence[Any]) -> tup
     if loss.size != 1:
         raise NonScalarLossError(
             f"the loss (output {loss_index}) must be a scalar (rank 0 or one element), but it has shape "
-            f"{list(loss.shape)} ({loss}); reduce it first, e.g. ops.sum(y) or ops.mean(y) (ARCH-061)"
+            f"{list(loss.shape)} ({loss}); reduce it first, e.g. ops.sum(y) or ops.mean(y)"
         )
     if not loss.dtype.is_float:
         raise GradientError(f"the loss (output {loss_index}) has type {loss}; only floating losses have gradients")
@@ -183,7 +183,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any =
             micro = gradient(ctx)
     except MissingGradientError as exc:  # inside a body of this node: extend the path
         paths = [f"{at()} > {p}" for p in exc.paths] or [f"{at()} > {exc}"]
-        raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient (ARCH-062):\n  "
+        raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient:\n  "
                                    + "\n  ".join(paths), paths) from exc
     except FrameError as exc:
         raise GradientError(f"the GradientFn of {where()} failed: {exc}") from exc
@@ -196,7 +196,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any =
     want_out, got_out = list(ctx.input_types), [v.type for v in micro.outputs]
     if got_in != want_in or got_out != want_out:
         raise GradientError(
-            f"the GradientFn of {where()} breaks the contract (ARCH-063): its micro-graph maps "
+            f"the GradientFn of {where()} breaks the GradientFn contract: its micro-graph maps "
             f"[{', '.join(map(str, got_in))}] -> [{', '.join(map(str, got_out))}], expected "
             f"[x.., y.., gy..] = [{', '.join(map(str, want_in))}] -> one gradient per input "
             f"[{', '.join(map(str, want_out))}] (a bug in pack {schema.pack or '?'})")
@@ -293,11 +293,43 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     except MissingGradientError as exc:
         raise MissingGradientError(
             f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
-            f"no gradient (ARCH-062):\n  " + "\n  ".join(exc.paths), exc.paths) from None
+            f"no gradient:\n  " + "\n  ".join(exc.paths), exc.paths) from None
     for i in wrt:
         x = graph.inputs[i]
         graph.mark_output(grads.get(x) or graph.zeros(x.type))
+    # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
+    _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
+
+
+def _origin(graph: Graph, op: str, reg: Registry) -> str:
+    """Which op of ``graph`` brought ``op`` in through its gradient: differentiating a training graph again meets
+    the ops of the first gradient (``matmul_grad_lhs_internal``, a declared-not-differentiable ``step``), which the
+    user never called; the closure audit's chains (``ramp -> step``) name the op the user did call."""
+    users = sorted({n.op for n in graph.nodes if n.op != op and op in getattr(reg.closure.get(n.op), "chain", ())})
+    if not users:
+        return ""
+    chains = "; ".join(" -> ".join(reg.closure[u].chain) for u in users[:3])
+    orders = sorted({str(reg.closure[u].order) for u in users})
+    return (f"; the gradient of {', '.join(users[:3])} uses it, so {'that op is' if len(users) == 1 else 'those are'} "
+            f"differentiable to order {' or '.join(orders)} only ({chains})")
+
+
+def _drop_unneeded(graph: Graph, reg: Registry, first: int = 0) -> None:
+    """Remove (in place, on a graph this module just built) the nodes from position ``first`` on that no output
+    needs and that have no side effect: gradients not asked for, recomputed forward values nothing reads. The
+    nodes before ``first`` (the user's forward graph, as written) stay."""
+    live = set(graph.outputs)
+    effects = {name for name, schema in reg.schemas.items() if schema.has_side_effect}
+    keep = []
+    for node in reversed(graph.nodes[first:]):
+        outs = node.outputs
+        if (outs[0] in live if len(outs) == 1 else any(v in live for v in outs)) or node.op in effects or (
+                node.attrs and node_has_side_effect(node, reg.schemas)):  # (a body may hold a side effect)
+            keep.append(node)
+            live.update(node.inputs)
+    keep.reverse()
+    graph.nodes[first:] = keep
 
 
 def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg: Registry,
@@ -313,8 +345,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             why = (" (a compile-pipeline product: differentiate the graph before compiling it)" if node.op == FUSED_OP
                    else f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
                    else " (no GradientFn registered)" if schema else " (unknown op)")
-            paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}")
-        raise MissingGradientError("no gradient (ARCH-062):\n  " + "\n  ".join(paths), paths)
+            paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}{_origin(graph, node.op, reg)}")
+        raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
     grads = dict(seeds)
     # (op, input types, attrs) -> (inferred types, micro-graph, its recipe)

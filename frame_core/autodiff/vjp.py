@@ -36,9 +36,8 @@ from .._text import short_repr
 from ..errors import GradientError
 from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
-from ..ops_registry.schema import node_has_side_effect
 from ..ir.verify import check_graph
-from .backward import _accumulate, _backpropagate, input_position, _not_the_packs_fault
+from .backward import _accumulate, _backpropagate, _drop_unneeded, input_position, _not_the_packs_fault
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
@@ -125,19 +124,6 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
         vjp.outputs = list(grads)
         _drop_unneeded(vjp, reg)
     return vjp
-
-
-def _drop_unneeded(graph: Graph, reg: Registry) -> None:
-    """Remove (in place, on a graph this module just built) the nodes no output needs and that have no
-    side effect: the recomputed forward values the gradients do not read."""
-    live = set(graph.outputs)
-    keep = []
-    for node in reversed(graph.nodes):
-        if any(v in live for v in node.outputs) or node_has_side_effect(node, reg.schemas):
-            keep.append(node)
-            live.update(node.inputs)
-    keep.reverse()
-    graph.nodes[:] = keep
 
 
 @dataclass

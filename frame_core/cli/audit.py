@@ -114,6 +114,7 @@ def collect_audit(reg: "Registry", *, order: int, numeric: bool, pack: str | Non
         "ops": op_rows,
         "findings": [asdict(f) for f in findings],
         "warnings": warnings,
+        "census": reg.op_census(),
     }
 
 
@@ -213,7 +214,9 @@ def _summary(report: dict[str, Any]) -> str:
     total = report["total"]
     scope = f"pack {report['pack']}" if report["pack"] else f"{total['packs']} pack{'s' if total['packs'] != 1 else ''}"
     ops = f"{total['ops']} user-facing op{'s' if total['ops'] != 1 else ''}"
-    head = (f"{ops} in {scope}: {total['with_gradient']} with a GradientFn, "
+    # the census is what `frame ops list` counts too; the audit then covers the packs' ops, not the core's
+    census = "" if report["pack"] else f"{report['census']}; the audit covers the packs' ops:\n"
+    head = (f"{census}{ops} in {scope}: {total['with_gradient']} with a GradientFn, "
             f"{total['not_differentiable']} declared not differentiable, {total['missing']} missing; "
             f"required order {report['required_order']}" + ("; numeric checks run" if report["numeric"] else ""))
     n = len(report["findings"])

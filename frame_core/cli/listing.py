@@ -62,6 +62,7 @@ def plugins_list(fmt: str) -> list[str]:
         [[r["name"], r["namespace"] or "-", r["distribution"], r["version"], r["status"], r["ops"],
           r["api_version"] or "-"] for r in rows],
     ))
+    echo(f"{reg.op_census()}; the OPS column counts every op a pack registered, its _internal ones included")
     for r in rows:
         if r["error"]:
             echo(f"\n{r['name']} ({r['distribution']} {r['version']}) is {r['status']}: {r['error']}")
@@ -138,6 +139,8 @@ def ops_list(fmt: str, pack: str | None, internal: bool, missing_gradient: bool)
     if any(r["closure_bodies"] for r in rows):
         echo(BODIES_NOTE)
     tail = f"\n{len(rows)} op{'s' if len(rows) != 1 else ''}"
+    if pack is None and not internal and not missing_gradient:  # counted as the audit and the examples count
+        tail = f"\n{reg.op_census()}"
     if hidden:
         tail += f" ({hidden} internal op{'s' if hidden != 1 else ''} hidden; add --internal to list them)"
     echo(tail)

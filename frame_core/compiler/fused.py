@@ -205,11 +205,11 @@ FUSED = OpSchema(
     attrs={"body": AttrSpec("graph", doc="the fused chain: elementwise ops whose outputs share one type")},
     shape_infer=_fused_shape,
     kernels={"cpu": build_fused_kernel},
-    not_differentiable="a compile-pipeline product made after differentiation (ARCH-062); differentiate the "
+    not_differentiable="a compile-pipeline product made after differentiation; differentiate the "
                        "graph before compiling it",
     traits=("accepts_out",),  # not "elementwise": `out` must not alias an input (members read inputs late)
     doc="A chain of elementwise ops run with no intermediate allocations. Produced by the fuse_elementwise "
-        "stage after differentiation; not differentiable (ARCH-062: differentiate before compiling).",
+        "stage after differentiation; not differentiable (differentiate before compiling).",
     examples=[Example(["f32[4]", "f32[4]"], {"body": _example_body()})],
 )
 FUSED.namespace = "core"

@@ -44,6 +44,7 @@ from .. import _current_registry as _package_source
 from ..ir import schemas as _schemas
 from ..ir.schemas import default_source
 from ..ir.types import TensorType, as_type
+from .numpy_protocol import array_function, array_ufunc
 
 __all__ = ["Tensor", "trace", "trace_gradient", "apply", "constant", "current_graph", "prune_weak"]
 
@@ -297,7 +298,16 @@ class Tensor:
     __int__ = __float__
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
-        raise IRError("a traced Tensor has no data; compile the traced graph and run it to get arrays")
+        raise IRError("a traced Tensor has no data, so numpy cannot convert it to an array; compile the traced "
+                      "graph and run it to get arrays. numpy functions that frame maps to ops (np.tanh(x), "
+                      "np.sum(x, axis=0), ...) trace instead: pass the Tensor itself, not a list holding it")
+
+    # numpy's dispatch protocols: np.tanh(x), np.sum(x), array @ x append frame ops (numpy_protocol.py)
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return array_function(func, types, args, kwargs)
 
     __hash__ = object.__hash__
 

@@ -28,7 +28,20 @@ __all__ = [
 
 
 class DType:
-    """One element type. Compare with ``is`` or ``==``; hashable; picklable by name."""
+    """One element type. Compare with ``is`` or ``==``; hashable; picklable by name.
+
+    Attributes (read-only; the seven dtypes are singletons: ``frame_core.float32``, ...):
+
+    - ``name``: the long name, numpy's (``"float32"``, ``"bfloat16"``, ``"bool"``).
+    - ``short``: the short name used in type strings (``"f32"`` in ``"f32[3, 4]"``); also what ``str()`` gives.
+    - ``itemsize``: bytes per element.
+    - ``is_float``: a floating type (float16, bfloat16, float32, float64): the only dtypes that carry gradients.
+    - ``is_int``: a signed integer type (int32, int64). ``bool`` is neither float nor int.
+    - ``np``: the numpy dtype (``ml_dtypes.bfloat16`` for bfloat16, imported on first use).
+
+    ``frame_core.TensorType(dtype, shape)`` and every API taking a dtype accept a ``DType``, its long or short name
+    or a numpy dtype (``as_dtype``).
+    """
 
     __slots__ = ("name", "short", "itemsize", "is_float", "is_int", "_np")
 

@@ -126,7 +126,7 @@ WEIGHTED_SUM = OpSchema(
     kernels={"cpu": _weighted_sum_kernel},
     gradient=lambda ctx: ctx.grad_graph(
         lambda x, y, gy: apply("weighted_broadcast_internal", gy, weights=_weights_of(ctx))),
-    doc="sum(weights * x): the scalar contraction the core's transforms and the check kit use (ARCH-067).",
+    doc="sum(weights * x): the scalar contraction the core's transforms and the check kit use.",
     examples=[Example(["f32[3, 2]"], {"weights": np.arange(6, dtype=np.float32).reshape(3, 2)}),
               Example(["f64[]"], {"weights": np.array(2.0)})],
 )

@@ -232,7 +232,7 @@ def _unload_broken_packs(reg: Registry, contract: dict[str, list[str]]) -> None:
         if pack == "core" or pack not in reg.packs:  # the core's own ops are part of frame itself: never unload them
             reg.notes.extend(problems)
             continue
-        reg.drop_pack(pack, "gradient contract violated (ARCH-068): " + "; ".join(problems))
+        reg.drop_pack(pack, "gradient contract violated: " + "; ".join(problems))
 
 
 def _orders(reg: Registry, uses: dict[str, set[str]], unresolved: dict[str, set[str]],

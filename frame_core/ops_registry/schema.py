@@ -100,7 +100,7 @@ ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", 
 TRAITS = {
     "elementwise": "output[i] depends only on input[i] (numpy broadcasting); output shape is the broadcast shape",
     "commutative": "the op gives the same result with its two inputs swapped",
-    "has_side_effect": "the op must not be removed, merged or folded; it cannot have a GradientFn (ARCH-062)",
+    "has_side_effect": "the op must not be removed, merged or folded; it cannot have a GradientFn",
     "internal": "not user-facing (set automatically for names ending in '_internal')",
     "view": "the kernel may return a view of its first input (outputs are copied before leaving run)",
     "accepts_out": "the built kernel takes a trailing out= array (see the module docstring)",
@@ -428,15 +428,44 @@ KernelBuilder = Callable[[NodeContext], Callable[..., Any]]
 class OpSchema:
     """Everything about one operator (ARCH-063). See the module docstring for the callables' contracts.
 
-    ``not_differentiable`` is the reason an op declares it has no gradient
-    (every user-facing op has either a ``gradient`` or this reason).
-    ``nondiff_inputs`` lists the inputs (positions, or names of ``inputs``) that never carry a gradient.
-    ``gradient_surrogate`` is the ARCH-066 exception: a numpy function whose
-    derivative the GradientFn is checked against instead of the forward's.
-    ``frontend`` is an optional front-end builder that ``ops.<name>(...)``
-    calls instead of appending the node itself (see the module docstring).
-    ``pack``, ``distribution`` and ``namespace`` are filled in by the loader;
-    ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
+    Arguments (every one after ``name`` by keyword):
+
+    - ``name``: the op's short name, an identifier (``"relu"``); a name ending in ``_internal`` makes the op
+      internal (not user-facing, hidden from ``frame ops list``). The loader adds the pack's namespace:
+      ``qualname`` is ``namespace::name``, the op's unambiguous identity (SPEC §4).
+    - ``inputs``: the input names, in order (``("x", "w")``); with ``variadic=True`` the last name stands for any
+      number of inputs (``concat(xs...)``).
+    - ``outputs``: the output names (default ``("y",)``). Several names make a multi-output op: its kernel returns
+      a tuple of arrays, ``ops.<name>(...)`` returns a tuple of tensors, and its GradientFn receives one ``y`` and
+      one ``gy`` slot per output, ``[x.., y.., gy..]``. Every ``gy`` slot is there: for an output that carries no
+      gradient (an integer or boolean output such as an argmax index, or one nothing downstream uses) it holds a
+      zero of that output's type, which the GradientFn may ignore.
+    - ``attrs``: attribute name -> ``AttrSpec(kind, default, doc)``; kinds are ``ATTR_KINDS`` (``"int"``,
+      ``"floats"``, ``"dtype"``, ``"graph"``, ...), joined with ``|`` for a value of either kind.
+    - ``shape_infer``: ``shape_infer(ctx) -> list of TensorType``, the output types from ``ctx.input_types`` and
+      ``ctx.attrs``; raise ``ctx.error("...")`` (a ``ShapeError`` naming the op) for input it cannot take.
+    - ``kernels``: backend -> kernel builder, ``{"cpu": build}`` at least; ``build(ctx)`` returns the callable that
+      computes the outputs from input arrays (module docstring).
+    - ``gradient``: the GradientFn, ``gradient(ctx) -> Graph`` (usually ``ctx.grad_graph(fn)``).
+    - ``not_differentiable``: instead of ``gradient``, the reason the op has none (every user-facing op has one
+      or the other).
+    - ``nondiff_inputs``: the inputs (positions or names) that never carry a gradient (a condition, labels,
+      indices): their slot in the GradientFn's result is ``None`` (a zero), and a Python number there does not
+      take the other operands' dtype. Integer and boolean inputs never carry one anyway.
+    - ``decomposition``: optional DecomposeFn, ``decomposition(ctx) -> Graph`` over ``[x..]`` made of other ops,
+      used where a backend has no kernel and for ``compile(..., decompose=[...])``.
+    - ``traits``: names from ``TRAITS`` (``elementwise``, ``commutative``, ``has_side_effect``, ``view``,
+      ``accepts_out``, ``broadcasting``, ``internal``), each a promise the conformance kit checks.
+    - ``doc``: one line or more on what the op computes, shown by ``frame ops show``.
+    - ``examples``: ``Example`` inputs and attributes, used by the closure audit, the conformance kit and
+      ``frame ops show``; give at least one.
+    - ``variadic``: the last input name takes any number of inputs.
+    - ``gradient_surrogate``: the ARCH-066 exception, a numpy function whose derivative the GradientFn is checked
+      against instead of the forward's (a straight-through estimator, a clipped gradient).
+    - ``frontend``: an optional front-end builder that ``ops.<name>(...)`` calls instead of appending the node
+      itself (control flow takes Python callables; see the module docstring).
+
+    ``pack``, ``distribution`` and ``namespace`` are filled in by the loader.
     """
 
     __slots__ = (
@@ -550,7 +579,7 @@ class OpSchema:
             if text is not None and not isinstance(text, str):
                 problems.append(f"{name}: {label} must be a string, got {type(text).__name__}")
         if self.has_side_effect and self.gradient is not None:
-            problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn (ARCH-062)")
+            problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn: the backward transform never differentiates through a side effect")
         if self.gradient is not None and self.not_differentiable:
             problems.append(f"{name}: declares both a GradientFn and not_differentiable")
         if not self.internal and self.gradient is None and not self.not_differentiable:

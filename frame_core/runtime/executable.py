@@ -225,7 +225,8 @@ class Executable:
     # -- running -------------------------------------------------------------------
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[np.ndarray]:
         """Run on ``inputs`` (one array per graph input, in order, or a dict by input name); return one array
-        per output.
+        per output. An input may also be another library's array: an object with ``__dlpack__`` (a torch tensor,
+        read without a copy) or ``__array__``, checked like an ndarray.
 
         Raises ``InputError`` naming the input, expected and actual type on a
         wrong count, dtype or shape, and ``KernelError`` naming the node if a
@@ -305,7 +306,39 @@ class Executable:
             if value.shape != t.shape:
                 raise InputError(f"{self._input_label(i)} must have shape {list(t.shape)} ({t}), got {_describe(value)}")
             return value.view(np.ndarray)  # a subclass (np.matrix, a memmap): kernels and results see plain arrays
-        raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)}")
+        array = self._foreign_array(i, value)
+        if array is not None:  # a torch tensor, a JAX or CuPy array...: checked as the ndarray it shares memory with
+            try:
+                return self._coerce(i, array)
+            except InputError as exc:
+                raise InputError(f"{exc} (it is a {type(value).__module__}.{type(value).__qualname__}, read as a numpy "
+                                 "array)") from None
+        raise InputError(f"{self._input_label(i)} must be a numpy array of type {t}, got {_describe(value)} (arrays of "
+                         "other libraries are taken too: objects with __dlpack__ or __array__)")
+
+    def _foreign_array(self, i: int, value: Any) -> np.ndarray | None:
+        """Another library's array as an ndarray, without a copy where it allows one: through DLPack
+        (``np.from_dlpack``: a torch tensor, a JAX array), else numpy's ``__array__`` protocol. ``None`` for an
+        object that speaks neither (a list, a traced Tensor)."""
+        if getattr(value, "_frame_traced_tensor", False) or isinstance(value, (str, bytes, list, tuple)):
+            return None
+        label = self._input_label(i)
+        if hasattr(value, "__dlpack__"):
+            try:
+                return np.from_dlpack(value)
+            except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+                if not hasattr(value, "__array__"):
+                    raise InputError(f"{label} is a {type(value).__module__}.{type(value).__name__} that numpy cannot "
+                                     f"read through DLPack ({type(exc).__name__}: {exc}); frame runs on the CPU: pass "
+                                     "a CPU array (torch: t.detach().cpu()) of a dtype numpy knows") from None
+        if hasattr(value, "__array__"):
+            try:
+                array = np.asarray(value)
+            except Exception as exc:  # noqa: BLE001 - the other library's own refusal, reported as the input's
+                raise InputError(f"{label}: {type(value).__name__}.__array__ failed ({type(exc).__name__}: {exc}); "
+                                 "pass a numpy array (torch: t.detach().cpu().numpy())") from None
+            return array if isinstance(array, np.ndarray) and array.dtype.kind != "O" else None
+        return None
 
     def _scalar(self, i: int, value: Any) -> np.ndarray | None:
         """A number of a fitting kind for a rank-0 input as an array of its dtype, None for a wrong kind.

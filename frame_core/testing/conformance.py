@@ -16,7 +16,8 @@ gradient_contract  the GradientFn micro-graph takes ``[x.., y.., gy..]``, return
                    gradient per input of its type, passes verify, uses registered ops,
                    fills non-differentiable slots with zero constants, and runs.
 gradient_order{k}  analytic gradients against central differences in float64, for
-                   k = 1 .. min(order, the op's closure order) (``check_op_example``).
+                   k = 1 .. order (``check_op_example``); an order past the op's closure order is
+                   reported, not checked: an xfail naming the chain that stops it.
 gradient_f16/bf16  first-order gradients in float16/bfloat16 against float32
                    (skipped, with the reason, when shape inference refuses the dtype).
 elementwise        outputs have the broadcast shape of the inputs, and evaluating the op
@@ -71,12 +72,15 @@ CHECKS = {
     "accepts_out": "kernel(*xs, out) writes into out and returns it (also when out is an input, if elementwise)",
     "view": "outputs alias no input but the first and equal a fresh evaluation",
     "commutative": "swapping the two inputs gives the same outputs",
-    "has_side_effect": "an op with side effects has no GradientFn (ARCH-062)",
+    "has_side_effect": "an op with side effects has no GradientFn",
     "decomposition": "compile(decompose=[op]) gives the kernel's outputs (types, and values within rounding)",
 }
 
 #: Traits whose behaviour has a check of its own, run per example (``has_side_effect`` is per op).
 _TRAIT_CHECKS = ("elementwise", "broadcasting", "accepts_out", "view", "commutative")
+#: How a gradient_order case past the op's closure order begins its detail (the pytest factory makes it an xfail).
+BEYOND_CLOSURE = "not differentiable to order"
+
 #: The random stream of the kit's non-gradient checks (``opcheck`` uses 0-2 for inputs, weights, low precision).
 _STREAM = 3
 _EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
@@ -172,7 +176,9 @@ def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
         if schema.gradient is None:
             continue
         cases.append(case("gradient_contract", i))
-        cases += [case(gradient_check_name(k), i) for k in range(1, depth + 1)]
+        # every order up to the requested one gets a case: those past the op's closure order report it (xfail with
+        # the chain that stops it) instead of vanishing, so a suite is never green in silence (issue 17)
+        cases += [case(gradient_check_name(k), i) for k in range(1, order + 1)]
         if any(t.dtype.is_float for t in example.inputs):
             cases += [case(f"gradient_{as_dtype(d).short}", i) for d in low_precision]
     return cases
@@ -209,6 +215,8 @@ def conformance_tests(pack: str, *, order: int = 2, seed: int = 0, registry: Reg
         result = case.run(reg, seed if option is None else int(option))
         if not result.ok:
             pytest.fail(str(result), pytrace=False)
+        if result.skipped and result.detail.startswith(BEYOND_CLOSURE):  # past the op's closure order: visible
+            pytest.xfail(result.detail)
 
     test_conformance.__doc__ = f"Conformance of pack {pack!r}: one case per (op, check, example)."
     test_conformance.cases = cases
@@ -221,7 +229,13 @@ def _run_check(schema: OpSchema, check: str, index: int | None, seed: int, reg: 
         if index is None:
             raise FrameError(f"conformance check {check!r} of {schema.name!r} needs an example index")
         if check.startswith("gradient_order"):
-            return check_op_example(schema, index, int(check[len("gradient_order"):]), seed=seed, registry=reg)
+            order = int(check[len("gradient_order"):])
+            reachable, why = checked_order(schema, order, reg)
+            if reachable < order:
+                return CheckResult(schema.name, check, index, True, None,
+                                   f"{BEYOND_CLOSURE} {order}: {why}; `frame audit gradients --order "
+                                   f"{order}` reports it (close the chain to check this order)", skipped=True)
+            return check_op_example(schema, index, order, seed=seed, registry=reg)
         return check_op_low_precision(schema, index, check[len("gradient_"):], seed=seed, registry=reg)
     fn = _CHECK_FUNCTIONS[check]
     try:
@@ -257,7 +271,7 @@ def _check_examples(schema: OpSchema, index: None, rng: np.random.Generator, reg
 
 def _check_side_effect(schema: OpSchema, index: None, rng: np.random.Generator, reg: Registry) -> Outcome:
     if schema.gradient is not None:
-        return ["declares has_side_effect but registers a GradientFn (ARCH-062): remove one of them"], ""
+        return ["declares has_side_effect but registers a GradientFn: remove one of them"], ""
     return [], "no GradientFn, as a side-effect op must"
 
 

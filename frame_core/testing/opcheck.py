@@ -75,7 +75,7 @@ def checked_order(schema: OpSchema, order: int, reg: Registry) -> tuple[int, str
     if info is None or info.closed or not isinstance(info.order, int) or info.order >= order:
         return order, ""
     chain = " -> ".join(info.chain) if info.chain else schema.name
-    return info.order, f"the op's closure order is {info.order} (chain: {chain}; ARCH-068)"
+    return info.order, f"the op's closure order is {info.order} (chain: {chain})"
 
 
 def _wrt(schema: OpSchema, types: Sequence[Any]) -> list[int]:
@@ -108,7 +108,7 @@ class _ExampleSetup:
         if schema.gradient_surrogate is not None:
             ctx = schema.context(types, example.attrs)
             objective0 = _surrogate_objective(schema.gradient_surrogate, dict(ctx.attrs), targets)
-            self.note += "first order against the gradient surrogate (ARCH-066); "
+            self.note += "first order against the gradient surrogate; "
         self.ladder = GradientLadder(graph, self.wrt, targets, wrng, reg, objective0=objective0)
         self.seed = seed
         self.no_gradient = "" if targets else "no floating output (integer and boolean outputs carry no gradient)"
@@ -255,7 +255,7 @@ def check_op(schema: OpSchema, *, order: int = 2, seed: int = 0, registry: Regis
         else:
             report.results.append(CheckResult(schema.name, "gradient", None, False, None,
                                               "a user-facing op with neither a GradientFn nor a not_differentiable "
-                                              "reason (ARCH-062)"))
+                                              "reason: register one or the other"))
         return report
     if not schema.examples:
         report.results.append(CheckResult(schema.name, "examples", None, False, None,

@@ -97,6 +97,38 @@ def test_generated_pack_registers_a_closed_op(invoke, tmp_path, monkeypatch):
             sys.modules.pop(key, None)
 
 
+def test_generated_tests_pass_once_the_example_op_is_replaced(invoke, tmp_path, monkeypatch):
+    """issue 17: the generated test asserted the pack's ops were exactly the example op, so it failed as soon as
+    the author followed "replace the example op with yours"."""
+    name = f"gen{uuid.uuid4().hex[:8]}"
+    target = tmp_path / "pack"
+    assert invoke("new-pack", name, "--dir", str(target)).exit_code == 0
+    plugin = target / f"frame_ops_{name}" / "plugin.py"
+    plugin.write_text(plugin.read_text().replace(f"{name}_scale", f"{name}_mine"))  # the author's op
+    monkeypatch.syspath_prepend(str(target))
+    module = f"frame_ops_{name}.plugin"
+    ep = EntryPoint(name, module, "frame", f"frame-ops-{name}", "0.1.0")
+    real = frame_core.load_registry
+    # as if the pack were installed: its entry point next to the installed ones
+    monkeypatch.setattr(frame_core, "load_registry",
+                        lambda **kw: real(entry_points=[*discover_entry_points(), ep], **kw))
+    try:
+        tests: dict = {}
+        exec(compile((target / "tests" / "test_plugin.py").read_text(), "test_plugin.py", "exec"), tests)
+        tests["test_plugin_loads"]()
+        tests["test_plugin_loads_alone"]()
+        values: dict = {}
+        source = (target / "tests" / "test_conformance.py").read_text().replace('conformance_tests("', 'str("')
+        exec(compile(source, "test_conformance.py", "exec"), values)
+        with pytest.raises(pytest.skip.Exception, match=f"no longer registers '{name}_scale'"):
+            values["test_values_against_numpy"](f"{name}_scale")  # a visible skip that says what to do
+        values["REFERENCES"][f"{name}_mine"] = values["REFERENCES"].pop(f"{name}_scale")  # the author's row
+        values["test_values_against_numpy"](f"{name}_mine")
+    finally:
+        for key in (module, f"frame_ops_{name}"):
+            sys.modules.pop(key, None)
+
+
 @pytest.mark.slow
 def test_scaffold_end_to_end(tmp_path):
     """Generate, pip install, run its tests, list it, audit it; always uninstall (issue 5 §2)."""

@@ -34,3 +34,9 @@ def test_a_slow_pack_is_named_with_its_load_time(invoke, site, monkeypatch):
     assert "note: pack quick" not in result.stdout
     rows = {r["name"]: r for r in json.loads(invoke("plugins", "list", "--format", "json").stdout)}
     assert rows["sluggish"]["load_seconds"] >= 0.06 and rows["quick"]["load_seconds"] < 0.05
+
+
+def test_the_core_has_a_load_time_too(invoke):
+    # issue 17: the core's row said load_seconds: null although it loads like a pack (its built-in ops)
+    rows = {r["name"]: r for r in json.loads(invoke("plugins", "list", "--format", "json").stdout)}
+    assert isinstance(rows["core"]["load_seconds"], float) and rows["core"]["load_seconds"] >= 0.0

@@ -157,7 +157,7 @@ def test_a_broken_gradient_fn_fails_its_pack_and_removes_its_ops(case, gradient,
     reg = load_registry(eps, environ={})
     record = reg.packs["broken"]
     assert record.status == "failed"
-    assert record.error.startswith("gradient contract violated (ARCH-068): op 'b_broken':")
+    assert record.error.startswith("gradient contract violated: op 'b_broken':")
     for fragment in fragments:
         assert fragment in record.error
     assert "b_broken" not in reg and "b_sound" not in reg  # the whole pack goes
@@ -234,7 +234,7 @@ NOT_CLOSED = {
     "one_hot": "integer indices carry no gradient",
     **{op: "keys are integers and carry no gradient" for op in ("random_split", "random_fold_in")},
     # frame-native's tiered form of a fused group (when that pack is installed)
-    "native_fused_internal": "a compile-pipeline product made after differentiation (ARCH-062); differentiate the "
+    "native_fused_internal": "a compile-pipeline product made after differentiation; differentiate the "
                              "graph before compiling it",
 }
 

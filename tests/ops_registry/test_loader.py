@@ -90,7 +90,7 @@ CONTRACT_ERRORS = [
     ("no-gradient-no-reason", "return [op('fk_ok'), op('fk_silent', gradient=None)]",
      ["fk_silent", "must register a GradientFn or say why not"]),
     ("side-effect-with-gradient", "return [op('fk_ok'), op('fk_print', traits=('has_side_effect',))]",
-     ["fk_print", "has_side_effect cannot register a GradientFn (ARCH-062)"]),
+     ["fk_print", "has_side_effect cannot register a GradientFn"]),
     ("gradient-and-reason", "return [op('fk_ok'), op('fk_both', not_differentiable='because')]",
      ["fk_both", "both a GradientFn and not_differentiable"]),
     ("no-examples", "return [op('fk_ok'), op('fk_bare', examples=[])]", ["fk_bare", "no examples"]),

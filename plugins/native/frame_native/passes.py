@@ -20,9 +20,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from frame_core import Graph, Node, Value
-from frame_core.compiler.fused import FUSED_OP
-from frame_core.compiler.rewrite import Rewriter
+from frame_core import FUSED_OP, Graph, Node, Rewriter, Value
 
 from . import jit
 from .codegen import EXACT, why_not

@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, registry
-from frame_core.compiler.fused import FUSED, build_fused_kernel
+from frame_core import FUSED, AttrSpec, Example, Graph, NodeContext, OpSchema, build_fused_kernel, registry
 
 from . import jit
 from .codegen import Plan, plan_body
@@ -164,7 +163,7 @@ NATIVE = OpSchema(
     attrs={"body": AttrSpec("graph", doc="the fused chain, its constants included: exactly rounded ops on one type")},
     shape_infer=FUSED.shape_infer,
     kernels={"cpu": build_tiered_kernel},
-    not_differentiable="a compile-pipeline product made after differentiation (ARCH-062); differentiate the "
+    not_differentiable="a compile-pipeline product made after differentiation; differentiate the "
                        "graph before compiling it",
     traits=("accepts_out",),  # as fused_elementwise_internal: `out` never aliases an input
     doc="A fused elementwise group that runs frame's numpy code at first and compiled native code once the "

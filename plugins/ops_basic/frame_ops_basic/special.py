@@ -69,7 +69,7 @@ HEAVISIDE_SURROGATE = OpSchema(
     gradient_surrogate=_surrogate,
     traits=("elementwise", "accepts_out"),
     doc="Step function (1 where x > 0, else 0) whose gradient is that of sigmoid(alpha * x) "
-        "(a surrogate gradient, as used for spiking networks; ARCH-066 exception).",
+        "(a surrogate gradient, as used for spiking networks).",
     examples=[Example(["f32[3, 4]"], min_abs=0.05), Example(["f64[6]"], {"alpha": 4.0}, min_abs=0.05)],
 )
 

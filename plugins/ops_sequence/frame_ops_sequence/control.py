@@ -43,11 +43,9 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
-    TensorType, align_captures, build_vjp_graph, constant, split_vjp_graph, trace_body,
+    TensorType, align_captures, apply, build_vjp_graph, check_arity, constant, inline_graph, split_vjp_graph,
+    trace_body,
 )
-from frame_core.frontend.subgraph import check_arity
-from frame_core.frontend.trace import apply
-from frame_core.ir.graph import inline_graph
 
 I64 = TensorType("int64", ())
 BOOL = TensorType("bool", ())

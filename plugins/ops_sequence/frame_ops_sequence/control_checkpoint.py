@@ -23,10 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import Graph, IRError, Tensor, constant, ops
-from frame_core.frontend.trace import current_graph
-from frame_core.ir.graph import inline_graph
-from frame_core.frontend.subgraph import flatten_result
+from frame_core import Graph, IRError, Tensor, constant, current_graph, flatten_result, inline_graph, ops
 
 __all__ = ["checkpointed_loop", "checkpointed_scan"]
 

@@ -25,10 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from frame_core import Graph, PassSpec, Rewriter, Value
-from frame_core.ir.graph import Node
-from frame_core.ir.keys import attrs_key, graph_key
-from frame_core.ops_registry.schema import node_has_side_effect
+from frame_core import Graph, Node, PassSpec, Rewriter, Value, attrs_key, graph_key, node_has_side_effect
 
 __all__ = ["PASSES", "merge_trajectory_recompute", "prune_control_flow"]
 
