@@ -108,6 +108,10 @@ _LAZY = {
     "grad": ("frame_core.autodiff.value_and_grad", "grad"),
     "save_checkpoint": ("frame_core.checkpoint", "save_checkpoint"),
     "load_checkpoint": ("frame_core.checkpoint", "load_checkpoint"),
+    # for importers and pack tooling: dtype names, marking baked sizes, the closure order of a graph
+    "as_dtype": ("frame_core.ir.dtypes", "as_dtype"),
+    "holds_traced_sizes": ("frame_core.frontend.trace", "holds_traced_sizes"),
+    "graph_order": ("frame_core.ops_registry.closure", "graph_order"),
     "checkpoint_bytes": ("frame_core.checkpoint", "checkpoint_bytes"),
     "CHECKPOINT_FORMAT": ("frame_core.checkpoint", "CHECKPOINT_FORMAT"),
     # what op packs build with (issue 17): the bundled packs import only these public names, as a third party does
@@ -139,6 +143,9 @@ if TYPE_CHECKING:
     from .checkpoint import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT
     from .checkpoint import checkpoint_bytes as checkpoint_bytes
     from .checkpoint import load_checkpoint as load_checkpoint
+    from .ir.dtypes import as_dtype as as_dtype
+    from .frontend.trace import holds_traced_sizes as holds_traced_sizes
+    from .ops_registry.closure import graph_order as graph_order
     from .checkpoint import save_checkpoint as save_checkpoint
     from .compiler.specialize import specialize as specialize
     from .params import trace_params as trace_params

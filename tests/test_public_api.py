@@ -17,7 +17,7 @@ import frame_core
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 #: frame_core's public modules: the package itself, its ``ops`` namespace and the conformance kit.
-PUBLIC_MODULES = {"frame_core", "frame_core.ops", "frame_core.testing"}
+PUBLIC_MODULES = {"frame_core", "frame_core.ops", "frame_core.testing", "frame_core.params"}
 
 
 def _pack_sources() -> list[pathlib.Path]:

@@ -24,7 +24,7 @@ from onnx import numpy_helper
 
 import frame_core as fc
 from frame_core import FrameError
-from frame_core.frontend.trace import Tensor, current_graph
+from frame_core import Tensor, current_graph
 
 from ._read import read_model, run_checker
 from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
@@ -133,7 +133,7 @@ def _tree(names_arrays: Iterable[tuple[str, np.ndarray]]) -> dict[str, Any]:
 
 def _flat_names(tree: Mapping[str, Any]) -> list[str]:
     """The flattened names of the parameter tree, in the core's order (``frame_core.params``)."""
-    from frame_core.params import names_of
+    from frame_core.params import names_of  # a public module (frame_core.params)
 
     return names_of(tree)
 
@@ -474,7 +474,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
         else:
             imported.any_batch = same_structure(imported.graph, probe.graph)
     if not imported.any_batch:  # fixed shapes (none symbolic), or sizes baked in: never re-specialised wrongly
-        from frame_core.frontend.trace import holds_traced_sizes
+        from frame_core import holds_traced_sizes
 
         holds_traced_sizes(imported.graph)
     return imported
@@ -564,7 +564,7 @@ def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = Non
 
 
 def _type_of(array: np.ndarray, name: str) -> str:
-    from frame_core.ir.dtypes import as_dtype
+    from frame_core import as_dtype
 
     try:
         return f"{as_dtype(array.dtype).short}[{', '.join(map(str, array.shape))}]"

@@ -22,7 +22,7 @@ def audit_model(source: Any, *, order: int = 1, dims: dict[str, int] | None = No
     """The audit as data: ``{"ok", "model", "required_order", "opset", "nodes": [...], "findings": [...]}``."""
     import frame_core as fc
     from frame_core import Graph
-    from frame_core.ops_registry.closure import graph_order
+    from frame_core import graph_order
 
     from ._import import import_model
     from ._read import read_model

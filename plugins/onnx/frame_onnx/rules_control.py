@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from frame_core import ops
-from frame_core.frontend.trace import Tensor
+from frame_core import Tensor
 
 from ._import import POISON, NodeContext, Unsupported, rule
 from .rules_ops import rank_of, shape_of

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from frame_core import ops
-from frame_core.frontend.trace import Tensor
+from frame_core import Tensor
 
 from ._import import NodeContext, Unsupported, rule
 
@@ -235,7 +235,7 @@ def _cast_like(cx: NodeContext) -> Any:
 
 
 def _np_of(short: str) -> np.dtype:
-    from frame_core.ir.dtypes import as_dtype
+    from frame_core import as_dtype
 
     return as_dtype(short).np
 

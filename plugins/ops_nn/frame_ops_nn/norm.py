@@ -74,8 +74,8 @@ def inlined_vjp(formula: Callable, primals: list, cotangents: list) -> list:
     so every order after the first is exact and closed without a hand-written second derivative.
     """
     from frame_core import Tensor, build_vjp_graph, trace
-    from frame_core.frontend.trace import current_graph
-    from frame_core.ir.graph import inline_graph
+    from frame_core import current_graph
+    from frame_core import inline_graph
 
     n = len(primals)
     sub = trace(lambda *tensors: list(formula(*tensors)), *[t.type for t in primals], name="gradient_formula")
