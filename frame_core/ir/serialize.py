@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import functools
 import json
 import math
@@ -40,7 +41,7 @@ import numpy as np
 from .._text import short_repr
 from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
-from .graph import Graph, Node, Value, walking
+from .graph import MAX_NESTING, Graph, Node, Value, nesting_message, walking
 from .types import MAX_DIM, TensorType
 
 from .schemas import SchemaSource, default_source
@@ -226,6 +227,8 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
 
 
 # -- reading ------------------------------------------------------------------
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("frame_load_depth", default=0)  # bodies being read
+
 def _short(value: Any, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters: messages stay short whatever a document holds."""
     return short_repr(value, limit)
@@ -365,7 +368,14 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
         array.flags.writeable = False  # constants in graphs are read-only (see ir.tensors)
         return array
     if kind == "graph":
-        return _read_graph(v, vpath, op_key)
+        depth = _depth.get()
+        if depth >= MAX_NESTING:  # refused here, with its path: past it the graph could not run (RecursionError)
+            raise GraphFormatError(vpath, nesting_message(depth + 1))
+        token = _depth.set(depth + 1)
+        try:
+            return _read_graph(v, vpath, op_key)
+        finally:
+            _depth.reset(token)
     either = f" ({kind!r}, as `frame ops show` prints it, means the value may be any of {', '.join(kind.split('|'))}: " \
              f"write the kind of the value given)" if "|" in kind and len(kind) < 40 else ""
     raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {_short(kind)}; expected one of bool, int, float, str, "
