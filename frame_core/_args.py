@@ -15,7 +15,7 @@ from typing import Any
 
 from ._text import short_repr
 
-__all__ = ["name_list", "positive_int", "env_flag"]
+__all__ = ["name_list", "positive_int", "env_flag", "refuse_unordered"]
 
 #: What turns an on/off environment variable (FRAME_STRICT, FRAME_CHECKS, FRAME_DEBUG) off; anything else is on.
 FALSE_WORDS = ("", "0", "false", "no", "off")
@@ -51,6 +51,19 @@ def name_list(value: Any, what: str, error: type[Exception], example: str = "['a
         raise error(f"{what} takes names (strings), got {short_repr(bad[0])} ({type(bad[0]).__name__}) in "
                     f"{short_repr(value)}")
     return items
+
+
+def refuse_unordered(value: Any, what: str, error: type[Exception], example: str = "[0, 2]") -> None:
+    """Refuse a set or a mapping where the order of a list means something (``wrt``: gradients come back in its
+    order). A set iterates in hash order, which differs between runs for strings; a dict iterates as its keys,
+    which is rarely what was meant."""
+    from collections.abc import Mapping, Set
+
+    if isinstance(value, (Set, Mapping)):
+        kind = "a mapping" if isinstance(value, Mapping) else "a set"
+        raise error(f"{what} is an ordered list such as {example}, got {kind} ({type(value).__name__} "
+                    f"{short_repr(value)}): its order is not defined, and the results follow it; write a list in "
+                    f"the order you want, e.g. sorted(...) or list(...)")
 
 
 def positive_int(value: Any, what: str, error: type[Exception], low: int = 1) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._args import is_traced_tensor
+from .._args import is_traced_tensor, refuse_unordered
 from ..errors import IRError
 from .schemas import SchemaSource, default_source
 from .types import TensorType, as_type
@@ -135,6 +135,8 @@ class Graph:
         if output_types is not None and not isinstance(output_types, Iterable):
             raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types such as ['f32[3]'], got "
                           f"{type(output_types).__name__}")
+        refuse_unordered(inputs, f"add_node({op!r}, inputs)", IRError, "[x, y]")
+        refuse_unordered(output_types, f"add_node({op!r}, ..., output_types)", IRError, "['f32[3]']")
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
             if type(value) is not Value:
