@@ -488,8 +488,17 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
                             f"{type(text).__name__} {_short(text)}")
     if isinstance(text, str) and text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark (editors on Windows write one): json reads bytes with one, not str
+    duplicates: list[tuple[dict[str, Any], str]] = []
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):  # rare: which key, and where, is worked out only then
+            keys = [k for k, _ in pairs]
+            duplicates.append((obj, next(k for i, k in enumerate(keys) if k in keys[:i])))
+        return obj
+
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise GraphFormatError(f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
     except RecursionError:
@@ -499,10 +508,29 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
     except ValueError as exc:  # a number of thousands of digits (int_max_str_digits): a hostile or corrupt document
         raise GraphFormatError("$", f"the document holds a number too long to read ({exc}); frame graphs hold "
                                     "no such numbers") from None
+    if duplicates:
+        obj, key = duplicates[0]
+        raise GraphFormatError(f"{_where(doc, obj) or '$'}.{key}", f"the field {_short(key)} is written twice in one "
+                               "object; JSON readers differ on which one counts (frame would have kept the last), so "
+                               "a graph document may not repeat a field: keep the one meant")
     try:
         return from_document(doc, registry=registry)
     except RecursionError:  # sub-graphs nested thousands deep: a hostile or corrupt document
         raise GraphFormatError("$.graph", "sub-graph attributes are nested too deeply to read") from None
+
+
+def _where(doc: Any, target: dict[str, Any]) -> str | None:
+    """The JSONPath of the object ``target`` inside ``doc`` (found by identity), or None."""
+    stack: list[tuple[Any, str]] = [(doc, "$")]
+    while stack:
+        obj, path = stack.pop()
+        if obj is target:
+            return path
+        if isinstance(obj, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in obj.items() if isinstance(v, (dict, list)))
+        elif isinstance(obj, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(obj) if isinstance(v, (dict, list)))
+    return None
 
 
 def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" = None) -> Graph:
