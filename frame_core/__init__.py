@@ -65,6 +65,7 @@ _LAZY = {
     "save_graph": ("frame_core.ir.serialize", "save_graph"),
     "load_graph": ("frame_core.ir.serialize", "load_graph"),
     "dumps": ("frame_core.ir.serialize", "dumps"),
+    "FrameWarning": ("frame_core.errors", "FrameWarning"),
     "loads": ("frame_core.ir.serialize", "loads"),
     "format_graph": ("frame_core.ir.printer", "format_graph"),
     "to_dot": ("frame_core.ir.dot", "to_dot"),

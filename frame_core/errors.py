@@ -30,6 +30,7 @@ __all__ = [
     "ArgumentError",
     "DataError",
     "suggest",
+    "FrameWarning",
 ]
 
 
@@ -185,6 +186,11 @@ class ArgumentError(FrameError, TypeError, ValueError):
     """A public function was given an argument of the wrong type or value where no more specific error
     applies (``use_registry("x")``, ``check_op(order=0)``); the message says what was expected. A ``TypeError``
     and a ``ValueError`` too, so code catching either keeps working."""
+
+
+class FrameWarning(UserWarning):
+    """Something frame did not refuse but will not do as written (an environment variable it does not understand,
+    an op name two packs share); shown once per process, as Python shows warnings."""
 
 
 def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

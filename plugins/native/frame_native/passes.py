@@ -16,11 +16,11 @@ installed (a one-line note).
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections import Counter
 from typing import Any
 
 from frame_core import Graph, Node, Value
+from frame_core._args import env_flag
 from frame_core.compiler.fused import FUSED_OP
 from frame_core.compiler.rewrite import Rewriter
 
@@ -34,9 +34,10 @@ _LLVMLITE: list[bool] = []  # found or not, looked up once per process
 
 
 def switched_off() -> bool:
-    """Whether ``FRAME_NATIVE`` says off (0, false, no or off). Also the pass's part of the compile cache's key:
-    a graph compiled with the pack on is compiled again, not served from the cache, once it is switched off."""
-    return os.environ.get("FRAME_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+    """Whether ``FRAME_NATIVE`` says off (0, false, no or off; a word it does not accept warns and leaves it on, as
+    for every ``FRAME_*`` switch). Also the pass's part of the compile cache's key: a graph compiled with the pack
+    on is compiled again, not served from the cache, once it is switched off."""
+    return not env_flag("FRAME_NATIVE", default=True)
 
 
 def enabled() -> str | None:
