@@ -31,6 +31,8 @@ __all__ = [
     "DataError",
     "suggest",
     "FrameWarning",
+    "GraphFileError",
+    "UnsizedTensorError",
 ]
 
 
@@ -191,6 +193,15 @@ class ArgumentError(FrameError, TypeError, ValueError):
 class FrameWarning(UserWarning):
     """Something frame did not refuse but will not do as written (an environment variable it does not understand,
     an op name two packs share); shown once per process, as Python shows warnings."""
+
+
+class GraphFileError(FrameError, OSError):
+    """Saving a graph hit a limit of the file system (a file-size limit, a full disk): an ``OSError`` with its
+    ``errno`` and ``filename`` too, so code catching ``OSError`` keeps working."""
+
+
+class UnsizedTensorError(ShapeError, TypeError):
+    """``len()`` or iteration of a rank-0 tensor, which has no first axis: a ``TypeError`` too, as numpy's is."""
 
 
 def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

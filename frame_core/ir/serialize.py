@@ -182,13 +182,15 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
     target = os.path.realpath(name)  # through a symlink: replace the file it points to
     folder = os.path.dirname(target) or "."
     try:
-        info: os.stat_result | None = os.stat(target)
+        info: os.stat_result | None = os.stat(name)  # what `name` opens (a /proc/self/fd link has no real path)
     except FileNotFoundError:
         info = None  # a new file: the umask decides, as for open(path, "w")
     if name.endswith(os.sep) or (info is not None and stat.S_ISDIR(info.st_mode)):
         raise IsADirectoryError(errno.EISDIR, "Is a directory (give a file name)", name)
-    if info is not None and not stat.S_ISREG(info.st_mode):  # a FIFO or a device: renaming would replace the node
-        with open(target, "w", encoding="utf-8") as f:
+    if info is not None and (not stat.S_ISREG(info.st_mode) or not os.path.exists(target)):
+        # a FIFO, a device, /dev/stdout (a pipe's link resolves to no path): renaming would replace the node, or
+        # there is no folder to rename in; write into it as open(path, "w") would
+        with _file_errors(name, len(text)), open(name, "w", encoding="utf-8") as f:
             f.write(text)
         return
     if info is not None and not os.access(target, os.W_OK):  # the rename would bypass the file's protection
@@ -203,9 +205,14 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
         except FileExistsError:
             continue
         except OSError as exc:  # name the file the caller asked for, not our temporary one
+            if info is not None:  # the file exists, its folder takes no new file (/proc, a read-only mount)
+                raise type(exc)(exc.errno, f"the file exists, but its folder {folder} takes no new file "
+                                           f"({exc.strerror.lower() if exc.strerror else exc}); save_graph writes a "
+                                           "temporary file beside the target and renames it over the target",
+                                name) from None
             raise type(exc)(exc.errno, exc.strerror, name) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with _file_errors(name, len(text)), os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -224,6 +231,25 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def _file_errors(name: str, size: int) -> Any:
+    """A write the file system refuses for its size (a file-size limit, a full disk or quota) as a
+    ``GraphFileError``: a frame error that is still the ``OSError`` (same errno), saying what to do."""
+    import errno
+
+    from ..errors import GraphFileError
+
+    try:
+        yield
+    except OSError as exc:
+        why = {errno.EFBIG: "the file is larger than this process may write (a file-size limit: see `ulimit -f`)",
+               errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up"}.get(exc.errno or 0)
+        if why is None:
+            raise
+        raise GraphFileError(exc.errno, f"{exc.strerror}: cannot write the {size}-character graph document, {why}; "
+                                        "an existing file is left as it was", name) from None
 
 
 # -- reading ------------------------------------------------------------------
