@@ -28,13 +28,16 @@ def document(megabytes: float) -> str:
     return fc.dumps(g, indent=1)
 
 
-def median_seconds(fn, repeat: int) -> float:
-    times = []
+def medians(contestants: dict, repeat: int) -> dict:
+    """Median seconds of each callable, run in turns (one of each per round): a machine whose load drifts
+    affects every contestant alike."""
+    times: dict = {name: [] for name in contestants}
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for name, fn in contestants.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main() -> None:
@@ -45,16 +48,15 @@ def main() -> None:
     print(describe_environment())
     text = document(args.mb)
     print(f"document: {len(text) / 1e6:.1f} MB")
-    plain = median_seconds(lambda: json.loads(text), args.repeat)
-    hooked = median_seconds(lambda: json.loads(text, object_pairs_hook=dict), args.repeat)
     from frame_core.ir.serialize import from_document
 
-    unchecked = median_seconds(lambda: from_document(json.loads(text)), args.repeat)
-    load = median_seconds(lambda: fc.loads(text), args.repeat)
-    print(f"json.loads alone                     {plain:8.3f} s")
-    print(f"json.loads, object_pairs_hook=dict   {hooked:8.3f} s  ({hooked / plain:.2f}x the plain parse)")
-    print(f"from_document(json.loads) (no check) {unchecked:8.3f} s")
-    print(f"frame_core.loads (refuses repeated)  {load:8.3f} s  ({load / unchecked:.2f}x the unchecked load)")
+    m = medians({"plain": lambda: json.loads(text), "hooked": lambda: json.loads(text, object_pairs_hook=dict),
+                 "unchecked": lambda: from_document(json.loads(text)), "load": lambda: fc.loads(text)}, args.repeat)
+    print(f"json.loads alone                     {m['plain']:8.3f} s")
+    print(f"json.loads, object_pairs_hook=dict   {m['hooked']:8.3f} s  ({m['hooked'] / m['plain']:.2f}x the plain parse)")
+    print(f"from_document(json.loads) (no check) {m['unchecked']:8.3f} s")
+    print(f"frame_core.loads (refuses repeated)  {m['load']:8.3f} s  ({m['load'] / m['unchecked']:.2f}x the unchecked "
+          "load)")
 
 
 if __name__ == "__main__":
