@@ -39,18 +39,27 @@ class OpFunction:
         from .frontend.trace import apply
         from .ops_registry.registry import registry
 
-        frontend = registry().get(self.name).frontend
-        if frontend is not None:
-            _check_call(self.name, frontend, inputs, attrs)
-            return frontend(*inputs, **attrs)
-        return apply(self.name, *inputs, **attrs)
+        from .errors import AttributeSpecError, ShapeError
+
+        reg = registry()
+        try:
+            frontend = reg.get(self.name).frontend
+            if frontend is not None:
+                _check_call(self.name, frontend, inputs, attrs)
+                return frontend(*inputs, **attrs)
+            return apply(self.name, *inputs, **attrs)
+        except (AttributeSpecError, ShapeError) as exc:  # the short name may mean another op than the caller's
+            note = reg.collision_note(self.name) if type(exc) in (AttributeSpecError, ShapeError) else None
+            if note is None:
+                raise
+            raise type(exc)(f"{exc}\n{note}") from None
 
     @property
     def __doc__(self) -> str:  # type: ignore[override]
         from .ops_registry.registry import registry
 
         schema = registry().get(self.name)
-        return f"{schema.signature()}\n\n{schema.doc}"
+        return f"{schema.signature(self.name)}\n\n{schema.doc}"
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

@@ -517,10 +517,12 @@ class OpSchema:
             return "yes"
         return "no" if self.not_differentiable else "missing"
 
-    def signature(self) -> str:
+    def signature(self, name: str | None = None) -> str:
+        """``name(inputs..., attr: kind = default) -> (outputs)``; ``name`` defaults to the short name (a listing
+        passes the name a user calls it by: the qualified one when another op owns the short name)."""
         ins = [", ".join(self.inputs) + ("..." if self.variadic else "")] if self.inputs else []
         attrs = [f"{k}: {s.kind}" + ("" if s.required else f" = {s.default!r}") for k, s in self.attrs.items()]
-        return f"{self.name}({', '.join(ins + attrs)}) -> ({', '.join(self.outputs)})"  # no inputs: no lone comma
+        return f"{name or self.name}({', '.join(ins + attrs)}) -> ({', '.join(self.outputs)})"  # no inputs: no lone comma
 
     # -- checking ------------------------------------------------------------
     def check_definition(self) -> list[str]:
