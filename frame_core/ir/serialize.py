@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
@@ -524,7 +525,8 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
         return obj
 
     try:
-        doc = json.loads(text, object_pairs_hook=unique)
+        with gc_paused():  # parsing makes no cycles: collections would only walk the growing document
+            doc = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise GraphFormatError(f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
     except RecursionError:
