@@ -87,6 +87,15 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
     ``_enclosing`` are the graphs whose sub-graph ``graph`` is (V8 refuses a body that holds one of them).
     The work is linear in the graph and its bodies: within one call each body is checked once, whoever asks.
     """
+    if not isinstance(graph, Graph):
+        raise IRError(f"verify/check_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
+                      "frame_core.load_graph(path)")
+    if not isinstance(types, bool):
+        raise IRError(f"check_graph(types=) is True or False, got {type(types).__name__}")
+    if registry is None:
+        registry = default_source()
+    elif not hasattr(registry, "lookup"):
+        raise IRError(f"registry= takes a frame_core Registry (frame_core.registry()), got {type(registry).__name__}")
     memo = _checked.get()
     if memo is None:
         token = _checked.set({})
@@ -94,8 +103,6 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
             return check_graph(graph, registry, path, types=types, _enclosing=_enclosing)
         finally:
             _checked.reset(token)
-    if registry is None:
-        registry = default_source()
     key = (id(graph), id(registry), types)
     hit = memo.get(key)
     if hit is None or hit[0] is not graph:
@@ -106,18 +113,9 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
     return [dataclasses.replace(p, path=path + p.path) for p in problems] if path else list(problems)
 
 
-def _check_graph(graph: Graph, registry: SchemaSource | None, types: bool,
+def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
                  _enclosing: tuple[Graph, ...]) -> list[Problem]:
     path = ""  # problems carry paths relative to this graph; check_graph puts the caller's prefix before them
-    if not isinstance(graph, Graph):
-        raise IRError(f"verify/check_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
-                      "frame_core.load_graph(path)")
-    if not isinstance(types, bool):
-        raise IRError(f"check_graph(types=) is True or False, got {type(types).__name__}")
-    if registry is None:
-        registry = default_source()
-    elif not hasattr(registry, "lookup"):
-        raise IRError(f"registry= takes a frame_core Registry (frame_core.registry()), got {type(registry).__name__}")
     problems: list[Problem] = []
     names: dict[Value, str] = {}
     unknown: dict[str, str] = {}  # op name -> its V3 message: suggestions cost, so only for the first few names
