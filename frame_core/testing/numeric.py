@@ -421,6 +421,7 @@ def check_low_precision(
     is the arithmetic's alone. A graph that ``dtype`` is not accepted by
     (shape inference refuses it) gives a skipped result saying why.
     """
+    refuse_unordered(wrt, "check_low_precision(wrt=)", GradientError, "[0, 2] or ['w']")  # a mistake, not a result
     low = as_dtype(dtype)
     name = op or graph.name
     check = f"gradient_{low.short}"

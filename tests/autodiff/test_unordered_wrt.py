@@ -10,6 +10,7 @@ import frame_core as fc
 from frame_core import GradientError, IRError, ops
 from frame_core.autodiff.sgd import build_sgd_update_graph
 from frame_core.testing import check_gradients
+from frame_core.testing.numeric import check_low_precision, check_random_direction
 
 
 def graph() -> fc.Graph:
@@ -26,7 +27,10 @@ UNORDERED = [{"x", "w"}, frozenset({0, 1}), {"x": 0, "w": 1}, {0: "a", 1: "b"}.k
     lambda g, wrt: fc.build_vjp_graph(g, wrt),
     lambda g, wrt: fc.split_vjp_graph(g, [0], invariant=wrt),
     lambda g, wrt: check_gradients(g, [np.ones(3, np.float32)] * 2, wrt),
-], ids=["backward", "backward-names", "vjp", "split-invariant", "check_gradients"])
+    lambda g, wrt: check_random_direction(g, [np.ones(3, np.float32)] * 2, wrt),
+    lambda g, wrt: check_low_precision(g, [np.ones(3, np.float32)] * 2, wrt),
+], ids=["backward", "backward-names", "vjp", "split-invariant", "check_gradients", "random-direction",
+        "low-precision"])
 def test_every_position_list_refuses_sets_and_mappings(call, wrt):
     with pytest.raises(GradientError, match="ordered list") as info:
         call(graph(), wrt)
