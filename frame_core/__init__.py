@@ -67,6 +67,7 @@ _LAZY = {
     "save_graph": ("frame_core.ir.serialize", "save_graph"),
     "load_graph": ("frame_core.ir.serialize", "load_graph"),
     "dumps": ("frame_core.ir.serialize", "dumps"),
+    "FrameWarning": ("frame_core.errors", "FrameWarning"),
     "loads": ("frame_core.ir.serialize", "loads"),
     "format_graph": ("frame_core.ir.printer", "format_graph"),
     "to_dot": ("frame_core.ir.dot", "to_dot"),
@@ -112,6 +113,9 @@ _LAZY = {
     "as_dtype": ("frame_core.ir.dtypes", "as_dtype"),
     "holds_traced_sizes": ("frame_core.frontend.trace", "holds_traced_sizes"),
     "graph_order": ("frame_core.ops_registry.closure", "graph_order"),
+    # reading FRAME_* switches as the core does (a pack's own variables too)
+    "env_flag": ("frame_core._args", "env_flag"),
+    "warn_environment": ("frame_core._args", "warn_environment"),
     "checkpoint_bytes": ("frame_core.checkpoint", "checkpoint_bytes"),
     "CHECKPOINT_FORMAT": ("frame_core.checkpoint", "CHECKPOINT_FORMAT"),
     # what op packs build with (issue 17): the bundled packs import only these public names, as a third party does
@@ -146,6 +150,9 @@ if TYPE_CHECKING:
     from .ir.dtypes import as_dtype as as_dtype
     from .frontend.trace import holds_traced_sizes as holds_traced_sizes
     from .ops_registry.closure import graph_order as graph_order
+    from ._args import env_flag as env_flag
+    from .errors import FrameWarning as FrameWarning
+    from ._args import warn_environment as warn_environment
     from .checkpoint import save_checkpoint as save_checkpoint
     from .compiler.specialize import specialize as specialize
     from .params import trace_params as trace_params

@@ -15,19 +15,46 @@ from typing import Any
 
 from ._text import short_repr
 
-__all__ = ["name_list", "positive_int", "env_flag"]
+__all__ = ["name_list", "positive_int", "env_flag", "refuse_unordered", "warn_environment"]
 
-#: What turns an on/off environment variable (FRAME_STRICT, FRAME_CHECKS, FRAME_DEBUG) off; anything else is on.
-FALSE_WORDS = ("", "0", "false", "no", "off")
+#: The words every FRAME_* on/off switch accepts (any case, spaces ignored); empty or unset leaves its default.
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+_warned: set[tuple[str, str]] = set()  # (variable, value) pairs already warned about in this process
 
 
-def env_flag(name: str, environ: Any = None) -> bool:
-    """Whether the environment variable ``name`` is set to anything but empty, 0, false, no or off (any case,
-    spaces ignored): every ``FRAME_*`` switch reads its value this way."""
+def warn_environment(name: str, value: str, accepted: str, meaning: str) -> None:
+    """Warn once per process that ``name=value`` is not a word ``name`` accepts, saying what it accepts and
+    what frame does instead (``meaning``)."""
+    if (name, value) in _warned:
+        return
+    _warned.add((name, value))
+    import warnings
+
+    from .errors import FrameWarning
+
+    warnings.warn(FrameWarning(f"{name}={short_repr(value)} is not understood: {name} accepts {accepted}; "
+                               f"{meaning}"), stacklevel=3)
+
+
+def env_flag(name: str, environ: Any = None, default: bool = False) -> bool:
+    """The on/off switch ``name``: 1, true, yes or on is on; 0, false, no or off is off (any case, spaces
+    ignored); empty or unset is ``default``. Any other value (``disable``, ``n``, ``0.0``) is not guessed at: it
+    warns once (``FrameWarning``) saying what is accepted, and ``default`` applies. Every ``FRAME_*`` switch reads
+    its value this way."""
     import os
 
     env = os.environ if environ is None else environ
-    return str(env.get(name, "")).strip().lower() not in FALSE_WORDS
+    raw = env.get(name)
+    word = "" if raw is None else str(raw).strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    if word:
+        warn_environment(name, str(raw), f"{', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), in any "
+                         "case", f"it is taken as unset ({'on' if default else 'off'})")
+    return default
 
 
 def is_traced_tensor(value: Any) -> bool:
@@ -51,6 +78,19 @@ def name_list(value: Any, what: str, error: type[Exception], example: str = "['a
         raise error(f"{what} takes names (strings), got {short_repr(bad[0])} ({type(bad[0]).__name__}) in "
                     f"{short_repr(value)}")
     return items
+
+
+def refuse_unordered(value: Any, what: str, error: type[Exception], example: str = "[0, 2]") -> None:
+    """Refuse a set or a mapping where the order of a list means something (``wrt``: gradients come back in its
+    order). A set iterates in hash order, which differs between runs for strings; a dict iterates as its keys,
+    which is rarely what was meant."""
+    from collections.abc import Mapping, Set
+
+    if isinstance(value, (Set, Mapping)):
+        kind = "a mapping" if isinstance(value, Mapping) else "a set"
+        raise error(f"{what} is an ordered list such as {example}, got {kind} ({type(value).__name__} "
+                    f"{short_repr(value)}): its order is not defined, and the results follow it; write a list in "
+                    f"the order you want, e.g. sorted(...) or list(...)")
 
 
 def positive_int(value: Any, what: str, error: type[Exception], low: int = 1) -> int:

@@ -32,6 +32,10 @@ __all__ = [
     "ParameterError",
     "CheckpointError",
     "suggest",
+    "FrameWarning",
+    "GraphFileError",
+    "UnsizedTensorError",
+    "MemoryLimitError",
 ]
 
 
@@ -196,6 +200,47 @@ class ParameterError(FrameError, TypeError, ValueError):
 
 class CheckpointError(FrameError):
     """A checkpoint file is missing, unreadable, not a frame checkpoint, or of another model."""
+
+
+class FrameWarning(UserWarning):
+    """Something frame did not refuse but will not do as written (an environment variable it does not understand,
+    an op name two packs share); shown once per process, as Python shows warnings."""
+
+
+class GraphFileError(FrameError, OSError):
+    """Saving a graph hit a limit of the file system (a file-size limit, a full disk): an ``OSError`` with its
+    ``errno`` and ``filename`` too, so code catching ``OSError`` keeps working."""
+
+
+class UnsizedTensorError(ShapeError, TypeError):
+    """``len()`` or iteration of a rank-0 tensor, which has no first axis: a ``TypeError`` too, as numpy's is."""
+
+
+class MemoryLimitError(CompileError, MemoryError):
+    """A compiled graph would need more memory than this machine has: the memory plan's buffers, or a temporary
+    a kernel makes (a padded copy), refused when the graph is compiled rather than after minutes of swapping.
+    A ``MemoryError`` too."""
+
+
+def machine_memory() -> int | None:
+    """Bytes of physical memory of this machine, or None where the system does not say."""
+    import os
+
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * size if pages > 0 and size > 0 else None
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{size:.4g} {unit}"
+        size /= 1024
+    return f"{size:.4g} PiB"
 
 
 def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

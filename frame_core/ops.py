@@ -39,20 +39,72 @@ class OpFunction:
         from .frontend.trace import apply
         from .ops_registry.registry import registry
 
-        frontend = registry().get(self.name).frontend
-        if frontend is not None:
-            return frontend(*inputs, **attrs)
-        return apply(self.name, *inputs, **attrs)
+        from .errors import AttributeSpecError, ShapeError
+
+        reg = registry()
+        try:
+            frontend = reg.get(self.name).frontend
+            if frontend is not None:
+                _check_call(self.name, frontend, inputs, attrs)
+                return frontend(*inputs, **attrs)
+            return apply(self.name, *inputs, **attrs)
+        except (AttributeSpecError, ShapeError) as exc:  # the short name may mean another op than the caller's
+            note = reg.collision_note(self.name) if type(exc) in (AttributeSpecError, ShapeError) else None
+            if note is None:
+                raise
+            raise type(exc)(f"{exc}\n{note}") from None
 
     @property
     def __doc__(self) -> str:  # type: ignore[override]
         from .ops_registry.registry import registry
 
         schema = registry().get(self.name)
-        return f"{schema.signature()}\n\n{schema.doc}"
+        return f"{schema.signature(self.name)}\n\n{schema.doc}"
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def frontend_call(name: str, frontend: Any) -> str:
+    """How the front end of op ``name`` is called: ``ops.if_else(cond, then_fn, else_fn, *xs)``."""
+    import inspect
+
+    try:
+        return f"ops.{name}{_plain(inspect.signature(frontend))}"
+    except (TypeError, ValueError):  # a builtin or a callable object without a signature
+        return f"ops.{name}(...)"
+
+
+def _plain(signature: Any) -> Any:
+    """``signature`` without annotations: ``(cond, then_fn, else_fn, *xs)`` reads better in a message."""
+    return signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                             return_annotation=signature.empty)
+
+
+def _check_call(name: str, frontend: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> None:
+    """Refuse arguments ``frontend`` cannot take (an unknown keyword, one too few) as an ``ArgumentError``, which
+    is a ``TypeError`` too, naming the call's signature; Python's own TypeError names only the keyword."""
+    import inspect
+
+    try:
+        signature = inspect.signature(frontend)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*inputs, **attrs)
+    except TypeError as exc:
+        from .errors import ArgumentError
+
+        unknown = [k for k in attrs if k not in signature.parameters]
+        known = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY or
+                 (p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty)]
+        from .errors import suggest
+
+        close = suggest(unknown[0], known, 1) if unknown else []
+        what = (f"takes no keyword {unknown[0]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                + (f" (its keywords: {', '.join(known)})" if known else "")
+                if unknown else str(exc).replace(f"{getattr(frontend, '__name__', name)}() ", "", 1))
+        raise ArgumentError(f"ops.{name} {what}; call it as ops.{name}{_plain(signature)}") from None
 
 
 def op(name: str) -> OpFunction:

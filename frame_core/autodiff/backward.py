@@ -39,6 +39,7 @@ from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
 from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
@@ -228,6 +229,7 @@ def build_backward_graph(
         raise GradientError(f"wrt_input_indices is a list of input positions or names such as [0, 2] or ['w'], got "
                             f"{type(wrt_input_indices).__name__} {wrt_input_indices!r:.40}"
                             + (f"; for one input write [{wrt_input_indices!r}]" if one else ""))
+    refuse_unordered(wrt_input_indices, "wrt_input_indices", GradientError, "[0, 2] or ['w', 'b']")
     if registry is not None and not isinstance(registry, Registry):
         raise GradientError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
                             f"{type(registry).__name__} {registry!r:.40}")
@@ -258,6 +260,7 @@ def _grad_names(forward: Graph, loss: int, wrt: list[int], names: Sequence[str] 
         return [f"grad({of}, {forward.inputs[i].name or f'input {i}'})" for i in wrt]
     from .._args import name_list
 
+    refuse_unordered(names, "build_backward_graph(names=...)", GradientError, "['gw', 'gb']")
     given = list(name_list(names, "build_backward_graph(names=...)", GradientError, "['gw', 'gb']"))
     if len(given) != len(wrt):
         raise GradientError(f"names= gives {len(given)} names for {len(wrt)} gradients; give one per wrt input")

@@ -35,6 +35,7 @@ def _finite(x: Any) -> bool:
 
 def build_sgd_update_graph(param_types: Sequence[TensorType | str], lr: float) -> Graph:
     """Graph ``[params..., grads...] -> [params - lr * grads...]``; ``GradientError`` on bad arguments."""
+    from .._args import refuse_unordered
     from ..ops_registry.registry import registry
 
     if isinstance(param_types, (str, bytes, TensorType)) or not isinstance(param_types, Iterable):
@@ -42,6 +43,7 @@ def build_sgd_update_graph(param_types: Sequence[TensorType | str], lr: float) -
                             f"got {type(param_types).__name__} {param_types!r:.40}"
                             + (f"; for one parameter write [{str(param_types)!r}]"
                                if isinstance(param_types, (str, TensorType)) else ""))
+    refuse_unordered(param_types, "build_sgd_update_graph(param_types)", GradientError, "['f32[3]', 'f32[2, 3]']")
     types = []
     for i, t in enumerate(param_types):
         try:

@@ -36,6 +36,7 @@ from .._text import short_repr
 from ..errors import GradientError
 from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from .._args import refuse_unordered
 from ..ir.verify import check_graph
 from .backward import _accumulate, _backpropagate, _drop_unneeded, input_position, _not_the_packs_fault
 
@@ -64,6 +65,7 @@ def _positions(graph: Graph, wrt: Sequence[int] | None, label: Any = "", registr
 def _indices(value: Any, what: str, example: str, graph: Graph) -> list[int]:
     """``value`` as a list of ints: input positions or input names (as ``build_backward_graph`` takes them),
     never the characters of a string or a bare number."""
+    refuse_unordered(value, f"{what}=", GradientError, example)
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or \
             (isinstance(value, np.ndarray) and value.ndim != 1):
         raise GradientError(f"{what}= is a list of input positions such as {example}, got {type(value).__name__} "

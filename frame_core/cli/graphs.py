@@ -85,6 +85,21 @@ def _check_output(path: str, output: str, force: bool) -> None:
                          EXIT_USAGE)
 
 
+def _is_stdout(output: str) -> bool:
+    """Whether ``output`` names this process's standard output (``/dev/stdout``, ``/dev/fd/1``, a path to the
+    file or pipe stdout is), as ``-`` does."""
+    import os
+    import sys
+
+    if output in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+        return True
+    try:
+        here, there = os.fstat(sys.stdout.fileno()), os.stat(output)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino) and not os.path.isfile(output)
+
+
 def graph_grad(path: str, loss: int, wrt: str | None, output: str | None, force: bool = False) -> None:
     """Differentiate output ``loss`` of the saved graph with respect to inputs ``wrt``; save the result.
 
@@ -95,6 +110,8 @@ def graph_grad(path: str, loss: int, wrt: str | None, output: str | None, force:
     from ..errors import GradientError
     from ..ir.serialize import dumps, save_graph
 
+    if output is not None and _is_stdout(output):
+        output = "-"  # the CLI keeps fd 1 away from packs (it points at stderr meanwhile): print to the real stdout
     if output is not None and output != "-":
         _check_output(path, output, force)  # before any work: a refusal costs nothing
     reg = load()

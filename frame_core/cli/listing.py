@@ -113,7 +113,7 @@ def op_row(schema: "OpSchema", reg: "Registry") -> dict[str, Any]:
         "closure_order": info.json_order() if info is not None else None,
         "closure_bodies": bool(info and info.bodies),
         "traits": sorted(schema.traits),
-        "signature": schema.signature(),
+        "signature": schema.signature(key),  # the name it is called by: qualified when it does not own the short one
     }
 
 

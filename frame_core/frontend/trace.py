@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._gc import gc_paused, made
-from ..errors import IRError, RegistrationError
+from ..errors import IRError, RegistrationError, UnsizedTensorError
 from .._text import short_repr
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value
@@ -274,14 +274,16 @@ class Tensor:
     def __len__(self) -> int:
         shape = self.value.type.shape
         if not shape:
-            raise TypeError(f"len() of a rank-0 tensor ({self.type})")
+            raise UnsizedTensorError(f"len() of a rank-0 tensor ({self.type}): it has no first axis; its size is "
+                                     "x.size (1)")
         shape_was_read(self.graph)
         return shape[0]
 
     def __iter__(self) -> Any:  # without it, Python would iterate through __getitem__ until an IRError
         shape = self.value.type.shape
         if not shape:
-            raise TypeError(f"iteration over a rank-0 tensor ({self.type})")
+            raise UnsizedTensorError(f"iteration over a rank-0 tensor ({self.type}): it has no first axis to "
+                                     "iterate over; use it as a whole, or ops.reshape(x, shape=[1]) for one element")
         shape_was_read(self.graph)
         return (self[i] for i in range(shape[0]))
 
@@ -594,6 +596,10 @@ def _positional_hint(x: Any, op: str) -> str:
             return f"; pass the tensors as separate arguments: ops.{schema.name}(*tensors, ...)"
         if x:
             return f"; {schema.name} takes its inputs ({', '.join(schema.inputs)}) as separate arguments"
+    if getattr(schema, "frontend", None) is not None:  # its front end takes callables, not attribute keywords
+        from ..ops import frontend_call
+
+        return f"; call it as {frontend_call(schema.name, schema.frontend)}"
     names = list(getattr(schema, "attrs", {}) or {})
     if names:
         return (f"; attributes are keywords: ops.{schema.name}({', '.join(schema.inputs)}, "

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from .._args import is_traced_tensor
+from .._args import is_traced_tensor, refuse_unordered
 from ..errors import IRError
 from .schemas import SchemaSource, default_source
 from .types import TensorType, as_type
 
-__all__ = ["Value", "Node", "Graph", "clone_graph", "inline_graph", "constant_array", "is_zero_constant"]
+__all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant"]
 
 #: Constants above this many elements are not inspected for their values (zero tests, folding rules).
 INSPECT_LIMIT = 1 << 16
@@ -135,6 +135,8 @@ class Graph:
         if output_types is not None and not isinstance(output_types, Iterable):
             raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types such as ['f32[3]'], got "
                           f"{type(output_types).__name__}")
+        refuse_unordered(inputs, f"add_node({op!r}, inputs)", IRError, "[x, y]")
+        refuse_unordered(output_types, f"add_node({op!r}, ..., output_types)", IRError, "['f32[3]']")
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
             if type(value) is not Value:
@@ -270,8 +272,19 @@ def is_zero_constant(v: Value) -> bool:
     return array is not None and array.size <= INSPECT_LIMIT and not np.any(array)
 
 
+#: How deep sub-graphs may nest (a body inside a body ... counts one per level): every recursive walk (compile,
+#: run, differentiate, print, save) stays well inside Python's recursion limit up to here. Past it, loading
+#: refuses a document and ``verify`` a graph (rule V8), up front, instead of a RecursionError at run time.
+MAX_NESTING = 64
+
 # the graphs a recursive walk (clone, key, print, save, DOT) is inside in this thread, outermost first
 _walking: contextvars.ContextVar[tuple[Graph, ...]] = contextvars.ContextVar("frame_graph_walk", default=())
+
+
+def nesting_message(depth: int) -> str:
+    """Why a graph with sub-graphs nested ``depth`` deep is refused."""
+    return (f"sub-graphs are nested {depth} deep; frame runs bodies nested at most {MAX_NESTING} deep (each level "
+            "costs stack frames in every walk of the graph): flatten the nesting, e.g. merge nested branches into one")
 
 
 class walking:
@@ -290,6 +303,8 @@ class walking:
         if any(graph is g for g in enclosing):
             raise IRError(f"graph {graph.name!r} holds itself through a sub-graph attribute: a body cannot "
                           "contain itself; give it a graph of its own")
+        if len(enclosing) > MAX_NESTING:
+            raise IRError(f"graph {graph.name!r}: {nesting_message(len(enclosing))}")
         self.token = _walking.set((*enclosing, graph))
 
     def __exit__(self, *exc: object) -> None:

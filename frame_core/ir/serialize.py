@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import functools
 import json
 import math
@@ -37,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
-from .graph import Graph, Node, Value, walking
+from .graph import MAX_NESTING, Graph, Node, Value, nesting_message, walking
 from .types import MAX_DIM, TensorType
 
 from .schemas import SchemaSource, default_source
@@ -181,13 +183,15 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
     target = os.path.realpath(name)  # through a symlink: replace the file it points to
     folder = os.path.dirname(target) or "."
     try:
-        info: os.stat_result | None = os.stat(target)
+        info: os.stat_result | None = os.stat(name)  # what `name` opens (a /proc/self/fd link has no real path)
     except FileNotFoundError:
         info = None  # a new file: the umask decides, as for open(path, "w")
     if name.endswith(os.sep) or (info is not None and stat.S_ISDIR(info.st_mode)):
         raise IsADirectoryError(errno.EISDIR, "Is a directory (give a file name)", name)
-    if info is not None and not stat.S_ISREG(info.st_mode):  # a FIFO or a device: renaming would replace the node
-        with open(target, "w", encoding="utf-8") as f:
+    if info is not None and (not stat.S_ISREG(info.st_mode) or not os.path.exists(target)):
+        # a FIFO, a device, /dev/stdout (a pipe's link resolves to no path): renaming would replace the node, or
+        # there is no folder to rename in; write into it as open(path, "w") would
+        with _file_errors(name, len(text)), open(name, "w", encoding="utf-8") as f:
             f.write(text)
         return
     if info is not None and not os.access(target, os.W_OK):  # the rename would bypass the file's protection
@@ -202,9 +206,14 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
         except FileExistsError:
             continue
         except OSError as exc:  # name the file the caller asked for, not our temporary one
+            if info is not None:  # the file exists, its folder takes no new file (/proc, a read-only mount)
+                raise type(exc)(exc.errno, f"the file exists, but its folder {folder} takes no new file "
+                                           f"({exc.strerror.lower() if exc.strerror else exc}); save_graph writes a "
+                                           "temporary file beside the target and renames it over the target",
+                                name) from None
             raise type(exc)(exc.errno, exc.strerror, name) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with _file_errors(name, len(text)), os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -225,7 +234,28 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], indent: int | None = 
             os.close(dir_fd)
 
 
+@contextlib.contextmanager
+def _file_errors(name: str, size: int) -> Any:
+    """A write the file system refuses for its size (a file-size limit, a full disk or quota) as a
+    ``GraphFileError``: a frame error that is still the ``OSError`` (same errno), saying what to do."""
+    import errno
+
+    from ..errors import GraphFileError
+
+    try:
+        yield
+    except OSError as exc:
+        why = {errno.EFBIG: "the file is larger than this process may write (a file-size limit: see `ulimit -f`)",
+               errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up"}.get(exc.errno or 0)
+        if why is None:
+            raise
+        raise GraphFileError(exc.errno, f"{exc.strerror}: cannot write the {size}-character graph document, {why}; "
+                                        "an existing file is left as it was", name) from None
+
+
 # -- reading ------------------------------------------------------------------
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("frame_load_depth", default=0)  # bodies being read
+
 def _short(value: Any, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters: messages stay short whatever a document holds."""
     return short_repr(value, limit)
@@ -365,7 +395,14 @@ def _decode_attr(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Any
         array.flags.writeable = False  # constants in graphs are read-only (see ir.tensors)
         return array
     if kind == "graph":
-        return _read_graph(v, vpath, op_key)
+        depth = _depth.get()
+        if depth >= MAX_NESTING:  # refused here, with its path: past it the graph could not run (RecursionError)
+            raise GraphFormatError(vpath, nesting_message(depth + 1))
+        token = _depth.set(depth + 1)
+        try:
+            return _read_graph(v, vpath, op_key)
+        finally:
+            _depth.reset(token)
     either = f" ({kind!r}, as `frame ops show` prints it, means the value may be any of {', '.join(kind.split('|'))}: " \
              f"write the kind of the value given)" if "|" in kind and len(kind) < 40 else ""
     raise GraphFormatError(f"{path}.kind", f"unknown attribute kind {_short(kind)}; expected one of bool, int, float, str, "
@@ -478,8 +515,18 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
                             f"{type(text).__name__} {_short(text)}")
     if isinstance(text, str) and text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark (editors on Windows write one): json reads bytes with one, not str
+    duplicates: list[tuple[dict[str, Any], str]] = []
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):  # rare: which key, and where, is worked out only then
+            keys = [k for k, _ in pairs]
+            duplicates.append((obj, next(k for i, k in enumerate(keys) if k in keys[:i])))
+        return obj
+
     try:
-        doc = json.loads(text)
+        with gc_paused():  # parsing makes no cycles: collections would only walk the growing document
+            doc = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise GraphFormatError(f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
     except RecursionError:
@@ -489,10 +536,29 @@ def loads(text: str | bytes, *, registry: "SchemaSource | None" = None) -> Graph
     except ValueError as exc:  # a number of thousands of digits (int_max_str_digits): a hostile or corrupt document
         raise GraphFormatError("$", f"the document holds a number too long to read ({exc}); frame graphs hold "
                                     "no such numbers") from None
+    if duplicates:
+        obj, key = duplicates[0]
+        raise GraphFormatError(f"{_where(doc, obj) or '$'}.{key}", f"the field {_short(key)} is written twice in one "
+                               "object; JSON readers differ on which one counts (frame would have kept the last), so "
+                               "a graph document may not repeat a field: keep the one meant")
     try:
         return from_document(doc, registry=registry)
     except RecursionError:  # sub-graphs nested thousands deep: a hostile or corrupt document
         raise GraphFormatError("$.graph", "sub-graph attributes are nested too deeply to read") from None
+
+
+def _where(doc: Any, target: dict[str, Any]) -> str | None:
+    """The JSONPath of the object ``target`` inside ``doc`` (found by identity), or None."""
+    stack: list[tuple[Any, str]] = [(doc, "$")]
+    while stack:
+        obj, path = stack.pop()
+        if obj is target:
+            return path
+        if isinstance(obj, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in obj.items() if isinstance(v, (dict, list)))
+        elif isinstance(obj, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(obj) if isinstance(v, (dict, list)))
+    return None
 
 
 def load_graph(path: str | os.PathLike[str], *, registry: "SchemaSource | None" = None) -> Graph:

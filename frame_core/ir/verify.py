@@ -11,16 +11,19 @@ V4  Attributes match the schema: none unknown, none missing, each of its kind.
 V5  Arity: input and output counts match the schema.
 V6  Recorded output types equal the types shape inference gives.
 V7  Outputs are values defined in the graph.
-V8  Sub-graph attributes are closed graphs that pass these rules themselves.
+V8  Sub-graph attributes are closed graphs that pass these rules themselves, nested at most
+    ``MAX_NESTING`` (64) deep.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import FrameError, IRError, UnknownOpError, VerifyError
-from .graph import Graph, Node, Value
+from .graph import MAX_NESTING, Graph, Node, Value, nesting_message
 from .schemas import SchemaSource, default_source
 from .types import TensorType
 
@@ -68,12 +71,21 @@ def verify(graph: Graph, registry: SchemaSource | None = None) -> None:
         raise VerifyError(problems)
 
 
+#: The bodies one outermost ``check_graph`` has already checked: ``(id(graph), id(registry), types)`` -> (graph,
+#: its problems with paths relative to it). A body is checked once per walk however it is reached: through V8,
+#: and again through shape inference of an op that checks its body (the fused op's), which made each level of
+#: nesting double the work (a 10 kB document 40 deep never finished).
+_checked: contextvars.ContextVar[dict[tuple[int, int, bool], tuple[Graph, list[Problem]]] | None] = \
+    contextvars.ContextVar("frame_verify_checked", default=None)
+
+
 def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = "", *, types: bool = True,
                 _enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
     """Every rule violation in ``graph`` (empty list when it is valid).
 
     ``types=False`` skips rule V6 (shape inference), for callers that infer types themselves (the compile pipeline).
     ``_enclosing`` are the graphs whose sub-graph ``graph`` is (V8 refuses a body that holds one of them).
+    The work is linear in the graph and its bodies: within one call each body is checked once, whoever asks.
     """
     if not isinstance(graph, Graph):
         raise IRError(f"verify/check_graph takes a Graph, got {type(graph).__name__}; load a saved one with "
@@ -84,6 +96,26 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
         registry = default_source()
     elif not hasattr(registry, "lookup"):
         raise IRError(f"registry= takes a frame_core Registry (frame_core.registry()), got {type(registry).__name__}")
+    memo = _checked.get()
+    if memo is None:
+        token = _checked.set({})
+        try:
+            return check_graph(graph, registry, path, types=types, _enclosing=_enclosing)
+        finally:
+            _checked.reset(token)
+    key = (id(graph), id(registry), types)
+    hit = memo.get(key)
+    if hit is None or hit[0] is not graph:
+        problems = _check_graph(graph, registry, types, _enclosing)
+        memo[key] = (graph, problems)
+    else:
+        problems = hit[1]
+    return [dataclasses.replace(p, path=path + p.path) for p in problems] if path else list(problems)
+
+
+def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
+                 _enclosing: tuple[Graph, ...]) -> list[Problem]:
+    path = ""  # problems carry paths relative to this graph; check_graph puts the caller's prefix before them
     problems: list[Problem] = []
     names: dict[Value, str] = {}
     unknown: dict[str, str] = {}  # op name -> its V3 message: suggestions cost, so only for the first few names
@@ -187,6 +219,10 @@ def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types
         return [Problem("V4", str(exc), node.op, index, path)]
     for key, value in node.attrs.items():
         if isinstance(value, Graph):
+            if len(enclosing) > MAX_NESTING:
+                problems.append(Problem("V8", f"attribute {key!r}: {nesting_message(len(enclosing))}", node.op, index,
+                                        path))
+                continue
             if any(value is g for g in enclosing):
                 problems.append(Problem("V8", f"attribute {key!r} is the graph {value.name!r} that holds this node (or "
                                               "one enclosing it): a body cannot contain itself; give it a graph of "

@@ -327,15 +327,35 @@ class Registry:
         lines = []
         for c in self.schemas.collisions():
             who = " and ".join(f"{self._provider(q)} as {q}" for q in c.qualnames)
+            others = [q for q in c.qualnames if q != c.owner]
+            disable = " or ".join(f"FRAME_DISABLE_PLUGINS={self._pack_of(q)}" for q in others)
             if c.owner is not None:
-                others = [q for q in c.qualnames if q != c.owner]
-                meaning = (f"{c.name!r} means {c.owner} (bundled with frame); use the qualified name "
-                           f"{' or '.join(others)} for the other")
+                meaning = (f"{c.name!r} means {c.owner} (bundled with frame); call the other by its qualified name, "
+                           f"{' or '.join(f'ops.op({q!r})' for q in others)}, or stop loading its pack with {disable}")
             else:
                 meaning = (f"none is bundled with frame, so the short name {c.name!r} is ambiguous and refused; "
-                           "use the qualified names, or disable one pack with FRAME_DISABLE_PLUGINS")
+                           f"use the qualified names, or stop loading one pack with {disable}")
             lines.append(f"op name collision: {c.name!r} is registered by {who}; {meaning}")
         return lines
+
+    def _pack_of(self, qualname: str) -> str:
+        schema = self.schemas.get(qualname)
+        return (schema.pack if schema is not None and schema.pack else qualname.split("::")[0])
+
+    def collision_note(self, name: str) -> str | None:
+        """For an error about the op the short name ``name`` means: that another pack registers an op of that
+        name too, and how to call it (an older program may have meant that one). ``None`` without a collision."""
+        if "::" in name:
+            return None
+        for c in self.schemas.collisions():
+            if c.name == name:
+                means = f"{name!r} means {c.owner} (bundled with frame)" if c.owner else f"{name!r} is ambiguous"
+                others = [q for q in c.qualnames if q != c.owner]
+                return (f"note: {means}, and {' and '.join(others)} share{'s' if len(others) == 1 else ''} the "
+                        f"short name (an op name collision); if you meant "
+                        f"{'that op' if len(others) == 1 else 'one of those'}, call it by its qualified name: "
+                        f"{' or '.join(f'ops.op({q!r})' for q in others)}")
+        return None
 
     def _provider(self, qualname: str) -> str:
         schema = self.schemas.get(qualname)
@@ -472,7 +492,7 @@ _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("frame_op_sc
 
 
 def strict_from_env(environ: "Mapping[str, str] | None" = None) -> bool:
-    """Whether ``FRAME_STRICT`` asks for strict plugin loading: set to anything but empty, 0, false, no or off."""
+    """Whether ``FRAME_STRICT`` asks for strict plugin loading (1, true, yes or on; see ``env_flag``)."""
     from .._args import env_flag
 
     return env_flag("FRAME_STRICT", environ)
@@ -502,7 +522,25 @@ def registry() -> Registry:
                     _global = load_registry(audit_cache=True)  # a clean audit of unchanged code is reused
                 finally:
                     _loading.active = False
+                _warn_collisions(_global)
     return _global
+
+
+_warned_collisions: set[str] = set()
+
+
+def _warn_collisions(reg: Registry) -> None:
+    """Each op-name collision of the process-wide registry as a ``FrameWarning``, once per process: inside a
+    Python program a short name that changed meaning (a pack's op now shadowed by a bundled one) must reach
+    the user, not only ``frame plugins list``."""
+    import warnings
+
+    from ..errors import FrameWarning
+
+    for line in reg.collision_warnings():
+        if line not in _warned_collisions:
+            _warned_collisions.add(line)
+            warnings.warn(FrameWarning(line), stacklevel=4)
 
 
 current_registry = registry

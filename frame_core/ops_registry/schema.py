@@ -392,6 +392,17 @@ class NodeContext:
         """A ``ShapeError`` prefixed with the op name; ``raise ctx.error("...")`` in shape functions."""
         return ShapeError(f"{self.op}: {message}")
 
+    def check_memory(self, nbytes: int, what: str, advice: str = "use smaller shapes") -> None:
+        """In a kernel builder, before the kernel would allocate a temporary of ``nbytes`` (``what`` it is): a
+        ``MemoryLimitError`` when it exceeds this machine's physical memory, so the graph is refused when it is
+        compiled, as the memory plan's buffers are, not after minutes of swapping into a ``MemoryError``."""
+        from ..errors import MemoryLimitError, human_bytes, machine_memory
+
+        total = machine_memory()
+        if total is not None and nbytes > total:
+            raise MemoryLimitError(f"{self.op}: {what} would take {nbytes:,} bytes ({human_bytes(nbytes)}), more "
+                                   f"than this machine's {human_bytes(total)} of memory; {advice}")
+
     def gradient_input_types(self) -> list[TensorType]:
         """The micro-graph input types: ``[x.., y.., gy..]`` (GradientFn contract)."""
         outs = list(self.output_types)
@@ -546,10 +557,12 @@ class OpSchema:
             return "yes"
         return "no" if self.not_differentiable else "missing"
 
-    def signature(self) -> str:
+    def signature(self, name: str | None = None) -> str:
+        """``name(inputs..., attr: kind = default) -> (outputs)``; ``name`` defaults to the short name (a listing
+        passes the name a user calls it by: the qualified one when another op owns the short name)."""
         ins = [", ".join(self.inputs) + ("..." if self.variadic else "")] if self.inputs else []
         attrs = [f"{k}: {s.kind}" + ("" if s.required else f" = {s.default!r}") for k, s in self.attrs.items()]
-        return f"{self.name}({', '.join(ins + attrs)}) -> ({', '.join(self.outputs)})"  # no inputs: no lone comma
+        return f"{name or self.name}({', '.join(ins + attrs)}) -> ({', '.join(self.outputs)})"  # no inputs: no lone comma
 
     # -- checking ------------------------------------------------------------
     def check_definition(self) -> list[str]:

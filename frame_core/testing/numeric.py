@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._args import positive_int
+from .._args import positive_int, refuse_unordered
 from ..autodiff.backward import input_position
 from ..errors import ArgumentError, FrameError, GradientError, ShapeError
 from ..ir.dtypes import DType, as_dtype, float32, float64
@@ -341,6 +341,7 @@ def check_gradients(
     docstring for steps, tolerances and the random-direction mode.
     """
     order = positive_int(order, "check_gradients(order=)", ArgumentError)  # order 0 would pass with no check
+    refuse_unordered(wrt, "check_gradients(wrt=)", GradientError, "[0, 2] or ['w']")  # a mistake, not a result
     if directions is not None:
         directions = positive_int(directions, "check_gradients(directions=)", ArgumentError)
     reg = registry if registry is not None else current_registry()
@@ -420,6 +421,7 @@ def check_low_precision(
     is the arithmetic's alone. A graph that ``dtype`` is not accepted by
     (shape inference refuses it) gives a skipped result saying why.
     """
+    refuse_unordered(wrt, "check_low_precision(wrt=)", GradientError, "[0, 2] or ['w']")  # a mistake, not a result
     low = as_dtype(dtype)
     name = op or graph.name
     check = f"gradient_{low.short}"

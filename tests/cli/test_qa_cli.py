@@ -9,6 +9,7 @@ provides its ops.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -104,3 +105,23 @@ def test_with_stdout_closed_the_output_goes_nowhere_not_to_stderr():
                           env=environ, timeout=120, preexec_fn=lambda: os.close(1))
     assert done.returncode == 0, done.stderr
     assert "NAME" not in done.stderr and "relu" not in done.stderr  # frame's table once landed on stderr
+
+
+def test_writing_over_a_special_file_that_exists_never_says_it_does_not_exist(tmp_path):
+    """Found in QA: `-o /dev/stdout --force` (stdout a pipe: its link resolves to no path) and
+    `-o /proc/version --force` said "No such file or directory" for files that exist."""
+    import frame_core as fc
+
+    from .conftest import run_frame
+
+    path = tmp_path / "g.json"
+    fc.save_graph(fc.trace(lambda x: fc.ops.sum(x * x), "f32[3]"), path)
+    done = run_frame("graph", "grad", str(path), "--wrt", "0", "-o", "/dev/stdout", "--force")
+    assert done.returncode == 0, done.stderr
+    assert fc.loads(done.stdout).name.endswith("_grad")  # the pipe got the document
+    if os.path.exists("/proc/version"):
+        done = run_frame("graph", "grad", str(path), "--wrt", "0", "-o", "/proc/version", "--force")
+        assert done.returncode != 0
+        assert "error: cannot write /proc/version: " in done.stderr
+        assert "cannot write /proc/version: No such file" not in done.stderr
+        assert "the file exists" in done.stderr or "Permission denied" in done.stderr

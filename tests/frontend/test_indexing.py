@@ -115,3 +115,19 @@ def test_steps_past_int64_and_size_follow_numpy():
     sizes = []
     fc.trace(lambda x: sizes.append(x.size) or x, "f64[2, 5, 4]")
     assert sizes == [X.size]
+
+
+def test_len_and_iteration_of_a_rank_0_tensor_are_a_frame_error_that_is_a_type_error():
+    """Found in QA: a bare TypeError; now a ShapeError that is still the TypeError numpy raises."""
+    from frame_core.errors import ShapeError, UnsizedTensorError
+
+    def use(how):
+        def f(x):
+            how(fc.ops.sum(x))
+            return x
+        return f
+
+    for how, words in ((len, r"len\(\) of a rank-0 tensor"), (list, "iteration over a rank-0 tensor")):
+        with pytest.raises(UnsizedTensorError, match=words) as info:
+            fc.trace(use(how), "f32[3]")
+        assert isinstance(info.value, ShapeError) and isinstance(info.value, TypeError)

@@ -158,3 +158,25 @@ def test_malformed_output_names_are_a_format_error(names, path):
     with pytest.raises(GraphFormatError) as info:
         fc.loads(json.dumps(doc))
     assert info.value.path == path
+
+
+
+_GRAPH = '{"name": "g", "inputs": [{"id": 0, "type": "f32[3]"}], "nodes": [{"op": "neg1", "inputs": [0], ' \
+         '"outputs": [{"id": 1, "type": "f32[3]"}]}], "outputs": [1]}'
+_DOC = '{"format": "frame-graph", "version": 1, "graph": ' + _GRAPH + '}'
+DUPLICATED = [  # (document text with one key written twice, the path the refusal names)
+    (_DOC.replace('"version": 1', '"version": 1, "version": 1'), "$.version"),
+    (_DOC.replace('"op": "neg1"', '"op": "neg1", "op": "add2"'), "$.graph.nodes[0].op"),
+    (_DOC.replace('{"id": 1, "type": "f32[3]"}', '{"id": 1, "type": "f32[3]", "id": 2}'),
+     "$.graph.nodes[0].outputs[0].id"),
+]
+
+
+@pytest.mark.parametrize("text, path", DUPLICATED)
+def test_a_key_written_twice_is_refused_naming_where(text, path):
+    """Found in QA: `"op": "relu", "op": "neg"` loaded as neg (last wins, as Python's json does)."""
+    fc.loads(_DOC)  # once is fine
+    with pytest.raises(GraphFormatError) as info:
+        fc.loads(text)
+    assert info.value.path == path
+    assert "written twice" in str(info.value)

@@ -80,11 +80,14 @@ def test_a_file_size_limit_leaves_the_existing_file_whole(tmp_path):
         try:
             fc.save_graph(g, {str(path)!r})
         except OSError as exc:
-            print("refused:", exc.errno)
+            print("refused:", exc.errno, type(exc).__name__, isinstance(exc, fc.FrameError), exc.filename)
+            print(exc)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert f"refused: {errno.EFBIG}" in done.stdout
+    # a frame error (found in QA: a bare OSError) that is still the OSError with its errno and the file's name
+    assert f"refused: {errno.EFBIG} GraphFileError True {path}" in done.stdout
+    assert "file-size limit" in done.stdout and "ulimit -f" in done.stdout
     assert path.read_bytes() == before and leftovers(tmp_path) == []
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._gc import gc_paused, made
-from ...errors import CompileError
+from ...errors import CompileError, MemoryLimitError, machine_memory
 from ...ir.graph import Graph, Node, Value
 from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
@@ -189,6 +189,8 @@ def _build_kernel(schema: Any, node: Node, index: int, in_types: tuple, backend:
     try:
         with op_scope(schema.namespace):
             kernel = builder(nctx)
+    except MemoryLimitError as exc:  # the graph's shapes, not the pack, are at fault
+        raise MemoryLimitError(f"node {index} ({node.op}): {exc}") from None
     except (Exception, SystemExit) as exc:  # the pack's code: even exit() is this node's CompileError
         raise CompileError(f"building the {backend} kernel of node {index} ({node.op}) failed: "
                            f"{type(exc).__name__}: {exc} (a bug in pack {schema.pack or '?'})") from exc
@@ -207,11 +209,14 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     n = len(slot_of)
     constants: dict[str, np.ndarray] = {}
     presets: list[tuple[int, Any]] = []
+    total = machine_memory()
     try:
+        if total is not None and plan.arena_bytes > total:  # np.empty would succeed lazily, then swap for minutes
+            raise MemoryError(f"this machine has {_human(total)} of memory")
         arenas = [np.empty(size, np.uint8) for size in plan.buffer_bytes]
     except (MemoryError, ValueError) as exc:  # ValueError: "array is too big" past numpy's own limit
         need = plan.arena_bytes
-        raise CompileError(
+        raise MemoryLimitError(
             f"the memory plan needs {need:,} bytes ({_human(need)}) for the graph's intermediates in "
             f"{len(plan.buffer_bytes)} buffers, more than this machine can allocate ({type(exc).__name__}: {exc}); "
             f"the largest single intermediate is {_human(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "

@@ -28,7 +28,10 @@ Safety rules, each with its reason:
   on (the IR text, llvmlite's and LLVM's versions, the target triple, the
   CPU's name and features, the code generator's version) and holds a
   checksum of its bytes; a file that fails either check is compiled afresh.
-  Without a usable directory the pack stays on numpy and says why once:
+  An entry is trusted like ``__pycache__`` (only this user can write it), but
+  a damaged one must not crash the process in LLVM's loader: only a regular
+  file, read without blocking and bounded, whose object passes ``objcheck``
+  (one symbol, nothing called outside) is loaded. Without a usable directory the pack stays on numpy and says why once:
   every process would otherwise pay each compile again.
 * **Failures** (llvmlite missing or broken, LLVM errors, an unexpected
   numpy memory layout) leave the groups on numpy with a one-line note on
@@ -41,6 +44,7 @@ import atexit
 import ctypes
 import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -50,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from .codegen import CODEGEN_VERSION, Plan, generate
+from .objcheck import MAX_OBJECT_BYTES, object_problem
 
 __all__ = ["submit", "wait", "status", "note", "reset", "MAX_KERNELS", "QUEUE"]
 
@@ -166,8 +171,20 @@ def submit(make_plan: Callable[[], Plan | str], install: Install) -> bool:
     return True
 
 
-def wait(timeout: float | None = None) -> bool:
-    """Block until every queued kernel is compiled (or failed); False if ``timeout`` seconds passed first."""
+#: How long ``wait()`` waits by default: far longer than any compile (a fraction of a second each), so a
+#: compiler stuck for good (LLVM hung) costs the caller a minute and a False, never the process.
+WAIT_DEFAULT = 60.0
+
+
+def wait(timeout: float | None = WAIT_DEFAULT) -> bool:
+    """Block until every queued kernel is compiled (or failed); False if ``timeout`` seconds passed first
+    (default ``WAIT_DEFAULT``, 60 s; ``None`` waits as long as the compiler thread lives)."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout >= 0):
+        from frame_core import ArgumentError
+
+        raise ArgumentError(f"frame_native.wait(timeout) is a number of seconds, 0 or more (or None), got "
+                            f"{type(timeout).__name__} {timeout!r:.40}")
     deadline = None if timeout is None else time.monotonic() + timeout
     s = _state
     while s.queue.unfinished_tasks and os.getpid() == s.pid and s.thread is not None and s.thread.is_alive():
@@ -347,7 +364,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     hit = _loaded.get(key)
     if hit is None:
         path = os.path.join(s.cache_checked or cache_dir(), key + ".o")
-        obj = _read_cached(path)
+        obj = _read_cached(path, symbol)
         how = "cache"
         address = 0
         if obj is not None:
@@ -358,7 +375,11 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
         if not address:
             obj = llvm.compile(text.replace("@kernel(", f"@{symbol}("))
             address = llvm.load(obj, symbol)
-            _write_cached(path, obj)
+            problem = object_problem(obj, symbol)
+            if problem is None:
+                _write_cached(path, obj)
+            else:  # the cache would refuse it: keep the code, note why it is not cached
+                note(f"a compiled kernel is not cached: its object fails the cache's check ({problem})")
             how = "compiled"
             s.compiled += 1
         else:
@@ -369,22 +390,56 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     return fn, how
 
 
-def _read_cached(path: str) -> bytes | None:
+def _read_cached(path: str, symbol: str) -> bytes | None:
+    """The object code cached at ``path`` for ``symbol``, or None (then the caller compiles afresh).
+
+    Only a regular file of this user, read without blocking (a FIFO planted as an entry would block the
+    compiler thread for good) and at most ``MAX_OBJECT_BYTES + 1`` bytes of it, whose checksum matches and
+    whose structure is that of a kernel object (``objcheck``): LLVM's loader trusts its input and crashes the
+    process on a malformed object. A refused entry is noted once and replaced by the fresh compile."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if hasattr(os, "getuid") and st.st_uid != os.getuid():
-                return None
-            data = f.read()
-    except OSError:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return None
-    head = len(_MAGIC)
-    if not data.startswith(_MAGIC) or len(data) < head + 32:
-        return None
-    digest, obj = data[head:head + 32], data[head + 32:]
+    except OSError as exc:  # a symlink (O_NOFOLLOW), no permission
+        return _refused(path, exc.strerror or str(exc))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return _refused(path, "not a regular file")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return _refused(path, "it belongs to another user")
+        head = len(_MAGIC) + 32
+        if st.st_size > MAX_OBJECT_BYTES + head:
+            return _refused(path, f"{st.st_size} bytes, more than a kernel object")
+        chunks, left = [], MAX_OBJECT_BYTES + head + 1  # bounded even if the file grows while read
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        return _refused(path, exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+    if len(data) > MAX_OBJECT_BYTES + head or not data.startswith(_MAGIC) or len(data) < head:
+        return _refused(path, "not a frame-native cache entry")
+    digest, obj = data[len(_MAGIC):head], data[head:]
     import hashlib
 
-    return obj if hashlib.sha256(obj).digest() == digest else None
+    if hashlib.sha256(obj).digest() != digest:
+        return _refused(path, "its checksum does not match (a damaged file)")
+    problem = object_problem(obj, symbol)
+    return obj if problem is None else _refused(path, f"its object code is {problem}" if problem.startswith(
+        ("not ", "larger", "malformed")) else f"its object code fails the check: {problem}")
+
+
+def _refused(path: str, why: str) -> None:
+    note(f"the kernel cache entry {os.path.basename(path)} is not used ({why}); it is compiled afresh")
+    return None
 
 
 def _write_cached(path: str, obj: bytes) -> None:

@@ -16,11 +16,10 @@ installed (a one-line note).
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections import Counter
 from typing import Any
 
-from frame_core import FUSED_OP, Graph, Node, Rewriter, Value
+from frame_core import FUSED_OP, Graph, Node, Rewriter, Value, env_flag
 
 from . import jit
 from .codegen import EXACT, why_not
@@ -32,9 +31,10 @@ _LLVMLITE: list[bool] = []  # found or not, looked up once per process
 
 
 def switched_off() -> bool:
-    """Whether ``FRAME_NATIVE`` says off (0, false, no or off). Also the pass's part of the compile cache's key:
-    a graph compiled with the pack on is compiled again, not served from the cache, once it is switched off."""
-    return os.environ.get("FRAME_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+    """Whether ``FRAME_NATIVE`` says off (0, false, no or off; a word it does not accept warns and leaves it on, as
+    for every ``FRAME_*`` switch). Also the pass's part of the compile cache's key: a graph compiled with the pack
+    on is compiled again, not served from the cache, once it is switched off."""
+    return not env_flag("FRAME_NATIVE", default=True)
 
 
 def enabled() -> str | None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from frame_core import FUSED, AttrSpec, Example, Graph, NodeContext, OpSchema, build_fused_kernel, registry
+from frame_core import warn_environment
 
 from . import jit
 from .codegen import Plan, plan_body
@@ -41,10 +42,13 @@ NATIVE_OP = "native_fused_internal"
 def calls_before_compile() -> int:
     """``FRAME_NATIVE_AFTER``: runs of a group on numpy before it is queued for compilation (default 2, so
     a graph run once never costs a compile)."""
-    try:
-        return max(1, int(os.environ.get("FRAME_NATIVE_AFTER", "2")))
-    except ValueError:
+    raw = os.environ.get("FRAME_NATIVE_AFTER", "").strip()
+    if not raw:
         return 2
+    if raw.isdigit() and int(raw) >= 1:
+        return int(raw)
+    warn_environment("FRAME_NATIVE_AFTER", raw, "a whole number of runs, 1 or more", "the default, 2, applies")
+    return 2
 
 
 @dataclass

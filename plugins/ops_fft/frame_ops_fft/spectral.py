@@ -131,9 +131,11 @@ def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, 
     if order == 0:
         return x
     half = x.dtype.itemsize == 2  # k^order overflows float16 (and inf * 0 is nan): compute in float32, round once
-    z = ops.rfft(ops.cast(x, to="f32") if half else x, axis=a)
     real = np.float32 if half else x.dtype.np
-    k = wavenumbers(n, length) ** order * (-1.0) ** (order // 2)
+    k = wavenumbers(n, length)
+    _check_multiplier(k[:-1] if order % 2 and n % 2 == 0 else k, order, real, n, length)
+    z = ops.rfft(ops.cast(x, to="f32") if half else x, axis=a)
+    k = k ** order * (-1.0) ** (order // 2)
     if order % 2 == 0:
         z = ops.complex_mul(z, _along(k, a, x.ndim, packed=0).astype(real))  # a real multiplier [m, .., 1]
     else:
@@ -143,6 +145,24 @@ def spectral_derivative(x: Tensor, order: int = 1, length: float = 2 * math.pi, 
         z = ops.complex_mul(z, _along(times_i, a, x.ndim, packed=1).astype(real))
     y = ops.irfft(z, n=n, axis=a)
     return ops.cast(y, to=x.dtype) if half else y
+
+
+def _check_multiplier(k: np.ndarray, order: int, real: type, n: int, length: float) -> None:
+    """Refuse an order whose multiplier k^order overflows ``real``: the bins' round-off times infinity would come
+    back as inf and nan where the derivative is finite (found in QA: spectral_derivative(x, 1000))."""
+    top = float(k.max()) if k.size else 0.0
+    if top <= 1.0:
+        return  # |k|^order never grows past 1
+    limit = math.log(float(np.finfo(real).max))
+    if order * math.log(top) <= limit:
+        return
+    highest = int(limit / math.log(top))
+    name = np.dtype(real).name
+    raise ShapeError(f"spectral_derivative: order {order} multiplies the highest frequency bin by {top:.4g}**{order} "
+                     f"= 10**{order * math.log10(top):.0f}, past {name}'s largest number "
+                     f"({float(np.finfo(real).max):.3g}), so the result would be inf and nan; with {n} points over a "
+                     f"period of {length:.4g} the highest order {name} holds is {highest} (a larger period lowers "
+                     "the wavenumbers; float64 holds higher orders)")
 
 
 def _mix(corner: Tensor, weights: Tensor, n_modes: int) -> Tensor:

@@ -13,6 +13,7 @@ import pytest
 
 import frame_core as fc
 from frame_core import FrameError, ShapeError, ops
+from frame_core.ir.dtypes import as_dtype
 from frame_core.testing import check_gradients
 from frame_ops_fft import irfftn, rfftn, spectral_conv1d, spectral_derivative, wavenumbers
 
@@ -167,3 +168,23 @@ def test_rfftn_and_irfftn_take_axes_and_sizes_as_numpy_arrays_too():
     np.testing.assert_allclose(back, x, atol=1e-14)
     (cancelled,) = fc.compile(graph, cache=False).run([x])
     np.testing.assert_allclose(cancelled, x, atol=1e-14)
+
+
+@pytest.mark.parametrize("order, dtype, points, highest", [(1000, "f64", 16, 341), (44, "f32", 16, 42),
+                                                           (100, "f16", 8, 63)])
+def test_a_derivative_order_whose_multiplier_overflows_is_refused(order, dtype, points, highest):
+    """Found in QA: spectral_derivative(x, 1000) returned [inf, nan, ...] where the derivative is finite (the
+    bins' round-off times an infinite multiplier). The refusal names the highest order the grid holds."""
+    with pytest.raises(ShapeError, match=f"order {order} multiplies") as info:
+        fc.trace(lambda v: spectral_derivative(v, order), f"{dtype}[{points}]")
+    assert f"the highest order {'float32' if dtype != 'f64' else 'float64'} holds is {highest}" in str(info.value)
+    t = np.linspace(0, 2 * np.pi, points, endpoint=False)
+    graph = fc.trace(lambda v: spectral_derivative(v, highest), f"{dtype}[{points}]")
+    (y,) = fc.compile(graph, cache=False).run([np.zeros_like(t).astype(as_dtype(dtype).np)])
+    assert np.all(np.isfinite(y))  # the highest order held runs, finite
+
+
+def test_a_wide_period_allows_high_orders():
+    t = np.linspace(0, 1000.0, 8, endpoint=False)  # wavenumbers below 1: k**1000 never overflows
+    (y,) = fc.compile(fc.trace(lambda v: spectral_derivative(v, 1000, length=1000.0), "f64[8]")).run([np.cos(t)])
+    assert np.all(np.isfinite(y))

@@ -143,9 +143,23 @@ def _conv_shape(ctx: NodeContext) -> list[TensorType]:
     return [x.with_shape((geo.batch, geo.c_out, geo.out_length))]
 
 
+def _check_temporaries(ctx: NodeContext, geo: ConvGeometry, acc: np.dtype) -> None:
+    """Refuse, when the graph is compiled, a conv whose own temporaries exceed the machine's memory: the padded
+    copy of x (or of the input gradient) and about two products of the output's size (found in QA: an absurd
+    padding allocated a 16-24 GB copy for a minute before a MemoryError)."""
+    item = np.dtype(acc).itemsize
+    padded_bytes = geo.batch * geo.c_in * geo.padded_length * item
+    products = 2 * geo.batch * max(geo.c_in, geo.c_out) * geo.out_length * item
+    ctx.check_memory(padded_bytes + products,
+                     f"padding {list(geo.padding)} on a length of {geo.length} makes temporaries (the padded copy of "
+                     f"[{geo.batch}, {geo.c_in}, {geo.padded_length}] and the per-tap products)",
+                     "use a smaller padding (or fewer channels, a smaller batch)")
+
+
 def _conv_kernel(ctx: NodeContext) -> Callable:
     x_t, w_t = ctx.input_types
     geo, acc, (y_t,) = _geometry(ctx, x_t, w_t.shape), compute_dtype(x_t), ctx.output_types
+    _check_temporaries(ctx, geo, acc)
     return lambda x, w: as_out(conv_forward(x, w, geo, acc), y_t)
 
 
@@ -195,6 +209,7 @@ def _grad_input_geometry(ctx: NodeContext) -> ConvGeometry:
 
 def _grad_input_kernel(ctx: NodeContext) -> Callable:
     geo, acc, (gx_t,) = _grad_input_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    _check_temporaries(ctx, geo, acc)
     return lambda gy, w: as_out(conv_grad_input(gy, w, geo, acc), gx_t)
 
 
@@ -239,6 +254,7 @@ def _grad_weight_geometry(ctx: NodeContext) -> ConvGeometry:
 
 def _grad_weight_kernel(ctx: NodeContext) -> Callable:
     geo, acc, (gw_t,) = _grad_weight_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    _check_temporaries(ctx, geo, acc)
     return lambda x, gy: as_out(conv_grad_weight(x, gy, geo, acc), gw_t)
 
 

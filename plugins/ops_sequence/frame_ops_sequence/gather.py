@@ -142,7 +142,8 @@ def scatter_add_rows(indices: np.ndarray, rows: np.ndarray, size: int) -> np.nda
     runs in sorted order) are summed with one ``sum(axis=0)`` per index. Cost:
     one sort and about two passes over the rows, with Python and ufunc calls per
     level and per heavy index, never per row, whatever the index distribution
-    (uniform or Zipf). Sums run in the rows' dtype, in index order (as add.at).
+    (uniform or Zipf). Sums run in the rows' dtype, one row after another in index order: the result is
+    bit for bit np.add.at's.
     See benchmarks/sequence_ops.py for the measurements against np.add.at,
     bincount per column and sort + reduceat.
     """
@@ -167,9 +168,13 @@ def scatter_add_rows(indices: np.ndarray, rows: np.ndarray, size: int) -> np.nda
             break
         out[ids[frequent]] += rows[order[starts[frequent] + level]]
         level += 1
-    # the few indices still going: the rest of each one's rows is one contiguous run of `order`
+    # the few indices still going: the rest of each one's rows is one contiguous run of `order`, added one row
+    # after another onto what the levels summed (accumulate is sequential; sum(axis=0) may add pairwise, and
+    # adding a partial sum rounds differently from np.add.at)
     for i, start, count in zip(ids[frequent], starts[frequent] + level, counts[frequent] - level):
-        out[i] += rows[order[start:start + count]].sum(axis=0)
+        run = rows[order[start:start + count]]  # a copy: free to change
+        run[0] += out[i]
+        out[i] = np.add.accumulate(run, axis=0)[-1]
     return out
 
 

@@ -243,3 +243,25 @@ def test_a_body_returning_something_else_than_tensors_is_named_by_its_output():
         trace(lambda x: ops.loop(lambda i, s: (True, (s, s)), 3, True, x), "f64[3]")
     with pytest.raises(fc.IRError, match=r"output 0 of the then branch of if_else must be .* got dict"):
         trace(lambda c, x: ops.if_else(c, lambda v: {"v": v}, lambda v: v, x), "bool[]", "f64[3]")
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda x: ops.if_else(ops.greater(ops.sum(x), 0.0), lambda y: y, lambda y: -y, x, foo=1),
+     "ops.if_else takes no keyword 'foo'; call it as ops.if_else(cond, then_fn, else_fn, *xs)"),
+    (lambda x: ops.scan(lambda c, r: (c, r), x, x, lenght=3), "takes no keyword 'lenght'; did you mean 'length'?"),
+    (lambda x: ops.loop(lambda i, c: (True, c), 3, True, x, foo=1), "ops.loop takes no keyword 'foo'"),
+    (lambda x: ops.scan(lambda c, r: (c, r)), "ops.scan missing a required argument: 'init'"),
+])
+def test_arguments_a_front_end_cannot_take_are_a_frame_error_that_is_a_type_error(call, words):
+    """Found in QA: an unknown keyword to if_else/loop/scan was Python's raw TypeError."""
+    with pytest.raises(fc.ArgumentError) as info:
+        fc.trace(call, "f32[3]")
+    assert isinstance(info.value, TypeError) and words in str(info.value)
+
+
+def test_the_hint_for_a_bad_if_else_input_shows_the_call_it_takes():
+    """Found in QA: the hint suggested ops.if_else(cond, xs, then_branch=..., else_branch=...), which fails."""
+    with pytest.raises(fc.FrameError) as info:
+        fc.trace(lambda x: ops.if_else("yes", lambda y: y, lambda y: -y, x), "f32[3]")
+    assert "call it as ops.if_else(cond, then_fn, else_fn, *xs)" in str(info.value)
+    assert "then_branch=" not in str(info.value)
