@@ -1,0 +1,29 @@
+"""The errors frame-train raises on purpose: each a ``FrameError``, so ``except FrameError`` catches them all."""
+
+from __future__ import annotations
+
+from frame_core.errors import FrameError
+
+try:  # the core's, where the named-parameters spine has landed
+    from frame_core.errors import ParameterError
+except ImportError:  # pragma: no cover - older cores
+    class ParameterError(FrameError, ValueError):  # type: ignore[no-redef]
+        """A parameter or state tree that does not match what a graph expects (every mismatch listed)."""
+
+__all__ = ["OptimizerError", "ScheduleError", "NonFiniteLossError", "ParameterError"]
+
+
+class OptimizerError(FrameError, ValueError):
+    """An optimizer or transform built or used with a wrong argument (a negative rate, a bad mask...)."""
+
+
+class ScheduleError(OptimizerError):
+    """A learning-rate schedule that returned something other than a finite, non-negative number at some step."""
+
+
+class NonFiniteLossError(FrameError, FloatingPointError):
+    """The loss became NaN or infinite during ``fit(stop_on_nan=True)``; the message names the step."""
+
+    def __init__(self, message: str, step: int, epoch: int, loss: float) -> None:
+        super().__init__(message)
+        self.step, self.epoch, self.loss = step, epoch, loss
