@@ -29,9 +29,11 @@ from .errors import (
     InputError,
     IRError,
     KernelError,
+    CheckpointError,
     DataError,
     MissingGradientError,
     NonScalarLossError,
+    ParameterError,
     PluginError,
     RegistrationError,
     ShapeError,
@@ -97,6 +99,15 @@ _LAZY = {
     "build_sgd_update_graph": ("frame_core.autodiff.sgd", "build_sgd_update_graph"),
     "PassSpec": ("frame_core.compiler.passspec", "PassSpec"),
     "Rewriter": ("frame_core.compiler.rewrite", "Rewriter"),
+    # named parameters, any-batch shapes, checkpoints (docs/design-parameters-and-shapes.md)
+    "params": ("frame_core.params", None),
+    "trace_params": ("frame_core.params", "trace_params"),
+    "specialize": ("frame_core.compiler.specialize", "specialize"),
+    "DynamicExecutable": ("frame_core.runtime.dynamic", "DynamicExecutable"),
+    "value_and_grad": ("frame_core.autodiff.value_and_grad", "value_and_grad"),
+    "grad": ("frame_core.autodiff.value_and_grad", "grad"),
+    "save_checkpoint": ("frame_core.checkpoint", "save_checkpoint"),
+    "load_checkpoint": ("frame_core.checkpoint", "load_checkpoint"),
 }
 
 __all__ = [
@@ -108,6 +119,7 @@ __all__ = [
     "FrameError", "IRError", "VerifyError", "ShapeError", "AttributeSpecError", "UnknownOpError", "AmbiguousOpError",
     "GraphFormatError", "PluginError", "RegistrationError", "GradientError", "NonScalarLossError",
     "MissingGradientError", "CompileError", "InputError", "KernelError", "ArgumentError", "DataError",
+    "ParameterError", "CheckpointError",
     # lazily loaded
     *_LAZY,
     "ops",
@@ -124,7 +136,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'frame_core' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(target[0]), target[1])
+    module = importlib.import_module(target[0])
+    value = module if target[1] is None else getattr(module, target[1])
     globals()[name] = value
     return value
 

@@ -29,6 +29,8 @@ __all__ = [
     "KernelError",
     "ArgumentError",
     "DataError",
+    "ParameterError",
+    "CheckpointError",
     "suggest",
 ]
 
@@ -185,6 +187,15 @@ class ArgumentError(FrameError, TypeError, ValueError):
     """A public function was given an argument of the wrong type or value where no more specific error
     applies (``use_registry("x")``, ``check_op(order=0)``); the message says what was expected. A ``TypeError``
     and a ``ValueError`` too, so code catching either keeps working."""
+
+
+class ParameterError(FrameError, TypeError, ValueError):
+    """A parameter (or optimizer-state) tree does not match what a graph or checkpoint expects; the message
+    lists every missing, unexpected, wrongly shaped or wrongly typed name at once."""
+
+
+class CheckpointError(FrameError, ValueError):
+    """A checkpoint file is missing, unreadable, not a frame checkpoint, or of another model."""
 
 
 def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

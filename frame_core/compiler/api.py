@@ -133,6 +133,7 @@ def compile(  # noqa: A001 - the name users expect
     checks: bool | None = None,
     cache: bool = True,
     registry: "Registry | None" = None,
+    dynamic_shapes: bool = False,
 ) -> "Executable":
     """Compile ``graph`` for ``backend`` through the pipeline (see ``frame_core.compiler.pipeline``).
 
@@ -142,7 +143,9 @@ def compile(  # noqa: A001 - the name users expect
     even when a kernel exists. ``checks`` (default: ``FRAME_CHECKS=1``) runs
     ``verify`` after every stage and checks every kernel's results on every run
     (without it only the first run's are checked). Identical graphs hit the
-    compile cache.
+    compile cache. ``dynamic_shapes=True`` returns a ``DynamicExecutable`` that also runs inputs of
+    other dimensions (same dtypes and ranks), re-specialising the graph once per new shape signature
+    (docs/design-parameters-and-shapes.md).
     """
     from ..ops_registry.registry import Registry, registry as current, use_registry
     from ..runtime.executable import Executable
@@ -160,9 +163,18 @@ def compile(  # noqa: A001 - the name users expect
     if registry is not None and not isinstance(registry, Registry):
         raise CompileError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
                            f"{type(registry).__name__} {short_repr(registry)}")
-    for flag, value in (("checks", checks), ("cache", cache)):
+    for flag, value in (("checks", checks), ("cache", cache), ("dynamic_shapes", dynamic_shapes)):
         if value is not None and not isinstance(value, bool):
             raise CompileError(f"{flag}= is True or False, got {short_repr(value)}")
+    if dynamic_shapes:
+        from ..runtime.dynamic import DynamicExecutable
+        from .specialize import specialize
+
+        options = dict(backend=backend, opt_level=opt_level, disable=disable, decompose=decompose, checks=checks,
+                       cache=cache, registry=registry)
+        base = compile(graph, **options)  # type: ignore[arg-type]
+        return DynamicExecutable(base, lambda types: specialize(graph, types, registry=registry),  # type: ignore[return-value]
+                                 options)
     reg = registry if registry is not None else current()
     if checks is None:
         checks = env_flag("FRAME_CHECKS")  # FRAME_CHECKS=false/no/off is off, as for FRAME_STRICT

@@ -58,6 +58,31 @@ def current_graph() -> Graph:
     return graph
 
 
+# Graphs whose traced function read a tensor's shape, size or length: the traced sizes may be baked in as
+# numbers (``x.sum() / x.shape[0]``), so ``specialize`` refuses them (docs/design-parameters-and-shapes.md).
+_SHAPE_READ: "weakref.WeakSet[Graph]" = weakref.WeakSet()
+
+
+def shape_was_read(graph: Graph, depth: int = 2) -> None:
+    """Record that the function traced into ``graph`` read a traced size.
+
+    Reads from frame's own modules (``frame_core``, the bundled ``frame_*`` packs) do not count: their
+    front ends read shapes to type bodies and gradients, which the ops' shape functions check again
+    whenever the graph is re-specialised. A third-party pack's read counts (re-specialising is then
+    refused, never wrong).
+    """
+    import sys
+
+    caller = sys._getframe(depth).f_globals.get("__name__", "")
+    if not caller.startswith("frame_"):
+        _SHAPE_READ.add(graph)
+
+
+def reads_traced_shapes(graph: Graph) -> bool:
+    """Whether tracing ``graph`` read a tensor's shape, size or length (see ``Tensor.shape``)."""
+    return graph in _SHAPE_READ
+
+
 class Tensor:
     """A value of the graph being traced, with operator overloading.
 
@@ -80,6 +105,9 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The traced shape. Reading it (or ``size``, ``len()``) marks the graph as depending on its traced
+        sizes, which ``specialize`` then refuses to re-specialise (the sizes may be baked in as numbers)."""
+        shape_was_read(self.graph)
         return self.value.type.shape
 
     @property
@@ -93,6 +121,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """The number of elements, as numpy's ``ndarray.size``."""
+        shape_was_read(self.graph)
         return self.value.type.size
 
     def __repr__(self) -> str:
@@ -236,14 +265,18 @@ class Tensor:
         return _index(self, key)
 
     def __len__(self) -> int:
-        if not self.shape:
+        shape = self.value.type.shape
+        if not shape:
             raise TypeError(f"len() of a rank-0 tensor ({self.type})")
-        return self.shape[0]
+        shape_was_read(self.graph)
+        return shape[0]
 
     def __iter__(self) -> Any:  # without it, Python would iterate through __getitem__ until an IRError
-        if not self.shape:
+        shape = self.value.type.shape
+        if not shape:
             raise TypeError(f"iteration over a rank-0 tensor ({self.type})")
-        return (self[i] for i in range(self.shape[0]))
+        shape_was_read(self.graph)
+        return (self[i] for i in range(shape[0]))
 
     def __bool__(self) -> bool:
         raise IRError(
@@ -275,7 +308,7 @@ def _index(x: Tensor, key: Any) -> Tensor:
     if sum(item is Ellipsis for item in items) > 1:
         raise IRError(f"an index holds at most one ..., got {short_repr(key, 60)}")
     used = sum(1 for item in items if item is not None and item is not Ellipsis)
-    shape = x.shape
+    shape = x.value.type.shape  # the rank and index checks only: no size enters the graph
     if used > len(shape):
         raise IRError(f"too many indices for {x.type}: {used} given for {len(shape)} axes")
     if Ellipsis in items:
@@ -298,12 +331,12 @@ def _index(x: Tensor, key: Any) -> Tensor:
             step = 1 if item.step is None else _checked_position(item.step, "a step")
             if step == 0:
                 raise IRError("a slice step must not be zero")
-            step = max(-(size + 1), min(step, size + 1))  # a step past the axis takes one element, as numpy's does
-            start = (0 if step > 0 else -1) if item.start is None else _checked_position(item.start, "a start")
-            stop = (size if step > 0 else -(size + 1)) if item.stop is None else _checked_position(item.stop, "a stop")
-            # bounds past either end act as the nearest one past it (numpy clamps): t[:2**70] is t[:size]
-            start, stop = (min(max(b, -(size + 1)), size) for b in (start, stop))
-            if (start, stop, step) != (0, size, 1):
+            # Bounds are kept as written (the slice op clamps them as numpy does) and an open end is the
+            # int64 extreme, never the traced size: the graph then means the same at any batch size.
+            step = max(-_INT64_MAX, min(step, _INT64_MAX))
+            start = (0 if step > 0 else -1) if item.start is None else _clamped(item.start, "a start")
+            stop = (_INT64_MAX if step > 0 else _INT64_MIN) if item.stop is None else _clamped(item.stop, "a stop")
+            if not (start == 0 and stop == _INT64_MAX and step == 1):
                 for column, entry in ((starts, start), (stops, stop), (steps, step), (axes, axis)):
                     column.append(entry)
             out += 1
@@ -311,7 +344,7 @@ def _index(x: Tensor, key: Any) -> Tensor:
             i = int(item)
             if not -size <= i < size:
                 raise IRError(f"index {i} is out of range for axis {axis} of {x.type} (size {size})")
-            for column, entry in ((starts, i), (stops, i + 1 if i != -1 else size), (steps, 1), (axes, axis),
+            for column, entry in ((starts, i), (stops, i + 1 if i != -1 else _INT64_MAX), (steps, 1), (axes, axis),
                                   (dropped, axis)):
                 column.append(entry)
         axis += 1
@@ -327,6 +360,15 @@ def _index(x: Tensor, key: Any) -> Tensor:
 
 def _is_position(item: Any) -> bool:
     return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
+
+
+def _clamped(value: Any, what: str) -> int:
+    """A slice bound as an int64 (numpy clamps bounds past either end, so the extremes mean the same)."""
+    return max(_INT64_MIN, min(_checked_position(value, what), _INT64_MAX))
 
 
 def _checked_position(value: Any, what: str) -> int:

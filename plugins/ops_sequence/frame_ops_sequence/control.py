@@ -382,7 +382,7 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
     scanned = [_tensor(x, f"loop xs[{k}]") for k, x in enumerate(_seq(xs, "loop xs"))]
     invs = [_tensor(v, f"loop invariant {k}") for k, v in enumerate(_seq(invariants, "loop invariants"))]
     for k, x in enumerate(scanned):
-        if x.ndim == 0 or x.shape[0] != max_trip:
+        if x.ndim == 0 or x.type.shape[0] != max_trip:
             raise ShapeError(f"loop: xs[{k}] is {x.type}; each scanned tensor needs max_trip = {max_trip} rows "
                              "(leading axis)")
     if checkpoint_every is not None:
@@ -508,7 +508,7 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     xs_struct = isinstance(xs, (tuple, list))
     scanned = [_tensor(x, f"scan xs[{k}]") for k, x in enumerate(_seq(xs, "scan xs"))]
     invs = [_tensor(v, f"scan invariant {k}") for k, v in enumerate(_seq(invariants, "scan invariants"))]
-    lengths = {x.shape[0] for x in scanned if x.ndim}
+    lengths = {x.type.shape[0] for x in scanned if x.ndim}
     if any(x.ndim == 0 for x in scanned) or len(lengths) > 1 or (length is not None and lengths - {length}):
         raise ShapeError(f"scan: xs {_types(scanned)} must all have the same number of rows"
                          + (f" (length={length})" if length is not None else ""))
