@@ -1,45 +1,25 @@
 """The core's named-parameter spine, as frame-train uses it: trees, tracing over a tree, any-batch compiles.
 
-Everything frame-train needs from ``frame_core.params`` / ``trace_params`` / ``compile(dynamic_shapes=True)``
-goes through these four functions, so the rest of the package never depends on where they live.
+Everything frame-train needs from ``frame_core.params`` and ``frame_core.runtime.dynamic`` goes through
+these functions, so the rest of the package never depends on where they live.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import frame_core as fc
 from frame_core.ir.dtypes import as_dtype
+from frame_core.ir.graph import Graph
 from frame_core.ir.types import TensorType, as_type
+from frame_core.params import flatten, trace_params, unflatten
 
 from .errors import ParameterError
 
-__all__ = ["flatten", "unflatten", "trace_params", "compile_any_batch", "type_of"]
-
-
-def flatten(tree: Any) -> tuple[list[str], list[Any], Any]:
-    """``(names, leaves, treedef)`` of a parameter tree (names are '.'-joined paths, optree order)."""
-    try:
-        from frame_core.params import flatten as core_flatten
-    except ImportError:  # until the core's spine lands: the same rule (optree order, '.'-joined paths)
-        import optree
-
-        paths, leaves, treedef = optree.tree_flatten_with_path(tree, none_is_leaf=False)
-        return [".".join(map(str, p)) for p in paths], leaves, treedef
-    return core_flatten(tree)
-
-
-def unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    try:
-        from frame_core.params import unflatten as core_unflatten
-    except ImportError:
-        import optree
-
-        return optree.tree_unflatten(treedef, list(leaves))
-    return core_unflatten(treedef, list(leaves))
+__all__ = ["flatten", "unflatten", "trace_params", "type_of", "compile_rebuilt"]
 
 
 def type_of(value: Any, what: str) -> TensorType:
@@ -54,29 +34,13 @@ def type_of(value: Any, what: str) -> TensorType:
             from None
 
 
-def trace_params(fn: Callable[..., Any], params: Any, *data: Any, data_names: Sequence[str] | None = None) -> fc.Graph:
-    """Trace ``fn(params_tree, *data)``: graph inputs are the flattened parameter names, then the data."""
-    core = getattr(fc, "trace_params", None)
-    if core is not None:
-        return core(fn, params, *data, data_names=data_names)
-    names, leaves, treedef = flatten(params)  # until the core's spine lands
-    n = len(names)
-    types = [type_of(leaf, f"parameter {name!r}") for name, leaf in zip(names, leaves)]
-    types += [type_of(d, f"data input {i}") for i, d in enumerate(data)]
-    graph = fc.trace(lambda *tensors: fn(unflatten(treedef, tensors[:n]), *tensors[n:]), *types)
-    import inspect
+def compile_rebuilt(graph: Graph, rebuild: Callable[[list[TensorType]], Graph]) -> Any:
+    """An executable of ``graph`` for any input dimensions: a new shape signature compiles ``rebuild(types)``.
 
-    if data_names is None:
-        listed = list(inspect.signature(fn).parameters)[1:]
-        data_names = (listed + [f"data{i}" for i in range(len(listed), len(data))])[:len(data)]
-    for v, name in zip(graph.inputs, [*names, *data_names]):
-        v.name = name
-    return graph
+    A graph holding a backward pass cannot simply be re-specialised (its gradient ops carry the traced shapes
+    as attributes), so the caller re-specialises the forward graph and derives the rest again, as
+    ``value_and_grad`` does. One compile per new signature, in the core's bounded cache.
+    """
+    from frame_core.runtime.dynamic import DynamicExecutable
 
-
-def compile_any_batch(graph: fc.Graph) -> Any:
-    """An executable of ``graph`` that accepts any batch size (one compile per new shape signature)."""
-    try:
-        return fc.compile(graph, dynamic_shapes=True)
-    except TypeError:  # until the core's spine lands
-        return fc.compile(graph)
+    return DynamicExecutable(fc.compile(graph), rebuild, {"cache": True})

@@ -27,7 +27,7 @@ import frame_core as fc
 from frame_core.ir.graph import Graph, inline_graph
 from frame_core.ir.types import TensorType
 
-from ._spine import compile_any_batch, flatten, trace_params, type_of, unflatten
+from ._spine import compile_rebuilt, flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError, ParameterError
 from .optimizers import ACCUMULATE, Optimizer
 
@@ -216,15 +216,33 @@ class TrainStep:
 
     # -- building -------------------------------------------------------------------------------------------------
     def _build(self, data: Sequence[Any]) -> None:
+        from frame_core.compiler.specialize import specialize
+
         if isinstance(self.loss, Graph):
             loss_graph = self.loss
         else:
             loss_graph = trace_params(self.loss, self.params, *data, data_names=self.data_names)
-        self.graph, self.n_data = build_step_graph(loss_graph, self.names, self.types, self.optimizer)
-        self._apply_exe = compile_any_batch(self.graph)
+        wrt = parameter_positions(loss_graph, self.names, self.types)
+        data_at = [i for i in range(len(loss_graph.inputs)) if i not in set(wrt)]
+        loss_order = wrt + data_at  # the fused graph's leading inputs, as positions of the loss graph's
+
+        def compiled(apply: bool) -> Any:
+            graph, _ = build_step_graph(loss_graph, self.names, self.types, self.optimizer, apply=apply)
+
+            def rebuild(types: list[TensorType]) -> Graph:  # a new batch size: specialise the loss, derive again
+                loss_types: list[Any] = [None] * len(loss_graph.inputs)
+                for k, i in enumerate(loss_order):
+                    loss_types[i] = types[k]
+                return build_step_graph(specialize(loss_graph, loss_types), self.names, self.types,
+                                        self.optimizer, apply=apply)[0]
+            return graph, compiled_with(graph, rebuild)
+
+        compiled_with = compile_rebuilt
+        self.loss_graph = loss_graph
+        self.graph, self._apply_exe = compiled(True)
+        self.n_data = len(data_at)
         if self.optimizer.every > 1:
-            micro, _ = build_step_graph(loss_graph, self.names, self.types, self.optimizer, apply=False)
-            self._micro_exe = compile_any_batch(micro)
+            self._micro_exe = compiled(False)[1]
 
     def executables(self) -> list[Any]:
         """The compiled executables (one; two with gradient accumulation), once the first call built them."""

@@ -130,7 +130,7 @@ CASES = [
     ("rmsprop", ft.rmsprop(0.01), _rmsprop(0.99, 1e-8, 0, False), {"v": 0}),
     ("rmsprop centered momentum", ft.rmsprop(0.01, momentum=0.5, centered=True),
      _rmsprop(0.99, 1e-8, 0.5, True), {"v": 0, "mean": 0, "buf": 0}),
-    ("adagrad", ft.adagrad(0.1, lr_decay=0.01, initial_accumulator_value=0.5), _adagrad(1e-10, 0.01), {"sum": 0.5}),
+    ("adagrad", ft.adagrad(0.01, lr_decay=0.01, initial_accumulator_value=0.5), _adagrad(1e-10, 0.01), {"sum": 0.5}),
     ("lion", ft.lion(0.01, weight_decay=0.1), _lion(0.9, 0.99, 0.1), {"m": 0}),
 ]
 
