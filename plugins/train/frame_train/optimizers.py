@@ -18,8 +18,8 @@ import numpy as np
 
 from .errors import OptimizerError, ParameterError
 from .schedules import evaluate
-from .transforms import Context, Transform, add_decayed_weights, clip_by_global_norm, scale_by_adam, \
-    scale_by_learning_rate, scale_by_lion, scale_by_rms, scale_by_rss, trace
+from .transforms import Context, Transform, add_decayed_weights, scale_by_adam, scale_by_learning_rate, \
+    scale_by_lion, scale_by_rms, scale_by_rss, trace
 
 __all__ = ["Optimizer", "chain", "accumulate", "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion"]
 
@@ -150,9 +150,11 @@ class Optimizer:
                 step: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The new parameters and state (traced tensors, by graph name) from the gradients ``grads``."""
         ctx = Context(params, lr, step)
+        prepared = [t.prepare(ctx) for t in self.transforms]
         u = dict(grads)
         new_state: dict[str, Any] = {}
-        for sname, t in zip(self.state_names, self.transforms):
+        for sname, t, ready in zip(self.state_names, self.transforms, prepared):
+            ctx.prepared = ready
             slots = {slot: {p: state[f"{sname}.{slot}:{p}"] for p in params} for slot in t.slots}
             u, out = t.update(u, slots, ctx)
             for slot in t.slots:

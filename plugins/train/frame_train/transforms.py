@@ -40,6 +40,7 @@ class Context:
     params: Tensors
     lr: Any    # f[]: the learning rate at this step
     step: Any  # f[]: t, 1 for the first update
+    prepared: Any = None  # what this transform's ``prepare`` returned
 
 
 class Transform:
@@ -57,12 +58,23 @@ class Transform:
         """The value a slot starts at (every element)."""
         return 0.0
 
+    def prepare(self, ctx: Context) -> Any:
+        """Scalars the update reads (a bias correction, ``-lr``), built before any transform's per-parameter
+        work: elementwise fusion then finds them defined before each parameter's chain and fuses the chain
+        whole. The result reaches ``update`` as ``ctx.prepared``."""
+        return None
+
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
         raise NotImplementedError
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({fields})"
+
+
+def ema(average: Any, value: Any, decay: float) -> Any:
+    """``decay * average + (1 - decay) * value``, written as torch's ``lerp`` (one fusable chain from ``value``)."""
+    return average + (value - average) * (1.0 - decay)
 
 
 # -- argument checks -------------------------------------------------------------------------------------------
@@ -137,20 +149,23 @@ class scale_by_adam(Transform):  # noqa: N801
         self.amsgrad = amsgrad
         self.slots = ("m", "v", "vmax") if amsgrad else ("m", "v")
 
-    def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
-        b1, b2 = self.b1, self.b2
+    def prepare(self, ctx: Context) -> Any:
         # 1 - b^t with t a runtime input: exp(t log b) (b = 0 gives a correction of exactly 1)
-        c1 = 1.0 - ops.exp(ctx.step * math.log(b1)) if b1 > 0 else 1.0
-        c2 = ops.sqrt(1.0 - ops.exp(ctx.step * math.log(b2))) if b2 > 0 else 1.0
+        c1 = 1.0 - ops.exp(ctx.step * math.log(self.b1)) if self.b1 > 0 else 1.0
+        c2 = ops.sqrt(1.0 - ops.exp(ctx.step * math.log(self.b2))) if self.b2 > 0 else 1.0
+        return c1, c2
+
+    def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
+        c1, c2 = ctx.prepared
         out: Tensors = {}
         new: dict[str, Tensors] = {slot: {} for slot in self.slots}
         for name, g in updates.items():
-            m = state["m"][name] * b1 + g * (1.0 - b1)
-            v = state["v"][name] * b2 + ops.square(g) * (1.0 - b2)
-            new["m"][name], new["v"][name] = m, v
+            m = new["m"][name] = ema(state["m"][name], g, self.b1)
+            m_hat = m / c1
+            v = new["v"][name] = ema(state["v"][name], ops.square(g), self.b2)
             if self.amsgrad:
                 v = new["vmax"][name] = ops.maximum(state["vmax"][name], v)
-            out[name] = (m / c1) / (ops.sqrt(v) / c2 + self.eps)
+            out[name] = m_hat / (ops.sqrt(v) / c2 + self.eps)
         return out, new
 
 
@@ -196,10 +211,12 @@ class scale_by_rms(Transform):  # noqa: N801
         out: Tensors = {}
         new: dict[str, Tensors] = {slot: {} for slot in self.slots}
         for name, g in updates.items():
-            v = new["v"][name] = state["v"][name] * a + ops.square(g) * (1.0 - a)
             if self.centered:
-                mean = new["mean"][name] = state["mean"][name] * a + g * (1.0 - a)
+                mean = new["mean"][name] = ema(state["mean"][name], g, a)
+                v = new["v"][name] = ema(state["v"][name], ops.square(g), a)
                 v = v - ops.square(mean)
+            else:
+                v = new["v"][name] = ema(state["v"][name], ops.square(g), a)
             out[name] = g / (ops.sqrt(v) + self.eps)
         return out, new
 
@@ -242,8 +259,8 @@ class scale_by_lion(Transform):  # noqa: N801
         new: dict[str, Tensors] = {"m": {}}
         for name, g in updates.items():
             m = state["m"][name]
-            out[name] = ops.sign(m * b1 + g * (1.0 - b1))
-            new["m"][name] = m * b2 + g * (1.0 - b2)
+            out[name] = ops.sign(ema(m, g, b1))
+            new["m"][name] = ema(m, g, b2)
         return out, new
 
 
@@ -294,8 +311,12 @@ class scale_by_learning_rate(Transform):  # noqa: N801
         self.learning_rate = as_schedule(learning_rate)
         self.lr_decay = _number(lr_decay, "lr_decay")
 
-    def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
+    def prepare(self, ctx: Context) -> Any:
         lr = ctx.lr
         if self.lr_decay:
             lr = lr / ((ctx.step - 1.0) * self.lr_decay + 1.0)
-        return {name: u * (-lr) for name, u in updates.items()}, state
+        return -lr
+
+    def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
+        factor = ctx.prepared
+        return {name: u * factor for name, u in updates.items()}, state
