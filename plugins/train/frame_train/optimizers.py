@@ -51,6 +51,7 @@ class Optimizer:
             seen[t.name] = k + 1
             self.state_names.append(t.name if k == 0 else f"{t.name}_{k}")
         self.state_keys = [(sname, t, slot) for sname, t in zip(self.state_names, self.transforms) for slot in t.slots]
+        self._compiled: dict[Any, Any] = {}  # (names, types) -> the compiled update graph of ``apply``
 
     def __repr__(self) -> str:
         inner = f"chain({', '.join(map(repr, self.transforms))})"
@@ -144,6 +145,14 @@ class Optimizer:
             problems.append(f"{what} is {value!r:.30}; expected a count >= 0 (an int or a 0-d integer array)")
             return 0
         return number
+
+    def apply(self, params: Any, grads: Any, state: Any) -> tuple[Any, Any]:
+        """One update outside a ``TrainStep``: ``(params', state')`` from the gradient tree ``grads`` (for example
+        ``frame_core.value_and_grad``'s); ``ParameterError`` for a gradient of a name that is no parameter, a
+        missing one, or a state of another model. Compiled once per parameter structure."""
+        from .step import apply_updates
+
+        return apply_updates(self, params, grads, state)
 
     # -- the graph ---------------------------------------------------------------------------------------------
     def updates(self, params: dict[str, Any], grads: dict[str, Any], state: dict[str, Any], lr: Any,

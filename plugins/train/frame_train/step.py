@@ -138,6 +138,62 @@ def build_step_graph(loss_graph: Graph, names: Sequence[str], types: Sequence[Te
     return _select(extended, [0, *positions], ["loss", *labels], "train_step"), len(data_at)
 
 
+def build_update_graph(optimizer: Optimizer, names: Sequence[str], types: Sequence[TensorType]) -> Graph:
+    """The optimizer's update alone: inputs ``[params..., grad(loss, <p>)..., state..., lr, step]``, outputs
+    ``[params'..., state'...]``, named as in the fused step (``Optimizer.apply`` compiles it)."""
+    dtype = _float_dtype(names, types)
+    graph = Graph("update")
+    for p, t in zip(names, types):
+        graph.add_input(t, p)
+    for p, t in zip(names, types):
+        graph.add_input(t, f"grad(loss, {p})")
+    slots = optimizer.slot_names(names)
+    for label, t in zip(slots, [t for _ in optimizer.state_keys for t in types]):
+        graph.add_input(t, label)
+    graph.add_input(TensorType(dtype, ()), "lr")
+    graph.add_input(TensorType(dtype, ()), "step")
+    n, s = len(names), len(slots)
+
+    def update(*v: Any) -> list[Any]:
+        params, grads = dict(zip(names, v[:n])), dict(zip(names, v[n:2 * n]))
+        new_params, new_state = optimizer.updates(params, grads, dict(zip(slots, v[2 * n:2 * n + s])), v[-2], v[-1])
+        return [new_params[p] for p in names] + [new_state[k] for k in slots]
+    extended, positions = fc.extend_graph(graph, update, names=[*names, *slots])
+    return _select(extended, positions if isinstance(positions, list) else [positions], [*names, *slots], "update")
+
+
+def apply_updates(optimizer: Optimizer, params: Any, grads: Any, state: Any) -> tuple[Any, Any]:
+    """``(params', state')``: one update of ``params`` by the gradient tree ``grads`` (``Optimizer.apply``)."""
+    names, leaves, treedef = flatten(params)
+    types = [type_of(leaf, f"parameter {p!r}") for p, leaf in zip(names, leaves)]
+    gnames, gleaves, _ = flatten(grads)
+    got = dict(zip(gnames, gleaves))
+    problems = [f"gradient for {g!r}, which is not a parameter (the parameters are {names})"
+                for g in gnames if g not in names]
+    problems += [f"no gradient for parameter {p!r}" for p in names if p not in got]
+    for p, t in zip(names, types):
+        if p in got:
+            a = np.asarray(got[p])
+            if a.shape != t.shape or a.dtype != t.dtype.np:
+                problems.append(f"the gradient of {p!r} is {a.dtype}{list(a.shape)}, the parameter is {t}")
+    if problems:
+        raise ParameterError(f"the gradient tree does not match the parameters ({len(problems)} problem"
+                             f"{'s' if len(problems) > 1 else ''}):\n  " + "\n  ".join(problems))
+    if optimizer.every > 1:
+        raise OptimizerError("Optimizer.apply takes one gradient per update; accumulate() works inside TrainStep "
+                             "(or sum the micro-batch gradients yourself)")
+    arrays, count, _ = optimizer.flat_state(state, names, types)
+    key = (tuple(names), tuple(types))
+    exe = optimizer._compiled.get(key)
+    if exe is None:
+        exe = optimizer._compiled[key] = fc.compile(build_update_graph(optimizer, names, types))
+    dt = types[0].dtype.np
+    outs = exe.run([*leaves, *(got[p] for p in names), *arrays, np.asarray(optimizer.learning_rate(count), dt),
+                    np.asarray(count + 1, dt)])
+    n = len(names)
+    return unflatten(treedef, outs[:n]), optimizer.state_tree(treedef, n, outs[n:], count + 1, 0)
+
+
 class TrainStep:
     """``loss = step(*batch)``: one fused forward + backward + update per call (see the module docstring).
 
