@@ -23,7 +23,8 @@ from _env import MALLOC_SETTINGS  # noqa: E402
 SCRIPTS = [["startup.py"], ["elementwise_chain.py"], ["native_chain.py"], ["mlp_step.py"], ["pinn_step.py"],
            ["pinn_step.py", "--blas-threads", "1"], ["backward_scaling.py"], ["compile_scaling.py"],
            ["classification_step.py"], ["fft_spectral.py"], ["fft_fno_step.py"], ["sequence_ops.py"],
-           ["control_flow_rnn.py"], ["kernel_checks.py"], ["distributed_mlp.py"]]
+           ["control_flow_rnn.py"], ["kernel_checks.py"], ["distributed_mlp.py"],
+           ["train_step.py"]]
 
 
 def main() -> int:
