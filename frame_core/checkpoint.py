@@ -70,6 +70,20 @@ def _storable(name: str, leaf: Any) -> tuple[np.ndarray, str]:
     return np.require(array, requirements="C"), dtype.name
 
 
+def _digest(array: np.ndarray) -> str:
+    """A checksum of the stored bytes: safetensors has none, and a flipped bit must not load as a value."""
+    import hashlib
+
+    return hashlib.blake2b(array.tobytes() if array.size == 0 or array.ndim == 0 else memoryview(array).cast("B"),
+                           digest_size=16).hexdigest()
+
+
+def checkpoint_bytes(trees: Mapping[str, Any], *, step: int | None = None,
+                     metadata: Mapping[str, Any] | None = None) -> bytes:
+    """The bytes ``save_checkpoint`` writes (for writers with their own atomic-write rules)."""
+    return _payload(trees, step, metadata)
+
+
 def save_checkpoint(path: str | os.PathLike[str], trees: Mapping[str, Any], *, step: int | None = None,
                     metadata: Mapping[str, Any] | None = None) -> pathlib.Path:
     """Write ``trees`` (section name -> parameter tree) atomically to ``path``; return the path.
@@ -77,6 +91,32 @@ def save_checkpoint(path: str | os.PathLike[str], trees: Mapping[str, Any], *, s
     ``metadata`` must be JSON-serialisable (a schedule's position, a data-loader epoch). Raises
     ``CheckpointError`` for a bad argument or a failed write (the previous checkpoint then stays).
     """
+    target = pathlib.Path(os.fspath(path))
+    if target.is_dir():
+        raise CheckpointError(f"save_checkpoint: {str(target)!r} is a folder; give a file path such as "
+                              f"{str(target / 'checkpoint.safetensors')!r}")
+    if not target.parent.is_dir():
+        raise CheckpointError(f"save_checkpoint: the folder {str(target.parent)!r} does not exist; create it first")
+    payload = _payload(trees, step, metadata)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CheckpointError(f"save_checkpoint: writing {str(target)!r} failed: {exc.strerror or exc}; the "
+                              "previous checkpoint, if any, is unchanged") from None
+    return target
+
+
+def _payload(trees: Mapping[str, Any], step: int | None, metadata: Mapping[str, Any] | None) -> bytes:
     from .params import flatten
 
     if not isinstance(trees, Mapping) or not all(isinstance(k, str) and k and "/" not in k for k in trees):
@@ -95,39 +135,18 @@ def save_checkpoint(path: str | os.PathLike[str], trees: Mapping[str, Any], *, s
             names, leaves, _ = flatten(tree)
         except ParameterError as exc:
             raise CheckpointError(f"save_checkpoint: section {section!r}: {exc}") from None
-        entry: dict[str, list[Any]] = {"names": [], "dtypes": [], "shapes": []}
+        entry: dict[str, list[Any]] = {"names": [], "dtypes": [], "shapes": [], "digests": []}
         for name, leaf in zip(names, leaves):
             array, dtype = _storable(f"{section}/{name}", leaf)
             tensors[f"{section}/{name}"] = array
             entry["names"].append(name)
             entry["dtypes"].append(dtype)
             entry["shapes"].append(list(array.shape))
+            entry["digests"].append(_digest(array))
         sections[section] = entry
     header = {"format": CHECKPOINT_FORMAT, "step": None if step is None else int(step), "sections": sections,
               "metadata": json.loads(meta_text)}
-    target = pathlib.Path(os.fspath(path))
-    if target.is_dir():
-        raise CheckpointError(f"save_checkpoint: {str(target)!r} is a folder; give a file path such as "
-                              f"{str(target / 'checkpoint.safetensors')!r}")
-    if not target.parent.is_dir():
-        raise CheckpointError(f"save_checkpoint: the folder {str(target.parent)!r} does not exist; create it first")
-    payload = _safetensors().save(tensors, metadata={"frame": json.dumps(header)})
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644)
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise CheckpointError(f"save_checkpoint: writing {str(target)!r} failed: {exc.strerror or exc}; the "
-                              "previous checkpoint, if any, is unchanged") from None
-    return target
+    return bytes(_safetensors().save(tensors, metadata={"frame": json.dumps(header)}))
 
 
 def _read(target: pathlib.Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -185,12 +204,27 @@ def load_checkpoint(path: str | os.PathLike[str], like: Mapping[str, Any] | None
 
     trees: dict[str, Any] = {}
     flat: dict[str, dict[str, np.ndarray]] = {}
-    for section, entry in header["sections"].items():
-        arrays = {}
-        for name, dtype, shape in zip(entry["names"], entry["dtypes"], entry["shapes"]):
-            array = tensors[f"{section}/{name}"].reshape(shape)  # safetensors gives a 0-d tensor as [1]
-            arrays[name] = array.view(bfloat16.np) if dtype == "bf16" else array
-        flat[section] = arrays
+    try:
+        for section, entry in header["sections"].items():
+            arrays = {}
+            keys = ("names", "dtypes", "shapes", "digests")
+            if len({len(entry[k]) for k in keys}) != 1:
+                raise ValueError(f"section {section!r} lists different numbers of names, dtypes, shapes, digests")
+            for name, dtype, shape, digest in zip(*(entry[k] for k in keys)):
+                stored = tensors[f"{section}/{name}"]
+                if _digest(stored) != digest:
+                    raise ValueError(f"{section}/{name} does not match its checksum")
+                array = stored.reshape(shape)  # safetensors gives a 0-d tensor as [1]
+                arrays[name] = array.view(bfloat16.np) if dtype == "bf16" else array
+            if len(arrays) != sum(k.startswith(f"{section}/") for k in tensors):
+                raise ValueError(f"section {section!r} holds tensors its header does not list")
+            flat[section] = arrays
+        step = header.get("step")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+            raise ValueError(f"its step {step!r} is not a non-negative int")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"load_checkpoint: {str(target)!r} is damaged ({type(exc).__name__}: "
+                              f"{str(exc)[:200]}); restore it from a copy or save again") from None
     if like is None:
         for section, arrays in flat.items():
             trees[section] = _nested(list(arrays), list(arrays.values()))

@@ -194,7 +194,7 @@ class ParameterError(FrameError, TypeError, ValueError):
     lists every missing, unexpected, wrongly shaped or wrongly typed name at once."""
 
 
-class CheckpointError(FrameError, ValueError):
+class CheckpointError(FrameError):
     """A checkpoint file is missing, unreadable, not a frame checkpoint, or of another model."""
 
 

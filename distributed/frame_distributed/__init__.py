@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from .checkpoint import CHECKPOINT_FORMAT, Checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import CHECKPOINT_FORMAT, LEGACY_FORMAT, Checkpoint, load_checkpoint, save_checkpoint
 from .communicator import (OVERRIDE_VARIABLE, Communicator, LocalCommunicator, default_communicator,
                            launched_by_mpi)
 from .data import shard_range, split_by_rank
@@ -42,7 +42,7 @@ __all__ = [
     # training and evaluation
     "DataParallelTrainer", "StepStats", "parallel_evaluate", "shard_range", "split_by_rank",
     # checkpoints
-    "Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT",
+    "Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT", "LEGACY_FORMAT",
     # errors
     "DistributedError", "MPIUnavailableError", "CheckpointError", "CheckpointWriteError",
 ]

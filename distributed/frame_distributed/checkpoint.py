@@ -1,4 +1,4 @@
-"""Checkpoints: parameters and step count in one ``.npz`` file, replaced atomically.
+"""Checkpoints: parameters and step count in one file of the core's named format, replaced atomically.
 
 ``save_checkpoint`` writes a temporary file in the checkpoint's own folder,
 flushes and fsyncs it, then ``os.replace``s it over the checkpoint (an atomic
@@ -8,12 +8,14 @@ previous complete checkpoint or the new complete one, never a mix or a
 truncated file. A writer killed mid-write can leave its temporary file
 (``.<name>.<random>.tmp``) behind; nothing reads those.
 
-The file holds ``format`` (``frame-distributed-checkpoint/2``), ``step``,
-``count`` (k) and ``param_0 .. param_{k-1}``; no pickles (loaded with
-``allow_pickle=False``). ``count`` lets a damaged archive that lost members
-fail instead of loading with fewer parameters; format ``/1`` files (without
-it) still load. ``save_checkpoint`` replaces only a checkpoint: any other
-file at the path is left alone and refused.
+The file is a core checkpoint (``frame_core.save_checkpoint``'s format,
+``frame-checkpoint/1``: safetensors with a JSON header of names, dtypes, shapes
+and checksums) whose section ``params`` holds the k parameters named ``0 ..
+k-1``, with the step; ``frame_core.load_checkpoint`` reads it too. Checkpoints
+of the earlier ``.npz`` formats (``frame-distributed-checkpoint/1`` and ``/2``:
+``format``, ``step``, ``count``, ``param_0 .. param_{k-1}``, loaded with
+``allow_pickle=False``) still load. ``save_checkpoint`` replaces only a
+checkpoint: any other file at the path is left alone and refused.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from frame_core import CheckpointError as CoreCheckpointError, checkpoint as _core_checkpoint
+
 from .errors import CheckpointError, CheckpointWriteError
 
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT"]
 
-CHECKPOINT_FORMAT = "frame-distributed-checkpoint/2"
+CHECKPOINT_FORMAT = _core_checkpoint.CHECKPOINT_FORMAT  # what save_checkpoint writes
+LEGACY_FORMAT = "frame-distributed-checkpoint/2"  # the .npz format before the core's: still read
 _FORMAT_1 = "frame-distributed-checkpoint/1"  # before ``count``: still read
 _MAX_STEP = 2**62  # a larger step is refused on save and taken for damage on load
 _ZIP_MAGIC, _NPY_MAGIC = b"PK\x03\x04", b"\x93NUMPY"  # how .npz and .npy files start
@@ -61,15 +66,12 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
         got = "a single ndarray" if isinstance(params, np.ndarray) else type(params).__name__
         raise CheckpointError(f"save_checkpoint: params must be a list of numpy arrays, got {got}; wrap one array "
                               "in a list: [w]")
-    arrays: dict[str, Any] = {"format": np.array(CHECKPOINT_FORMAT), "step": np.array(int(step), np.int64),
-                              "count": np.array(len(params), np.int64)}
     for i, p in enumerate(params):
         if not isinstance(p, np.ndarray):
             raise CheckpointError(f"save_checkpoint: parameter {i} must be a numpy array, got {type(p).__name__}")
-        if p.dtype.hasobject:  # np.savez would pickle it, and load_checkpoint (allow_pickle=False) could not read it
+        if p.dtype.hasobject:
             raise CheckpointError(f"save_checkpoint: parameter {i} has dtype {p.dtype}, which cannot be saved "
                                   "without pickling; convert it to a numeric dtype")
-        arrays[f"param_{i}"] = p
     folder = target.parent
     if not folder.is_dir():
         raise CheckpointError(f"save_checkpoint: the folder {str(folder)!r} of {str(target)!r} does not exist; "
@@ -88,7 +90,12 @@ def save_checkpoint(path: str | os.PathLike[str], params: Sequence[np.ndarray], 
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would make the checkpoint unreadable to the group
-            np.savez(f, **arrays)
+            try:
+                payload = _core_checkpoint.checkpoint_bytes({"params": list(params)}, step=int(step),
+                                                            metadata={"writer": "frame-distributed"})
+            except CoreCheckpointError as exc:
+                raise CheckpointError(str(exc)) from None
+            f.write(payload)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, target)
@@ -111,14 +118,31 @@ def _write_error(target: pathlib.Path, exc: OSError) -> CheckpointWriteError:
                                            "give another path")
 
 
+def _is_core_file(path: pathlib.Path) -> bool:
+    """Whether ``path`` starts as a safetensors file does: an 8-byte header length, then a JSON object."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return False
+    return len(head) == 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < 100_000_000
+
+
 def _is_checkpoint(path: pathlib.Path) -> bool:
-    """Whether ``path`` is an .npz archive with a checkpoint's ``format`` field (only that member is read)."""
+    """Whether ``path`` is a checkpoint: a core checkpoint file, or an .npz archive with a checkpoint's
+    ``format`` field (only that member is read)."""
+    if _is_core_file(path):
+        try:
+            _core_checkpoint.load_checkpoint(path)
+            return True
+        except Exception:  # noqa: BLE001 - unreadable or damaged: not something we may replace unseen
+            return False
     try:
         with open(path, "rb") as f:
             if f.read(len(_ZIP_MAGIC)) != _ZIP_MAGIC:
                 return False
         with np.load(path, allow_pickle=False) as data:
-            return "format" in data.files and str(data["format"]) in (CHECKPOINT_FORMAT, _FORMAT_1)
+            return "format" in data.files and str(data["format"]) in (LEGACY_FORMAT, _FORMAT_1)
     except Exception:  # unreadable or damaged: not something we may replace unseen
         return False
 
@@ -149,6 +173,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     source = pathlib.Path(path)
     if not source.is_file():
         raise CheckpointError(f"no checkpoint at {str(source)!r}; check the path (save_checkpoint writes it)")
+    if _is_core_file(source):
+        return _load_core(source)
     try:
         with open(source, "rb") as f:
             magic = f.read(len(_NPY_MAGIC))
@@ -156,8 +182,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         raise CheckpointError(f"{str(source)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
     if not magic.startswith(_ZIP_MAGIC) and magic != _NPY_MAGIC:
         # np.load would take anything else for a pickle and advise loading it unsafely
-        raise CheckpointError(f"{str(source)!r} is not a readable checkpoint: it is not an .npz archive (it starts "
-                              f"with {magic!r}); give the path save_checkpoint wrote")
+        raise CheckpointError(f"{str(source)!r} is not a readable checkpoint: it is neither a frame checkpoint nor an "
+                              f".npz archive (it starts with {magic!r}); give the path save_checkpoint wrote")
     try:
         loaded = np.load(source, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):
@@ -174,9 +200,9 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             raise CheckpointError(f"{str(source)!r} is not a checkpoint: its member {name!r} is not a numpy array "
                                   "(.npy)")
     fmt = fields.get("format")
-    if fmt is None or fmt.shape != () or str(fmt) not in (CHECKPOINT_FORMAT, _FORMAT_1):
+    if fmt is None or fmt.shape != () or str(fmt) not in (LEGACY_FORMAT, _FORMAT_1):
         raise CheckpointError(f"{str(source)!r} is not a frame-distributed checkpoint: its 'format' field is "
-                              f"{None if fmt is None else str(fmt)!r}, expected {CHECKPOINT_FORMAT!r}")
+                              f"{None if fmt is None else str(fmt)!r}, expected {LEGACY_FORMAT!r}")
     step = fields.get("step")
     if step is None or step.shape != () or step.dtype.kind not in "iu":
         raise CheckpointError(f"{str(source)!r} has no integer 'step' field")
@@ -197,3 +223,22 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     except KeyError as exc:
         raise CheckpointError(f"{str(source)!r} lacks {exc.args[0]!r} among its {count} parameters") from None
     return Checkpoint(params, int(step))
+
+
+def _load_core(source: pathlib.Path) -> Checkpoint:
+    """A checkpoint in the core's format: section ``params`` holds the parameters named 0 .. k-1."""
+    try:
+        loaded = _core_checkpoint.load_checkpoint(source)
+    except CoreCheckpointError as exc:
+        raise CheckpointError(str(exc)) from None
+    params = loaded.trees.get("params")
+    if loaded.step is None or params is None:
+        raise CheckpointError(f"{str(source)!r} is a frame checkpoint but not one of frame-distributed: it has no "
+                              f"{'step' if loaded.step is None else 'params section'}")
+    if isinstance(params, np.ndarray):  # a single parameter named '0' comes back as a one-item dict
+        params = [params]
+    elif isinstance(params, dict):
+        params = [params[k] for k in sorted(params, key=lambda k: int(k) if k.isdigit() else -1)]
+    if not 0 <= loaded.step < _MAX_STEP:
+        raise CheckpointError(f"{str(source)!r} is damaged: its step {loaded.step} is absurdly large")
+    return Checkpoint(list(params), int(loaded.step))

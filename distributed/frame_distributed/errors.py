@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frame_core import FrameError
+from frame_core import CheckpointError as _CoreCheckpointError, FrameError
 
 __all__ = ["DistributedError", "MPIUnavailableError", "CheckpointError", "CheckpointWriteError"]
 
@@ -15,8 +15,9 @@ class MPIUnavailableError(DistributedError, ImportError):
     """MPI was asked for (``MPICommunicator`` or a run under ``mpiexec``) but ``mpi4py`` cannot be imported."""
 
 
-class CheckpointError(DistributedError):
-    """A checkpoint file is missing a field or does not match the parameters it should restore."""
+class CheckpointError(DistributedError, _CoreCheckpointError):
+    """A checkpoint file is missing a field or does not match the parameters it should restore (also the core's
+    ``frame_core.CheckpointError``: the file format is the core's)."""
 
 
 class CheckpointWriteError(CheckpointError, OSError):

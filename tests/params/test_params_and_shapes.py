@@ -192,3 +192,29 @@ def test_a_file_that_is_not_a_checkpoint_is_a_checkpoint_error(tmp_path):
         fc.load_checkpoint(bad)
     with pytest.raises(fc.CheckpointError, match="does not exist"):
         fc.load_checkpoint(tmp_path / "missing.safetensors")
+
+
+def test_a_damaged_checkpoint_loads_whole_or_is_a_checkpoint_error(tmp_path):
+    """Every truncation and every flipped byte of a small checkpoint: the exact contents, or CheckpointError
+    (safetensors has no checksum of its own: the header's digests catch a flipped value)."""
+    params = {"w": np.arange(6.0).reshape(2, 3), "b": np.ones(4, np.float32)}
+    good = fc.save_checkpoint(tmp_path / "good.safetensors", {"params": params}, step=7).read_bytes()
+    damaged = tmp_path / "damaged.safetensors"
+    variants = [good[:n] for n in range(0, len(good), 3)]
+    for i in range(len(good)):
+        flipped = bytearray(good)
+        flipped[i] ^= 0xFF
+        variants.append(bytes(flipped))
+    loaded_whole = 0
+    for data in variants:
+        damaged.write_bytes(data)
+        try:
+            back = fc.load_checkpoint(damaged, like={"params": params})
+        except fc.CheckpointError:
+            continue
+        loaded_whole += 1
+        assert back.step == 7
+        for name in params:
+            assert back["params"][name].dtype == params[name].dtype
+            np.testing.assert_array_equal(back["params"][name], params[name])
+    assert loaded_whole < len(variants) // 2  # most damage is caught, none loads as other values
