@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from frame_core import ops
 import frame_train as ft
 
-FRAME = [sys.executable, "-c", "from frame_core.cli.main import main; main()"]
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((50, 3))
 Y = X @ np.array([[1.0], [-2.0], [0.5]]) + 0.3
@@ -85,17 +81,19 @@ def test_bad_fit_arguments():
 
 def test_frame_plot_writes_an_image(tmp_path):
     pytest.importorskip("matplotlib")
+    from typer.testing import CliRunner
+
+    from frame_core.cli.main import app
+
     metrics = tmp_path / "m.jsonl"
     ft.fit(fresh(), (X, Y), epochs=3, batch_size=16, metrics_path=metrics, progress=False)
     out = tmp_path / "curve.png"
-    done = subprocess.run([*FRAME, "plot", str(metrics), "-o", str(out)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    done = CliRunner().invoke(app, ["plot", str(metrics), "-o", str(out)])
+    assert done.exit_code == 0, done.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "bad.jsonl").write_text('{"step": 1, "loss": 1.0}\nnot json\n')
-    bad = subprocess.run([*FRAME, "plot", str(tmp_path / "bad.jsonl")],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "bad.jsonl:2: not a JSON object" in bad.stderr
+    bad = CliRunner().invoke(app, ["plot", str(tmp_path / "bad.jsonl")])
+    assert bad.exit_code == 2 and "bad.jsonl:2: not a JSON object" in bad.output
 
 
 def test_plot_without_matplotlib_says_what_to_install(monkeypatch, tmp_path):
