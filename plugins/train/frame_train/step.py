@@ -224,6 +224,7 @@ class TrainStep:
         self._apply_exe: Any = None
         self._micro_exe: Any = None
         self.graph: Graph | None = None  # the fused graph, once built
+        self.loss_graph: Graph | None = None
         self.n_data: int | None = None
 
     # -- the buffers ----------------------------------------------------------------------------------------------
@@ -291,9 +292,8 @@ class TrainStep:
                     loss_types[i] = types[k]
                 return build_step_graph(specialize(loss_graph, loss_types), self.names, self.types,
                                         self.optimizer, apply=apply)[0]
-            return graph, compiled_with(graph, rebuild)
+            return graph, compile_rebuilt(graph, rebuild)
 
-        compiled_with = compile_rebuilt
         self.loss_graph = loss_graph
         self.graph, self._apply_exe = compiled(True)
         self.n_data = len(data_at)
