@@ -40,7 +40,7 @@ class Optimizer:
                                      f"...), got {type(t).__name__} {t!r:.40} at position {i}")
         self.transforms = tuple(transforms)
         self.every = every
-        rates = [t for t in self.transforms if t.uses_lr]
+        rates = [t for t in self.transforms if isinstance(t, scale_by_learning_rate)]
         if len(rates) > 1:
             raise OptimizerError(f"a chain has at most one scale_by_learning_rate, got {len(rates)}")
         self.schedule = rates[0].learning_rate if rates else None

@@ -22,7 +22,8 @@ MISSING_MATPLOTLIB = ("frame plot needs matplotlib, which frame-train keeps opti
 
 def read_metrics(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(step records, epoch records)`` of a metrics file; ``OptimizerError`` naming the line of a bad one."""
-    steps, epochs = [], []
+    steps: list[dict[str, Any]] = []
+    epochs: list[dict[str, Any]] = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:

@@ -120,7 +120,7 @@ def build_step_graph(loss_graph: Graph, names: Sequence[str], types: Sequence[Te
     first_state = n + len(data_at)
 
     def update(*v: Any) -> list[Any]:
-        inputs, grads = v[:len(fused.inputs)], v[len(fused.inputs) + 1:]
+        inputs, grads = v[:len(fused.inputs)], list(v[len(fused.inputs) + 1:])
         params = dict(zip(names, inputs[:n]))
         state = dict(zip(slots, inputs[first_state:first_state + s]))
         lr, step = inputs[-2], inputs[-1]

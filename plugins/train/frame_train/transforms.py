@@ -52,7 +52,6 @@ class Transform:
 
     name = "transform"
     slots: tuple[str, ...] = ()
-    uses_lr = False
 
     def initial(self, slot: str) -> float:
         """The value a slot starts at (every element)."""
@@ -303,7 +302,6 @@ class scale_by_learning_rate(Transform):  # noqa: N801
     """
 
     name = "lr"
-    uses_lr = True
 
     def __init__(self, learning_rate: Any, lr_decay: float = 0.0) -> None:
         from .schedules import as_schedule
