@@ -74,8 +74,8 @@ def _digest(array: np.ndarray) -> str:
     """A checksum of the stored bytes: safetensors has none, and a flipped bit must not load as a value."""
     import hashlib
 
-    return hashlib.blake2b(array.tobytes() if array.size == 0 or array.ndim == 0 else memoryview(array).cast("B"),
-                           digest_size=16).hexdigest()
+    data = array.tobytes() if array.size == 0 or array.ndim == 0 else memoryview(array).cast("B")  # type: ignore[arg-type]
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def checkpoint_bytes(trees: Mapping[str, Any], *, step: int | None = None,

@@ -40,7 +40,7 @@ def _optree() -> Any:
 
 
 def _path_name(path: tuple[Any, ...]) -> str:
-    parts = []
+    parts: list[str] = []
     for key in path:
         if isinstance(key, str):
             if not key:

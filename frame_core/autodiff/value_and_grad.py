@@ -54,7 +54,7 @@ class ValueAndGrad:
         self.fn = fn
         self.has_aux = has_aux
         self._return_value = return_value
-        self._options = dict(backend=backend, opt_level=opt_level)
+        self._options: dict[str, Any] = dict(backend=backend, opt_level=opt_level)
         self._traces: OrderedDict[Any, _Traced] = OrderedDict()
         self._maxsize = maxsize
         self.traces = 0  # how often fn was traced (a new structure, dtype or rank)
@@ -83,7 +83,7 @@ class ValueAndGrad:
         params = unflatten(treedef, leaves)
         forward = trace_params(body, params, *data, name=getattr(self.fn, "__name__", "loss").replace("<lambda>", "loss"))
         self.traces += 1
-        names = [v.name for v in forward.inputs[:len(leaves)]]
+        names = [str(v.name) for v in forward.inputs[:len(leaves)]]
         not_float = [f"{n}: {v.type}" for n, v in zip(names, forward.inputs) if not v.type.dtype.is_float]
         if not_float:
             raise ParameterError(f"gradients are taken w.r.t. every parameter, and these are not floating point: "

@@ -65,12 +65,12 @@ def _range_check(src: DType, dst: DType) -> Callable[[np.ndarray], None] | None:
 
 def _float32_to_bfloat16(a: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 rounded to nearest, ties to even (the top 16 bits of the float32 pattern)."""
-    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    bits = np.require(a, np.float32, "C").reshape(-1).view(np.uint32)  # 1-D: np.require keeps rank 0
     rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & 1))) >> 16  # carries into the exponent: up to inf
-    nan = np.isnan(a)
+    nan = np.isnan(a).reshape(-1)
     if nan.any():  # keep NaN a (quiet) NaN: the rounding carry could turn a small payload into inf
         rounded[nan] = (bits[nan] >> 16) | 0x0040
-    return rounded.astype(np.uint16).view(bfloat16.np)
+    return rounded.astype(np.uint16).view(bfloat16.np).reshape(np.shape(a))
 
 
 def _float64_to_float32_odd(a: np.ndarray) -> np.ndarray:

@@ -176,6 +176,9 @@ def test_casts_to_bfloat16_round_once_to_nearest_even():
     assert float(got_wide[0]) == 1 + 2.0 ** -7  # rounding through float32 first would give 1.0: the docs name it
     (nan,) = run(fc.trace(lambda a: ops.cast(a, to="bf16"), "f64[3]"), np.array([np.nan, np.inf, -np.inf]))
     assert np.isnan(nan[0].astype(np.float32)) and nan[1] == np.inf and nan[2] == -np.inf
+    for source in ("f64", "f32", "i64"):  # rank 0 keeps its rank
+        (scalar,) = run(fc.trace(lambda a: ops.cast(a, to="bf16"), f"{source}[]"), np.array(3, fc.TensorType.parse(f"{source}[]").dtype.np))
+        assert scalar.shape == () and scalar == 3
 
 
 # -- the documented limits for infinite logits (docs/ops-basic.md, "Softmax and losses") -------------------------
