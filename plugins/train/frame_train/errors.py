@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from frame_core.errors import FrameError
-
-try:  # the core's, where the named-parameters spine has landed
-    from frame_core.errors import ParameterError
-except ImportError:  # pragma: no cover - older cores
-    class ParameterError(FrameError, ValueError):  # type: ignore[no-redef]
-        """A parameter or state tree that does not match what a graph expects (every mismatch listed)."""
+from frame_core.errors import FrameError, ParameterError  # the core's: a tree that does not match a graph
 
 __all__ = ["OptimizerError", "ScheduleError", "NonFiniteLossError", "ParameterError"]
 
