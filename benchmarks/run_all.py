@@ -24,7 +24,7 @@ SCRIPTS = [["startup.py"], ["elementwise_chain.py"], ["native_chain.py"], ["mlp_
            ["pinn_step.py", "--blas-threads", "1"], ["backward_scaling.py"], ["compile_scaling.py"],
            ["classification_step.py"], ["fft_spectral.py"], ["fft_fno_step.py"], ["sequence_ops.py"],
            ["control_flow_rnn.py"], ["kernel_checks.py"], ["distributed_mlp.py"],
-           ["nn_ops.py"], ["digits_cnn.py", "--epochs", "3"]]
+           ["nn_ops.py"], ["digits_cnn.py", "--epochs", "3"], ["train_step.py"]]
 
 
 def main() -> int:

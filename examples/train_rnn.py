@@ -7,29 +7,29 @@ target at step t is the input at step t - delay (zero before). A tanh RNN
 (``h_t = tanh(x_t Wx + h_{t-1} Wh + b)``, readout ``y_t = h_t Wo + bo``)
 must carry the last ``delay`` inputs in its state. The recurrence is one
 ``ops.scan``; ``build_backward_graph`` turns it into backpropagation through
-time (a reverse scan over what the forward saved), and the SGD update graph
-is ``build_sgd_update_graph``. Both compile once.
+time (a reverse scan over what the forward saved). frame_train.TrainStep inlines
+the SGD update after it (one executable, one run per step; the parameters are a
+named tree) and frame_train.fit runs the loop with a progress bar.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-import frame_core as fc
 from frame_core import ops
+import frame_train as ft
 
 HIDDEN, LENGTH, BATCH = 16, 20, 64
 
 
-def rnn_loss(xs, targets, h0, wx, wh, b, wo, bo):  # noqa: ANN001, ANN201 - traced tensors
+def rnn_loss(p, xs, targets):  # noqa: ANN001, ANN201 - traced tensors
     """Mean squared error of the readout at every step."""
     def step(h, x):  # noqa: ANN001, ANN202
-        h = ops.tanh(x @ wx + h @ wh + b)
-        return h, h @ wo + bo
-    _, ys = ops.scan(step, h0, xs)
+        h = ops.tanh(x @ p["wx"] + h @ p["wh"] + p["b"])
+        return h, h @ p["wo"] + p["bo"]
+    _, ys = ops.scan(step, p["h0"], xs)
     return ops.mse_loss(ys, targets)
 
 
@@ -49,30 +49,19 @@ def main() -> None:
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    params = [np.zeros((BATCH, HIDDEN), np.float32),  # h0 (trained too)
-              (rng.standard_normal((1, HIDDEN)) * 0.5).astype(np.float32),
-              (rng.standard_normal((HIDDEN, HIDDEN)) / np.sqrt(HIDDEN)).astype(np.float32),
-              np.zeros(HIDDEN, np.float32),
-              (rng.standard_normal((HIDDEN, 1)) / np.sqrt(HIDDEN)).astype(np.float32),
-              np.zeros(1, np.float32)]
-    types = [f"f32[{LENGTH}, {BATCH}, 1]", f"f32[{LENGTH}, {BATCH}, 1]"] + [f"f32{list(p.shape)}" for p in params]
-    training = fc.compile(fc.build_backward_graph(fc.trace(rnn_loss, *types), 0, list(range(2, len(types)))))
-    update = fc.compile(fc.build_sgd_update_graph(types[2:], args.lr))
-
-    losses = []
-    start = time.perf_counter()
-    for step in range(args.steps):
-        xs, targets = batch(rng, args.delay)
-        loss, *grads = training.run([xs, targets, *params])
-        params = update.run([*params, *grads])
-        losses.append(float(loss))
-        if step % max(1, args.steps // 8) == 0 or step == args.steps - 1:
-            print(f"step {step:4d}  loss {losses[-1]:.4f}  " + "#" * max(1, int(40 * losses[-1] / losses[0])))
-    elapsed = time.perf_counter() - start
+    params = {"h0": np.zeros((BATCH, HIDDEN), np.float32),  # the initial state (trained too)
+              "wx": (rng.standard_normal((1, HIDDEN)) * 0.5).astype(np.float32),
+              "wh": (rng.standard_normal((HIDDEN, HIDDEN)) / np.sqrt(HIDDEN)).astype(np.float32),
+              "b": np.zeros(HIDDEN, np.float32),
+              "wo": (rng.standard_normal((HIDDEN, 1)) / np.sqrt(HIDDEN)).astype(np.float32),
+              "bo": np.zeros(1, np.float32)}
+    step = ft.TrainStep(rnn_loss, params, ft.sgd(args.lr))
+    history = ft.fit(step, lambda epoch: (batch(rng, args.delay) for _ in range(args.steps)), epochs=1)
+    losses = history.losses
     first, last = np.mean(losses[:20]), np.mean(losses[-20:])
     print(f"delayed copy ({args.delay} steps back): loss {first:.4f} -> {last:.4f} (mean of the first and last 20 "
-          f"steps) in {args.steps} steps, {elapsed / args.steps * 1e3:.2f} ms/step (forward + backward through a "
-          f"{LENGTH}-step scan, batch {BATCH}, hidden {HIDDEN})")
+          f"steps) in {args.steps} steps, {history.seconds / args.steps * 1e3:.2f} ms/step (forward + backward + "
+          f"update through a {LENGTH}-step scan, batch {BATCH}, hidden {HIDDEN}, one fused executable)")
     if not last < 0.5 * first:
         raise SystemExit("the loss did not fall by half: training failed")
 

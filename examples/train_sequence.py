@@ -9,19 +9,19 @@ beat it. The causal convolution has a kernel of 2, so it reaches only one step
 back; the selective scan (Mamba's recurrence, with B, C and delta computed from
 the sequence itself) has to carry the token the rest of the way.
 
-The training graph comes from ``build_backward_graph`` and the update from
-``build_sgd_update_graph`` (plain SGD, ARCH-065); both compile once.
+The parameters are a named tree; frame_train.TrainStep compiles forward, backward and the SGD update as
+one executable and frame_train.fit runs the loop.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import frame_core as fc
 from frame_core import ops
+import frame_train as ft
 
 VOCAB, LENGTH, BATCH = 8, 16, 32
 EMBED, CHANNELS, STATE = 16, 24, 8
@@ -42,19 +42,21 @@ def shapes() -> dict[str, tuple[int, ...]]:
     }
 
 
-def model_loss(tokens, labels, embedding, conv, conv_bias, w_delta, delta_bias, a_log, w_b, w_c, skip, readout,
-               delay: int = 2):
-    x = ops.transpose(ops.gather(embedding, tokens), perm=[0, 2, 1])      # [batch, embed, L]
-    u = ops.conv1d(x, conv, padding="causal") + conv_bias                   # [batch, channels, L]
-    y = ops.selective_scan(u, w_delta @ u, -ops.exp(a_log), w_b @ u, w_c @ u, skip, delta_bias,
-                           optional_inputs=["D", "delta_bias"], delta_softplus=True)
-    logits = ops.transpose(readout @ y, perm=[0, 2, 1])                     # [batch, L, vocab]
-    logits = ops.slice(logits, starts=[delay], stops=[LENGTH], axes=[1])    # steps that have a target
-    return [ops.cross_entropy(logits, labels), logits]
+def model_logits(p, tokens, delay: int = 2):  # noqa: ANN001, ANN201 - traced tensors
+    x = ops.transpose(ops.gather(p["embedding"], tokens), perm=[0, 2, 1])          # [batch, embed, L]
+    u = ops.conv1d(x, p["conv"], padding="causal") + p["conv_bias"]                 # [batch, channels, L]
+    y = ops.selective_scan(u, p["w_delta"] @ u, -ops.exp(p["a_log"]), p["w_b"] @ u, p["w_c"] @ u, p["skip"],
+                           p["delta_bias"], optional_inputs=["D", "delta_bias"], delta_softplus=True)
+    logits = ops.transpose(p["readout"] @ y, perm=[0, 2, 1])                        # [batch, L, vocab]
+    return ops.slice(logits, starts=[delay], stops=[LENGTH], axes=[1])              # steps that have a target
 
 
-def init(rng: np.random.Generator) -> list[np.ndarray]:
-    params = []
+def model_loss(p, tokens, labels, delay: int = 2):  # noqa: ANN001, ANN201
+    return ops.cross_entropy(model_logits(p, tokens, delay), labels)
+
+
+def init(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    params = {}
     for name, shape in shapes().items():
         if name == "a_log":  # S4D-real: decay rates 1..N, so the state remembers on several time scales
             p = np.log(np.tile(np.arange(1, STATE + 1), (CHANNELS, 1)))
@@ -66,7 +68,7 @@ def init(rng: np.random.Generator) -> list[np.ndarray]:
             p = np.ones(shape)
         else:
             p = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))
-        params.append(p.astype(np.float32))
+        params[name] = p.astype(np.float32)
     return params
 
 
@@ -91,29 +93,24 @@ def main() -> None:
 def train(steps: int, lr: float, delay: int, seed: int = 0, report=None) -> list[float]:
     """Train with SGD; return the held-out accuracy before training and after every 100 steps (and at the end)."""
     rng = np.random.default_rng(seed)
-    types = [f"i64[{BATCH}, {LENGTH}]", f"i64[{BATCH}, {LENGTH - delay}]"]
-    types += [fc.TensorType("f32", s) for s in shapes().values()]
-    forward = fc.trace(lambda *t: model_loss(*t, delay=delay), *types)
-    step_graph = fc.compile(fc.build_backward_graph(forward, 0, list(range(2, len(types)))))
-    evaluate = fc.compile(forward)
-    update = fc.compile(fc.build_sgd_update_graph(types[2:], lr))
     params = init(rng)
     held_out = delayed_copy(np.random.default_rng(seed + 1), delay)
+    step = ft.TrainStep(lambda p, tokens, labels: model_loss(p, tokens, labels, delay), params, ft.sgd(lr))
+    evaluate = fc.compile(fc.trace_params(lambda p, tokens: model_logits(p, tokens, delay), params, held_out[0]))
 
     def accuracy() -> float:
-        _, logits = evaluate.run([*held_out, *params])
+        logits, = evaluate.run([*fc.params.flatten(step.params)[1], held_out[0]])
         return float(np.mean(np.argmax(logits, axis=-1) == held_out[1]))
 
     accuracies = [accuracy()]
-    start = time.perf_counter()
-    for step in range(1, steps + 1):
-        loss, _, *grads = step_graph.run([*delayed_copy(rng, delay), *params])
-        params = update.run([*params, *grads])
-        if step % 100 == 0 or step == steps:
+
+    def every_hundred(number: int, loss: float) -> None:
+        if number % 100 == 0 or number == steps:
             accuracies.append(accuracy())
             if report is not None:
-                report(f"step {step:4d}  loss {float(loss):.4f}  held-out accuracy {accuracies[-1]:.1%}  "
-                       f"({time.perf_counter() - start:.1f} s)")
+                report(f"step {number:4d}  loss {loss:.4f}  held-out accuracy {accuracies[-1]:.1%}")
+    ft.fit(step, lambda epoch: (delayed_copy(rng, delay) for _ in range(steps)), epochs=1, progress=False,
+           callback=every_hundred)
     return accuracies
 
 

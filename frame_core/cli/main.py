@@ -266,6 +266,22 @@ def onnx_audit(
     if note:
         warn(note)
     raise typer.Exit(code)
+@app.command("plot")
+@guarded
+def plot(
+    path: Annotated[str, typer.Argument(metavar="METRICS", help="JSON lines written by frame_train.fit(metrics_path=...).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The image to write (.png, .svg, .pdf).")] = "curve.png",
+    title: Annotated[str | None, typer.Option("--title", help="The plot's title (default: the file name).")] = None,
+) -> None:
+    """Plot the loss curve of a training run (frame-train, with matplotlib: pip install 'frame-train[plot]')."""
+    from ._common import CliFailure
+
+    try:
+        from frame_train.plot import plot_metrics
+    except ImportError:
+        raise CliFailure("error: frame plot comes with the frame-train distribution: pip install 'frame-train[plot]'",
+                         EXIT_USAGE) from None
+    echo(f"wrote {plot_metrics(path, output, title)}")
 
 
 def main() -> None:
