@@ -97,6 +97,16 @@ _LAZY = {
     "build_sgd_update_graph": ("frame_core.autodiff.sgd", "build_sgd_update_graph"),
     "PassSpec": ("frame_core.compiler.passspec", "PassSpec"),
     "Rewriter": ("frame_core.compiler.rewrite", "Rewriter"),
+    # forward mode and one-pass differential operators (docs/forward-mode.md)
+    "build_jvp_graph": ("frame_core.autodiff.jvp", "build_jvp_graph"),
+    "jvp_inputs": ("frame_core.autodiff.jvp", "jvp_inputs"),
+    "jacfwd": ("frame_core.autodiff.helpers", "jacfwd"),
+    "jacrev": ("frame_core.autodiff.helpers", "jacrev"),
+    "hessian": ("frame_core.autodiff.helpers", "hessian"),
+    "hvp": ("frame_core.autodiff.helpers", "hvp"),
+    "build_laplacian_graph": ("frame_core.autodiff.laplacian", "build_laplacian_graph"),
+    "build_taylor_graph": ("frame_core.autodiff.laplacian", "build_taylor_graph"),
+    "TangentError": ("frame_core.errors", "TangentError"),
 }
 
 __all__ = [
