@@ -361,12 +361,13 @@ def jvp_inputs(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
 #: Used only on tangent micro-graphs, where a missing tangent is a symbolic zero (as in JAX): ``x * 0 -> 0`` holds
 #: for tangents even though it does not for IEEE infinities, which is why the compiler's own rewrites lack it.
 _ZERO_IF_ANY = {"mul": (0, 1), "matmul": (0, 1), "matmul_grad_lhs_internal": (0,), "matmul_grad_rhs_internal": (1,),
-                "relu_grad_internal": (1,)}
+                "relu_grad_internal": (1,), "complex_mul": (0, 1), "complex_matmul": (0, 1)}
 _ZERO_IF_FIRST = {"div"}
 #: Ops linear in all their floating inputs: zero in, zero out.
 _LINEAR = {"neg", "reshape", "transpose", "sum", "mean", "reduce_to_shape_internal", "broadcast_to",
            "broadcast_to_internal", "expand_dims", "squeeze", "slice", "slice_grad_internal", "sum_grad_internal",
-           "weighted_sum_internal", "pad", "concat", "stack", "accumulate_internal", "add", "sub", "cast"}
+           "weighted_sum_internal", "pad", "concat", "stack", "accumulate_internal", "add", "sub", "cast",
+           "rfft", "irfft", "fft", "ifft", "conj"}
 
 
 def specialise_zero_tangents(rule: Graph, first_tangent: int, present: Sequence[bool], reg: Registry) -> Graph:
