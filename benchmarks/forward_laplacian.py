@@ -340,7 +340,7 @@ def pinn(args: argparse.Namespace, have_jax: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dims", type=int, nargs="+", default=[2, 8, 32])
+    parser.add_argument("--dims", type=int, nargs="*", default=[2, 8, 32])
     parser.add_argument("--points", type=int, default=1024)
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--depth", type=int, default=4)

@@ -141,6 +141,8 @@ class _Builder:
             if w is None:
                 w = self.weight_values[key] = self.graph.constant(self.weights.reshape(shape).astype(g.type.dtype.np))
             g = self.apply("mul", g, w)
+        if self.k == 1:  # one direction: drop the axis (a view), no reduction
+            return self.apply("reshape", g, shape=g.type.shape[1:])
         return self.apply("sum", g, axes=[0])
 
     def cross(self, ga: Value, gb: Value) -> Value:

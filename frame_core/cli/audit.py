@@ -66,11 +66,6 @@ def audit_gradients(order: int | None, numeric: bool, pack: str | None, strict: 
             echo(github_line(finding))
         for line in report["warnings"]:
             echo(github_line({"kind": "warning", "message": line}, level="warning"))
-        for op in report["ops"]:  # forward mode short of closed: a notice, not a finding
-            if op["forward_rule"] != "none" and op["forward_order"] != "closed":
-                echo(github_line({"kind": "forward", "op": op["name"], "message":
-                                  f"op {op['name']!r}: forward mode ({op['forward_rule']}) to order "
-                                  f"{op['forward_order']}"}, level="notice"))
         warn(_summary(report))
     else:
         echo(_render_text(report))
