@@ -241,7 +241,6 @@ class _Builder:
                     else result.zeros(node.inputs[b].type) for b in active]
             per_input[a] = unit
             result.mark_output(inline_graph(result, first, [*rxs, *unit])[1])
-        n_first = len(result.outputs)
         # second derivatives: d/dx_b of f_a, by forward mode over the graph of f_a
         firsts = Graph(f"{node.op}_first")
         fx = [firsts.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
@@ -256,7 +255,6 @@ class _Builder:
                         else result.zeros(node.inputs[c].type) for c in active]
                 outs = inline_graph(result, second, [*rxs, *unit])
                 result.mark_output(outs[len(active) + ia])
-        del n_first
         live = set(result.outputs)
         keep = []
         for n in reversed(result.nodes):

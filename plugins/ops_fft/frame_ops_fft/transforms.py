@@ -101,9 +101,7 @@ def _rfft_gradient(ctx: NodeContext):
 
 def _linear_jvp(ctx: NodeContext):
     """A linear op's JVP is the op itself on the tangent (forward mode, docs/forward-mode.md)."""
-    from frame_core.frontend.trace import apply
-
-    return ctx.jvp_graph(lambda x, y, dx: apply(ctx.op, dx, **ctx.attrs))
+    return ctx.jvp_graph(lambda x, y, dx: getattr(ops, ctx.schema.name)(dx, **ctx.attrs))
 
 
 RFFT = OpSchema(
