@@ -96,6 +96,7 @@ class _Builder:
 
     def __init__(self, graph: Graph, reg: Registry, k: int, weights: np.ndarray | None) -> None:
         self.graph, self.reg, self.k, self.weights = graph, reg, k, weights
+        self.lead = 0 if k == 1 else 1  # one direction: no K axis at all (the products stay plain 2-D GEMMs)
         self.deriv_cache: dict[tuple, Graph] = {}
         self.generic_cache: dict[tuple, tuple[Graph, Graph]] = {}
         self.weight_values: dict[tuple, Value] = {}
@@ -112,11 +113,13 @@ class _Builder:
         return self.apply("add", a, b)
 
     def align(self, g: Value, rank: int) -> Value:
-        """``g`` (leading K axis) with size-1 axes inserted after K up to ``rank + 1`` axes."""
-        missing = rank + 1 - g.type.rank
+        """``g`` (leading K axis, none for one direction) with size-1 axes inserted after K up to the rank of a
+        tangent of a rank-``rank`` value."""
+        lead = self.lead
+        missing = rank + lead - g.type.rank
         if missing <= 0:
             return g
-        shape = (g.type.shape[0], *([1] * missing), *g.type.shape[1:])
+        shape = (*g.type.shape[:lead], *([1] * missing), *g.type.shape[lead:])
         return self.apply("reshape", g, shape=shape)
 
     def align_l(self, v: Value, rank: int) -> Value:
@@ -134,6 +137,11 @@ class _Builder:
 
     def ksum(self, g: Value) -> Value:
         """``sum_k w_k g[k]``."""
+        if self.weights is not None and not self.lead:
+            w = self.graph.constant(np.asarray(self.weights[0], g.type.dtype.np))
+            return self.apply("mul", g, w)
+        if not self.lead:
+            return g
         if self.weights is not None:
             shape = (self.k, *([1] * (g.type.rank - 1)))
             key = (shape, g.type.dtype)
@@ -141,8 +149,6 @@ class _Builder:
             if w is None:
                 w = self.weight_values[key] = self.graph.constant(self.weights.reshape(shape).astype(g.type.dtype.np))
             g = self.apply("mul", g, w)
-        if self.k == 1:  # one direction: drop the axis (a view), no reduction
-            return self.apply("reshape", g, shape=g.type.shape[1:])
         return self.apply("sum", g, axes=[0])
 
     def cross(self, ga: Value, gb: Value) -> Value:
@@ -200,10 +206,10 @@ class _Builder:
             aligned[i] = self.align(gi, rank)
             axis = -1 if i == 0 else -2  # the contraction axis must be there in full
             if op == "matmul" and aligned[i].type.shape[axis] != node.inputs[i].type.shape[axis]:
-                full = (self.k, *aligned[i].type.shape[1:-2], *node.inputs[i].type.shape[-2:])
+                full = (*aligned[i].type.shape[:-2], *node.inputs[i].type.shape[-2:])
                 aligned[i] = self.apply("broadcast_to", aligned[i], shape=full)
             other = node.inputs[1 - i]
-            if op == "matmul" and i == 0 and other.type.rank == 2:
+            if op == "matmul" and i == 0 and other.type.rank == 2 and aligned[i].type.rank > 2:
                 g = self.add(g, self.flat_matmul(aligned[i], other))
             else:
                 first, second = (aligned[i], other) if i == 0 else (other, aligned[i])
@@ -321,10 +327,8 @@ class _Builder:
             if not y.type.dtype.is_float:
                 result.append(None)
                 continue
-            g = self.apply("stack", *per_direction[j], axis=0) if self.k > 1 else \
-                self.apply("reshape", per_direction[j][0], shape=(1, *y.type.shape))
-            hs = self.apply("stack", *l_terms[j], axis=0) if self.k > 1 else \
-                self.apply("reshape", l_terms[j][0], shape=(1, *y.type.shape))
+            g = self.apply("stack", *per_direction[j], axis=0) if self.lead else per_direction[j][0]
+            hs = self.apply("stack", *l_terms[j], axis=0) if self.lead else l_terms[j][0]
             l_ = self.ksum(hs)
             if jl is not None:
                 l_ = self.apply("add", l_, jl[j])
@@ -333,8 +337,11 @@ class _Builder:
 
     def _direction(self, g: Value, k: int, t: Any) -> Value:
         """Row ``k`` of ``g`` (leading K axis), broadcast to the primal's type ``t``."""
-        row = self.apply("slice", g, starts=[k], stops=[k + 1], axes=[0])
-        row = self.apply("reshape", row, shape=g.type.shape[1:])
+        if self.lead:
+            row = self.apply("slice", g, starts=[k], stops=[k + 1], axes=[0])
+            row = self.apply("reshape", row, shape=g.type.shape[1:])
+        else:
+            row = g
         if row.type.rank < t.rank:
             row = self.align_l(row, t.rank)
         if row.type.shape != t.shape:
@@ -348,8 +355,11 @@ class _Builder:
                     self.graph.constant(np.zeros(shape, y.type.dtype.np)))
         g, l_ = pair
         g = self.align(g, y.type.rank)
-        if g.type.shape != (self.k, *shape):
-            g = self.apply("broadcast_to", g, shape=(self.k, *shape))
+        full = (self.k, *shape) if self.lead else shape
+        if g.type.shape != full:
+            g = self.apply("broadcast_to", g, shape=full)
+        if not self.lead:
+            g = self.apply("reshape", g, shape=(1, *shape))
         if l_ is None:
             l_ = self.graph.constant(np.zeros(shape, y.type.dtype.np))
         else:
@@ -455,7 +465,7 @@ def _laplacian(graph: Graph, i: int, selected: list[int], dirs: np.ndarray, weig
     chain = _chain(result, targets, {x}, reg)
     _check_chain(chain, result, reg, "the Laplacian")
     builder = _Builder(result, reg, k, weights)
-    state: dict[Value, tuple[Value | None, Value | None]] = {x: (result.constant(seed), None)}
+    state: dict[Value, tuple[Value | None, Value | None]] = {x: (result.constant(seed if k > 1 else seed[0]), None)}
     builder.run(chain, state)
     label = x.name or f"input {i}"
     pairs = [builder.materialise(result.outputs[j], state.get(result.outputs[j])) for j in selected]
@@ -503,7 +513,7 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
     if order <= 2:  # the one-pass rules with the single all-ones direction: (u', u'')
         builder = _Builder(result, reg, 1, None)
         state: dict[Value, tuple[Value | None, Value | None]] = {
-            x: (result.constant(np.ones((1, *x.type.shape), x.type.dtype.np)), None)}
+            x: (result.constant(np.ones(x.type.shape, x.type.dtype.np)), None)}
         builder.run(chain, state)
         for j in selected:
             y = result.outputs[j]
