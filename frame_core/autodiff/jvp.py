@@ -125,12 +125,9 @@ def build_jvp_graph(graph: Graph, wrt: Sequence[int | str] | None = None, *, reg
 
 
 def _build(graph: Graph, positions: list[int], reg: Registry, names: list[str] | None) -> Graph:
-    from ..compiler.passes.verify import quick_check
-
-    if not quick_check(graph, reg)[0]:
-        problems = check_graph(graph, reg, types=False)
-        if problems:
-            raise _not_the_packs_fault(problems)
+    problems = check_graph(graph, reg, types=False)  # (not the compiler's quick check: the audit calls this too)
+    if problems:
+        raise _not_the_packs_fault(problems)
     jvp = clone_graph(graph)
     jvp.name = f"{graph.name}_jvp"
     n_forward = len(jvp.nodes)
@@ -199,8 +196,9 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
             rule = jvp_rule(schema, node, graph, label, reg)
             rule = specialise_zero_tangents(rule, len(node.inputs) + len(node.outputs), present, reg)
             cached = cache[key] = (rule, _Recipe.of(rule))
-        args = [*node.inputs, *node.outputs,
-                *(d if p else graph.zeros(v.type) for v, d, p in zip(node.inputs, dxs, present))]
+        args: list[Value] = [*node.inputs, *node.outputs]
+        for v, d, p in zip(node.inputs, dxs, present):
+            args.append(d if p and d is not None else graph.zeros(v.type))
         dys = inline_graph(graph, cached[0], args) if cached[1] is None else cached[1].inline(graph, args)
         for y, dy in zip(node.outputs, dys):
             if y.type.dtype.is_float and not is_zero_constant(dy):
@@ -401,7 +399,7 @@ def specialise_zero_tangents(rule: Graph, first_tangent: int, present: Sequence[
                 continue
             if name in ("add", "accumulate_internal", "sub") and len(ins) == 2 and sum(zero) == 1:
                 other = ins[1] if zero[0] else ins[0]
-                if other.type == y.type and not (name == "sub" and zero[0]):
+                if other is not None and other.type == y.type and not (name == "sub" and zero[0]):
                     vmap[y] = other
                     continue
         copy = Node(node.op, tuple(real(v) for v in node.inputs), dict(node.attrs))

@@ -145,10 +145,10 @@ class _Builder:
         if self.weights is not None:
             shape = (self.k, *([1] * (g.type.rank - 1)))
             key = (shape, g.type.dtype)
-            w = self.weight_values.get(key)
-            if w is None:
-                w = self.weight_values[key] = self.graph.constant(self.weights.reshape(shape).astype(g.type.dtype.np))
-            g = self.apply("mul", g, w)
+            known = self.weight_values.get(key)
+            if known is None:
+                known = self.weight_values[key] = self.graph.constant(self.weights.reshape(shape).astype(g.type.dtype.np))
+            g = self.apply("mul", g, known)
         return self.apply("sum", g, axes=[0])
 
     def cross(self, ga: Value, gb: Value) -> Value:
@@ -168,8 +168,8 @@ class _Builder:
             if name in ("add", "sub") and len(node.outputs) == 1:
                 out = self._linear(node, active, negate_second=name == "sub", state=state)
             elif name == "neg":
-                g, l_ = state[node.inputs[0]]
-                out = [(self.apply("neg", g), None if l_ is None else self.apply("neg", l_))]
+                g0, l0 = state[node.inputs[0]]
+                out = [(None if g0 is None else self.apply("neg", g0), None if l0 is None else self.apply("neg", l0))]
             elif name == "mul":
                 out = self._product(node, active, state, "mul")
             elif name == "matmul" and all(v.type.rank >= 2 for v in node.inputs):
@@ -322,7 +322,7 @@ class _Builder:
         if any(v is not None for v in ls):
             filled = [v if v is not None else graph.zeros(node.inputs[i].type) for v, i in zip(ls, active)]
             jl = inline_graph(graph, first, [*node.inputs, *filled])[m:]
-        result = []
+        result: list[tuple[Value | None, Value | None] | None] = []
         for j, y in enumerate(node.outputs):
             if not y.type.dtype.is_float:
                 result.append(None)
@@ -350,11 +350,11 @@ class _Builder:
 
     def materialise(self, y: Value, pair: tuple[Value | None, Value | None] | None) -> tuple[Value, Value]:
         shape = y.type.shape
-        if pair is None or pair[0] is None:
+        g0, l_ = pair if pair is not None else (None, None)
+        if g0 is None:
             return (self.graph.constant(np.zeros((self.k, *shape), y.type.dtype.np)),
                     self.graph.constant(np.zeros(shape, y.type.dtype.np)))
-        g, l_ = pair
-        g = self.align(g, y.type.rank)
+        g = self.align(g0, y.type.rank)
         full = (self.k, *shape) if self.lead else shape
         if g.type.shape != full:
             g = self.apply("broadcast_to", g, shape=full)
@@ -525,8 +525,8 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
         y = result.outputs[j]
         series = coefficients.get(y) or []
         for q in range(order):
-            v = series[q] if q < len(series) and series[q] is not None else \
-                result.constant(np.zeros(y.type.shape, y.type.dtype.np))
+            known = series[q] if q < len(series) else None
+            v = known if known is not None else result.constant(np.zeros(y.type.shape, y.type.dtype.np))
             result.mark_output(v, f"d{q + 1}({output_label(graph, j)}, {label})")
     _drop_unneeded_after(result, n_forward, reg)
     return result

@@ -355,6 +355,9 @@ def _jvp_uses(schema: OpSchema, reg: Registry) -> tuple[set[str], list[str]]:
 
     uses: set[str] = set()
     problems: list[str] = []
+    jvp = schema.jvp
+    if jvp is None:
+        return uses, problems
     for example in schema.examples:
         if _missing_body_ops(example.attrs, reg):
             continue
@@ -362,7 +365,7 @@ def _jvp_uses(schema: OpSchema, reg: Registry) -> tuple[set[str], list[str]]:
             ctx = schema.context(example.inputs, example.attrs)
             ctx.output_types
             with op_scope(schema.namespace):
-                micro = schema.jvp(ctx)
+                micro = jvp(ctx)
         except (Exception, SystemExit) as exc:
             problems.append(f"JvpFn raised {type(exc).__name__} on its example: {exc}")
             continue
