@@ -111,6 +111,7 @@ _LAZY = {
     "load_checkpoint": ("frame_core.checkpoint", "load_checkpoint"),
     # for importers and pack tooling: dtype names, marking baked sizes, the closure order of a graph
     "as_dtype": ("frame_core.ir.dtypes", "as_dtype"),
+    "as_type": ("frame_core.ir.types", "as_type"),
     "holds_traced_sizes": ("frame_core.frontend.trace", "holds_traced_sizes"),
     "graph_order": ("frame_core.ops_registry.closure", "graph_order"),
     # reading FRAME_* switches as the core does (a pack's own variables too)
@@ -130,6 +131,16 @@ _LAZY = {
     "FUSED_OP": ("frame_core.compiler.fused", "FUSED_OP"),
     "build_fused_kernel": ("frame_core.compiler.fused", "build_fused_kernel"),
     "discover_entry_points": ("frame_core.ops_registry.loader", "discover_entry_points"),
+    # forward mode and one-pass differential operators (docs/forward-mode.md)
+    "build_jvp_graph": ("frame_core.autodiff.jvp", "build_jvp_graph"),
+    "jvp_inputs": ("frame_core.autodiff.jvp", "jvp_inputs"),
+    "jacfwd": ("frame_core.autodiff.helpers", "jacfwd"),
+    "jacrev": ("frame_core.autodiff.helpers", "jacrev"),
+    "hessian": ("frame_core.autodiff.helpers", "hessian"),
+    "hvp": ("frame_core.autodiff.helpers", "hvp"),
+    "build_laplacian_graph": ("frame_core.autodiff.laplacian", "build_laplacian_graph"),
+    "build_taylor_graph": ("frame_core.autodiff.laplacian", "build_taylor_graph"),
+    "TangentError": ("frame_core.errors", "TangentError"),
 }
 
 # What type checkers and editors see for the lazy names above (``__getattr__`` alone would make them ``Any``).
@@ -148,6 +159,16 @@ if TYPE_CHECKING:
     from .checkpoint import checkpoint_bytes as checkpoint_bytes
     from .checkpoint import load_checkpoint as load_checkpoint
     from .ir.dtypes import as_dtype as as_dtype
+    from .ir.types import as_type as as_type
+    from .autodiff.jvp import build_jvp_graph as build_jvp_graph
+    from .autodiff.jvp import jvp_inputs as jvp_inputs
+    from .autodiff.helpers import hessian as hessian
+    from .autodiff.helpers import hvp as hvp
+    from .autodiff.helpers import jacfwd as jacfwd
+    from .autodiff.helpers import jacrev as jacrev
+    from .autodiff.laplacian import build_laplacian_graph as build_laplacian_graph
+    from .autodiff.laplacian import build_taylor_graph as build_taylor_graph
+    from .errors import TangentError as TangentError
     from .frontend.trace import holds_traced_sizes as holds_traced_sizes
     from .ops_registry.closure import graph_order as graph_order
     from ._args import env_flag as env_flag

@@ -23,6 +23,7 @@ __all__ = [
     "RegistrationError",
     "GradientError",
     "NonScalarLossError",
+    "TangentError",
     "MissingGradientError",
     "CompileError",
     "InputError",
@@ -165,6 +166,11 @@ class MissingGradientError(GradientError):
     def __init__(self, message: str, paths: Iterable[str] = ()) -> None:
         super().__init__(message)
         self.paths = list(paths)
+
+
+class TangentError(GradientError):
+    """A tangent does not match its primal (shape, dtype, an integer input), or a forward-mode operator is asked
+    for a derivative with respect to a value that cannot carry one."""
 
 
 class CompileError(FrameError):

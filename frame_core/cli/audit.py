@@ -101,6 +101,8 @@ def collect_audit(reg: "Registry", *, order: int, numeric: bool, pack: str | Non
     for record in records:
         if record.status == "disabled":
             warnings.append(f"pack {record.name!r} is {record.error}; its ops were not audited")
+    forward = {rule: sum(r["forward_rule"] == rule for r in op_rows) for rule in ("direct", "derived", "none")}
+    forward["closed"] = sum(r["forward_order"] == "closed" for r in op_rows)
     keys = ("ops", "with_gradient", "not_differentiable", "missing")
     total = {"packs": len(pack_rows), **{k: sum(r[k] for r in pack_rows) for k in keys}}
     return {
@@ -112,6 +114,7 @@ def collect_audit(reg: "Registry", *, order: int, numeric: bool, pack: str | Non
         "packs": pack_rows,
         "total": total,
         "ops": op_rows,
+        "forward": forward,
         "findings": [asdict(f) for f in findings],
         "warnings": warnings,
         "census": reg.op_census(),
@@ -146,6 +149,8 @@ def _audit_op(schema: "OpSchema", reg: "Registry", order: int) -> tuple[dict[str
         "closure_bodies": bool(info is not None and info.bodies),
         "closure_breaks": breaks if schema.differentiable == "yes" else None,
         "not_differentiable": schema.not_differentiable,
+        "forward_rule": info.forward_rule if info is not None else "none",
+        "forward_order": info.json_forward_order() if info is not None else None,
     }
     if schema.differentiable == "missing":
         findings.append(Finding("missing-gradient", f"op {key!r} has no GradientFn and does not declare "
@@ -214,13 +219,23 @@ def _summary(report: dict[str, Any]) -> str:
     total = report["total"]
     scope = f"pack {report['pack']}" if report["pack"] else f"{total['packs']} pack{'s' if total['packs'] != 1 else ''}"
     ops = f"{total['ops']} user-facing op{'s' if total['ops'] != 1 else ''}"
+    forward = report.get("forward") or {}
     # the census is what `frame ops list` counts too; the audit then covers the packs' ops, not the core's
     census = "" if report["pack"] else f"{report['census']}; the audit covers the packs' ops:\n"
     head = (f"{census}{ops} in {scope}: {total['with_gradient']} with a GradientFn, "
             f"{total['not_differentiable']} declared not differentiable, {total['missing']} missing; "
-            f"required order {report['required_order']}" + ("; numeric checks run" if report["numeric"] else ""))
+            f"required order {report['required_order']}" + ("; numeric checks run" if report["numeric"] else "")
+            + (f"\nforward mode: {forward.get('direct', 0)} direct JvpFn, {forward.get('derived', 0)} derived from the "
+               f"GradientFn, {forward.get('none', 0)} none; {forward.get('closed', 0)} closed" if forward else ""))
     n = len(report["findings"])
     return head + ("\naudit: clean" if not n else f"\naudit: {n} finding{'s' if n != 1 else ''}")
+
+
+def forward_text(row: dict[str, Any]) -> str:
+    """The FORWARD column: ``-`` without any forward rule, else the order and how the JVP is had."""
+    if row.get("forward_order") is None:
+        return "-"
+    return f"{row['forward_order']} ({row['forward_rule']})"
 
 
 def _fmt_err(value: float | None) -> str:
@@ -237,13 +252,13 @@ def _render_text(report: dict[str, Any]) -> str:
         + [["total", "", "", "", total["ops"], total["with_gradient"], total["not_differentiable"], total["missing"]]],
     )]
     if report["ops"]:
-        headers = ["OP", "PACK", "GRADIENT", "ORDER"]
+        headers = ["OP", "PACK", "GRADIENT", "ORDER", "FORWARD"]
         if report["numeric"]:
             headers += ["ERR ORDER 1", "ERR ORDER 2"]
         headers.append("NOTE")
         rows = []
         for op in report["ops"]:
-            row = [op["name"], op["pack"], op["differentiable"], order_text(op)]
+            row = [op["name"], op["pack"], op["differentiable"], order_text(op), forward_text(op)]
             if report["numeric"]:
                 num = op.get("numeric") or {}
                 row += [_fmt_err(num.get("worst_error_order1")), _fmt_err(num.get("worst_error_order2"))]

@@ -66,6 +66,10 @@ class ClosureInfo:
     uses: tuple[str, ...] = ()
     problems: list[str] = field(default_factory=list)
     bodies: bool = False
+    #: forward mode: ``"direct"`` (the op's JvpFn), ``"derived"`` (from its GradientFn) or ``"none"``
+    forward_rule: str = "none"
+    #: how many times ``build_jvp_graph`` can be applied to a graph holding the op (int or ``"closed"``)
+    forward_order: int | str = 0
 
     @property
     def closed(self) -> bool:
@@ -73,6 +77,10 @@ class ClosureInfo:
 
     def at_least(self, order: int) -> bool:
         return self.order == CLOSED or (isinstance(self.order, int) and self.order >= order)
+
+    def json_forward_order(self) -> int | str | None:
+        """The forward-mode order as JSON shows it: int, ``"closed"``, or ``None`` without any forward rule."""
+        return None if self.forward_rule == "none" else self.forward_order
 
     def json_order(self) -> int | str | None:
         """What ``frame ops list --format json`` shows: int, ``"closed"``, or ``None`` without a GradientFn."""
@@ -209,6 +217,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             unchecked[key] += 1
     _unload_broken_packs(reg, contract)
     reg.closure = _orders(reg, uses, unresolved, unchecked_bodies)
+    _forward_orders(reg, reg.closure)
     if unchecked:  # never stop in silence: say what the bound left out
         total = sum(unchecked.values())
         ops = ", ".join(f"{op} ({n})" for op, n in sorted(unchecked.items())[:10])
@@ -337,3 +346,80 @@ def graph_order(graph: Graph, registry: Registry) -> tuple[int | str, tuple[str,
 def _below(order: int | str, best: int | str) -> bool:
     """Whether ``order`` is a lower differentiation order than ``best`` (``"closed"`` is the highest)."""
     return isinstance(order, int) and (not isinstance(best, int) or order < best)
+
+
+# -- forward mode ------------------------------------------------------------------------------------
+def _jvp_uses(schema: OpSchema, reg: Registry) -> tuple[set[str], list[str]]:
+    """The ops on the active path of the op's JvpFn micro-graphs (on its examples), and contract problems."""
+    from ..autodiff.jvp import jvp_contract_problems
+
+    uses: set[str] = set()
+    problems: list[str] = []
+    jvp = schema.jvp
+    if jvp is None:
+        return uses, problems
+    for example in schema.examples:
+        if _missing_body_ops(example.attrs, reg):
+            continue
+        try:
+            ctx = schema.context(example.inputs, example.attrs)
+            ctx.output_types
+            with op_scope(schema.namespace):
+                micro = jvp(ctx)
+        except (Exception, SystemExit) as exc:
+            problems.append(f"JvpFn raised {type(exc).__name__} on its example: {exc}")
+            continue
+        found = jvp_contract_problems(ctx, micro)
+        if found:
+            problems.extend(f"JvpFn breaks the contract: {p}" for p in found)
+            continue
+        active = {v for v in micro.inputs if v.type.dtype.is_float}
+        for node in micro.nodes:
+            floating = [v for v in node.outputs if v.type.dtype.is_float]
+            if floating and any(v in active for v in node.inputs):
+                uses.add(node.op)
+                active.update(floating)
+    return uses, problems
+
+
+def _forward_orders(reg: Registry, closure: dict[str, ClosureInfo]) -> None:
+    """Fill ``forward_rule`` and ``forward_order`` of every op's ClosureInfo.
+
+    A derived JVP is reverse mode applied to the GradientFn's micro-graph, so it needs one reverse order more
+    than it gives: forward order = reverse order - 1 (closed stays closed). A direct JvpFn gives one plus the
+    lowest forward order among the ops its micro-graphs use (a cycle of direct rules is closed), found by
+    lowering from "closed" until nothing changes."""
+    infinite = float("inf")
+    value: dict[str, float] = {}
+    direct: dict[str, set[str]] = {}
+    with use_registry(reg):
+        for name, schema in reg.schemas.items():
+            info = closure.get(name)
+            if info is None:
+                continue
+            if schema.jvp is not None:
+                uses, problems = _jvp_uses(schema, reg)
+                if problems:
+                    info.problems.extend(problems)
+                    info.forward_rule, value[name] = "direct", 0
+                    continue
+                info.forward_rule = "direct"
+                direct[name] = uses
+                value[name] = infinite
+            elif schema.gradient is not None:
+                info.forward_rule = "derived"
+                value[name] = infinite if info.closed else max(int(info.order) - 1, 0)
+            else:
+                value[name] = 0
+    for _ in range(len(direct) + 2):
+        changed = False
+        for name, uses in direct.items():
+            lowest = min((value.get(u, 0) for u in uses), default=infinite)
+            new = min(value[name], lowest + 1)
+            if new != value[name]:
+                value[name], changed = new, True
+        if not changed:
+            break
+    for name, info in closure.items():
+        v = value.get(name, 0)
+        info.forward_order = CLOSED if v == infinite else int(v)

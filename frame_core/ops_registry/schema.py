@@ -19,6 +19,11 @@ kernel builder ``kernels[backend](ctx) -> callable``
     ``out`` array of the (single) output's type, writes the result there and
     returns it; for ``elementwise`` ops this must be correct when ``out`` is
     one of the inputs.
+JvpFn ``jvp(ctx) -> Graph``
+    Optional (forward mode derives one from the GradientFn otherwise): a
+    micro-graph over ``[x_0..x_{n-1}, y_0..y_{m-1}, dx_0..dx_{n-1}]`` returning
+    ``[dy_0..dy_{m-1}]``, each of its output's type; slots of inputs that carry
+    no tangent hold zeros. ``ctx.jvp_graph(fn)`` traces ``fn`` over them.
 GradientFn ``gradient(ctx) -> Graph``
     A micro-graph whose inputs are, by position, ``[x_0..x_{n-1}, y_0..y_{m-1},
     gy_0..gy_{m-1}]`` and whose outputs are ``[gx_0..gx_{n-1}]``, each of its
@@ -419,6 +424,13 @@ class NodeContext:
         with op_scope(self.schema.namespace):  # short names mean this pack's own ops first
             return trace_gradient(fn, self)
 
+    def jvp_graph(self, fn: Callable[..., Any]) -> Graph:
+        """Trace ``fn(*xs, *ys, *dxs)`` into a JvpFn micro-graph; ``fn`` returns one tangent per output (a bare
+        tensor for one output; ``None`` for a zero tangent). See ``frame_core.autodiff.jvp``."""
+        from ..autodiff.jvp import trace_jvp
+
+        return trace_jvp(fn, self)
+
     def decomposition_graph(self, fn: Callable[..., Any]) -> Graph:
         """Trace ``fn(*xs)`` into a DecomposeFn graph returning the op's outputs."""
         from ..frontend.trace import trace
@@ -432,6 +444,7 @@ class NodeContext:
 
 GradientFn = Callable[[NodeContext], Graph]
 DecomposeFn = Callable[[NodeContext], Graph]
+JvpFn = Callable[[NodeContext], Graph]
 ShapeFn = Callable[[NodeContext], Sequence[TensorType]]
 KernelBuilder = Callable[[NodeContext], Callable[..., Any]]
 
@@ -465,6 +478,9 @@ class OpSchema:
       take the other operands' dtype. Integer and boolean inputs never carry one anyway.
     - ``decomposition``: optional DecomposeFn, ``decomposition(ctx) -> Graph`` over ``[x..]`` made of other ops,
       used where a backend has no kernel and for ``compile(..., decompose=[...])``.
+    - ``jvp``: optional JvpFn, ``jvp(ctx) -> Graph`` (usually ``ctx.jvp_graph(fn)``) giving the tangents of the
+      outputs from ``[x.., y.., tx..]``; without it forward mode derives the JVP from ``gradient`` (the double VJP),
+      and the conformance kit checks a declared one against that (see docs/forward-mode.md).
     - ``traits``: names from ``TRAITS`` (``elementwise``, ``commutative``, ``has_side_effect``, ``view``,
       ``accepts_out``, ``broadcasting``, ``internal``), each a promise the conformance kit checks.
     - ``doc``: one line or more on what the op computes, shown by ``frame ops show``.
@@ -482,7 +498,7 @@ class OpSchema:
     __slots__ = (
         "name", "inputs", "outputs", "attrs", "shape_infer", "kernels", "gradient", "not_differentiable",
         "nondiff_inputs", "decomposition", "traits", "doc", "examples", "variadic", "gradient_surrogate",
-        "frontend", "pack", "distribution", "namespace",
+        "frontend", "pack", "distribution", "namespace", "jvp",
     )
 
     def __init__(
@@ -504,6 +520,7 @@ class OpSchema:
         variadic: bool = False,
         gradient_surrogate: Callable[..., np.ndarray] | None = None,
         frontend: Callable[..., Any] | None = None,
+        jvp: "JvpFn | None" = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise RegistrationError(f"an op name is a non-empty string such as 'relu', got {name!r}")
@@ -532,6 +549,7 @@ class OpSchema:
         self.variadic = variadic
         self.gradient_surrogate = gradient_surrogate
         self.frontend = frontend
+        self.jvp = jvp
         self.pack: str | None = None
         self.distribution: str | None = None
         self.namespace: str | None = None
@@ -571,7 +589,7 @@ class OpSchema:
         name = self.name
         if not name.replace("_", "a").isalnum() or not name[0].isalpha() or not name.isascii():
             problems.append(f"op name {name!r} must be an identifier (letters, digits, '_')")
-        for label, value in (("shape_infer", self.shape_infer), ("gradient", self.gradient),
+        for label, value in (("shape_infer", self.shape_infer), ("gradient", self.gradient), ("jvp", self.jvp),
                              ("decomposition", self.decomposition), ("gradient_surrogate", self.gradient_surrogate)):
             if (value is not None or label == "shape_infer") and not callable(value):
                 problems.append(f"{name}: {label} must be callable, got {type(value).__name__}")
@@ -591,6 +609,10 @@ class OpSchema:
         for label, text in (("not_differentiable", self.not_differentiable), ("doc", self.doc)):
             if text is not None and not isinstance(text, str):
                 problems.append(f"{name}: {label} must be a string, got {type(text).__name__}")
+        if self.has_side_effect and self.jvp is not None:
+            problems.append(f"{name}: an op with has_side_effect cannot register a JvpFn")
+        if self.jvp is not None and self.not_differentiable:
+            problems.append(f"{name}: declares both a JvpFn and not_differentiable")
         if self.has_side_effect and self.gradient is not None:
             problems.append(f"{name}: an op with has_side_effect cannot register a GradientFn: the backward transform never differentiates through a side effect")
         if self.gradient is not None and self.not_differentiable:

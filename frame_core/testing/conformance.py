@@ -30,6 +30,10 @@ commutative        swapping the two inputs gives the same outputs.
 has_side_effect    the op has no GradientFn (ARCH-062).
 decomposition      for an op with a DecomposeFn: the op compiled with ``decompose=[op]`` gives
                    outputs of the kernel's types and values (within 64 units in the last place).
+jvp_transpose      forward mode and reverse mode of the op are transposes of each other:
+                   ``<J v, u> == <v, J^T u>`` for random ``v``, ``u`` (the dot-product test), to the
+                   example dtype's tolerance; the JVP is the op's JvpFn or the one derived from its GradientFn.
+jvp_direct         for an op with a JvpFn: it agrees with the JVP derived from the GradientFn.
 
 ``conformance_tests(pack)`` turns the cases into a parametrised pytest test
 (ids such as ``relu-gradient_order2-ex1``); assign it to a module-level name.
@@ -74,6 +78,8 @@ CHECKS = {
     "commutative": "swapping the two inputs gives the same outputs",
     "has_side_effect": "an op with side effects has no GradientFn",
     "decomposition": "compile(decompose=[op]) gives the kernel's outputs (types, and values within rounding)",
+    "jvp_transpose": "forward and reverse mode are transposes: <J v, u> == <v, J^T u> (dot-product test)",
+    "jvp_direct": "a declared JvpFn agrees with the JVP derived from the GradientFn",
 }
 
 #: Traits whose behaviour has a check of its own, run per example (``has_side_effect`` is per op).
@@ -179,6 +185,10 @@ def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
         # every order up to the requested one gets a case: those past the op's closure order report it (xfail with
         # the chain that stops it) instead of vanishing, so a suite is never green in silence (issue 17)
         cases += [case(gradient_check_name(k), i) for k in range(1, order + 1)]
+        if any(t.dtype.is_float for k, t in enumerate(example.inputs) if k not in schema.nondiff_inputs):
+            cases.append(case("jvp_transpose", i))
+            if schema.jvp is not None:
+                cases.append(case("jvp_direct", i))
         if any(t.dtype.is_float for t in example.inputs):
             cases += [case(f"gradient_{as_dtype(d).short}", i) for d in low_precision]
     return cases
@@ -525,6 +535,89 @@ def _check_decomposition(schema: OpSchema, index: int, rng: np.random.Generator,
     return problems, f"decomposition agrees with the kernel on {len(want)} output(s)"
 
 
+def _single_node(schema: OpSchema, example: Any, reg: Registry) -> Any:
+    from ..ir.graph import Graph
+
+    graph = Graph(f"{schema.name}_jvp_check")
+    inputs = [graph.add_input(t, f"x{i}") for i, t in enumerate(example.inputs)]
+    with use_registry(reg):
+        node = graph.add_node(reg.key_of(schema), inputs, example.attrs, registry=reg)
+    for v in node.outputs:
+        graph.mark_output(v)
+    return graph
+
+
+def _jvp_tolerance(example: Any, dtypes: Sequence[Any]) -> float:
+    eps = max(_EPS.get(as_dtype(d).name, 2.0 ** -23) for d in dtypes)
+    return max(1e3 * eps, example.tolerance or 0.0)
+
+
+def _check_jvp_transpose(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    from ..autodiff.jvp import build_jvp_graph
+    from ..autodiff.vjp import build_vjp_graph
+    from ..compiler.api import compile
+
+    example = schema.examples[index]
+    graph = _single_node(schema, example, reg)
+    wrt = [k for k, t in enumerate(example.inputs) if t.dtype.is_float and k not in schema.nondiff_inputs]
+    with use_registry(reg):
+        forward = build_jvp_graph(graph, wrt, registry=reg)
+        reverse = build_vjp_graph(graph, wrt, registry=reg)
+    xs = example.sample(rng)
+    vs = [rng.uniform(-1.0, 1.0, example.inputs[k].shape).astype(example.inputs[k].dtype.np) for k in wrt]
+    outs = graph.output_types
+    us = [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) for t in outs]
+    n = len(outs)
+    jv = compile(forward, opt_level=0, cache=False, registry=reg).run([*xs, *vs])[n:]
+    jtu = compile(reverse, opt_level=0, cache=False, registry=reg).run([*xs, *us])
+    terms_f = [np.asarray(a, np.float64) * np.asarray(b, np.float64) for a, b, t in zip(jv, us, outs) if t.dtype.is_float]
+    terms_r = [np.asarray(a, np.float64) * np.asarray(b, np.float64) for a, b in zip(vs, jtu)]
+    left, right = sum(float(np.sum(t)) for t in terms_f), sum(float(np.sum(t)) for t in terms_r)
+    scale = sum(float(np.sum(np.abs(t))) for t in terms_f) + sum(float(np.sum(np.abs(t))) for t in terms_r)
+    tol = _jvp_tolerance(example, [t.dtype for t in example.inputs if t.dtype.is_float])
+    if not (np.isfinite(left) and np.isfinite(right)):
+        return [f"<J v, u> = {left:.6g} and <v, J^T u> = {right:.6g} are not both finite"], ""
+    if abs(left - right) > tol * max(scale, 1e-30):
+        return [f"<J v, u> = {left:.10g} but <v, J^T u> = {right:.10g} (difference {abs(left - right):.3g}, allowed "
+                f"{tol * scale:.3g}): the forward rule ({'JvpFn' if schema.jvp else 'derived'}) and the GradientFn "
+                "disagree"], ""
+    return [], f"<J v, u> == <v, J^T u> = {left:.6g} ({'JvpFn' if schema.jvp else 'derived from the GradientFn'})"
+
+
+def _check_jvp_direct(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    from ..autodiff.jvp import derived_jvp_graph, direct_jvp_graph
+    from ..compiler.api import compile
+
+    example = schema.examples[index]
+    if schema.jvp is None:
+        return [], "no JvpFn"
+    ctx = schema.context(example.inputs, example.attrs)
+    with use_registry(reg):
+        direct = direct_jvp_graph(schema, ctx)
+        with op_scope(schema.namespace):
+            micro = schema.gradient(ctx) if schema.gradient is not None else None
+        if micro is None:
+            return [], "no GradientFn to derive a JVP from"
+        derived = derived_jvp_graph(micro, ctx, reg)
+    xs = example.sample(rng)
+    _, ys = _evaluate(schema, example.inputs, example.attrs, [x.copy() for x in xs])
+    dxs = [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) if t.dtype.is_float and k not in schema.nondiff_inputs
+           else np.zeros(t.shape, t.dtype.np) for k, t in enumerate(ctx.input_types)]
+    a = compile(direct, opt_level=0, cache=False, registry=reg).run([*xs, *ys, *dxs])
+    b = compile(derived, opt_level=0, cache=False, registry=reg).run([*xs, *ys, *dxs])
+    tol = _jvp_tolerance(example, [t.dtype for t in ctx.output_types if t.dtype.is_float] or ["float32"])
+    problems = []
+    for j, (p, q, t) in enumerate(zip(a, b, ctx.output_types)):
+        if not t.dtype.is_float:
+            continue
+        p64, q64 = np.asarray(p, np.float64), np.asarray(q, np.float64)
+        scale = max(float(np.max(np.abs(q64), initial=0.0)), 1.0)
+        err = float(np.max(np.abs(p64 - q64), initial=0.0))
+        if not err <= tol * scale:
+            problems.append(f"output {j}: the JvpFn and the derived JVP differ by {err:.3g} (allowed {tol * scale:.3g})")
+    return problems, f"JvpFn agrees with the derived JVP on {len(a)} output(s)"
+
+
 _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "schema": _check_schema,
     "examples": _check_examples,
@@ -537,4 +630,6 @@ _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "view": _check_view,
     "commutative": _check_commutative,
     "decomposition": _check_decomposition,
+    "jvp_transpose": _check_jvp_transpose,
+    "jvp_direct": _check_jvp_direct,
 }

@@ -44,13 +44,14 @@ _POSITIVE_BINARY_EXAMPLES = [
 
 
 def _binary(name: str, ufunc: np.ufunc, gradient: Callable, doc: str, *, commutative: bool = False,
-            float_only: bool = False, examples: list[Example] = _BINARY_EXAMPLES) -> OpSchema:
+            float_only: bool = False, examples: list[Example] = _BINARY_EXAMPLES, jvp: Callable | None = None) -> OpSchema:
     return OpSchema(
         name,
         inputs=("a", "b"),
         shape_infer=float_broadcast if float_only else broadcast,
         kernels={"cpu": ufunc_kernel(ufunc)},
         gradient=gradient,
+        jvp=jvp,
         traits=("elementwise", "broadcasting", "accepts_out") + (("commutative",) if commutative else ()),
         doc=doc,
         examples=examples,
@@ -60,23 +61,27 @@ def _binary(name: str, ufunc: np.ufunc, gradient: Callable, doc: str, *, commuta
 # add(a, b) = a + b          ga = gy, gb = gy (each summed over its broadcast axes)
 ADD = _binary("add", np.add, lambda ctx: ctx.grad_graph(
     lambda a, b, y, gy: [unbroadcast(gy, a.type), unbroadcast(gy, b.type)]),
-    "Elementwise a + b with numpy broadcasting.", commutative=True)
+    "Elementwise a + b with numpy broadcasting.", commutative=True,
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da + db))  # dy = da + db
 
 # sub(a, b) = a - b          ga = gy, gb = -gy
 SUB = _binary("sub", np.subtract, lambda ctx: ctx.grad_graph(
     lambda a, b, y, gy: [unbroadcast(gy, a.type), unbroadcast(-gy, b.type)]),
-    "Elementwise a - b with numpy broadcasting.")
+    "Elementwise a - b with numpy broadcasting.",
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da - db))  # dy = da - db
 
 # mul(a, b) = a * b          ga = gy * b, gb = gy * a
 MUL = _binary("mul", np.multiply, lambda ctx: ctx.grad_graph(
     lambda a, b, y, gy: [unbroadcast(gy * b, a.type), unbroadcast(gy * a, b.type)]),
-    "Elementwise a * b with numpy broadcasting.", commutative=True)
+    "Elementwise a * b with numpy broadcasting.", commutative=True,
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da * b + a * db))  # dy = da b + a db
 
 # div(a, b) = a / b          ga = gy / b, gb = -gy * y / b
 DIV = _binary("div", np.divide, lambda ctx: ctx.grad_graph(
     lambda a, b, y, gy: [unbroadcast(gy / b, a.type), unbroadcast(-(gy * y) / b, b.type)]),
     "Elementwise a / b with numpy broadcasting (floating inputs).", float_only=True,
-    examples=_POSITIVE_BINARY_EXAMPLES)
+    examples=_POSITIVE_BINARY_EXAMPLES,
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: (da - y * db) / b))  # dy = (da - y db) / b
 
 
 # -- unary --------------------------------------------------------------------------------
@@ -112,13 +117,14 @@ def _relu_kernel(ctx: NodeContext) -> Callable:
 
 
 def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Callable, doc: str,
-           examples: list[Example] = _UNARY_EXAMPLES, float_only: bool = True) -> OpSchema:
+           examples: list[Example] = _UNARY_EXAMPLES, float_only: bool = True, jvp: Callable | None = None) -> OpSchema:
     return OpSchema(
         name,
         inputs=("x",),
         shape_infer=float_unary if float_only else numeric_unary,
         kernels={"cpu": kernel},
         gradient=gradient,
+        jvp=jvp,
         traits=("elementwise", "accepts_out"),
         doc=doc,
         examples=examples,
@@ -126,33 +132,38 @@ def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Calla
 
 
 NEG = _unary("neg", ufunc_kernel(np.negative), lambda ctx: ctx.grad_graph(lambda x, y, gy: -gy),  # gx = -gy
-             "Elementwise -x.", float_only=False)
+             "Elementwise -x.", float_only=False,
+             jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: -dx))
 SQUARE = _unary("square", ufunc_kernel(np.square), lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy * (x * 2.0)),  # gx = gy * 2x
-    "Elementwise x * x.")
+    "Elementwise x * x.", jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * (x * 2.0)))
 EXP = _unary("exp", ufunc_kernel(np.exp), lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * y),  # gx = gy * exp(x)
-             "Elementwise e ** x.")
+             "Elementwise e ** x.", jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * y))
 LOG = _unary("log", ufunc_kernel(np.log), lambda ctx: ctx.grad_graph(lambda x, y, gy: gy / x),  # gx = gy / x
-             "Elementwise natural logarithm (x > 0).", _POSITIVE_EXAMPLES)
+             "Elementwise natural logarithm (x > 0).", _POSITIVE_EXAMPLES,
+             jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx / x))
 SQRT = _unary("sqrt", ufunc_kernel(np.sqrt), lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy / (y * 2.0)),  # gx = gy / (2 sqrt(x))
-    "Elementwise square root (x > 0 for a finite gradient).", _POSITIVE_EXAMPLES)
+    "Elementwise square root (x > 0 for a finite gradient).", _POSITIVE_EXAMPLES,
+    jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx / (y * 2.0)))
 TANH = _unary("tanh", ufunc_kernel(np.tanh), lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy * (1.0 - ops.square(y))),  # gx = gy * (1 - tanh(x)^2)
-    "Elementwise hyperbolic tangent.")
+    "Elementwise hyperbolic tangent.", jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * (1.0 - ops.square(y))))
 SIGMOID = _unary("sigmoid", lambda ctx: _sigmoid, lambda ctx: ctx.grad_graph(
     lambda x, y, gy: gy * (y * (1.0 - y))),  # gx = gy * s * (1 - s)
-    "Elementwise logistic function 1 / (1 + e ** -x), computed without overflow.")
+    "Elementwise logistic function 1 / (1 + e ** -x), computed without overflow.",
+    jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * (y * (1.0 - y))))
 SIN = _unary("sin", ufunc_kernel(np.sin), lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * ops.cos(x)),  # gx = gy cos x
-             "Elementwise sine.")
+             "Elementwise sine.", jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * ops.cos(x)))
 COS = _unary("cos", ufunc_kernel(np.cos), lambda ctx: ctx.grad_graph(lambda x, y, gy: -(gy * ops.sin(x))),  # -gy sin x
-             "Elementwise cosine.")
+             "Elementwise cosine.", jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: -(dx * ops.sin(x))))
 # The mask reads the output y (y > 0 exactly where x > 0), so the pre-activation x need not be kept
 # for the backward pass: a fused `add + relu` then has a single output and a planned buffer.
 RELU = _unary("relu", _relu_kernel, lambda ctx: ctx.grad_graph(
     lambda x, y, gy: ops.relu_grad_internal(y, gy)),  # gx = gy where x > 0 (equivalently y > 0), else 0
     "Elementwise max(x, 0). Its derivative at 0 is taken as 0.",
-    [Example(["f32[3, 4]"], min_abs=0.05), Example(["f64[6]"], min_abs=0.05)], float_only=False)
+    [Example(["f32[3, 4]"], min_abs=0.05), Example(["f64[6]"], min_abs=0.05)], float_only=False,
+    jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: ops.relu_grad_internal(y, dx)))
 
 
 # relu_grad_internal(x, gy) = gy * (x > 0); relu's GradientFn passes relu's output as x (same mask)

@@ -156,6 +156,7 @@ MATMUL = OpSchema(
     shape_infer=_matmul_shape,
     kernels={"cpu": _matmul_kernel},
     gradient=_matmul_gradient,
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.matmul(da, b) + ops.matmul(a, db)),  # da b + a db
     traits=("accepts_out",),
     doc="Matrix product a @ b as numpy defines it: leading (batch) axes broadcast; a 1-D a is a row, a 1-D b a "
         "column, and the axis each adds is dropped from the result.",

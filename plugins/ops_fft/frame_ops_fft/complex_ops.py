@@ -92,6 +92,7 @@ COMPLEX_MUL = OpSchema(
     shape_infer=_complex_mul_shape,
     kernels={"cpu": lambda ctx: _complex_result(ctx, np.multiply)},
     gradient=_complex_mul_gradient,
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.complex_mul(da, b) + ops.complex_mul(a, db)),
     traits=("accepts_out", "commutative"),
     doc="The complex product of packed a and b: (a_re b_re - a_im b_im, a_re b_im + a_im b_re); the complex "
         "axes broadcast as in numpy. An operand whose last axis is 1 is real: it scales re and im alike "
@@ -124,6 +125,7 @@ CONJ = OpSchema(
     shape_infer=_conj_shape,
     kernels={"cpu": _conj_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda z, y, gy: ops.conj(gy)),
+    jvp=lambda ctx: ctx.jvp_graph(lambda z, y, dz: ops.conj(dz)),
     traits=("accepts_out",),
     doc="The complex conjugate of packed z: (re, -im).",
     examples=[Example(["f32[3, 2]"]), Example(["f64[2, 3, 2]"]), Example(["f32[2]"], note="a complex scalar")],
@@ -174,6 +176,7 @@ COMPLEX_MATMUL = OpSchema(
     shape_infer=_complex_matmul_shape,
     kernels={"cpu": lambda ctx: _complex_result(ctx, _matmul)},
     gradient=_complex_matmul_gradient,
+    jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.complex_matmul(da, b) + ops.complex_matmul(a, db)),
     traits=("accepts_out",),
     doc="The complex matrix product of packed a [..., m, k, 2] and b [..., k, n, 2] -> [..., m, n, 2]; batch axes "
         "broadcast. With modes as the batch axis it mixes channels per Fourier mode (FNO).",

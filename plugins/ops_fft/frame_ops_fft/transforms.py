@@ -102,6 +102,11 @@ def _rfft_gradient(ctx: NodeContext):
     return ctx.grad_graph(lambda x_, y, gy: ops.irfft(ops.complex_mul(gy, w), n=n, axis=axis, norm=SWAP[norm]))
 
 
+def _linear_jvp(ctx: NodeContext):
+    """A linear op's JVP is the op itself on the tangent (forward mode, docs/forward-mode.md)."""
+    return ctx.jvp_graph(lambda x, y, dx: getattr(ops, ctx.schema.name)(dx, **ctx.attrs))
+
+
 RFFT = OpSchema(
     "rfft",
     inputs=("x",),
@@ -109,6 +114,7 @@ RFFT = OpSchema(
     shape_infer=_rfft_shape,
     kernels={"cpu": _rfft_kernel},
     gradient=_rfft_gradient,
+    jvp=_linear_jvp,
     doc="The half spectrum (bins 0..n//2) of real x along `axis`, packed: [..., n//2 + 1, ..., 2] (re, im). "
         "numpy.fft.rfft's values and norms.",
     examples=[Example(["f32[3, 8]"]), Example(["f64[2, 7]"], {"norm": "ortho"}, note="odd n"),
@@ -170,6 +176,7 @@ IRFFT = OpSchema(
     shape_infer=_irfft_shape,
     kernels={"cpu": _irfft_kernel},
     gradient=_irfft_gradient,
+    jvp=_linear_jvp,
     doc="The real signal of length n whose half spectrum is the packed z along `axis` (numpy.fft.irfft; "
         "Im of the DC and Nyquist bins is ignored). n must match the bins: no silent crop or pad.",
     examples=[Example(["f32[3, 5, 2]"], {"n": 8}), Example(["f64[2, 4, 2]"], {"n": 7, "norm": "ortho"}, note="odd n"),
@@ -218,6 +225,7 @@ FFT = OpSchema(
     shape_infer=_c2c_shape,
     kernels={"cpu": _c2c_kernel(forward=True)},
     gradient=_c2c_gradient("ifft"),
+    jvp=_linear_jvp,
     doc="The discrete Fourier transform of packed complex z along `axis` (numpy.fft.fft), packed.",
     examples=_C2C_EXAMPLES,
 )
@@ -229,6 +237,7 @@ IFFT = OpSchema(
     shape_infer=_c2c_shape,
     kernels={"cpu": _c2c_kernel(forward=False)},
     gradient=_c2c_gradient("fft"),
+    jvp=_linear_jvp,
     doc="The inverse discrete Fourier transform of packed complex z along `axis` (numpy.fft.ifft), packed.",
     examples=_C2C_EXAMPLES,
 )

@@ -43,8 +43,8 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
-    TensorType, align_captures, apply, build_vjp_graph, check_arity, constant, inline_graph, split_vjp_graph,
-    trace_body,
+    TensorType, align_captures, apply, build_jvp_graph, build_vjp_graph, check_arity, constant, inline_graph,
+    split_vjp_graph, trace_body,
 )
 
 I64 = TensorType("int64", ())
@@ -178,6 +178,107 @@ def if_else(cond: Any, then_fn: Callable[..., Any] | Graph, else_fn: Callable[..
                        expect=then.graph.output_types, called_as=how)
     (then, other), captured = align_captures([then, other])
     return apply("if_else", _flag(cond), *values, *captured, then_branch=then.graph, else_branch=other.graph)
+
+
+# -- forward mode: control flow over the JVP of its bodies (docs/forward-mode.md) -------------------------
+def _tangent_body(body: Graph, groups: Sequence[Sequence[int]], outs: Sequence[Sequence[int]], name: str) -> Graph:
+    """``build_jvp_graph(body)`` w.r.t. its floating inputs, with inputs and outputs reordered so that each group
+    of primal positions is followed by the tangents of its floating members: inputs ``[g0, dg0, g1, dg1, ..]``,
+    outputs likewise over ``outs`` (groups of output positions). The layout a loop or scan expects of a body."""
+    floating = [k for k, v in enumerate(body.inputs) if v.type.dtype.is_float]
+    jvp = build_jvp_graph(body, floating)
+    n_in, n_out = len(body.inputs), len(body.outputs)
+    tangent_in = {k: n_in + j for j, k in enumerate(floating)}
+    order_in = []
+    for group in groups:
+        order_in += list(group) + [tangent_in[k] for k in group if k in tangent_in]
+    order_out = []
+    for group in outs:
+        order_out += list(group) + [n_out + k for k in group if body.outputs[k].type.dtype.is_float]
+    jvp.inputs = [jvp.inputs[k] for k in order_in]
+    jvp.outputs = [jvp.outputs[k] for k in order_out]
+    jvp._output_names = {}
+    jvp.name = name
+    return jvp
+
+
+def _float_positions(types: Sequence[TensorType], start: int, count: int) -> list[int]:
+    return [k for k in range(start, start + count) if types[k].dtype.is_float]
+
+
+# if_else JVP: dys = if_else(cond, xs, dxs; then=JVP(then_branch), else=JVP(else_branch)), keeping only the tangents
+def _if_jvp(ctx: NodeContext) -> Graph:
+    n, m = len(ctx.input_types) - 1, len(ctx.output_types)
+    branches = []
+    for attr in ("then_branch", "else_branch"):
+        body = ctx.attrs[attr]
+        floating = [k for k, v in enumerate(body.inputs) if v.type.dtype.is_float]
+        jvp = build_jvp_graph(body, floating)
+        jvp.outputs = jvp.outputs[m:]
+        jvp._output_names = {}
+        branches.append((jvp, floating))
+    (then, floating), (other, _) = branches
+
+    def fn(cond: Tensor, *rest: Tensor) -> list[Any]:
+        xs, dxs = rest[:n], rest[n + m + 1:]
+        dys = _as_list(apply("if_else", cond, *xs, *(dxs[k] for k in floating), then_branch=then, else_branch=other))
+        return [d if t.dtype.is_float else None for d, t in zip(dys, ctx.output_types)]
+    return ctx.jvp_graph(fn)
+
+
+# scan JVP: a scan carrying (carry, dcarry) over (xs, dxs) with invariants (θ, dθ), its body the body's JVP
+def _scan_jvp(ctx: NodeContext) -> Graph:
+    length, nc, nx, ni = _scan_layout(ctx)
+    a = ctx.attrs
+    body = a["body"]
+    ny = len(body.outputs) - nc
+    types = ctx.input_types
+    fc_, fx, fi = (_float_positions(types, 0, nc), _float_positions(types, nc, nx), _float_positions(types, nc + nx, ni))
+    tangent_body = _tangent_body(body, [range(nc), range(nc, nc + nx), range(nc + nx, nc + nx + ni)],
+                                 [range(nc), range(nc, nc + ny)], "body_jvp")
+    n_in, n_out = len(types), len(ctx.output_types)
+    fy = [j for j in range(ny) if ctx.output_types[nc + j].dtype.is_float]
+
+    def fn(*rest: Tensor) -> list[Any]:
+        xs, dxs = rest[:n_in], rest[n_in + n_out:]
+        carry, scanned, invariants = xs[:nc], xs[nc:nc + nx], xs[nc + nx:]
+        out = _as_list(apply("scan", *carry, *(dxs[k] for k in fc_), *scanned, *(dxs[k] for k in fx), *invariants,
+                             *(dxs[k] for k in fi), body=tangent_body, length=length, n_carry=nc + len(fc_),
+                             n_scanned=nx + len(fx), reverse=a["reverse"]))
+        dcarry = dict(zip(fc_, out[nc:nc + len(fc_)]))
+        dys = dict(zip(fy, out[nc + len(fc_) + ny:]))
+        return [dcarry.get(k) for k in range(nc)] + [dys.get(j) for j in range(ny)]
+    return ctx.jvp_graph(fn)
+
+
+# loop JVP: a loop over the body's JVP carrying (states, dstates); the same trip count, cond and rows
+def _loop_jvp(ctx: NodeContext) -> Graph:
+    m, ns, nx, ni = _loop_layout(ctx)
+    a = ctx.attrs
+    body = a["body"]
+    ny = len(body.outputs) - 1 - ns
+    types = ctx.input_types
+    fs, fx, fi = (_float_positions(types, 2, ns), _float_positions(types, 2 + ns, nx),
+                  _float_positions(types, 2 + ns + nx, ni))
+    tangent_body = _tangent_body(body, [[0], range(1, 1 + ns), range(1 + ns, 1 + ns + nx),
+                                        range(1 + ns + nx, 1 + ns + nx + ni)],
+                                 [[0], range(1, 1 + ns), range(1 + ns, 1 + ns + ny)], "body_jvp")
+    n_in, n_out = len(types), len(ctx.output_types)
+    fy = [j for j in range(ny) if ctx.output_types[ns + j].dtype.is_float]
+
+    def fn(*rest: Tensor) -> list[Any]:
+        xs, dxs = rest[:n_in], rest[n_in + n_out:]
+        limit, cond, states = xs[0], xs[1], xs[2:2 + ns]
+        scanned, invariants = xs[2 + ns:2 + ns + nx], xs[2 + ns + nx:]
+        out = _as_list(apply("loop", limit, cond, *states, *(dxs[k] for k in fs), *scanned, *(dxs[k] for k in fx),
+                             *invariants, *(dxs[k] for k in fi), body=tangent_body, max_trip=m,
+                             n_states=ns + len(fs), n_scanned=nx + len(fx), reverse=a["reverse"],
+                             trip_count=a["trip_count"]))
+        dstates = dict(zip(fs, out[ns:ns + len(fs)]))
+        dys = dict(zip(fy, out[ns + len(fs) + ny:ns + len(fs) + ny + len(fy)]))
+        tangents = [dstates.get(2 + k) for k in range(ns)] + [dys.get(j) for j in range(ny)]
+        return tangents + ([None] if a["trip_count"] else [])
+    return ctx.jvp_graph(fn)
 
 
 # -- loop ------------------------------------------------------------------------------------------------
@@ -661,6 +762,7 @@ IF_ELSE = OpSchema(
     shape_infer=_if_shape,
     kernels={"cpu": _if_kernel},
     gradient=_if_gradient,
+    jvp=_if_jvp,
     nondiff_inputs=(0,),
     frontend=if_else,
     doc="Runs then_branch(*xs) if cond else else_branch(*xs); both branches return the same types. "
@@ -689,6 +791,7 @@ LOOP = OpSchema(
     shape_infer=_loop_shape,
     kernels={"cpu": _loop_kernel},
     gradient=_loop_gradient,
+    jvp=_loop_jvp,
     nondiff_inputs=(0, 1),
     frontend=loop,
     doc="ONNX Loop with scanned inputs: while cond and fewer than limit (<= max_trip) steps, "
@@ -721,6 +824,7 @@ SCAN = OpSchema(
     shape_infer=_scan_shape,
     kernels={"cpu": _scan_kernel},
     gradient=_scan_gradient,
+    jvp=_scan_jvp,
     frontend=scan,
     doc="A fixed-length loop over the leading axis: (carry, y) = body(carry, xs[t], invariants); outputs the "
         "final carry and the stacked y. Front end: carry, ys = ops.scan(f, init, xs). Gradient: a reverse scan.",

@@ -12,9 +12,7 @@ from typing import Any
 import numpy as np
 
 import frame_core as fc
-from frame_core.ir.dtypes import as_dtype
-from frame_core.ir.graph import Graph
-from frame_core.ir.types import TensorType, as_type
+from frame_core import Graph, TensorType, as_dtype, as_type
 from frame_core.params import flatten, trace_params, unflatten
 
 from .errors import ParameterError
@@ -41,6 +39,6 @@ def compile_rebuilt(graph: Graph, rebuild: Callable[[list[TensorType]], Graph]) 
     as attributes), so the caller re-specialises the forward graph and derives the rest again, as
     ``value_and_grad`` does. One compile per new signature, in the core's bounded cache.
     """
-    from frame_core.runtime.dynamic import DynamicExecutable
+    from frame_core import DynamicExecutable
 
     return DynamicExecutable(fc.compile(graph), rebuild, {"cache": True})

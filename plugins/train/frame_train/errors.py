@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frame_core.errors import FrameError, ParameterError  # the core's: a tree that does not match a graph
+from frame_core import FrameError, ParameterError  # the core's: a tree that does not match a graph
 
 __all__ = ["OptimizerError", "ScheduleError", "NonFiniteLossError", "ParameterError"]
 

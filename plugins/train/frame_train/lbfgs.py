@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import frame_core as fc
-from frame_core.ir.graph import Graph
+from frame_core import Graph
 
 from ._spine import flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError

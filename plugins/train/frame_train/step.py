@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 import frame_core as fc
-from frame_core.ir.graph import Graph, inline_graph
-from frame_core.ir.types import TensorType
+from frame_core import Graph, TensorType, inline_graph
 
 from ._spine import compile_rebuilt, flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError, ParameterError
@@ -273,7 +272,7 @@ class TrainStep:
 
     # -- building -------------------------------------------------------------------------------------------------
     def _build(self, data: Sequence[Any]) -> None:
-        from frame_core.compiler.specialize import specialize
+        from frame_core import specialize
 
         if isinstance(self.loss, Graph):
             loss_graph = self.loss

@@ -1,0 +1,583 @@
+"""One-pass differential operators: the forward Laplacian and univariate Taylor mode as graph transforms.
+
+``build_laplacian_graph(graph, wrt)`` propagates, for every value ``y`` on the chain from input ``x``, the
+triple ``(y, G_y, L_y)`` in one forward pass: ``G_y`` the derivatives of ``y`` along ``K`` directions (a leading
+axis of ``K``), ``L_y = sum_k w_k d2y/dv_k2`` the weighted sum of second directional derivatives. With the
+coordinate directions and unit weights ``L_y`` is the Laplacian; any symmetric ``A`` gives
+``sum_ij A_ij d2y/dx_i dx_j`` (``A = sum_k w_k v_k v_k^T``, its eigen-decomposition). This is the forward
+Laplacian of Li et al. (2024) and, with the directions summed early, the collapsed Taylor mode of Dangel et al.
+
+Per-op rules (each ``G`` keeps a leading ``K`` axis and may hold size-1 axes where it does not vary, so a
+direction that is the same for every point costs one row, not one per point):
+
+linear ops ``add``, ``sub``, ``neg``
+    ``G_y = G_a +- G_b``, ``L_y = L_a +- L_b``.
+``mul``
+    ``G_y = a G_b + b G_a``, ``L_y = a L_b + b L_a + 2 sum_k w_k G_a G_b``.
+``matmul``
+    ``G_y = G_A B + A G_B``, ``L_y = L_A B + A L_B + 2 sum_k w_k G_A G_B``.
+other elementwise ops (any pack: the ``elementwise`` trait)
+    ``G_y = sum_a f_a G_a``, ``L_y = sum_a f_a L_a + sum_ab f_ab sum_k w_k G_a G_b`` with the first and second
+    partial derivatives ``f_a``, ``f_ab`` derived from the op's forward rule (``build_jvp_graph`` applied once
+    and twice with unit tangents).
+every other op (generic, derived from the JVP)
+    Per direction ``k``, the JVP-of-JVP of the op gives ``J v_k`` and ``H[v_k, v_k]``; ``L_y = J L_x + sum_k
+    w_k H[v_k, v_k]``. Costs ``K`` applications of the op's second-order forward rule.
+
+``build_taylor_graph(graph, wrt, order)`` gives ``u', u'', ..., u^(K)`` of every output along the all-ones
+direction of ``x`` (for a batch of independent points ``x[n]``, the derivatives at each point): orders 1 and 2
+by the rules above with the one direction, higher orders by the generic rule ``y_(j+1) = jvp(h_j)`` (the JVP
+of the order-``j`` rule along ``(x_1, ..., x_(j+1))``).
+
+Both results are ordinary graphs: ``build_backward_graph`` differentiates them again (a PINN loss trains).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._gc import gc_paused, made
+from ..errors import GradientError, MissingGradientError, TangentError
+from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph
+from ..ir.keys import attrs_key
+from ..ir.verify import check_graph
+from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from .backward import _chain, _not_the_packs_fault, _output_position, input_position, output_label
+from .jvp import _drop_unneeded_after, build_jvp_graph
+
+__all__ = ["build_laplacian_graph", "build_taylor_graph"]
+
+
+def _check_wrt(graph: Graph, wrt: Any, what: str) -> int:
+    if not isinstance(graph, Graph):
+        raise GradientError(f"{what} needs a Graph, got {type(graph).__name__}")
+    if isinstance(wrt, str):
+        names = [v.name for v in graph.inputs]
+        if wrt not in names:
+            raise TangentError(f"{what}: wrt={wrt!r} names no input of graph {graph.name!r} (inputs: "
+                               f"{', '.join(repr(n) for n in names if n) or 'none named'}); a differential operator "
+                               "is taken with respect to a graph input")
+        i = input_position(wrt, graph)
+    elif isinstance(wrt, (int, np.integer)) and not isinstance(wrt, (bool, np.bool_)):
+        i = int(wrt)
+        if not 0 <= i < len(graph.inputs):
+            raise TangentError(f"{what}: wrt={i} is out of range: the graph has {len(graph.inputs)} inputs")
+    else:
+        raise TangentError(f"{what}: wrt is one input's name or position (a differential operator is taken with "
+                           f"respect to a graph input), got {type(wrt).__name__} {wrt!r:.40}")
+    t = graph.inputs[i].type
+    if not t.dtype.is_float:
+        raise TangentError(f"{what}: input {i} ({graph.inputs[i].name or 'unnamed'}) has type {t}; derivatives are "
+                           "taken with respect to floating inputs only")
+    return i
+
+
+def _check_outputs(graph: Graph, outputs: Any, what: str) -> list[int]:
+    if outputs is None:
+        return [k for k, v in enumerate(graph.outputs) if v.type.dtype.is_float]
+    if isinstance(outputs, (str, int, np.integer)):
+        outputs = [outputs]
+    positions = []
+    for o in outputs:
+        k = _output_position(o, graph, "outputs")
+        if not graph.outputs[k].type.dtype.is_float:
+            raise TangentError(f"{what}: output {k} has type {graph.outputs[k].type}; only floating outputs have "
+                               "derivatives")
+        positions.append(k)
+    return positions
+
+
+class _Builder:
+    """Appends the (G, L) propagation to ``graph``; ``G`` values have a leading K axis and the rank of their
+    primal plus one (size-1 axes where they do not vary), ``L`` values the primal's rank; ``None`` is zero."""
+
+    def __init__(self, graph: Graph, reg: Registry, k: int, weights: np.ndarray | None) -> None:
+        self.graph, self.reg, self.k, self.weights = graph, reg, k, weights
+        self.lead = 0 if k == 1 else 1  # one direction: no K axis at all (the products stay plain 2-D GEMMs)
+        self.deriv_cache: dict[tuple, Graph] = {}
+        self.generic_cache: dict[tuple, tuple[Graph, Graph]] = {}
+        self.weight_values: dict[tuple, Value] = {}
+
+    # -- small graph helpers -------------------------------------------------------------------------
+    def apply(self, op: str, *inputs: Value, **attrs: Any) -> Value:
+        return self.graph.apply(op, *inputs, **attrs)
+
+    def add(self, a: Value | None, b: Value | None) -> Value | None:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return self.apply("add", a, b)
+
+    def align(self, g: Value, rank: int) -> Value:
+        """``g`` (leading K axis, none for one direction) with size-1 axes inserted after K up to the rank of a
+        tangent of a rank-``rank`` value."""
+        lead = self.lead
+        missing = rank + lead - g.type.rank
+        if missing <= 0:
+            return g
+        shape = (*g.type.shape[:lead], *([1] * missing), *g.type.shape[lead:])
+        return self.apply("reshape", g, shape=shape)
+
+    def align_l(self, v: Value, rank: int) -> Value:
+        missing = rank - v.type.rank
+        if missing <= 0:
+            return v
+        return self.apply("reshape", v, shape=(*([1] * missing), *v.type.shape))
+
+    def flat_matmul(self, a: Value, b: Value) -> Value:
+        """``a @ b`` for a stacked ``a`` ([..., m, k]) and a matrix ``b``, as one [prod(...) m, k] @ [k, n] product
+        and reshapes (views): numpy's stacked matmul with a broadcast matrix runs far slower than one GEMM."""
+        lead = a.type.shape[:-1]
+        flat = self.apply("reshape", a, shape=(int(np.prod(lead, dtype=np.int64)), a.type.shape[-1]))
+        return self.apply("reshape", self.apply("matmul", flat, b), shape=(*lead, b.type.shape[-1]))
+
+    def ksum(self, g: Value) -> Value:
+        """``sum_k w_k g[k]``."""
+        if self.weights is not None and not self.lead:
+            w = self.graph.constant(np.asarray(self.weights[0], g.type.dtype.np))
+            return self.apply("mul", g, w)
+        if not self.lead:
+            return g
+        if self.weights is not None:
+            shape = (self.k, *([1] * (g.type.rank - 1)))
+            key = (shape, g.type.dtype)
+            known = self.weight_values.get(key)
+            if known is None:
+                known = self.weight_values[key] = self.graph.constant(self.weights.reshape(shape).astype(g.type.dtype.np))
+            g = self.apply("mul", g, known)
+        return self.apply("sum", g, axes=[0])
+
+    def cross(self, ga: Value, gb: Value) -> Value:
+        return self.ksum(self.apply("mul", ga, gb))
+
+    # -- the walk --------------------------------------------------------------------------------------
+    def run(self, chain: list[Node], state: dict[Value, tuple[Value | None, Value | None]]) -> None:
+        for node in chain:
+            if not any(v in state for v in node.inputs):
+                continue
+            schema = self.reg.schemas[node.op]
+            active = [i for i, v in enumerate(node.inputs)
+                      if v in state and i not in schema.nondiff_inputs and v.type.dtype.is_float]
+            if not active:
+                continue
+            name = schema.name
+            if name in ("add", "sub") and len(node.outputs) == 1:
+                out = self._linear(node, active, negate_second=name == "sub", state=state)
+            elif name == "neg":
+                g0, l0 = state[node.inputs[0]]
+                out = [(None if g0 is None else self.apply("neg", g0), None if l0 is None else self.apply("neg", l0))]
+            elif name == "mul":
+                out = self._product(node, active, state, "mul")
+            elif name == "matmul" and all(v.type.rank >= 2 for v in node.inputs):
+                out = self._product(node, active, state, "matmul")
+            elif "elementwise" in schema.traits and len(node.outputs) == 1 and \
+                    not any(isinstance(a, Graph) for a in node.attrs.values()):
+                out = self._elementwise(node, active, state)
+            else:
+                out = self._generic(node, active, state)
+            for y, pair in zip(node.outputs, out):
+                if y.type.dtype.is_float and pair is not None and pair[0] is not None:
+                    state[y] = pair
+
+    def _linear(self, node: Node, active: list[int], negate_second: bool, state: dict) -> list:
+        rank = node.outputs[0].type.rank
+        g = l_ = None
+        for i in active:
+            gi, li = state[node.inputs[i]]
+            gi = self.align(gi, rank)
+            li = None if li is None else self.align_l(li, rank)
+            if i == 1 and negate_second:
+                gi = self.apply("neg", gi)
+                li = None if li is None else self.apply("neg", li)
+            g, l_ = self.add(g, gi), self.add(l_, li)
+        return [(g, l_)]
+
+    def _product(self, node: Node, active: list[int], state: dict, op: str) -> list:
+        a, b = node.inputs
+        rank = node.outputs[0].type.rank
+        g = l_ = None
+        aligned = {}
+        for i in active:
+            gi, li = state[node.inputs[i]]
+            aligned[i] = self.align(gi, rank)
+            axis = -1 if i == 0 else -2  # the contraction axis must be there in full
+            if op == "matmul" and aligned[i].type.shape[axis] != node.inputs[i].type.shape[axis]:
+                full = (*aligned[i].type.shape[:-2], *node.inputs[i].type.shape[-2:])
+                aligned[i] = self.apply("broadcast_to", aligned[i], shape=full)
+            other = node.inputs[1 - i]
+            if op == "matmul" and i == 0 and other.type.rank == 2 and aligned[i].type.rank > 2:
+                g = self.add(g, self.flat_matmul(aligned[i], other))
+            else:
+                first, second = (aligned[i], other) if i == 0 else (other, aligned[i])
+                g = self.add(g, self.apply(op, first, second))
+            if li is not None:
+                li = li if op == "matmul" else self.align_l(li, rank)
+                if op == "matmul" and i == 0 and other.type.rank == 2 and li.type.rank > 2:
+                    l_ = self.add(l_, self.flat_matmul(li, other))
+                else:
+                    first, second = (li, other) if i == 0 else (other, li)
+                    l_ = self.add(l_, self.apply(op, first, second))
+        if len(active) == 2:
+            both = self.ksum(self.apply(op, aligned[0], aligned[1]))
+            l_ = self.add(l_, self.apply("mul", both, self.graph.constant(np.asarray(2, both.type.dtype.np))))
+        return [(g, l_)]
+
+    def _derivatives(self, node: Node, active: list[int]) -> Graph:
+        """``xs -> [f_a for a in active] + [f_ab for a <= b in active]`` for an elementwise node, from the op's
+        forward rule with unit tangents (one and two applications of ``build_jvp_graph``)."""
+        key = (node.op, tuple(v.type for v in node.inputs), attrs_key(node.attrs) if node.attrs else (), tuple(active))
+        cached = self.deriv_cache.get(key)
+        if cached is not None:
+            return cached
+        single = Graph(f"{node.op}_node")
+        xs = [single.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
+        (y,) = single.add_node(node.op, xs, dict(node.attrs), registry=self.reg).outputs
+        single.mark_output(y)
+        first = build_jvp_graph(single, active, registry=self.reg)
+        # bind the tangents to ones, one input at a time: f_a = J e_a (the Jacobian of an elementwise op is diagonal)
+        result = Graph(f"{node.op}_derivatives")
+        rxs = [result.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
+        per_input = {}
+        for a in active:
+            unit = [result.constant(np.ones(node.inputs[b].type.shape, node.inputs[b].type.dtype.np)) if b == a
+                    else result.zeros(node.inputs[b].type) for b in active]
+            per_input[a] = unit
+            result.mark_output(inline_graph(result, first, [*rxs, *unit])[1])
+        # second derivatives: d/dx_b of f_a, by forward mode over the graph of f_a
+        firsts = Graph(f"{node.op}_first")
+        fx = [firsts.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
+        for a in active:
+            unit = [firsts.constant(np.ones(node.inputs[b].type.shape, node.inputs[b].type.dtype.np)) if b == a
+                    else firsts.zeros(node.inputs[b].type) for b in active]
+            firsts.mark_output(inline_graph(firsts, first, [*fx, *unit])[1])
+        second = build_jvp_graph(firsts, active, registry=self.reg)
+        for ia, a in enumerate(active):
+            for b in active[ia:]:
+                unit = [result.constant(np.ones(node.inputs[c].type.shape, node.inputs[c].type.dtype.np)) if c == b
+                        else result.zeros(node.inputs[c].type) for c in active]
+                outs = inline_graph(result, second, [*rxs, *unit])
+                result.mark_output(outs[len(active) + ia])
+        live = set(result.outputs)
+        keep = []
+        for n in reversed(result.nodes):
+            if any(v in live for v in n.outputs):
+                keep.append(n)
+                live.update(n.inputs)
+        result.nodes = keep[::-1]
+        self.deriv_cache[key] = result
+        return result
+
+    def _elementwise(self, node: Node, active: list[int], state: dict) -> list:
+        rank = node.outputs[0].type.rank
+        d = inline_graph(self.graph, self._derivatives(node, active), list(node.inputs))
+        na = len(active)
+        firsts, seconds = d[:na], d[na:]
+        gs = {i: self.align(state[node.inputs[i]][0], rank) for i in active}
+        g = l_ = None
+        for fa, i in zip(firsts, active):
+            g = self.add(g, self.apply("mul", fa, gs[i]))
+            li = state[node.inputs[i]][1]
+            if li is not None:
+                l_ = self.add(l_, self.apply("mul", fa, self.align_l(li, rank)))
+        k = 0
+        for ia, a in enumerate(active):
+            for b in active[ia:]:
+                term = self.apply("mul", seconds[k], self.cross(gs[a], gs[b]))
+                if a != b:
+                    term = self.apply("mul", term, self.graph.constant(np.asarray(2, term.type.dtype.np)))
+                l_ = self.add(l_, term)
+                k += 1
+        return [(g, l_)]
+
+    def _generic(self, node: Node, active: list[int], state: dict) -> list:
+        """``J v_k`` and ``H[v_k, v_k]`` per direction by forward-over-forward of the node; ``J L_x`` once."""
+        key = (node.op, tuple(v.type for v in node.inputs), attrs_key(node.attrs) if node.attrs else (), tuple(active))
+        cached = self.generic_cache.get(key)
+        if cached is None:
+            single = Graph(f"{node.op}_node")
+            xs = [single.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
+            made_node = single.add_node(node.op, xs, dict(node.attrs), registry=self.reg)
+            for y in made_node.outputs:
+                single.mark_output(y)
+            first = build_jvp_graph(single, active, registry=self.reg)       # (xs, dxs) -> (ys, dys)
+            second = build_jvp_graph(first, active, registry=self.reg)       # (xs, dxs, txs) -> (ys, dys, tys, tdys)
+            cached = self.generic_cache[key] = (first, second)
+        first, second = cached
+        m = len(node.outputs)
+        graph = self.graph
+        per_direction: list[list[Value]] = [[] for _ in range(m)]
+        l_terms: list[list[Value]] = [[] for _ in range(m)]
+        for k in range(self.k):
+            vs = [self._direction(state[node.inputs[i]][0], k, node.inputs[i].type) for i in active]
+            outs = inline_graph(graph, second, [*node.inputs, *vs, *vs])
+            for j in range(m):
+                per_direction[j].append(outs[m + j])
+                l_terms[j].append(outs[3 * m + j])
+        ls = [state[node.inputs[i]][1] for i in active]
+        jl = None
+        if any(v is not None for v in ls):
+            filled = [v if v is not None else graph.zeros(node.inputs[i].type) for v, i in zip(ls, active)]
+            jl = inline_graph(graph, first, [*node.inputs, *filled])[m:]
+        result: list[tuple[Value | None, Value | None] | None] = []
+        for j, y in enumerate(node.outputs):
+            if not y.type.dtype.is_float:
+                result.append(None)
+                continue
+            g = self.apply("stack", *per_direction[j], axis=0) if self.lead else per_direction[j][0]
+            hs = self.apply("stack", *l_terms[j], axis=0) if self.lead else l_terms[j][0]
+            l_ = self.ksum(hs)
+            if jl is not None:
+                l_ = self.apply("add", l_, jl[j])
+            result.append((g, l_))
+        return result
+
+    def _direction(self, g: Value, k: int, t: Any) -> Value:
+        """Row ``k`` of ``g`` (leading K axis), broadcast to the primal's type ``t``."""
+        if self.lead:
+            row = self.apply("slice", g, starts=[k], stops=[k + 1], axes=[0])
+            row = self.apply("reshape", row, shape=g.type.shape[1:])
+        else:
+            row = g
+        if row.type.rank < t.rank:
+            row = self.align_l(row, t.rank)
+        if row.type.shape != t.shape:
+            row = self.apply("broadcast_to", row, shape=t.shape)
+        return row
+
+    def materialise(self, y: Value, pair: tuple[Value | None, Value | None] | None) -> tuple[Value, Value]:
+        shape = y.type.shape
+        g0, l_ = pair if pair is not None else (None, None)
+        if g0 is None:
+            return (self.graph.constant(np.zeros((self.k, *shape), y.type.dtype.np)),
+                    self.graph.constant(np.zeros(shape, y.type.dtype.np)))
+        g = self.align(g0, y.type.rank)
+        full = (self.k, *shape) if self.lead else shape
+        if g.type.shape != full:
+            g = self.apply("broadcast_to", g, shape=full)
+        if not self.lead:
+            g = self.apply("reshape", g, shape=(1, *shape))
+        if l_ is None:
+            l_ = self.graph.constant(np.zeros(shape, y.type.dtype.np))
+        else:
+            l_ = self.align_l(l_, y.type.rank)
+            if l_.type.shape != shape:
+                l_ = self.apply("broadcast_to", l_, shape=shape)
+        return g, l_
+
+
+def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    event = x_type.shape[batch_dims:]
+    d = int(np.prod(event, dtype=np.int64))
+    if operator is None:
+        return np.eye(d).reshape(d, *event), None
+    try:
+        a = np.asarray(operator, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TangentError(f"operator= is a symmetric [d, d] matrix of numbers, got {type(operator).__name__} ({exc})") \
+            from None
+    if a.shape != (d, d):
+        raise TangentError(f"operator= must be a [{d}, {d}] matrix (d = the number of coordinates of one point, "
+                           f"{list(event)}), got shape {list(a.shape)}")
+    if not np.all(np.isfinite(a)):
+        raise TangentError("operator= holds non-finite numbers")
+    s, v = np.linalg.eigh((a + a.T) / 2)
+    keep = np.abs(s) > 1e-12 * max(1.0, float(np.max(np.abs(s))))
+    s, v = s[keep], v[:, keep]
+    dirs = (v * np.sqrt(np.abs(s))).T.reshape(-1, *event)
+    weights = np.sign(s)
+    return dirs, (None if np.all(weights > 0) else weights)
+
+
+def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | str] | None = None, *,
+                          operator: Any = None, batch_dims: int = 0, registry: Registry | None = None) -> Graph:
+    """``graph`` plus, for each selected output ``u``, its gradient along the directions and its Laplacian (or
+    ``sum_ij A_ij d2u/dx_i dx_j`` for ``operator=A``) with respect to input ``wrt``, in one forward pass.
+
+    ``batch_dims`` leading axes of ``x`` index independent points (collocation points: ``x`` of shape
+    ``[N, d]`` with ``batch_dims=1``): the operator acts on the coordinates of each point, which is exact
+    when ``u[n]`` depends on ``x[n]`` alone (the usual PINN setting; the cross-point terms are not formed).
+    With ``batch_dims=0`` it acts on all of ``x``'s elements.
+
+    Outputs: ``graph``'s outputs, then per selected output ``jac(<output>, <input>)`` of shape
+    ``[K, *u.shape]`` (``K = d`` coordinate directions for the Laplacian: ``du/dx_k``; the scaled eigenvectors
+    of ``A`` otherwise), then per selected output ``laplacian(<output>, <input>)`` (``op(...)`` with an
+    operator) of ``u``'s shape. ``outputs`` defaults to every floating output.
+
+    Raises ``TangentError`` when ``wrt`` is not a floating input or an output is not floating,
+    ``MissingGradientError`` naming every op on the chain without a forward rule.
+    """
+    what = "build_laplacian_graph"
+    i = _check_wrt(graph, wrt, what)
+    selected = _check_outputs(graph, outputs, what)
+    x_type = graph.inputs[i].type
+    if isinstance(batch_dims, bool) or not isinstance(batch_dims, (int, np.integer)) or \
+            not 0 <= batch_dims < max(1, x_type.rank) + (x_type.rank == 0):
+        raise TangentError(f"{what}: batch_dims is the number of leading axes of x that index points, from 0 to "
+                           f"{max(0, x_type.rank - 1)} for x of type {x_type}, got {batch_dims!r}")
+    dirs, weights = _directions(x_type, int(batch_dims), operator)
+    if registry is not None and not isinstance(registry, Registry):
+        raise GradientError(f"registry= takes a frame_core Registry, got {type(registry).__name__}")
+    reg = registry if registry is not None else current_registry()
+    with gc_paused(), use_registry(reg):
+        result = _laplacian(graph, i, selected, dirs, weights, int(batch_dims), reg, operator is None)
+        made(len(result.nodes))
+    return result
+
+
+def _prepare(graph: Graph, reg: Registry, name: str) -> Graph:
+    from ..compiler.passes.verify import quick_check
+
+    if not quick_check(graph, reg)[0]:
+        problems = check_graph(graph, reg, types=False)
+        if problems:
+            raise _not_the_packs_fault(problems)
+    result = clone_graph(graph)
+    result.name = name
+    return result
+
+
+def _check_chain(chain: list[Node], graph: Graph, reg: Registry, what: str) -> None:
+    missing = [n for n in chain if n.op not in reg.schemas or
+               (reg.schemas[n.op].gradient is None and reg.schemas[n.op].jvp is None)]
+    if missing:
+        paths = []
+        for node in missing:
+            schema = reg.schemas.get(node.op)
+            why = (f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
+                   else " (no GradientFn or JvpFn registered)" if schema else " (unknown op)")
+            paths.append(f"node {graph.nodes.index(node)} ({node.op}){why}")
+        raise MissingGradientError(f"cannot build {what}: {len(paths)} op(s) on the chain have no forward rule:\n  "
+                                   + "\n  ".join(paths), paths)
+
+
+def _laplacian(graph: Graph, i: int, selected: list[int], dirs: np.ndarray, weights: np.ndarray | None,
+               batch_dims: int, reg: Registry, plain: bool) -> Graph:
+    result = _prepare(graph, reg, f"{graph.name}_laplacian")
+    n_forward = len(result.nodes)
+    x = result.inputs[i]
+    k = dirs.shape[0]
+    seed = dirs.reshape(k, *([1] * batch_dims), *dirs.shape[1:]).astype(x.type.dtype.np)
+    targets = {result.outputs[j] for j in selected}
+    chain = _chain(result, targets, {x}, reg)
+    _check_chain(chain, result, reg, "the Laplacian")
+    builder = _Builder(result, reg, k, weights)
+    state: dict[Value, tuple[Value | None, Value | None]] = {x: (result.constant(seed if k > 1 else seed[0]), None)}
+    builder.run(chain, state)
+    label = x.name or f"input {i}"
+    pairs = [builder.materialise(result.outputs[j], state.get(result.outputs[j])) for j in selected]
+    for j, (g, _) in zip(selected, pairs):
+        result.mark_output(g, f"jac({output_label(graph, j)}, {label})")
+    for j, (_, l_) in zip(selected, pairs):
+        result.mark_output(l_, f"{'laplacian' if plain else 'op'}({output_label(graph, j)}, {label})")
+    _drop_unneeded_after(result, n_forward, reg)
+    return result
+
+
+def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Sequence[int | str] | None = None, *,
+                       registry: Registry | None = None) -> Graph:
+    """``graph`` plus ``u', u'', ..., u^(order)`` of each selected output along the all-ones direction of input
+    ``wrt``, in one forward pass (univariate Taylor mode).
+
+    For ``x`` holding independent scalar points (shape ``[N]`` or ``[N, 1]``, ``u[n]`` depending on ``x[n]``
+    alone) these are the pointwise derivatives ``d^j u/dx^j``. Outputs: ``graph``'s outputs, then for each
+    selected output ``d1(<output>, <input>)``, ..., ``d<order>(...)`` (all orders of the first output, then of
+    the next). Errors as ``build_laplacian_graph``; ``order`` is an int >= 1.
+    """
+    what = "build_taylor_graph"
+    i = _check_wrt(graph, wrt, what)
+    selected = _check_outputs(graph, outputs, what)
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise TangentError(f"{what}: order is the highest derivative wanted, an int >= 1, got {order!r}")
+    if registry is not None and not isinstance(registry, Registry):
+        raise GradientError(f"registry= takes a frame_core Registry, got {type(registry).__name__}")
+    reg = registry if registry is not None else current_registry()
+    with gc_paused(), use_registry(reg):
+        result = _taylor(graph, i, selected, int(order), reg)
+        made(len(result.nodes))
+    return result
+
+
+def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry) -> Graph:
+    result = _prepare(graph, reg, f"{graph.name}_taylor")
+    n_forward = len(result.nodes)
+    x = result.inputs[i]
+    targets = {result.outputs[j] for j in selected}
+    chain = _chain(result, targets, {x}, reg)
+    _check_chain(chain, result, reg, "the Taylor expansion")
+    label = x.name or f"input {i}"
+    coefficients: dict[Value, list[Value | None]] = {}
+    if order <= 2:  # the one-pass rules with the single all-ones direction: (u', u'')
+        builder = _Builder(result, reg, 1, None)
+        state: dict[Value, tuple[Value | None, Value | None]] = {
+            x: (result.constant(np.ones(x.type.shape, x.type.dtype.np)), None)}
+        builder.run(chain, state)
+        for j in selected:
+            y = result.outputs[j]
+            g, l_ = builder.materialise(y, state.get(y))
+            coefficients[y] = [result.apply("reshape", g, shape=y.type.shape), l_][:order]
+    else:
+        coefficients = _taylor_generic(result, chain, x, order, reg)
+    for j in selected:
+        y = result.outputs[j]
+        series = coefficients.get(y) or []
+        for q in range(order):
+            known = series[q] if q < len(series) else None
+            v = known if known is not None else result.constant(np.zeros(y.type.shape, y.type.dtype.np))
+            result.mark_output(v, f"d{q + 1}({output_label(graph, j)}, {label})")
+    _drop_unneeded_after(result, n_forward, reg)
+    return result
+
+
+def _taylor_generic(graph: Graph, chain: list[Node], x: Value, order: int, reg: Registry) -> dict:
+    """Derivative series ``[y_1..y_order]`` of every value on the chain: per node, ``y_(j+1)`` is the JVP of the
+    order-``j`` rule along ``(x_1, .., x_(j+1))`` (rules built once per op, types and attributes)."""
+    series: dict[Value, list[Value | None]] = {x: [graph.constant(np.ones(x.type.shape, x.type.dtype.np)),
+                                                    *([None] * (order - 1))]}
+    rules: dict[tuple, list[tuple[Graph, list[tuple[int, int]]]]] = {}
+    for node in chain:
+        schema = reg.schemas[node.op]
+        active = [i for i, v in enumerate(node.inputs)
+                  if v in series and i not in schema.nondiff_inputs and v.type.dtype.is_float]
+        if not active:
+            continue
+        key = (node.op, tuple(v.type for v in node.inputs), attrs_key(node.attrs) if node.attrs else (), tuple(active))
+        levels = rules.get(key)
+        m = len(node.outputs)
+        if levels is None:
+            single = Graph(f"{node.op}_node")
+            xs = [single.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
+            for y in single.add_node(node.op, xs, dict(node.attrs), registry=reg).outputs:
+                single.mark_output(y)
+            levels = []
+            current = single
+            extras: list[tuple[int, int]] = []  # (active input, q): the extra inputs of `current`, each x_q
+            # level j: inputs (xs, x_q per extra) -> y_(j+1) = the JVP of level j-1 along the next coefficients
+            # (the tangent of x is x_1, of x_q is x_(q+1))
+            for j in range(order):
+                wrt = [*active, *range(len(node.inputs), len(current.inputs))]
+                step = build_jvp_graph(current, wrt, registry=reg)
+                step.outputs = step.outputs[len(step.outputs) - m:]   # only the new coefficient
+                step._output_names = {}
+                _drop_unneeded_after(step, 0, reg)
+                extras = [*extras, *((i, 1) for i in active), *((i, q + 1) for i, q in extras)]
+                levels.append((step, list(extras)))
+                current = step
+            rules[key] = levels
+        zeros = {i: graph.zeros(node.inputs[i].type) for i in active}
+        out_series: list[list[Value | None]] = [[] for _ in range(m)]
+        for step, extras in levels:
+            coeffs = []
+            for i, q in extras:
+                c = series[node.inputs[i]][q - 1] if q <= order else None
+                coeffs.append(c if c is not None else zeros[i])
+            outs = inline_graph(graph, step, [*node.inputs, *coeffs])
+            for q in range(m):
+                out_series[q].append(outs[q])
+        for y, s in zip(node.outputs, out_series):
+            if y.type.dtype.is_float:
+                series[y] = s
+    return series
