@@ -25,6 +25,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_wheels  # noqa: E402
 
 OURS = re.compile(r"^frame[-_]")
+#: every distribution of the repository (tools/build_wheels.py builds them all)
+DISTRIBUTIONS = ("frame-core", "frame-ops-basic", "frame-ops-fft", "frame-ops-sequence", "frame-ops-nn", "frame-native",
+        "frame-distributed", "frame-ops-activations", "frame-onnx", "frame-train")
 
 
 def _requirement_names(dist: md.Distribution) -> list[str]:
@@ -38,8 +41,7 @@ def _requirement_names(dist: md.Distribution) -> list[str]:
 
 def _third_party_closure() -> list[md.Distribution]:
     """The installed distributions the repository's distributions need, transitively, ours left out."""
-    todo = [md.distribution(n) for n in ("frame-core", "frame-ops-basic", "frame-ops-fft", "frame-ops-sequence",
-                                         "frame-native", "frame-distributed", "frame-ops-activations")]
+    todo = [md.distribution(n) for n in DISTRIBUTIONS]
     seen: dict[str, md.Distribution] = {}
     while todo:
         dist = todo.pop()
@@ -74,8 +76,7 @@ def _link_dependencies(target: pathlib.Path) -> None:
 def test_wheels_install_into_a_clean_venv_and_work(tmp_path):
     wheels = build_wheels.build(tmp_path / "dist")
     names = sorted(re.match(r"(.+?)-\d", w.name).group(1) for w in wheels)
-    assert names == ["frame_core", "frame_distributed", "frame_native", "frame_ops_activations", "frame_ops_basic",
-                     "frame_ops_fft", "frame_ops_sequence"]
+    assert names == sorted(d.replace("-", "_") for d in DISTRIBUTIONS)
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -85,9 +86,7 @@ def test_wheels_install_into_a_clean_venv_and_work(tmp_path):
     _link_dependencies(tmp_path / "deps")
     (site / "frame_test_deps.pth").write_text(str(tmp_path / "deps") + "\n")
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index",
-                              "--no-deps", "--find-links", str(tmp_path / "dist"), "frame-core", "frame-ops-basic",
-                              "frame-ops-fft", "frame-ops-sequence", "frame-native", "frame-distributed",
-                              "frame-ops-activations"], capture_output=True, text=True, timeout=300)
+                              "--no-deps", "--find-links", str(tmp_path / "dist"), *DISTRIBUTIONS], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stdout + install.stderr
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FRAME_", "PYTHON", "VIRTUAL_ENV"))}
@@ -97,8 +96,8 @@ def test_wheels_install_into_a_clean_venv_and_work(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     facts = json.loads(check.stdout.splitlines()[-1])
     assert all(path.startswith(str(site)) for path in facts["files"].values()), facts["files"]  # the wheels' code
-    assert facts["statuses"] == {p: "loaded" for p in ("core", "ops_basic", "ops_fft", "ops_sequence", "native",
-                                                       "activations")}, facts
+    assert facts["statuses"] == {p: "loaded" for p in ("core", "ops_basic", "ops_fft", "ops_sequence", "ops_nn",
+                                                       "native", "activations")}, facts
     assert facts["y"] == [0.0, 1.0, 4.0]
 
     listed = subprocess.run([str(venv / "bin" / "frame"), "ops", "list", "--format", "json"], capture_output=True,
@@ -106,6 +105,7 @@ def test_wheels_install_into_a_clean_venv_and_work(tmp_path):
     assert listed.returncode == 0, listed.stderr
     ops = {r["name"]: r["pack"] for r in json.loads(listed.stdout)}
     assert ops["relu"] == "ops_basic" and ops["rfft"] == "ops_fft" and ops["scan"] == "ops_sequence"
+    assert ops["conv2d"] == "ops_nn"
     assert len(ops) == facts["user_ops"]
 
 
@@ -113,12 +113,13 @@ CHECK = """
 import json
 import numpy as np
 import frame_core as fc, frame_ops_basic, frame_ops_fft, frame_ops_sequence, frame_native, frame_distributed
-import frame_ops_activations
+import frame_ops_activations, frame_ops_nn, frame_onnx, frame_train
 from frame_core import ops
 reg = fc.registry()
 g = fc.trace(lambda x: ops.square(x), "f64[3]")
 y, = fc.compile(g).run([np.array([0.0, 1.0, 2.0])])
-modules = (fc, frame_ops_basic, frame_ops_fft, frame_ops_sequence, frame_native, frame_distributed, frame_ops_activations)
+modules = (fc, frame_ops_basic, frame_ops_fft, frame_ops_sequence, frame_native, frame_distributed, frame_ops_activations,
+           frame_ops_nn, frame_onnx, frame_train)
 print(json.dumps({
     "files": {m.__name__: m.__file__ for m in modules},
     "statuses": {name: record.status for name, record in reg.packs.items()},

@@ -17,6 +17,7 @@ means a fresh audit. Entries are JSON (never pickle), written atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -88,18 +89,28 @@ def _load(path: str, reg: Registry) -> dict[str, ClosureInfo] | None:
     try:
         with open(path, encoding="utf-8") as f:
             stored = json.load(f)
-        closure = {op: ClosureInfo(op=op, differentiable=row["differentiable"], order=row["order"],
-                                   chain=tuple(row["chain"]), uses=tuple(row["uses"]), problems=list(row["problems"]),
-                                   bodies=bool(row["bodies"]))
-                   for op, row in stored["closure"].items()}
+        closure = {op: _info(op, row) for op, row in stored["closure"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return closure if closure.keys() == reg.schemas.keys() else None
 
 
+# Every field of ClosureInfo but `op` is stored, so a field added later (forward mode's) is kept too; a
+# stored row missing one is a miss (KeyError), never a default filled in.
+_FIELDS = [f.name for f in dataclasses.fields(ClosureInfo) if f.name != "op"]
+_TUPLES = {"chain", "uses"}
+
+
+def _info(op: str, row: dict[str, Any]) -> ClosureInfo:
+    values = {name: row[name] for name in _FIELDS}
+    for name in _TUPLES:
+        values[name] = tuple(values[name])
+    return ClosureInfo(op=op, **values)
+
+
 def _store(path: str, closure: dict[str, ClosureInfo]) -> None:
-    rows = {op: {"differentiable": c.differentiable, "order": c.order, "chain": list(c.chain), "uses": list(c.uses),
-                 "problems": list(c.problems), "bodies": c.bodies} for op, c in closure.items()}
+    rows = {op: {name: (list(v) if isinstance(v, tuple) else v) for name in _FIELDS for v in [getattr(c, name)]}
+            for op, c in closure.items()}
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"

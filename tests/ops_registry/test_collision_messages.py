@@ -39,7 +39,7 @@ def reg():
 def test_the_collision_is_warned_once_per_process_inside_python(reg, monkeypatch):
     monkeypatch.setattr(registry_module, "_global", None)
     monkeypatch.setattr(registry_module, "_warned_collisions", set())
-    monkeypatch.setattr("frame_core.ops_registry.loader.load_registry", lambda: reg)
+    monkeypatch.setattr("frame_core.ops_registry.loader.load_registry", lambda **options: reg)
     with pytest.warns(FrameWarning) as record:
         assert registry_module.registry() is reg
         monkeypatch.setattr(registry_module, "_global", None)
