@@ -105,7 +105,8 @@ def _mean(cx: NodeContext) -> Any:
 
 
 _UNARY = {"Relu": ops.relu, "Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Exp": ops.exp, "Log": ops.log,
-          "Sqrt": ops.sqrt, "Neg": ops.neg, "Abs": ops.abs, "Sin": ops.sin, "Cos": ops.cos, "Sign": ops.sign}
+          "Sqrt": ops.sqrt, "Neg": ops.neg, "Abs": ops.abs, "Sin": ops.sin, "Cos": ops.cos, "Sign": ops.sign,
+          "Erf": ops.erf}
 
 
 @rule(*_UNARY)
@@ -171,9 +172,10 @@ def _hard_swish(cx: NodeContext) -> Any:
 @rule("Gelu")
 def _gelu(cx: NodeContext) -> Any:
     x = cx.input(0)
-    if cx.attr("approximate", "string", "none") == "tanh":
-        return x * 0.5 * (ops.tanh((x + ops.pow(x, like(3.0, x)) * 0.044715) * math.sqrt(2.0 / math.pi)) + 1.0)
-    raise Unsupported("exact GELU needs erf, which no installed pack provides (export with approximate='tanh')")
+    approximate = cx.attr("approximate", "string", "none")
+    if approximate not in ("none", "tanh"):
+        raise Unsupported(f"Gelu approximate={approximate!r}: ONNX defines 'none' and 'tanh'")
+    return ops.gelu(x, approximate=approximate)  # frame-ops-basic's gelu: exact (via erf) or torch's tanh form
 
 
 @rule("Clip")
