@@ -64,7 +64,9 @@ class Transform:
         return None
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
-        raise NotImplementedError
+        """The new updates and slots, traced with frame ops (every subclass defines it: the base class is a contract)."""
+        raise TypeError(f"{type(self).__name__} is a Transform without an update(updates, state, ctx) method; "
+                        "subclass Transform and define it (the transforms in frame_train.transforms are examples)")
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
