@@ -165,20 +165,26 @@ def _drop_unneeded_after(graph: Graph, start: int, reg: Registry) -> None:
     graph.nodes[start:] = keep
 
 
+def without_forward_rule(chain: list[Node], graph: Graph, reg: Registry, label: str = "") -> list[str]:
+    """The nodes of ``chain`` whose op has neither a GradientFn nor a JvpFn, each as ``node i (op) (why)``."""
+    paths = []
+    for node in chain:
+        schema = reg.schemas.get(node.op)
+        if schema is not None and (schema.gradient is not None or schema.jvp is not None):
+            continue
+        why = (f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
+               else " (no GradientFn or JvpFn registered)" if schema else " (unknown op)")
+        paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}")
+    return paths
+
+
 def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg: Registry,
               label: str) -> dict[Value, Value]:
     """Append to ``graph`` the tangents of every value on the chain from ``seeds`` (value -> its tangent) to
     ``targets``; return value -> tangent (seeds included). ``label`` prefixes node paths in errors."""
     chain = _chain(graph, targets, set(seeds), reg)
-    missing = [n for n in chain if n.op not in reg.schemas or
-               (reg.schemas[n.op].gradient is None and getattr(reg.schemas[n.op], "jvp", None) is None)]
-    if missing:
-        paths = []
-        for node in missing:
-            schema = reg.schemas.get(node.op)
-            why = (f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
-                   else " (no GradientFn or JvpFn registered)" if schema else " (unknown op)")
-            paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}")
+    paths = without_forward_rule(chain, graph, reg, label)
+    if paths:
         raise MissingGradientError("no forward rule:\n  " + "\n  ".join(paths), paths)
     tangents = dict(seeds)
     cache: dict[tuple, tuple[Graph, Any]] = {}

@@ -46,7 +46,7 @@ from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .backward import _chain, _not_the_packs_fault, _output_position, input_position, output_label
-from .jvp import _drop_unneeded_after, build_jvp_graph
+from .jvp import _drop_unneeded_after, build_jvp_graph, without_forward_rule
 
 __all__ = ["build_laplacian_graph", "build_taylor_graph"]
 
@@ -441,15 +441,8 @@ def _prepare(graph: Graph, reg: Registry, name: str) -> Graph:
 
 
 def _check_chain(chain: list[Node], graph: Graph, reg: Registry, what: str) -> None:
-    missing = [n for n in chain if n.op not in reg.schemas or
-               (reg.schemas[n.op].gradient is None and reg.schemas[n.op].jvp is None)]
-    if missing:
-        paths = []
-        for node in missing:
-            schema = reg.schemas.get(node.op)
-            why = (f" (declared not differentiable: {schema.not_differentiable})" if schema and schema.not_differentiable
-                   else " (no GradientFn or JvpFn registered)" if schema else " (unknown op)")
-            paths.append(f"node {graph.nodes.index(node)} ({node.op}){why}")
+    paths = without_forward_rule(chain, graph, reg)
+    if paths:
         raise MissingGradientError(f"cannot build {what}: {len(paths)} op(s) on the chain have no forward rule:\n  "
                                    + "\n  ".join(paths), paths)
 

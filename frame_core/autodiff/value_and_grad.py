@@ -48,9 +48,8 @@ class ValueAndGrad:
                  backend: str = "cpu", opt_level: int = 2, maxsize: int = 8) -> None:
         if not callable(fn):
             raise ParameterError(f"value_and_grad takes a function fn(params, *data) -> loss, got {type(fn).__name__}")
-        for flag, value in (("has_aux", has_aux),):
-            if not isinstance(value, bool):
-                raise ParameterError(f"{flag}= is True or False, got {value!r}")
+        if not isinstance(has_aux, bool):
+            raise ParameterError(f"has_aux= is True or False, got {has_aux!r}")
         self.fn = fn
         self.has_aux = has_aux
         self._return_value = return_value
