@@ -114,6 +114,59 @@ def _unary(cx: NodeContext) -> Any:
     return _UNARY[cx.node.op_type](cx.input(0))
 
 
+_ROUNDING = {"Floor": "floor", "Ceil": "ceil", "Round": "round"}  # ONNX Round: halves to even, as frame's round
+
+
+@rule(*_ROUNDING)
+def _rounding(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    if not _is_float(x):
+        raise Unsupported(f"{cx.node.op_type} of an integer tensor (ONNX defines it for floating types)")
+    return getattr(ops, _ROUNDING[cx.node.op_type])(x)
+
+
+@rule("Mod")
+def _mod(cx: NodeContext) -> Any:
+    a, b = cx.input(0), cx.input(1)
+    if not _is_float(a):
+        raise Unsupported("integer Mod (frame's division is floating; cast to float first)")
+    q = ops.div(a, b)
+    if cx.attr("fmod", "int", 0):  # C's fmod: the quotient truncated toward zero, the sign of a
+        whole = ops.where(ops.less(q, 0.0), ops.ceil(q), ops.floor(q))
+    else:  # Python's %: the quotient floored, the sign of b
+        whole = ops.floor(q)
+    return a - b * whole
+
+
+@rule("IsNaN")
+def _isnan(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return ops.not_equal(x, x)
+
+
+@rule("IsInf")
+def _isinf(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    pos, neg = cx.attr("detect_positive", "int", 1), cx.attr("detect_negative", "int", 1)
+    if pos and neg:
+        return ops.equal(ops.abs(x), like(np.inf, x))
+    if pos or neg:
+        return ops.equal(x, like(np.inf if pos else -np.inf, x))
+    return ops.less(x, like(-np.inf, x))  # neither detected: false everywhere
+
+
+@rule("PRelu")
+def _prelu(cx: NodeContext) -> Any:
+    x, slope = cx.input(0), cx.input(1)  # slope broadcasts to x (torch writes [C, 1, 1] for channels)
+    return ops.where(ops.less(x, 0.0), x * slope, x)
+
+
+@rule("Mish")
+def _mish(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return x * ops.tanh(_softplus(cx))
+
+
 @rule("Identity")
 def _identity(cx: NodeContext) -> Any:
     return cx.input(0)
@@ -530,10 +583,13 @@ def _pad(cx: NodeContext) -> Any:
     if mode != "constant":
         raise Unsupported(f"pad mode {mode!r} (frame pads with zeros)")
     pads = [int(p) for p in (cx.need_known(1, "pads").reshape(-1) if cx.has(1) else cx.attr("pads", "ints"))]
+    fill: Any = 0.0
     if cx.has(2):
-        value = cx.need_known(2, "constant_value")
-        if value.size and float(value.reshape(-1)[0]) != 0.0:
-            raise Unsupported("a nonzero pad value")
+        value = cx.known(2)
+        if value is None:  # a value stored as a (floating) initializer is a parameter: a traced scalar
+            fill = ops.reshape(cx.input(2), shape=[])
+        else:
+            fill = like(value.reshape(-1)[0], x) if value.size else 0.0
     rank = rank_of(x)
     axes = ([norm_axis(int(a), rank, cx) for a in cx.need_known(3, "axes").reshape(-1)] if cx.has(3)
             else list(range(rank)))
@@ -543,7 +599,23 @@ def _pad(cx: NodeContext) -> Any:
         raise Unsupported("negative pads (cropping)")
     if not any(pads):
         return x
-    return ops.pad(x, before=before, after=after, axes=axes)
+    y = ops.pad(x, before=before, after=after, axes=axes)
+    if isinstance(fill, float):
+        return y
+    # frame pads with zeros; the padding is then filled: y + fill * (1 - [inside x]), the mask a constant
+    full_before, full_after = [0] * rank, [0] * rank
+    for a, b, e in zip(axes, before, after):
+        full_before[a], full_after[a] = b, e
+    # sized 1 along the axes not padded, so that it broadcasts (no batch size baked in)
+    inside = np.ones([n if full_before[a] or full_after[a] else 1 for a, n in enumerate(shape_of(x))], bool)
+    outside = ~np.pad(inside, list(zip(full_before, full_after)))
+    return ops.where(outside, fill, y)
+
+
+@rule("Range")
+def _range(cx: NodeContext) -> Any:  # reached only when a bound depends on the data (known ones are folded)
+    raise Unsupported("a Range whose start, limit or delta depends on the data: its length would be data-dependent "
+                      "(compute the bounds from shapes or constants)")
 
 
 @rule("Trilu")
