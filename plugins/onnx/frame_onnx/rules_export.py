@@ -305,17 +305,6 @@ def _slice(ex: Exporter, node: Node) -> list[str]:
     return [ex.emit("Slice", [_in(ex, node), ex.ints(starts), ex.ints(ends), ex.ints(axes), ex.ints(steps)])]
 
 
-@rule("slice_grad_internal")
-def _slice_grad(ex: Exporter, node: Node) -> list[str]:
-    a = node.attrs
-    shape, gy = list(a["input_shape"]), _t(node)
-    if any(s != 1 for s in a["steps"]):
-        raise OnnxError("slice_grad_internal with steps other than 1 has no export rule yet")
-    before = [int(s) % n if n else 0 for s, n in zip(a["starts"], shape)]
-    after = [n - b - g for n, b, g in zip(shape, before, gy.shape)]
-    return [ex.emit("Pad", [_in(ex, node), ex.ints(before + after)])]
-
-
 @rule("pad")
 def _pad(ex: Exporter, node: Node) -> list[str]:
     x = _t(node)
@@ -455,3 +444,6 @@ def _pool2d(ex: Exporter, node: Node) -> list[str]:
         return [ex.emit("MaxPool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads)]
     return [ex.emit("AveragePool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads,
                     count_include_pad=int(bool(a.get("count_include_pad", True))))]
+
+
+from . import rules_export_grads  # noqa: E402,F401 - the gradients of convolutions, pools and strided slices

@@ -1,0 +1,200 @@
+"""Export rules of the ops that gradients of convolutions, pools and strided slices emit, so that the training
+graph of a CNN (``build_backward_graph``) runs on ONNX Runtime.
+
+- The input gradient of a convolution (``conv1d_grad_input_internal``, frame-ops-nn's ``conv_transpose2d``) is
+  ONNX's ``ConvTranspose``, with the ``output_padding`` that gives back the input's size.
+- Its weight gradient (``conv1d/2d_grad_weight_internal``) is a ``Conv`` with the roles swapped: the input's
+  batch axis becomes the channels, the output gradient the kernel, the stride the dilation and the dilation the
+  stride (one ``Conv`` per group).
+- A max pool's gradient (``max_pool1d/2d_grad_internal``) scatters the output gradient (``ScatterElements``,
+  adding) at the ``Indices`` ONNX's ``MaxPool`` returns: the first maximum of each window, frame's tie rule.
+- An average pool's gradient spreads ``gy / divisor`` over each window: a ``ConvTranspose`` with a kernel of ones.
+- ``slice_grad_internal`` with steps other than 1 interleaves zeros between the rows (``Pad`` on a new axis, then
+  ``Reshape``) before padding the slice back to the input's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from frame_core import Node
+
+from .errors import OnnxError
+from .export import Exporter
+from .rules_export import RULES, rule
+
+__all__ = ["RULES"]
+
+
+def _x(ex: Exporter, node: Node, i: int = 0) -> str:
+    return ex.input(node, i)
+
+
+def _shape(node: Node, i: int = 0) -> tuple[int, ...]:
+    return tuple(node.inputs[i].shape)
+
+
+def _onnx_pads(padding: Sequence[int], n: int) -> list[int]:
+    """frame's paddings, (before, after) per spatial axis in order, as ONNX's [befores..., afters...]."""
+    padding = list(padding)
+    return padding[0::2][:n] + padding[1::2][:n]
+
+
+def _spatial(node: Node, n: int) -> tuple[list[int], list[int], list[int]]:
+    """(strides, dilations, ONNX pads) of a frame conv/pool node with ``n`` spatial axes."""
+    a = node.attrs
+
+    def per_axis(v, default):  # noqa: ANN001, ANN202
+        if v is None:
+            return [default] * n
+        return [int(v)] * n if isinstance(v, (int, np.integer)) else [int(e) for e in v]
+    return per_axis(a.get("stride"), 1), per_axis(a.get("dilation"), 1), _onnx_pads(a["padding"], n)
+
+
+def _as_channels_of_one(ex: Exporter, x: str, shape: Sequence[int], n: int) -> str:
+    """``x[..., *spatial]`` as ``[M, 1, *spatial]`` (every leading position a sample of one channel)."""
+    lead = int(np.prod(shape[:-n], dtype=np.int64)) if len(shape) > n else 1
+    return ex.emit("Reshape", [x, ex.ints([lead, 1, *shape[-n:]])])
+
+
+# -- convolutions --------------------------------------------------------------------------------------------
+def _conv_transpose(ex: Exporter, gy: str, w: str, gy_shape: Sequence[int], w_shape: Sequence[int], out: Sequence[int],
+                    strides: list[int], dilations: list[int], pads: list[int], groups: int) -> str:
+    n = len(strides)
+    extra = []
+    for i in range(n):  # output_padding: what floor division dropped from the forward output size
+        extent = dilations[i] * (w_shape[2 + i] - 1) + 1
+        size = strides[i] * (gy_shape[2 + i] - 1) + extent - pads[i] - pads[n + i]
+        extra.append(out[i] - size)
+    if any(e < 0 for e in extra):
+        raise OnnxError(f"a transposed convolution to size {list(out)} from {list(gy_shape)} cannot be written with "
+                        "ONNX's output_padding")
+    return ex.emit("ConvTranspose", [gy, w], strides=strides, dilations=dilations, pads=pads, group=groups,
+                   kernel_shape=list(w_shape[2:]), output_padding=extra if any(extra) else None)
+
+
+@rule("conv1d_grad_input_internal")
+def _conv1d_grad_input(ex: Exporter, node: Node) -> list[str]:
+    strides, dilations, pads = _spatial(node, 1)
+    return [_conv_transpose(ex, _x(ex, node, 0), _x(ex, node, 1), _shape(node, 0), _shape(node, 1),
+                            [node.attrs["length"]], strides, dilations, pads, node.attrs.get("groups", 1))]
+
+
+@rule("conv_transpose2d", "conv_transpose1d")
+def _conv_transpose_nd(ex: Exporter, node: Node) -> list[str]:
+    n = 2 if node.op == "conv_transpose2d" else 1
+    strides, dilations, pads = _spatial(node, n)
+    out = node.outputs[0].shape[2:]
+    return [_conv_transpose(ex, _x(ex, node, 0), _x(ex, node, 1), _shape(node, 0), _shape(node, 1), out, strides,
+                            dilations, pads, node.attrs.get("groups", 1))]
+
+
+@rule("conv1d_grad_weight_internal", "conv2d_grad_weight_internal")
+def _conv_grad_weight(ex: Exporter, node: Node) -> list[str]:
+    """gw[o, c, k] = sum over b, t of gy[b, o, t] x_padded[b, c, t * stride + k * dilation]: a Conv of x (batch
+    and channels swapped) with gy as its kernel, stride and dilation swapped, cut to the kernel's size."""
+    n = 2 if node.op.startswith("conv2d") else 1
+    strides, dilations, pads = _spatial(node, n)
+    groups = node.attrs.get("groups", 1)
+    x_shape, gy_shape = _shape(node, 0), _shape(node, 1)
+    kernel = list(node.outputs[0].shape[2:])
+    swap = [1, 0, *range(2, 2 + n)]
+    x, gy = _x(ex, node, 0), _x(ex, node, 1)
+    c_in, c_out = x_shape[1] // groups, gy_shape[1] // groups
+    parts = []
+    for g in range(groups):
+        xg, gyg = x, gy
+        if groups > 1:
+            xg = ex.emit("Slice", [x, ex.ints([g * c_in]), ex.ints([(g + 1) * c_in]), ex.ints([1])])
+            gyg = ex.emit("Slice", [gy, ex.ints([g * c_out]), ex.ints([(g + 1) * c_out]), ex.ints([1])])
+        corr = ex.emit("Conv", [ex.emit("Transpose", [xg], perm=swap), ex.emit("Transpose", [gyg], perm=swap)],
+                       strides=dilations, dilations=strides, pads=pads, kernel_shape=list(gy_shape[2:]))  # [C, O, K']
+        corr = ex.emit("Slice", [corr, ex.ints([0] * n), ex.ints(kernel), ex.ints(list(range(2, 2 + n)))])
+        parts.append(ex.emit("Transpose", [corr], perm=swap))                                             # [O, C, K]
+    return [parts[0] if groups == 1 else ex.emit("Concat", parts, axis=0)]
+
+
+# -- pools ---------------------------------------------------------------------------------------------------
+def _pool_geometry(node: Node, n: int) -> tuple[list[int], list[int], list[int]]:
+    a = node.attrs
+    kernel = [int(a["kernel_size"])] * n if isinstance(a["kernel_size"], (int, np.integer)) else list(a["kernel_size"])
+    stride = a.get("stride")
+    strides = kernel if stride is None else ([int(stride)] * n if isinstance(stride, (int, np.integer))
+                                            else [int(s) for s in stride])
+    return kernel, strides, _onnx_pads(a["padding"], n)
+
+
+@rule("max_pool1d_grad_internal", "max_pool2d_grad_internal")
+def _max_pool_grad(ex: Exporter, node: Node) -> list[str]:
+    n = 2 if node.op.startswith("max_pool2d") else 1
+    kernel, strides, pads = _pool_geometry(node, n)
+    x_shape = _shape(node, 0)
+    x = _as_channels_of_one(ex, _x(ex, node, 0), x_shape, n)
+    _, indices = ex.emit("MaxPool", [x], n_out=2, kernel_shape=kernel, strides=strides, pads=pads)
+    flat = ex.ints([-1])
+    size = int(np.prod(x_shape, dtype=np.int64))
+    zeros = ex.emit("Expand", [ex.const(0, node.inputs[1].dtype), ex.ints([size])])
+    scattered = ex.emit("ScatterElements", [zeros, ex.emit("Reshape", [indices, flat]),
+                                            ex.emit("Reshape", [_x(ex, node, 1), flat])], axis=0, reduction="add")
+    return [ex.emit("Reshape", [scattered, ex.ints(list(x_shape))])]
+
+
+@rule("avg_pool1d_grad_internal", "avg_pool2d_grad_internal")
+def _avg_pool_grad(ex: Exporter, node: Node) -> list[str]:
+    n = 2 if node.op.startswith("avg_pool2d") else 1
+    a = node.attrs
+    kernel, strides, pads = _pool_geometry(node, n)
+    gy_shape = _shape(node, 0)
+    size = [int(a["length"])] if n == 1 else [int(s) for s in a["size"]]
+    dtype = node.inputs[0].dtype
+    if a.get("count_include_pad", True):
+        divisor = np.full([1] * n, float(np.prod(kernel)))
+    else:  # the real (unpadded) positions of each window
+        ones = np.pad(np.ones(size), [(pads[i], pads[n + i]) for i in range(n)])
+        out = gy_shape[-n:]
+        divisor = np.zeros(out)
+        for tap in np.ndindex(*kernel):
+            window = tuple(slice(tap[i], tap[i] + (out[i] - 1) * strides[i] + 1, strides[i]) for i in range(n))
+            divisor += ones[window]
+    gy = ex.emit("Div", [_x(ex, node, 0), ex.const(divisor, dtype)])
+    gy = _as_channels_of_one(ex, gy, gy_shape, n)
+    m = int(np.prod(gy_shape[:-n], dtype=np.int64)) if len(gy_shape) > n else 1
+    spread = _conv_transpose(ex, gy, ex.const(np.ones([1, 1, *kernel]), dtype), [m, 1, *gy_shape[-n:]],
+                             [1, 1, *kernel], size, strides, [1] * n, pads, 1)
+    return [ex.emit("Reshape", [spread, ex.ints(list(node.outputs[0].shape))])]
+
+
+# -- strided slices --------------------------------------------------------------------------------------------
+@rule("slice_grad_internal")
+def _slice_grad(ex: Exporter, node: Node) -> list[str]:
+    """gy put back at the sliced positions of zeros shaped like the input, axis by axis."""
+    a = node.attrs
+    shape, gy_shape = list(a["input_shape"]), list(_shape(node))
+    out = node.outputs[0]
+    if any(d == 0 for d in gy_shape):  # an empty slice: the gradient is all zeros
+        return [ex.emit("Expand", [ex.const(0, out.dtype), ex.ints(shape)])]
+    y, cur = _x(ex, node), list(gy_shape)
+    before, after = [0] * len(shape), [0] * len(shape)
+    for ax, (start, step) in enumerate(zip(a["starts"], a["steps"])):
+        count = cur[ax]
+        if step < 0:  # the rows run backwards: reverse them, and start at the last one
+            y = ex.emit("Slice", [y, ex.ints([-1]), ex.ints([-(2**62)]), ex.ints([ax]), ex.ints([-1])])
+            start, step = start + (count - 1) * step, -step
+        if step > 1:  # interleave step - 1 zero rows after each row, then drop the ones after the last
+            cur_x = list(cur)
+            y = ex.emit("Unsqueeze", [y, ex.ints([ax + 1])])
+            pad = [0] * (len(cur) + 1) * 2
+            pad[len(cur) + 1 + ax + 1] = step - 1
+            y = ex.emit("Pad", [y, ex.ints(pad)])
+            cur_x[ax] = count * step
+            y = ex.emit("Reshape", [y, ex.ints(cur_x)])
+            span = (count - 1) * step + 1
+            y = ex.emit("Slice", [y, ex.ints([0]), ex.ints([span]), ex.ints([ax])])
+            cur[ax] = span
+        before[ax], after[ax] = start, shape[ax] - start - cur[ax]
+    if any(before) or any(after):
+        y = ex.emit("Pad", [y, ex.ints(before + after)])
+    return [y]
+
