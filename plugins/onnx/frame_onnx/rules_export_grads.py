@@ -198,3 +198,97 @@ def _slice_grad(ex: Exporter, node: Node) -> list[str]:
         y = ex.emit("Pad", [y, ex.ints(before + after)])
     return [y]
 
+
+
+# -- normalisations (frame-ops-nn), written with frame ops and exported through their rules ------------------
+def _inline(ex: Exporter, node: Node, fn) -> list[str]:  # noqa: ANN001 - fn takes and returns traced tensors
+    """The outputs of ``fn`` applied to the node's inputs, traced at their types and exported node by node."""
+    import frame_core as fc
+
+    graph = fc.trace(lambda *xs: list(fn(*xs)), *[v.type for v in node.inputs], name=f"{node.op}_onnx")
+    for value, i in zip(graph.inputs, range(len(node.inputs))):
+        ex.names[value] = ex.input(node, i)
+    ex.run_nodes(graph)
+    return [ex.emit("Identity", [ex.name_of(v)]) if v in graph.inputs else ex.name_of(v) for v in graph.outputs]
+
+
+def _normalised(x, axes: list[int], eps: float):  # noqa: ANN001, ANN202 - traced tensors
+    """(x - mean, xhat, 1 / std) over ``axes``, keeping them."""
+    from frame_core import ops
+
+    xc = x - ops.mean(x, axes=axes, keepdims=True)
+    rstd = 1.0 / ops.sqrt(ops.mean(xc * xc, axes=axes, keepdims=True) + eps)
+    return xc, xc * rstd, rstd
+
+
+def _input_grad(g, xhat, rstd, axes: list[int]):  # noqa: ANN001, ANN202 - traced tensors
+    """The gradient through xhat(x) over ``axes`` for the cotangent ``g`` of xhat."""
+    from frame_core import ops
+
+    return rstd * (g - ops.mean(g, axes=axes, keepdims=True) - xhat * ops.mean(g * xhat, axes=axes, keepdims=True))
+
+
+@rule("layer_norm")
+def _layer_norm(ex: Exporter, node: Node) -> list[str]:
+    rank, k, eps = len(_shape(node)), len(_shape(node, 1)), node.attrs.get("eps", 1e-5)
+    axes = list(range(rank - k, rank))
+    return _inline(ex, node, lambda x, w, b: [_normalised(x, axes, eps)[1] * w + b])
+
+
+@rule("layer_norm_grad_internal")
+def _layer_norm_grad(ex: Exporter, node: Node) -> list[str]:
+    from frame_core import ops
+
+    rank, k, eps = len(_shape(node)), len(_shape(node, 1)), node.attrs.get("eps", 1e-5)
+    axes, lead = list(range(rank - k, rank)), list(range(rank - k))
+
+    def grads(x, w, gy):  # noqa: ANN001, ANN202
+        _, xhat, rstd = _normalised(x, axes, eps)
+        return [_input_grad(gy * w, xhat, rstd, axes), ops.sum(gy * xhat, axes=lead), ops.sum(gy, axes=lead)]
+    return _inline(ex, node, grads)
+
+
+def _per_channel(v, rank: int):  # noqa: ANN001, ANN202
+    from frame_core import ops
+
+    return ops.reshape(v, shape=[1, v.shape[0]] + [1] * (rank - 2))
+
+
+@rule("batch_norm")
+def _batch_norm(ex: Exporter, node: Node) -> list[str]:
+    from frame_core import ops
+
+    shape = _shape(node)
+    rank, axes = len(shape), [0, *range(2, len(shape))]
+    count = int(np.prod(shape, dtype=np.int64)) // shape[1]
+    a = node.attrs
+    eps, m = a.get("eps", 1e-5), a.get("momentum", 0.1)
+
+    def training(x, w, b, rm, rv):  # noqa: ANN001, ANN202 - batch statistics; the running ones updated
+        xc, xhat, _ = _normalised(x, axes, eps)
+        mean = ops.mean(x, axes=axes)
+        var = ops.mean(xc * xc, axes=axes)
+        return [xhat * _per_channel(w, rank) + _per_channel(b, rank), rm * (1.0 - m) + mean * m,
+                rv * (1.0 - m) + var * (m * count / (count - 1))]
+
+    def inference(x, w, b, rm, rv):  # noqa: ANN001, ANN202 - the running statistics, returned unchanged
+        scale = w / ops.sqrt(rv + eps)
+        return [(x - _per_channel(rm, rank)) * _per_channel(scale, rank) + _per_channel(b, rank), rm, rv]
+    return _inline(ex, node, training if a.get("training", True) else inference)
+
+
+@rule("batch_norm_grad_internal")
+def _batch_norm_grad(ex: Exporter, node: Node) -> list[str]:
+    from frame_core import ops
+
+    shape = _shape(node)
+    rank, axes = len(shape), [0, *range(2, len(shape))]
+    count = int(np.prod(shape, dtype=np.int64)) // shape[1]
+    eps, m = node.attrs.get("eps", 1e-5), node.attrs.get("momentum", 0.1)
+
+    def grads(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - the running averages' cotangents added
+        xc, xhat, rstd = _normalised(x, axes, eps)
+        gx = _input_grad(gy * _per_channel(w, rank), xhat, rstd, axes)
+        gx = gx + _per_channel(g_rm * (m / count), rank) + xc * _per_channel(g_rv * (2.0 * m / (count - 1)), rank)
+        return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return _inline(ex, node, grads)

@@ -105,3 +105,22 @@ def test_strided_slice_gradients_on_onnxruntime(starts, stops, steps):
     graph = _same_on_onnxruntime(f, ["f32[8, 6]"], [0])
     (gx,) = fc.compile(graph).run(_args(["f32[8, 6]"]))[1:]
     assert (gx == 0).any() and (gx != 0).any()  # zeros off the slice, the gradient on it
+
+
+def test_normalisation_layers_and_their_gradients_on_onnxruntime():
+    """batch_norm in training mode (with its running averages), in inference mode, and layer_norm, with the
+    activations of a transformer block (gelu, erf, silu, log1p, expm1, logaddexp, rounding)."""
+    pytest.importorskip("frame_ops_nn")
+
+    def f(x, w, b, rm, rv, lw, lb):
+        y, new_rm, new_rv = ops.batch_norm(x, w, b, rm, rv, training=True, momentum=0.2)
+        z = ops.batch_norm(ops.tanh(y), w, b, new_rm, ops.exp(new_rv), training=False)[0]
+        h = ops.layer_norm(ops.reshape(z, shape=[4, 3, 10]), lw, lb, eps=1e-3)
+        h = ops.gelu(h) + ops.gelu(h, approximate="tanh") + ops.silu(h) + ops.erfc(h) * ops.floor(h)
+        h = h + ops.log1p(ops.square(h)) + ops.expm1(h * 0.1) + ops.logaddexp(h, h * h) * ops.round(h * 3.0)
+        return ops.sum(ops.square(h)) + ops.sum(new_rm * new_rv)
+    types = ["f32[4, 3, 2, 5]", "f32[3]", "f32[3]", "f32[3]", "f32[3]", "f32[3, 10]", "f32[3, 10]"]
+    args = _args(types, seed=2)
+    args[4] = np.abs(args[4]) + 0.5  # a running variance
+    graph = _same_on_onnxruntime(f, types, range(7), args)
+    assert {"batch_norm_grad_internal", "layer_norm_grad_internal"} <= {n.op for n in graph.nodes}
