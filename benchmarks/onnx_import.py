@@ -105,11 +105,30 @@ def median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def import_and_compile(data: bytes, dims: dict[str, int], probe: bool = True) -> float:
+def import_and_compile(data: bytes, dims: dict[str, int], probe: bool | str = True) -> float:
     t0 = time.perf_counter()
-    model = frame_onnx.load(data, dims=dims, check_any_batch=probe)
+    if probe == "twice":
+        model = import_twice(data, dims)
+    else:
+        model = frame_onnx.load(data, dims=dims, check_any_batch=probe)
     fc.compile(model.graph, cache=False)
     return time.perf_counter() - t0
+
+
+def import_twice(data: bytes, dims: dict[str, int]):
+    """The any-batch probe as it was: two whole imports (each re-checks the serialised model and decodes its
+    initializers), then the comparison; kept as the reference the cheaper probe is measured against."""
+    from frame_core import holds_traced_sizes
+    from frame_onnx._import import import_model, same_structure
+    from frame_onnx._read import read_model
+
+    proto, _ = read_model(data)
+    model = import_model(proto, dims=dims)
+    probe = import_model(proto, dims={k: v + 1 for k, v in model.dims.items()}, default_dim=2)
+    model.any_batch = same_structure(model.graph, probe.graph)
+    if not model.any_batch:
+        holds_traced_sizes(model.graph)
+    return model
 
 
 def main() -> None:
@@ -129,6 +148,7 @@ def main() -> None:
           "creation ==")
     cases = ((f"cnn ({n_params / 1e6:.2f}M parameters)", cnn_data, {"batch": 16}, True),
              ("cnn, without the any-batch probe", cnn_data, {"batch": 16}, False),
+             ("cnn, probe as two full imports", cnn_data, {"batch": 16}, "twice"),
              ("chain (10,000 nodes)", chain_data, {}, True))
     walls: dict[str, list[float]] = {label: [] for label, *_ in cases}
     cpus: dict[str, list[float]] = {label: [] for label, *_ in cases}
@@ -145,9 +165,11 @@ def main() -> None:
         ours, cpu, theirs = (statistics.median(v[label]) for v in (walls, cpus, ort_walls))
         print(f"{label:32s} frame {ours * 1e3:7.1f} ms (cpu {cpu * 1e3:7.1f})   onnxruntime {theirs * 1e3:7.1f} ms   "
               f"ratio {ours / theirs:5.2f}")
-    probe, plain = cases[0][0], cases[1][0]
-    print(f"the any-batch probe costs {(statistics.median(walls[probe]) / statistics.median(walls[plain]) - 1) * 100:.0f}% "
-          f"(wall), {(statistics.median(cpus[probe]) / statistics.median(cpus[plain]) - 1) * 100:.0f}% (cpu)")
+    probe, plain, twice = cases[0][0], cases[1][0], cases[2][0]
+    for label, case in (("the any-batch probe", probe), ("two full imports (the previous probe)", twice)):
+        print(f"{label} costs {(statistics.median(walls[case]) / statistics.median(walls[plain]) - 1) * 100:.0f}% "
+              f"(wall), {(statistics.median(cpus[case]) / statistics.median(cpus[plain]) - 1) * 100:.0f}% (cpu) over "
+              "an import without it")
     if args.import_only:
         return
 
