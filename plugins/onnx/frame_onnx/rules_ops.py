@@ -580,8 +580,8 @@ def _tile(cx: NodeContext) -> Any:
 def _pad(cx: NodeContext) -> Any:
     x = cx.input(0)
     mode = cx.attr("mode", "string", "constant")
-    if mode != "constant":
-        raise Unsupported(f"pad mode {mode!r} (frame pads with zeros)")
+    if mode not in ("constant", "reflect", "edge"):
+        raise Unsupported(f"pad mode {mode!r} (frame imports constant, reflect and edge)")
     pads = [int(p) for p in (cx.need_known(1, "pads").reshape(-1) if cx.has(1) else cx.attr("pads", "ints"))]
     fill: Any = 0.0
     if cx.has(2):
@@ -599,17 +599,103 @@ def _pad(cx: NodeContext) -> Any:
         raise Unsupported("negative pads (cropping)")
     if not any(pads):
         return x
+    if mode != "constant":
+        for a, b, e in zip(axes, before, after):
+            x = _pad_from_edges(x, a, b, e, mode)
+        return x
     y = ops.pad(x, before=before, after=after, axes=axes)
     if isinstance(fill, float):
         return y
-    # frame pads with zeros; the padding is then filled: y + fill * (1 - [inside x]), the mask a constant
+    # frame pads with zeros; the padding is then filled where a constant mask says it lies outside x
     full_before, full_after = [0] * rank, [0] * rank
     for a, b, e in zip(axes, before, after):
         full_before[a], full_after[a] = b, e
     # sized 1 along the axes not padded, so that it broadcasts (no batch size baked in)
-    inside = np.ones([n if full_before[a] or full_after[a] else 1 for a, n in enumerate(shape_of(x))], bool)
+    inside = np.ones([size if full_before[a] or full_after[a] else 1 for a, size in enumerate(shape_of(x))], bool)
     outside = ~np.pad(inside, list(zip(full_before, full_after)))
     return ops.where(outside, fill, y)
+
+
+def _pad_from_edges(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
+    """``x`` padded along ``axis`` by reflection (without repeating the edge) or by repeating the edge."""
+    n = shape_of(x)[axis]
+    if not before and not after:
+        return x
+    if mode == "reflect" and max(before, after) > n - 1:
+        raise Unsupported(f"a reflect pad of {max(before, after)} on an axis of {n} (at most {n - 1})")
+    parts = []
+    if before:
+        if mode == "reflect":  # rows before, before - 1, ..., 1
+            parts.append(ops.slice(x, starts=[before], stops=[0], steps=[-1], axes=[axis]))
+        else:
+            parts += [ops.slice(x, starts=[0], stops=[1], axes=[axis])] * before
+    parts.append(x)
+    if after:
+        if mode == "reflect":  # rows n - 2, ..., n - 1 - after
+            stop = n - 2 - after
+            parts.append(ops.slice(x, starts=[n - 2], stops=[stop if stop >= 0 else -(n + 1)], steps=[-1], axes=[axis]))
+        else:
+            parts += [ops.slice(x, starts=[n - 1], stops=[n], axes=[axis])] * after
+    return ops.concat(*parts, axis=axis)
+
+
+@rule("Resize", "Upsample")
+def _resize(cx: NodeContext) -> Any:
+    """Nearest-neighbour resizing as one ``gather`` per resized axis, its source rows computed while importing
+    by ONNX's coordinate transformation and rounding rule (torch's ``nn.Upsample(mode="nearest")``)."""
+    x = cx.input(0)
+    mode = cx.attr("mode", "string", "nearest")
+    if mode != "nearest":
+        raise Unsupported(f"resize mode {mode!r} (frame imports nearest)")
+    shape, rank = shape_of(x), rank_of(x)
+    if cx.node.op_type == "Upsample" or cx.opset < 11:  # Upsample, and Resize before opset 11: (X, scales)
+        scales, sizes, transform, rounding = cx.need_known(1, "scales").astype(float), None, "asymmetric", "floor"
+    else:
+        transform = cx.attr("coordinate_transformation_mode", "string", "half_pixel")
+        rounding = cx.attr("nearest_mode", "string", "round_prefer_floor")
+        if cx.attr("axes", "ints") is not None or cx.attr("keep_aspect_ratio_policy", "string", "stretch") != "stretch":
+            raise Unsupported("Resize with axes or keep_aspect_ratio_policy")
+        scales = cx.need_known(2, "scales").astype(float) if cx.has(2) and cx.need_known(2, "scales").size else None
+        sizes = [int(v) for v in cx.need_known(3, "sizes").reshape(-1)] if cx.has(3) else None
+    if sizes is None:
+        if scales is None or scales.size != rank:
+            raise Unsupported("Resize without scales or sizes for every axis")
+        sizes = [int(np.floor(n * s)) for n, s in zip(shape, scales)]
+    else:
+        scales = np.array([m / n for m, n in zip(sizes, shape)])
+    for axis, (n, m, scale) in enumerate(zip(shape, sizes, scales)):
+        if m == n and scale == 1.0:
+            continue
+        rows = _nearest_rows(n, m, float(scale), transform, rounding)
+        x = ops.gather(x, rows, axis=axis)
+    return x
+
+
+def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -> np.ndarray:
+    out = np.arange(m, dtype=np.float64)
+    if transform == "half_pixel":
+        src = (out + 0.5) / scale - 0.5
+    elif transform == "pytorch_half_pixel":
+        src = (out + 0.5) / scale - 0.5 if m > 1 else np.zeros(m)
+    elif transform == "asymmetric":
+        src = out / scale
+    elif transform == "align_corners":
+        src = out * (n - 1) / (m - 1) if m > 1 else np.zeros(m)
+    elif transform == "tf_half_pixel_for_nn":
+        src = (out + 0.5) / scale
+    else:
+        raise Unsupported(f"coordinate_transformation_mode {transform!r}")
+    if rounding == "floor":
+        idx = np.floor(src)
+    elif rounding == "ceil":
+        idx = np.ceil(src)
+    elif rounding == "round_prefer_floor":
+        idx = np.where(src - np.floor(src) == 0.5, np.floor(src), np.round(src))
+    elif rounding == "round_prefer_ceil":
+        idx = np.where(src - np.floor(src) == 0.5, np.ceil(src), np.round(src))
+    else:
+        raise Unsupported(f"nearest_mode {rounding!r}")
+    return np.clip(idx, 0, n - 1).astype(np.int64)
 
 
 @rule("Range")

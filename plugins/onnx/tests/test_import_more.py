@@ -285,3 +285,45 @@ def test_a_3d_convolution_is_listed_as_unsupported():
     with pytest.raises(frame_onnx.UnsupportedModelError) as info:
         frame_onnx.load(model)
     assert "Conv (ai.onnx, opset 18) at node 'conv3d'" in str(info.value) and "3-D convolution" in str(info.value)
+
+
+# -- reflect/edge pads, nearest resizing --------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+def test_reflect_and_edge_pads_equal_onnxruntime(mode):
+    model, feeds = _model([_node("Pad", ["x", "pads"], mode=mode)], [("x", _w(2, 3, 4, 5))], [_vi("y", [2, 3, 7, 9])],
+                          [("pads", np.array([0, 0, 3, 0, 0, 0, 0, 4], np.int64))])
+    _same_as_onnxruntime(model, feeds, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("transform, rounding, scales, sizes", [
+    ("asymmetric", "floor", [1, 1, 2, 3], None), ("half_pixel", "round_prefer_floor", [1, 1, 1.5, 0.6], None),
+    ("pytorch_half_pixel", "round_prefer_ceil", None, [2, 3, 7, 2]), ("align_corners", "ceil", None, [2, 3, 9, 4]),
+    ("tf_half_pixel_for_nn", "round_prefer_floor", [1, 1, 2.5, 1], None)])
+def test_nearest_resizing_equals_onnxruntime(transform, rounding, scales, sizes):
+    inputs = ["x", "", "scales" if scales else "", "sizes" if sizes else ""]
+    # scales as a Constant node, as exporters write them (a floating initializer would be a parameter)
+    given = _node("Constant", [], ["scales"], value=numpy_helper.from_array(np.array(scales, np.float32))) if scales \
+        else _node("Constant", [], ["sizes"], value=numpy_helper.from_array(np.array(sizes, np.int64)))
+    out = sizes or [int(np.floor(n * s)) for n, s in zip([2, 3, 4, 5], scales)]
+    model, feeds = _model([given, _node("Resize", inputs, mode="nearest", coordinate_transformation_mode=transform,
+                                        nearest_mode=rounding)], [("x", _w(2, 3, 4, 5))], [_vi("y", out)])
+    _same_as_onnxruntime(model, feeds, rtol=0, atol=0)
+
+
+def test_torch_upsampling_and_reflect_padding_equal_torch():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"),
+                              torch.nn.Upsample(scale_factor=2, mode="nearest"), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 2, 4, 5)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (x,), buffer, dynamo=False, input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamic_axes={"x": {0: "batch"}})
+    imported = frame_onnx.load(buffer.getvalue(), dims={"batch": 2})
+    got = imported.run([x.numpy()])[0]
+    np.testing.assert_allclose(got, net(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, ort.InferenceSession(buffer.getvalue()).run(None, {"x": x.numpy()})[0],
+                               rtol=1e-5, atol=1e-5)
+    assert imported.any_batch  # the gathers and slices hold no batch size
