@@ -56,14 +56,7 @@ def test_a_1d_cnn_training_graph_gives_frames_gradients_on_onnxruntime():
 
 def test_the_digits_cnn_training_graph_gives_frames_gradients_on_onnxruntime():
     pytest.importorskip("frame_ops_nn")
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
-    try:
-        import train_digits_cnn as digits
-    finally:
-        sys.path.pop(0)
+    digits = _example("train_digits_cnn")
     from frame_ops_nn import layers as nn
 
     params = digits.init(np.random.default_rng(0))
@@ -124,3 +117,30 @@ def test_normalisation_layers_and_their_gradients_on_onnxruntime():
     args[4] = np.abs(args[4]) + 0.5  # a running variance
     graph = _same_on_onnxruntime(f, types, range(7), args)
     assert {"batch_norm_grad_internal", "layer_norm_grad_internal"} <= {n.op for n in graph.nodes}
+
+
+def _example(name):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_the_char_lm_transformer_training_graph_gives_frames_gradients_on_onnxruntime():
+    """examples/train_char_lm.py's causal transformer (gelu, softmax, masks; dropout off, as at evaluation)."""
+    lm = _example("train_char_lm")
+    shapes = lm.shapes(12)
+    shapes["position"] = (6, lm.WIDTH)  # a context of 6
+
+    def loss(tokens, targets, *weights):
+        return lm.model_loss(tokens, targets, None, *weights, train=False)[0]
+    types = ["i64[2, 6]", "i64[2, 6]", *(f"f32[{', '.join(map(str, s))}]" for s in shapes.values())]
+    rng = np.random.default_rng(4)
+    args = [rng.integers(0, 12, (2, 6)), rng.integers(0, 12, (2, 6)),
+            *(0.3 * rng.standard_normal(s).astype(np.float32) for s in shapes.values())]
+    _same_on_onnxruntime(loss, types, range(2, len(types)), args)
