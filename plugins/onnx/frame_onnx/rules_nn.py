@@ -2,10 +2,11 @@
 
 Convolutions and pools of one spatial axis map to frame-ops-sequence's ``conv1d``/``max_pool1d``/
 ``avg_pool1d``; of two axes to frame-ops-nn's ``conv2d``/``max_pool2d``/``avg_pool2d`` when that pack is
-installed, else to an equivalent of slices and a matrix product (im2col) that differentiates like any
-graph. Normalisations map to frame-ops-nn's ``batch_norm``/``layer_norm`` when installed, else are written out
+installed, else (and for three or more axes) to an equivalent of strided slices and a matrix product (im2col), or
+the maximum or mean of the window's slices, that differentiates like any graph. Normalisations map to frame-ops-nn's ``batch_norm``/``layer_norm`` when installed, else are written out
 (mean, variance, scale). ``RNN``/``GRU``/``LSTM`` become a frame
-``scan`` over time whose body is the cell, with the input projection of all steps done before it.
+``scan`` over time per direction whose body is the cell, with the input projection of all steps done before it
+(``sequence_lens`` masks the body).
 """
 
 from __future__ import annotations
@@ -69,42 +70,45 @@ def _conv(cx: NodeContext) -> Any:
     elif n == 2 and _have("conv2d"):
         y = ops.conv2d(x, w, stride=strides, padding=[before[0], after[0], before[1], after[1]], dilation=dilations,
                        groups=groups)
-    elif n == 2:
-        if groups != 1:
-            raise Unsupported("a grouped 2-D convolution without frame-ops-nn (pip install frame-ops-nn)")
-        y = _conv2d_im2col(x, w, strides, dilations, before, after)
-    else:
-        raise Unsupported(f"a {n}-D convolution (frame has 1-D and 2-D)")
+    elif groups != 1:
+        raise Unsupported(f"a grouped {n}-D convolution" + (" without frame-ops-nn (pip install frame-ops-nn)"
+                                                             if n == 2 else " (frame has grouped 1-D and 2-D)"))
+    else:  # 2-D without frame-ops-nn, and 3-D or more: slices, a stack and one matmul (im2col)
+        y = _conv_im2col(x, w, strides, dilations, before, after)
     return _bias(y, cx, 2, n)
 
 
-def _taps(x: Any, kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[list[Any], tuple[int, int]]:
-    """The kh*kw strided views of a padded ``x[B, C, H, W]``, one per kernel tap, each ``[B, C, Ho, Wo]``."""
-    _, _, h, w = shape_of(x)
-    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
-    ho, wo = (h - (kh - 1) * dh - 1) // sh + 1, (w - (kw - 1) * dw - 1) // sw + 1
-    if ho <= 0 or wo <= 0:
-        raise Unsupported(f"a window larger than the padded input ({h}x{w})")
+def _taps(x: Any, kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[list[Any], list[int]]:
+    """The prod(kernel) strided views of a padded ``x[B, C, *spatial]``, one per kernel tap (in row-major tap
+    order), each ``[B, C, *out]``."""
+    n = len(kernel)
+    spatial = shape_of(x)[2:]
+    out = [(size - (k - 1) * d - 1) // s + 1 for size, k, s, d in zip(spatial, kernel, strides, dilations)]
+    if any(o <= 0 for o in out):
+        raise Unsupported(f"a window larger than the padded input ({'x'.join(map(str, spatial))})")
     taps = []
-    for i in range(kh):
-        for j in range(kw):
-            taps.append(ops.slice(x, starts=[i * dh, j * dw], stops=[i * dh + (ho - 1) * sh + 1, j * dw + (wo - 1) * sw + 1],
-                                  steps=[sh, sw], axes=[2, 3]))
-    return taps, (ho, wo)
+    for tap in np.ndindex(*kernel):
+        starts = [t * d for t, d in zip(tap, dilations)]
+        taps.append(ops.slice(x, starts=starts, stops=[b + (o - 1) * s + 1 for b, o, s in zip(starts, out, strides)],
+                              steps=list(strides), axes=list(range(2, 2 + n))))
+    return taps, out
 
 
-def _pad2d(x: Any, before: list[int], after: list[int]) -> Any:
-    return ops.pad(x, before=before, after=after, axes=[2, 3]) if any(before) or any(after) else x
+def _pad_spatial(x: Any, before: list[int], after: list[int]) -> Any:
+    n = len(before)
+    return ops.pad(x, before=before, after=after, axes=list(range(2, 2 + n))) if any(before) or any(after) else x
 
 
-def _conv2d_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], before: list[int],
-                   after: list[int]) -> Any:
-    b, c = shape_of(x)[:2]
-    o, _, kh, kw = shape_of(w)
-    taps, (ho, wo) = _taps(_pad2d(x, before, after), [kh, kw], strides, dilations)
-    cols = ops.reshape(ops.stack(*taps, axis=2), shape=[-1, c * kh * kw, ho * wo])  # [B, C*kh*kw, Ho*Wo]
-    y = ops.matmul(ops.reshape(w, shape=[o, c * kh * kw]), cols)                    # [B, O, Ho*Wo]
-    return ops.reshape(y, shape=[-1, o, ho, wo])
+def _conv_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], before: list[int],
+                 after: list[int]) -> Any:
+    """A convolution of any number of spatial axes as one matrix product: [O, C*K] @ [B, C*K, prod(out)]."""
+    c = shape_of(x)[1]
+    o, kernel = shape_of(w)[0], list(shape_of(w)[2:])
+    taps, out = _taps(_pad_spatial(x, before, after), kernel, strides, dilations)
+    k = int(np.prod(kernel))
+    cols = ops.reshape(ops.stack(*taps, axis=2), shape=[-1, c * k, int(np.prod(out))])  # [B, C*K, prod(out)]
+    y = ops.matmul(ops.reshape(w, shape=[o, c * k]), cols)                               # [B, O, prod(out)]
+    return ops.reshape(y, shape=[-1, o, *out])
 
 
 @rule("MaxPool", "AveragePool")
@@ -125,31 +129,31 @@ def _pool(cx: NodeContext) -> Any:
         if (before[0] or after[0]) and not include:
             raise Unsupported("a padded 1-D average pool that leaves the padding out of the count")
         return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
-    if n != 2:
-        raise Unsupported(f"{n}-D pooling (frame has 1-D and 2-D)")
-    pads = [before[0], after[0], before[1], after[1]]
-    if _have("max_pool2d"):
+    if n == 2 and _have("max_pool2d"):
+        pads = [before[0], after[0], before[1], after[1]]
         if is_max:
             return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
         return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
+    # 2-D without frame-ops-nn, and 3-D or more: the maximum or the mean of the window's strided slices
+    padded = any(before) or any(after)
     if is_max:
-        if any(pads):
-            raise Unsupported("padded 2-D max pooling without frame-ops-nn (pip install frame-ops-nn)")
-        taps, _ = _taps(x, kernel, strides, [1, 1])
+        if padded:
+            raise Unsupported(f"padded {n}-D max pooling" + (" without frame-ops-nn (pip install frame-ops-nn)"
+                                                              if n == 2 else ""))
+        taps, _ = _taps(x, kernel, strides, [1] * n)
         out = taps[0]
         for t in taps[1:]:
             out = ops.maximum(out, t)
         return out
-    taps, (ho, wo) = _taps(_pad2d(x, before, after), kernel, strides, [1, 1])
+    taps, out_size = _taps(_pad_spatial(x, before, after), kernel, strides, [1] * n)
     total = taps[0]
     for t in taps[1:]:
         total = total + t
-    if include or not any(pads):
-        return total * (1.0 / (kernel[0] * kernel[1]))
-    h, w = shape_of(x)[2:]
-    ones = np.pad(np.ones((h, w)), [(before[0], after[0]), (before[1], after[1])])
-    count = sum(ones[i:i + (ho - 1) * strides[0] + 1:strides[0], j:j + (wo - 1) * strides[1] + 1:strides[1]]
-                for i in range(kernel[0]) for j in range(kernel[1]))
+    if include or not padded:
+        return total * (1.0 / int(np.prod(kernel)))
+    ones = np.pad(np.ones(shape_of(x)[2:]), list(zip(before, after)))
+    count = sum(ones[tuple(slice(t, t + (o - 1) * s + 1, s) for t, o, s in zip(tap, out_size, strides))]
+                for tap in np.ndindex(*kernel))
     return total / like(count, x)
 
 

@@ -278,13 +278,44 @@ def test_a_data_dependent_trip_count_without_a_bound_is_refused_with_what_to_do(
     assert "Loop" in text and "no provable bound" in text and "Min(count, N)" in text
 
 
-# -- 3-D convolution: refused by name ----------------------------------------------------------------------------
-def test_a_3d_convolution_is_listed_as_unsupported():
-    model, _ = _model([_node("Conv", ["x", "w"], ["c"], name="conv3d"), _node("Relu", ["c"], ["y"])],
-                      [("x", _w(1, 2, 4, 4, 4))], [_vi("y", [1, 3, 2, 2, 2])], [("w", _w(3, 2, 3, 3, 3))])
+# -- 3-D convolutions and pools: im2col (slices, a stack, one matmul) and window slices ---------------------------
+def test_3d_convolutions_and_pools_equal_onnxruntime():
+    nodes = [_node("Conv", ["x", "w", "b"], ["c"], strides=[1, 2, 1], dilations=[2, 1, 1], pads=[1, 0, 1, 0, 1, 1]),
+             _node("Relu", ["c"], ["r"]), _node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2, 2], strides=[1, 1, 2]),
+             _node("AveragePool", ["r"], ["a"], kernel_shape=[3, 2, 2], pads=[1, 1, 0, 1, 0, 1], count_include_pad=0),
+             _node("GlobalAveragePool", ["a"], ["ga"]), _node("GlobalMaxPool", ["m"], ["gm"]), _node("Add", ["ga", "gm"], ["y"])]
+    model, feeds = _model(nodes, [("x", _w(2, 2, 6, 7, 5))], [_vi("y", [2, 3, 1, 1, 1])],
+                          [("w", _w(3, 2, 3, 2, 3)), ("b", _w(3))])
+    _same_as_onnxruntime(model, feeds)
+
+
+def test_a_3d_cnn_from_torch_equals_torch_and_its_gradients():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv3d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool3d(2),
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 8, 2)).eval()
+    x = torch.randn(2, 1, 4, 4, 4)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (x,), buffer, dynamo=False, input_names=["x"], output_names=["y"], opset_version=17)
+    imported = frame_onnx.load(buffer.getvalue())
+    np.testing.assert_allclose(imported.run([x.numpy()])[0], net(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    graph, loss = fc.extend_graph(imported.graph, lambda *xs: ops.sum(ops.square(xs[-1])))
+    n = len(imported.param_names)
+    outs = fc.compile(fc.build_backward_graph(graph, loss, list(range(1, 1 + n)))).run(imported.arguments([x.numpy()]))
+    (net(x) ** 2).sum().backward()
+    theirs = dict(net.named_parameters())
+    for name, g in zip(imported.param_names, outs[-n:]):
+        np.testing.assert_allclose(g, theirs[name].grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_grouped_3d_convolution_is_listed_as_unsupported():
+    model, _ = _model([_node("Conv", ["x", "w"], ["c"], name="conv3d", group=2), _node("Relu", ["c"], ["y"])],
+                      [("x", _w(1, 2, 4, 4, 4))], [_vi("y", [1, 4, 2, 2, 2])], [("w", _w(4, 1, 3, 3, 3))])
     with pytest.raises(frame_onnx.UnsupportedModelError) as info:
         frame_onnx.load(model)
-    assert "Conv (ai.onnx, opset 18) at node 'conv3d'" in str(info.value) and "3-D convolution" in str(info.value)
+    assert "Conv (ai.onnx, opset 18) at node 'conv3d'" in str(info.value) and "grouped 3-D convolution" in str(info.value)
 
 
 # -- reflect/edge pads, nearest resizing --------------------------------------------------------------------------
@@ -327,3 +358,17 @@ def test_torch_upsampling_and_reflect_padding_equal_torch():
     np.testing.assert_allclose(got, ort.InferenceSession(buffer.getvalue()).run(None, {"x": x.numpy()})[0],
                                rtol=1e-5, atol=1e-5)
     assert imported.any_batch  # the gathers and slices hold no batch size
+
+
+def test_2d_layers_without_frame_ops_nn_use_the_same_im2col_and_equal_onnxruntime(monkeypatch):
+    from frame_onnx import rules_nn
+
+    monkeypatch.setattr(rules_nn, "_have", lambda op: False)  # as if frame-ops-nn were not installed
+    nodes = [_node("Conv", ["x", "w"], ["c"], strides=[2, 1], dilations=[1, 2], pads=[1, 0, 1, 2]),
+             _node("MaxPool", ["c"], ["m"], kernel_shape=[2, 2]),
+             _node("AveragePool", ["c"], ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             _node("GlobalMaxPool", ["m"], ["gm"]), _node("GlobalAveragePool", ["a"], ["ga"]),
+             _node("Add", ["gm", "ga"], ["y"])]
+    model, feeds = _model(nodes, [("x", _w(2, 3, 7, 7))], [_vi("y", [2, 4, 1, 1])], [("w", _w(4, 3, 3, 2))])
+    imported, _ = _same_as_onnxruntime(model, feeds)
+    assert "conv2d" not in {n.op for n in imported.graph.nodes}
