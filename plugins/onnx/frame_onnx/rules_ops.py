@@ -167,6 +167,35 @@ def _mish(cx: NodeContext) -> Any:
     return x * ops.tanh(_softplus(cx))
 
 
+@rule("Celu")
+def _celu(cx: NodeContext) -> Any:
+    x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)  # max(0, x) + min(0, alpha (e^(x/alpha) - 1))
+    return ops.where(ops.greater(x, 0.0), x, (ops.exp(ops.minimum(x, 0.0) * (1.0 / alpha)) - 1.0) * alpha)
+
+
+@rule("ThresholdedRelu")
+def _thresholded_relu(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return ops.where(ops.greater(x, cx.attr("alpha", "float", 1.0)), x, like(0, x))
+
+
+@rule("Shrink")
+def _shrink(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    if not _is_float(x):
+        raise Unsupported("Shrink of an integer tensor")
+    lambd, bias = cx.attr("lambd", "float", 0.5), cx.attr("bias", "float", 0.0)
+    return ops.where(ops.less(x, -lambd), x + bias, ops.where(ops.greater(x, lambd), x - bias, like(0, x)))
+
+
+@rule("MeanVarianceNormalization")
+def _mvn(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axes = sorted({norm_axis(a, rank_of(x), cx) for a in cx.attr("axes", "ints", [0, 2, 3])})
+    centred = x - ops.mean(x, axes=axes, keepdims=True)
+    return centred / (ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True)) + 1e-9)
+
+
 @rule("Identity")
 def _identity(cx: NodeContext) -> Any:
     return cx.input(0)
@@ -360,6 +389,7 @@ rule("ReduceLogSumExp")(_reducer(ops.logsumexp))
 rule("ReduceSumSquare")(_reducer(ops.sum, pre=ops.square))
 rule("ReduceL2")(_reducer(ops.sum, pre=ops.square, post=ops.sqrt))
 rule("ReduceL1")(_reducer(ops.sum, pre=ops.abs))
+rule("ReduceLogSum")(_reducer(ops.sum, post=ops.log))
 
 
 @rule("ArgMax", "ArgMin")

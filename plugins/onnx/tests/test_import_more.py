@@ -372,3 +372,13 @@ def test_2d_layers_without_frame_ops_nn_use_the_same_im2col_and_equal_onnxruntim
     model, feeds = _model(nodes, [("x", _w(2, 3, 7, 7))], [_vi("y", [2, 4, 1, 1])], [("w", _w(4, 3, 3, 2))])
     imported, _ = _same_as_onnxruntime(model, feeds)
     assert "conv2d" not in {n.op for n in imported.graph.nodes}
+
+
+def test_more_activations_and_normalisations_equal_onnxruntime():
+    x = _w(2, 3, 4, 5) * 4
+    nodes = [_node("Celu", ["x"], ["a"], alpha=0.7), _node("ThresholdedRelu", ["x"], ["b"], alpha=0.3),
+             _node("Shrink", ["x"], ["c"], lambd=0.6, bias=0.2), _node("MeanVarianceNormalization", ["x"], ["d"]),
+             _node("Abs", ["x"], ["ax"]), _node("ReduceLogSum", ["ax", "axes"], ["e"], keepdims=1),
+             _node("Sum", ["a", "b", "c", "d", "e"], ["y"])]
+    model, feeds = _model(nodes, [("x", x)], [_vi("y", [2, 3, 4, 5])], [("axes", np.array([1, 3], np.int64))])
+    _same_as_onnxruntime(model, feeds)
