@@ -292,3 +292,82 @@ def _batch_norm_grad(ex: Exporter, node: Node) -> list[str]:
         gx = gx + _per_channel(g_rm * (m / count), rank) + xc * _per_channel(g_rv * (2.0 * m / (count - 1)), rank)
         return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return _inline(ex, node, grads)
+
+
+# -- frame-ops-sequence's recurrences: linear_scan as an ONNX Scan, selective_scan written with it ---------------
+@rule("linear_scan")
+def _linear_scan(ex: Exporter, node: Node) -> list[str]:
+    """h_t = a_t h_{t-1} + b_t along ``axis`` (from the end with ``reverse``): a Scan over that axis whose state is
+    h, starting at zeros."""
+    from onnx import helper
+
+    from .export import onnx_type
+
+    shape = list(_shape(node))
+    rank = len(shape)
+    axis, reverse = node.attrs["axis"] % rank, int(bool(node.attrs.get("reverse")))
+    perm = [axis, *(k for k in range(rank) if k != axis)]
+    a, b = _x(ex, node, 0), _x(ex, node, 1)
+    if axis:
+        a, b = ex.emit("Transpose", [a], perm=perm), ex.emit("Transpose", [b], perm=perm)
+    row = [shape[k] for k in perm[1:]]
+    elem = onnx_type(node.outputs[0])
+    h_in, a_t, b_t, h_out, y_t = (ex.fresh(n) for n in ("h_in", "a_t", "b_t", "h_out", "y_t"))
+    body = helper.make_graph(
+        [helper.make_node("Mul", [a_t, h_in], [ex.fresh("ah")], name=ex.fresh("n_Mul"))], ex.fresh("linear_scan_body"),
+        [helper.make_tensor_value_info(n, elem, row) for n in (h_in, a_t, b_t)],
+        [helper.make_tensor_value_info(n, elem, row) for n in (h_out, y_t)])
+    body.node.append(helper.make_node("Add", [body.node[0].output[0], b_t], [h_out], name=ex.fresh("n_Add")))
+    body.node.append(helper.make_node("Identity", [h_out], [y_t], name=ex.fresh("n_Identity")))
+    zeros = ex.emit("Expand", [ex.const(0, node.outputs[0].dtype), ex.ints(row)])
+    _, ys = ex.emit("Scan", [zeros, a, b], n_out=2, body=body, num_scan_inputs=2,
+                    scan_input_directions=[reverse, reverse], scan_output_directions=[reverse])
+    if not axis:
+        return [ys]
+    return [ex.emit("Transpose", [ys], perm=[perm.index(k) for k in range(rank)])]
+
+
+_OPTIONAL = ("D", "z", "delta_bias")
+
+
+@rule("selective_scan")
+def _selective_scan(ex: Exporter, node: Node) -> list[str]:
+    """Mamba's selective scan, time-major: a = exp(delta A), b = delta B u (both [L, batch, D, N]),
+    h = linear_scan(a, b), y = sum_n h C + D u, out = y silu(z)."""
+    from frame_core import ops
+
+    names = node.attrs.get("optional_inputs")
+    names = tuple(names) if names is not None else _OPTIONAL[:len(node.inputs) - 5]
+    batch, dim, length = _shape(node)
+    n = _shape(node, 2)[1]
+    softplus = bool(node.attrs.get("delta_softplus"))
+
+    def time_major(x):  # noqa: ANN001, ANN202 - [batch, D, L] -> [L, batch, D, 1]
+        return ops.expand_dims(ops.transpose(x, perm=[2, 0, 1]), axes=[3])
+
+    def per_channel(m):  # noqa: ANN001, ANN202 - B or C -> broadcastable to [L, batch, D, N]
+        if m.shape == (dim, n):                                          # constant
+            return ops.reshape(m, shape=[1, 1, dim, n])
+        if len(m.shape) == 3:                                            # variable [batch, N, L]
+            return ops.expand_dims(ops.transpose(m, perm=[2, 0, 1]), axes=[2])
+        g = m.shape[1]                                                   # grouped [batch, G, N, L]: D/G channels each
+        m = ops.expand_dims(ops.transpose(m, perm=[3, 0, 1, 2]), axes=[3])          # [L, batch, G, 1, N]
+        return ops.reshape(ops.broadcast_to(m, shape=[length, batch, g, dim // g, n]), shape=[length, batch, dim, n])
+
+    def forward(u, delta, A, B, C, *rest):  # noqa: ANN001, ANN202 - traced tensors
+        extra = dict(zip(names, rest))
+        if "delta_bias" in extra:
+            delta = delta + ops.reshape(extra["delta_bias"], shape=[1, dim, 1])
+        if softplus:  # log(1 + e^x) without overflow
+            r = ops.relu(delta)
+            delta = r + ops.log(ops.exp(delta - r * 2.0) + 1.0)
+        d4 = time_major(delta)
+        a = ops.exp(d4 * ops.reshape(A, shape=[1, 1, dim, n]))
+        h = ops.linear_scan(a, d4 * time_major(u) * per_channel(B), axis=0)
+        y = ops.transpose(ops.sum(h * per_channel(C), axes=[3]), perm=[1, 2, 0])    # [batch, D, L]
+        if "D" in extra:
+            y = y + u * ops.reshape(extra["D"], shape=[1, dim, 1])
+        if "z" in extra:
+            y = y * (extra["z"] * ops.sigmoid(extra["z"]))
+        return [y]
+    return _inline(ex, node, forward)

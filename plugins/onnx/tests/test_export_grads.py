@@ -144,3 +144,43 @@ def test_the_char_lm_transformer_training_graph_gives_frames_gradients_on_onnxru
     args = [rng.integers(0, 12, (2, 6)), rng.integers(0, 12, (2, 6)),
             *(0.3 * rng.standard_normal(s).astype(np.float32) for s in shapes.values())]
     _same_on_onnxruntime(loss, types, range(2, len(types)), args)
+
+
+@pytest.mark.parametrize("types, attrs", [
+    (["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]", "f32[4]"],
+     {"delta_softplus": True}),
+    (["f32[2, 4, 4]", "f32[2, 4, 4]", "f32[4, 2]", "f32[2, 2, 2, 4]", "f32[4, 2]", "f32[2, 4, 4]"],
+     {"optional_inputs": ["z"]}),
+    (["f32[1, 4, 3]", "f32[1, 4, 3]", "f32[4, 2]", "f32[1, 2, 2, 3]", "f32[1, 4, 2, 3]", "f32[4]"], {})],
+    ids=["all-inputs", "grouped-B-constant-C", "grouped-apart"])
+def test_selective_scan_and_its_gradients_on_onnxruntime(types, attrs):
+    """frame-ops-sequence's selective scan (its forms of B and C) and its gradient (reverse linear scans)."""
+    def f(*xs):
+        return ops.sum(ops.square(ops.selective_scan(*xs, **attrs)))
+    args = _args(types, seed=6)
+    args[1] = np.abs(args[1])  # delta: a step size
+    _same_on_onnxruntime(f, types, range(len(types)), args)
+
+
+def test_linear_scans_along_any_axis_and_direction_on_onnxruntime():
+    def f(a, b):
+        return ops.sum(ops.square(ops.linear_scan(a, b, axis=1, reverse=True))) + ops.sum(ops.linear_scan(a, b, axis=-1))
+    _same_on_onnxruntime(f, ["f32[2, 6, 3]", "f32[2, 6, 3]"], [0, 1])
+
+
+def test_the_sequence_example_training_graph_gives_frames_gradients_on_onnxruntime():
+    """examples/train_sequence.py: a causal conv1d and a selective scan, trained on a delayed copy."""
+    seq = _example("train_sequence")
+    from frame_core.params import flatten, unflatten
+
+    names, leaves, tree = flatten(seq.init(np.random.default_rng(0)))
+
+    def loss(tokens, labels, *weights):
+        return seq.model_loss(unflatten(tree, weights), tokens, labels)
+    types = [f"i64[2, {seq.LENGTH}]", f"i64[2, {seq.LENGTH - 2}]",
+             *(f"f32[{', '.join(map(str, np.shape(v)))}]" for v in leaves)]
+    rng = np.random.default_rng(1)
+    vocab = np.shape(leaves[names.index("embedding")])[0]
+    tokens = rng.integers(0, vocab, (2, seq.LENGTH))
+    args = [tokens, tokens[:, :seq.LENGTH - 2], *leaves]
+    _same_on_onnxruntime(loss, types, range(2, len(types)), args)
