@@ -26,7 +26,7 @@ import frame_core as fc
 from frame_core import FrameError
 from frame_core import Tensor, current_graph
 
-from ._read import read_model, run_checker
+from ._read import read_model_bytes, run_checker
 from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
 
 __all__ = ["ImportedModel", "load", "NodeContext", "Unsupported", "import_rules", "DTYPES"]
@@ -464,11 +464,14 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
     and ``UnsupportedModelError`` listing every node frame cannot import.
     """
-    model, _ = read_model(source)
-    imported = import_model(model, dims=dims, default_dim=default_dim, name=name)
+    model, _, data = read_model_bytes(source)
+    prepared = _prepare(model, data)
+    imported = prepared.trace(dims=dims, default_dim=default_dim, name=name)
     if imported.dims and check_any_batch:
+        # the same model traced again at other sizes; the model was checked and its arrays decoded once, so
+        # this costs one more trace, not one more import
         try:
-            probe = import_model(model, dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
+            probe = prepared.trace(dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
         except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
             imported.any_batch = False
         else:
@@ -511,15 +514,16 @@ def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = Non
                  name: str | None = None, records: list[dict[str, Any]] | None = None) -> ImportedModel:
     """``load`` for a model already read; with ``records`` (a list), every node's import is logged there and an
     unsupported model is still refused (after every node was tried)."""
-    dims = dict(dims or {})
-    if not isinstance(default_dim, int) or default_dim < 0:
-        raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
+    return _prepare(model).trace(dims=dims, default_dim=default_dim, name=name, records=records)
+
+
+def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
+    """The checks and decoding a model needs once, whatever sizes it is traced at. ``data``: the model's
+    serialised bytes when they are at hand (the checker then reads them instead of serialising the model)."""
     graph = model.graph
     _check_graph(graph, set())  # before the checker: its messages for these two cases are less direct
-    run_checker(model)
+    run_checker(model, data)
     opsets = {_domain(o.domain): int(o.version) for o in model.opset_import}
-    rules = import_rules()
-
     # parameters: floating initializers; other initializers are known arrays (shapes, indices)
     params, consts = [], {}
     for init in graph.initializer:
@@ -532,35 +536,56 @@ def import_model(model: onnx.ModelProto, *, dims: Mapping[str, int] | None = Non
     tree = _tree(params)
     param_names = _flat_names(tree)
     arrays = dict(params)
-    used: dict[str, int] = {}
-    input_names = [vi.name for vi in graph.input]
-    types = [_input_type(vi, dims, default_dim, used) for vi in graph.input]
-    types += [_type_of(arrays[n], n) for n in param_names]
-    names = input_names + param_names
-    report: list[UnsupportedNode] = []
-    scope = _Scope(None, opsets, rules, report, records=records)
+    param_types = [_type_of(arrays[n], n) for n in param_names]
+    return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts)
 
-    def forward(*tensors: Tensor) -> list[Any]:
-        scope.names.update(consts)
-        scope.names.update(zip(names, tensors))
-        scope.run(graph)
+
+@dataclass
+class _Prepared:
+    """A checked model with its initializers decoded: ``trace`` imports it at given sizes of its symbolic dims."""
+
+    model: onnx.ModelProto
+    opsets: dict[str, int]
+    rules: dict
+    tree: dict[str, Any]
+    param_names: list[str]
+    param_types: list[str]
+    consts: dict[str, np.ndarray]
+
+    def trace(self, *, dims: Mapping[str, int] | None = None, default_dim: int = 1, name: str | None = None,
+              records: list[dict[str, Any]] | None = None) -> ImportedModel:
+        dims = dict(dims or {})
+        if not isinstance(default_dim, int) or default_dim < 0:
+            raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
+        graph = self.model.graph
+        used: dict[str, int] = {}
+        input_names = [vi.name for vi in graph.input]
+        types = [_input_type(vi, dims, default_dim, used) for vi in graph.input] + self.param_types
+        names = input_names + self.param_names
+        report: list[UnsupportedNode] = []
+        scope = _Scope(None, self.opsets, self.rules, report, records=records)
+
+        def forward(*tensors: Tensor) -> list[Any]:
+            scope.names.update(self.consts)
+            scope.names.update(zip(names, tensors))
+            scope.run(graph)
+            if report:
+                return []
+            return [_output(scope.lookup(o.name), o.name) for o in graph.output]
+
+        g = fc.trace(forward, *types, name=name or (graph.name or "onnx_model"))
         if report:
-            return []
-        return [_output(scope.lookup(o.name), o.name) for o in graph.output]
-
-    g = fc.trace(forward, *types, name=name or (graph.name or "onnx_model"))
-    if report:
-        raise UnsupportedModelError(report)
-    for value, n in zip(g.inputs, names):
-        value.name = n
-    for k, o in enumerate(graph.output):
-        g.name_output(k, o.name)
-    unknown = sorted(set(dims) - set(used))
-    if unknown:
-        raise fc.ArgumentError(f"dims names {unknown}, which no input of the model has; its symbolic dims are "
-                               f"{sorted(used) or 'none'}")
-    return ImportedModel(g, tree, input_names, param_names, [o.name for o in graph.output], used,
-                         opsets.get("", 0))
+            raise UnsupportedModelError(report)
+        for value, n in zip(g.inputs, names):
+            value.name = n
+        for k, o in enumerate(graph.output):
+            g.name_output(k, o.name)
+        unknown = sorted(set(dims) - set(used))
+        if unknown:
+            raise fc.ArgumentError(f"dims names {unknown}, which no input of the model has; its symbolic dims are "
+                                   f"{sorted(used) or 'none'}")
+        return ImportedModel(g, self.tree, input_names, self.param_names, [o.name for o in graph.output], used,
+                             self.opsets.get("", 0))
 
 
 def _type_of(array: np.ndarray, name: str) -> str:

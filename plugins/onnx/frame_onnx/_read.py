@@ -18,7 +18,7 @@ import onnx
 
 from .errors import ExternalDataError, OnnxFormatError
 
-__all__ = ["MIN_OPSET", "max_opset", "read_model", "iter_graphs"]
+__all__ = ["MIN_OPSET", "max_opset", "read_model", "read_model_bytes", "iter_graphs"]
 
 #: The oldest default-domain opset the importer reads (what torch.onnx has written by default since 1.12).
 MIN_OPSET = 13
@@ -36,31 +36,43 @@ def read_model(source: Any, *, check: bool = False) -> tuple[onnx.ModelProto, Pa
     Raises ``OnnxFormatError`` for bytes that are not a model or a model the checker refuses,
     ``ExternalDataError`` for external data that is missing or outside the folder.
     """
+    model, folder, data = read_model_bytes(source)
+    if check:
+        run_checker(model, data)
+    return model, folder
+
+
+def read_model_bytes(source: Any) -> tuple[onnx.ModelProto, Path | None, bytes | None]:
+    """``read_model`` (unchecked) and the model's serialised bytes when they were read and hold the whole model
+    (no external data filled in afterwards), else ``None``."""
     folder: Path | None = None
+    data: bytes | None = None
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)  # external data is filled in on a copy: the caller's proto is never changed
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        model = _parse(bytes(source), "the bytes given")
+        data = bytes(source)
+        model = _parse(data, "the bytes given")
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise OnnxFormatError(f"no ONNX file at {str(path)!r}" + (" (it is a folder)" if path.is_dir() else ""))
-        model = _parse(path.read_bytes(), repr(str(path)))
+        data = path.read_bytes()
+        model = _parse(data, repr(str(path)))
         folder = path.resolve().parent
     else:
         raise OnnxFormatError(f"frame_onnx.load takes a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     _check_opsets(model)
-    _load_external(model, folder)
-    if check:
-        run_checker(model)
-    return model, folder
+    if _load_external(model, folder):
+        data = None  # the proto now holds data the bytes do not
+    return model, folder, data
 
 
-def run_checker(model: onnx.ModelProto) -> None:
-    """``onnx.checker.check_model`` with its refusal as an ``OnnxFormatError``."""
+def run_checker(model: onnx.ModelProto, data: bytes | None = None) -> None:
+    """``onnx.checker.check_model`` with its refusal as an ``OnnxFormatError``. ``data``, when given, is ``model``
+    serialised (as read): the checker reads it instead of serialising the model again."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model if data is None else data)
     except onnx.checker.ValidationError as exc:
         raise OnnxFormatError(f"the ONNX checker refuses the model: {_first_lines(str(exc))}") from None
 
@@ -122,7 +134,9 @@ def _tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
                     yield from attr.tensors
 
 
-def _load_external(model: onnx.ModelProto, folder: Path | None) -> None:
+def _load_external(model: onnx.ModelProto, folder: Path | None) -> bool:
+    """Fill in every external tensor's data from ``folder``; whether there was any."""
+    found = False
     for tensor in _tensors(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -136,6 +150,8 @@ def _load_external(model: onnx.ModelProto, folder: Path | None) -> None:
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
+        found = True
+    return found
 
 
 def _read_external(folder: Path, name: str, location: str, info: dict[str, str]) -> bytes:

@@ -16,7 +16,7 @@ from frame_core import ops
 from frame_core import Tensor
 
 from ._import import POISON, NodeContext, Unsupported, rule
-from .rules_ops import rank_of, shape_of
+from .rules_ops import like, rank_of, shape_of
 
 __all__: list[str] = []
 
@@ -73,20 +73,63 @@ def _if(cx: NodeContext) -> Any:
 def _loop(cx: NodeContext) -> Any:
     body = cx.attr("body", "graph")
     if not cx.has(0):
-        raise Unsupported("a Loop without a trip count M (frame's loop needs a static bound on its steps)")
-    m = int(cx.need_known(0, "the trip count M").reshape(()))
+        raise Unsupported("a Loop without a trip count M (frame's loop needs a static bound on its steps; give M, "
+                          "or M = Min(count, N) with a constant N)")
+    known = cx.known(0)
+    limit = None
+    if known is not None:
+        m = int(known.reshape(()))
+    else:  # M depends on the data: a static bound must be provable, and M stops the loop through the cond
+        limit = ops.reshape(cx.input(0), shape=[]) if shape_of(cx.input(0)) != () else cx.input(0)
+        bound = _upper_bound(limit)
+        if bound is None:
+            raise Unsupported("a trip count M that depends on the data and has no provable bound (frame's loop needs "
+                              "a static most-steps bound): compute M from shapes or constants, or bound it in the "
+                              "model, M = Min(count, N) or Clip(count, max=N) with a constant N")
+        m = max(bound, 0)
     cond = _as_cond(cx.input(1)) if cx.has(1) else True
     states = [cx.input(i) for i in range(2, len(cx))]
     n_states = len(states)
 
     def step(i: Tensor, *values: Tensor) -> tuple:
         outs = _run_body(cx, body, "body", [i, np.array(True), *values])
-        return (_as_cond(outs[0]), *outs[1:])
+        go = _as_cond(outs[0])
+        if limit is not None:  # the next step runs while i + 1 < M
+            go = ops.where(ops.less(ops.cast(i, to=limit.dtype) + like(1, limit), limit), np.asarray(go)
+                           if isinstance(go, bool) else go, np.array(False))
+        return (go, *outs[1:])
+    if limit is not None:
+        cond = ops.where(ops.less(like(0, limit), limit), np.asarray(cond) if isinstance(cond, bool) else cond,
+                         np.array(False))
     out = ops.loop(step, m, cond, *states)
     out = list(out) if isinstance(out, tuple) else [out]
     if len(out) != len(cx.node.output):
         raise Unsupported(f"a body with {len(out) - n_states} per-step outputs for {len(cx.node.output)} node outputs")
     return out
+
+
+def _upper_bound(m: Any) -> int | None:
+    """A constant ``N`` with ``m <= N`` proven from how ``m`` is computed (``minimum`` with a constant, ``clip``
+    with a ``max``), else ``None``."""
+    node = getattr(getattr(m, "value", None), "producer", None)
+    while node is not None and node.op in ("reshape", "cast", "squeeze", "expand_dims"):
+        if node.op == "cast" and not np.issubdtype(node.inputs[0].dtype.np, np.integer):
+            return None  # a float cast to an integer: truncation is fine, but keep the proof on integers
+        node = node.inputs[0].producer
+    if node is None:
+        return None
+    if node.op == "clip" and node.attrs.get("max") is not None:
+        return int(np.floor(node.attrs["max"]))
+    if node.op == "minimum":
+        bounds = [_constant_of(v) for v in node.inputs]
+        found = [int(np.max(b)) for b in bounds if b is not None]
+        return min(found) if found else None
+    return None
+
+
+def _constant_of(v: Any) -> np.ndarray | None:
+    p = v.producer
+    return np.asarray(p.attrs["value"]) if p is not None and p.op == "constant" else None
 
 
 def _move(x: Any, src: int, dst: int) -> Any:

@@ -71,7 +71,8 @@ _SIMPLE = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg",
            "sqrt": "Sqrt", "tanh": "Tanh", "sigmoid": "Sigmoid", "sin": "Sin", "cos": "Cos", "relu": "Relu",
            "abs": "Abs", "sign": "Sign", "maximum": "Max", "minimum": "Min", "pow": "Pow", "equal": "Equal",
            "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater", "greater_equal": "GreaterOrEqual",
-           "where": "Where", "matmul": "MatMul", "stop_gradient": "Identity", "accumulate_internal": "Add"}
+           "where": "Where", "matmul": "MatMul", "stop_gradient": "Identity", "accumulate_internal": "Add",
+           "floor": "Floor", "ceil": "Ceil", "round": "Round", "erf": "Erf"}  # ONNX Round: halves to even too
 
 
 def _simple(ex: Exporter, node: Node) -> list[str]:
@@ -283,6 +284,44 @@ def _concat(ex: Exporter, node: Node) -> list[str]:
 
 
 @rule("stack")
+def _unary_of(fn: Callable[[Exporter, str, Any], str]) -> Callable[[Exporter, Node], list[str]]:
+    def apply(ex: Exporter, node: Node) -> list[str]:
+        return [fn(ex, ex.input(node, 0), node)]
+    return apply
+
+
+def _one(ex: Exporter, node: Node) -> str:
+    return ex.const(1.0, node.inputs[0].dtype)
+
+
+def _gelu_onnx(ex: Exporter, x: str, node: Node) -> str:
+    dtype = node.inputs[0].dtype
+    half_x = ex.emit("Mul", [x, ex.const(0.5, dtype)])
+    if node.attrs.get("approximate", "none") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        cube = ex.emit("Mul", [ex.emit("Mul", [x, x]), x])
+        inner = ex.emit("Add", [x, ex.emit("Mul", [cube, ex.const(0.044715, dtype)])])
+        t = ex.emit("Tanh", [ex.emit("Mul", [inner, ex.const(math.sqrt(2.0 / math.pi), dtype)])])
+    else:  # x/2 (1 + erf(x / sqrt(2)))
+        t = ex.emit("Erf", [ex.emit("Mul", [x, ex.const(1.0 / math.sqrt(2.0), dtype)])])
+    return ex.emit("Mul", [half_x, ex.emit("Add", [t, _one(ex, node)])])
+
+
+RULES.update({
+    "gelu": _unary_of(_gelu_onnx),
+    "erfc": _unary_of(lambda ex, x, n: ex.emit("Sub", [_one(ex, n), ex.emit("Erf", [x])])),
+    "silu": _unary_of(lambda ex, x, n: ex.emit("Mul", [x, ex.emit("Sigmoid", [x])])),
+    "log1p": _unary_of(lambda ex, x, n: ex.emit("Log", [ex.emit("Add", [x, _one(ex, n)])])),
+    "expm1": _unary_of(lambda ex, x, n: ex.emit("Sub", [ex.emit("Exp", [x]), _one(ex, n)])),
+})
+
+
+@rule("logaddexp")
+def _logaddexp(ex: Exporter, node: Node) -> list[str]:
+    a, b = ex.input(node, 0), ex.input(node, 1)  # max(a, b) + log(1 + e^-|a - b|): no overflow
+    gap = ex.emit("Exp", [ex.emit("Neg", [ex.emit("Abs", [ex.emit("Sub", [a, b])])])])
+    return [ex.emit("Add", [ex.emit("Max", [a, b]), ex.emit("Log", [ex.emit("Add", [gap, _one(ex, node)])])])]
+
+
 def _stack(ex: Exporter, node: Node) -> list[str]:
     rank = len(node.outputs[0].shape)
     axis = node.attrs["axis"] % rank
@@ -303,17 +342,6 @@ def _slice(ex: Exporter, node: Node) -> list[str]:
         starts.append(start)
         ends.append(stop if stop >= 0 else -(2**62))  # a reverse slice through index 0
     return [ex.emit("Slice", [_in(ex, node), ex.ints(starts), ex.ints(ends), ex.ints(axes), ex.ints(steps)])]
-
-
-@rule("slice_grad_internal")
-def _slice_grad(ex: Exporter, node: Node) -> list[str]:
-    a = node.attrs
-    shape, gy = list(a["input_shape"]), _t(node)
-    if any(s != 1 for s in a["steps"]):
-        raise OnnxError("slice_grad_internal with steps other than 1 has no export rule yet")
-    before = [int(s) % n if n else 0 for s, n in zip(a["starts"], shape)]
-    after = [n - b - g for n, b, g in zip(shape, before, gy.shape)]
-    return [ex.emit("Pad", [_in(ex, node), ex.ints(before + after)])]
 
 
 @rule("pad")
@@ -455,3 +483,6 @@ def _pool2d(ex: Exporter, node: Node) -> list[str]:
         return [ex.emit("MaxPool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads)]
     return [ex.emit("AveragePool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads,
                     count_include_pad=int(bool(a.get("count_include_pad", True))))]
+
+
+from . import rules_export_grads  # noqa: E402,F401 - the gradients of convolutions, pools and strided slices

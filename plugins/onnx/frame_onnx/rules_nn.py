@@ -2,10 +2,11 @@
 
 Convolutions and pools of one spatial axis map to frame-ops-sequence's ``conv1d``/``max_pool1d``/
 ``avg_pool1d``; of two axes to frame-ops-nn's ``conv2d``/``max_pool2d``/``avg_pool2d`` when that pack is
-installed, else to an equivalent of slices and a matrix product (im2col) that differentiates like any
-graph. Normalisations map to frame-ops-nn's ``batch_norm``/``layer_norm`` when installed, else are written out
+installed, else (and for three or more axes) to an equivalent of strided slices and a matrix product (im2col), or
+the maximum or mean of the window's slices, that differentiates like any graph. Normalisations map to frame-ops-nn's ``batch_norm``/``layer_norm`` when installed, else are written out
 (mean, variance, scale). ``RNN``/``GRU``/``LSTM`` become a frame
-``scan`` over time whose body is the cell, with the input projection of all steps done before it.
+``scan`` over time per direction whose body is the cell, with the input projection of all steps done before it
+(``sequence_lens`` masks the body).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from frame_core import ops
 
 from ._import import NodeContext, Unsupported, rule
-from .rules_ops import like, norm_axis, rank_of, shape_of
+from .rules_ops import like, norm_axis, np_dtype, rank_of, shape_of
 
 __all__: list[str] = []
 
@@ -69,42 +70,45 @@ def _conv(cx: NodeContext) -> Any:
     elif n == 2 and _have("conv2d"):
         y = ops.conv2d(x, w, stride=strides, padding=[before[0], after[0], before[1], after[1]], dilation=dilations,
                        groups=groups)
-    elif n == 2:
-        if groups != 1:
-            raise Unsupported("a grouped 2-D convolution without frame-ops-nn (pip install frame-ops-nn)")
-        y = _conv2d_im2col(x, w, strides, dilations, before, after)
-    else:
-        raise Unsupported(f"a {n}-D convolution (frame has 1-D and 2-D)")
+    elif groups != 1:
+        raise Unsupported(f"a grouped {n}-D convolution" + (" without frame-ops-nn (pip install frame-ops-nn)"
+                                                             if n == 2 else " (frame has grouped 1-D and 2-D)"))
+    else:  # 2-D without frame-ops-nn, and 3-D or more: slices, a stack and one matmul (im2col)
+        y = _conv_im2col(x, w, strides, dilations, before, after)
     return _bias(y, cx, 2, n)
 
 
-def _taps(x: Any, kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[list[Any], tuple[int, int]]:
-    """The kh*kw strided views of a padded ``x[B, C, H, W]``, one per kernel tap, each ``[B, C, Ho, Wo]``."""
-    _, _, h, w = shape_of(x)
-    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
-    ho, wo = (h - (kh - 1) * dh - 1) // sh + 1, (w - (kw - 1) * dw - 1) // sw + 1
-    if ho <= 0 or wo <= 0:
-        raise Unsupported(f"a window larger than the padded input ({h}x{w})")
+def _taps(x: Any, kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[list[Any], list[int]]:
+    """The prod(kernel) strided views of a padded ``x[B, C, *spatial]``, one per kernel tap (in row-major tap
+    order), each ``[B, C, *out]``."""
+    n = len(kernel)
+    spatial = shape_of(x)[2:]
+    out = [(size - (k - 1) * d - 1) // s + 1 for size, k, s, d in zip(spatial, kernel, strides, dilations)]
+    if any(o <= 0 for o in out):
+        raise Unsupported(f"a window larger than the padded input ({'x'.join(map(str, spatial))})")
     taps = []
-    for i in range(kh):
-        for j in range(kw):
-            taps.append(ops.slice(x, starts=[i * dh, j * dw], stops=[i * dh + (ho - 1) * sh + 1, j * dw + (wo - 1) * sw + 1],
-                                  steps=[sh, sw], axes=[2, 3]))
-    return taps, (ho, wo)
+    for tap in np.ndindex(*kernel):
+        starts = [t * d for t, d in zip(tap, dilations)]
+        taps.append(ops.slice(x, starts=starts, stops=[b + (o - 1) * s + 1 for b, o, s in zip(starts, out, strides)],
+                              steps=list(strides), axes=list(range(2, 2 + n))))
+    return taps, out
 
 
-def _pad2d(x: Any, before: list[int], after: list[int]) -> Any:
-    return ops.pad(x, before=before, after=after, axes=[2, 3]) if any(before) or any(after) else x
+def _pad_spatial(x: Any, before: list[int], after: list[int]) -> Any:
+    n = len(before)
+    return ops.pad(x, before=before, after=after, axes=list(range(2, 2 + n))) if any(before) or any(after) else x
 
 
-def _conv2d_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], before: list[int],
-                   after: list[int]) -> Any:
-    b, c = shape_of(x)[:2]
-    o, _, kh, kw = shape_of(w)
-    taps, (ho, wo) = _taps(_pad2d(x, before, after), [kh, kw], strides, dilations)
-    cols = ops.reshape(ops.stack(*taps, axis=2), shape=[-1, c * kh * kw, ho * wo])  # [B, C*kh*kw, Ho*Wo]
-    y = ops.matmul(ops.reshape(w, shape=[o, c * kh * kw]), cols)                    # [B, O, Ho*Wo]
-    return ops.reshape(y, shape=[-1, o, ho, wo])
+def _conv_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], before: list[int],
+                 after: list[int]) -> Any:
+    """A convolution of any number of spatial axes as one matrix product: [O, C*K] @ [B, C*K, prod(out)]."""
+    c = shape_of(x)[1]
+    o, kernel = shape_of(w)[0], list(shape_of(w)[2:])
+    taps, out = _taps(_pad_spatial(x, before, after), kernel, strides, dilations)
+    k = int(np.prod(kernel))
+    cols = ops.reshape(ops.stack(*taps, axis=2), shape=[-1, c * k, int(np.prod(out))])  # [B, C*K, prod(out)]
+    y = ops.matmul(ops.reshape(w, shape=[o, c * k]), cols)                               # [B, O, prod(out)]
+    return ops.reshape(y, shape=[-1, o, *out])
 
 
 @rule("MaxPool", "AveragePool")
@@ -125,31 +129,31 @@ def _pool(cx: NodeContext) -> Any:
         if (before[0] or after[0]) and not include:
             raise Unsupported("a padded 1-D average pool that leaves the padding out of the count")
         return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
-    if n != 2:
-        raise Unsupported(f"{n}-D pooling (frame has 1-D and 2-D)")
-    pads = [before[0], after[0], before[1], after[1]]
-    if _have("max_pool2d"):
+    if n == 2 and _have("max_pool2d"):
+        pads = [before[0], after[0], before[1], after[1]]
         if is_max:
             return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
         return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
+    # 2-D without frame-ops-nn, and 3-D or more: the maximum or the mean of the window's strided slices
+    padded = any(before) or any(after)
     if is_max:
-        if any(pads):
-            raise Unsupported("padded 2-D max pooling without frame-ops-nn (pip install frame-ops-nn)")
-        taps, _ = _taps(x, kernel, strides, [1, 1])
+        if padded:
+            raise Unsupported(f"padded {n}-D max pooling" + (" without frame-ops-nn (pip install frame-ops-nn)"
+                                                              if n == 2 else ""))
+        taps, _ = _taps(x, kernel, strides, [1] * n)
         out = taps[0]
         for t in taps[1:]:
             out = ops.maximum(out, t)
         return out
-    taps, (ho, wo) = _taps(_pad2d(x, before, after), kernel, strides, [1, 1])
+    taps, out_size = _taps(_pad_spatial(x, before, after), kernel, strides, [1] * n)
     total = taps[0]
     for t in taps[1:]:
         total = total + t
-    if include or not any(pads):
-        return total * (1.0 / (kernel[0] * kernel[1]))
-    h, w = shape_of(x)[2:]
-    ones = np.pad(np.ones((h, w)), [(before[0], after[0]), (before[1], after[1])])
-    count = sum(ones[i:i + (ho - 1) * strides[0] + 1:strides[0], j:j + (wo - 1) * strides[1] + 1:strides[1]]
-                for i in range(kernel[0]) for j in range(kernel[1]))
+    if include or not padded:
+        return total * (1.0 / int(np.prod(kernel)))
+    ones = np.pad(np.ones(shape_of(x)[2:]), list(zip(before, after)))
+    count = sum(ones[tuple(slice(t, t + (o - 1) * s + 1, s) for t, o, s in zip(tap, out_size, strides))]
+                for tap in np.ndindex(*kernel))
     return total / like(count, x)
 
 
@@ -177,6 +181,19 @@ def _batch_norm(cx: NodeContext) -> Any:
     return (x - per_channel(mean)) * inv + per_channel(bias)
 
 
+@rule("InstanceNormalization")
+def _instance_norm(cx: NodeContext) -> Any:
+    x, scale, bias = cx.input(0), cx.input(1), cx.input(2)
+    eps = cx.attr("epsilon", "float", 1e-5)
+    axes = list(range(2, rank_of(x)))  # each (sample, channel) over its spatial axes
+    if not axes:
+        raise Unsupported("an input without spatial axes (rank 2)")
+    shape = [shape_of(scale)[0]] + [1] * len(axes)
+    centred = x - ops.mean(x, axes=axes, keepdims=True)
+    y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True) + eps)
+    return y * ops.reshape(scale, shape=shape) + ops.reshape(bias, shape=shape)
+
+
 @rule("LayerNormalization")
 def _layer_norm(cx: NodeContext) -> Any:
     if any(cx.node.output[1:]):
@@ -199,60 +216,121 @@ def _layer_norm(cx: NodeContext) -> Any:
 _ACT = {"Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Relu": ops.relu}
 
 
-def _activations(cx: NodeContext, default: list[str]) -> list[Any]:
+def _activations(cx: NodeContext, default: list[str], directions: int) -> list[list[Any]]:
+    """The cell's activations, one list per direction (ONNX lists the forward ones, then the reverse ones)."""
     names = None
     for a in cx.node.attribute:
         if a.name == "activations":
             names = [s.decode() for s in a.strings]
-    names = names or default
+    names = names or default * directions
     if any(n not in _ACT for n in names):
         raise Unsupported(f"activations {names} (frame maps Sigmoid, Tanh, Relu)")
-    if len(names) > len(default):
-        raise Unsupported("bidirectional activations given per direction")
-    return [_ACT[n] for n in names]
+    k = len(default)
+    if len(names) == k:
+        names = names * directions
+    if len(names) != k * directions:
+        raise Unsupported(f"{len(names)} activations for {directions} direction(s) of {k} each")
+    return [[_ACT[n] for n in names[d * k:(d + 1) * k]] for d in range(directions)]
 
 
-def _recurrent(cx: NodeContext, gates: int, step: Any, states: int) -> Any:
-    """The common frame of RNN/GRU/LSTM: projections, the scan over time, the outputs' layouts."""
+def _direction(v: Any, d: int, directions: int) -> Any:
+    """Direction ``d``'s slice of a ``[num_directions, ...]`` weight, bias or initial state."""
+    if directions > 1:
+        v = ops.slice(v, starts=[d], stops=[d + 1], axes=[0])
+    return ops.squeeze(v, axes=[0])
+
+
+def _steps_mask(cx: NodeContext, steps: int) -> Any:
+    """``sequence_lens`` as a ``[T, B, 1]`` mask: whether step t is inside sequence b."""
+    lens = cx.input(4)
+    t = np.arange(steps, dtype=np_dtype(lens)).reshape(steps, 1, 1)
+    known = cx.known(4)
+    if known is not None:
+        if known.size and (known.min() < 0 or known.max() > steps):
+            raise Unsupported(f"sequence_lens {known.tolist()} outside [0, {steps}]")
+        return t < known.reshape(1, -1, 1)
+    return ops.less(t, ops.expand_dims(lens, axes=[0, 2]))
+
+
+def _empty_sequences(cx: NodeContext) -> Any:
+    """``[B, 1]``: whether sequence b has length 0."""
+    known = cx.known(4)
+    if known is not None:
+        return known.reshape(-1, 1) == 0
+    lens = cx.input(4)
+    return ops.equal(ops.expand_dims(lens, axes=[1]), like(0, lens))
+
+
+def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: list[str]) -> Any:
+    """The common frame of RNN/GRU/LSTM: projections, a scan over time per direction, the outputs' layouts.
+
+    ``sequence_lens`` masks the steps past each sequence's end: there the state stays as it was (so the final
+    state is the one at the sequence's last step) and the output row is 0, as ONNX defines; a reverse
+    direction runs through the padding first, keeping its initial state, so it starts at each sequence's end.
+    A sequence of length 0 ends in a zero state, as ONNX Runtime computes it.
+    """
     x, w, r = cx.input(0), cx.input(1), cx.input(2)
-    if cx.has(4):
-        raise Unsupported("sequence_lens (sequences of different lengths)")
     if cx.attr("clip", "float") is not None:
         raise Unsupported("cell clipping")
     direction = cx.attr("direction", "string", "forward")
-    if direction == "bidirectional":
-        raise Unsupported("bidirectional recurrences (export two directions as two layers)")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise Unsupported(f"direction {direction!r} (ONNX defines forward, reverse, bidirectional)")
+    runs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+    nd = len(runs)
+    acts = _activations(cx, default, nd)
     layout = cx.attr("layout", "int", 0)
     if layout == 1:
         x = ops.transpose(x, perm=[1, 0, 2])
     hidden = cx.attr("hidden_size", "int", shape_of(r)[-1])
-    t, batch = shape_of(x)[:2]
-    w0 = ops.squeeze(w, axes=[0])                         # [gates*H, I]
-    r0 = ops.squeeze(r, axes=[0])                         # [gates*H, H]
-    xw = ops.matmul(x, ops.transpose(w0))                 # [T, B, gates*H]: every step's input projection
-    wb = rb = None
-    if cx.has(3):
-        b = ops.squeeze(cx.input(3), axes=[0])            # [2*gates*H]: Wb then Rb
-        wb = ops.slice(b, starts=[0], stops=[gates * hidden], axes=[0])
-        rb = ops.slice(b, starts=[gates * hidden], stops=[2 * gates * hidden], axes=[0])
-        xw = xw + wb
-    init = []
-    for k, i in enumerate((5, 6)[:states]):
-        if cx.has(i):
-            init.append(ops.squeeze(cx.input(i), axes=[0]))
-        else:  # zeros shaped like one step's [B, H] (the batch size stays the data's, never a number)
-            row = ops.squeeze(ops.slice(xw, starts=[0, 0], stops=[1, hidden], axes=[0, 2]), axes=[0])
-            init.append(ops.where(np.array(True), np.zeros((), np.dtype(x.dtype.np)), row))
-    carry, ys = ops.scan(lambda c, xt: step(c, xt, r0, rb, hidden), tuple(init), xw,
-                         reverse=direction == "reverse")
-    y = ops.expand_dims(ys, axes=[1])                     # [T, 1, B, H]
+    if shape_of(w)[0] != nd:
+        raise Unsupported(f"W has {shape_of(w)[0]} directions, the node runs {nd}")
+    mask = _steps_mask(cx, shape_of(x)[0]) if cx.has(4) else None
+    empty = _empty_sequences(cx) if cx.has(4) else None
+    ys, finals = [], []
+    for d, run in enumerate(runs):
+        w0 = _direction(w, d, nd)                             # [gates*H, I]
+        r0 = _direction(r, d, nd)                             # [gates*H, H]
+        xw = ops.matmul(x, ops.transpose(w0))                 # [T, B, gates*H]: every step's input projection
+        rb = None
+        if cx.has(3):
+            b = _direction(cx.input(3), d, nd)                # [2*gates*H]: Wb then Rb
+            wb = ops.slice(b, starts=[0], stops=[gates * hidden], axes=[0])
+            rb = ops.slice(b, starts=[gates * hidden], stops=[2 * gates * hidden], axes=[0])
+            xw = xw + wb
+        init = []
+        for i in (5, 6)[:states]:
+            if cx.has(i):  # [D, B, H], or [B, D, H] in the batch-first layout
+                given = cx.input(i) if layout == 0 else ops.transpose(cx.input(i), perm=[1, 0, 2])
+                init.append(_direction(given, d, nd))
+            else:  # zeros shaped like one step's [B, H] (the batch size stays the data's, never a number)
+                row = ops.squeeze(ops.slice(xw, starts=[0, 0], stops=[1, hidden], axes=[0, 2]), axes=[0])
+                init.append(ops.where(np.array(True), np.zeros((), np.dtype(x.dtype.np)), row))
+        cell = _masked(step, mask is not None, r0, rb, hidden, acts[d])
+        carry, y = ops.scan(cell, tuple(init), xw if mask is None else (xw, mask), reverse=run == "reverse")
+        if empty is not None:  # a sequence of length 0 ends in a zero state (ONNX Runtime's rule), not the initial one
+            carry = tuple(ops.where(empty, like(0, c), c) for c in carry)
+        ys.append(y)
+        finals.append(carry)
+    y = ops.expand_dims(ys[0], axes=[1]) if nd == 1 else ops.stack(*ys, axis=1)   # [T, D, B, H]
+    states_out = [ops.expand_dims(fs[0], axes=[0]) if nd == 1 else ops.stack(*fs, axis=0)
+                  for fs in zip(*finals)]                                         # each [D, B, H]
     if layout == 1:
         y = ops.transpose(y, perm=[2, 0, 1, 3])
-        finals = [ops.expand_dims(c, axes=[0]) for c in carry]
-        finals = [ops.transpose(f, perm=[1, 0, 2]) for f in finals]
-    else:
-        finals = [ops.expand_dims(c, axes=[0]) for c in carry]
-    return [y, *finals]
+        states_out = [ops.transpose(f, perm=[1, 0, 2]) for f in states_out]
+    return [y, *states_out]
+
+
+def _masked(step: Any, masked: bool, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
+    """The scan body: the cell, or (with ``sequence_lens``) the cell where the step is inside the sequence."""
+    if not masked:
+        return lambda c, xt: step(c, xt, r0, rb, hidden, acts)
+
+    def body(c: tuple, rows: tuple) -> Any:
+        xt, inside = rows
+        new, h = step(c, xt, r0, rb, hidden, acts)
+        kept = tuple(ops.where(inside, n, old) for n, old in zip(new, c))
+        return kept, ops.where(inside, h, like(0, h))
+    return body
 
 
 def _split(v: Any, k: int, hidden: int) -> Any:
@@ -261,22 +339,21 @@ def _split(v: Any, k: int, hidden: int) -> Any:
 
 @rule("RNN")
 def _rnn(cx: NodeContext) -> Any:
-    (f,) = _activations(cx, ["Tanh"])
-
-    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int) -> Any:
+    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
+        (f,) = acts
         (h,) = c
         pre = xt + ops.matmul(h, ops.transpose(r0))
         h = f(pre + rb if rb is not None else pre)
         return (h,), h
-    return _recurrent(cx, 1, step, 1)
+    return _recurrent(cx, 1, step, 1, ["Tanh"])
 
 
 @rule("GRU")
 def _gru(cx: NodeContext) -> Any:
-    f, g = _activations(cx, ["Sigmoid", "Tanh"])
     before_reset = bool(cx.attr("linear_before_reset", "int", 0))
 
-    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int) -> Any:
+    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
+        f, g = acts
         (h,) = c  # gates in ONNX order z, r, h
         z = f(_split(xt, 0, hidden) + _rec(h, r0, rb, 0, hidden))
         r = f(_split(xt, 1, hidden) + _rec(h, r0, rb, 1, hidden))
@@ -286,7 +363,7 @@ def _gru(cx: NodeContext) -> Any:
             cand = g(_split(xt, 2, hidden) + _rec(r * h, r0, rb, 2, hidden))
         h = (1.0 - z) * cand + z * h
         return (h,), h
-    return _recurrent(cx, 3, step, 1)
+    return _recurrent(cx, 3, step, 1, ["Sigmoid", "Tanh"])
 
 
 def _rec(h: Any, r0: Any, rb: Any, k: int, hidden: int) -> Any:
@@ -299,9 +376,8 @@ def _rec(h: Any, r0: Any, rb: Any, k: int, hidden: int) -> Any:
 def _lstm(cx: NodeContext) -> Any:
     if cx.has(7):
         raise Unsupported("peephole weights")
-    f, g, hact = _activations(cx, ["Sigmoid", "Tanh", "Tanh"])
-
-    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int) -> Any:
+    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
+        f, g, hact = acts
         h, cell = c  # gates in ONNX order i, o, f, c
         pre = xt + ops.matmul(h, ops.transpose(r0))
         if rb is not None:
@@ -310,4 +386,4 @@ def _lstm(cx: NodeContext) -> Any:
         cell = f(fg) * cell + f(i) * g(cc)
         h = f(o) * hact(cell)
         return (h, cell), h
-    return _recurrent(cx, 4, step, 2)
+    return _recurrent(cx, 4, step, 2, ["Sigmoid", "Tanh", "Tanh"])

@@ -114,6 +114,88 @@ def _unary(cx: NodeContext) -> Any:
     return _UNARY[cx.node.op_type](cx.input(0))
 
 
+_ROUNDING = {"Floor": "floor", "Ceil": "ceil", "Round": "round"}  # ONNX Round: halves to even, as frame's round
+
+
+@rule(*_ROUNDING)
+def _rounding(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    if not _is_float(x):
+        raise Unsupported(f"{cx.node.op_type} of an integer tensor (ONNX defines it for floating types)")
+    return getattr(ops, _ROUNDING[cx.node.op_type])(x)
+
+
+@rule("Mod")
+def _mod(cx: NodeContext) -> Any:
+    a, b = cx.input(0), cx.input(1)
+    if not _is_float(a):
+        raise Unsupported("integer Mod (frame's division is floating; cast to float first)")
+    q = ops.div(a, b)
+    if cx.attr("fmod", "int", 0):  # C's fmod: the quotient truncated toward zero, the sign of a
+        whole = ops.where(ops.less(q, 0.0), ops.ceil(q), ops.floor(q))
+    else:  # Python's %: the quotient floored, the sign of b
+        whole = ops.floor(q)
+    return a - b * whole
+
+
+@rule("IsNaN")
+def _isnan(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return ops.not_equal(x, x)
+
+
+@rule("IsInf")
+def _isinf(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    pos, neg = cx.attr("detect_positive", "int", 1), cx.attr("detect_negative", "int", 1)
+    if pos and neg:
+        return ops.equal(ops.abs(x), like(np.inf, x))
+    if pos or neg:
+        return ops.equal(x, like(np.inf if pos else -np.inf, x))
+    return ops.less(x, like(-np.inf, x))  # neither detected: false everywhere
+
+
+@rule("PRelu")
+def _prelu(cx: NodeContext) -> Any:
+    x, slope = cx.input(0), cx.input(1)  # slope broadcasts to x (torch writes [C, 1, 1] for channels)
+    return ops.where(ops.less(x, 0.0), x * slope, x)
+
+
+@rule("Mish")
+def _mish(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return x * ops.tanh(_softplus(cx))
+
+
+@rule("Celu")
+def _celu(cx: NodeContext) -> Any:
+    x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)  # max(0, x) + min(0, alpha (e^(x/alpha) - 1))
+    return ops.where(ops.greater(x, 0.0), x, (ops.exp(ops.minimum(x, 0.0) * (1.0 / alpha)) - 1.0) * alpha)
+
+
+@rule("ThresholdedRelu")
+def _thresholded_relu(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    return ops.where(ops.greater(x, cx.attr("alpha", "float", 1.0)), x, like(0, x))
+
+
+@rule("Shrink")
+def _shrink(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    if not _is_float(x):
+        raise Unsupported("Shrink of an integer tensor")
+    lambd, bias = cx.attr("lambd", "float", 0.5), cx.attr("bias", "float", 0.0)
+    return ops.where(ops.less(x, -lambd), x + bias, ops.where(ops.greater(x, lambd), x - bias, like(0, x)))
+
+
+@rule("MeanVarianceNormalization")
+def _mvn(cx: NodeContext) -> Any:
+    x = cx.input(0)
+    axes = sorted({norm_axis(a, rank_of(x), cx) for a in cx.attr("axes", "ints", [0, 2, 3])})
+    centred = x - ops.mean(x, axes=axes, keepdims=True)
+    return centred / (ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True)) + 1e-9)
+
+
 @rule("Identity")
 def _identity(cx: NodeContext) -> Any:
     return cx.input(0)
@@ -307,6 +389,7 @@ rule("ReduceLogSumExp")(_reducer(ops.logsumexp))
 rule("ReduceSumSquare")(_reducer(ops.sum, pre=ops.square))
 rule("ReduceL2")(_reducer(ops.sum, pre=ops.square, post=ops.sqrt))
 rule("ReduceL1")(_reducer(ops.sum, pre=ops.abs))
+rule("ReduceLogSum")(_reducer(ops.sum, post=ops.log))
 
 
 @rule("ArgMax", "ArgMin")
@@ -527,13 +610,16 @@ def _tile(cx: NodeContext) -> Any:
 def _pad(cx: NodeContext) -> Any:
     x = cx.input(0)
     mode = cx.attr("mode", "string", "constant")
-    if mode != "constant":
-        raise Unsupported(f"pad mode {mode!r} (frame pads with zeros)")
+    if mode not in ("constant", "reflect", "edge"):
+        raise Unsupported(f"pad mode {mode!r} (frame imports constant, reflect and edge)")
     pads = [int(p) for p in (cx.need_known(1, "pads").reshape(-1) if cx.has(1) else cx.attr("pads", "ints"))]
+    fill: Any = 0.0
     if cx.has(2):
-        value = cx.need_known(2, "constant_value")
-        if value.size and float(value.reshape(-1)[0]) != 0.0:
-            raise Unsupported("a nonzero pad value")
+        value = cx.known(2)
+        if value is None:  # a value stored as a (floating) initializer is a parameter: a traced scalar
+            fill = ops.reshape(cx.input(2), shape=[])
+        else:
+            fill = like(value.reshape(-1)[0], x) if value.size else 0.0
     rank = rank_of(x)
     axes = ([norm_axis(int(a), rank, cx) for a in cx.need_known(3, "axes").reshape(-1)] if cx.has(3)
             else list(range(rank)))
@@ -543,7 +629,109 @@ def _pad(cx: NodeContext) -> Any:
         raise Unsupported("negative pads (cropping)")
     if not any(pads):
         return x
-    return ops.pad(x, before=before, after=after, axes=axes)
+    if mode != "constant":
+        for a, b, e in zip(axes, before, after):
+            x = _pad_from_edges(x, a, b, e, mode)
+        return x
+    y = ops.pad(x, before=before, after=after, axes=axes)
+    if isinstance(fill, float):
+        return y
+    # frame pads with zeros; the padding is then filled where a constant mask says it lies outside x
+    full_before, full_after = [0] * rank, [0] * rank
+    for a, b, e in zip(axes, before, after):
+        full_before[a], full_after[a] = b, e
+    # sized 1 along the axes not padded, so that it broadcasts (no batch size baked in)
+    inside = np.ones([size if full_before[a] or full_after[a] else 1 for a, size in enumerate(shape_of(x))], bool)
+    outside = ~np.pad(inside, list(zip(full_before, full_after)))
+    return ops.where(outside, fill, y)
+
+
+def _pad_from_edges(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
+    """``x`` padded along ``axis`` by reflection (without repeating the edge) or by repeating the edge."""
+    n = shape_of(x)[axis]
+    if not before and not after:
+        return x
+    if mode == "reflect" and max(before, after) > n - 1:
+        raise Unsupported(f"a reflect pad of {max(before, after)} on an axis of {n} (at most {n - 1})")
+    parts = []
+    if before:
+        if mode == "reflect":  # rows before, before - 1, ..., 1
+            parts.append(ops.slice(x, starts=[before], stops=[0], steps=[-1], axes=[axis]))
+        else:
+            parts += [ops.slice(x, starts=[0], stops=[1], axes=[axis])] * before
+    parts.append(x)
+    if after:
+        if mode == "reflect":  # rows n - 2, ..., n - 1 - after
+            stop = n - 2 - after
+            parts.append(ops.slice(x, starts=[n - 2], stops=[stop if stop >= 0 else -(n + 1)], steps=[-1], axes=[axis]))
+        else:
+            parts += [ops.slice(x, starts=[n - 1], stops=[n], axes=[axis])] * after
+    return ops.concat(*parts, axis=axis)
+
+
+@rule("Resize", "Upsample")
+def _resize(cx: NodeContext) -> Any:
+    """Nearest-neighbour resizing as one ``gather`` per resized axis, its source rows computed while importing
+    by ONNX's coordinate transformation and rounding rule (torch's ``nn.Upsample(mode="nearest")``)."""
+    x = cx.input(0)
+    mode = cx.attr("mode", "string", "nearest")
+    if mode != "nearest":
+        raise Unsupported(f"resize mode {mode!r} (frame imports nearest)")
+    shape, rank = shape_of(x), rank_of(x)
+    if cx.node.op_type == "Upsample" or cx.opset < 11:  # Upsample, and Resize before opset 11: (X, scales)
+        scales, sizes, transform, rounding = cx.need_known(1, "scales").astype(float), None, "asymmetric", "floor"
+    else:
+        transform = cx.attr("coordinate_transformation_mode", "string", "half_pixel")
+        rounding = cx.attr("nearest_mode", "string", "round_prefer_floor")
+        if cx.attr("axes", "ints") is not None or cx.attr("keep_aspect_ratio_policy", "string", "stretch") != "stretch":
+            raise Unsupported("Resize with axes or keep_aspect_ratio_policy")
+        scales = cx.need_known(2, "scales").astype(float) if cx.has(2) and cx.need_known(2, "scales").size else None
+        sizes = [int(v) for v in cx.need_known(3, "sizes").reshape(-1)] if cx.has(3) else None
+    if sizes is None:
+        if scales is None or scales.size != rank:
+            raise Unsupported("Resize without scales or sizes for every axis")
+        sizes = [int(np.floor(n * s)) for n, s in zip(shape, scales)]
+    else:
+        scales = np.array([m / n for m, n in zip(sizes, shape)])
+    for axis, (n, m, scale) in enumerate(zip(shape, sizes, scales)):
+        if m == n and scale == 1.0:
+            continue
+        rows = _nearest_rows(n, m, float(scale), transform, rounding)
+        x = ops.gather(x, rows, axis=axis)
+    return x
+
+
+def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -> np.ndarray:
+    out = np.arange(m, dtype=np.float64)
+    if transform == "half_pixel":
+        src = (out + 0.5) / scale - 0.5
+    elif transform == "pytorch_half_pixel":
+        src = (out + 0.5) / scale - 0.5 if m > 1 else np.zeros(m)
+    elif transform == "asymmetric":
+        src = out / scale
+    elif transform == "align_corners":
+        src = out * (n - 1) / (m - 1) if m > 1 else np.zeros(m)
+    elif transform == "tf_half_pixel_for_nn":
+        src = (out + 0.5) / scale
+    else:
+        raise Unsupported(f"coordinate_transformation_mode {transform!r}")
+    if rounding == "floor":
+        idx = np.floor(src)
+    elif rounding == "ceil":
+        idx = np.ceil(src)
+    elif rounding == "round_prefer_floor":
+        idx = np.where(src - np.floor(src) == 0.5, np.floor(src), np.round(src))
+    elif rounding == "round_prefer_ceil":
+        idx = np.where(src - np.floor(src) == 0.5, np.ceil(src), np.round(src))
+    else:
+        raise Unsupported(f"nearest_mode {rounding!r}")
+    return np.clip(idx, 0, n - 1).astype(np.int64)
+
+
+@rule("Range")
+def _range(cx: NodeContext) -> Any:  # reached only when a bound depends on the data (known ones are folded)
+    raise Unsupported("a Range whose start, limit or delta depends on the data: its length would be data-dependent "
+                      "(compute the bounds from shapes or constants)")
 
 
 @rule("Trilu")

@@ -200,6 +200,6 @@ def test_audit_walks_into_bodies():
     assert {n["op_type"] for n in inner} == {"Add", "ReduceSum", "Less", "Identity"}
     assert "less" in next(n for n in inner if n["op_type"] == "Less")["frame_ops"]
     body = CASES["loop"]()[0]
-    body.graph.node[0].attribute[0].g.node[0].op_type = "Mod"  # Add -> Mod (no rule) inside the body
+    body.graph.node[0].attribute[0].g.node[0].op_type = "GridSample"  # Add -> GridSample (no rule) in the body
     report = frame_onnx.audit(body)
     assert not report["ok"] and {f["node"] for f in report["findings"]} == {"#0", "#0.body > #0"}

@@ -1,4 +1,4 @@
-"""Elementwise ops with kinks, ties and domains: maximum, minimum, abs, sign, clip and pow.
+"""Elementwise ops with kinks, ties and domains: maximum, minimum, abs, sign, clip, pow, floor, ceil and round.
 
 Where the derivative does not exist the GradientFn takes a documented value,
 the same as torch's, so both agree everywhere:
@@ -8,7 +8,8 @@ the same as torch's, so both agree everywhere:
   ``gy``). NaN propagates forward; where either input is NaN the whole gradient
   goes to ``b``.
 - ``abs`` at ``x = 0`` has gradient 0 (``sign(0) = 0``); ``sign``'s own gradient
-  is 0 everywhere (0 away from 0, taken as 0 at the jump).
+  is 0 everywhere (0 away from 0, taken as 0 at the jump); so is that of ``floor``,
+  ``ceil`` and ``round`` (constant between whole numbers, or halves; the jumps taken as 0).
 - ``clip`` passes the gradient where ``min <= x <= max``, bounds included, and
   gives 0 strictly outside.
 - ``pow(a, b) = a ** b``: ``ga = b a^(b-1)``, taken as 0 where ``b == 0`` (so
@@ -31,7 +32,7 @@ import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, constant, ops
 
-from ._shapes import broadcast, float_broadcast, numeric_unary, unbroadcast
+from ._shapes import broadcast, float_broadcast, float_unary, numeric_unary, unbroadcast
 from .compare import zero_like
 from .elementwise import ufunc_kernel
 
@@ -235,4 +236,30 @@ POW = OpSchema(
     ],
 )
 
-SCHEMAS = [MAXIMUM, MINIMUM, ABS, SIGN, CLIP, POW]
+
+# -- rounding to integers -------------------------------------------------------------------------------
+def _rounding(name: str, ufunc: np.ufunc, doc: str, low: float, high: float) -> OpSchema:
+    # the examples keep clear of the jumps (integers for floor/ceil, halves for round), where central differences
+    # would see a step; between the jumps the function is constant and its gradient is exactly 0
+    return OpSchema(
+        name,
+        inputs=("x",),
+        shape_infer=float_unary,
+        kernels={"cpu": ufunc_kernel(ufunc)},
+        gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),
+        traits=("elementwise", "accepts_out"),
+        doc=doc + " Floating input (an integer tensor is already whole: no op needed). Its gradient is 0 "
+                  "everywhere, the jumps included (as torch).",
+        examples=[Example(["f32[3, 4]"], low=low, high=high), Example(["f64[6]"], low=low - 2.0, high=high - 2.0),
+                  Example(["f64[]"], low=low + 3.0, high=high + 3.0)],
+    )
+
+
+# floor(x), ceil(x), round(x)   gx = 0 (constant between the jumps; the jumps are taken as 0 too)
+FLOOR = _rounding("floor", np.floor, "The largest whole number <= x, elementwise (NaN and infinities stay).", 0.1, 0.9)
+CEIL = _rounding("ceil", np.ceil, "The smallest whole number >= x, elementwise (NaN and infinities stay).", 0.1, 0.9)
+ROUND = _rounding("round", np.rint, "x rounded to the nearest whole number, halves to the even one (0.5 -> 0, "
+                  "1.5 -> 2, -2.5 -> -2: IEEE 754's default, numpy's, torch's and ONNX Round's), elementwise.",
+                  0.55, 1.45)
+
+SCHEMAS = [MAXIMUM, MINIMUM, ABS, SIGN, CLIP, POW, FLOOR, CEIL, ROUND]

@@ -176,3 +176,38 @@ def test_pow_is_closed_to_third_order():
 def test_pow_refuses_integers():
     with pytest.raises(ShapeError, match=r"pow: needs floating inputs, got i32\[3\], i32\[3\]"):
         fc.trace(ops.pow, "i32[3]", "i32[3]")
+
+
+# -- floor / ceil / round ---------------------------------------------------------------------------------
+_EDGES = np.array([-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, -1.2, 1.7, 3.0, np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.parametrize("op", ["floor", "ceil", "round"])
+@pytest.mark.parametrize("dtype", ["f64", "f32", "f16"])
+def test_rounding_equals_torch_halves_to_even_signed_zeros_and_nan_included(op, dtype):
+    torch = pytest.importorskip("torch")
+    x = _EDGES.astype(fc.as_dtype(dtype).np)
+    (y,) = run(fc.trace(getattr(ops, op), f"{dtype}[{x.size}]"), x)
+    expected = getattr(torch, op)(torch.from_numpy(x)).numpy()
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y, expected)
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(expected))  # round(-0.5) is -0.0, as torch
+
+
+@pytest.mark.parametrize("op", ["floor", "ceil", "round"])
+def test_rounding_gradient_is_zero_at_the_jumps_too_as_torch(op):
+    torch = pytest.importorskip("torch")
+    x = np.array([-1.5, -1.0, 0.0, 0.5, 0.7, 2.5])  # jumps of round (halves) and of floor/ceil (integers)
+    value, (gx,) = grads(lambda v: getattr(ops, op)(v) * v, x)
+    xt = torch.tensor(x, requires_grad=True)
+    out = (getattr(torch, op)(xt) * xt).sum()
+    out.backward()
+    assert value == out.item()
+    np.testing.assert_array_equal(gx, xt.grad.numpy())  # d(op(x) x)/dx = op(x): op's own part is 0
+    graph = fc.trace(lambda v: ops.sum(getattr(ops, op)(v) * v), "f64[3]")
+    check_gradients(graph, [np.array([0.2, 1.3, -2.6])], order=2).assert_ok()  # away from the jumps, to order 2
+
+
+def test_rounding_refuses_integers_by_name():
+    with pytest.raises(ShapeError, match="needs a floating input, got i32"):
+        fc.trace(ops.round, "i32[3]")
