@@ -184,6 +184,18 @@ def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_sh
 
 
 # -- the three numpy kernels (2-D; 1-D inputs get a unit height axis) ------------------------------------
+# Every kernel walks the batch in chunks of about _COLUMNS output positions: each chunk's im2col matrix (or its
+# col2im product) stays small enough for the cache, and every product is one 2-D GEMM per group (numpy's stacked
+# matmul can be far slower than separate 2-D calls on OpenBLAS).
+_COLUMNS = 1024
+
+
+def _chunks(geo: Geometry) -> list[tuple[int, int]]:
+    """``(first, stop)`` batch ranges of about ``_COLUMNS`` output positions each (at least one sample)."""
+    per = max(1, _COLUMNS // (geo.out[0] * geo.out[1]))
+    return [(b, min(b + per, geo.batch)) for b in range(0, geo.batch, per)]
+
+
 def _padded(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     (bh, bw), (ah, aw) = geo.before, geo.after
     xp = np.asarray(x, acc)
@@ -192,32 +204,34 @@ def _padded(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     return xp
 
 
+def _windows(xp: np.ndarray, geo: Geometry) -> np.ndarray:
+    """A read-only view ``[B, C, kh, kw, oh, ow]`` of the padded ``xp``: tap ``(i, j)`` of every window (no copy)."""
+    (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out
+    view = np.lib.stride_tricks.sliding_window_view(xp, geo.extent, axis=(2, 3))  # [B, C, H', W', eh, ew]
+    view = view[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw, ::dh, ::dw]
+    return view.transpose(0, 1, 4, 5, 2, 3)
+
+
 def _tap(xp: np.ndarray, geo: Geometry, i: int, j: int) -> np.ndarray:
     """Positions ``(i d_h + h s_h, j d_w + w s_w)`` of the padded ``xp`` for every output ``(h, w)``: one tap."""
     (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out
     return xp[..., i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
 
 
-def _columns(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """im2col: ``[groups, C_in/groups * kh * kw, B * oh * ow]``, filled one tap at a time.
-
-    Each tap is a strided ``[B, C, oh, ow]`` slice of the padded input, copied with its rows (``ow``) innermost;
-    copying the whole window view at once would put the 3-element kernel axes innermost, several times slower.
-    """
-    xp = _padded(x, geo, acc)
-    g, cg, (kh, kw), (oh, ow) = geo.groups, geo.c_in // geo.groups, geo.kernel, geo.out
-    cols = np.empty((g, cg, kh, kw, geo.batch, oh, ow), acc)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = _tap(xp, geo, i, j).reshape(geo.batch, g, cg, oh, ow).transpose(1, 2, 0, 3, 4)
-    return cols.reshape(g, cg * kh * kw, geo.batch * oh * ow)
+def _columns(view: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """im2col of one batch chunk of ``_windows``: ``[groups, C_in/groups * kh * kw, nb * oh * ow]`` (one copy)."""
+    nb, g = view.shape[0], geo.groups
+    cg, (kh, kw), (oh, ow) = geo.c_in // g, geo.kernel, geo.out
+    cols = np.empty((g, cg, kh, kw, nb, oh, ow), acc)
+    np.copyto(cols, view.reshape(nb, g, cg, kh, kw, oh, ow).transpose(1, 2, 3, 4, 0, 5, 6))
+    return cols.reshape(g, cg * kh * kw, nb * oh * ow)
 
 
 def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gy[B, C_out, oh, ow] as ``[groups, C_out/groups, B * oh * ow]`` (one copy)."""
-    g, og, n = geo.groups, geo.c_out // geo.groups, geo.out[0] * geo.out[1]
-    gy = np.asarray(gy, acc).reshape(geo.batch, g, og, n).transpose(1, 2, 0, 3)
-    return gy.reshape(g, og, geo.batch * n)
+    """One batch chunk of gy[nb, C_out, oh, ow] as ``[groups, C_out/groups, nb * oh * ow]`` (a view for one sample)."""
+    nb, g, n = gy.shape[0], geo.groups, geo.out[0] * geo.out[1]
+    rows = np.asarray(gy, acc).reshape(nb, g, geo.c_out // g, n).transpose(1, 2, 0, 3)
+    return rows.reshape(g, geo.c_out // g, nb * n)
 
 
 def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
@@ -225,30 +239,85 @@ def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
 
 
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """y = w @ cols: one product per group over the whole batch, then y's layout (one small copy)."""
-    y = np.matmul(_weights(w, geo, acc), _columns(x, geo, acc))  # [G, og, B oh ow]
-    n = geo.out[0] * geo.out[1]
-    y = y.reshape(geo.c_out, geo.batch, n).transpose(1, 0, 2)
-    return np.ascontiguousarray(y).reshape(geo.batch, geo.c_out, *geo.out)
+    """y = w @ cols per group and batch chunk, written into y's layout (directly for one sample)."""
+    view, wg, n = _windows(_padded(x, geo, acc), geo), _weights(w, geo, acc), geo.out[0] * geo.out[1]
+    y = np.empty((geo.batch, geo.c_out, n), acc)
+    og = geo.c_out // geo.groups
+    for first, stop in _chunks(geo):
+        cols = _columns(view[first:stop], geo, acc)
+        if stop - first == 1:
+            for k in range(geo.groups):
+                np.matmul(wg[k], cols[k], out=y[first, k * og:(k + 1) * og])
+            continue
+        part = np.empty((geo.groups, og, (stop - first) * n), acc)
+        for k in range(geo.groups):
+            np.matmul(wg[k], cols[k], out=part[k])
+        y[first:stop] = part.reshape(geo.c_out, stop - first, n).transpose(1, 0, 2)
+    return y.reshape(geo.batch, geo.c_out, *geo.out)
 
 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: one product per group."""
-    gw = np.matmul(_rows(gy, geo, acc), _columns(x, geo, acc).transpose(0, 2, 1))  # [G, og, cg kh kw]
+    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: per chunk and group,
+    one product, summed over the chunks."""
+    view = _windows(_padded(x, geo, acc), geo)
+    gw = np.zeros((geo.groups, geo.c_out // geo.groups, (geo.c_in // geo.groups) * geo.kernel[0] * geo.kernel[1]),
+                  acc)
+    part = np.empty(gw.shape[1:], acc)
+    gy = np.asarray(gy, acc)
+    for first, stop in _chunks(geo):
+        cols, rows = _columns(view[first:stop], geo, acc), _rows(gy[first:stop], geo, acc)
+        for k in range(geo.groups):
+            np.matmul(rows[k], cols[k].T, out=part)
+            gw[k] += part
     return gw.reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
 
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """The transposed convolution: columns = w^T @ gy, each tap's column added back where it was read (col2im)."""
-    g, cg = geo.groups, geo.c_in // geo.groups
-    (kh, kw), (oh, ow) = geo.kernel, geo.out
-    cols = np.matmul(_weights(w, geo, acc).transpose(0, 2, 1), _rows(gy, geo, acc))  # [G, K', B oh ow]
-    cols = cols.reshape(g, cg, kh, kw, geo.batch, oh, ow)
+    """The transposed convolution: per chunk and group, columns = w^T @ gy, each tap's column added back where it
+    was read (col2im)."""
+    if geo.stride != (1, 1):
+        return _grad_input_strided(gy, w, geo, acc)
+    g, cg, og = geo.groups, geo.c_in // geo.groups, geo.c_out // geo.groups
+    (kh, kw), (oh, ow), (dh, dw) = geo.kernel, geo.out, geo.dilation
     (bh, bw), (h, w_) = geo.before, geo.size
+    hp, wp = h + bh + geo.after[0], w_ + bw + geo.after[1]
+    wt = np.ascontiguousarray(_weights(w, geo, acc).transpose(0, 2, 1))  # [G, cg kh kw, og]
+    gx = np.empty((geo.batch, geo.c_in, h, w_), acc)
+    for first, stop in _chunks(geo):
+        nb = stop - first
+        count = (nb - 1) * hp * wp + (oh - 1) * wp + ow
+        grid = np.zeros((g, og, nb, hp, wp), acc)
+        grid[:, :, :, :oh, :ow] = np.asarray(gy[first:stop]).reshape(nb, g, og, oh, ow).transpose(1, 2, 0, 3, 4)
+        grid = grid.reshape(g, og, nb * hp * wp)
+        gxp = np.zeros((g, cg, nb * hp * wp), acc)
+        cols = np.empty((cg, kh, kw, count), acc)
+        for k in range(g):
+            np.matmul(wt[k], grid[k, :, :count], out=cols.reshape(cg * kh * kw, count))
+            for i in range(kh):
+                for j in range(kw):
+                    start = i * dh * wp + j * dw
+                    gxp[k, :, start:start + count] += cols[:, i, j]
+        gx[first:stop] = gxp.reshape(geo.c_in, nb, hp, wp)[:, :, bh:bh + h, bw:bw + w_].transpose(1, 0, 2, 3)
+    return gx
+
+
+def _grad_input_strided(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    g, cg, og = geo.groups, geo.c_in // geo.groups, geo.c_out // geo.groups
+    (kh, kw), (oh, ow) = geo.kernel, geo.out
+    (bh, bw), (h, w_) = geo.before, geo.size
+    wt = _weights(w, geo, acc).transpose(0, 2, 1)  # [G, cg kh kw, og]
+    gy = np.asarray(gy, acc)
     gxp = np.zeros((geo.batch, g, cg, h + bh + geo.after[0], w_ + bw + geo.after[1]), acc)
-    for i in range(kh):
-        for j in range(kw):
-            _tap(gxp, geo, i, j)[...] += cols[:, :, i, j].transpose(2, 0, 1, 3, 4)
+    for first, stop in _chunks(geo):
+        nb, rows = stop - first, _rows(gy[first:stop], geo, acc)
+        cols = np.empty((g, cg * kh * kw, nb * oh * ow), acc)
+        for k in range(g):
+            np.matmul(wt[k], rows[k], out=cols[k])
+        cols = cols.reshape(g, cg, kh, kw, nb, oh, ow).transpose(4, 0, 1, 2, 3, 5, 6)  # [nb, G, cg, kh, kw, ...]
+        target = gxp[first:stop]
+        for i in range(kh):
+            for j in range(kw):
+                _tap(target, geo, i, j)[...] += cols[:, :, :, i, j]
     return gxp[..., bh:bh + h, bw:bw + w_].reshape(geo.batch, geo.c_in, h, w_)
 
 
