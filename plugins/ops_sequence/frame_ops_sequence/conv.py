@@ -91,41 +91,90 @@ def _float_pair(ctx: NodeContext, first: str, second: str) -> tuple[TensorType, 
 
 
 # -- the three numpy kernels --------------------------------------------------------------------------
+# Each kernel walks the batch in chunks of about _COLUMNS output positions: a chunk's im2col matrix
+# [C_in/groups * K, nb * L_out] is one copy from a window view and every product is one 2-D GEMM per group
+# (numpy's stacked matmul can be far slower than separate 2-D calls on OpenBLAS).
+_COLUMNS = 512
+
+
+def _chunks(geo: ConvGeometry) -> list[tuple[int, int]]:
+    """``(first, stop)`` batch ranges of about ``_COLUMNS`` output positions each (at least one sample)."""
+    per = max(1, _COLUMNS // geo.out_length)
+    return [(b, min(b + per, geo.batch)) for b in range(0, geo.batch, per)]
+
+
+def _windows(x: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    """A read-only view ``[B, C_in, K, L_out]`` of the padded x: tap ``k`` of every window (no copy)."""
+    xp = padded(x, geo.left, geo.right, acc)
+    view = np.lib.stride_tricks.sliding_window_view(xp, (geo.out_length - 1) * geo.stride + 1, axis=-1)
+    return view[:, :, :(geo.kernel - 1) * geo.dilation + 1:geo.dilation, ::geo.stride]
+
+
+def _columns(view: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    """im2col of one batch chunk of ``_windows``: ``[groups, C_in/groups * K, nb * L_out]``."""
+    nb, g, cig = view.shape[0], geo.groups, geo.c_in // geo.groups
+    cols = np.empty((g, cig, geo.kernel, nb, geo.out_length), acc)
+    np.copyto(cols, view.reshape(nb, g, cig, geo.kernel, geo.out_length).transpose(1, 2, 3, 0, 4))
+    return cols.reshape(g, cig * geo.kernel, nb * geo.out_length)
+
+
+def _rows(gy: np.ndarray, geo: ConvGeometry) -> np.ndarray:
+    """One batch chunk of gy[nb, C_out, L_out] as ``[groups, C_out/groups, nb * L_out]`` (a view for one sample)."""
+    nb, g = gy.shape[0], geo.groups
+    rows = gy.reshape(nb, g, geo.c_out // g, geo.out_length).transpose(1, 2, 0, 3)
+    return rows.reshape(g, geo.c_out // g, nb * geo.out_length)
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
-    """y[b, g, o, t] = sum_k w[g, o, :, k] @ x_pad[b, g, :, k * dilation + t * stride]: K batched products."""
-    g = geo.groups
-    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, geo.c_in // g, geo.padded_length)
-    taps = np.ascontiguousarray(np.moveaxis(np.asarray(w, acc).reshape(g, geo.c_out // g, geo.c_in // g, geo.kernel), 3, 0))
-    y = np.matmul(taps[0], tap(xg, 0, geo.stride, geo.dilation, geo.out_length))
-    for k in range(1, geo.kernel):
-        y += np.matmul(taps[k], tap(xg, k, geo.stride, geo.dilation, geo.out_length))
-    return y.reshape(geo.batch, geo.c_out, geo.out_length)
+    """y[b, g, o, t] = sum_{c, k} w[g, o, c, k] x_pad[b, g, c, k * dilation + t * stride]: one product per chunk
+    and group, written into y's layout (directly for one sample)."""
+    g, cog = geo.groups, geo.c_out // geo.groups
+    view, wg = _windows(x, geo, acc), np.asarray(w, acc).reshape(g, cog, -1)
+    y = np.empty((geo.batch, geo.c_out, geo.out_length), acc)
+    for first, stop in _chunks(geo):
+        cols = _columns(view[first:stop], geo, acc)
+        if stop - first == 1:
+            for k in range(g):
+                np.matmul(wg[k], cols[k], out=y[first, k * cog:(k + 1) * cog])
+            continue
+        part = np.empty((g, cog, (stop - first) * geo.out_length), acc)
+        for k in range(g):
+            np.matmul(wg[k], cols[k], out=part[k])
+        y[first:stop] = part.reshape(geo.c_out, stop - first, geo.out_length).transpose(1, 0, 2)
+    return y
 
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
-    """The transposed convolution: each tap's w^T @ gy added back at the positions the tap read."""
-    g = geo.groups
-    gyg = np.asarray(gy, acc).reshape(geo.batch, g, geo.c_out // g, geo.out_length)
-    taps = np.ascontiguousarray(np.asarray(w, acc).reshape(g, geo.c_out // g, geo.c_in // g, geo.kernel).transpose(3, 0, 2, 1))
-    gxp = np.zeros((geo.batch, g, geo.c_in // g, geo.padded_length), acc)
-    for k in range(geo.kernel):
-        tap(gxp, k, geo.stride, geo.dilation, geo.out_length)[...] += np.matmul(taps[k], gyg)
+    """The transposed convolution: per chunk and group, w^T @ gy, each tap's rows added back where the tap read."""
+    g, cog, cig, n = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.out_length
+    wt = np.ascontiguousarray(np.asarray(w, acc).reshape(g, cog, cig * geo.kernel).transpose(0, 2, 1))
+    gy = np.asarray(gy, acc)
+    gxp = np.zeros((geo.batch, g, cig, geo.padded_length), acc)
+    for first, stop in _chunks(geo):
+        nb, rows = stop - first, _rows(gy[first:stop], geo)
+        part = np.empty((g, cig * geo.kernel, nb * n), acc)
+        for k in range(g):
+            np.matmul(wt[k], rows[k], out=part[k])
+        part = part.reshape(g, cig, geo.kernel, nb, n).transpose(3, 0, 1, 2, 4)  # [nb, G, cig, K, n]
+        target = gxp[first:stop]
+        for k in range(geo.kernel):
+            tap(target, k, geo.stride, geo.dilation, n)[...] += part[:, :, :, k]
     return gxp[..., geo.left:geo.left + geo.length].reshape(geo.batch, geo.c_in, geo.length)
 
 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
-    """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: per tap, one product over (b, t)."""
+    """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: one product per chunk and
+    group, summed over the chunks."""
     g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
-    xg = padded(x, geo.left, geo.right, acc).reshape(geo.batch, g, cig, geo.padded_length)
-    # gy as (G, C_out/G, B * L_out) so each tap is one product (G, C_out/G, B L_out) @ (G, B L_out, C_in/G)
-    gyg = np.asarray(gy, acc).reshape(geo.batch, g, cog, geo.out_length).transpose(1, 2, 0, 3).reshape(
-        g, cog, geo.batch * geo.out_length)
-    gw = np.empty((geo.kernel, g, cog, cig), acc)
-    for k in range(geo.kernel):
-        xs = tap(xg, k, geo.stride, geo.dilation, geo.out_length).transpose(1, 0, 3, 2).reshape(
-            g, geo.batch * geo.out_length, cig)
-        np.matmul(gyg, xs, out=gw[k])
-    return gw.transpose(1, 2, 3, 0).reshape(geo.c_out, cig, geo.kernel)
+    view, gy = _windows(x, geo, acc), np.asarray(gy, acc)
+    gw = np.zeros((g, cog, cig * geo.kernel), acc)
+    part = np.empty((cog, cig * geo.kernel), acc)
+    for first, stop in _chunks(geo):
+        cols, rows = _columns(view[first:stop], geo, acc), _rows(gy[first:stop], geo)
+        for k in range(g):
+            np.matmul(rows[k], cols[k].T, out=part)
+            gw[k] += part
+    return gw.reshape(geo.c_out, cig, geo.kernel)
 
 
 # -- conv1d ------------------------------------------------------------------------------------------
