@@ -79,6 +79,10 @@ class Geometry:
         """Attributes shared by the ops of a gradient (padding resolved to sizes)."""
         return {"stride": self.stride, "padding": self.padding, "dilation": self.dilation, "groups": self.groups}
 
+    @property
+    def padded_size(self) -> tuple[int, ...]:
+        return tuple(n + b + a for n, b, a in zip(self.size, self.before, self.after))
+
     def as_2d(self) -> Geometry:
         """The same convolution with a unit height axis in front, for 1-D inputs (the kernels are 2-D)."""
         if len(self.size) == 2:
@@ -187,7 +191,7 @@ def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_sh
 # Every kernel walks the batch in chunks of about _COLUMNS output positions: each chunk's im2col matrix (or its
 # col2im product) stays small enough for the cache, and every product is one 2-D GEMM per group (numpy's stacked
 # matmul can be far slower than separate 2-D calls on OpenBLAS).
-_COLUMNS = 1024
+_COLUMNS = 2048
 
 
 def _chunks(geo: Geometry) -> list[tuple[int, int]]:
@@ -197,10 +201,17 @@ def _chunks(geo: Geometry) -> list[tuple[int, int]]:
 
 
 def _padded(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """x in ``acc`` with zeros around its spatial axes (x itself when there is no padding and no cast)."""
     (bh, bw), (ah, aw) = geo.before, geo.after
-    xp = np.asarray(x, acc)
-    if bh or bw or ah or aw:
-        xp = np.pad(xp, ((0, 0), (0, 0), (bh, ah), (bw, aw)))
+    if not (bh or bw or ah or aw):
+        return np.asarray(x, acc)
+    h, w = x.shape[2:]
+    xp = np.empty(x.shape[:2] + (h + bh + ah, w + bw + aw), acc)
+    xp[:, :, :bh] = 0  # the borders only: writing zeros everywhere first would pass over the whole array twice
+    xp[:, :, bh + h:] = 0
+    xp[:, :, bh:bh + h, :bw] = 0
+    xp[:, :, bh:bh + h, bw + w:] = 0
+    xp[:, :, bh:bh + h, bw:bw + w] = x
     return xp
 
 
@@ -238,8 +249,66 @@ def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, -1)  # [G, og, cg kh kw]
 
 
+def _on_grid(a: np.ndarray, geo: Geometry, acc: np.dtype, at: tuple[int, int]) -> np.ndarray:
+    """A batch chunk ``a[nb, C, h, w]`` written at offset ``at`` into zeros ``[C, nb * hp * wp]`` (the padded grid)."""
+    nb, c, h, w = a.shape
+    hp, wp = geo.padded_size
+    grid = np.zeros((c, nb, hp, wp), acc)
+    grid[:, :, at[0]:at[0] + h, at[1]:at[1] + w] = a.transpose(1, 0, 2, 3)
+    return grid.reshape(c, nb * hp * wp)
+
+
+def _grid_columns(grid: np.ndarray, geo: Geometry, acc: np.dtype, count: int) -> np.ndarray:
+    """im2col on the padded grid (stride 1): tap ``(i, j)`` is the grid shifted by ``i d_h wp + j d_w``, one long
+    contiguous copy per channel: ``[groups, C_in/groups * kh * kw, count]``."""
+    (kh, kw), (dh, dw), wp = geo.kernel, geo.dilation, geo.padded_size[1]
+    cols = np.empty((geo.c_in, kh, kw, count), acc)
+    for i in range(kh):
+        for j in range(kw):
+            start = i * dh * wp + j * dw
+            cols[:, i, j] = grid[:, start:start + count]
+    return cols.reshape(geo.groups, -1, count)
+
+
+def _grid_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    g, og, (hp, wp), (oh, ow) = geo.groups, geo.c_out // geo.groups, geo.padded_size, geo.out
+    wg, y = _weights(w, geo, acc), np.empty((geo.batch, geo.c_out, oh, ow), acc)
+    for first, stop in _chunks(geo):
+        nb = stop - first
+        count = (nb - 1) * hp * wp + (oh - 1) * wp + ow
+        cols = _grid_columns(_on_grid(x[first:stop], geo, acc, geo.before), geo, acc, count)
+        part = np.empty((g, og, nb * hp * wp), acc)
+        for k in range(g):
+            np.matmul(wg[k], cols[k], out=part[k, :, :count])
+        y[first:stop] = part.reshape(geo.c_out, nb, hp, wp)[:, :, :oh, :ow].transpose(1, 0, 2, 3)
+    return y
+
+
+def _grid_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    g, og, (hp, wp), (oh, ow) = geo.groups, geo.c_out // geo.groups, geo.padded_size, geo.out
+    gw = np.zeros((g, og, (geo.c_in // g) * geo.kernel[0] * geo.kernel[1]), acc)
+    part = np.empty(gw.shape[1:], acc)
+    for first, stop in _chunks(geo):
+        nb = stop - first
+        count = (nb - 1) * hp * wp + (oh - 1) * wp + ow
+        cols = _grid_columns(_on_grid(x[first:stop], geo, acc, geo.before), geo, acc, count)
+        rows = _on_grid(gy[first:stop], geo, acc, (0, 0)).reshape(g, og, nb * hp * wp)
+        for k in range(g):
+            np.matmul(rows[k, :, :count], cols[k].T, out=part)
+            gw[k] += part
+    return gw.reshape(geo.c_out, geo.c_in // g, *geo.kernel)
+
+
+def _on_short_rows(geo: Geometry) -> bool:
+    """Stride 1 with output rows of at most 16 positions: the grid's long copies beat the window view's short rows
+    (measured: 2.4x faster for conv(1 -> 16) on 8x8 images, even at 32x32) despite the grid's padding columns."""
+    return geo.stride == (1, 1) and geo.out[1] <= 16
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     """y = w @ cols per group and batch chunk, written into y's layout (directly for one sample)."""
+    if _on_short_rows(geo):
+        return _grid_forward(np.asarray(x), w, geo, acc)
     view, wg, n = _windows(_padded(x, geo, acc), geo), _weights(w, geo, acc), geo.out[0] * geo.out[1]
     y = np.empty((geo.batch, geo.c_out, n), acc)
     og = geo.c_out // geo.groups
@@ -259,6 +328,8 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: per chunk and group,
     one product, summed over the chunks."""
+    if _on_short_rows(geo):
+        return _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
     view = _windows(_padded(x, geo, acc), geo)
     gw = np.zeros((geo.groups, geo.c_out // geo.groups, (geo.c_in // geo.groups) * geo.kernel[0] * geo.kernel[1]),
                   acc)

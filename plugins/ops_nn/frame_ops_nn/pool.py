@@ -114,6 +114,27 @@ def _taps(geo: PoolGeometry, xp: np.ndarray):  # noqa: ANN202
             yield i * geo.kernel[1] + j, xp[..., i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
 
 
+def _tiled(geo: PoolGeometry) -> bool:
+    """Windows that tile the input (stride = kernel, no padding): every position is in at most one window."""
+    return geo.stride == geo.kernel and not any(geo.before) and not any(geo.after)
+
+
+def _tile_view(a: np.ndarray, geo: PoolGeometry) -> np.ndarray:
+    """For tiled windows, ``a``'s covered part as a view ``[..., oh, kh, ow, kw]`` (splitting axes never copies)."""
+    (kh, kw), (oh, ow) = geo.kernel, geo.out
+    return a[..., :oh * kh, :ow * kw].reshape(a.shape[:-2] + (oh, kh, ow, kw))
+
+
+def _tile_taps(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
+    """For tiled windows, the taps as one contiguous ``[kh * kw, ..., oh, ow]`` copy: tap ``i * kw + j`` first.
+
+    One transposing copy makes every later pass a long contiguous loop; the strided taps of a small pool
+    (2x2 windows: rows of ``ow`` elements two apart) cost several times more per pass.
+    """
+    view = np.moveaxis(_tile_view(x, geo), (-3, -1), (0, 1))  # [kh, kw, ..., oh, ow]
+    return np.ascontiguousarray(view).reshape((-1,) + view.shape[2:])
+
+
 def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     """Each window's first maximum (NaN counts as one) as a flat tap index ``i * kw + j``; never a padded tap.
 
@@ -122,15 +143,20 @@ def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     """
     best, am = None, None
     has_nan = bool(np.isnan(x).any())
-    for k, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
+    taps = enumerate(_tile_taps(x, geo)) if _tiled(geo) else _taps(geo, geo.pad(x, x.dtype, -np.inf))
+    for k, tap in taps:
         if best is None:
             best, am = tap.copy(), np.zeros(tap.shape, np.intp)
             continue
         wins = tap > best
         if has_nan:
             wins |= np.isnan(tap) & ~np.isnan(best)
-        np.copyto(best, tap, where=wins)
-        np.copyto(am, k, where=wins)
+            np.copyto(best, tap, where=wins)
+        else:
+            np.maximum(best, tap, out=best)
+        # a later tap wins with a larger index, so the winner so far is the largest k that won (branch-free:
+        # masked copies of random comparisons cost several times more)
+        np.maximum(am, np.multiply(wins, k, dtype=np.intp), out=am)
     if any(geo.before) or any(geo.after):
         real = geo.windows(geo.pad(np.ones(geo.size, bool), bool, False))
         real = real.reshape(real.shape[:-2] + (-1,))  # [oh, ow, kh kw]
@@ -146,6 +172,8 @@ def _max_kernel(ctx: NodeContext) -> Callable:
     geo = pool_geometry(ctx, x_t)
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if _tiled(geo):
+            return as_out(np.maximum.reduce(_tile_taps(x, geo), axis=0), y_t)  # NaN propagates
         y = None
         for _, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
             y = tap.copy() if y is None else np.maximum(y, tap, out=y)  # NaN propagates
@@ -185,16 +213,20 @@ def _max_grad_kernel(ctx: NodeContext) -> Callable:
     geo, x_t = _pair_geometry(ctx), ctx.input_types[0]
     acc, kw = compute_dtype(x_t), geo.kernel[1]
 
-    tiled = geo.stride == geo.kernel and not any(geo.before) and not any(geo.after)
+    tiled = _tiled(geo)
 
     def kernel(x: np.ndarray, gy: np.ndarray) -> np.ndarray:
         am, g = _argmax(x, geo), np.asarray(gy, acc)
         if not tiled:
             return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
-        # windows tile the input: every position belongs to one window, so each tap is a masked copy
+        # windows tile the input: every position belongs to one window, so each tap is a masked copy, made
+        # contiguous ([kh kw, ..., oh, ow]) and moved into x's layout by one transposing copy
+        taps = np.empty((geo.kernel[0] * geo.kernel[1],) + am.shape, acc)
+        for k in range(taps.shape[0]):
+            np.copyto(taps[k], np.where(am == k, g, 0))
         gx = np.zeros(x.shape, acc)
-        for k, tap in _taps(geo, gx):
-            np.copyto(tap, g, where=am == k)
+        target = np.moveaxis(_tile_view(gx, geo), (-3, -1), (0, 1))
+        target[...] = taps.reshape(geo.kernel + am.shape)
         return as_out(gx, x_t)
     return kernel
 
