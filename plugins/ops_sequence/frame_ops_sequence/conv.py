@@ -97,9 +97,12 @@ def _float_pair(ctx: NodeContext, first: str, second: str) -> tuple[TensorType, 
 _COLUMNS = 512
 
 
-def _chunks(geo: ConvGeometry) -> list[tuple[int, int]]:
-    """``(first, stop)`` batch ranges of about ``_COLUMNS`` output positions each (at least one sample)."""
-    per = max(1, _COLUMNS // geo.out_length)
+_GRID_COLUMNS = 2048
+
+
+def _chunks(geo: ConvGeometry, columns: int = _COLUMNS) -> list[tuple[int, int]]:
+    """``(first, stop)`` batch ranges of about ``columns`` output positions each (at least one sample)."""
+    per = max(1, columns // geo.out_length)
     return [(b, min(b + per, geo.batch)) for b in range(0, geo.batch, per)]
 
 
@@ -125,9 +128,84 @@ def _rows(gy: np.ndarray, geo: ConvGeometry) -> np.ndarray:
     return rows.reshape(g, geo.c_out // g, nb * geo.out_length)
 
 
+# Stride 1 with rows shorter than _COLUMNS (several samples per product): the batch chunk is laid out as one padded row per channel, [C, nb * (L + left + right)], so that
+# every tap is that row shifted by k * dilation (one long contiguous copy per tap, and the product spans the
+# whole chunk); the positions between samples are computed and dropped (left + right of every L + left + right).
+def _grid(a: np.ndarray, geo: ConvGeometry, acc: np.dtype, at: int) -> np.ndarray:
+    """A batch chunk ``a[nb, C, n]`` written at offset ``at`` into zeros ``[C, nb * padded_length]``."""
+    nb, c, n = a.shape
+    grid = np.zeros((c, nb, geo.padded_length), acc)
+    grid[:, :, at:at + n] = a.transpose(1, 0, 2)
+    return grid.reshape(c, nb * geo.padded_length)
+
+
+def _on_grid(geo: ConvGeometry) -> bool:
+    """The grid for stride 1 and rows shorter than ``_COLUMNS`` (measured: B 8, 16 channels, L 64, K 3 runs
+    fwd+bwd in 0.28 ms against 0.77 ms per sample; at L 512 one sample per product is faster, 60 ms against 66)."""
+    return geo.stride == 1 and geo.out_length < _COLUMNS
+
+
+def _grid_columns(grid: np.ndarray, geo: ConvGeometry, acc: np.dtype, count: int) -> np.ndarray:
+    """im2col on the grid: ``[groups, C_in/groups * K, count]``, tap ``k`` the grid shifted by ``k * dilation``."""
+    cols = np.empty((geo.c_in, geo.kernel, count), acc)
+    for k in range(geo.kernel):
+        cols[:, k] = grid[:, k * geo.dilation:k * geo.dilation + count]
+    return cols.reshape(geo.groups, -1, count)
+
+
+def _grid_count(geo: ConvGeometry, nb: int) -> int:
+    return (nb - 1) * geo.padded_length + geo.out_length
+
+
+def _grid_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    g, cog, lp = geo.groups, geo.c_out // geo.groups, geo.padded_length
+    wg, y = np.asarray(w, acc).reshape(g, cog, -1), np.empty((geo.batch, geo.c_out, geo.out_length), acc)
+    for first, stop in _chunks(geo, _GRID_COLUMNS):
+        nb, count = stop - first, _grid_count(geo, stop - first)
+        cols = _grid_columns(_grid(x[first:stop], geo, acc, geo.left), geo, acc, count)
+        part = np.empty((g, cog, nb * lp), acc)
+        for k in range(g):
+            np.matmul(wg[k], cols[k], out=part[k, :, :count])
+        y[first:stop] = part.reshape(geo.c_out, nb, lp)[:, :, :geo.out_length].transpose(1, 0, 2)
+    return y
+
+
+def _grid_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    g, cog, cig, lp = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.padded_length
+    wt = np.ascontiguousarray(np.asarray(w, acc).reshape(g, cog, cig * geo.kernel).transpose(0, 2, 1))
+    gx = np.empty((geo.batch, geo.c_in, geo.length), acc)
+    for first, stop in _chunks(geo, _GRID_COLUMNS):
+        nb, count = stop - first, _grid_count(geo, stop - first)
+        rows = _grid(gy[first:stop], geo, acc, 0).reshape(g, cog, nb * lp)
+        gxp = np.zeros((g, cig, nb * lp), acc)
+        part = np.empty((cig, geo.kernel, count), acc)
+        for k in range(g):
+            np.matmul(wt[k], rows[k, :, :count], out=part.reshape(cig * geo.kernel, count))
+            for t in range(geo.kernel):
+                gxp[k, :, t * geo.dilation:t * geo.dilation + count] += part[:, t]
+        gx[first:stop] = gxp.reshape(geo.c_in, nb, lp)[:, :, geo.left:geo.left + geo.length].transpose(1, 0, 2)
+    return gx
+
+
+def _grid_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    g, cog, cig, lp = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.padded_length
+    gw = np.zeros((g, cog, cig * geo.kernel), acc)
+    part = np.empty(gw.shape[1:], acc)
+    for first, stop in _chunks(geo, _GRID_COLUMNS):
+        nb, count = stop - first, _grid_count(geo, stop - first)
+        cols = _grid_columns(_grid(x[first:stop], geo, acc, geo.left), geo, acc, count)
+        rows = _grid(gy[first:stop], geo, acc, 0).reshape(g, cog, nb * lp)
+        for k in range(g):
+            np.matmul(rows[k, :, :count], cols[k].T, out=part)
+            gw[k] += part
+    return gw.reshape(geo.c_out, cig, geo.kernel)
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """y[b, g, o, t] = sum_{c, k} w[g, o, c, k] x_pad[b, g, c, k * dilation + t * stride]: one product per chunk
     and group, written into y's layout (directly for one sample)."""
+    if _on_grid(geo):
+        return _grid_forward(np.asarray(x), w, geo, acc)
     g, cog = geo.groups, geo.c_out // geo.groups
     view, wg = _windows(x, geo, acc), np.asarray(w, acc).reshape(g, cog, -1)
     y = np.empty((geo.batch, geo.c_out, geo.out_length), acc)
@@ -146,6 +224,8 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype)
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """The transposed convolution: per chunk and group, w^T @ gy, each tap's rows added back where the tap read."""
+    if _on_grid(geo):
+        return _grid_grad_input(np.asarray(gy), w, geo, acc)
     g, cog, cig, n = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.out_length
     wt = np.ascontiguousarray(np.asarray(w, acc).reshape(g, cog, cig * geo.kernel).transpose(0, 2, 1))
     gy = np.asarray(gy, acc)
@@ -165,6 +245,8 @@ def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dt
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: one product per chunk and
     group, summed over the chunks."""
+    if _on_grid(geo):
+        return _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
     g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
     view, gy = _windows(x, geo, acc), np.asarray(gy, acc)
     gw = np.zeros((g, cog, cig * geo.kernel), acc)
