@@ -22,12 +22,17 @@ are bilinear, and each one's gradient is made of the other two.
 conv_transpose1d's are frame-ops-sequence's ``conv1d`` and
 ``conv1d_grad_weight_internal``.
 
-Kernels are im2col: the ``kh * kw`` taps (strided slices of the padded input)
-are copied into a ``[groups, C_in/groups * kh * kw, B * H_out * W_out]`` matrix
-and one matmul per group does the rest (benchmarks/nn_ops.py measures it against
-torch). The input gradient multiplies first and adds each of the
-``kh * kw`` taps back into the padded input (col2im). float16/bfloat16 compute
-in float32 and round once.
+Kernels are im2col over chunks of the batch (about 2,048 output positions each), with one 2-D matrix
+product per group and chunk (numpy's stacked matmul is far slower on OpenBLAS): the forward and the
+weight gradient copy the chunk's ``kh * kw`` taps into columns ``[C_in/groups * kh * kw, nb * oh * ow]``.
+Stride-1 convolutions with short output rows (at most 16) and at most 32 output channels per group lay
+the chunk out as a padded grid ``[C, nb * hp * wp]`` instead, where every tap is the grid shifted by
+``i d_h wp + j d_w``: one long contiguous copy per tap, at the price of computing (and dropping) the
+padding positions. The stride-1 input gradient multiplies first on that grid and adds each tap back as
+one shifted contiguous slice; strided ones add back strided taps (col2im). float16/bfloat16 compute in
+float32 and round once. Results agree with a float64 computation to a few roundings per sum; they are not
+bitwise those of the single whole-batch product used before (BLAS sums each chunk in its own order), and
+tests/test_conv_paths.py bounds the float32 difference to ``4 sqrt(n)`` roundings of an ``n``-term sum.
 """
 
 from __future__ import annotations

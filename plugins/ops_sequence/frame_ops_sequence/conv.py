@@ -11,9 +11,14 @@ differentiation (JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``):
 ``conv1d_grad_weight_internal(x, gy)`` correlates the input with the output
 cotangent. All three are bilinear, and each one's gradient is the other two.
 
-Kernels loop over the K taps of the window (never over positions): each tap is
-one batched matrix product of the weights with a strided view of the padded
-input. float16/bfloat16 are computed in float32 and rounded once.
+Kernels are im2col with one 2-D matrix product per group and batch chunk (numpy's stacked matmul is far
+slower on OpenBLAS). Rows of at least 512 outputs (or strided convs) take one sample per product, copying
+its K taps into columns ``[C_in/groups * K, L_out]``; shorter stride-1 rows take several samples per
+product on a padded grid ``[C, nb * (L + left + right)]`` whose taps are the grid shifted by ``k *
+dilation`` (the positions between samples are computed and dropped). The input gradient multiplies first
+and adds each tap's rows back where it read. float16/bfloat16 are computed in float32 and rounded once.
+Results agree with float64 to a few roundings per sum but are not bitwise those of the earlier per-tap
+batched products (tests/test_conv_paths.py bounds float32 to ``4 sqrt(n)`` roundings of an ``n``-term sum).
 
 Pools (over the last axis of ``x[..., L]``) are in ``_pooling`` and are
 registered from here.
