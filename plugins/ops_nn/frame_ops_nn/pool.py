@@ -214,19 +214,20 @@ def _max_grad_kernel(ctx: NodeContext) -> Callable:
     acc, kw = compute_dtype(x_t), geo.kernel[1]
 
     tiled = _tiled(geo)
+    if tiled:  # each window's first position in the flattened x, and each tap's offset from it
+        (kh, kw), (oh, ow), (h, w) = geo.kernel, geo.out, geo.size
+        starts = (np.arange(int(np.prod(x_t.shape[:-2], dtype=np.int64)))[:, None, None] * (h * w)
+                  + np.arange(oh)[:, None] * (kh * w) + np.arange(ow) * kw).reshape(-1)
+        offsets = np.array([i * w + j for i in range(kh) for j in range(kw)])
 
     def kernel(x: np.ndarray, gy: np.ndarray) -> np.ndarray:
         am, g = _argmax(x, geo), np.asarray(gy, acc)
         if not tiled:
             return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
-        # windows tile the input: every position belongs to one window, so each tap is a masked copy, made
-        # contiguous ([kh kw, ..., oh, ow]) and moved into x's layout by one transposing copy
-        taps = np.empty((geo.kernel[0] * geo.kernel[1],) + am.shape, acc)
-        for k in range(taps.shape[0]):
-            np.copyto(taps[k], np.where(am == k, g, 0))
+        # windows tile the input: every position belongs to at most one window, so one scatter of gy to the
+        # windows' argmax positions (distinct) is the whole gradient
         gx = np.zeros(x.shape, acc)
-        target = np.moveaxis(_tile_view(gx, geo), (-3, -1), (0, 1))
-        target[...] = taps.reshape(geo.kernel + am.shape)
+        gx.reshape(-1)[starts + offsets[am.reshape(-1)]] = g.reshape(-1)
         return as_out(gx, x_t)
     return kernel
 
