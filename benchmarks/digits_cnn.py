@@ -2,9 +2,9 @@
 
 Same data split, model, initialisation scheme (torch's defaults), optimiser (Adam, lr 2e-3), batch 32 and
 epochs; each framework starts from its own random initial parameters. Epochs are interleaved (one of frame,
-one of torch, in turn) and timed without the test-set evaluation that follows each. Prints the test accuracy after every epoch and
-the median wall and CPU seconds per epoch with the ratios frame / torch (goal: no slower than torch eager) and
-the load average. One BLAS / torch thread by default.
+one of torch, in turn) and timed without the test-set evaluation that follows each. Prints the test accuracy
+after every epoch and the median wall and CPU seconds per epoch with the ratios frame / torch (goal: no
+slower than torch eager) and the load average. One BLAS / torch thread by default.
 
     python benchmarks/digits_cnn.py [--epochs 15] [--blas-threads 1]
 """

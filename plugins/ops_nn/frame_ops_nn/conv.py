@@ -380,7 +380,8 @@ def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype)
 
 
 def _grad_input_strided(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    g, cg, og = geo.groups, geo.c_in // geo.groups, geo.c_out // geo.groups
+    """conv_grad_input for strides above 1: each tap's columns added back at the strided positions it read."""
+    g, cg = geo.groups, geo.c_in // geo.groups
     (kh, kw), (oh, ow) = geo.kernel, geo.out
     (bh, bw), (h, w_) = geo.before, geo.size
     wt = _weights(w, geo, acc).transpose(0, 2, 1)  # [G, cg kh kw, og]

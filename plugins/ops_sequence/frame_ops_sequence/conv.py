@@ -133,9 +133,10 @@ def _rows(gy: np.ndarray, geo: ConvGeometry) -> np.ndarray:
     return rows.reshape(g, geo.c_out // g, nb * geo.out_length)
 
 
-# Stride 1 with rows shorter than _COLUMNS (several samples per product): the batch chunk is laid out as one padded row per channel, [C, nb * (L + left + right)], so that
-# every tap is that row shifted by k * dilation (one long contiguous copy per tap, and the product spans the
-# whole chunk); the positions between samples are computed and dropped (left + right of every L + left + right).
+# Stride 1 with rows shorter than _COLUMNS (several samples per product): the batch chunk is laid out as one
+# padded row per channel, [C, nb * (L + left + right)], so that every tap is that row shifted by k * dilation
+# (one long contiguous copy per tap, and the product spans the whole chunk); the positions between samples are
+# computed and dropped (left + right of every L + left + right).
 def _grid(a: np.ndarray, geo: ConvGeometry, acc: np.dtype, at: int) -> np.ndarray:
     """A batch chunk ``a[nb, C, n]`` written at offset ``at`` into zeros ``[C, nb * padded_length]``."""
     nb, c, n = a.shape
