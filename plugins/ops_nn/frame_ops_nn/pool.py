@@ -172,8 +172,15 @@ def _max_kernel(ctx: NodeContext) -> Callable:
     geo = pool_geometry(ctx, x_t)
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        if _tiled(geo):
-            return as_out(np.maximum.reduce(_tile_taps(x, geo), axis=0), y_t)  # NaN propagates
+        if _tiled(geo):  # rows of windows first (contiguous rows), then within them; NaN propagates
+            v = _tile_view(x, geo)  # [..., oh, kh, ow, kw]
+            rows = v[..., 0, :, :] if geo.kernel[0] == 1 else np.maximum(v[..., 0, :, :], v[..., 1, :, :])
+            for i in range(2, geo.kernel[0]):
+                np.maximum(rows, v[..., i, :, :], out=rows)
+            y = rows[..., 0] if geo.kernel[1] == 1 else np.maximum(rows[..., 0], rows[..., 1])
+            for j in range(2, geo.kernel[1]):
+                np.maximum(y, rows[..., j], out=y)
+            return as_out(y, y_t)
         y = None
         for _, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
             y = tap.copy() if y is None else np.maximum(y, tap, out=y)  # NaN propagates
