@@ -14,6 +14,7 @@ ms, with the ratio of medians to torch.
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import statistics
 import sys
@@ -35,25 +36,38 @@ except ImportError:  # the comparison is optional
     torch = None
 
 
-def interleaved(variants: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+def interleaved(variants: dict[str, Callable[[], object]], repeat: int,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each variant per repetition; also this process's CPU seconds into ``cpu`` when given."""
     for fn in variants.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in variants}
+    if cpu is not None:
+        cpu.update({k: [] for k in variants})
     for _ in range(repeat):
         for name, fn in variants.items():
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+            if cpu is not None:
+                cpu[name].append(time.process_time() - c0)
     return times
 
 
-def report(title: str, times: dict[str, list[float]]) -> None:
-    print(f"\n{title}")
+def report(title: str, times: dict[str, list[float]], cpu: dict[str, list[float]] | None = None) -> None:
+    """Medians, minima and ratios; with ``cpu``, CPU-time medians and ratios too (steadier when the machine is
+    loaded: wall time counts the waits for a core, CPU time does not)."""
+    print(f"\n{title}  (load average {' '.join(f'{v:.1f}' for v in os.getloadavg())})")
     base = "torch eager" if "torch eager" in times else "numpy by hand"
     ref = statistics.median(times[base])
+    cpu_ref = statistics.median(cpu[base]) if cpu else None
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"  {name:34s} median {med * 1e3:9.2f} ms   min {min(ts) * 1e3:9.2f} ms   {med / ref:5.2f}x {base}")
+        line = f"  {name:34s} median {med * 1e3:9.2f} ms   min {min(ts) * 1e3:9.2f} ms   {med / ref:5.2f}x {base}"
+        if cpu:
+            c = statistics.median(cpu[name])
+            line += f"   cpu {c * 1e3:8.2f} ms {c / cpu_ref:5.2f}x"
+        print(line)
 
 
 def training(fn: Callable, *types: str) -> fc.Executable:
@@ -94,7 +108,18 @@ def bench_conv(repeat: int) -> None:
                 gxp[:, :, i:i + hw, j:j + hw] += gcols[..., i, j].transpose(0, 3, 1, 2)
         return y, gxp[:, :, 1:-1, 1:-1], gw
 
-    variants = {"frame (compiled training graph)": lambda: train.run([x, w, g]), "numpy by hand": numpy_im2col}
+    # the floor of any im2col kernel on this BLAS: its three products alone, on columns made beforehand
+    cols_b = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(
+        np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (k, k), axis=(2, 3)).transpose(0, 1, 4, 5, 2, 3)).reshape(
+        b, ci * k * k, hw * hw)
+    wm, wt, g_b = w.reshape(co, ci * k * k), np.ascontiguousarray(w.reshape(co, ci * k * k).T), g.reshape(b, co, -1)
+
+    def products_only():
+        for i in range(b):
+            wm @ cols_b[i], wt @ g_b[i], g_b[i] @ cols_b[i].T
+
+    variants = {"frame (compiled training graph)": lambda: train.run([x, w, g]), "numpy by hand": numpy_im2col,
+                "numpy: the 3 products alone (floor)": products_only}
     if torch is not None:
         tx, tw, tg = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True), torch.tensor(g)
 
@@ -105,8 +130,9 @@ def bench_conv(repeat: int) -> None:
         variants["torch eager"] = torch_native
         torch_native()
         check(train.run([x, w, g])[1:], [tx.grad.numpy(), tw.grad.numpy()], "conv2d")
-    report(f"conv2d forward+backward, x[{b}, {ci}, {hw}, {hw}] * w[{co}, {ci}, {k}, {k}], padding same",
-           interleaved(variants, repeat))
+    cpu: dict[str, list[float]] = {}
+    times = interleaved(variants, repeat, cpu)
+    report(f"conv2d forward+backward, x[{b}, {ci}, {hw}, {hw}] * w[{co}, {ci}, {k}, {k}], padding same", times, cpu)
 
 
 def bench_norm(kind: str, repeat: int) -> None:

@@ -2,7 +2,7 @@
 
 - conv1d forward+backward, x[32, 64, 512] * w[64, 64, 5], padding "same":
   frame's compiled training graph, a hand-written numpy im2col reference, and
-  torch's native conv1d (goal: frame within 2x of torch).
+  torch's native conv1d (goal: frame no slower than torch), and the three products alone (the floor).
 - selective_scan forward+backward, batch 8, D 64, N 16, L 256 (variable B and
   C, D, z, delta_bias, softplus): frame, a hand-written numpy loop (the same
   backward written by hand), and torch autograd through the reference loop of
@@ -64,23 +64,32 @@ except ImportError:  # the comparison is optional
     torch = None
 
 
-def interleaved(variants: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Median seconds of each variant, running every variant once per repetition (after one warm-up)."""
+def interleaved(variants: dict[str, Callable[[], object]], repeat: int,
+                cpu: dict[str, float] | None = None) -> dict[str, float]:
+    """Median seconds of each variant, running every variant once per repetition (after one warm-up); with
+    ``cpu``, also the median CPU seconds of this process per variant (steadier than wall time under load)."""
     for fn in variants.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in variants}
+    cpu_times: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(repeat):
         for name, fn in variants.items():
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+            cpu_times[name].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({k: statistics.median(v) for k, v in cpu_times.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def report(title: str, medians: dict[str, float], base: str) -> None:
-    print(f"\n{title}")
+def report(title: str, medians: dict[str, float], base: str, cpu: dict[str, float] | None = None) -> None:
+    print(f"\n{title}  (load average {' '.join(f'{v:.1f}' for v in os.getloadavg())})")
     for name, t in medians.items():
-        print(f"  {name:42s} {t * 1e3:9.2f} ms   {t / medians[base]:6.2f}x {base}")
+        line = f"  {name:42s} {t * 1e3:9.2f} ms   {t / medians[base]:6.2f}x {base}"
+        if cpu:
+            line += f"   cpu {cpu[name] * 1e3:8.2f} ms {cpu[name] / cpu[base]:5.2f}x"
+        print(line)
 
 
 # -- conv1d ---------------------------------------------------------------------------------------
@@ -108,8 +117,19 @@ def bench_conv(repeat: int) -> None:
             gxp[:, :, j:j + length] += gcols[:, :, :, j].transpose(0, 2, 1)
         return y, gxp[:, :, pad:pad + length], gw
 
+    # the floor of any im2col kernel on this BLAS: its three products alone, one sample at a time, on columns
+    # made beforehand
+    xp = np.pad(x, ((0, 0), (0, 0), (k // 2, k // 2)))
+    cols_b = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(xp, length, axis=-1)).reshape(
+        b, c * k, length)
+    wm, wt = w.reshape(c, c * k), np.ascontiguousarray(w.reshape(c, c * k).T)
+
+    def products_only():
+        for i in range(b):
+            wm @ cols_b[i], wt @ g[i], g[i] @ cols_b[i].T
+
     variants = {"frame (compiled training graph)": lambda: train.run([x, w, g]),
-                "numpy im2col by hand": numpy_im2col}
+                "numpy im2col by hand": numpy_im2col, "numpy: the 3 products alone (floor)": products_only}
     if torch is not None:
         tx, tw, tg = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True), torch.tensor(g)
 
@@ -121,8 +141,10 @@ def bench_conv(repeat: int) -> None:
         torch_native()
         err = max(np.abs(a - b.numpy()).max() / np.abs(b.numpy()).max() for a, b in zip(check[1:], (tx.grad, tw.grad)))
         print(f"\nconv1d: largest gradient difference frame vs torch, relative to the largest entry: {err:.1e}")
-    report(f"conv1d forward+backward, x[{b}, {c}, {length}] * w[{c}, {c}, {k}] (float32)",
-           interleaved(variants, repeat), "torch conv1d (native)" if torch is not None else "numpy im2col by hand")
+    cpu: dict[str, float] = {}
+    medians = interleaved(variants, repeat, cpu)
+    report(f"conv1d forward+backward, x[{b}, {c}, {length}] * w[{c}, {c}, {k}] (float32)", medians,
+           "torch conv1d (native)" if torch is not None else "numpy im2col by hand", cpu)
 
 
 # -- selective_scan ---------------------------------------------------------------------------------

@@ -22,12 +22,17 @@ are bilinear, and each one's gradient is made of the other two.
 conv_transpose1d's are frame-ops-sequence's ``conv1d`` and
 ``conv1d_grad_weight_internal``.
 
-Kernels are im2col: the ``kh * kw`` taps (strided slices of the padded input)
-are copied into a ``[groups, C_in/groups * kh * kw, B * H_out * W_out]`` matrix
-and one matmul per group does the rest (benchmarks/nn_ops.py measures it against
-torch). The input gradient multiplies first and adds each of the
-``kh * kw`` taps back into the padded input (col2im). float16/bfloat16 compute
-in float32 and round once.
+Kernels are im2col over chunks of the batch (about 2,048 output positions each), with one 2-D matrix
+product per group and chunk (numpy's stacked matmul is far slower on OpenBLAS): the forward and the
+weight gradient copy the chunk's ``kh * kw`` taps into columns ``[C_in/groups * kh * kw, nb * oh * ow]``.
+Stride-1 convolutions with short output rows (at most 16) and at most 32 output channels per group lay
+the chunk out as a padded grid ``[C, nb * hp * wp]`` instead, where every tap is the grid shifted by
+``i d_h wp + j d_w``: one long contiguous copy per tap, at the price of computing (and dropping) the
+padding positions. The stride-1 input gradient multiplies first on that grid and adds each tap back as
+one shifted contiguous slice; strided ones add back strided taps (col2im). float16/bfloat16 compute in
+float32 and round once. Results agree with a float64 computation to a few roundings per sum; they are not
+bitwise those of the single whole-batch product used before (BLAS sums each chunk in its own order), and
+tests/test_conv_paths.py bounds the float32 difference to ``4 sqrt(n)`` roundings of an ``n``-term sum.
 """
 
 from __future__ import annotations
@@ -78,6 +83,10 @@ class Geometry:
     def attrs(self) -> dict:
         """Attributes shared by the ops of a gradient (padding resolved to sizes)."""
         return {"stride": self.stride, "padding": self.padding, "dilation": self.dilation, "groups": self.groups}
+
+    @property
+    def padded_size(self) -> tuple[int, ...]:
+        return tuple(n + b + a for n, b, a in zip(self.size, self.before, self.after))
 
     def as_2d(self) -> Geometry:
         """The same convolution with a unit height axis in front, for 1-D inputs (the kernels are 2-D)."""
@@ -184,12 +193,39 @@ def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_sh
 
 
 # -- the three numpy kernels (2-D; 1-D inputs get a unit height axis) ------------------------------------
+# Every kernel walks the batch in chunks of about _COLUMNS output positions: each chunk's im2col matrix (or its
+# col2im product) stays small enough for the cache, and every product is one 2-D GEMM per group (numpy's stacked
+# matmul can be far slower than separate 2-D calls on OpenBLAS).
+_COLUMNS = 2048
+
+
+def _chunks(geo: Geometry) -> list[tuple[int, int]]:
+    """``(first, stop)`` batch ranges of about ``_COLUMNS`` output positions each (at least one sample)."""
+    per = max(1, _COLUMNS // (geo.out[0] * geo.out[1]))
+    return [(b, min(b + per, geo.batch)) for b in range(0, geo.batch, per)]
+
+
 def _padded(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """x in ``acc`` with zeros around its spatial axes (x itself when there is no padding and no cast)."""
     (bh, bw), (ah, aw) = geo.before, geo.after
-    xp = np.asarray(x, acc)
-    if bh or bw or ah or aw:
-        xp = np.pad(xp, ((0, 0), (0, 0), (bh, ah), (bw, aw)))
+    if not (bh or bw or ah or aw):
+        return np.asarray(x, acc)
+    h, w = x.shape[2:]
+    xp = np.empty(x.shape[:2] + (h + bh + ah, w + bw + aw), acc)
+    xp[:, :, :bh] = 0  # the borders only: writing zeros everywhere first would pass over the whole array twice
+    xp[:, :, bh + h:] = 0
+    xp[:, :, bh:bh + h, :bw] = 0
+    xp[:, :, bh:bh + h, bw + w:] = 0
+    xp[:, :, bh:bh + h, bw:bw + w] = x
     return xp
+
+
+def _windows(xp: np.ndarray, geo: Geometry) -> np.ndarray:
+    """A read-only view ``[B, C, kh, kw, oh, ow]`` of the padded ``xp``: tap ``(i, j)`` of every window (no copy)."""
+    (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out
+    view = np.lib.stride_tricks.sliding_window_view(xp, geo.extent, axis=(2, 3))  # [B, C, H', W', eh, ew]
+    view = view[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw, ::dh, ::dw]
+    return view.transpose(0, 1, 4, 5, 2, 3)
 
 
 def _tap(xp: np.ndarray, geo: Geometry, i: int, j: int) -> np.ndarray:
@@ -198,57 +234,169 @@ def _tap(xp: np.ndarray, geo: Geometry, i: int, j: int) -> np.ndarray:
     return xp[..., i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
 
 
-def _columns(x: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """im2col: ``[groups, C_in/groups * kh * kw, B * oh * ow]``, filled one tap at a time.
-
-    Each tap is a strided ``[B, C, oh, ow]`` slice of the padded input, copied with its rows (``ow``) innermost;
-    copying the whole window view at once would put the 3-element kernel axes innermost, several times slower.
-    """
-    xp = _padded(x, geo, acc)
-    g, cg, (kh, kw), (oh, ow) = geo.groups, geo.c_in // geo.groups, geo.kernel, geo.out
-    cols = np.empty((g, cg, kh, kw, geo.batch, oh, ow), acc)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = _tap(xp, geo, i, j).reshape(geo.batch, g, cg, oh, ow).transpose(1, 2, 0, 3, 4)
-    return cols.reshape(g, cg * kh * kw, geo.batch * oh * ow)
+def _columns(view: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """im2col of one batch chunk of ``_windows``: ``[groups, C_in/groups * kh * kw, nb * oh * ow]`` (one copy)."""
+    nb, g = view.shape[0], geo.groups
+    cg, (kh, kw), (oh, ow) = geo.c_in // g, geo.kernel, geo.out
+    cols = np.empty((g, cg, kh, kw, nb, oh, ow), acc)
+    np.copyto(cols, view.reshape(nb, g, cg, kh, kw, oh, ow).transpose(1, 2, 3, 4, 0, 5, 6))
+    return cols.reshape(g, cg * kh * kw, nb * oh * ow)
 
 
 def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gy[B, C_out, oh, ow] as ``[groups, C_out/groups, B * oh * ow]`` (one copy)."""
-    g, og, n = geo.groups, geo.c_out // geo.groups, geo.out[0] * geo.out[1]
-    gy = np.asarray(gy, acc).reshape(geo.batch, g, og, n).transpose(1, 2, 0, 3)
-    return gy.reshape(g, og, geo.batch * n)
+    """One batch chunk of gy[nb, C_out, oh, ow] as ``[groups, C_out/groups, nb * oh * ow]`` (a view for one sample)."""
+    nb, g, n = gy.shape[0], geo.groups, geo.out[0] * geo.out[1]
+    rows = np.asarray(gy, acc).reshape(nb, g, geo.c_out // g, n).transpose(1, 2, 0, 3)
+    return rows.reshape(g, geo.c_out // g, nb * n)
 
 
 def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, -1)  # [G, og, cg kh kw]
 
 
+def _on_grid(a: np.ndarray, geo: Geometry, acc: np.dtype, at: tuple[int, int]) -> np.ndarray:
+    """A batch chunk ``a[nb, C, h, w]`` written at offset ``at`` into zeros ``[C, nb * hp * wp]`` (the padded grid)."""
+    nb, c, h, w = a.shape
+    hp, wp = geo.padded_size
+    grid = np.zeros((c, nb, hp, wp), acc)
+    grid[:, :, at[0]:at[0] + h, at[1]:at[1] + w] = a.transpose(1, 0, 2, 3)
+    return grid.reshape(c, nb * hp * wp)
+
+
+def _grid_columns(grid: np.ndarray, geo: Geometry, acc: np.dtype, count: int) -> np.ndarray:
+    """im2col on the padded grid (stride 1): tap ``(i, j)`` is the grid shifted by ``i d_h wp + j d_w``, one long
+    contiguous copy per channel: ``[groups, C_in/groups * kh * kw, count]``."""
+    (kh, kw), (dh, dw), wp = geo.kernel, geo.dilation, geo.padded_size[1]
+    cols = np.empty((geo.c_in, kh, kw, count), acc)
+    for i in range(kh):
+        for j in range(kw):
+            start = i * dh * wp + j * dw
+            cols[:, i, j] = grid[:, start:start + count]
+    return cols.reshape(geo.groups, -1, count)
+
+
+def _grid_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    g, og, (hp, wp), (oh, ow) = geo.groups, geo.c_out // geo.groups, geo.padded_size, geo.out
+    wg, y = _weights(w, geo, acc), np.empty((geo.batch, geo.c_out, oh, ow), acc)
+    for first, stop in _chunks(geo):
+        nb = stop - first
+        count = (nb - 1) * hp * wp + (oh - 1) * wp + ow
+        cols = _grid_columns(_on_grid(x[first:stop], geo, acc, geo.before), geo, acc, count)
+        part = np.empty((g, og, nb * hp * wp), acc)
+        for k in range(g):
+            np.matmul(wg[k], cols[k], out=part[k, :, :count])
+        y[first:stop] = part.reshape(geo.c_out, nb, hp, wp)[:, :, :oh, :ow].transpose(1, 0, 2, 3)
+    return y
+
+
+def _grid_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    g, og, (hp, wp), (oh, ow) = geo.groups, geo.c_out // geo.groups, geo.padded_size, geo.out
+    gw = np.zeros((g, og, (geo.c_in // g) * geo.kernel[0] * geo.kernel[1]), acc)
+    part = np.empty(gw.shape[1:], acc)
+    for first, stop in _chunks(geo):
+        nb = stop - first
+        count = (nb - 1) * hp * wp + (oh - 1) * wp + ow
+        cols = _grid_columns(_on_grid(x[first:stop], geo, acc, geo.before), geo, acc, count)
+        rows = _on_grid(gy[first:stop], geo, acc, (0, 0)).reshape(g, og, nb * hp * wp)
+        for k in range(g):
+            np.matmul(rows[k, :, :count], cols[k].T, out=part)
+            gw[k] += part
+    return gw.reshape(geo.c_out, geo.c_in // g, *geo.kernel)
+
+
+def _on_short_rows(geo: Geometry) -> bool:
+    """Stride 1, output rows of at most 16 positions and at most 32 output channels per group: there the grid's
+    long copies beat the window view's short rows (conv(1 -> 16) on 8x8 images: 0.17 ms against 0.26 ms), while
+    wider outputs make its padding columns cost more in the product than they save (64 -> 128 on 8x8: 4.4 ms
+    against 3.6 ms)."""
+    return geo.stride == (1, 1) and geo.out[1] <= 16 and geo.c_out // geo.groups <= 32
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """y = w @ cols: one product per group over the whole batch, then y's layout (one small copy)."""
-    y = np.matmul(_weights(w, geo, acc), _columns(x, geo, acc))  # [G, og, B oh ow]
-    n = geo.out[0] * geo.out[1]
-    y = y.reshape(geo.c_out, geo.batch, n).transpose(1, 0, 2)
-    return np.ascontiguousarray(y).reshape(geo.batch, geo.c_out, *geo.out)
+    """y = w @ cols per group and batch chunk, written into y's layout (directly for one sample)."""
+    if _on_short_rows(geo):
+        return _grid_forward(np.asarray(x), w, geo, acc)
+    view, wg, n = _windows(_padded(x, geo, acc), geo), _weights(w, geo, acc), geo.out[0] * geo.out[1]
+    y4 = np.empty((geo.batch, geo.c_out, *geo.out), acc)  # returned as allocated: no copy to the output type
+    y, og = y4.reshape(geo.batch, geo.c_out, n), geo.c_out // geo.groups
+    for first, stop in _chunks(geo):
+        cols = _columns(view[first:stop], geo, acc)
+        if stop - first == 1:
+            for k in range(geo.groups):
+                np.matmul(wg[k], cols[k], out=y[first, k * og:(k + 1) * og])
+            continue
+        part = np.empty((geo.groups, og, (stop - first) * n), acc)
+        for k in range(geo.groups):
+            np.matmul(wg[k], cols[k], out=part[k])
+        y[first:stop] = part.reshape(geo.c_out, stop - first, n).transpose(1, 0, 2)
+    return y4
 
 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: one product per group."""
-    gw = np.matmul(_rows(gy, geo, acc), _columns(x, geo, acc).transpose(0, 2, 1))  # [G, og, cg kh kw]
+    """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: per chunk and group,
+    one product, summed over the chunks."""
+    if _on_short_rows(geo):
+        return _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+    view = _windows(_padded(x, geo, acc), geo)
+    gw = np.zeros((geo.groups, geo.c_out // geo.groups, (geo.c_in // geo.groups) * geo.kernel[0] * geo.kernel[1]),
+                  acc)
+    part = np.empty(gw.shape[1:], acc)
+    gy = np.asarray(gy, acc)
+    for first, stop in _chunks(geo):
+        cols, rows = _columns(view[first:stop], geo, acc), _rows(gy[first:stop], geo, acc)
+        for k in range(geo.groups):
+            np.matmul(rows[k], cols[k].T, out=part)
+            gw[k] += part
     return gw.reshape(geo.c_out, geo.c_in // geo.groups, *geo.kernel)
 
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """The transposed convolution: columns = w^T @ gy, each tap's column added back where it was read (col2im)."""
+    """The transposed convolution: per chunk and group, columns = w^T @ gy, each tap's column added back where it
+    was read (col2im)."""
+    if geo.stride != (1, 1):
+        return _grad_input_strided(gy, w, geo, acc)
+    g, cg, og = geo.groups, geo.c_in // geo.groups, geo.c_out // geo.groups
+    (kh, kw), (oh, ow), (dh, dw) = geo.kernel, geo.out, geo.dilation
+    (bh, bw), (h, w_) = geo.before, geo.size
+    hp, wp = h + bh + geo.after[0], w_ + bw + geo.after[1]
+    wt = np.ascontiguousarray(_weights(w, geo, acc).transpose(0, 2, 1))  # [G, cg kh kw, og]
+    gx = np.empty((geo.batch, geo.c_in, h, w_), acc)
+    for first, stop in _chunks(geo):
+        nb = stop - first
+        count = (nb - 1) * hp * wp + (oh - 1) * wp + ow
+        grid = np.zeros((g, og, nb, hp, wp), acc)
+        grid[:, :, :, :oh, :ow] = np.asarray(gy[first:stop]).reshape(nb, g, og, oh, ow).transpose(1, 2, 0, 3, 4)
+        grid = grid.reshape(g, og, nb * hp * wp)
+        gxp = np.zeros((g, cg, nb * hp * wp), acc)
+        cols = np.empty((cg, kh, kw, count), acc)
+        for k in range(g):
+            np.matmul(wt[k], grid[k, :, :count], out=cols.reshape(cg * kh * kw, count))
+            for i in range(kh):
+                for j in range(kw):
+                    start = i * dh * wp + j * dw
+                    gxp[k, :, start:start + count] += cols[:, i, j]
+        gx[first:stop] = gxp.reshape(geo.c_in, nb, hp, wp)[:, :, bh:bh + h, bw:bw + w_].transpose(1, 0, 2, 3)
+    return gx
+
+
+def _grad_input_strided(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    """conv_grad_input for strides above 1: each tap's columns added back at the strided positions it read."""
     g, cg = geo.groups, geo.c_in // geo.groups
     (kh, kw), (oh, ow) = geo.kernel, geo.out
-    cols = np.matmul(_weights(w, geo, acc).transpose(0, 2, 1), _rows(gy, geo, acc))  # [G, K', B oh ow]
-    cols = cols.reshape(g, cg, kh, kw, geo.batch, oh, ow)
     (bh, bw), (h, w_) = geo.before, geo.size
+    wt = _weights(w, geo, acc).transpose(0, 2, 1)  # [G, cg kh kw, og]
+    gy = np.asarray(gy, acc)
     gxp = np.zeros((geo.batch, g, cg, h + bh + geo.after[0], w_ + bw + geo.after[1]), acc)
-    for i in range(kh):
-        for j in range(kw):
-            _tap(gxp, geo, i, j)[...] += cols[:, :, i, j].transpose(2, 0, 1, 3, 4)
+    for first, stop in _chunks(geo):
+        nb, rows = stop - first, _rows(gy[first:stop], geo, acc)
+        cols = np.empty((g, cg * kh * kw, nb * oh * ow), acc)
+        for k in range(g):
+            np.matmul(wt[k], rows[k], out=cols[k])
+        cols = cols.reshape(g, cg, kh, kw, nb, oh, ow).transpose(4, 0, 1, 2, 3, 5, 6)  # [nb, G, cg, kh, kw, ...]
+        target = gxp[first:stop]
+        for i in range(kh):
+            for j in range(kw):
+                _tap(target, geo, i, j)[...] += cols[:, :, :, i, j]
     return gxp[..., bh:bh + h, bw:bw + w_].reshape(geo.batch, geo.c_in, h, w_)
 
 

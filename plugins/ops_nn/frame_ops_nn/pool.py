@@ -114,6 +114,27 @@ def _taps(geo: PoolGeometry, xp: np.ndarray):  # noqa: ANN202
             yield i * geo.kernel[1] + j, xp[..., i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
 
 
+def _tiled(geo: PoolGeometry) -> bool:
+    """Windows that tile the input (stride = kernel, no padding): every position is in at most one window."""
+    return geo.stride == geo.kernel and not any(geo.before) and not any(geo.after)
+
+
+def _tile_view(a: np.ndarray, geo: PoolGeometry) -> np.ndarray:
+    """For tiled windows, ``a``'s covered part as a view ``[..., oh, kh, ow, kw]`` (splitting axes never copies)."""
+    (kh, kw), (oh, ow) = geo.kernel, geo.out
+    return a[..., :oh * kh, :ow * kw].reshape(a.shape[:-2] + (oh, kh, ow, kw))
+
+
+def _tile_taps(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
+    """For tiled windows, the taps as one contiguous ``[kh * kw, ..., oh, ow]`` copy: tap ``i * kw + j`` first.
+
+    One transposing copy makes every later pass a long contiguous loop; the strided taps of a small pool
+    (2x2 windows: rows of ``ow`` elements two apart) cost several times more per pass.
+    """
+    view = np.moveaxis(_tile_view(x, geo), (-3, -1), (0, 1))  # [kh, kw, ..., oh, ow]
+    return np.ascontiguousarray(view).reshape((-1,) + view.shape[2:])
+
+
 def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     """Each window's first maximum (NaN counts as one) as a flat tap index ``i * kw + j``; never a padded tap.
 
@@ -122,15 +143,20 @@ def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     """
     best, am = None, None
     has_nan = bool(np.isnan(x).any())
-    for k, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
+    taps = enumerate(_tile_taps(x, geo)) if _tiled(geo) else _taps(geo, geo.pad(x, x.dtype, -np.inf))
+    for k, tap in taps:
         if best is None:
             best, am = tap.copy(), np.zeros(tap.shape, np.intp)
             continue
         wins = tap > best
         if has_nan:
             wins |= np.isnan(tap) & ~np.isnan(best)
-        np.copyto(best, tap, where=wins)
-        np.copyto(am, k, where=wins)
+            np.copyto(best, tap, where=wins)
+        else:
+            np.maximum(best, tap, out=best)
+        # a later tap wins with a larger index, so the winner so far is the largest k that won (branch-free:
+        # masked copies of random comparisons cost several times more)
+        np.maximum(am, np.multiply(wins, k, dtype=np.intp), out=am)
     if any(geo.before) or any(geo.after):
         real = geo.windows(geo.pad(np.ones(geo.size, bool), bool, False))
         real = real.reshape(real.shape[:-2] + (-1,))  # [oh, ow, kh kw]
@@ -146,6 +172,15 @@ def _max_kernel(ctx: NodeContext) -> Callable:
     geo = pool_geometry(ctx, x_t)
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if _tiled(geo):  # rows of windows first (contiguous rows), then within them; NaN propagates
+            v = _tile_view(x, geo)  # [..., oh, kh, ow, kw]
+            rows = v[..., 0, :, :] if geo.kernel[0] == 1 else np.maximum(v[..., 0, :, :], v[..., 1, :, :])
+            for i in range(2, geo.kernel[0]):
+                np.maximum(rows, v[..., i, :, :], out=rows)
+            y = rows[..., 0] if geo.kernel[1] == 1 else np.maximum(rows[..., 0], rows[..., 1])
+            for j in range(2, geo.kernel[1]):
+                np.maximum(y, rows[..., j], out=y)
+            return as_out(y, y_t)
         y = None
         for _, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
             y = tap.copy() if y is None else np.maximum(y, tap, out=y)  # NaN propagates
@@ -185,16 +220,21 @@ def _max_grad_kernel(ctx: NodeContext) -> Callable:
     geo, x_t = _pair_geometry(ctx), ctx.input_types[0]
     acc, kw = compute_dtype(x_t), geo.kernel[1]
 
-    tiled = geo.stride == geo.kernel and not any(geo.before) and not any(geo.after)
+    tiled = _tiled(geo)
+    if tiled:  # each window's first position in the flattened x, and each tap's offset from it
+        (kh, kw), (oh, ow), (h, w) = geo.kernel, geo.out, geo.size
+        starts = (np.arange(int(np.prod(x_t.shape[:-2], dtype=np.int64)))[:, None, None] * (h * w)
+                  + np.arange(oh)[:, None] * (kh * w) + np.arange(ow) * kw).reshape(-1)
+        offsets = np.array([i * w + j for i in range(kh) for j in range(kw)])
 
     def kernel(x: np.ndarray, gy: np.ndarray) -> np.ndarray:
         am, g = _argmax(x, geo), np.asarray(gy, acc)
         if not tiled:
             return as_out(geo.scatter(lambda i, j: np.where(am == i * kw + j, g, 0), x.shape[:-2], acc), x_t)
-        # windows tile the input: every position belongs to one window, so each tap is a masked copy
+        # windows tile the input: every position belongs to at most one window, so one scatter of gy to the
+        # windows' argmax positions (distinct) is the whole gradient
         gx = np.zeros(x.shape, acc)
-        for k, tap in _taps(geo, gx):
-            np.copyto(tap, g, where=am == k)
+        gx.reshape(-1)[starts + offsets[am.reshape(-1)]] = g.reshape(-1)
         return as_out(gx, x_t)
     return kernel
 

@@ -78,3 +78,25 @@ def test_bad_pool_input_is_a_named_shape_error(op, attrs, message):
     with pytest.raises(fc.ShapeError) as info:
         fc.trace(lambda a: getattr(ops, op)(a, **attrs), "f32[1, 2, 4, 4]")
     assert message in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("attrs", [{"kernel_size": 2}, {"kernel_size": [3, 2]}, {"kernel_size": 2, "stride": 1}],
+                         ids=["tiled 2x2", "tiled 3x2", "overlapping"])
+def test_max_pool2d_ties_and_nans_follow_the_rule_on_every_path(attrs):
+    """Many ties and a few NaNs: each window's gradient goes to its first maximum in row-major order (its first
+    NaN if any), checked against a loop over the windows."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 3, (2, 3, 7, 8)).astype(np.float64)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    y, _, gx = _grad(lambda a: ops.max_pool2d(a, **attrs), x)
+    (kh, kw), (sh, sw) = np.broadcast_to(attrs["kernel_size"], 2), np.broadcast_to(attrs.get("stride",
+                                                                                              attrs["kernel_size"]), 2)
+    want = np.zeros_like(x)
+    for idx in np.ndindex(*y.shape):
+        *lead, i, j = idx
+        window = x[(*lead, slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw))].ravel()
+        nan = np.flatnonzero(np.isnan(window))
+        k = nan[0] if nan.size else int(np.argmax(window))
+        want[(*lead, i * sh + k // kw, j * sw + k % kw)] += 1.0
+        assert np.isnan(y[idx]) if nan.size else y[idx] == window[k]
+    np.testing.assert_array_equal(gx, want)

@@ -1,0 +1,69 @@
+"""The conv1d kernels' paths (one sample per product, the padded grid over several samples, strided taps) against
+torch, and the bound on how far float32 results may move from float64 (the summation order is BLAS's, per chunk)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import ops
+from frame_ops_sequence import conv
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
+
+PATHS = [
+    # (x shape, w shape, attrs, torch padding (left, right)): which kernel path the shape takes
+    ((3, 2, 530), (3, 2, 5), {"padding": "same"}, (2, 2)),                            # a sample per product
+    ((3, 4, 520), (4, 2, 3), {"padding": "causal", "dilation": 2, "groups": 2}, (4, 0)),
+    ((5, 2, 40), (3, 2, 4), {"padding": [2, 1]}, (2, 1)),                              # the grid
+    ((5, 6, 33), (4, 3, 3), {"padding": "causal", "dilation": 3, "groups": 2}, (6, 0)),
+    ((3, 2, 40), (3, 2, 3), {"padding": 1, "stride": 2}, (1, 1)),                      # strided taps
+]
+
+
+def _gradients(x: np.ndarray, w: np.ndarray, g: np.ndarray, attrs: dict) -> list[np.ndarray]:
+    graph = fc.trace(lambda a, b, c: ops.sum(ops.conv1d(a, b, **attrs) * c), *(fc.TensorType(t.dtype, t.shape)
+                                                                                for t in (x, w, g)))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1]), cache=False).run([x, w, g])[1:]
+
+
+def _forward(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
+    graph = fc.trace(lambda a, b: ops.conv1d(a, b, **attrs), fc.TensorType(x.dtype, x.shape),
+                     fc.TensorType(w.dtype, w.shape))
+    return fc.compile(graph, cache=False).run([x, w])[0]
+
+
+@pytest.mark.parametrize("columns", [1, 2048], ids=["one sample per chunk", "several samples per chunk"])
+@pytest.mark.parametrize("case", PATHS, ids=[str(c[:3]) for c in PATHS])
+def test_every_conv1d_path_matches_torch(case, columns, monkeypatch):
+    monkeypatch.setattr(conv, "_GRID_COLUMNS", columns)
+    x_shape, w_shape, attrs, pad = case
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv1d(torch.nn.functional.pad(tx, pad), tw, stride=attrs.get("stride", 1),
+                                   dilation=attrs.get("dilation", 1), groups=attrs.get("groups", 1))
+    g = rng.standard_normal(tuple(y.shape))
+    y.backward(torch.tensor(g))
+    np.testing.assert_allclose(_forward(x, w, attrs), y.detach().numpy(), rtol=1e-12, atol=1e-12)
+    gx, gw = _gradients(x, w, g, attrs)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", PATHS[::2], ids=[str(c[:3]) for c in PATHS[::2]])
+def test_float32_stays_within_a_few_roundings_of_float64(case):
+    """Each output is a BLAS dot product summed in an order that depends on the chunk; whatever the order, float32
+    stays within 4 * sqrt(n) units of rounding (n terms) of the float64 result, relative to its largest entry."""
+    x_shape, w_shape, attrs, _ = case
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y = _forward(x, w, attrs)
+    g = rng.standard_normal(y.shape)
+    exact = [y, *_gradients(x, w, g, attrs)]
+    single = [_forward(x.astype(np.float32), w.astype(np.float32), attrs),
+              *_gradients(*(a.astype(np.float32) for a in (x, w, g)), attrs)]
+    terms = [w.shape[1] * w.shape[2], w.shape[0] * w.shape[2], g.shape[0] * g.shape[2]]  # of a y, a gx, a gw
+    for got, want, n in zip(single, exact, terms):
+        assert np.abs(got - want).max() <= 4 * np.sqrt(n) * np.finfo(np.float32).eps * np.abs(want).max()
