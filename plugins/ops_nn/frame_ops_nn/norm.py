@@ -39,13 +39,15 @@ from ._common import as_out, compute_dtype, same_float
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
-def _normalize_rows(x: np.ndarray, eps: float) -> np.ndarray:
-    """``(x - mean) / sqrt(var + eps)`` of each row of a 2-D ``x``, in a fresh array (few passes, no temporaries
-    beyond the result: the variance is one ``einsum`` over the centred rows)."""
+def _normalize_rows(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x`` in a fresh array, with ``rstd =
+    1 / sqrt(var + eps)`` per row (few passes, no temporaries beyond the result: the variance is one ``einsum``
+    over the centred rows)."""
     xc = x - x.mean(axis=1, keepdims=True)
     var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
-    xc *= (1.0 / np.sqrt(var + eps))[:, None]
-    return xc
+    rstd = 1.0 / np.sqrt(var + eps)
+    xc *= rstd[:, None]
+    return xc, rstd
 
 
 # -- helpers traced into the gradient graphs ------------------------------------------------------------
@@ -104,7 +106,7 @@ def _layer_kernel(ctx: NodeContext) -> Callable:
     features = int(np.prod(y_t.shape[len(y_t.shape) - len(axes):], dtype=np.int64))
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        xhat = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
+        xhat, _ = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
         xhat *= np.asarray(w, acc).reshape(-1)
         xhat += np.asarray(b, acc).reshape(-1)
         return as_out(xhat.reshape(y_t.shape), y_t)
@@ -163,23 +165,31 @@ def _layer_grad_kernel(ctx: NodeContext) -> Callable:
     features = w_t.size
 
     def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
-        rows = np.asarray(x, acc).reshape(-1, features)
-        g_rows = np.asarray(gy, acc).reshape(-1, features)
-        xhat = rows - rows.mean(axis=1, keepdims=True)
-        rstd = 1.0 / np.sqrt(np.einsum("ij,ij->i", xhat, xhat) / features + eps)
-        xhat *= rstd[:, None]
-        gb = g_rows.sum(axis=0)
-        gw = np.einsum("ij,ij->j", g_rows, xhat)
-        g = g_rows * np.asarray(w, acc).reshape(-1)
-        mean_g = g.mean(axis=1)
-        mean_gx = np.einsum("ij,ij->i", g, xhat) / features
-        g -= mean_g[:, None]
-        xhat *= mean_gx[:, None]
-        g -= xhat
-        g *= rstd[:, None]
+        xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
+        g, gw, gb = _layer_grad_rows(xhat, rstd, np.asarray(w, acc).reshape(-1),
+                                     np.asarray(gy, acc).reshape(-1, features), scratch=True)
         return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
+
+
+def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray,
+                     scratch: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(gx, gweight, gbias)`` of layer_norm over the rows of 2-D ``xhat`` (with ``rstd`` per row) for the
+    cotangent rows ``g_rows``; ``scratch``: ``xhat`` may be overwritten."""
+    gb = g_rows.sum(axis=0)
+    gw = np.einsum("ij,ij->j", g_rows, xhat)
+    g = g_rows * w
+    mean_g = g.mean(axis=1)
+    mean_gx = np.einsum("ij,ij->i", g, xhat) / xhat.shape[1]
+    g -= mean_g[:, None]
+    if scratch:
+        xhat *= mean_gx[:, None]
+        g -= xhat
+    else:
+        g -= xhat * mean_gx[:, None]
+    g *= rstd[:, None]
+    return g, gw, gb
 
 
 def _layer_grad_gradient(ctx: NodeContext):
@@ -203,6 +213,110 @@ LAYER_NORM_GRAD = OpSchema(
               Example(["f64[5]", "f64[5]", "f64[5]"])],
 )
 
+
+
+# The training pair with saved statistics. In a training graph the forward layer_norm and its
+# layer_norm_grad_internal both normalise the same x; the pass ``reuse_norm_statistics`` (norm_passes.py)
+# turns the pair into layer_norm_train_internal, which also returns xhat and rstd, and
+# layer_norm_grad_saved_internal, which starts from them. Each kernel does what the pair's kernels did, in
+# the same order, so the results are the same bits.
+def _layer_train_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w = ctx.input_types[:2]
+    _layer_axes(ctx)
+    return [x, x, TensorType(x.dtype, x.shape[:x.rank - w.rank])]
+
+
+def _layer_train_kernel(ctx: NodeContext) -> Callable:
+    eps, (x_t, w_t, _) = ctx.attrs["eps"], ctx.input_types
+    acc, (y_t, xhat_t, rstd_t) = compute_dtype(x_t), ctx.output_types
+    features = w_t.size
+
+    def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray):  # noqa: ANN202
+        xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
+        y = xhat * np.asarray(w, acc).reshape(-1)
+        y += np.asarray(b, acc).reshape(-1)
+        return as_out(y.reshape(y_t.shape), y_t), as_out(xhat.reshape(xhat_t.shape), xhat_t), \
+            as_out(rstd.reshape(rstd_t.shape), rstd_t)
+    return kernel
+
+
+def _layer_train_gradient(ctx: NodeContext):
+    x_t, w_t, _ = ctx.input_types
+    axes, eps = list(range(x_t.rank - w_t.rank, x_t.rank)), ctx.attrs["eps"]
+    batch = list(x_t.shape[:x_t.rank - w_t.rank])
+
+    def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
+        _, xhat, rstd = _traced_xhat(x, axes, eps)
+        return [xhat * w + b, xhat, ops.reshape(rstd, shape=batch)]
+    return ctx.grad_graph(lambda x, w, b, y, xhat, rstd, gy, g_xhat, g_rstd: inlined_vjp(
+        formula, [x, w, b], [gy, g_xhat, g_rstd]))
+
+
+LAYER_NORM_TRAIN = OpSchema(
+    "layer_norm_train_internal",
+    inputs=("x", "weight", "bias"),
+    outputs=("y", "xhat", "rstd"),
+    attrs={"eps": _EPS},
+    shape_infer=_layer_train_shape,
+    kernels={"cpu": _layer_train_kernel},
+    gradient=_layer_train_gradient,
+    doc="layer_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per normalised group "
+        "(rstd, x's batch shape), for layer_norm_grad_saved_internal.",
+    examples=[Example(["f32[4, 6]", "f32[6]", "f32[6]"]),
+              Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[4, 5]"], {"eps": 1e-3}),
+              Example(["f64[5]", "f64[5]", "f64[5]"], note="no batch axes")],
+)
+
+
+def _layer_saved_shape(ctx: NodeContext) -> list[TensorType]:
+    xhat, rstd, w, gy = same_float(ctx)
+    k = w.rank
+    if k == 0 or k > xhat.rank or xhat.shape[xhat.rank - k:] != w.shape or gy != xhat \
+            or rstd.shape != xhat.shape[:xhat.rank - k]:
+        raise ctx.error(f"expected xhat, rstd of xhat's batch shape, weight of xhat's last axes and gy of xhat's "
+                        f"type, got {xhat}, {rstd}, {w}, {gy}")
+    return [xhat, w, w]
+
+
+def _layer_saved_kernel(ctx: NodeContext) -> Callable:
+    _, _, w_t, _ = ctx.input_types
+    gx_t, gw_t, gb_t = ctx.output_types
+    acc, features = compute_dtype(w_t), w_t.size
+
+    def kernel(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
+        g, gw, gb = _layer_grad_rows(np.asarray(xhat, acc).reshape(-1, features), np.asarray(rstd, acc).reshape(-1),
+                                     np.asarray(w, acc).reshape(-1), np.asarray(gy, acc).reshape(-1, features),
+                                     scratch=False)
+        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+            as_out(gb.reshape(gb_t.shape), gb_t)
+    return kernel
+
+
+def _layer_saved_gradient(ctx: NodeContext):
+    xhat_t, _, w_t, _ = ctx.input_types
+    k, rank = w_t.rank, xhat_t.rank
+    axes, batch_axes = list(range(rank - k, rank)), list(range(rank - k))
+    keep = list(xhat_t.shape[:rank - k]) + [1] * k
+
+    def formula(xhat, rstd, w, gy):  # noqa: ANN001, ANN202 - traced tensors
+        gx = _traced_normalize_grad(gy * w, xhat, ops.reshape(rstd, shape=keep), axes)
+        return [gx, _summed(gy * xhat, batch_axes), _summed(gy, batch_axes)]
+    return ctx.grad_graph(lambda xhat, rstd, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xhat, rstd, w, gy], [ggx, ggw, ggb]))
+
+
+LAYER_NORM_GRAD_SAVED = OpSchema(
+    "layer_norm_grad_saved_internal",
+    inputs=("xhat", "rstd", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    shape_infer=_layer_saved_shape,
+    kernels={"cpu": _layer_saved_kernel},
+    gradient=_layer_saved_gradient,
+    doc="layer_norm's gradients for x, weight and bias from layer_norm_train_internal's xhat and rstd.",
+    examples=[Example(["f32[4, 6]", "f32[4]", "f32[6]", "f32[4, 6]"], low=0.5, high=1.5),
+              Example(["f64[2, 3, 4, 5]", "f64[2, 3]", "f64[4, 5]", "f64[2, 3, 4, 5]"], low=0.5, high=1.5),
+              Example(["f64[5]", "f64[]", "f64[5]", "f64[5]"], low=0.5, high=1.5)],
+)
 
 # -- batch_norm ---------------------------------------------------------------------------------------
 def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
@@ -294,22 +408,32 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
     n, c = x_t.shape[:2]
 
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        x3, gy3 = np.asarray(x, acc).reshape(n, c, -1), np.asarray(gy, acc).reshape(n, c, -1)
+        x3 = np.asarray(x, acc).reshape(n, c, -1)
         xhat = x3 - x3.mean(axis=(0, 2))[:, None]
         rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xhat, xhat) / count + eps)
         xhat *= rstd[:, None]
-        gb = gy3.sum(axis=(0, 2))
-        gw = np.einsum("ncs,ncs->c", gy3, xhat)
-        g = gy3 * np.asarray(w, acc)[:, None]
-        mean_g = g.mean(axis=(0, 2))
-        mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
-        # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
-        share = 2.0 * m * np.asarray(g_rv, acc) / ((count - 1) * rstd)
-        g -= (mean_g - m * np.asarray(g_rm, acc) / count / rstd)[:, None]
-        g -= xhat * (mean_gx - share / rstd)[:, None]
-        g *= rstd[:, None]
+        g, gw, gb = _batch_grad_channels(xhat, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+                                         np.asarray(g_rm, acc), np.asarray(g_rv, acc), m)
         return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
+
+
+def _batch_grad_channels(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: np.ndarray, g_rm: np.ndarray,
+                         g_rv: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(gx, gweight, gbias)`` of training-mode batch_norm from ``xhat[N, C, S]`` and ``rstd[C]`` for the
+    cotangents ``gy3[N, C, S]`` of y and ``g_rm``, ``g_rv`` of the running averages (``m``: momentum)."""
+    count = xhat.size // xhat.shape[1]
+    gb = gy3.sum(axis=(0, 2))
+    gw = np.einsum("ncs,ncs->c", gy3, xhat)
+    g = gy3 * w[:, None]
+    mean_g = g.mean(axis=(0, 2))
+    mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
+    # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
+    share = 2.0 * m * g_rv / ((count - 1) * rstd)
+    g -= (mean_g - m * g_rm / count / rstd)[:, None]
+    g -= xhat * (mean_gx - share / rstd)[:, None]
+    g *= rstd[:, None]
+    return g, gw, gb
 
 
 def _batch_grad_gradient(ctx: NodeContext):
@@ -380,6 +504,126 @@ BATCH_NORM = OpSchema(
 )
 
 
+
+# The training pair with saved statistics (see layer_norm_train_internal): batch_norm_train_internal also
+# returns xhat and rstd[C], batch_norm_grad_saved_internal starts from them; the same bits as the pair.
+def _batch_train_shape(ctx: NodeContext) -> list[TensorType]:
+    if not ctx.attrs["training"]:
+        raise ctx.error("batch_norm_train_internal is training mode only; got training=False")
+    x, w = ctx.input_types[:2]
+    return [*_batch_shape(ctx), x, w]
+
+
+def _batch_train_kernel(ctx: NodeContext) -> Callable:
+    _, count, _ = _batch_layout(ctx)
+    eps, momentum = ctx.attrs["eps"], ctx.attrs["momentum"]
+    acc, (y_t, rm_t, rv_t, xhat_t, rstd_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
+    n, c = y_t.shape[:2]
+
+    def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
+        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        mean = x3.mean(axis=(0, 2))
+        xc3 = x3 - mean[:, None]
+        var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+        new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
+        new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
+        y = xc3 * (np.asarray(w, acc) / np.sqrt(var + eps))[:, None]
+        y += np.asarray(b, acc)[:, None]
+        rstd = 1.0 / np.sqrt(var + eps)
+        xc3 *= rstd[:, None]
+        return as_out(y.reshape(y_t.shape), y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), \
+            as_out(xc3.reshape(xhat_t.shape), xhat_t), as_out(rstd, rstd_t)
+    return kernel
+
+
+def _batch_train_gradient(ctx: NodeContext):
+    axes, count, bshape = _batch_layout(ctx)
+    eps, m = ctx.attrs["eps"], ctx.attrs["momentum"]
+
+    def formula(x, w, b, rm, rv):  # noqa: ANN001, ANN202 - traced tensors
+        per_channel = lambda v: ops.reshape(v, shape=list(bshape))  # noqa: E731
+        xc = x - ops.mean(x, axes=axes, keepdims=True)
+        var = ops.mean(xc * xc, axes=axes)
+        rstd = 1.0 / ops.sqrt(var + eps)
+        xhat = xc * per_channel(rstd)
+        return [xhat * per_channel(w) + per_channel(b), rm * (1.0 - m) + ops.mean(x, axes=axes) * m,
+                rv * (1.0 - m) + var * (m * count / (count - 1)), xhat, rstd]
+    return ctx.grad_graph(lambda x, w, b, rm, rv, y, new_rm, new_rv, xhat, rstd, *cots: inlined_vjp(
+        formula, [x, w, b, rm, rv], list(cots)))
+
+
+BATCH_NORM_TRAIN = OpSchema(
+    "batch_norm_train_internal",
+    inputs=("x", "weight", "bias", "running_mean", "running_var"),
+    outputs=("y", "running_mean", "running_var", "xhat", "rstd"),
+    attrs={"training": AttrSpec("bool", True, "must be true: training mode"),
+           "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
+           "eps": _EPS},
+    shape_infer=_batch_train_shape,
+    kernels={"cpu": _batch_train_kernel},
+    gradient=_batch_train_gradient,
+    doc="Training-mode batch_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per "
+        "channel (rstd), for batch_norm_grad_saved_internal.",
+    examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"]),
+              Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[3]", "f64[3]"], {"momentum": 0.3})],
+)
+
+
+def _batch_saved_layout(ctx: NodeContext) -> int:
+    xhat, rstd, w, gy, g_rm, g_rv = same_float(ctx)
+    if xhat.rank < 2 or gy != xhat or not rstd.shape == w.shape == g_rm.shape == g_rv.shape == (xhat.shape[1],):
+        raise ctx.error(f"expected xhat [N, C, ...], gy of xhat's type and four [C] vectors, got {xhat}, {rstd}, "
+                        f"{w}, {gy}, {g_rm}, {g_rv}")
+    count = xhat.size // xhat.shape[1]
+    if count < 2:
+        raise ctx.error(f"training mode needs more than one value per channel, got xhat {xhat}")
+    return count
+
+
+def _batch_saved_kernel(ctx: NodeContext) -> Callable:
+    _batch_saved_layout(ctx)
+    m, xhat_t = ctx.attrs["momentum"], ctx.input_types[0]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(xhat_t), ctx.output_types
+    n, c = xhat_t.shape[:2]
+
+    def kernel(xhat, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        g, gw, gb = _batch_grad_channels(np.asarray(xhat, acc).reshape(n, c, -1), np.asarray(rstd, acc),
+                                         np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+                                         np.asarray(g_rm, acc), np.asarray(g_rv, acc), m)
+        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _batch_saved_gradient(ctx: NodeContext):
+    count = _batch_saved_layout(ctx)
+    rank, m = ctx.input_types[0].rank, ctx.attrs["momentum"]
+    axes = [0, *range(2, rank)]
+
+    def formula(xhat, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - traced tensors
+        per_channel = lambda v: ops.reshape(v, shape=[1, xhat.shape[1]] + [1] * (rank - 2))  # noqa: E731
+        gx = _traced_normalize_grad(gy * per_channel(w), xhat, per_channel(rstd), axes)
+        gx = gx + per_channel(g_rm * (m / count)) + xhat * per_channel(g_rv * (2.0 * m / (count - 1)) / rstd)
+        return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return ctx.grad_graph(lambda xhat, rstd, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xhat, rstd, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
+
+
+BATCH_NORM_GRAD_SAVED = OpSchema(
+    "batch_norm_grad_saved_internal",
+    inputs=("xhat", "rstd", "weight", "gy", "g_running_mean", "g_running_var"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum")},
+    shape_infer=lambda ctx: [_batch_saved_layout(ctx) and ctx.input_types[0], ctx.input_types[2],
+                             ctx.input_types[2]],
+    kernels={"cpu": _batch_saved_kernel},
+    gradient=_batch_saved_gradient,
+    doc="Training-mode batch_norm's gradients for x (including the running averages' share), weight and bias "
+        "from batch_norm_train_internal's xhat and rstd.",
+    examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"], low=0.5, high=1.5),
+              Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[2, 3, 4, 2]", "f64[3]", "f64[3]"],
+                      {"momentum": 0.3}, low=0.5, high=1.5)],
+)
+
 # -- group_norm ---------------------------------------------------------------------------------------
 def _group_layout(ctx: NodeContext) -> tuple[int, list[int], tuple[int, ...]]:
     x, w, b = same_float(ctx)
@@ -399,7 +643,7 @@ def _group_kernel(ctx: NodeContext) -> Callable:
     shape = y_t.shape
 
     def kernel(x, w, b):  # noqa: ANN001, ANN202
-        xhat = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps).reshape(shape)
+        xhat = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps)[0].reshape(shape)
         xhat *= np.asarray(w, acc).reshape(bshape)
         xhat += np.asarray(b, acc).reshape(bshape)
         return as_out(xhat, y_t)
@@ -435,4 +679,5 @@ GROUP_NORM = OpSchema(
     ],
 )
 
-SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, BATCH_NORM, BATCH_NORM_GRAD, GROUP_NORM]
+SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, LAYER_NORM_TRAIN, LAYER_NORM_GRAD_SAVED, BATCH_NORM, BATCH_NORM_GRAD,
+           BATCH_NORM_TRAIN, BATCH_NORM_GRAD_SAVED, GROUP_NORM]
