@@ -6,7 +6,7 @@
 
 frame runs its compiled training graph (value and the gradients of sum(y * g) for every input); numpy the same
 maths by hand; torch autograd. Variants run in turn in every repetition (interleaved); medians and minima in
-ms, with the ratio of medians to torch.
+ms, with the ratio of medians to torch, and the median CPU time with its ratio (steadier on a loaded machine).
 
     python benchmarks/nn_ops.py [--repeat 15] [--only conv|layer_norm|batch_norm] [--blas-threads 1]
 """
@@ -14,6 +14,7 @@ ms, with the ratio of medians to torch.
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import statistics
 import sys
@@ -35,25 +36,30 @@ except ImportError:  # the comparison is optional
     torch = None
 
 
-def interleaved(variants: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+def interleaved(variants: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU) seconds of each run of each variant."""
     for fn in variants.values():
         fn()
-    times: dict[str, list[float]] = {k: [] for k in variants}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
     for _ in range(repeat):
         for name, fn in variants.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append((time.perf_counter() - t0, time.process_time() - c0))
     return times
 
 
-def report(title: str, times: dict[str, list[float]]) -> None:
-    print(f"\n{title}")
+def report(title: str, times: dict[str, list[tuple[float, float]]]) -> None:
+    """Wall-time medians and minima, and the CPU-time median (on a loaded machine the wall time of a longer run
+    includes more waits for a core; CPU time does not)."""
+    print(f"\n{title}   (load average {os.getloadavg()[0]:.1f})")
     base = "torch eager" if "torch eager" in times else "numpy by hand"
-    ref = statistics.median(times[base])
+    ref = statistics.median(t for t, _ in times[base])
+    cpu_ref = statistics.median(c for _, c in times[base])
     for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"  {name:34s} median {med * 1e3:9.2f} ms   min {min(ts) * 1e3:9.2f} ms   {med / ref:5.2f}x {base}")
+        med, cpu = statistics.median(t for t, _ in ts), statistics.median(c for _, c in ts)
+        print(f"  {name:34s} median {med * 1e3:9.2f} ms   min {min(t for t, _ in ts) * 1e3:9.2f} ms   "
+              f"{med / ref:5.2f}x {base}   CPU {cpu * 1e3:8.2f} ms {cpu / cpu_ref:5.2f}x")
 
 
 def training(fn: Callable, *types: str) -> fc.Executable:
