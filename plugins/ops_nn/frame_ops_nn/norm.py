@@ -39,15 +39,39 @@ from ._common import as_out, compute_dtype, same_float
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
-def _normalize_rows(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x`` in a fresh array, with ``rstd =
-    1 / sqrt(var + eps)`` per row (few passes, no temporaries beyond the result: the variance is one ``einsum``
-    over the centred rows)."""
-    xc = x - x.mean(axis=1, keepdims=True)
+    1 / sqrt(var + eps)`` per row (few passes, no temporaries beyond the result: the mean is a product with a
+    vector of ones, the variance one ``einsum`` over the centred rows). ``out``: where to write xhat (a 2-D view of an output, so that the output needs no
+    copy: ``as_out`` copies any view)."""
+    xc = np.subtract(x, _row_means(x)[:, None], out=out)
     var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
     rstd = 1.0 / np.sqrt(var + eps)
     xc *= rstd[:, None]
     return xc, rstd
+
+
+def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """A fresh array of ``shape`` and a view of it of shape ``rows`` (``-1`` allowed): kernels compute into the
+    view and return the array itself."""
+    whole = np.empty(shape, dtype)
+    return whole, whole.reshape(rows)
+
+
+def _row_means(x: np.ndarray) -> np.ndarray:
+    """The mean of each row of a 2-D ``x`` as a matrix-vector product with ones: BLAS reads the rows at memory
+    speed, where ``x.mean(axis=1)`` (numpy's pairwise sum) takes about four times as long. The sum's order is
+    BLAS's, so the last bits can differ from ``x.mean`` (docs/nn.md#normalisation)."""
+    return np.dot(x, np.ones(x.shape[1], x.dtype)) / max(x.shape[1], 1)
+
+
+def _channel_means(x3: np.ndarray) -> np.ndarray:
+    """The mean over axes 0 and 2 of ``x3[N, C, S]``, as products with ones (see ``_row_means``)."""
+    n, c, s = x3.shape
+    sums = np.dot(np.ones(n, x3.dtype), x3.reshape(n, c * s))
+    if s != 1:
+        sums = np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+    return sums / max(n * s, 1)
 
 
 # -- helpers traced into the gradient graphs ------------------------------------------------------------
@@ -106,10 +130,11 @@ def _layer_kernel(ctx: NodeContext) -> Callable:
     features = int(np.prod(y_t.shape[len(y_t.shape) - len(axes):], dtype=np.int64))
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        xhat, _ = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
-        xhat *= np.asarray(w, acc).reshape(-1)
-        xhat += np.asarray(b, acc).reshape(-1)
-        return as_out(xhat.reshape(y_t.shape), y_t)
+        y, rows = _fresh(y_t.shape, acc, -1, features)
+        _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=rows)
+        rows *= np.asarray(w, acc).reshape(-1)
+        rows += np.asarray(b, acc).reshape(-1)
+        return as_out(y, y_t)
     return kernel
 
 
@@ -166,21 +191,22 @@ def _layer_grad_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
         xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
-        g, gw, gb = _layer_grad_rows(xhat, rstd, np.asarray(w, acc).reshape(-1),
-                                     np.asarray(gy, acc).reshape(-1, features), scratch=True)
-        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+        gx, rows = _fresh(gx_t.shape, acc, -1, features)
+        gw, gb = _layer_grad_rows(xhat, rstd, np.asarray(w, acc).reshape(-1),
+                                  np.asarray(gy, acc).reshape(-1, features), rows, scratch=True)
+        return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
 
 
-def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray,
-                     scratch: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(gx, gweight, gbias)`` of layer_norm over the rows of 2-D ``xhat`` (with ``rstd`` per row) for the
-    cotangent rows ``g_rows``; ``scratch``: ``xhat`` may be overwritten."""
+def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray, out: np.ndarray,
+                     scratch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(gweight, gbias)`` of layer_norm over the rows of 2-D ``xhat`` (with ``rstd`` per row) for the
+    cotangent rows ``g_rows``, with gx written to ``out``; ``scratch``: ``xhat`` may be overwritten."""
     gb = g_rows.sum(axis=0)
     gw = np.einsum("ij,ij->j", g_rows, xhat)
-    g = g_rows * w
-    mean_g = g.mean(axis=1)
+    g = np.multiply(g_rows, w, out=out)
+    mean_g = _row_means(g)
     mean_gx = np.einsum("ij,ij->i", g, xhat) / xhat.shape[1]
     g -= mean_g[:, None]
     if scratch:
@@ -189,7 +215,7 @@ def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: 
     else:
         g -= xhat * mean_gx[:, None]
     g *= rstd[:, None]
-    return g, gw, gb
+    return gw, gb
 
 
 def _layer_grad_gradient(ctx: NodeContext):
@@ -232,10 +258,12 @@ def _layer_train_kernel(ctx: NodeContext) -> Callable:
     features = w_t.size
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray):  # noqa: ANN202
-        xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
-        y = xhat * np.asarray(w, acc).reshape(-1)
-        y += np.asarray(b, acc).reshape(-1)
-        return as_out(y.reshape(y_t.shape), y_t), as_out(xhat.reshape(xhat_t.shape), xhat_t), \
+        y, y_rows = _fresh(y_t.shape, acc, -1, features)
+        xhat, xhat_rows = _fresh(xhat_t.shape, acc, -1, features)
+        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=xhat_rows)
+        np.multiply(xhat_rows, np.asarray(w, acc).reshape(-1), out=y_rows)
+        y_rows += np.asarray(b, acc).reshape(-1)
+        return as_out(y, y_t), as_out(xhat, xhat_t), \
             as_out(rstd.reshape(rstd_t.shape), rstd_t)
     return kernel
 
@@ -284,10 +312,11 @@ def _layer_saved_kernel(ctx: NodeContext) -> Callable:
     acc, features = compute_dtype(w_t), w_t.size
 
     def kernel(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
-        g, gw, gb = _layer_grad_rows(np.asarray(xhat, acc).reshape(-1, features), np.asarray(rstd, acc).reshape(-1),
-                                     np.asarray(w, acc).reshape(-1), np.asarray(gy, acc).reshape(-1, features),
-                                     scratch=False)
-        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+        gx, rows = _fresh(gx_t.shape, acc, -1, features)
+        gw, gb = _layer_grad_rows(np.asarray(xhat, acc).reshape(-1, features), np.asarray(rstd, acc).reshape(-1),
+                                  np.asarray(w, acc).reshape(-1), np.asarray(gy, acc).reshape(-1, features), rows,
+                                  scratch=False)
+        return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
 
@@ -356,10 +385,10 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
         x = np.asarray(x, acc)
         if training:
             x3 = x.reshape(n, c, -1)  # [N, C, S]: statistics over N and S
-            mean = x3.mean(axis=(0, 2))
-            xc3 = x3 - mean[:, None]
+            mean = _channel_means(x3)
+            xc, xc3 = _fresh(y_t.shape, acc, n, c, -1)
+            np.subtract(x3, mean[:, None], out=xc3)
             var = np.einsum("ncs,ncs->c", xc3, xc3) / count
-            xc = xc3.reshape(x.shape)
             new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
             new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
         else:
@@ -409,31 +438,33 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
         x3 = np.asarray(x, acc).reshape(n, c, -1)
-        xhat = x3 - x3.mean(axis=(0, 2))[:, None]
+        xhat = x3 - _channel_means(x3)[:, None]
         rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xhat, xhat) / count + eps)
         xhat *= rstd[:, None]
-        g, gw, gb = _batch_grad_channels(xhat, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
-                                         np.asarray(g_rm, acc), np.asarray(g_rv, acc), m)
-        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        gw, gb = _batch_grad_channels(xhat, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+                                      np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 
 
 def _batch_grad_channels(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: np.ndarray, g_rm: np.ndarray,
-                         g_rv: np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(gx, gweight, gbias)`` of training-mode batch_norm from ``xhat[N, C, S]`` and ``rstd[C]`` for the
-    cotangents ``gy3[N, C, S]`` of y and ``g_rm``, ``g_rv`` of the running averages (``m``: momentum)."""
+                         g_rv: np.ndarray, m: float, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(gweight, gbias)`` of training-mode batch_norm from ``xhat[N, C, S]`` and ``rstd[C]`` for the
+    cotangents ``gy3[N, C, S]`` of y and ``g_rm``, ``g_rv`` of the running averages (``m``: momentum), with gx
+    written to ``out[N, C, S]``."""
     count = xhat.size // xhat.shape[1]
     gb = gy3.sum(axis=(0, 2))
     gw = np.einsum("ncs,ncs->c", gy3, xhat)
-    g = gy3 * w[:, None]
-    mean_g = g.mean(axis=(0, 2))
+    g = np.multiply(gy3, w[:, None], out=out)
+    mean_g = _channel_means(g)
     mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
     # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
     share = 2.0 * m * g_rv / ((count - 1) * rstd)
     g -= (mean_g - m * g_rm / count / rstd)[:, None]
     g -= xhat * (mean_gx - share / rstd)[:, None]
     g *= rstd[:, None]
-    return g, gw, gb
+    return gw, gb
 
 
 def _batch_grad_gradient(ctx: NodeContext):
@@ -522,17 +553,19 @@ def _batch_train_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
         x3 = np.asarray(x, acc).reshape(n, c, -1)
-        mean = x3.mean(axis=(0, 2))
-        xc3 = x3 - mean[:, None]
+        mean = _channel_means(x3)
+        xhat, xc3 = _fresh(xhat_t.shape, acc, n, c, -1)
+        np.subtract(x3, mean[:, None], out=xc3)
         var = np.einsum("ncs,ncs->c", xc3, xc3) / count
         new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
         new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
-        y = xc3 * (np.asarray(w, acc) / np.sqrt(var + eps))[:, None]
-        y += np.asarray(b, acc)[:, None]
+        y, y3 = _fresh(y_t.shape, acc, n, c, -1)
+        np.multiply(xc3, (np.asarray(w, acc) / np.sqrt(var + eps))[:, None], out=y3)
+        y3 += np.asarray(b, acc)[:, None]
         rstd = 1.0 / np.sqrt(var + eps)
         xc3 *= rstd[:, None]
-        return as_out(y.reshape(y_t.shape), y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), \
-            as_out(xc3.reshape(xhat_t.shape), xhat_t), as_out(rstd, rstd_t)
+        return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xhat, xhat_t), \
+            as_out(rstd, rstd_t)
     return kernel
 
 
@@ -587,10 +620,11 @@ def _batch_saved_kernel(ctx: NodeContext) -> Callable:
     n, c = xhat_t.shape[:2]
 
     def kernel(xhat, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        g, gw, gb = _batch_grad_channels(np.asarray(xhat, acc).reshape(n, c, -1), np.asarray(rstd, acc),
-                                         np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
-                                         np.asarray(g_rm, acc), np.asarray(g_rv, acc), m)
-        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        gw, gb = _batch_grad_channels(np.asarray(xhat, acc).reshape(n, c, -1), np.asarray(rstd, acc),
+                                      np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+                                      np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 
 
@@ -643,7 +677,8 @@ def _group_kernel(ctx: NodeContext) -> Callable:
     shape = y_t.shape
 
     def kernel(x, w, b):  # noqa: ANN001, ANN202
-        xhat = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps)[0].reshape(shape)
+        xhat, rows = _fresh(shape, acc, shape[0] * groups, -1)
+        _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps, out=rows)
         xhat *= np.asarray(w, acc).reshape(bshape)
         xhat += np.asarray(b, acc).reshape(bshape)
         return as_out(xhat, y_t)
