@@ -65,13 +65,15 @@ def _row_means(x: np.ndarray) -> np.ndarray:
     return np.dot(x, np.ones(x.shape[1], x.dtype)) / max(x.shape[1], 1)
 
 
-def _channel_means(x3: np.ndarray) -> np.ndarray:
-    """The mean over axes 0 and 2 of ``x3[N, C, S]``, as products with ones (see ``_row_means``)."""
+def _channel_sums(x3: np.ndarray) -> np.ndarray:
+    """The sum over axes 0 and 2 of ``x3[N, C, S]``, as products with ones (see ``_row_means``)."""
     n, c, s = x3.shape
     sums = np.dot(np.ones(n, x3.dtype), x3.reshape(n, c * s))
-    if s != 1:
-        sums = np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
-    return sums / max(n * s, 1)
+    return sums if s == 1 else np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+
+
+def _channel_means(x3: np.ndarray) -> np.ndarray:
+    return _channel_sums(x3) / max(x3.shape[0] * x3.shape[2], 1)
 
 
 # -- helpers traced into the gradient graphs ------------------------------------------------------------
@@ -438,32 +440,34 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
         x3 = np.asarray(x, acc).reshape(n, c, -1)
-        xhat = x3 - _channel_means(x3)[:, None]
-        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xhat, xhat) / count + eps)
-        xhat *= rstd[:, None]
+        xc = x3 - _channel_means(x3)[:, None]
+        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xc, xc) / count + eps)
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
-        gw, gb = _batch_grad_channels(xhat, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+        gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 
 
-def _batch_grad_channels(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: np.ndarray, g_rm: np.ndarray,
+def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: np.ndarray, g_rm: np.ndarray,
                          g_rv: np.ndarray, m: float, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(gweight, gbias)`` of training-mode batch_norm from ``xhat[N, C, S]`` and ``rstd[C]`` for the
+    """``(gweight, gbias)`` of training-mode batch_norm from the centred ``xc[N, C, S]`` and ``rstd[C]`` for the
     cotangents ``gy3[N, C, S]`` of y and ``g_rm``, ``g_rv`` of the running averages (``m``: momentum), with gx
-    written to ``out[N, C, S]``."""
-    count = xhat.size // xhat.shape[1]
-    gb = gy3.sum(axis=(0, 2))
-    gw = np.einsum("ncs,ncs->c", gy3, xhat)
-    g = np.multiply(gy3, w[:, None], out=out)
-    mean_g = _channel_means(g)
-    mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
-    # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
-    share = 2.0 * m * g_rv / ((count - 1) * rstd)
-    g -= (mean_g - m * g_rm / count / rstd)[:, None]
-    g -= xhat * (mean_gx - share / rstd)[:, None]
-    g *= rstd[:, None]
+    written to ``out[N, C, S]``.
+
+    Every factor of ``rstd * (g - mean(g) - xhat mean(g xhat))`` (``g = gy w``, ``xhat = xc rstd``) but gy and xc
+    is per channel, so the means are ``w gbias / count`` and ``w gweight / count``, and gx is ``gy A - xc D - C``
+    for three per-channel vectors: two reductions and four passes over the data.
+    """
+    count = xc.size // xc.shape[1]
+    gb = _channel_sums(gy3)
+    gw = np.einsum("ncs,ncs->c", gy3, xc) * rstd
+    mean_g, mean_gx = w * gb / count, w * gw / count
+    # the running variance's share, 2 m g_rv xc / (count - 1)
+    share = 2.0 * m * g_rv / (count - 1)
+    gx = np.multiply(gy3, (rstd * w)[:, None], out=out)
+    gx -= xc * (rstd * rstd * mean_gx - share)[:, None]
+    gx -= (rstd * mean_g - m * g_rm / count)[:, None]
     return gw, gb
 
 
@@ -537,7 +541,7 @@ BATCH_NORM = OpSchema(
 
 
 # The training pair with saved statistics (see layer_norm_train_internal): batch_norm_train_internal also
-# returns xhat and rstd[C], batch_norm_grad_saved_internal starts from them; the same bits as the pair.
+# returns the centred x and rstd[C], batch_norm_grad_saved_internal starts from them; the same bits as the pair.
 def _batch_train_shape(ctx: NodeContext) -> list[TensorType]:
     if not ctx.attrs["training"]:
         raise ctx.error("batch_norm_train_internal is training mode only; got training=False")
@@ -548,13 +552,13 @@ def _batch_train_shape(ctx: NodeContext) -> list[TensorType]:
 def _batch_train_kernel(ctx: NodeContext) -> Callable:
     _, count, _ = _batch_layout(ctx)
     eps, momentum = ctx.attrs["eps"], ctx.attrs["momentum"]
-    acc, (y_t, rm_t, rv_t, xhat_t, rstd_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
+    acc, (y_t, rm_t, rv_t, xc_t, rstd_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
     n, c = y_t.shape[:2]
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
         x3 = np.asarray(x, acc).reshape(n, c, -1)
         mean = _channel_means(x3)
-        xhat, xc3 = _fresh(xhat_t.shape, acc, n, c, -1)
+        xc, xc3 = _fresh(xc_t.shape, acc, n, c, -1)
         np.subtract(x3, mean[:, None], out=xc3)
         var = np.einsum("ncs,ncs->c", xc3, xc3) / count
         new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
@@ -562,10 +566,8 @@ def _batch_train_kernel(ctx: NodeContext) -> Callable:
         y, y3 = _fresh(y_t.shape, acc, n, c, -1)
         np.multiply(xc3, (np.asarray(w, acc) / np.sqrt(var + eps))[:, None], out=y3)
         y3 += np.asarray(b, acc)[:, None]
-        rstd = 1.0 / np.sqrt(var + eps)
-        xc3 *= rstd[:, None]
-        return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xhat, xhat_t), \
-            as_out(rstd, rstd_t)
+        return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xc, xc_t), \
+            as_out(1.0 / np.sqrt(var + eps), rstd_t)
     return kernel
 
 
@@ -580,22 +582,22 @@ def _batch_train_gradient(ctx: NodeContext):
         rstd = 1.0 / ops.sqrt(var + eps)
         xhat = xc * per_channel(rstd)
         return [xhat * per_channel(w) + per_channel(b), rm * (1.0 - m) + ops.mean(x, axes=axes) * m,
-                rv * (1.0 - m) + var * (m * count / (count - 1)), xhat, rstd]
-    return ctx.grad_graph(lambda x, w, b, rm, rv, y, new_rm, new_rv, xhat, rstd, *cots: inlined_vjp(
+                rv * (1.0 - m) + var * (m * count / (count - 1)), xc, rstd]
+    return ctx.grad_graph(lambda x, w, b, rm, rv, y, new_rm, new_rv, xc, rstd, *cots: inlined_vjp(
         formula, [x, w, b, rm, rv], list(cots)))
 
 
 BATCH_NORM_TRAIN = OpSchema(
     "batch_norm_train_internal",
     inputs=("x", "weight", "bias", "running_mean", "running_var"),
-    outputs=("y", "running_mean", "running_var", "xhat", "rstd"),
+    outputs=("y", "running_mean", "running_var", "xc", "rstd"),
     attrs={"training": AttrSpec("bool", True, "must be true: training mode"),
            "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
            "eps": _EPS},
     shape_infer=_batch_train_shape,
     kernels={"cpu": _batch_train_kernel},
     gradient=_batch_train_gradient,
-    doc="Training-mode batch_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per "
+    doc="Training-mode batch_norm that also returns the centred x (xc = x - mean) and 1 / sqrt(var + eps) per "
         "channel (rstd), for batch_norm_grad_saved_internal.",
     examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"]),
               Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[3]", "f64[3]"], {"momentum": 0.3})],
@@ -603,25 +605,25 @@ BATCH_NORM_TRAIN = OpSchema(
 
 
 def _batch_saved_layout(ctx: NodeContext) -> int:
-    xhat, rstd, w, gy, g_rm, g_rv = same_float(ctx)
-    if xhat.rank < 2 or gy != xhat or not rstd.shape == w.shape == g_rm.shape == g_rv.shape == (xhat.shape[1],):
-        raise ctx.error(f"expected xhat [N, C, ...], gy of xhat's type and four [C] vectors, got {xhat}, {rstd}, "
+    xc, rstd, w, gy, g_rm, g_rv = same_float(ctx)
+    if xc.rank < 2 or gy != xc or not rstd.shape == w.shape == g_rm.shape == g_rv.shape == (xc.shape[1],):
+        raise ctx.error(f"expected xc [N, C, ...], gy of xc's type and four [C] vectors, got {xc}, {rstd}, "
                         f"{w}, {gy}, {g_rm}, {g_rv}")
-    count = xhat.size // xhat.shape[1]
+    count = xc.size // xc.shape[1]
     if count < 2:
-        raise ctx.error(f"training mode needs more than one value per channel, got xhat {xhat}")
+        raise ctx.error(f"training mode needs more than one value per channel, got xc {xc}")
     return count
 
 
 def _batch_saved_kernel(ctx: NodeContext) -> Callable:
     _batch_saved_layout(ctx)
-    m, xhat_t = ctx.attrs["momentum"], ctx.input_types[0]
-    acc, (gx_t, gw_t, gb_t) = compute_dtype(xhat_t), ctx.output_types
-    n, c = xhat_t.shape[:2]
+    m, xc_t = ctx.attrs["momentum"], ctx.input_types[0]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(xc_t), ctx.output_types
+    n, c = xc_t.shape[:2]
 
-    def kernel(xhat, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+    def kernel(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
-        gw, gb = _batch_grad_channels(np.asarray(xhat, acc).reshape(n, c, -1), np.asarray(rstd, acc),
+        gw, gb = _batch_grad_channels(np.asarray(xc, acc).reshape(n, c, -1), np.asarray(rstd, acc),
                                       np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
@@ -633,18 +635,19 @@ def _batch_saved_gradient(ctx: NodeContext):
     rank, m = ctx.input_types[0].rank, ctx.attrs["momentum"]
     axes = [0, *range(2, rank)]
 
-    def formula(xhat, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - traced tensors
-        per_channel = lambda v: ops.reshape(v, shape=[1, xhat.shape[1]] + [1] * (rank - 2))  # noqa: E731
+    def formula(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - traced tensors
+        per_channel = lambda v: ops.reshape(v, shape=[1, xc.shape[1]] + [1] * (rank - 2))  # noqa: E731
+        xhat = xc * per_channel(rstd)
         gx = _traced_normalize_grad(gy * per_channel(w), xhat, per_channel(rstd), axes)
-        gx = gx + per_channel(g_rm * (m / count)) + xhat * per_channel(g_rv * (2.0 * m / (count - 1)) / rstd)
+        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
         return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
-    return ctx.grad_graph(lambda xhat, rstd, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
-        formula, [xhat, rstd, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
+    return ctx.grad_graph(lambda xc, rstd, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xc, rstd, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
 
 
 BATCH_NORM_GRAD_SAVED = OpSchema(
     "batch_norm_grad_saved_internal",
-    inputs=("xhat", "rstd", "weight", "gy", "g_running_mean", "g_running_var"),
+    inputs=("xc", "rstd", "weight", "gy", "g_running_mean", "g_running_var"),
     outputs=("gx", "gweight", "gbias"),
     attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum")},
     shape_infer=lambda ctx: [_batch_saved_layout(ctx) and ctx.input_types[0], ctx.input_types[2],
@@ -652,7 +655,7 @@ BATCH_NORM_GRAD_SAVED = OpSchema(
     kernels={"cpu": _batch_saved_kernel},
     gradient=_batch_saved_gradient,
     doc="Training-mode batch_norm's gradients for x (including the running averages' share), weight and bias "
-        "from batch_norm_train_internal's xhat and rstd.",
+        "from batch_norm_train_internal's xc and rstd.",
     examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"], low=0.5, high=1.5),
               Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[2, 3, 4, 2]", "f64[3]", "f64[3]"],
                       {"momentum": 0.3}, low=0.5, high=1.5)],
