@@ -207,7 +207,13 @@ def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: 
     cotangent rows ``g_rows``, with gx written to ``out``; ``scratch``: ``xhat`` may be overwritten."""
     gb = g_rows.sum(axis=0)
     gw = np.einsum("ij,ij->j", g_rows, xhat)
-    g = np.multiply(g_rows, w, out=out)
+    _normalized_rows_grad(np.multiply(g_rows, w, out=out), xhat, rstd, scratch)
+    return gw, gb
+
+
+def _normalized_rows_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, scratch: bool) -> None:
+    """``g = rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the rows of 2-D ``g``, in place: the gradient of
+    the rows' normalisation for the cotangent ``g`` of xhat; ``scratch``: ``xhat`` may be overwritten."""
     mean_g = _row_means(g)
     mean_gx = np.einsum("ij,ij->i", g, xhat) / xhat.shape[1]
     g -= mean_g[:, None]
@@ -217,7 +223,6 @@ def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: 
     else:
         g -= xhat * mean_gx[:, None]
     g *= rstd[:, None]
-    return gw, gb
 
 
 def _layer_grad_gradient(ctx: NodeContext):
@@ -688,17 +693,71 @@ def _group_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
-def _group_gradient(ctx: NodeContext):
-    groups, axes, bshape = _group_layout(ctx)
-    eps, shape = ctx.attrs["eps"], list(ctx.input_types[0].shape)
-    grouped = [shape[0], groups, -1]
+def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
+    """group_norm's gradient ``(gx, gweight, gbias)`` for x of ``shape``, written with frame ops."""
+    grouped, axes, bshape = [shape[0], groups, -1], [0, *range(2, len(shape))], [1, shape[1]] + [1] * (len(shape) - 2)
 
-    def grads(x, w, b, y, gy):  # noqa: ANN001, ANN202 - traced tensors
+    def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=grouped), [2], eps)
-        g = ops.reshape(gy * ops.reshape(w, shape=list(bshape)), shape=grouped)
+        g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
         gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=shape)
         return [gx, ops.sum(gy * ops.reshape(xhat, shape=shape), axes=axes), ops.sum(gy, axes=axes)]
-    return ctx.grad_graph(grads)
+    return formula
+
+
+def _group_gradient(ctx: NodeContext):
+    groups, _, _ = _group_layout(ctx)
+    eps = ctx.attrs["eps"]
+    # gx, gweight, gbias in one fused kernel; its own gradient is the VJP of _group_formula
+    return ctx.grad_graph(lambda x, w, b, y, gy: list(ops.group_norm_grad_internal(x, w, gy, num_groups=groups,
+                                                                                    eps=eps)))
+
+
+def _group_grad_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w, gy = same_float(ctx)
+    c, groups = (x.shape[1] if x.rank >= 2 else 0), ctx.attrs["num_groups"]
+    if x.rank < 2 or gy != x or w.shape != (c,) or groups < 1 or c % groups:
+        raise ctx.error(f"expected x [N, C, ...], weight [C], gy of x's type and num_groups dividing C, got {x}, "
+                        f"{w}, {gy}, num_groups = {groups}")
+    return [x, w, w]
+
+
+def _group_grad_kernel(ctx: NodeContext) -> Callable:
+    x_t, groups, eps = ctx.input_types[0], ctx.attrs["num_groups"], ctx.attrs["eps"]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(x_t), ctx.output_types
+    n, c = x_t.shape[:2]
+
+    def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
+        xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(n * groups, -1), eps)
+        gy3 = np.asarray(gy, acc).reshape(n, c, -1)
+        gb = _channel_sums(gy3)
+        gw = np.einsum("ncs,ncs->c", gy3, xhat.reshape(n, c, -1))
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
+        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat, rstd, scratch=True)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _group_grad_gradient(ctx: NodeContext):
+    formula = _group_formula(list(ctx.input_types[0].shape), ctx.attrs["num_groups"], ctx.attrs["eps"])
+    return ctx.grad_graph(lambda x, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [x, w, gy], [ggx, ggw, ggb]))
+
+
+GROUP_NORM_GRAD = OpSchema(
+    "group_norm_grad_internal",
+    inputs=("x", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"num_groups": AttrSpec("int", doc="the forward's num_groups"), "eps": _EPS},
+    shape_infer=_group_grad_shape,
+    kernels={"cpu": _group_grad_kernel},
+    gradient=_group_grad_gradient,
+    doc="group_norm's gradients for x, weight and bias in one fused kernel.",
+    examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}),
+              Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[2, 4, 3, 3]"], {"num_groups": 2}),
+              Example(["f64[3, 4]", "f64[4]", "f64[3, 4]"], {"num_groups": 1})],
+)
 
 
 GROUP_NORM = OpSchema(
@@ -718,4 +777,4 @@ GROUP_NORM = OpSchema(
 )
 
 SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, LAYER_NORM_TRAIN, LAYER_NORM_GRAD_SAVED, BATCH_NORM, BATCH_NORM_GRAD,
-           BATCH_NORM_TRAIN, BATCH_NORM_GRAD_SAVED, GROUP_NORM]
+           BATCH_NORM_TRAIN, BATCH_NORM_GRAD_SAVED, GROUP_NORM, GROUP_NORM_GRAD]
