@@ -17,11 +17,15 @@ Each normalises ``x`` over some axes, ``xhat = (x - mean) / sqrt(var + eps)``
 
 With ``g = gy * weight`` the input gradient is ``rstd * (g - mean(g) - xhat *
 mean(g * xhat))`` over the normalised axes; batch_norm adds the running
-averages' cotangents. layer_norm and training-mode batch_norm compute it in one
-fused kernel (``*_grad_internal``) whose own gradient is the VJP of the same
-formula written with frame-ops-basic ops (``inlined_vjp``), so every order is
-exact and closed; group_norm and inference-mode batch_norm write their
-gradients with frame-ops-basic ops directly.
+averages' cotangents. layer_norm, group_norm and training-mode batch_norm
+compute it in one fused kernel (``*_grad_internal``) whose own gradient is the
+VJP of the same formula written with frame-ops-basic ops (``inlined_vjp``), so
+every order is exact and closed; inference-mode batch_norm writes its gradient
+with frame-ops-basic ops directly. In a compiled training graph the pass
+``reuse_norm_statistics`` (norm_passes.py) pairs layer_norm / batch_norm with
+their gradient: ``*_train_internal`` also returns the normalised (or centred)
+x and rstd, and ``*_grad_saved_internal`` starts from them (the same bits).
+Means are BLAS products with ones (``_row_means``, ``_channel_sums``).
 Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
 (a NaN in one position makes its whole normalisation group NaN).
 """
