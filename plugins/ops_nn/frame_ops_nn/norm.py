@@ -44,10 +44,10 @@ _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
 def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x`` in a fresh array, with ``rstd =
-    1 / sqrt(var + eps)`` per row (few passes, no temporaries beyond the result: the mean is a product with a
-    vector of ones, the variance one ``einsum`` over the centred rows). ``out``: where to write xhat (a 2-D view of an output, so that the output needs no
-    copy: ``as_out`` copies any view)."""
+    """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x``, with ``rstd = 1 / sqrt(var + eps)``
+    per row (few passes, no temporaries beyond the result: the mean is a product with a vector of ones, the
+    variance one ``einsum`` over the centred rows). xhat is written to ``out`` (a 2-D view of an output, so that
+    the output needs no copy: ``as_out`` copies any view), else to a fresh array."""
     xc = np.subtract(x, _row_means(x)[:, None], out=out)
     var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
     rstd = 1.0 / np.sqrt(var + eps)
@@ -780,5 +780,112 @@ GROUP_NORM = OpSchema(
     ],
 )
 
+
+# The training pair with saved statistics (see layer_norm_train_internal): group_norm_train_internal also
+# returns xhat and rstd[N, num_groups], group_norm_grad_saved_internal starts from them; the same bits as the pair.
+def _group_train_shape(ctx: NodeContext) -> list[TensorType]:
+    groups, _, _ = _group_layout(ctx)
+    x = ctx.input_types[0]
+    return [x, x, TensorType(x.dtype, (x.shape[0], groups))]
+
+
+def _group_train_kernel(ctx: NodeContext) -> Callable:
+    groups, _, bshape = _group_layout(ctx)
+    eps, acc, (y_t, xhat_t, rstd_t) = ctx.attrs["eps"], compute_dtype(ctx.input_types[0]), ctx.output_types
+    shape = y_t.shape
+
+    def kernel(x, w, b):  # noqa: ANN001, ANN202
+        xhat, rows = _fresh(shape, acc, shape[0] * groups, -1)
+        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps, out=rows)
+        y = xhat * np.asarray(w, acc).reshape(bshape)
+        y += np.asarray(b, acc).reshape(bshape)
+        return as_out(y, y_t), as_out(xhat, xhat_t), as_out(rstd.reshape(rstd_t.shape), rstd_t)
+    return kernel
+
+
+def _group_train_gradient(ctx: NodeContext):
+    groups, _, bshape = _group_layout(ctx)
+    eps, shape = ctx.attrs["eps"], list(ctx.input_types[0].shape)
+
+    def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
+        _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=[shape[0], groups, -1]), [2], eps)
+        xhat = ops.reshape(xhat, shape=shape)
+        y = xhat * ops.reshape(w, shape=list(bshape)) + ops.reshape(b, shape=list(bshape))
+        return [y, xhat, ops.reshape(rstd, shape=[shape[0], groups])]
+    return ctx.grad_graph(lambda x, w, b, y, xhat, rstd, gy, g_xhat, g_rstd: inlined_vjp(
+        formula, [x, w, b], [gy, g_xhat, g_rstd]))
+
+
+GROUP_NORM_TRAIN = OpSchema(
+    "group_norm_train_internal",
+    inputs=("x", "weight", "bias"),
+    outputs=("y", "xhat", "rstd"),
+    attrs={"num_groups": AttrSpec("int", doc="channel groups normalised together; must divide C"), "eps": _EPS},
+    shape_infer=_group_train_shape,
+    kernels={"cpu": _group_train_kernel},
+    gradient=_group_train_gradient,
+    doc="group_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per sample and group "
+        "(rstd[N, num_groups]), for group_norm_grad_saved_internal.",
+    examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[6]"], {"num_groups": 3}),
+              Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[4]"], {"num_groups": 2})],
+)
+
+
+def _group_saved_shape(ctx: NodeContext) -> list[TensorType]:
+    xhat, rstd, w, gy = same_float(ctx)
+    c, groups = (xhat.shape[1] if xhat.rank >= 2 else 0), ctx.attrs["num_groups"]
+    if xhat.rank < 2 or gy != xhat or w.shape != (c,) or groups < 1 or c % groups \
+            or rstd.shape != (xhat.shape[0], groups):
+        raise ctx.error(f"expected xhat [N, C, ...], rstd [N, num_groups], weight [C] and gy of xhat's type, "
+                        f"num_groups dividing C, got {xhat}, {rstd}, {w}, {gy}, num_groups = {groups}")
+    return [xhat, w, w]
+
+
+def _group_saved_kernel(ctx: NodeContext) -> Callable:
+    xhat_t, groups = ctx.input_types[0], ctx.attrs["num_groups"]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(xhat_t), ctx.output_types
+    n, c = xhat_t.shape[:2]
+
+    def kernel(xhat, rstd, w, gy):  # noqa: ANN001, ANN202
+        xhat3, gy3 = np.asarray(xhat, acc).reshape(n, c, -1), np.asarray(gy, acc).reshape(n, c, -1)
+        gb = _channel_sums(gy3)
+        gw = np.einsum("ncs,ncs->c", gy3, xhat3)
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
+        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat3.reshape(n * groups, -1),
+                              np.asarray(rstd, acc).reshape(-1), scratch=False)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _group_saved_gradient(ctx: NodeContext):
+    groups, shape = ctx.attrs["num_groups"], list(ctx.input_types[0].shape)
+    grouped, axes = [shape[0], groups, -1], [0, *range(2, len(shape))]
+    bshape = [1, shape[1]] + [1] * (len(shape) - 2)
+
+    def formula(xhat, rstd, w, gy):  # noqa: ANN001, ANN202 - traced tensors
+        g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
+        gx = _traced_normalize_grad(g, ops.reshape(xhat, shape=grouped), ops.reshape(rstd, shape=[*grouped[:2], 1]),
+                                    [2])
+        return [ops.reshape(gx, shape=shape), ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return ctx.grad_graph(lambda xhat, rstd, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xhat, rstd, w, gy], [ggx, ggw, ggb]))
+
+
+GROUP_NORM_GRAD_SAVED = OpSchema(
+    "group_norm_grad_saved_internal",
+    inputs=("xhat", "rstd", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"num_groups": AttrSpec("int", doc="the forward's num_groups")},
+    shape_infer=_group_saved_shape,
+    kernels={"cpu": _group_saved_kernel},
+    gradient=_group_saved_gradient,
+    doc="group_norm's gradients for x, weight and bias from group_norm_train_internal's xhat and rstd.",
+    examples=[Example(["f32[2, 6, 5]", "f32[2, 3]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}, low=0.5, high=1.5),
+              Example(["f64[2, 4, 3, 3]", "f64[2, 2]", "f64[4]", "f64[2, 4, 3, 3]"], {"num_groups": 2}, low=0.5,
+                      high=1.5)],
+)
+
 SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, LAYER_NORM_TRAIN, LAYER_NORM_GRAD_SAVED, BATCH_NORM, BATCH_NORM_GRAD,
-           BATCH_NORM_TRAIN, BATCH_NORM_GRAD_SAVED, GROUP_NORM, GROUP_NORM_GRAD]
+           BATCH_NORM_TRAIN, BATCH_NORM_GRAD_SAVED, GROUP_NORM, GROUP_NORM_GRAD, GROUP_NORM_TRAIN,
+           GROUP_NORM_GRAD_SAVED]

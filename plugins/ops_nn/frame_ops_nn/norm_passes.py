@@ -3,7 +3,8 @@
 A training graph holds ``y = layer_norm(x, w, b)`` and, from autodiff, ``layer_norm_grad_internal(x, w, gy)``,
 which normalises the same ``x`` again. The pass replaces the pair by ``layer_norm_train_internal(x, w, b) ->
 (y, xhat, rstd)`` and ``layer_norm_grad_saved_internal(xhat, rstd, w, gy)``, so the backward starts from the
-forward's normalised ``x`` (likewise training-mode ``batch_norm`` with ``batch_norm_grad_internal``). The new
+forward's normalised ``x`` (likewise ``group_norm``, and training-mode ``batch_norm``, whose train op returns
+the centred ``x``). The new
 kernels do the pair's arithmetic in the same order: the results are the same bits, with fewer passes over
 the data. float16/bfloat16 pairs (computed in float32) are left alone, as is a forward whose gradient is not
 in the graph.
@@ -17,7 +18,8 @@ from frame_core import Graph, PassSpec, Rewriter, TensorType
 
 #: forward op -> (its gradient op, the forward's attributes the gradient must share)
 _PAIRS = {"layer_norm": ("layer_norm_grad_internal", ("eps",)),
-          "batch_norm": ("batch_norm_grad_internal", ("momentum", "eps"))}
+          "batch_norm": ("batch_norm_grad_internal", ("momentum", "eps")),
+          "group_norm": ("group_norm_grad_internal", ("num_groups", "eps"))}
 _GRADS = {grad: fwd for fwd, (grad, _) in _PAIRS.items()}
 
 
@@ -56,6 +58,9 @@ def reuse_norm_statistics(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a Compi
                 rstd_t = TensorType(xt.dtype, xt.shape[:xt.rank - node.inputs[1].type.rank])
                 new = rw.emit("layer_norm_train_internal", ins, dict(node.attrs),
                               [node.outputs[0].type, xt, rstd_t])
+            elif node.op == "group_norm":
+                rstd_t = TensorType(xt.dtype, (xt.shape[0], node.attrs["num_groups"]))
+                new = rw.emit("group_norm_train_internal", ins, dict(node.attrs), [node.outputs[0].type, xt, rstd_t])
             else:
                 new = rw.emit("batch_norm_train_internal", ins, dict(node.attrs),
                               [*(o.type for o in node.outputs), xt, node.inputs[1].type])
@@ -69,6 +74,9 @@ def reuse_norm_statistics(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a Compi
             if node.op == "layer_norm_grad_internal":  # (x, w, gy)
                 new = rw.emit("layer_norm_grad_saved_internal", [xhat, rstd, ins[1], ins[2]], {},
                               [o.type for o in node.outputs])
+            elif node.op == "group_norm_grad_internal":  # (x, w, gy)
+                new = rw.emit("group_norm_grad_saved_internal", [xhat, rstd, ins[1], ins[2]],
+                              {"num_groups": node.attrs["num_groups"]}, [o.type for o in node.outputs])
             else:  # (x, w, gy, g_rm, g_rv)
                 new = rw.emit("batch_norm_grad_saved_internal", [xhat, rstd, *ins[1:]],
                               {"momentum": node.attrs["momentum"]}, [o.type for o in node.outputs])
@@ -80,5 +88,5 @@ def reuse_norm_statistics(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a Compi
 
 
 PASSES = [PassSpec("reuse_norm_statistics", reuse_norm_statistics, after="eliminate_common_subexpressions",
-                   min_level=1, doc="layer_norm / batch_norm and their gradient in one graph: the gradient starts "
-                                    "from the forward's normalised x instead of normalising it again")]
+                   min_level=1, doc="layer_norm / batch_norm / group_norm and their gradient in one graph: the "
+                                    "gradient starts from the forward's statistics instead of normalising x again")]

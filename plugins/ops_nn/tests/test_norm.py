@@ -109,6 +109,8 @@ _BATCH = (lambda x, w, b: ops.batch_norm(x, w, b, np.zeros(3, x.type.dtype.np), 
     (lambda x, w, b: ops.layer_norm(x, w, b), (7,), (7,), "layer_norm_grad_saved_internal"),
     (_BATCH, (6, 3), (3,), "batch_norm_grad_saved_internal"),
     (_BATCH, (2, 3, 4, 2), (3,), "batch_norm_grad_saved_internal"),
+    (lambda x, w, b: ops.group_norm(x, w, b, num_groups=3), (2, 6, 5), (6,), "group_norm_grad_saved_internal"),
+    (lambda x, w, b: ops.group_norm(x, w, b, num_groups=2), (2, 4, 3, 3), (4,), "group_norm_grad_saved_internal"),
 ])
 def test_training_pair_reuses_the_statistics_with_the_same_bits(fn, x_shape, w_shape, pair, dtype):
     rng = np.random.default_rng(len(x_shape))
@@ -116,7 +118,7 @@ def test_training_pair_reuses_the_statistics_with_the_same_bits(fn, x_shape, w_s
     plain_ops, plain = _training_run(fn, inputs, 0)  # opt level 0: no rewrite
     fused_ops, fused = _training_run(fn, inputs, 2)
     assert pair not in plain_ops and pair in fused_ops, fused_ops
-    assert not {"layer_norm_grad_internal", "batch_norm_grad_internal"} & set(fused_ops)
+    assert not {"layer_norm_grad_internal", "batch_norm_grad_internal", "group_norm_grad_internal"} & set(fused_ops)
     for a, b in zip(plain, fused):
         assert a.tobytes() == b.tobytes()
 
