@@ -36,20 +36,23 @@ def _key(node) -> tuple | None:  # noqa: ANN001 - a graph node
 def reuse_norm_statistics(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     if ctx.ops(graph).isdisjoint(_GRADS):
         return graph
-    forward, backward = {}, {}
+    forward, gradients = {}, set()  # key -> the first forward node; keys of gradient nodes
     for node in graph.nodes:
         key = _key(node)
         if key is not None:
-            (backward if node.op in _GRADS else forward).setdefault(key, node)
-    paired = forward.keys() & backward.keys()
+            if node.op in _GRADS:
+                gradients.add(key)
+            else:
+                forward.setdefault(key, node)
+    paired = forward.keys() & gradients
     if not paired:
         return graph
     rw = Rewriter(graph, ctx)
-    saved = {}  # key -> (xhat, rstd) of the rewritten forward
+    saved = {}  # key -> (xhat or xc, rstd) of the rewritten forward
     for node in graph.nodes:
         key = _key(node)
-        if key not in paired or (forward[key] is not node and backward[key] is not node):
-            rw.copy(node)
+        if key not in paired or (forward[key] is not node and (node.op not in _GRADS or key not in saved)):
+            rw.copy(node)  # (a gradient computed before its forward, not autodiff's order, is left alone too)
             continue
         ins = rw.read(node.inputs)
         if node is forward[key]:
@@ -67,9 +70,7 @@ def reuse_norm_statistics(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a Compi
             for old, value in zip(node.outputs, new.outputs):
                 rw.alias(old, value)
             saved[key] = new.outputs[len(node.outputs):]
-        elif key not in saved:  # a gradient computed before its forward (not autodiff's order): left alone
-            rw.copy(node)
-        else:
+        else:  # every gradient node of this normalisation
             xhat, rstd = saved[key]
             if node.op == "layer_norm_grad_internal":  # (x, w, gy)
                 new = rw.emit("layer_norm_grad_saved_internal", [xhat, rstd, ins[1], ins[2]], {},

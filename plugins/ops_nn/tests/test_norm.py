@@ -168,3 +168,18 @@ def test_float32_norms_stay_close_to_a_float64_reference(offset, bound):
         for mine, exact in zip(got[1:], (tx.grad, tw.grad, tb.grad)):
             exact = exact.numpy()
             assert np.abs(mine - exact).max() <= bound * np.abs(exact).max()
+
+
+def test_every_gradient_of_one_normalisation_starts_from_the_saved_statistics():
+    # two cotangents of the same layer_norm: both gradient nodes are rewritten, with the bits of opt level 0
+    def fn(x, w, b, g1, g2):  # noqa: ANN001, ANN202 - traced tensors
+        y = ops.layer_norm(x, w, b)
+        return [y, *ops.layer_norm_grad_internal(x, w, g1), *ops.layer_norm_grad_internal(x, w, g2)]
+    graph = fc.trace(fn, "f64[4, 6]", "f64[6]", "f64[6]", "f64[4, 6]", "f64[4, 6]")
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(s) for s in ((4, 6), (6,), (6,), (4, 6), (4, 6))]
+    fused = fc.compile(graph)
+    names = [ins.op for ins in fused.instructions]
+    assert names.count("layer_norm_grad_saved_internal") == 2 and "layer_norm_grad_internal" not in names, names
+    for a, b in zip(fc.compile(graph, opt_level=0).run(inputs), fused.run(inputs)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
