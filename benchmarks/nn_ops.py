@@ -2,13 +2,14 @@
 
 - conv2d, x[32, 32, 32, 32] * w[64, 32, 3, 3], padding "same" (goal: within 1.5x torch's native conv);
 - layer_norm over the last axis of x[256, 1024] (goal: no slower than torch eager);
-- batch_norm (training) of x[256, 1024] (goal: no slower than torch eager).
+- batch_norm (training) of x[256, 1024] (goal: no slower than torch eager);
+- group_norm of x[32, 64, 128] in 8 groups (no goal of its own; it shares the norms' kernels).
 
 frame runs its compiled training graph (value and the gradients of sum(y * g) for every input); numpy the same
 maths by hand; torch autograd. Variants run in turn in every repetition (interleaved); medians and minima in
-ms, with the ratio of medians to torch.
+ms, with the ratio of medians to torch, and the median CPU time with its ratio (steadier on a loaded machine).
 
-    python benchmarks/nn_ops.py [--repeat 15] [--only conv|layer_norm|batch_norm] [--blas-threads 1]
+    python benchmarks/nn_ops.py [--repeat 15] [--only conv|layer_norm|batch_norm|group_norm] [--blas-threads 1]
 """
 
 from __future__ import annotations
@@ -135,6 +136,39 @@ def bench_conv(repeat: int) -> None:
     report(f"conv2d forward+backward, x[{b}, {ci}, {hw}, {hw}] * w[{co}, {ci}, {k}, {k}], padding same", times, cpu)
 
 
+def bench_group_norm(repeat: int) -> None:
+    n, c, s, groups, eps = 32, 64, 128, 8, 1e-5
+    rng = np.random.default_rng(2)
+    x, g = rng.standard_normal((2, n, c, s)).astype(np.float32)
+    w, bias = rng.standard_normal((2, c)).astype(np.float32)
+    train = training(lambda a, e, f: ops.group_norm(a, e, f, num_groups=groups), f"f32[{n}, {c}, {s}]",
+                     f"f32[{c}]", f"f32[{c}]", f"f32[{n}, {c}, {s}]")
+
+    def numpy_by_hand():  # the textbook formulas over [n, groups, c / groups * s]
+        xg, gw = x.reshape(n, groups, -1), (g * w[:, None]).reshape(n, groups, -1)
+        xc = xg - xg.mean(axis=2, keepdims=True)
+        rstd = 1.0 / np.sqrt((xc * xc).mean(axis=2, keepdims=True) + eps)
+        xhat = xc * rstd
+        y = xhat.reshape(x.shape) * w[:, None] + bias[:, None]
+        gx = rstd * (gw - gw.mean(axis=2, keepdims=True) - xhat * (gw * xhat).mean(axis=2, keepdims=True))
+        return y, gx.reshape(x.shape), (g * xhat.reshape(x.shape)).sum(axis=(0, 2)), g.sum(axis=(0, 2))
+
+    variants = {"frame (compiled training graph)": lambda: train.run([x, w, bias, g]), "numpy by hand": numpy_by_hand}
+    if torch is not None:
+        tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, bias))
+        tg = torch.tensor(g)
+
+        def torch_eager():
+            tx.grad = tw.grad = tb.grad = None
+            torch.nn.functional.group_norm(tx, groups, tw, tb, eps).backward(tg)
+            return tx.grad, tw.grad, tb.grad
+        variants["torch eager"] = torch_eager
+        check(train.run([x, w, bias, g])[1:], [t.numpy() for t in torch_eager()], "group_norm")
+    cpu: dict[str, list[float]] = {}
+    times = interleaved(variants, repeat, cpu)
+    report(f"group_norm forward+backward, x[{n}, {c}, {s}], {groups} groups", times, cpu)
+
+
 def bench_norm(kind: str, repeat: int) -> None:
     n, d, eps = 256, 1024, 1e-5
     rng = np.random.default_rng(1)
@@ -180,13 +214,15 @@ def bench_norm(kind: str, repeat: int) -> None:
             return tx.grad, tw.grad, tb.grad
         variants["torch eager"] = torch_eager
         check(train.run(args)[1:], [t.numpy() for t in torch_eager()], kind)
-    report(f"{kind} forward+backward, x[{n}, {d}]", interleaved(variants, repeat))
+    cpu: dict[str, list[float]] = {}
+    times = interleaved(variants, repeat, cpu)
+    report(f"{kind} forward+backward, x[{n}, {d}]", times, cpu)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=15)
-    p.add_argument("--only", choices=["conv", "layer_norm", "batch_norm"])
+    p.add_argument("--only", choices=["conv", "layer_norm", "batch_norm", "group_norm"])
     p.add_argument("--blas-threads", type=int, default=1)
     args = p.parse_args()
     if torch is not None:
@@ -197,6 +233,8 @@ def main() -> None:
     for kind in ("layer_norm", "batch_norm"):
         if args.only in (None, kind):
             bench_norm(kind, args.repeat)
+    if args.only in (None, "group_norm"):
+        bench_group_norm(args.repeat)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,15 @@ Each normalises ``x`` over some axes, ``xhat = (x - mean) / sqrt(var + eps)``
 
 With ``g = gy * weight`` the input gradient is ``rstd * (g - mean(g) - xhat *
 mean(g * xhat))`` over the normalised axes; batch_norm adds the running
-averages' cotangents. layer_norm and training-mode batch_norm compute it in one
-fused kernel (``*_grad_internal``) whose own gradient is the VJP of the same
-formula written with frame-ops-basic ops (``inlined_vjp``), so every order is
-exact and closed; group_norm and inference-mode batch_norm write their
-gradients with frame-ops-basic ops directly.
+averages' cotangents. layer_norm, group_norm and training-mode batch_norm
+compute it in one fused kernel (``*_grad_internal``) whose own gradient is the
+VJP of the same formula written with frame-ops-basic ops (``inlined_vjp``), so
+every order is exact and closed; inference-mode batch_norm writes its gradient
+with frame-ops-basic ops directly. In a compiled training graph the pass
+``reuse_norm_statistics`` (norm_passes.py) pairs layer_norm / batch_norm with
+their gradient: ``*_train_internal`` also returns the normalised (or centred)
+x and rstd, and ``*_grad_saved_internal`` starts from them (the same bits).
+Means are BLAS products with ones (``_row_means``, ``_channel_sums``).
 Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
 (a NaN in one position makes its whole normalisation group NaN).
 """
@@ -39,13 +43,41 @@ from ._common import as_out, compute_dtype, same_float
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
-def _normalize_rows(x: np.ndarray, eps: float) -> np.ndarray:
-    """``(x - mean) / sqrt(var + eps)`` of each row of a 2-D ``x``, in a fresh array (few passes, no temporaries
-    beyond the result: the variance is one ``einsum`` over the centred rows)."""
-    xc = x - x.mean(axis=1, keepdims=True)
+def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x``, with ``rstd = 1 / sqrt(var + eps)``
+    per row (few passes, no temporaries beyond the result: the mean is a product with a vector of ones, the
+    variance one ``einsum`` over the centred rows). xhat is written to ``out`` (a 2-D view of an output, so that
+    the output needs no copy: ``as_out`` copies any view), else to a fresh array."""
+    xc = np.subtract(x, _row_means(x)[:, None], out=out)
     var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
-    xc *= (1.0 / np.sqrt(var + eps))[:, None]
-    return xc
+    rstd = 1.0 / np.sqrt(var + eps)
+    xc *= rstd[:, None]
+    return xc, rstd
+
+
+def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """A fresh array of ``shape`` and a view of it of shape ``rows`` (``-1`` allowed): kernels compute into the
+    view and return the array itself."""
+    whole = np.empty(shape, dtype)
+    return whole, whole.reshape(rows)
+
+
+def _row_means(x: np.ndarray) -> np.ndarray:
+    """The mean of each row of a 2-D ``x`` as a matrix-vector product with ones: BLAS reads the rows at memory
+    speed, where ``x.mean(axis=1)`` (numpy's pairwise sum) takes about four times as long. The sum's order is
+    BLAS's, so the last bits can differ from ``x.mean`` (docs/nn.md#normalisation)."""
+    return np.dot(x, np.ones(x.shape[1], x.dtype)) / max(x.shape[1], 1)
+
+
+def _channel_sums(x3: np.ndarray) -> np.ndarray:
+    """The sum over axes 0 and 2 of ``x3[N, C, S]``, as products with ones (see ``_row_means``)."""
+    n, c, s = x3.shape
+    sums = np.dot(np.ones(n, x3.dtype), x3.reshape(n, c * s))
+    return sums if s == 1 else np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+
+
+def _channel_means(x3: np.ndarray) -> np.ndarray:
+    return _channel_sums(x3) / max(x3.shape[0] * x3.shape[2], 1)
 
 
 # -- helpers traced into the gradient graphs ------------------------------------------------------------
@@ -104,10 +136,11 @@ def _layer_kernel(ctx: NodeContext) -> Callable:
     features = int(np.prod(y_t.shape[len(y_t.shape) - len(axes):], dtype=np.int64))
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        xhat = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
-        xhat *= np.asarray(w, acc).reshape(-1)
-        xhat += np.asarray(b, acc).reshape(-1)
-        return as_out(xhat.reshape(y_t.shape), y_t)
+        y, rows = _fresh(y_t.shape, acc, -1, features)
+        _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=rows)
+        rows *= np.asarray(w, acc).reshape(-1)
+        rows += np.asarray(b, acc).reshape(-1)
+        return as_out(y, y_t)
     return kernel
 
 
@@ -163,23 +196,37 @@ def _layer_grad_kernel(ctx: NodeContext) -> Callable:
     features = w_t.size
 
     def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
-        rows = np.asarray(x, acc).reshape(-1, features)
-        g_rows = np.asarray(gy, acc).reshape(-1, features)
-        xhat = rows - rows.mean(axis=1, keepdims=True)
-        rstd = 1.0 / np.sqrt(np.einsum("ij,ij->i", xhat, xhat) / features + eps)
-        xhat *= rstd[:, None]
-        gb = g_rows.sum(axis=0)
-        gw = np.einsum("ij,ij->j", g_rows, xhat)
-        g = g_rows * np.asarray(w, acc).reshape(-1)
-        mean_g = g.mean(axis=1)
-        mean_gx = np.einsum("ij,ij->i", g, xhat) / features
-        g -= mean_g[:, None]
-        xhat *= mean_gx[:, None]
-        g -= xhat
-        g *= rstd[:, None]
-        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+        xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
+        gx, rows = _fresh(gx_t.shape, acc, -1, features)
+        gw, gb = _layer_grad_rows(xhat, rstd, np.asarray(w, acc).reshape(-1),
+                                  np.asarray(gy, acc).reshape(-1, features), rows, scratch=True)
+        return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
+
+
+def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray, out: np.ndarray,
+                     scratch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(gweight, gbias)`` of layer_norm over the rows of 2-D ``xhat`` (with ``rstd`` per row) for the
+    cotangent rows ``g_rows``, with gx written to ``out``; ``scratch``: ``xhat`` may be overwritten."""
+    gb = g_rows.sum(axis=0)
+    gw = np.einsum("ij,ij->j", g_rows, xhat)
+    _normalized_rows_grad(np.multiply(g_rows, w, out=out), xhat, rstd, scratch)
+    return gw, gb
+
+
+def _normalized_rows_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, scratch: bool) -> None:
+    """``g = rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the rows of 2-D ``g``, in place: the gradient of
+    the rows' normalisation for the cotangent ``g`` of xhat; ``scratch``: ``xhat`` may be overwritten."""
+    mean_g = _row_means(g)
+    mean_gx = np.einsum("ij,ij->i", g, xhat) / xhat.shape[1]
+    g -= mean_g[:, None]
+    if scratch:
+        xhat *= mean_gx[:, None]
+        g -= xhat
+    else:
+        g -= xhat * mean_gx[:, None]
+    g *= rstd[:, None]
 
 
 def _layer_grad_gradient(ctx: NodeContext):
@@ -203,6 +250,113 @@ LAYER_NORM_GRAD = OpSchema(
               Example(["f64[5]", "f64[5]", "f64[5]"])],
 )
 
+
+
+# The training pair with saved statistics. In a training graph the forward layer_norm and its
+# layer_norm_grad_internal both normalise the same x; the pass ``reuse_norm_statistics`` (norm_passes.py)
+# turns the pair into layer_norm_train_internal, which also returns xhat and rstd, and
+# layer_norm_grad_saved_internal, which starts from them. Each kernel does what the pair's kernels did, in
+# the same order, so the results are the same bits.
+def _layer_train_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w = ctx.input_types[:2]
+    _layer_axes(ctx)
+    return [x, x, TensorType(x.dtype, x.shape[:x.rank - w.rank])]
+
+
+def _layer_train_kernel(ctx: NodeContext) -> Callable:
+    eps, (x_t, w_t, _) = ctx.attrs["eps"], ctx.input_types
+    acc, (y_t, xhat_t, rstd_t) = compute_dtype(x_t), ctx.output_types
+    features = w_t.size
+
+    def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray):  # noqa: ANN202
+        y, y_rows = _fresh(y_t.shape, acc, -1, features)
+        xhat, xhat_rows = _fresh(xhat_t.shape, acc, -1, features)
+        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=xhat_rows)
+        np.multiply(xhat_rows, np.asarray(w, acc).reshape(-1), out=y_rows)
+        y_rows += np.asarray(b, acc).reshape(-1)
+        return as_out(y, y_t), as_out(xhat, xhat_t), \
+            as_out(rstd.reshape(rstd_t.shape), rstd_t)
+    return kernel
+
+
+def _layer_train_gradient(ctx: NodeContext):
+    x_t, w_t, _ = ctx.input_types
+    axes, eps = list(range(x_t.rank - w_t.rank, x_t.rank)), ctx.attrs["eps"]
+    batch = list(x_t.shape[:x_t.rank - w_t.rank])
+
+    def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
+        _, xhat, rstd = _traced_xhat(x, axes, eps)
+        return [xhat * w + b, xhat, ops.reshape(rstd, shape=batch)]
+    return ctx.grad_graph(lambda x, w, b, y, xhat, rstd, gy, g_xhat, g_rstd: inlined_vjp(
+        formula, [x, w, b], [gy, g_xhat, g_rstd]))
+
+
+LAYER_NORM_TRAIN = OpSchema(
+    "layer_norm_train_internal",
+    inputs=("x", "weight", "bias"),
+    outputs=("y", "xhat", "rstd"),
+    attrs={"eps": _EPS},
+    shape_infer=_layer_train_shape,
+    kernels={"cpu": _layer_train_kernel},
+    gradient=_layer_train_gradient,
+    doc="layer_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per normalised group "
+        "(rstd, x's batch shape), for layer_norm_grad_saved_internal.",
+    examples=[Example(["f32[4, 6]", "f32[6]", "f32[6]"]),
+              Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[4, 5]"], {"eps": 1e-3}),
+              Example(["f64[5]", "f64[5]", "f64[5]"], note="no batch axes")],
+)
+
+
+def _layer_saved_shape(ctx: NodeContext) -> list[TensorType]:
+    xhat, rstd, w, gy = same_float(ctx)
+    k = w.rank
+    if k == 0 or k > xhat.rank or xhat.shape[xhat.rank - k:] != w.shape or gy != xhat \
+            or rstd.shape != xhat.shape[:xhat.rank - k]:
+        raise ctx.error(f"expected xhat, rstd of xhat's batch shape, weight of xhat's last axes and gy of xhat's "
+                        f"type, got {xhat}, {rstd}, {w}, {gy}")
+    return [xhat, w, w]
+
+
+def _layer_saved_kernel(ctx: NodeContext) -> Callable:
+    _, _, w_t, _ = ctx.input_types
+    gx_t, gw_t, gb_t = ctx.output_types
+    acc, features = compute_dtype(w_t), w_t.size
+
+    def kernel(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
+        gx, rows = _fresh(gx_t.shape, acc, -1, features)
+        gw, gb = _layer_grad_rows(np.asarray(xhat, acc).reshape(-1, features), np.asarray(rstd, acc).reshape(-1),
+                                  np.asarray(w, acc).reshape(-1), np.asarray(gy, acc).reshape(-1, features), rows,
+                                  scratch=False)
+        return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
+            as_out(gb.reshape(gb_t.shape), gb_t)
+    return kernel
+
+
+def _layer_saved_gradient(ctx: NodeContext):
+    xhat_t, _, w_t, _ = ctx.input_types
+    k, rank = w_t.rank, xhat_t.rank
+    axes, batch_axes = list(range(rank - k, rank)), list(range(rank - k))
+    keep = list(xhat_t.shape[:rank - k]) + [1] * k
+
+    def formula(xhat, rstd, w, gy):  # noqa: ANN001, ANN202 - traced tensors
+        gx = _traced_normalize_grad(gy * w, xhat, ops.reshape(rstd, shape=keep), axes)
+        return [gx, _summed(gy * xhat, batch_axes), _summed(gy, batch_axes)]
+    return ctx.grad_graph(lambda xhat, rstd, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xhat, rstd, w, gy], [ggx, ggw, ggb]))
+
+
+LAYER_NORM_GRAD_SAVED = OpSchema(
+    "layer_norm_grad_saved_internal",
+    inputs=("xhat", "rstd", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    shape_infer=_layer_saved_shape,
+    kernels={"cpu": _layer_saved_kernel},
+    gradient=_layer_saved_gradient,
+    doc="layer_norm's gradients for x, weight and bias from layer_norm_train_internal's xhat and rstd.",
+    examples=[Example(["f32[4, 6]", "f32[4]", "f32[6]", "f32[4, 6]"], low=0.5, high=1.5),
+              Example(["f64[2, 3, 4, 5]", "f64[2, 3]", "f64[4, 5]", "f64[2, 3, 4, 5]"], low=0.5, high=1.5),
+              Example(["f64[5]", "f64[]", "f64[5]", "f64[5]"], low=0.5, high=1.5)],
+)
 
 # -- batch_norm ---------------------------------------------------------------------------------------
 def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
@@ -242,10 +396,10 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
         x = np.asarray(x, acc)
         if training:
             x3 = x.reshape(n, c, -1)  # [N, C, S]: statistics over N and S
-            mean = x3.mean(axis=(0, 2))
-            xc3 = x3 - mean[:, None]
+            mean = _channel_means(x3)
+            xc, xc3 = _fresh(y_t.shape, acc, n, c, -1)
+            np.subtract(x3, mean[:, None], out=xc3)
             var = np.einsum("ncs,ncs->c", xc3, xc3) / count
-            xc = xc3.reshape(x.shape)
             new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
             new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
         else:
@@ -294,22 +448,36 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
     n, c = x_t.shape[:2]
 
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        x3, gy3 = np.asarray(x, acc).reshape(n, c, -1), np.asarray(gy, acc).reshape(n, c, -1)
-        xhat = x3 - x3.mean(axis=(0, 2))[:, None]
-        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xhat, xhat) / count + eps)
-        xhat *= rstd[:, None]
-        gb = gy3.sum(axis=(0, 2))
-        gw = np.einsum("ncs,ncs->c", gy3, xhat)
-        g = gy3 * np.asarray(w, acc)[:, None]
-        mean_g = g.mean(axis=(0, 2))
-        mean_gx = np.einsum("ncs,ncs->c", g, xhat) / count
-        # the running variance's share, 2 m g_rv xc / (count - 1), with xc = xhat / rstd
-        share = 2.0 * m * np.asarray(g_rv, acc) / ((count - 1) * rstd)
-        g -= (mean_g - m * np.asarray(g_rm, acc) / count / rstd)[:, None]
-        g -= xhat * (mean_gx - share / rstd)[:, None]
-        g *= rstd[:, None]
-        return as_out(g.reshape(gx_t.shape), gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        xc = x3 - _channel_means(x3)[:, None]
+        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xc, xc) / count + eps)
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+                                      np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
+
+
+def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: np.ndarray, g_rm: np.ndarray,
+                         g_rv: np.ndarray, m: float, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(gweight, gbias)`` of training-mode batch_norm from the centred ``xc[N, C, S]`` and ``rstd[C]`` for the
+    cotangents ``gy3[N, C, S]`` of y and ``g_rm``, ``g_rv`` of the running averages (``m``: momentum), with gx
+    written to ``out[N, C, S]``.
+
+    Every factor of ``rstd * (g - mean(g) - xhat mean(g xhat))`` (``g = gy w``, ``xhat = xc rstd``) but gy and xc
+    is per channel, so the means are ``w gbias / count`` and ``w gweight / count``, and gx is ``gy A - xc D - C``
+    for three per-channel vectors: two reductions and four passes over the data.
+    """
+    count = xc.size // xc.shape[1]
+    gb = _channel_sums(gy3)
+    gw = np.einsum("ncs,ncs->c", gy3, xc) * rstd
+    mean_g, mean_gx = w * gb / count, w * gw / count
+    # the running variance's share, 2 m g_rv xc / (count - 1)
+    share = 2.0 * m * g_rv / (count - 1)
+    gx = np.multiply(gy3, (rstd * w)[:, None], out=out)
+    gx -= xc * (rstd * rstd * mean_gx - share)[:, None]
+    gx -= (rstd * mean_g - m * g_rm / count)[:, None]
+    return gw, gb
 
 
 def _batch_grad_gradient(ctx: NodeContext):
@@ -380,6 +548,128 @@ BATCH_NORM = OpSchema(
 )
 
 
+
+# The training pair with saved statistics (see layer_norm_train_internal): batch_norm_train_internal also
+# returns the centred x and rstd[C], batch_norm_grad_saved_internal starts from them; the same bits as the pair.
+def _batch_train_shape(ctx: NodeContext) -> list[TensorType]:
+    if not ctx.attrs["training"]:
+        raise ctx.error("batch_norm_train_internal is training mode only; got training=False")
+    x, w = ctx.input_types[:2]
+    return [*_batch_shape(ctx), x, w]
+
+
+def _batch_train_kernel(ctx: NodeContext) -> Callable:
+    _, count, _ = _batch_layout(ctx)
+    eps, momentum = ctx.attrs["eps"], ctx.attrs["momentum"]
+    acc, (y_t, rm_t, rv_t, xc_t, rstd_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
+    n, c = y_t.shape[:2]
+
+    def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
+        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        mean = _channel_means(x3)
+        xc, xc3 = _fresh(xc_t.shape, acc, n, c, -1)
+        np.subtract(x3, mean[:, None], out=xc3)
+        var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+        new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
+        new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
+        y, y3 = _fresh(y_t.shape, acc, n, c, -1)
+        np.multiply(xc3, (np.asarray(w, acc) / np.sqrt(var + eps))[:, None], out=y3)
+        y3 += np.asarray(b, acc)[:, None]
+        return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xc, xc_t), \
+            as_out(1.0 / np.sqrt(var + eps), rstd_t)
+    return kernel
+
+
+def _batch_train_gradient(ctx: NodeContext):
+    axes, count, bshape = _batch_layout(ctx)
+    eps, m = ctx.attrs["eps"], ctx.attrs["momentum"]
+
+    def formula(x, w, b, rm, rv):  # noqa: ANN001, ANN202 - traced tensors
+        per_channel = lambda v: ops.reshape(v, shape=list(bshape))  # noqa: E731
+        xc = x - ops.mean(x, axes=axes, keepdims=True)
+        var = ops.mean(xc * xc, axes=axes)
+        rstd = 1.0 / ops.sqrt(var + eps)
+        xhat = xc * per_channel(rstd)
+        return [xhat * per_channel(w) + per_channel(b), rm * (1.0 - m) + ops.mean(x, axes=axes) * m,
+                rv * (1.0 - m) + var * (m * count / (count - 1)), xc, rstd]
+    return ctx.grad_graph(lambda x, w, b, rm, rv, y, new_rm, new_rv, xc, rstd, *cots: inlined_vjp(
+        formula, [x, w, b, rm, rv], list(cots)))
+
+
+BATCH_NORM_TRAIN = OpSchema(
+    "batch_norm_train_internal",
+    inputs=("x", "weight", "bias", "running_mean", "running_var"),
+    outputs=("y", "running_mean", "running_var", "xc", "rstd"),
+    attrs={"training": AttrSpec("bool", True, "must be true: training mode"),
+           "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
+           "eps": _EPS},
+    shape_infer=_batch_train_shape,
+    kernels={"cpu": _batch_train_kernel},
+    gradient=_batch_train_gradient,
+    doc="Training-mode batch_norm that also returns the centred x (xc = x - mean) and 1 / sqrt(var + eps) per "
+        "channel (rstd), for batch_norm_grad_saved_internal.",
+    examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"]),
+              Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[3]", "f64[3]"], {"momentum": 0.3})],
+)
+
+
+def _batch_saved_layout(ctx: NodeContext) -> int:
+    xc, rstd, w, gy, g_rm, g_rv = same_float(ctx)
+    if xc.rank < 2 or gy != xc or not rstd.shape == w.shape == g_rm.shape == g_rv.shape == (xc.shape[1],):
+        raise ctx.error(f"expected xc [N, C, ...], gy of xc's type and four [C] vectors, got {xc}, {rstd}, "
+                        f"{w}, {gy}, {g_rm}, {g_rv}")
+    count = xc.size // xc.shape[1]
+    if count < 2:
+        raise ctx.error(f"training mode needs more than one value per channel, got xc {xc}")
+    return count
+
+
+def _batch_saved_kernel(ctx: NodeContext) -> Callable:
+    _batch_saved_layout(ctx)
+    m, xc_t = ctx.attrs["momentum"], ctx.input_types[0]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(xc_t), ctx.output_types
+    n, c = xc_t.shape[:2]
+
+    def kernel(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        gw, gb = _batch_grad_channels(np.asarray(xc, acc).reshape(n, c, -1), np.asarray(rstd, acc),
+                                      np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+                                      np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _batch_saved_gradient(ctx: NodeContext):
+    count = _batch_saved_layout(ctx)
+    rank, m = ctx.input_types[0].rank, ctx.attrs["momentum"]
+    axes = [0, *range(2, rank)]
+
+    def formula(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202 - traced tensors
+        per_channel = lambda v: ops.reshape(v, shape=[1, xc.shape[1]] + [1] * (rank - 2))  # noqa: E731
+        xhat = xc * per_channel(rstd)
+        gx = _traced_normalize_grad(gy * per_channel(w), xhat, per_channel(rstd), axes)
+        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return ctx.grad_graph(lambda xc, rstd, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xc, rstd, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
+
+
+BATCH_NORM_GRAD_SAVED = OpSchema(
+    "batch_norm_grad_saved_internal",
+    inputs=("xc", "rstd", "weight", "gy", "g_running_mean", "g_running_var"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum")},
+    shape_infer=lambda ctx: [_batch_saved_layout(ctx) and ctx.input_types[0], ctx.input_types[2],
+                             ctx.input_types[2]],
+    kernels={"cpu": _batch_saved_kernel},
+    gradient=_batch_saved_gradient,
+    doc="Training-mode batch_norm's gradients for x (including the running averages' share), weight and bias "
+        "from batch_norm_train_internal's xc and rstd.",
+    examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"], low=0.5, high=1.5),
+              Example(["f64[2, 3, 4, 2]", "f64[3]", "f64[3]", "f64[2, 3, 4, 2]", "f64[3]", "f64[3]"],
+                      {"momentum": 0.3}, low=0.5, high=1.5)],
+)
+
 # -- group_norm ---------------------------------------------------------------------------------------
 def _group_layout(ctx: NodeContext) -> tuple[int, list[int], tuple[int, ...]]:
     x, w, b = same_float(ctx)
@@ -399,24 +689,79 @@ def _group_kernel(ctx: NodeContext) -> Callable:
     shape = y_t.shape
 
     def kernel(x, w, b):  # noqa: ANN001, ANN202
-        xhat = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps).reshape(shape)
+        xhat, rows = _fresh(shape, acc, shape[0] * groups, -1)
+        _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps, out=rows)
         xhat *= np.asarray(w, acc).reshape(bshape)
         xhat += np.asarray(b, acc).reshape(bshape)
         return as_out(xhat, y_t)
     return kernel
 
 
-def _group_gradient(ctx: NodeContext):
-    groups, axes, bshape = _group_layout(ctx)
-    eps, shape = ctx.attrs["eps"], list(ctx.input_types[0].shape)
-    grouped = [shape[0], groups, -1]
+def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
+    """group_norm's gradient ``(gx, gweight, gbias)`` for x of ``shape``, written with frame ops."""
+    grouped, axes, bshape = [shape[0], groups, -1], [0, *range(2, len(shape))], [1, shape[1]] + [1] * (len(shape) - 2)
 
-    def grads(x, w, b, y, gy):  # noqa: ANN001, ANN202 - traced tensors
+    def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=grouped), [2], eps)
-        g = ops.reshape(gy * ops.reshape(w, shape=list(bshape)), shape=grouped)
+        g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
         gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=shape)
         return [gx, ops.sum(gy * ops.reshape(xhat, shape=shape), axes=axes), ops.sum(gy, axes=axes)]
-    return ctx.grad_graph(grads)
+    return formula
+
+
+def _group_gradient(ctx: NodeContext):
+    groups, _, _ = _group_layout(ctx)
+    eps = ctx.attrs["eps"]
+    # gx, gweight, gbias in one fused kernel; its own gradient is the VJP of _group_formula
+    return ctx.grad_graph(lambda x, w, b, y, gy: list(ops.group_norm_grad_internal(x, w, gy, num_groups=groups,
+                                                                                    eps=eps)))
+
+
+def _group_grad_shape(ctx: NodeContext) -> list[TensorType]:
+    x, w, gy = same_float(ctx)
+    c, groups = (x.shape[1] if x.rank >= 2 else 0), ctx.attrs["num_groups"]
+    if x.rank < 2 or gy != x or w.shape != (c,) or groups < 1 or c % groups:
+        raise ctx.error(f"expected x [N, C, ...], weight [C], gy of x's type and num_groups dividing C, got {x}, "
+                        f"{w}, {gy}, num_groups = {groups}")
+    return [x, w, w]
+
+
+def _group_grad_kernel(ctx: NodeContext) -> Callable:
+    x_t, groups, eps = ctx.input_types[0], ctx.attrs["num_groups"], ctx.attrs["eps"]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(x_t), ctx.output_types
+    n, c = x_t.shape[:2]
+
+    def kernel(x: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
+        xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(n * groups, -1), eps)
+        gy3 = np.asarray(gy, acc).reshape(n, c, -1)
+        gb = _channel_sums(gy3)
+        gw = np.einsum("ncs,ncs->c", gy3, xhat.reshape(n, c, -1))
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
+        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat, rstd, scratch=True)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _group_grad_gradient(ctx: NodeContext):
+    formula = _group_formula(list(ctx.input_types[0].shape), ctx.attrs["num_groups"], ctx.attrs["eps"])
+    return ctx.grad_graph(lambda x, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [x, w, gy], [ggx, ggw, ggb]))
+
+
+GROUP_NORM_GRAD = OpSchema(
+    "group_norm_grad_internal",
+    inputs=("x", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"num_groups": AttrSpec("int", doc="the forward's num_groups"), "eps": _EPS},
+    shape_infer=_group_grad_shape,
+    kernels={"cpu": _group_grad_kernel},
+    gradient=_group_grad_gradient,
+    doc="group_norm's gradients for x, weight and bias in one fused kernel.",
+    examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}),
+              Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[2, 4, 3, 3]"], {"num_groups": 2}),
+              Example(["f64[3, 4]", "f64[4]", "f64[3, 4]"], {"num_groups": 1})],
+)
 
 
 GROUP_NORM = OpSchema(
@@ -435,4 +780,112 @@ GROUP_NORM = OpSchema(
     ],
 )
 
-SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, BATCH_NORM, BATCH_NORM_GRAD, GROUP_NORM]
+
+# The training pair with saved statistics (see layer_norm_train_internal): group_norm_train_internal also
+# returns xhat and rstd[N, num_groups], group_norm_grad_saved_internal starts from them; the same bits as the pair.
+def _group_train_shape(ctx: NodeContext) -> list[TensorType]:
+    groups, _, _ = _group_layout(ctx)
+    x = ctx.input_types[0]
+    return [x, x, TensorType(x.dtype, (x.shape[0], groups))]
+
+
+def _group_train_kernel(ctx: NodeContext) -> Callable:
+    groups, _, bshape = _group_layout(ctx)
+    eps, acc, (y_t, xhat_t, rstd_t) = ctx.attrs["eps"], compute_dtype(ctx.input_types[0]), ctx.output_types
+    shape = y_t.shape
+
+    def kernel(x, w, b):  # noqa: ANN001, ANN202
+        xhat, rows = _fresh(shape, acc, shape[0] * groups, -1)
+        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(shape[0] * groups, -1), eps, out=rows)
+        y = xhat * np.asarray(w, acc).reshape(bshape)
+        y += np.asarray(b, acc).reshape(bshape)
+        return as_out(y, y_t), as_out(xhat, xhat_t), as_out(rstd.reshape(rstd_t.shape), rstd_t)
+    return kernel
+
+
+def _group_train_gradient(ctx: NodeContext):
+    groups, _, bshape = _group_layout(ctx)
+    eps, shape = ctx.attrs["eps"], list(ctx.input_types[0].shape)
+
+    def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
+        _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=[shape[0], groups, -1]), [2], eps)
+        xhat = ops.reshape(xhat, shape=shape)
+        y = xhat * ops.reshape(w, shape=list(bshape)) + ops.reshape(b, shape=list(bshape))
+        return [y, xhat, ops.reshape(rstd, shape=[shape[0], groups])]
+    return ctx.grad_graph(lambda x, w, b, y, xhat, rstd, gy, g_xhat, g_rstd: inlined_vjp(
+        formula, [x, w, b], [gy, g_xhat, g_rstd]))
+
+
+GROUP_NORM_TRAIN = OpSchema(
+    "group_norm_train_internal",
+    inputs=("x", "weight", "bias"),
+    outputs=("y", "xhat", "rstd"),
+    attrs={"num_groups": AttrSpec("int", doc="channel groups normalised together; must divide C"), "eps": _EPS},
+    shape_infer=_group_train_shape,
+    kernels={"cpu": _group_train_kernel},
+    gradient=_group_train_gradient,
+    doc="group_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per sample and group "
+        "(rstd[N, num_groups]), for group_norm_grad_saved_internal.",
+    examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[6]"], {"num_groups": 3}),
+              Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[4]"], {"num_groups": 2})],
+)
+
+
+def _group_saved_shape(ctx: NodeContext) -> list[TensorType]:
+    xhat, rstd, w, gy = same_float(ctx)
+    c, groups = (xhat.shape[1] if xhat.rank >= 2 else 0), ctx.attrs["num_groups"]
+    if xhat.rank < 2 or gy != xhat or w.shape != (c,) or groups < 1 or c % groups \
+            or rstd.shape != (xhat.shape[0], groups):
+        raise ctx.error(f"expected xhat [N, C, ...], rstd [N, num_groups], weight [C] and gy of xhat's type, "
+                        f"num_groups dividing C, got {xhat}, {rstd}, {w}, {gy}, num_groups = {groups}")
+    return [xhat, w, w]
+
+
+def _group_saved_kernel(ctx: NodeContext) -> Callable:
+    xhat_t, groups = ctx.input_types[0], ctx.attrs["num_groups"]
+    acc, (gx_t, gw_t, gb_t) = compute_dtype(xhat_t), ctx.output_types
+    n, c = xhat_t.shape[:2]
+
+    def kernel(xhat, rstd, w, gy):  # noqa: ANN001, ANN202
+        xhat3, gy3 = np.asarray(xhat, acc).reshape(n, c, -1), np.asarray(gy, acc).reshape(n, c, -1)
+        gb = _channel_sums(gy3)
+        gw = np.einsum("ncs,ncs->c", gy3, xhat3)
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
+        np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
+        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat3.reshape(n * groups, -1),
+                              np.asarray(rstd, acc).reshape(-1), scratch=False)
+        return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
+    return kernel
+
+
+def _group_saved_gradient(ctx: NodeContext):
+    groups, shape = ctx.attrs["num_groups"], list(ctx.input_types[0].shape)
+    grouped, axes = [shape[0], groups, -1], [0, *range(2, len(shape))]
+    bshape = [1, shape[1]] + [1] * (len(shape) - 2)
+
+    def formula(xhat, rstd, w, gy):  # noqa: ANN001, ANN202 - traced tensors
+        g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
+        gx = _traced_normalize_grad(g, ops.reshape(xhat, shape=grouped), ops.reshape(rstd, shape=[*grouped[:2], 1]),
+                                    [2])
+        return [ops.reshape(gx, shape=shape), ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+    return ctx.grad_graph(lambda xhat, rstd, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
+        formula, [xhat, rstd, w, gy], [ggx, ggw, ggb]))
+
+
+GROUP_NORM_GRAD_SAVED = OpSchema(
+    "group_norm_grad_saved_internal",
+    inputs=("xhat", "rstd", "weight", "gy"),
+    outputs=("gx", "gweight", "gbias"),
+    attrs={"num_groups": AttrSpec("int", doc="the forward's num_groups")},
+    shape_infer=_group_saved_shape,
+    kernels={"cpu": _group_saved_kernel},
+    gradient=_group_saved_gradient,
+    doc="group_norm's gradients for x, weight and bias from group_norm_train_internal's xhat and rstd.",
+    examples=[Example(["f32[2, 6, 5]", "f32[2, 3]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}, low=0.5, high=1.5),
+              Example(["f64[2, 4, 3, 3]", "f64[2, 2]", "f64[4]", "f64[2, 4, 3, 3]"], {"num_groups": 2}, low=0.5,
+                      high=1.5)],
+)
+
+SCHEMAS = [LAYER_NORM, LAYER_NORM_GRAD, LAYER_NORM_TRAIN, LAYER_NORM_GRAD_SAVED, BATCH_NORM, BATCH_NORM_GRAD,
+           BATCH_NORM_TRAIN, BATCH_NORM_GRAD_SAVED, GROUP_NORM, GROUP_NORM_GRAD, GROUP_NORM_TRAIN,
+           GROUP_NORM_GRAD_SAVED]

@@ -2,7 +2,7 @@
 
 Modules: ``conv`` (conv2d, conv_transpose1d/2d), ``pool`` (max/avg/adaptive
 2-D pooling), ``norm`` (layer_norm, batch_norm, group_norm) and
-``embedding``.
+``embedding``; the pass ``norm_passes.reuse_norm_statistics``.
 """
 
 from __future__ import annotations
@@ -17,3 +17,10 @@ def frame_register_ops():
     from . import conv, embedding, norm, pool
 
     return [*conv.SCHEMAS, *pool.SCHEMAS, *norm.SCHEMAS, *embedding.SCHEMAS]
+
+
+@hookimpl
+def frame_register_passes():
+    from . import norm_passes
+
+    return list(norm_passes.PASSES)
