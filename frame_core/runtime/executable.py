@@ -184,6 +184,8 @@ class Executable:
         coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
         result_problem, bad_result = self._result_problem, self._bad_result
         rows = prog.rows
+        # (checked runs) which calls are checked in full, and the outputs each kernel must return
+        full, wants = _check_plan(rows, everything=self.checks) if check else (None, None)
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
@@ -198,23 +200,36 @@ class Executable:
             k = 0
             problem = None
             try:
-                for k, (kernel, args, out, single, frees) in enumerate(steps):
-                    if check:
+                if check:
+                    for k, (kernel, args, out, single, frees) in enumerate(steps):
                         arrays = [regs[a] for a in args]
-                        before = _snapshot(rows[k], arrays)
-                        result = kernel(*arrays)
-                        problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
+                        if full[k]:
+                            before = _snapshot(rows[k], arrays)
+                            result = kernel(*arrays)
+                            problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
+                        else:
+                            result = kernel(*arrays)
+                            if not _plainly_sound(result, arrays, wants[kernel], rows[k][5] is not None):
+                                problem = result_problem(k, result, arrays)
                         if problem is not None:
                             break
-                    else:
+                        if single:
+                            regs[out] = result
+                        else:
+                            for o, r in zip(out, result):
+                                regs[o] = r
+                        for f in frees:
+                            regs[f] = None
+                else:
+                    for k, (kernel, args, out, single, frees) in enumerate(steps):
                         result = kernel(*[regs[a] for a in args])
-                    if single:
-                        regs[out] = result
-                    else:
-                        for o, r in zip(out, result):
-                            regs[o] = r
-                    for f in frees:
-                        regs[f] = None
+                        if single:
+                            regs[out] = result
+                        else:
+                            for o, r in zip(out, result):
+                                regs[o] = r
+                        for f in frees:
+                            regs[f] = None
             except (Exception, SystemExit) as exc:
                 fail(exc, k)
             if problem is not None:
@@ -532,6 +547,68 @@ def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: 
         if isinstance(other, np.ndarray) and np.may_share_memory(array, other):
             return f"an array sharing memory with its output {i} (each output needs memory of its own)"
     return None
+
+
+def _check_plan(rows: Sequence[tuple], everything: bool) -> tuple[list[bool], dict[Any, Any]]:
+    """Which calls of a checked run are checked in full, and what each kernel must return.
+
+    Kernels are built once per signature (op, input types, attributes: ``lower``), so a kernel object stands
+    for its signature. The first call of each kernel (with and without an ``out`` buffer) is checked in full:
+    the result's types, its memory against every input (``np.may_share_memory``) and the inputs' bytes before
+    and after (no write into an input). Every other call checks its result's dtype and shape and, by object
+    identity, that it shares no memory (``_plainly_sound``); a result that does not plainly pass gets the full
+    result check. With ``everything`` (``FRAME_CHECKS``) every call is checked in full. ``wants`` maps each
+    kernel to its outputs' ``(dtype, shape)`` (a kernel's output types follow from its signature).
+    """
+    full = [True] * len(rows)
+    wants: dict[Any, Any] = {}
+    if everything:
+        return full, wants
+    seen: set[tuple[int, bool]] = set()
+    for k, row in enumerate(rows):
+        kernel = row[2]
+        signature = (id(kernel), row[5] is None)  # (every kernel lives as long as the program)
+        if signature in seen:
+            full[k] = False
+        else:
+            seen.add(signature)
+        if kernel not in wants:
+            wants[kernel] = tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in row[1].outputs])
+    return full, wants
+
+
+def _plainly_sound(result: Any, args: Sequence[Any], want: tuple, buffered: bool) -> bool:
+    """Whether ``result`` is plainly right without a full check: an exact ndarray of each wanted dtype and shape
+    that is the call's ``out`` buffer (the last argument when ``buffered``) or owns its memory (``base`` is
+    ``None``, and it is none of the inputs, nor the owner an input views). An input whose memory belongs to a
+    non-array object, or to an array that does not own it, is not plain. False sends the result to the full
+    check (``_result_problem``), which decides; so this only ever accepts what the full check accepts."""
+    if len(want) == 1:
+        got: Any = (result,)
+    elif result.__class__ is tuple and len(result) == len(want):
+        got = result
+    else:
+        return False
+    out = args[-1] if buffered else None
+    inputs = args[:-1] if buffered else args
+    for j, (dtype, shape) in enumerate(want):
+        array = got[j]
+        if array.__class__ is not np.ndarray or array.dtype is not dtype or array.shape != shape:
+            return False
+        if out is not None and (array is out or (out.__class__ is tuple and array is out[j])):
+            continue
+        if array.base is not None:
+            return False
+        for x in inputs:
+            if x is array or x.__class__ is not np.ndarray:
+                return False
+            base = x.base
+            if base is not None and (base is array or base.__class__ is not np.ndarray or base.base is not None):
+                return False
+        for other in got[:j]:
+            if other is array:
+                return False
+    return True
 
 
 class _FirstRunChecked:
