@@ -77,6 +77,7 @@ class Executable:
         self.output_names: list[str | None] = graph.output_names  # compile() gives the source graph's
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
+        self._made_steps: tuple[list[tuple[Any, ...]], list[Any]] | None = None
         self.source: str | None
         if len(program.rows) <= CODEGEN_LIMIT:
             self.source, self._fast = self._generate()
@@ -137,13 +138,18 @@ class Executable:
     def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any]]:
         """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
         output?, slots freed after)`` and the register template (inputs first, constants and buffers
-        preloaded). Used by the loop interpreter and the profiler."""
-        prog = self.program
-        steps = [(row[2], *row[4]) for row in prog.rows]
-        template: list[Any] = [None] * prog.n_slots
-        for k, array in prog.presets:
-            template[k] = array
-        return steps, template
+        preloaded). Used by the loop interpreter and the profiler; made once (the compile makes them for a long
+        program, with the collector paused: made again at the first run, a step per call cost a full collection
+        walking the whole program), and only read afterwards."""
+        made = self._made_steps
+        if made is None:
+            prog = self.program
+            steps = [(row[2], *row[4]) for row in prog.rows]
+            template: list[Any] = [None] * prog.n_slots
+            for k, array in prog.presets:
+                template[k] = array
+            made = self._made_steps = (steps, template)
+        return made
 
     def _first_run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """A run with every kernel's results checked; once one succeeds, later runs skip the checks."""
