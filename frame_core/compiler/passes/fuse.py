@@ -338,7 +338,8 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
     ref_get = ref.get
     external: list[Value] = []
     shape: list[tuple] = []
-    for k, node in enumerate(members):
+    exports = []
+    for k, (node, position) in enumerate(zip(members, group.positions)):
         refs = []
         for v in node.inputs:
             r = ref_get(v)
@@ -352,6 +353,8 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
             refs.append(r)
         out = node.outputs[0]
         ref[out] = -1 - k
+        if shared[position] or out in outputs:
+            exports.append(k)
         attrs = node.attrs
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
@@ -361,7 +364,6 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
             shape.append((node.op, tuple(refs), akey, out.type))
         else:
             shape.append((node.op, tuple(refs), out.type))
-    exports = [k for k, (i, node) in enumerate(zip(group.positions, members)) if shared[i] or node.outputs[0] in outputs]
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(members) - 1]
     key = (tuple(shape), tuple([(v.type, v.name) for v in external]), tuple(exports))
