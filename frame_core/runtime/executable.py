@@ -215,7 +215,7 @@ class Executable:
                             problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
                         else:
                             result = kernel(*arrays)
-                            if not _plainly_sound(result, arrays, wants[kernel], rows[k][5] is not None):
+                            if not _plainly_sound(result, arrays, wants[id(kernel)], rows[k][5] is not None):
                                 problem = result_problem(k, result, arrays)
                         if problem is not None:
                             break
@@ -564,22 +564,29 @@ def _check_plan(rows: Sequence[tuple], everything: bool) -> tuple[list[bool], di
     and after (no write into an input). Every other call checks its result's dtype and shape and, by object
     identity, that it shares no memory (``_plainly_sound``); a result that does not plainly pass gets the full
     result check. With ``everything`` (``FRAME_CHECKS``) every call is checked in full. ``wants`` maps each
-    kernel to its outputs' ``(dtype, shape)`` (a kernel's output types follow from its signature).
+    kernel's id to its outputs' ``(dtype, shape)`` (a kernel's output types follow from its signature; a node
+    recording other types than the kernel's first node is checked in full).
     """
     full = [True] * len(rows)
-    wants: dict[Any, Any] = {}
+    wants: dict[int, Any] = {}
     if everything:
         return full, wants
     seen: set[tuple[int, bool]] = set()
+    recorded: dict[int, list[Any]] = {}  # id of a kernel -> the output types its first node records
     for k, row in enumerate(rows):
-        kernel = row[2]
-        signature = (id(kernel), row[5] is None)  # (every kernel lives as long as the program)
+        ident = id(row[2])  # (every kernel lives as long as the program; a kernel object need not hash)
+        types = [v.type for v in row[1].outputs]
+        first = recorded.get(ident)
+        if first is None:
+            recorded[ident] = types
+            wants[ident] = tuple([(np.dtype(t.dtype.np), t.shape) for t in types])
+        elif types != first:  # a graph recording other types for one signature (types are interned)
+            continue  # checked in full against its own
+        signature = (ident, row[5] is None)
         if signature in seen:
             full[k] = False
         else:
             seen.add(signature)
-        if kernel not in wants:
-            wants[kernel] = tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in row[1].outputs])
     return full, wants
 
 

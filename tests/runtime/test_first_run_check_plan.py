@@ -122,7 +122,7 @@ def test_the_plan_checks_the_first_call_of_each_signature_in_full(reg, monkeypat
     ops_of = [row[1].op for row in exe.program.rows]
     late = [k for k, op in enumerate(ops_of) if op == "late_wider"]
     assert full[late[0]] and not full[late[1]]
-    assert wants[exe.program.rows[late[1]][2]] == ((np.dtype(np.float64), (4,)),)
+    assert wants[id(exe.program.rows[late[1]][2])] == ((np.dtype(np.float64), (4,)),)
     assert all(executable._check_plan(exe.program.rows, everything=True)[0])  # FRAME_CHECKS: every call in full
 
 
@@ -159,3 +159,24 @@ def test_plainly_sound_accepts_only_results_that_plainly_own_their_memory():
     assert not executable._plainly_sound([a], [fresh], want, False)
     assert not executable._plainly_sound((fresh, fresh), [a], want * 2, False)  # one array for two outputs
     assert executable._plainly_sound((fresh, a * 3.0), [a], want * 2, False)
+
+
+def test_a_kernel_object_that_does_not_hash_runs_checked(reg):
+    """A kernel is any callable: one that defines equality and so no hash (a dataclass) is keyed by its id."""
+    class Doubler:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other):
+            return isinstance(other, Doubler)
+
+        def __call__(self, x):
+            return x * 2.0
+
+    schema = _op("late_unhashed", lambda ctx: Doubler())
+    local = load_registry([FakeEntryPoint("late", _pack(), dist_name="frame-late", dist_version="0.1"),
+                           *[ep for ep in discover_entry_points() if ep.name == "ops_basic"]], environ={})
+    local.get("late_wider").kernels["cpu"] = schema.kernels["cpu"]
+    with use_registry(local):
+        graph = fc.trace(lambda x: ops.op("late_wider")(ops.neg(x)) + ops.op("late_wider")(ops.exp(x)), "f64[4]")
+        exe = fc.compile(graph, registry=local, cache=False, disable=["fuse_elementwise"])
+    np.testing.assert_array_equal(exe.run([X])[0], -2 * X + 2 * np.exp(X))
