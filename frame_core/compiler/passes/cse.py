@@ -88,7 +88,8 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph, ctx)
     read, copy, append, alias = rw.read, rw.copy, rw.new.nodes.append, rw.alias
     unchanged = rw.vmap.keys().isdisjoint
-    seen: dict[Any, Any] = {}  # key -> (the node kept, the input graph's node it came from, its position)
+    seen: dict[Any, int] = {}  # key -> the position of the node kept for it (an int: no object per node)
+    copies: dict[int, Any] = {}  # position -> the node kept there when it is not the input graph's own
     seen_get = seen.get
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     # id of a kept elementwise node that absorbed a twin -> the last position it or a twin is read (a kept node
@@ -122,13 +123,15 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             key = (op, ins_key)
         found = seen_get(key)
         if found is not None:
-            earlier = found[0]
+            earlier = copies.get(found)
+            if earlier is None:
+                earlier = nodes[found]
             outs = node.outputs
             if kind & 4:  # elementwise: where its value is last read decides between merging and recomputing
                 ends = ends_of(node, position)
                 earlier_ends = live_until.get(id(earlier))
                 if earlier_ends is None:
-                    earlier_ends = ends_of(found[1], found[2])
+                    earlier_ends = ends_of(nodes[found], found)
                 if earlier_ends < position and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
                     found = None  # its twin is dead here: recompute rather than keep it alive over the gap
                 elif ends > earlier_ends:
@@ -145,9 +148,11 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
                 continue
         if inputs is ins:
             append(node)
-            seen[key] = (node, node, position)
         else:
-            seen[key] = (copy(node, inputs), node, position)
+            kept = copy(node, inputs)
+            if kept is not node:
+                copies[position] = kept
+        seen[key] = position
     if not dropped:
         return graph
     ctx.note("eliminate_common_subexpressions", f"merged {len(dropped)} nodes")
