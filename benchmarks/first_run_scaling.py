@@ -1,17 +1,21 @@
-"""Trace + grad + compile + first run of chains of 10k and 100k nodes (issue 21: all four under 4 s at 100k).
+"""Trace + grad + compile + first run of chains of 10k, 30k and 100k nodes (issue 21: all four under 4 s at 100k).
 
 The chain is ``backward_scaling.py``'s. Each stage is timed in CPU seconds of this process (on a shared
-machine wall time mostly measures the neighbours), in a fresh graph per size; the first run checks every
-kernel's results (issue 8), later runs do not, so the second run is printed too. Prints the growth exponent
-log(t2/t1)/log(n2/n1) between sizes (1.0 is linear), the load average and the BLAS threads.
+machine wall time mostly measures the neighbours), in a fresh graph per size and round, the sizes interleaved
+within each round; the first run checks the kernels' results (issue 8), later runs do not, so the second run
+is printed too. Prints the median of the rounds per stage, the growth exponent log(t2/t1)/log(n2/n1) between
+consecutive sizes and the least-squares slope of log t over log n across all sizes (1.0 is linear), the load
+average and the BLAS threads.
 
-    python benchmarks/first_run_scaling.py [--sizes 10000 100000]
+    python benchmarks/first_run_scaling.py [--sizes 10000 30000 100000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
+import statistics
 import time
 
 from _env import describe_environment  # sets the malloc thresholds (see _env.py)
@@ -25,6 +29,7 @@ CLOCK = time.process_time
 
 
 def stages(n: int) -> dict[str, float]:
+    gc.collect()  # each round starts from a clean heap, as a fresh process would
     times = {}
     t = CLOCK()
     graph = chain_graph(n)
@@ -46,25 +51,45 @@ def stages(n: int) -> dict[str, float]:
     return times
 
 
+def slope(xs: list[float], ys: list[float]) -> float:
+    """The least-squares slope of log y over log x."""
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+PHASES = ("trace", "grad", "compile", "first run")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 30000, 100000])
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(describe_environment())
     fc.registry()
+    stages(200)  # warm: imports, kernel builders
+    rounds: dict[int, list[dict[str, float]]] = {n: [] for n in args.sizes}
+    for _ in range(args.rounds):
+        for n in args.sizes:
+            times = stages(n)
+            times["four"] = sum(times[k] for k in PHASES)
+            rounds[n].append(times)
+    medians = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in rounds.items()}
     previous = None
     for n in args.sizes:
-        times = stages(n)
-        total = times["trace"] + times["grad"] + times["compile"] + times["first run"]
-        line = f"{n:7d} nodes: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()) + f"; four together {total:.2f} s"
+        times = medians[n]
+        line = f"{n:7d} nodes: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items() if k != "four") + \
+            f"; four together {times['four']:.2f} s (median of {args.rounds})"
         if previous is not None:
-            p_n, p_times, p_total = previous
-            growth = {k: math.log(times[k] / p_times[k]) / math.log(n / p_n) for k in ("trace", "grad", "compile",
-                                                                                    "first run")}
-            growth["four"] = math.log(total / p_total) / math.log(n / p_n)
+            p_n, p_times = previous
+            growth = {k: math.log(times[k] / p_times[k]) / math.log(n / p_n) for k in (*PHASES, "four")}
             line += "\n               growth exponent: " + ", ".join(f"{k} {v:.2f}" for k, v in growth.items())
         print(line)
-        previous = (n, times, total)
+        previous = (n, times)
+    if len(args.sizes) > 2:
+        fit = {k: slope(args.sizes, [medians[n][k] for n in args.sizes]) for k in (*PHASES, "four")}
+        print("least-squares exponent over all sizes: " + ", ".join(f"{k} {v:.2f}" for k, v in fit.items()))
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ class Executable:
         self.output_names: list[str | None] = graph.output_names  # compile() gives the source graph's
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
+        self._made_steps: tuple[list[tuple[Any, ...]], list[Any]] | None = None
         self.source: str | None
         if len(program.rows) <= CODEGEN_LIMIT:
             self.source, self._fast = self._generate()
@@ -137,13 +138,18 @@ class Executable:
     def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any]]:
         """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
         output?, slots freed after)`` and the register template (inputs first, constants and buffers
-        preloaded). Used by the loop interpreter and the profiler."""
-        prog = self.program
-        steps = [(row[2], *row[4]) for row in prog.rows]
-        template: list[Any] = [None] * prog.n_slots
-        for k, array in prog.presets:
-            template[k] = array
-        return steps, template
+        preloaded). Used by the loop interpreter and the profiler; made once (the compile makes them for a long
+        program, with the collector paused: made again at the first run, a step per call cost a full collection
+        walking the whole program), and only read afterwards."""
+        made = self._made_steps
+        if made is None:
+            prog = self.program
+            steps = [(row[2], *row[4]) for row in prog.rows]
+            template: list[Any] = [None] * prog.n_slots
+            for k, array in prog.presets:
+                template[k] = array
+            made = self._made_steps = (steps, template)
+        return made
 
     def _first_run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """A run with every kernel's results checked; once one succeeds, later runs skip the checks."""
@@ -184,6 +190,8 @@ class Executable:
         coerce, fail, count, as_list = self._coerce, self._kernel_failed_at, self._bad_count, self._as_list
         result_problem, bad_result = self._result_problem, self._bad_result
         rows = prog.rows
+        # (checked runs) which calls are checked in full, and the outputs each kernel must return
+        full, wants = _check_plan(rows, everything=self.checks) if check else (None, None)
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
@@ -198,23 +206,36 @@ class Executable:
             k = 0
             problem = None
             try:
-                for k, (kernel, args, out, single, frees) in enumerate(steps):
-                    if check:
+                if check:
+                    for k, (kernel, args, out, single, frees) in enumerate(steps):
                         arrays = [regs[a] for a in args]
-                        before = _snapshot(rows[k], arrays)
-                        result = kernel(*arrays)
-                        problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
+                        if full[k]:
+                            before = _snapshot(rows[k], arrays)
+                            result = kernel(*arrays)
+                            problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
+                        else:
+                            result = kernel(*arrays)
+                            if not _plainly_sound(result, arrays, wants[id(kernel)], rows[k][5] is not None):
+                                problem = result_problem(k, result, arrays)
                         if problem is not None:
                             break
-                    else:
+                        if single:
+                            regs[out] = result
+                        else:
+                            for o, r in zip(out, result):
+                                regs[o] = r
+                        for f in frees:
+                            regs[f] = None
+                else:
+                    for k, (kernel, args, out, single, frees) in enumerate(steps):
                         result = kernel(*[regs[a] for a in args])
-                    if single:
-                        regs[out] = result
-                    else:
-                        for o, r in zip(out, result):
-                            regs[o] = r
-                    for f in frees:
-                        regs[f] = None
+                        if single:
+                            regs[out] = result
+                        else:
+                            for o, r in zip(out, result):
+                                regs[o] = r
+                        for f in frees:
+                            regs[f] = None
             except (Exception, SystemExit) as exc:
                 fail(exc, k)
             if problem is not None:
@@ -532,6 +553,75 @@ def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: 
         if isinstance(other, np.ndarray) and np.may_share_memory(array, other):
             return f"an array sharing memory with its output {i} (each output needs memory of its own)"
     return None
+
+
+def _check_plan(rows: Sequence[tuple], everything: bool) -> tuple[list[bool], dict[Any, Any]]:
+    """Which calls of a checked run are checked in full, and what each kernel must return.
+
+    Kernels are built once per signature (op, input types, attributes: ``lower``), so a kernel object stands
+    for its signature. The first call of each kernel (with and without an ``out`` buffer) is checked in full:
+    the result's types, its memory against every input (``np.may_share_memory``) and the inputs' bytes before
+    and after (no write into an input). Every other call checks its result's dtype and shape and, by object
+    identity, that it shares no memory (``_plainly_sound``); a result that does not plainly pass gets the full
+    result check. With ``everything`` (``FRAME_CHECKS``) every call is checked in full. ``wants`` maps each
+    kernel's id to its outputs' ``(dtype, shape)`` (a kernel's output types follow from its signature; a node
+    recording other types than the kernel's first node is checked in full).
+    """
+    full = [True] * len(rows)
+    wants: dict[int, Any] = {}
+    if everything:
+        return full, wants
+    seen: set[tuple[int, bool]] = set()
+    recorded: dict[int, list[Any]] = {}  # id of a kernel -> the output types its first node records
+    for k, row in enumerate(rows):
+        ident = id(row[2])  # (every kernel lives as long as the program; a kernel object need not hash)
+        types = [v.type for v in row[1].outputs]
+        first = recorded.get(ident)
+        if first is None:
+            recorded[ident] = types
+            wants[ident] = tuple([(np.dtype(t.dtype.np), t.shape) for t in types])
+        elif types != first:  # a graph recording other types for one signature (types are interned)
+            continue  # checked in full against its own
+        signature = (ident, row[5] is None)
+        if signature in seen:
+            full[k] = False
+        else:
+            seen.add(signature)
+    return full, wants
+
+
+def _plainly_sound(result: Any, args: Sequence[Any], want: tuple, buffered: bool) -> bool:
+    """Whether ``result`` is plainly right without a full check: an exact ndarray of each wanted dtype and shape
+    that is the call's ``out`` buffer (the last argument when ``buffered``) or owns its memory (``base`` is
+    ``None``, and it is none of the inputs, nor the owner an input views). An input whose memory belongs to a
+    non-array object, or to an array that does not own it, is not plain. False sends the result to the full
+    check (``_result_problem``), which decides; so this only ever accepts what the full check accepts."""
+    if len(want) == 1:
+        got: Any = (result,)
+    elif result.__class__ is tuple and len(result) == len(want):
+        got = result
+    else:
+        return False
+    out = args[-1] if buffered else None
+    inputs = args[:-1] if buffered else args
+    for j, (dtype, shape) in enumerate(want):
+        array = got[j]
+        if array.__class__ is not np.ndarray or array.dtype is not dtype or array.shape != shape:
+            return False
+        if out is not None and (array is out or (out.__class__ is tuple and array is out[j])):
+            continue
+        if array.base is not None:
+            return False
+        for x in inputs:
+            if x is array or x.__class__ is not np.ndarray:
+                return False
+            base = x.base
+            if base is not None and (base is array or base.__class__ is not np.ndarray or base.base is not None):
+                return False
+        for other in got[:j]:
+            if other is array:
+                return False
+    return True
 
 
 class _FirstRunChecked:

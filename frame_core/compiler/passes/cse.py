@@ -69,15 +69,32 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
         traits = schemas[op].traits
         kinds[op] = ((0 if op in effects else 3 if op in nested else 2 if "commutative" in traits else 1)
                      + (4 if "elementwise" in traits and op not in effects else 0))
-    last_use = _last_uses(graph, schemas, effects, nested)
-    last_get = last_use.get
+    # the last uses are needed only once a twin turns up (most graphs have few or none): made on demand
+    last_uses: list[dict[Any, int]] = []
+
+    def last_use() -> dict[Any, int]:
+        if not last_uses:
+            last_uses.append(_last_uses(graph, schemas, effects, nested))
+        return last_uses[0]
+
+    def ends_of(node: Any, position: int) -> int:
+        """Where the outputs of ``node`` (a node of the input graph, at ``position``) are last read."""
+        get = last_use().get
+        outs = node.outputs
+        if len(outs) == 1:
+            return get(outs[0], position)
+        return max([get(v, position) for v in outs], default=position)
+
     rw = Rewriter(graph, ctx)
     read, copy, append, alias = rw.read, rw.copy, rw.new.nodes.append, rw.alias
     unchanged = rw.vmap.keys().isdisjoint
-    seen: dict[Any, Any] = {}
+    seen: dict[Any, int] = {}  # key -> the position of the node kept for it (an int: no object per node)
+    copies: dict[int, Any] = {}  # position -> the node kept there when it is not the input graph's own
     seen_get = seen.get
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
-    live_until: dict[int, int] = {}  # id of a kept elementwise node -> the last position it or a twin is read
+    # id of a kept elementwise node that absorbed a twin -> the last position it or a twin is read (a kept node
+    # that absorbed none is read last where its own outputs are: ``ends_of``)
+    live_until: dict[int, int] = {}
     dropped = []  # the nodes merged into an earlier twin
     for position, node in enumerate(nodes):
         op = node.op
@@ -104,33 +121,38 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             key = (op, ins_key, akey)  # equal op, inputs and attributes: equal output types
         else:
             key = (op, ins_key)
-        earlier = seen_get(key)
-        outs = node.outputs
-        if kind & 4:  # elementwise: where its value is last read decides between merging and recomputing
-            if len(outs) == 1:
-                ends = last_get(outs[0], position)
-            else:
-                ends = max([last_get(v, position) for v in outs], default=position)
-            if earlier is not None and live_until[id(earlier)] < position \
-                    and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
-                earlier = None  # its twin is dead here: recompute rather than keep it alive over the gap
-        elif earlier is not None and op == "constant" and earlier.outputs[0] not in last_use:
-            earlier = None  # a twin nothing live reads (dead-node elimination drops it): this one is kept instead,
-            # so its readers need no rewiring (a gradient's `1 - y**2` constants once merged into a folded seed)
-        if earlier is None:
-            if inputs is ins:
-                append(node)
-                seen[key] = node
-            else:
-                seen[key] = node = copy(node, inputs)
-            if kind & 4:
-                live_until[id(node)] = ends
+        found = seen_get(key)
+        if found is not None:
+            earlier = copies.get(found)
+            if earlier is None:
+                earlier = nodes[found]
+            outs = node.outputs
+            if kind & 4:  # elementwise: where its value is last read decides between merging and recomputing
+                ends = ends_of(node, position)
+                earlier_ends = live_until.get(id(earlier))
+                if earlier_ends is None:
+                    earlier_ends = ends_of(nodes[found], found)
+                if earlier_ends < position and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
+                    found = None  # its twin is dead here: recompute rather than keep it alive over the gap
+                elif ends > earlier_ends:
+                    live_until[id(earlier)] = ends
+                else:
+                    live_until[id(earlier)] = earlier_ends
+            elif op == "constant" and earlier.outputs[0] not in last_use():
+                found = None  # a twin nothing live reads (dead-node elimination drops it): this one is kept instead,
+                # so its readers need no rewiring (a gradient's `1 - y**2` constants once merged into a folded seed)
+            if found is not None:
+                for old, new in zip(outs, earlier.outputs):
+                    alias(old, new)
+                dropped.append(node)
+                continue
+        if inputs is ins:
+            append(node)
         else:
-            for old, new in zip(outs, earlier.outputs):
-                alias(old, new)
-            if kind & 4 and ends > live_until[id(earlier)]:
-                live_until[id(earlier)] = ends
-            dropped.append(node)
+            kept = copy(node, inputs)
+            if kept is not node:
+                copies[position] = kept
+        seen[key] = position
     if not dropped:
         return graph
     ctx.note("eliminate_common_subexpressions", f"merged {len(dropped)} nodes")

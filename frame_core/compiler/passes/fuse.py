@@ -128,6 +128,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
             constants.append(i)
             continue
         rank += 1
+        ps = [where(v, -1) for v in ins]  # each input's producer position, looked up once
         if not fusable[op] or len(outs) != 1 or not ins:
             for v in outs:
                 position[v] = i
@@ -141,22 +142,20 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
             position[value] = i
             out_t = value.type
             chosen = None
-            if len(ins) == 1:  # its one input is the group's own value
-                p = where(ins[0], -1)
+            if len(ps) == 1:  # its one input is the group's own value
+                p = ps[0]
                 g = group_at[p] if p >= 0 else None
                 if g is not None and g.type is out_t:
                     chosen = g
             else:
-                for v in ins:
-                    p = where(v, -1)
+                for p in ps:
                     if p < 0:
                         continue
                     g = group_at[p]
                     if g is None or g.type is not out_t:
                         continue
                     first = g.first
-                    for w in ins:  # every outside input is defined before the group starts
-                        q = where(w, -1)
+                    for q in ps:  # every outside input is defined before the group starts
                         if q >= first and group_at[q] is not g:
                             break
                     else:
@@ -171,8 +170,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
                 chosen.last = i
             group_at[i] = chosen
             near = None
-            for v in ins:
-                p = where(v, -1)
+            for p in ps:
                 g = adjacent_at[p] if p >= 0 else None
                 if g is not None and g.type is out_t and g.rank == rank - 1:
                     near = g
@@ -187,8 +185,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
                 near.rank = rank
             adjacent_at[i] = near
             here = chosen.first
-        for v in ins:  # every read, once: who reads each value from outside its group, and until when
-            p = where(v, -1)
+        for v, p in zip(ins, ps):  # every read, once: who reads each value from outside its group, and until when
             if p < 0:
                 if p == -2:
                     constant_readers.append(i)
@@ -341,7 +338,8 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
     ref_get = ref.get
     external: list[Value] = []
     shape: list[tuple] = []
-    for k, node in enumerate(members):
+    exports = []
+    for k, (node, position) in enumerate(zip(members, group.positions)):
         refs = []
         for v in node.inputs:
             r = ref_get(v)
@@ -355,6 +353,8 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
             refs.append(r)
         out = node.outputs[0]
         ref[out] = -1 - k
+        if shared[position] or out in outputs:
+            exports.append(k)
         attrs = node.attrs
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
@@ -364,7 +364,6 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
             shape.append((node.op, tuple(refs), akey, out.type))
         else:
             shape.append((node.op, tuple(refs), out.type))
-    exports = [k for k, (i, node) in enumerate(zip(group.positions, members)) if shared[i] or node.outputs[0] in outputs]
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(members) - 1]
     key = (tuple(shape), tuple([(v.type, v.name) for v in external]), tuple(exports))
