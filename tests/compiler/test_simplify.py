@@ -88,3 +88,38 @@ def test_rules_cascade_through_values_already_rewritten():
     found, got, want = compiled_ops(lambda x: -(-(x * 1.0)) + -0.0, "f32[3]")
     assert found == []  # the output is the input itself
     np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("expand", ["sum_grad", "broadcast"])
+def test_x_times_an_expanded_scalar_one_is_x_even_where_folding_would_not_materialise_it(expand):
+    """A loss's seed is sum_grad_internal(1.0) to the input's shape: at [300, 300] it is larger than constant
+    folding materialises, and multiplying by it was a full pass over the data in every training step."""
+    shape = [300, 300]
+
+    def f(x):
+        one = fc.constant(np.array(1.0, np.float32))
+        ones = (ops.sum_grad_internal(one, input_shape=shape, axes=(0, 1)) if expand == "sum_grad"
+                else ops.broadcast_to_internal(one, shape=shape))
+        return x * ones
+
+    graph = fc.trace(f, "f32[300, 300]")
+    exe = fc.compile(graph, opt_level=1, cache=False)
+    assert [n.op for n in exe.graph.nodes] == []  # the output is the input itself
+    x = np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32)
+    x[0, :4] = [-0.0, np.inf, np.nan, -np.inf]
+    np.testing.assert_array_equal(exe.run([x])[0], fc.compile(graph, opt_level=0, cache=False).run([x])[0])
+
+
+def test_an_expanded_scalar_that_is_not_one_or_that_broadcasts_x_is_kept():
+    def not_one(x):
+        return x * ops.broadcast_to_internal(fc.constant(np.array(2.0, np.float32)), shape=[300, 300])
+
+    def broadcasts(x):
+        return x * ops.broadcast_to_internal(fc.constant(np.array(1.0, np.float32)), shape=[300, 300])
+
+    for fn, type_ in ((not_one, "f32[300, 300]"), (broadcasts, "f32[300]")):
+        graph = fc.trace(fn, type_)
+        exe = fc.compile(graph, opt_level=1, cache=False)
+        assert "mul" in [n.op for n in exe.graph.nodes]
+        x = np.linspace(-3, 3, 300 if type_ == "f32[300]" else 90000, dtype=np.float32).reshape(graph.inputs[0].shape)
+        np.testing.assert_array_equal(exe.run([x])[0], fc.compile(graph, opt_level=0, cache=False).run([x])[0])

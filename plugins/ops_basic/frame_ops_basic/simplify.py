@@ -40,6 +40,19 @@ def _zeros(v: Value, negative: bool) -> bool:
     return np.issubdtype(value.dtype, np.integer) or bool(np.all(np.signbit(value) == negative))
 
 
+#: Ops that only copy their input along new or size-1 axes: an expansion of constant ones is ones.
+_EXPANSIONS = frozenset({"sum_grad_internal", "broadcast_to_internal", "broadcast_to"})
+
+
+def _ones(v: Value) -> bool:
+    """Whether ``v`` is a constant of ones, or an expansion of one (a loss's seed ``sum_grad_internal(1.0)`` is
+    far larger than constant folding materialises, so it stays an expansion of a scalar)."""
+    p = v.producer
+    if p is not None and p.op in _EXPANSIONS:
+        v = p.inputs[0]
+    return _all_equal(v, 1)
+
+
 def _producer_op(v: Value) -> str | None:
     return v.producer.op if v.producer is not None else None
 
@@ -51,8 +64,8 @@ RULES: list[tuple[str, Callable]] = [
     ("add", lambda i, n: i[1] if _zeros(i[0], negative=True) else None),           # (-0.0) + x -> x, likewise
     # x - (+0.0) -> x: it is x + (-0.0), exact; x - (-0.0) is x + (+0.0), which is not
     ("sub", lambda i, n: i[0] if _zeros(i[1], negative=False) else None),
-    ("mul", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x * 1 -> x: exact, signs and NaN kept
-    ("mul", lambda i, n: i[1] if _all_equal(i[0], 1) else None),                    # 1 * x -> x: likewise
+    ("mul", lambda i, n: i[0] if _ones(i[1]) else None),                            # x * 1 -> x: exact, signs and NaN kept
+    ("mul", lambda i, n: i[1] if _ones(i[0]) else None),                            # 1 * x -> x: likewise
     ("div", lambda i, n: i[0] if _all_equal(i[1], 1) else None),                    # x / 1 -> x: likewise
     ("neg", lambda i, n: i[0].producer.inputs[0] if _producer_op(i[0]) == "neg" else None),   # -(-x) -> x
     ("stop_gradient", lambda i, n: i[0]),                                           # identity once differentiated
@@ -66,7 +79,8 @@ for _op, _rule in RULES:
     _BY_OP.setdefault(_op, []).append(_rule)
 
 
-#: Ops whose rules all need a constant operand (x+-0, x-0, x*1, x/1): without one nothing applies.
+#: Ops whose rules all need a constant operand (x+-0, x-0, x*1, x/1), or for mul an expanded constant:
+#: without one nothing applies.
 _WITH_CONSTANT = frozenset({"add", "sub", "mul", "div"})
 
 
@@ -76,7 +90,7 @@ def _rewrite_of(node, inputs) -> Value | None:  # noqa: ANN001 - a Node and its 
     if op in _WITH_CONSTANT:
         for v in inputs:
             p = v.producer
-            if p is not None and p.op == "constant":
+            if p is not None and (p.op == "constant" or (p.op in _EXPANSIONS and op == "mul")):
                 break
         else:
             return None
@@ -121,4 +135,4 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
 
 
 PASSES = [PassSpec("simplify_algebra", simplify_algebra, after="fold_constants", min_level=1,
-                   doc="x+(-0.0), x-(+0.0), x*1, x/1, -(-x), identity reshapes/transposes/broadcasts, stop_gradient -> x")]
+                   doc="x+(-0.0), x-(+0.0), x*1 (1 also broadcast), x/1, -(-x), identity reshapes/transposes/broadcasts, stop_gradient -> x")]
