@@ -50,13 +50,28 @@ def selective_scan_forward(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: n
     The state runs time-major, ``(L, batch, groups, D / groups, N)``, so each
     step of the recurrence touches one contiguous block.
     """
+    return selective_scan_saving(u, delta, A, B, C, D, z, delta_bias, delta_softplus, groups, dtype)[0]
+
+
+def step_size(delta: np.ndarray, delta_bias: np.ndarray | None, delta_softplus: bool,
+              dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(dt, raw)``: ``raw = delta + delta_bias``, ``dt = softplus(raw)`` if asked, else ``raw``; (batch, D, L)."""
+    raw = np.asarray(delta, dtype)
+    if delta_bias is not None:
+        raw = raw + np.asarray(delta_bias, dtype)[:, None]
+    return (softplus(raw) if delta_softplus else raw), raw
+
+
+def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
+                          D: np.ndarray | None, z: np.ndarray | None, delta_bias: np.ndarray | None,
+                          delta_softplus: bool, groups: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """``(out, a, h)``: the forward's output and what the backward reads, ``a = exp(delta A)`` and the state
+    ``h``, both time-major ``(L, batch, groups, D / groups, N)`` (``out`` is ``selective_scan_forward``'s)."""
     batch, dim, length = u.shape
     n = A.shape[1]
     per = dim // groups
-    u, delta, A = (np.asarray(x, dtype) for x in (u, delta, A))
-    dt = delta if delta_bias is None else delta + np.asarray(delta_bias, dtype)[:, None]
-    if delta_softplus:
-        dt = softplus(dt)
+    u, A = (np.asarray(x, dtype) for x in (u, A))
+    dt, _ = step_size(delta, delta_bias, delta_softplus, dtype)
     dt_t = np.ascontiguousarray(dt.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
     a = np.exp(dt_t * A.reshape(groups, per, n))                                  # exp(delta_t A)
     du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
@@ -75,7 +90,90 @@ def selective_scan_forward(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: n
     if z is not None:
         z = np.asarray(z, dtype)
         out = out * (z * sigmoid(z))
-    return out
+    return out, a, h
+
+
+def _contract_n(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``sum_n x * m`` keeping the axis: x (L, batch, G, P, N), m B or C in ``time_major`` form."""
+    if m.ndim == 3:  # constant (G, P, N)
+        return np.einsum("lbgpn,gpn->lbgp", x, m)[..., None]
+    return np.matmul(x, m.swapaxes(-1, -2))  # (L, batch, G|1, 1, N): a batch of (P, N) @ (N, 1)
+
+
+def _sum_to_form(x: np.ndarray, w: np.ndarray, form: str, own: int, shape: tuple[int, ...]) -> np.ndarray:
+    """``sum over the channels of x * w`` back in B's/C's form: x (L, batch, G, P, N), w (L, batch, G, P, 1)."""
+    length, batch, groups, per, n = x.shape
+    if form == "variable":  # per (l, b): w (1, G P) @ x (G P, N)
+        flat = np.matmul(w.reshape(length * batch, 1, groups * per), x.reshape(length * batch, groups * per, n))
+        return flat.reshape(length, batch, n).transpose(1, 2, 0)
+    if form == "grouped":
+        g = (x * w).reshape(length, batch, own, groups // own, per, n).sum(axis=(3, 4))
+        return g.transpose(1, 2, 3, 0)
+    return np.einsum("lbgpn,lbgp->gpn", x, w[..., 0]).reshape(shape)
+
+
+def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, gout: np.ndarray,
+                            optional: tuple[str, ...], forms: tuple[str, str, int, int], delta_softplus: bool,
+                            groups: int, dtype: np.dtype) -> list[np.ndarray]:
+    """Mamba's backward (``_selective``'s docstring) in numpy over the saved ``a`` and ``h``: one gradient per
+    input of ``xs`` (u, delta, A, B, C, then the optional inputs in ``optional``'s order)."""
+    u, delta, A, B, C = (np.asarray(x, dtype) for x in xs[:5])
+    extra = dict(zip(optional, xs[5:]))
+    D, z, bias = extra.get("D"), extra.get("z"), extra.get("delta_bias")
+    b_form, c_form, b_groups, c_groups = forms
+    batch, dim, length = u.shape
+    n = A.shape[1]
+    per = dim // groups
+
+    def to_state(x: np.ndarray) -> np.ndarray:  # (batch, D, L) -> (L, batch, G, P, 1), contiguous
+        return np.ascontiguousarray(x.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
+
+    def from_state(x: np.ndarray) -> np.ndarray:
+        return x.reshape(length, batch, dim).transpose(1, 2, 0)
+
+    dt, raw = step_size(delta, bias, delta_softplus, dtype)
+    b_mat, c_mat = time_major(B, dtype, groups, per), time_major(C, dtype, groups, per)
+    gout = np.asarray(gout, dtype)
+    gy = gout
+    grads: dict[str, np.ndarray] = {}
+    if z is not None:
+        z = np.asarray(z, dtype)
+        sig = sigmoid(z)
+        y_pre = from_state(_contract_n(h, c_mat))
+        if D is not None:
+            y_pre = y_pre + u * np.asarray(D, dtype)[:, None]
+        one = dtype.type(1)
+        grads["z"] = gout * y_pre * (sig * (z * (one - sig) + one))
+        gy = gout * (z * sig)
+    if D is not None:
+        grads["D"] = (gy * u).sum(axis=(0, 2))
+    gy_s = to_state(gy)
+    grads["C"] = _sum_to_form(h, gy_s, c_form, c_groups, C.shape)
+    # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1}: the adjoint of h, walked backwards in place
+    lam = gy_s * c_mat  # (L, batch, G, P, N), a fresh array
+    scratch = np.empty_like(lam[:1])
+    for t in range(length - 2, -1, -1):
+        np.multiply(a[t + 1:t + 2], lam[t + 1:t + 2], out=scratch)
+        lam[t:t + 1] += scratch
+    ga_a = np.empty_like(lam)  # lam_t h_{t-1} a_t, h_{-1} = 0
+    ga_a[:1] = 0
+    np.multiply(lam[1:], h[:-1], out=ga_a[1:])
+    ga_a[1:] *= a[1:]
+    dt_s, u_s = to_state(dt), to_state(u)
+    lam_b = _contract_n(lam, b_mat)
+    a_s = A.reshape(groups, per, n)
+    g_dt = np.einsum("lbgpn,gpn->lbgp", ga_a, a_s)[..., None] + lam_b * u_s
+    grads["A"] = np.einsum("lbgpn,lbgp->gpn", ga_a, dt_s[..., 0]).reshape(dim, n)
+    grads["B"] = _sum_to_form(lam, dt_s * u_s, b_form, b_groups, B.shape)
+    gu = from_state(lam_b * dt_s)
+    grads["u"] = gu if D is None else gu + gy * np.asarray(D, dtype)[:, None]
+    g_raw = from_state(g_dt)
+    if delta_softplus:
+        g_raw = g_raw * sigmoid(raw)
+    grads["delta"] = g_raw
+    if bias is not None:
+        grads["delta_bias"] = g_raw.sum(axis=(0, 2))
+    return [grads[name] for name in ("u", "delta", "A", "B", "C", *optional)]
 
 
 def time_major(m: np.ndarray, dtype: np.dtype, groups: int, per: int) -> np.ndarray:
