@@ -21,14 +21,20 @@ def linear_scan(a: np.ndarray, b: np.ndarray, axis: int, reverse: bool, dtype: n
     """
     am = np.ascontiguousarray(np.moveaxis(a, axis, 0), dtype)
     h = np.array(np.moveaxis(b, axis, 0), dtype, order="C")  # h_t starts as b_t
+    scan_in_place(am, h, reverse)
+    return np.moveaxis(h, 0, axis)
+
+
+def scan_in_place(a: np.ndarray, h: np.ndarray, reverse: bool = False) -> None:
+    """``h_t += a_t * h_{t-1}`` along axis 0 of C-contiguous ``h`` (``h_{t+1}`` if ``reverse``), in place; ``a``
+    broadcasts to ``h``. One scratch step, so the loop allocates nothing."""
     n = h.shape[0]
     scratch = np.empty_like(h[:1])
     steps = range(n - 2, -1, -1) if reverse else range(1, n)
     for t in steps:
         prev = t + 1 if reverse else t - 1
-        np.multiply(am[t:t + 1], h[prev:prev + 1], out=scratch)
+        np.multiply(a[t:t + 1], h[prev:prev + 1], out=scratch)
         h[t:t + 1] += scratch
-    return np.moveaxis(h, 0, axis)
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -65,17 +71,20 @@ def step_size(delta: np.ndarray, delta_bias: np.ndarray | None, delta_softplus: 
 def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
                           D: np.ndarray | None, z: np.ndarray | None, delta_bias: np.ndarray | None,
                           delta_softplus: bool, groups: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
-    """``(out, a, h)``: the forward's output and what the backward reads, ``a = exp(delta A)`` and the state
-    ``h``, both time-major ``(L, batch, groups, D / groups, N)`` (``out`` is ``selective_scan_forward``'s)."""
+    """``(out, a, h, dt, y)``: the forward's output and what the backward reads: ``a = exp(delta A)`` and the
+    state ``h``, both time-major ``(L, batch, groups, D / groups, N)``, the step ``dt`` and ``y = C h + D u``
+    (the output before the gate), both (batch, D, L). ``out`` is ``selective_scan_forward``'s."""
     batch, dim, length = u.shape
     n = A.shape[1]
     per = dim // groups
     u, A = (np.asarray(x, dtype) for x in (u, A))
     dt, _ = step_size(delta, delta_bias, delta_softplus, dtype)
     dt_t = np.ascontiguousarray(dt.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
-    a = np.exp(dt_t * A.reshape(groups, per, n))                                  # exp(delta_t A)
+    a = dt_t * A.reshape(groups, per, n)
+    np.exp(a, out=a)                                                              # exp(delta_t A)
     du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
-    h = linear_scan(a, du * time_major(B, dtype, groups, per), 0, False, dtype)  # h_t = a_t h_{t-1} + delta_t B_t u_t
+    h = du * time_major(B, dtype, groups, per)
+    scan_in_place(a, h)                                                           # h_t = a_t h_{t-1} + delta_t B_t u_t
     c = time_major(C, dtype, groups, per)
     # y_t = C_t h_t: a contraction over N by einsum (a batched matmul here is thousands of tiny calls)
     if c.ndim == 3:
@@ -87,10 +96,11 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     out = y.reshape(length, batch, dim).transpose(1, 2, 0)
     if D is not None:
         out = out + u * np.asarray(D, dtype)[:, None]
+    y_pre = out
     if z is not None:
         z = np.asarray(z, dtype)
         out = out * (z * sigmoid(z))
-    return out, a, h
+    return out, a, h, dt, y_pre
 
 
 def _contract_n(x: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -112,11 +122,12 @@ def _sum_to_form(x: np.ndarray, w: np.ndarray, form: str, own: int, shape: tuple
     return np.einsum("lbgpn,lbgp->gpn", x, w[..., 0]).reshape(shape)
 
 
-def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, gout: np.ndarray,
+def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, dt: np.ndarray, y_pre: np.ndarray,
+                            gout: np.ndarray,
                             optional: tuple[str, ...], forms: tuple[str, str, int, int], delta_softplus: bool,
                             groups: int, dtype: np.dtype) -> list[np.ndarray]:
-    """Mamba's backward (``_selective``'s docstring) in numpy over the saved ``a`` and ``h``: one gradient per
-    input of ``xs`` (u, delta, A, B, C, then the optional inputs in ``optional``'s order)."""
+    """Mamba's backward (``_selective``'s docstring) in numpy over what ``selective_scan_saving`` returned: one
+    gradient per input of ``xs`` (u, delta, A, B, C, then the optional inputs in ``optional``'s order)."""
     u, delta, A, B, C = (np.asarray(x, dtype) for x in xs[:5])
     extra = dict(zip(optional, xs[5:]))
     D, z, bias = extra.get("D"), extra.get("z"), extra.get("delta_bias")
@@ -131,7 +142,7 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     def from_state(x: np.ndarray) -> np.ndarray:
         return x.reshape(length, batch, dim).transpose(1, 2, 0)
 
-    dt, raw = step_size(delta, bias, delta_softplus, dtype)
+    raw = np.asarray(delta, dtype) if bias is None else np.asarray(delta, dtype) + np.asarray(bias, dtype)[:, None]
     b_mat, c_mat = time_major(B, dtype, groups, per), time_major(C, dtype, groups, per)
     gout = np.asarray(gout, dtype)
     gy = gout
@@ -139,9 +150,6 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     if z is not None:
         z = np.asarray(z, dtype)
         sig = sigmoid(z)
-        y_pre = from_state(_contract_n(h, c_mat))
-        if D is not None:
-            y_pre = y_pre + u * np.asarray(D, dtype)[:, None]
         one = dtype.type(1)
         grads["z"] = gout * y_pre * (sig * (z * (one - sig) + one))
         gy = gout * (z * sig)

@@ -173,11 +173,23 @@ class _Math:
         b_mat = self.mat_to_state(B, lay.b_form, lay.b_groups)
         return a, ops.linear_scan(a, dt_s * self.to_state(u) * b_mat, axis=0)
 
-    def backward(self, xs, a, h, gout):  # noqa: ANN001, ANN201 - one gradient per input, given a and h
+    def pre_gate(self, xs, h):  # noqa: ANN001, ANN201 - y = C h + D u, (batch, D, L): the output before the gate
+        u, _, _, _, C, D, _, _ = self.named(xs)
+        y = self.from_state(ops.sum(h * self.mat_to_state(C, self.lay.c_form, self.lay.c_groups), axes=[4],
+                                    keepdims=True))
+        return y if D is None else y + u * ops.reshape(D, shape=[self.lay.dim, 1])
+
+    def saved(self, xs):  # noqa: ANN001, ANN201 - (a, h, dt, y): what the saving kernel returns after out
+        a, h = self.decay_and_state(xs)
+        _, delta, _, _, _, _, _, bias = self.named(xs)
+        return [a, h, self.dt(delta, bias)[0], self.pre_gate(xs, h)]
+
+    def backward(self, xs, a, h, gout, dt=None, y_pre=None):  # noqa: ANN001, ANN201 - one gradient per input
         u, delta, A, B, C, D, z, bias = self.named(xs)
         lay = self.lay
         dim, n, groups = lay.dim, lay.n, lay.groups
-        dt, raw = self.dt(delta, bias)
+        step, raw = self.dt(delta, bias)
+        dt = step if dt is None else dt
         dt_s, u_s = self.to_state(dt), self.to_state(u)
         a_s = ops.reshape(A, shape=[groups, self.per, n])
         b_mat = self.mat_to_state(B, lay.b_form, lay.b_groups)
@@ -187,9 +199,8 @@ class _Math:
         grads = {}
         if z is not None:  # out = y_pre * silu(z)
             sig = ops.sigmoid(z)
-            y_pre = self.from_state(ops.sum(h * c_mat, axes=[4], keepdims=True))
-            if D is not None:
-                y_pre = y_pre + u * ops.reshape(D, shape=[dim, 1])
+            if y_pre is None:
+                y_pre = self.pre_gate(xs, h)
             grads["z"] = gout * y_pre * (sig * (z * (1.0 - sig) + 1.0))   # silu'(z) = s (1 + z (1 - s))
             gy = gout * (z * sig)
         if D is not None:
@@ -227,9 +238,9 @@ def selective_scan_gradient(ctx: NodeContext):
 
     def grad(*args):  # noqa: ANN001, ANN202
         xs, gout = args[:n], args[-1]
-        if fast_path(lay.u):  # the forward saves a and h (merged with the forward node), one fused backward
-            _, a, h = ops.selective_scan_saving_internal(*xs, **attrs)
-            return list(ops.selective_scan_backward_internal(*xs, a, h, gout, **attrs))
+        if fast_path(lay.u):  # the forward saves a, h, dt and y (merged with the forward node), one fused backward
+            _, *saved = ops.selective_scan_saving_internal(*xs, **attrs)
+            return list(ops.selective_scan_backward_internal(*xs, *saved, gout, **attrs))
         a, h = fm.decay_and_state(xs)
         return fm.backward(xs, a, h, gout)
     return ctx.grad_graph(grad)

@@ -200,6 +200,10 @@ SELECTIVE_SCAN = OpSchema(
 # the forward node itself the saving one, so a training graph scans forward once and backward once. Their own
 # GradientFns differentiate the same mathematics written with frame ops (_selective._Math), so selective_scan stays
 # closed to any order.
+def _types(types) -> str:  # noqa: ANN001
+    return "[" + ", ".join(map(str, types)) + "]"
+
+
 class _Inputs:
     """A NodeContext seen through the first ``count`` inputs (the selective_scan inputs of a gradient op)."""
 
@@ -221,18 +225,19 @@ def _fast_layout(ctx: NodeContext, count: int) -> Layout:
 
 def _saving_shape(ctx: NodeContext) -> list[TensorType]:
     lay = _fast_layout(ctx, len(ctx.input_types))
-    return [lay.u, _state_type(lay), _state_type(lay)]
+    return [lay.u, _state_type(lay), _state_type(lay), lay.u, lay.u]
 
 
 def _backward_shape(ctx: NodeContext) -> list[TensorType]:
-    n = len(ctx.input_types) - 3
+    n = len(ctx.input_types) - 5
     if n < 5:
-        raise ctx.error(f"takes selective_scan's inputs, then a, h and the output's cotangent; got {n + 3} inputs")
+        raise ctx.error(f"takes selective_scan's inputs, then a, h, dt, y and the output's cotangent; got "
+                        f"{n + 5} inputs")
     lay = _fast_layout(ctx, n)
     state = _state_type(lay)
-    a, h, g = ctx.input_types[n:]
-    if a != state or h != state or g != lay.u:
-        raise ctx.error(f"a and h must be the state {state} and the cotangent {lay.u}, got {a}, {h} and {g}")
+    want = [state, state, lay.u, lay.u, lay.u]
+    if list(ctx.input_types[n:]) != want:
+        raise ctx.error(f"a, h, dt, y and the cotangent must be {_types(want)}, got {_types(ctx.input_types[n:])}")
     return list(ctx.input_types[:n])
 
 
@@ -243,14 +248,14 @@ def _saving_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
         extra = dict(zip(lay.optional, xs[5:]))
-        out, a, h = selective_scan_saving(*xs[:5], extra.get("D"), extra.get("z"), extra.get("delta_bias"),
-                                          softplus, lay.groups, dtype)
-        return as_out(out, lay.u), a, h
+        out, a, h, dt, y = selective_scan_saving(*xs[:5], extra.get("D"), extra.get("z"), extra.get("delta_bias"),
+                                                 softplus, lay.groups, dtype)
+        return as_out(out, lay.u), a, h, np.array(dt, order="C"), np.array(y, order="C")
     return kernel
 
 
 def _backward_kernel(ctx: NodeContext) -> Callable:
-    n = len(ctx.input_types) - 3
+    n = len(ctx.input_types) - 5
     lay = layout(_Inputs(ctx, n))
     softplus = ctx.attrs["delta_softplus"]
     forms = (lay.b_form, lay.c_form, lay.b_groups, lay.c_groups)
@@ -258,8 +263,7 @@ def _backward_kernel(ctx: NodeContext) -> Callable:
     types = ctx.input_types[:n]
 
     def kernel(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
-        grads = selective_scan_backward(list(xs[:n]), xs[n], xs[n + 1], xs[n + 2], lay.optional, forms, softplus,
-                                        lay.groups, dtype)
+        grads = selective_scan_backward(list(xs[:n]), *xs[n:], lay.optional, forms, softplus, lay.groups, dtype)
         return tuple(as_out(np.ascontiguousarray(g), t) for g, t in zip(grads, types))
     return kernel
 
@@ -284,14 +288,14 @@ def _saving_composite(ctx: NodeContext) -> Callable[..., list]:
     lay = layout(ctx)
     fm = _Math(lay, ctx.attrs["delta_softplus"], list(ctx.input_types))
     attrs = {"delta_softplus": ctx.attrs["delta_softplus"], "optional_inputs": list(lay.optional)}
-    return lambda *xs: [ops.selective_scan(*xs, **attrs), *fm.decay_and_state(xs)]
+    return lambda *xs: [ops.selective_scan(*xs, **attrs), *fm.saved(xs)]
 
 
 def _backward_composite(ctx: NodeContext) -> Callable[..., list]:
-    n = len(ctx.input_types) - 3
+    n = len(ctx.input_types) - 5
     lay = layout(_Inputs(ctx, n))
     fm = _Math(lay, ctx.attrs["delta_softplus"], list(ctx.input_types[:n]))
-    return lambda *xs: fm.backward(xs[:n], xs[n], xs[n + 1], xs[n + 2])
+    return lambda *xs: fm.backward(xs[:n], xs[n], xs[n + 1], xs[n + 4], dt=xs[n + 2], y_pre=xs[n + 3])
 
 
 def optional_names(node_attrs: dict, count: int) -> tuple[str, ...]:
@@ -311,14 +315,15 @@ _EX_GROUPED = ["f64[2, 4, 4]", "f64[2, 4, 4]", "f64[4, 2]", "f64[2, 2, 2, 4]", "
 SELECTIVE_SCAN_SAVING = OpSchema(
     "selective_scan_saving_internal",
     inputs=("u", "delta", "A", "B", "C", "optional"),
-    outputs=("out", "a", "h"),
+    outputs=("out", "a", "h", "dt", "y"),
     attrs=_SS_ATTRS,
     shape_infer=_saving_shape,
     kernels={"cpu": _saving_kernel},
     gradient=_by_composite(_saving_composite),
     variadic=True,
     doc="selective_scan's forward (float32/float64) that also returns a = exp(delta A) and the state h, time-major "
-        "(L, batch, G, D/G, N), for selective_scan_backward_internal; made by selective_scan's GradientFn.",
+        "(L, batch, G, D/G, N), the step dt (softplus(delta + delta_bias) if delta_softplus) and y = C h + D u (the "
+        "output before the gate), for selective_scan_backward_internal; made by selective_scan's GradientFn.",
     examples=[Example(_EX_ALL, {"delta_softplus": True}, note="all inputs, variable B and C"),
               Example(_EX_GROUPED, {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only")],
 )
@@ -332,11 +337,11 @@ SELECTIVE_SCAN_BACKWARD = OpSchema(
     kernels={"cpu": _backward_kernel},
     gradient=_by_composite(_backward_composite),
     variadic=True,
-    doc="Mamba's backward of selective_scan over the saved a and h: (selective_scan's inputs.., a, h, g_out) -> one "
+    doc="Mamba's backward of selective_scan over the saved values: (selective_scan's inputs.., a, h, dt, y, g_out) -> one "
         "gradient per selective_scan input; made by selective_scan's GradientFn (float32/float64).",
-    examples=[Example([*_EX_ALL, "f32[5, 2, 1, 4, 3]", "f32[5, 2, 1, 4, 3]", "f32[2, 4, 5]"], {"delta_softplus": True},
-                      note="all inputs, variable B and C"),
-              Example([*_EX_GROUPED, "f64[4, 2, 2, 2, 2]", "f64[4, 2, 2, 2, 2]", "f64[2, 4, 4]"],
+    examples=[Example([*_EX_ALL, "f32[5, 2, 1, 4, 3]", "f32[5, 2, 1, 4, 3]", *["f32[2, 4, 5]"] * 3],
+                      {"delta_softplus": True}, note="all inputs, variable B and C"),
+              Example([*_EX_GROUPED, "f64[4, 2, 2, 2, 2]", "f64[4, 2, 2, 2, 2]", *["f64[2, 4, 4]"] * 3],
                       {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only")],
 )
 
