@@ -80,11 +80,21 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     u, A = (np.asarray(x, dtype) for x in (u, A))
     dt, _ = step_size(delta, delta_bias, delta_softplus, dtype)
     dt_t = np.ascontiguousarray(dt.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
-    a = dt_t * A.reshape(groups, per, n)
-    np.exp(a, out=a)                                                              # exp(delta_t A)
     du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
-    h = du * time_major(B, dtype, groups, per)
-    scan_in_place(a, h)                                                           # h_t = a_t h_{t-1} + delta_t B_t u_t
+    b = time_major(B, dtype, groups, per)
+    a_row = A.reshape(groups, per, n)
+    state = (length, batch, groups, per, n)
+    a, h = np.empty(state, dtype), np.empty(state, dtype)
+    scratch = np.empty(state[1:], dtype)
+    multiply, exp = np.multiply, np.exp
+    # one step at a time, while the step's block is in cache: a_t = exp(delta_t A), h_t = a_t h_{t-1} + delta_t B_t u_t
+    # (the same operations on every element as whole-array passes would do, so the same bits)
+    for t in range(length):
+        a_t, h_t = a[t], h[t]
+        exp(multiply(dt_t[t], a_row, out=a_t), out=a_t)
+        multiply(du[t], b[t] if b.ndim == 5 else b, out=h_t)
+        if t:
+            h_t += multiply(a_t, h[t - 1], out=scratch)
     c = time_major(C, dtype, groups, per)
     # y_t = C_t h_t: a contraction over N by einsum (a batched matmul here is thousands of tiny calls)
     if c.ndim == 3:
@@ -158,15 +168,20 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     gy_s = to_state(gy)
     grads["C"] = _sum_to_form(h, gy_s, c_form, c_groups, C.shape)
     # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1}: the adjoint of h, walked backwards in place
-    lam = gy_s * c_mat  # (L, batch, G, P, N), a fresh array
-    scratch = np.empty_like(lam[:1])
-    for t in range(length - 2, -1, -1):
-        np.multiply(a[t + 1:t + 2], lam[t + 1:t + 2], out=scratch)
-        lam[t:t + 1] += scratch
-    ga_a = np.empty_like(lam)  # lam_t h_{t-1} a_t, h_{-1} = 0
-    ga_a[:1] = 0
-    np.multiply(lam[1:], h[:-1], out=ga_a[1:])
-    ga_a[1:] *= a[1:]
+    # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1} (the adjoint of h) and ga_a_t = lam_t h_{t-1} a_t (h_{-1} = 0), one
+    # step at a time walking backwards, while the step's block is in cache
+    lam, ga_a = np.empty(h.shape, dtype), np.empty(h.shape, dtype)
+    scratch = np.empty(h.shape[1:], dtype)
+    multiply = np.multiply
+    for t in range(length - 1, -1, -1):
+        lam_t, g_t = lam[t], ga_a[t]
+        multiply(gy_s[t], c_mat[t] if c_mat.ndim == 5 else c_mat, out=lam_t)
+        if t < length - 1:
+            lam_t += multiply(a[t + 1], lam[t + 1], out=scratch)
+        if t:
+            multiply(multiply(lam_t, h[t - 1], out=g_t), a[t], out=g_t)
+        else:
+            g_t[...] = 0
     dt_s, u_s = to_state(dt), to_state(u)
     lam_b = _contract_n(lam, b_mat)
     a_s = A.reshape(groups, per, n)
