@@ -231,7 +231,7 @@ def _sinkable(body: Graph, k: int, nc: int, nx: int, users: dict[Value, list[Nod
     acc_in, out = body.inputs[k], body.outputs[k]
     add = out.producer
     if _short(add) != "accumulate_internal" or add.inputs[0] is not acc_in or users.get(acc_in) != [add] or \
-            users.get(out) or body.outputs.count(out) != 1:
+            acc_in in body.outputs or users.get(out) or body.outputs.count(out) != 1:  # (a trajectory stacks acc_in)
         return None
     contribution = add.inputs[1].producer
     if contribution is None or users.get(add.inputs[1]) != [add]:
