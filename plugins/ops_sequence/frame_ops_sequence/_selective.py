@@ -1,8 +1,10 @@
-"""selective_scan: its input layout (shape checks) and its GradientFn.
+"""selective_scan: its input layout (shape checks), its mathematics in frame ops and its GradientFn.
 
-The GradientFn is Mamba's backward (``selective_scan_bwd_kernel.cuh``, research
-note §4.2) written with frame ops, time-major like the forward kernel: the
-state lives in ``(L, batch, G, D/G, N)``. With ``a_t = exp(delta_t A)``,
+``_Math.backward`` is Mamba's backward (``selective_scan_bwd_kernel.cuh``,
+research note §4.2) written with frame ops, time-major like the forward kernel:
+the state lives in ``(L, batch, G, D/G, N)``. The GradientFn runs it as the
+numpy kernels of ``recurrence`` (float32/float64) or, in half precision, as
+these frame ops; the kernels' own GradientFns differentiate these frame ops. With ``a_t = exp(delta_t A)``,
 ``b_t = delta_t B_t u_t`` and ``h = linear_scan(a, b)``:
 
     lam    = linear_scan(a shifted one step back, C^T gy, reverse)   adjoint of h

@@ -32,6 +32,10 @@ pass ``merge_trajectory_recompute`` then makes the forward node itself run
 the saving body, so the loop runs once, and ``prune_control_flow`` drops the
 stacks, states and inputs nothing reads. Saving costs ``M`` rows of each
 saved value only in graphs that differentiate through the loop.
+
+``scan``'s front end moves products of a row by an invariant matrix before the
+loop (``control_hoist``), and the pass ``sink_scan_accumulations`` sums the
+reverse scan's per-step weight gradients after it (``docs/control-flow.md``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,12 @@ products, so the op is closed under differentiation (research note §4.3).
 is simply the reverse cumsum (JAX's ``_cumsum_transpose_rule``).
 
 ``selective_scan`` follows Mamba's ``selective_scan_ref`` for real ``A``; its
-forward kernel is fused (``_scan.selective_scan_forward``), its GradientFn is
-Mamba's backward written with ``linear_scan`` and elementwise ops. See
+forward kernel is fused (``_scan.selective_scan_forward``). Its GradientFn runs
+the forward again saving ``a`` and ``h`` (``selective_scan_saving_internal``,
+merged with the forward node by ``recurrence_passes``) and Mamba's backward as
+one numpy kernel (``selective_scan_backward_internal``); both internal ops
+differentiate the same mathematics written with ``linear_scan`` and elementwise
+ops (``_selective._Math``), which half precision uses directly. See
 ``docs/sequence.md``.
 """
 
