@@ -231,7 +231,8 @@ def bench_scan(repeat: int) -> None:
           "loop by hand, the goal's base)")
     base = "numpy loop by hand"
     for name, t in wall.items():
-        print(f"  {name:42s} {t * 1e3:9.2f} {cpu[name] * 1e3:9.2f} {t / wall[base]:6.2f}x {cpu[name] / cpu[base]:6.2f}x")
+        print(f"  {name:42s} {t * 1e3:9.2f} {cpu[name] * 1e3:9.2f} {t / wall[base]:6.2f}x "
+              f"{cpu[name] / cpu[base]:6.2f}x")
 
 
 def interleaved_cpu(variants: dict[str, Callable[[], object]], repeat: int, cpu: dict[str, float]) -> dict[str, float]:
