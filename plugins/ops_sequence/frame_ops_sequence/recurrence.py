@@ -282,7 +282,8 @@ def _by_composite(composite: Callable[[NodeContext], Callable[..., list]]) -> Ca
             body = trace_body(lambda *xs: fn(*xs), list(ctx.input_types), name=f"{ctx.op}_composite",
                               role=f"composite of {ctx.op}")
             graph = current_graph()
-            outs = inline_graph(graph, build_vjp_graph(body.graph), [t.value for t in (*args[:n_in], *args[n_in + n_out:])])
+            arguments = [t.value for t in (*args[:n_in], *args[n_in + n_out:])]  # (xs.., gys..): the VJP's inputs
+            outs = inline_graph(graph, build_vjp_graph(body.graph), arguments)
             return [Tensor(v, graph) for v in outs]
         return ctx.grad_graph(grad)
     return gradient
@@ -313,7 +314,8 @@ _SS_ATTRS = {
     "optional_inputs": AttrSpec("strs", None, "which of D, z, delta_bias follow C, in order; none: the first "
                                               "k of (D, z, delta_bias) for k extra inputs"),
 }
-_EX_ALL = ["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]", "f32[4]"]
+_EX_ALL = ["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]",
+           "f32[4]"]
 _EX_GROUPED = ["f64[2, 4, 4]", "f64[2, 4, 4]", "f64[4, 2]", "f64[2, 2, 2, 4]", "f64[4, 2]", "f64[2, 4, 4]"]
 
 SELECTIVE_SCAN_SAVING = OpSchema(
@@ -341,8 +343,8 @@ SELECTIVE_SCAN_BACKWARD = OpSchema(
     kernels={"cpu": _backward_kernel},
     gradient=_by_composite(_backward_composite),
     variadic=True,
-    doc="Mamba's backward of selective_scan over the saved values: (selective_scan's inputs.., a, h, dt, y, g_out) -> one "
-        "gradient per selective_scan input; made by selective_scan's GradientFn (float32/float64).",
+    doc="Mamba's backward of selective_scan over the saved values: (selective_scan's inputs.., a, h, dt, y, g_out) "
+        "-> one gradient per selective_scan input; made by selective_scan's GradientFn (float32/float64).",
     examples=[Example([*_EX_ALL, "f32[5, 2, 1, 4, 3]", "f32[5, 2, 1, 4, 3]", *["f32[2, 4, 5]"] * 3],
                       {"delta_softplus": True}, note="all inputs, variable B and C"),
               Example([*_EX_GROUPED, "f64[4, 2, 2, 2, 2]", "f64[4, 2, 2, 2, 2]", *["f64[2, 4, 4]"] * 3],
