@@ -175,7 +175,7 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     dt_s, u_s = to_state(dt), to_state(u)
     du_s = dt_s * u_s
     a_s = A.reshape(groups, per, n)
-    block = min(BLOCK, length)
+    block = max(1, min(BLOCK, length))
     lam, ga_a = np.empty((block, *h.shape[1:]), dtype), np.empty((block, *h.shape[1:]), dtype)
     later, scratch = np.zeros(h.shape[1:], dtype), np.empty(h.shape[1:], dtype)  # lam_{t+1}; a_{t+1} lam_{t+1}
     lam_b, g_dt = np.empty(dt_s.shape, dtype), np.empty(dt_s.shape, dtype)
@@ -202,7 +202,10 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         b_parts.append(_sum_to_form(lam_k, du_s[steps], b_form, b_groups, B.shape))
     g_dt += lam_b * u_s
     grads["A"] = g_a.reshape(dim, n)
-    grads["B"] = sum(b_parts) if b_form == "constant" else np.concatenate(b_parts[::-1], axis=-1)
+    if not b_parts:  # no steps
+        grads["B"] = _sum_to_form(h, du_s, b_form, b_groups, B.shape)
+    else:
+        grads["B"] = sum(b_parts) if b_form == "constant" else np.concatenate(b_parts[::-1], axis=-1)
     gu = from_state(lam_b * dt_s)
     grads["u"] = gu if D is None else gu + gy * np.asarray(D, dtype)[:, None]
     g_raw = from_state(g_dt)

@@ -314,3 +314,12 @@ def test_the_saving_and_backward_ops_refuse_half_precision_and_wrong_saved_types
     with pytest.raises(fc.ShapeError, match="a, h, dt, y and the cotangent"):
         fc.trace(lambda *t: ops.selective_scan_backward_internal(*t), *f32, "f32[3, 1, 1, 2, 2]",
                  "f32[3, 1, 1, 2, 3]", "f32[1, 2, 3]", "f32[1, 2, 3]", "f32[1, 2, 3]")
+
+
+@pytest.mark.parametrize("c_type", ["f64[1, 3, 0]", "f64[2, 3]"])
+def test_an_empty_sequence_has_zero_gradients(c_type):
+    types = ["f64[1, 2, 0]", "f64[1, 2, 0]", "f64[2, 3]", c_type, c_type]
+    training = fc.build_backward_graph(fc.trace(lambda *t: ops.sum(ops.selective_scan(*t)), *types), 0, list(range(5)))
+    shapes = [fc.compile(fc.trace(lambda x: x, t)).input_types[0].shape for t in types]
+    out = fc.compile(training).run([np.ones(s) for s in shapes])
+    assert [o.shape for o in out[1:]] == shapes and all(not np.any(o) for o in out)
