@@ -17,7 +17,7 @@ are printed with ratios. The process re-executes itself once with the malloc
 settings of the team's benchmark rules and ``--threads`` BLAS/torch threads
 (default 1: the machine has 2 cores shared by everyone).
 
-    python benchmarks/sequence_ops.py [--repeat 7] [--threads 1] [--only conv|scan|gather]
+    python benchmarks/sequence_ops.py [--repeat 7] [--threads 1] [--only conv|scan|gather] [--fast]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--only", choices=["conv", "scan", "gather"])
+    p.add_argument("--fast", action="store_true", help="leave out the slowest reference (torch's selective_scan_ref)")
     return p.parse_args()
 
 
@@ -234,7 +235,8 @@ def bench_scan(repeat: int) -> None:
                     t.grad = None
                 fn(*ts).backward(tg)
             return run
-        variants["torch autograd, selective_scan_ref loop"] = through(torch_selective_scan_ref)
+        if not ARGS.fast:  # the reference loop takes seconds per run
+            variants["torch autograd, selective_scan_ref loop"] = through(torch_selective_scan_ref)
         variants["torch autograd, time-major loop"] = through(torch_selective_scan_time_major)
         through(torch_selective_scan_ref)()
         ref = [t.grad.numpy().copy() for t in ts]
@@ -244,9 +246,32 @@ def bench_scan(repeat: int) -> None:
         errs_hand = [np.abs(a - b).max() / (1 + np.abs(b).max()) for a, b in zip(by_hand, ref)]
         print(f"\nselective_scan: worst relative gradient difference against torch (float32): frame "
               f"{max(errs):.1e}, numpy by hand {max(errs_hand):.1e}")
-    report(f"selective_scan forward+backward, batch {batch}, D {dim}, N {n}, L {length} (float32, all inputs)",
-           interleaved(variants, repeat), "torch autograd, selective_scan_ref loop" if torch is not None
-           else "numpy loop by hand")
+    cpu: dict[str, float] = {}
+    wall = interleaved_cpu(variants, repeat, cpu)
+    title = f"selective_scan forward+backward, batch {batch}, D {dim}, N {n}, L {length} (float32, all inputs)"
+    print(f"\n{title}\n  {'':42s} {'wall ms':>9s} {'cpu ms':>9s} {'wall x':>7s} {'cpu x':>7s}   (x = time / numpy "
+          "loop by hand, the goal's base)")
+    base = "numpy loop by hand"
+    for name, t in wall.items():
+        print(f"  {name:42s} {t * 1e3:9.2f} {cpu[name] * 1e3:9.2f} {t / wall[base]:6.2f}x "
+              f"{cpu[name] / cpu[base]:6.2f}x")
+
+
+def interleaved_cpu(variants: dict[str, Callable[[], object]], repeat: int, cpu: dict[str, float]) -> dict[str, float]:
+    """``interleaved`` that also fills ``cpu`` with each variant's median CPU seconds of this process (on a machine
+    with more runnable processes than cores, wall time also counts the waits for a core)."""
+    for fn in variants.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    cpus: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(repeat):
+        for name, fn in variants.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+            cpus[name].append(time.process_time() - c0)
+    cpu.update({k: statistics.median(v) for k, v in cpus.items()})
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 # -- gather backward ---------------------------------------------------------------------------------

@@ -63,7 +63,8 @@ def test_the_passes_of_the_packs_shipped_here_leave_the_callers_graph_alone():
     """They run without the purity guard (it cost 0.7 s of a 100k-node compile): this is what proves them pure.
     Each graph below gives one of those passes work: simplify_algebra (x * 1, x + 0), fold_spectral_multipliers
     and cancel_transform_pairs (a spectral derivative), narrow_spectral_multipliers (a Fourier layer), the
-    control-flow passes (scan, loop), frame-native's compile_fused_groups (a chain)."""
+    control-flow passes (scan, loop, an RNN's weight gradients), selective_scan's merge, frame-native's
+    compile_fused_groups (a chain)."""
     from frame_ops_fft import spectral_derivative
 
     from frame_core.ops_registry.loader import discover_entry_points, load_registry
@@ -83,6 +84,13 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
         fc.trace(lambda x: ops.sum(ops.square(_fourier_layer(x))), "f64[2, 3, 16]"),
     ]
     graphs += [fc.build_backward_graph(g, 0, [0]) for g in graphs]
+    # sink_scan_accumulations (an RNN's weight gradients), merge_selective_scan_saving (selective_scan's gradient)
+    graphs.append(fc.build_backward_graph(fc.trace(
+        lambda h, xs, w, u: ops.sum(ops.scan(lambda c, x: (ops.tanh(x @ w + c @ u),) * 2, h, xs)[1]),
+        "f64[2, 3]", "f64[5, 2, 4]", "f64[4, 3]", "f64[3, 3]"), 0, [0, 2, 3]))
+    graphs.append(fc.build_backward_graph(fc.trace(
+        lambda *t: ops.sum(ops.selective_scan(*t)), "f64[1, 2, 4]", "f64[1, 2, 4]", "f64[2, 3]", "f64[1, 3, 4]",
+        "f64[1, 3, 4]"), 0, [0, 1]))
     names = {p.name for p in fc.registry().passes}
     assert {"simplify_algebra", "fold_spectral_multipliers"} <= names
     worked = set()
@@ -93,7 +101,8 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
             assert _snapshot(graph) == before, (graph.name, level)
     # each shipped pass did something to these graphs (it says so in the log), so each was put to the test
     assert {"simplify_algebra", "fold_spectral_multipliers", "merge_trajectory_recompute", "prune_control_flow",
-            "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers"} <= worked
+            "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers",
+            "sink_scan_accumulations", "merge_selective_scan_saving"} <= worked
 
 
 def _fourier_layer(x):  # noqa: ANN001, ANN202

@@ -1,8 +1,10 @@
-"""selective_scan: its input layout (shape checks) and its GradientFn.
+"""selective_scan: its input layout (shape checks), its mathematics in frame ops and its GradientFn.
 
-The GradientFn is Mamba's backward (``selective_scan_bwd_kernel.cuh``, research
-note §4.2) written with frame ops, time-major like the forward kernel: the
-state lives in ``(L, batch, G, D/G, N)``. With ``a_t = exp(delta_t A)``,
+``_Math.backward`` is Mamba's backward (``selective_scan_bwd_kernel.cuh``,
+research note §4.2) written with frame ops, time-major like the forward kernel:
+the state lives in ``(L, batch, G, D/G, N)``. The GradientFn runs it as the
+numpy kernels of ``recurrence`` (float32/float64) or, in half precision, as
+these frame ops; the kernels' own GradientFns differentiate these frame ops. With ``a_t = exp(delta_t A)``,
 ``b_t = delta_t B_t u_t`` and ``h = linear_scan(a, b)``:
 
     lam    = linear_scan(a shifted one step back, C^T gy, reverse)   adjoint of h
@@ -119,20 +121,24 @@ def _softplus(x):  # noqa: ANN001, ANN202 - traced tensors
     return r + ops.log(ops.exp(x - r * 2.0) + 1.0)
 
 
-def selective_scan_gradient(ctx: NodeContext):
-    lay = layout(ctx)
-    batch, dim, length, n, groups = lay.batch, lay.dim, lay.length, lay.n, lay.groups
-    per = dim // groups
-    softplus = ctx.attrs["delta_softplus"]
-    state = (length, batch, groups, per, 1)
+class _Math:
+    """The selective scan written with frame ops in the state layout ``(L, batch, G, D/G, N)`` of one node."""
 
-    def to_state(x):  # noqa: ANN001, ANN202 - (batch, D, L) -> (L, batch, G, D/G, 1)
-        return ops.reshape(ops.transpose(x, perm=[2, 0, 1]), shape=list(state))
+    def __init__(self, lay: Layout, softplus: bool, input_types: list[TensorType]) -> None:
+        self.lay, self.softplus, self.types = lay, softplus, input_types
+        self.per = lay.dim // lay.groups
+        self.state = (lay.length, lay.batch, lay.groups, self.per, 1)
 
-    def from_state(x):  # noqa: ANN001, ANN202 - (L, batch, G, D/G, 1) -> (batch, D, L)
-        return ops.transpose(ops.reshape(x, shape=[length, batch, dim]), perm=[1, 2, 0])
+    def to_state(self, x):  # noqa: ANN001, ANN201 - (batch, D, L) -> (L, batch, G, D/G, 1)
+        return ops.reshape(ops.transpose(x, perm=[2, 0, 1]), shape=list(self.state))
 
-    def mat_to_state(m, form, own):  # noqa: ANN001, ANN202 - B or C (of `own` groups), broadcastable to the state
+    def from_state(self, x):  # noqa: ANN001, ANN201 - (L, batch, G, D/G, 1) -> (batch, D, L)
+        lay = self.lay
+        return ops.transpose(ops.reshape(x, shape=[lay.length, lay.batch, lay.dim]), perm=[1, 2, 0])
+
+    def mat_to_state(self, m, form, own):  # noqa: ANN001, ANN201 - B or C (of `own` groups), broadcastable
+        lay = self.lay
+        length, batch, groups, n = lay.length, lay.batch, lay.groups, lay.n
         if form == "variable":
             return ops.reshape(ops.transpose(m, perm=[2, 0, 1]), shape=[length, batch, 1, 1, n])
         if form == "grouped":
@@ -140,59 +146,103 @@ def selective_scan_gradient(ctx: NodeContext):
             # state group g reads group g // (groups / own) of m: each of m's groups repeated groups / own times
             m = ops.broadcast_to(m, shape=[length, batch, own, groups // own, 1, n])
             return ops.reshape(m, shape=[length, batch, groups, 1, n])
-        return ops.reshape(m, shape=[groups, per, n])
+        return ops.reshape(m, shape=[groups, self.per, n])
 
-    def mat_from_state(g, form, own, t):  # noqa: ANN001, ANN202 - a full-state gradient summed back to B's/C's form
+    def mat_from_state(self, g, form, own, t):  # noqa: ANN001, ANN201 - a full-state gradient summed to B's/C's form
+        lay = self.lay
         if form == "variable":
             return ops.transpose(ops.sum(g, axes=[2, 3]), perm=[1, 2, 0])
         if form == "grouped":  # summed over the channels of each of m's groups (the repeats of mat_to_state too)
-            g = ops.sum(ops.reshape(g, shape=[length, batch, own, groups // own, per, n]), axes=[3, 4])
+            g = ops.sum(ops.reshape(g, shape=[lay.length, lay.batch, own, lay.groups // own, self.per, lay.n]),
+                        axes=[3, 4])
             return ops.transpose(g, perm=[1, 2, 3, 0])
         return ops.reshape(ops.sum(g, axes=[0, 1]), shape=list(t.shape))
 
-    def grad(*args):  # noqa: ANN001, ANN202
-        xs = args[:len(ctx.input_types)]
-        gout = args[-1]
-        u, delta, A, B, C = xs[:5]
-        extra = dict(zip(lay.optional, xs[5:]))
-        D, z, bias = extra.get("D"), extra.get("z"), extra.get("delta_bias")
+    def named(self, xs):  # noqa: ANN001, ANN201
+        extra = dict(zip(self.lay.optional, xs[5:]))
+        return (*xs[:5], extra.get("D"), extra.get("z"), extra.get("delta_bias"))
 
-        raw = delta if bias is None else delta + ops.reshape(bias, shape=[dim, 1])
-        dt = _softplus(raw) if softplus else raw
-        dt_s, u_s = to_state(dt), to_state(u)
-        a_s = ops.reshape(A, shape=[groups, per, n])
-        b_mat, c_mat = mat_to_state(B, lay.b_form, lay.b_groups), mat_to_state(C, lay.c_form, lay.c_groups)
-        a = ops.exp(dt_s * a_s)                                             # (L, b, G, D/G, N)
+    def dt(self, delta, bias):  # noqa: ANN001, ANN201 - the step size (L, batch, G, D/G, 1), and its pre-softplus value
+        raw = delta if bias is None else delta + ops.reshape(bias, shape=[self.lay.dim, 1])
+        return (_softplus(raw) if self.softplus else raw), raw
+
+    def decay_and_state(self, xs):  # noqa: ANN001, ANN201 - a = exp(delta A) and h, both (L, batch, G, D/G, N)
+        u, delta, A, B, C, D, z, bias = self.named(xs)
+        lay = self.lay
+        dt, _ = self.dt(delta, bias)
+        dt_s = self.to_state(dt)
+        a = ops.exp(dt_s * ops.reshape(A, shape=[lay.groups, self.per, lay.n]))
+        b_mat = self.mat_to_state(B, lay.b_form, lay.b_groups)
+        return a, ops.linear_scan(a, dt_s * self.to_state(u) * b_mat, axis=0)
+
+    def pre_gate(self, xs, h):  # noqa: ANN001, ANN201 - y = C h + D u, (batch, D, L): the output before the gate
+        u, _, _, _, C, D, _, _ = self.named(xs)
+        y = self.from_state(ops.sum(h * self.mat_to_state(C, self.lay.c_form, self.lay.c_groups), axes=[4],
+                                    keepdims=True))
+        return y if D is None else y + u * ops.reshape(D, shape=[self.lay.dim, 1])
+
+    def saved(self, xs):  # noqa: ANN001, ANN201 - (a, h, dt, y): what the saving kernel returns after out
+        a, h = self.decay_and_state(xs)
+        _, delta, _, _, _, _, _, bias = self.named(xs)
+        return [a, h, self.dt(delta, bias)[0], self.pre_gate(xs, h)]
+
+    def backward(self, xs, a, h, gout, dt=None, y_pre=None):  # noqa: ANN001, ANN201 - one gradient per input
+        u, delta, A, B, C, D, z, bias = self.named(xs)
+        lay = self.lay
+        dim, n, groups = lay.dim, lay.n, lay.groups
+        step, raw = self.dt(delta, bias)
+        dt = step if dt is None else dt
+        dt_s, u_s = self.to_state(dt), self.to_state(u)
+        a_s = ops.reshape(A, shape=[groups, self.per, n])
+        b_mat = self.mat_to_state(B, lay.b_form, lay.b_groups)
+        c_mat = self.mat_to_state(C, lay.c_form, lay.c_groups)
         du = dt_s * u_s
-        h = ops.linear_scan(a, du * b_mat, axis=0)
-
         gy = gout
         grads = {}
         if z is not None:  # out = y_pre * silu(z)
             sig = ops.sigmoid(z)
-            y_pre = from_state(ops.sum(h * c_mat, axes=[4], keepdims=True))
-            if D is not None:
-                y_pre = y_pre + u * ops.reshape(D, shape=[dim, 1])
+            if y_pre is None:
+                y_pre = self.pre_gate(xs, h)
             grads["z"] = gout * y_pre * (sig * (z * (1.0 - sig) + 1.0))   # silu'(z) = s (1 + z (1 - s))
             gy = gout * (z * sig)
         if D is not None:
             grads["D"] = ops.sum(gy * u, axes=[0, 2])
-        gy_s = to_state(gy)
-        grads["C"] = mat_from_state(gy_s * h, lay.c_form, lay.c_groups, ctx.input_types[4])
+        gy_s = self.to_state(gy)
+        grads["C"] = self.mat_from_state(gy_s * h, lay.c_form, lay.c_groups, self.types[4])
         lam = ops.linear_scan(shift(a, 0, -1), gy_s * c_mat, axis=0, reverse=True)
         ga_a = lam * shift(h, 0, 1) * a                                     # gradient of the exponent delta A
         lam_b = ops.sum(lam * b_mat, axes=[4], keepdims=True)
         g_dt = ops.sum(ga_a * a_s, axes=[4], keepdims=True) + lam_b * u_s
         grads["A"] = ops.reshape(ops.sum(ga_a * dt_s, axes=[0, 1]), shape=[dim, n])
-        grads["B"] = mat_from_state(lam * du, lay.b_form, lay.b_groups, ctx.input_types[3])
-        gu = from_state(lam_b * dt_s)
+        grads["B"] = self.mat_from_state(lam * du, lay.b_form, lay.b_groups, self.types[3])
+        gu = self.from_state(lam_b * dt_s)
         grads["u"] = gu if D is None else gu + gy * ops.reshape(D, shape=[dim, 1])
-        g_raw = from_state(g_dt)
-        if softplus:
+        g_raw = self.from_state(g_dt)
+        if self.softplus:
             g_raw = g_raw * ops.sigmoid(raw)
         grads["delta"] = g_raw
         if bias is not None:
             grads["delta_bias"] = ops.sum(g_raw, axes=[0, 2])
         return [grads[name] for name in ("u", "delta", "A", "B", "C", *lay.optional)]
-    return ctx.grad_graph(grad)
 
+
+def fast_path(t: TensorType) -> bool:
+    """Whether selective_scan's gradient runs through the saving/backward kernels (float32 and float64; half
+    precision, computed in float32, keeps the composite gradient)."""
+    return t.dtype.name in ("float32", "float64")
+
+
+def selective_scan_gradient(ctx: NodeContext):
+    lay = layout(ctx)
+    fm = _Math(lay, ctx.attrs["delta_softplus"], list(ctx.input_types))
+    attrs = {"delta_softplus": ctx.attrs["delta_softplus"], "optional_inputs": list(lay.optional)}
+    n = len(ctx.input_types)
+
+    def grad(*args):  # noqa: ANN001, ANN202
+        xs, gout = args[:n], args[-1]
+        if fast_path(lay.u):  # the forward saves a, h, dt and y (merged with the forward node), one fused backward
+            _, *saved = ops.selective_scan_saving_internal(*xs, **attrs)
+            return list(ops.selective_scan_backward_internal(*xs, *saved, gout, **attrs))
+        a, h = fm.decay_and_state(xs)
+        return fm.backward(xs, a, h, gout)
+    return ctx.grad_graph(grad)

@@ -32,6 +32,10 @@ pass ``merge_trajectory_recompute`` then makes the forward node itself run
 the saving body, so the loop runs once, and ``prune_control_flow`` drops the
 stacks, states and inputs nothing reads. Saving costs ``M`` rows of each
 saved value only in graphs that differentiate through the loop.
+
+``scan``'s front end moves products of a row by an invariant matrix before the
+loop (``control_hoist``), and the pass ``sink_scan_accumulations`` sums the
+reverse scan's per-step weight gradients after it (``docs/control-flow.md``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from frame_core import (
     TensorType, align_captures, apply, build_jvp_graph, build_vjp_graph, check_arity, constant, inline_graph,
     split_vjp_graph, trace_body,
 )
+
+from .control_hoist import hoist_row_products
 
 I64 = TensorType("int64", ())
 BOOL = TensorType("bool", ())
@@ -655,8 +661,10 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     how = "f(carry, x, *invariants), carry and x a tensor, a tuple or None as given"
     body = trace_body(body_fn, types, name="body", role="scan body", call=call, expect=[c.type for c in carry0],
                       arity=2 + len(invs), called_as=how)
-    outs = _as_list(apply("scan", *carry0, *scanned, *invs, *body.captures, body=body.graph, length=length,
-                          n_carry=nc, n_scanned=nx, reverse=bool(reverse)))
+    # row @ invariant products move before the loop, one batched matmul for all steps (control_hoist)
+    graph, scanned, invs = hoist_row_products(body.graph, nc, scanned, [*invs, *body.captures])
+    outs = _as_list(apply("scan", *carry0, *scanned, *invs, body=graph, length=length, n_carry=nc,
+                          n_scanned=len(scanned), reverse=bool(reverse)))
     carry = tuple(outs[:nc]) if carry_struct else outs[0]
     ys = outs[nc:]
     if not y_struct:  # a graph body: its per-step outputs are a tensor, a tuple or nothing by their count

@@ -27,7 +27,7 @@ from typing import Any
 
 from frame_core import Graph, Node, PassSpec, Rewriter, Value, attrs_key, graph_key, node_has_side_effect
 
-__all__ = ["PASSES", "merge_trajectory_recompute", "prune_control_flow"]
+__all__ = ["PASSES", "merge_trajectory_recompute", "prune_control_flow", "sink_scan_accumulations"]
 
 _SAVING = ("loop", "scan")
 
@@ -219,9 +219,150 @@ def prune_control_flow(graph: Graph, ctx: Any) -> Graph:
     return rw.finish()
 
 
+# -- sink_scan_accumulations ------------------------------------------------------------------------------
+def _short(node: Node | None) -> str:
+    return "" if node is None else node.op.rpartition("::")[2]
+
+
+def _sinkable(body: Graph, k: int, nc: int, nx: int, users: dict[Value, list[Node]]) -> tuple[Node, Node] | None:
+    """For carry ``k`` of a scan body: ``(accumulate, contribution)`` when the carry only sums a per-step
+    ``matmul_grad_rhs_internal`` of two per-step matrices, or a ``reduce_to_shape_internal`` of one per-step
+    value, into itself (and nothing else reads it); None otherwise."""
+    acc_in, out = body.inputs[k], body.outputs[k]
+    add = out.producer
+    if _short(add) != "accumulate_internal" or add.inputs[0] is not acc_in or users.get(acc_in) != [add] or \
+            acc_in in body.outputs or users.get(out) or body.outputs.count(out) != 1:  # (a trajectory stacks acc_in)
+        return None
+    contribution = add.inputs[1].producer
+    if contribution is None or users.get(add.inputs[1]) != [add]:
+        return None
+    per_step = set(body.inputs[nc:nc + nx])  # rows; or values the body computes (not carries or invariants)
+
+    def stackable(v: Value) -> bool:
+        return v.producer is not None or v in per_step
+    op = _short(contribution)
+    if op == "matmul_grad_rhs_internal":
+        a, g = contribution.inputs
+        return (add, contribution) if (stackable(a) and stackable(g) and a.type.rank == 2 and g.type.rank == 2
+                                       and list(contribution.attrs["shape"]) == [a.shape[1], g.shape[1]]) else None
+    if op == "reduce_to_shape_internal":
+        return (add, contribution) if stackable(contribution.inputs[0]) else None
+    return None
+
+
+def sink_scan_accumulations(graph: Graph, ctx: Any) -> Graph:
+    """Sum per-step gradient contributions of a scan after the loop, as one contraction (module docstring)."""
+    if "scan" not in {_short(n) for n in graph.nodes}:
+        return graph
+    plans = {}
+    for node in graph.nodes:
+        if _short(node) == "scan":
+            plan = _sink_plan(node, ctx.registry.schemas)
+            if plan is not None:
+                plans[node] = plan
+    from_scan = {v for n in graph.nodes if _short(n) == "scan" for v in n.outputs[n.attrs["n_carry"]:]}
+    folds = {n for n in graph.nodes if _foldable(n, from_scan)}
+    if not plans and not folds:
+        return graph
+    reg = ctx.registry
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        if node in folds:  # a stacked gradient of a hoisted projection: one contraction over steps and rows
+            a, g = (_fold(rw, reg, v) for v in rw.read(node.inputs))
+            rw.alias(node.outputs[0], rw.new.add_node(node.op, [a, g], dict(node.attrs), registry=reg).outputs[0])
+            continue
+        if node not in plans:
+            rw.copy(node)
+            continue
+        sunk, body, n_new = plans[node]
+        a = node.attrs
+        nc, nx = a["n_carry"], a["n_scanned"]
+        ins = rw.read(node.inputs)
+        kept = [k for k in range(nc) if k not in sunk]
+        new_ins = [ins[k] for k in kept] + list(ins[nc:])
+        out_types = [node.outputs[k].type for k in kept] + [v.type for v in node.outputs[nc:]] + \
+            [body.outputs[len(body.outputs) - n_new + j].type.with_shape((a["length"], *body.outputs[
+                len(body.outputs) - n_new + j].type.shape)) for j in range(n_new)]
+        new = rw.emit(node.op, new_ins, {**a, "body": body, "n_carry": len(kept)}, out_types)
+        for j, k in enumerate(kept):
+            rw.alias(node.outputs[k], new.outputs[j])
+        for j in range(len(node.outputs) - nc):
+            rw.alias(node.outputs[nc + j], new.outputs[len(kept) + j])
+
+        def stacked(where: tuple[str, int]) -> Value:
+            kind, j = where
+            if kind == "row":
+                return ins[nc + j]
+            return new.outputs[len(kept) + j + (0 if kind == "ys" else len(node.outputs) - nc)]
+        for k, (op, attrs, sources) in sunk.items():
+            parts = [stacked(w) for w in sources]
+            if op == "matmul_grad_rhs_internal":  # sum_t a_t^T g_t = A^T G over the steps and rows folded together
+                parts = [_fold(rw, reg, v) for v in parts]
+            total = rw.new.add_node(op, parts, attrs, registry=reg).outputs[0]
+            rw.alias(node.outputs[k], rw.new.add_node("accumulate_internal", [ins[k], total],
+                                                      registry=reg).outputs[0])
+    ctx.note("sink_scan_accumulations", f"{sum(len(p[0]) for p in plans.values())} scan accumulation(s) summed "
+                                        f"after the loop, {len(folds)} stacked product(s) folded")
+    return rw.finish()
+
+
+def _foldable(node: Node, from_scan: set[Value]) -> bool:
+    """``matmul_grad_rhs_internal(A, G)`` of ``[L, B, K]`` and ``[L, B, N]`` into ``[K, N]``, G stacked by a scan:
+    the gradient of ``xs @ W`` that scan's front end hoisted (control_hoist)."""
+    if _short(node) != "matmul_grad_rhs_internal":
+        return False
+    a, g = node.inputs
+    return (g in from_scan and a.type.rank == 3 and g.type.rank == 3 and a.shape[:2] == g.shape[:2]
+            and list(node.attrs["shape"]) == [a.shape[2], g.shape[2]])
+
+
+def _fold(rw: Rewriter, reg: Any, v: Value) -> Value:
+    """``[L, B, K]`` seen as ``[L * B, K]`` (a reshape of a contiguous stack: no copy)."""
+    length, rows, width = v.type.shape
+    return rw.new.add_node("reshape", [v], {"shape": [length * rows, width]}, registry=reg).outputs[0]
+
+
+def _sink_plan(node: Node, schemas: dict[str, Any]) -> tuple[dict, Graph, int] | None:
+    """How a scan node's sinkable accumulations leave it: ``({carry: (op, attrs, sources)}, new body,
+    number of new stacked outputs)``; a source is ``("row", j)`` (scanned input j), ``("ys", j)`` (the
+    node's j-th stacked output) or ``("out", j)`` (the j-th new stacked output). None when no carry is sinkable."""
+    a = node.attrs
+    body: Graph = a["body"]
+    nc, nx = a["n_carry"], a["n_scanned"]
+    users: dict[Value, list[Node]] = {}
+    for n in body.nodes:
+        for v in n.inputs:
+            users.setdefault(v, []).append(n)
+    found = {k: f for k in range(nc) if (f := _sinkable(body, k, nc, nx, users)) is not None}
+    if not found:
+        return None
+    rows = {v: j for j, v in enumerate(body.inputs[nc:nc + nx])}
+    new_outs: list[Value] = []
+    sunk = {}
+    for k, (_, contribution) in found.items():
+        sources = []
+        for v in contribution.inputs:
+            if v in rows:
+                sources.append(("row", rows[v]))
+            elif v in body.outputs[nc:]:  # already stacked
+                sources.append(("ys", body.outputs[nc:].index(v)))
+            else:
+                if v not in new_outs:
+                    new_outs.append(v)
+                sources.append(("out", new_outs.index(v)))
+        sunk[k] = (_short(contribution), dict(contribution.attrs), sources)
+    kept = [k for k in range(nc) if k not in found]
+    outs = [body.outputs[k] for k in kept] + body.outputs[nc:] + new_outs
+    nodes, _ = _live(body, outs, schemas)
+    new_body = _subgraph(body, [body.inputs[k] for k in kept] + body.inputs[nc:], outs, nodes)
+    return sunk, new_body, len(new_outs)
+
+
 PASSES = [
     PassSpec("merge_trajectory_recompute", merge_trajectory_recompute, after="decompose", min_level=1,
              doc="a loop/scan whose gradient recomputes it with trajectory=True saves the trajectory itself"),
+    PassSpec("sink_scan_accumulations", sink_scan_accumulations, before="eliminate_dead_nodes", min_level=1,
+             doc="a scan carry that sums a per-step matrix product or reduction is summed after the loop"),
     PassSpec("prune_control_flow", prune_control_flow, before="eliminate_dead_nodes", min_level=1,
              doc="control-flow nodes drop outputs, carried states and inputs that nothing reads"),
 ]

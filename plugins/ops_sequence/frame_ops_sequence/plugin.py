@@ -21,6 +21,6 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from .control_passes import PASSES
+    from . import control_passes, recurrence_passes
 
-    return PASSES
+    return [*control_passes.PASSES, *recurrence_passes.PASSES]

@@ -10,8 +10,12 @@ products, so the op is closed under differentiation (research note §4.3).
 is simply the reverse cumsum (JAX's ``_cumsum_transpose_rule``).
 
 ``selective_scan`` follows Mamba's ``selective_scan_ref`` for real ``A``; its
-forward kernel is fused (``_scan.selective_scan_forward``), its GradientFn is
-Mamba's backward written with ``linear_scan`` and elementwise ops. See
+forward kernel is fused (``_scan.selective_scan_forward``). Its GradientFn runs
+the forward again saving ``a`` and ``h`` (``selective_scan_saving_internal``,
+merged with the forward node by ``recurrence_passes``) and Mamba's backward as
+one numpy kernel (``selective_scan_backward_internal``); both internal ops
+differentiate the same mathematics written with ``linear_scan`` and elementwise
+ops (``_selective._Math``), which half precision uses directly. See
 ``docs/sequence.md``.
 """
 
@@ -21,11 +25,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+from frame_core import (
+    AttrSpec, Example, NodeContext, OpSchema, Tensor, TensorType, build_vjp_graph, current_graph, inline_graph, ops,
+    trace_body,
+)
 
 from ._common import as_out, compute_dtype, normalize_axis, require_float, require_numeric, shift
-from ._scan import linear_scan, selective_scan_forward
-from ._selective import layout, selective_scan_gradient
+from ._scan import linear_scan, selective_scan_backward, selective_scan_forward, selective_scan_saving
+from ._selective import OPTIONAL, Layout, _Math, layout, selective_scan_gradient
 
 _AXIS = AttrSpec("int", doc="the axis to scan along (negative counts from the end)")
 _REVERSE = AttrSpec("bool", False, "scan from the last element to the first")
@@ -191,4 +198,157 @@ SELECTIVE_SCAN = OpSchema(
     ],
 )
 
-SCHEMAS = [CUMSUM, LINEAR_SCAN, SELECTIVE_SCAN]
+# -- selective_scan's gradient kernels --------------------------------------------------------------------
+# selective_scan's GradientFn (float32/float64) emits the pair below: the forward again, also returning a = exp(delta A)
+# and the state h, and Mamba's backward over them in one numpy kernel. The pass merge_selective_scan_saving makes
+# the forward node itself the saving one, so a training graph scans forward once and backward once. Their own
+# GradientFns differentiate the same mathematics written with frame ops (_selective._Math), so selective_scan stays
+# closed to any order.
+def _types(types) -> str:  # noqa: ANN001
+    return "[" + ", ".join(map(str, types)) + "]"
+
+
+class _Inputs:
+    """A NodeContext seen through the first ``count`` inputs (the selective_scan inputs of a gradient op)."""
+
+    def __init__(self, ctx: NodeContext, count: int) -> None:
+        self.input_types, self.attrs, self.error = list(ctx.input_types[:count]), ctx.attrs, ctx.error
+
+
+def _state_type(lay: Layout) -> TensorType:
+    return lay.u.with_shape((lay.length, lay.batch, lay.groups, lay.dim // lay.groups, lay.n))
+
+
+def _fast_layout(ctx: NodeContext, count: int) -> Layout:
+    lay = layout(_Inputs(ctx, count))
+    if lay.u.dtype.name not in ("float32", "float64"):
+        raise ctx.error(f"computes in float32 or float64 only, got {lay.u}; half precision takes selective_scan's "
+                        "composite gradient")
+    return lay
+
+
+def _saving_shape(ctx: NodeContext) -> list[TensorType]:
+    lay = _fast_layout(ctx, len(ctx.input_types))
+    return [lay.u, _state_type(lay), _state_type(lay), lay.u, lay.u]
+
+
+def _backward_shape(ctx: NodeContext) -> list[TensorType]:
+    n = len(ctx.input_types) - 5
+    if n < 5:
+        raise ctx.error(f"takes selective_scan's inputs, then a, h, dt, y and the output's cotangent; got "
+                        f"{n + 5} inputs")
+    lay = _fast_layout(ctx, n)
+    state = _state_type(lay)
+    want = [state, state, lay.u, lay.u, lay.u]
+    if list(ctx.input_types[n:]) != want:
+        raise ctx.error(f"a, h, dt, y and the cotangent must be {_types(want)}, got {_types(ctx.input_types[n:])}")
+    return list(ctx.input_types[:n])
+
+
+def _saving_kernel(ctx: NodeContext) -> Callable:
+    lay = layout(ctx)
+    softplus = ctx.attrs["delta_softplus"]
+    dtype = lay.u.dtype.np
+
+    def kernel(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
+        extra = dict(zip(lay.optional, xs[5:]))
+        out, a, h, dt, y = selective_scan_saving(*xs[:5], extra.get("D"), extra.get("z"), extra.get("delta_bias"),
+                                                 softplus, lay.groups, dtype)
+        return as_out(out, lay.u), a, h, np.array(dt, order="C"), np.array(y, order="C")
+    return kernel
+
+
+def _backward_kernel(ctx: NodeContext) -> Callable:
+    n = len(ctx.input_types) - 5
+    lay = layout(_Inputs(ctx, n))
+    softplus = ctx.attrs["delta_softplus"]
+    forms = (lay.b_form, lay.c_form, lay.b_groups, lay.c_groups)
+    dtype = lay.u.dtype.np
+    types = ctx.input_types[:n]
+
+    def kernel(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
+        grads = selective_scan_backward(list(xs[:n]), *xs[n:], lay.optional, forms, softplus, lay.groups, dtype)
+        return tuple(as_out(np.ascontiguousarray(g), t) for g, t in zip(grads, types))
+    return kernel
+
+
+def _by_composite(composite: Callable[[NodeContext], Callable[..., list]]) -> Callable[[NodeContext], object]:
+    """A GradientFn: the VJP of ``composite(ctx)``, the op's outputs written with frame ops (closed to any order)."""
+    def gradient(ctx: NodeContext):
+        n_in, n_out = len(ctx.input_types), len(ctx.output_types)
+        fn = composite(ctx)
+
+        def grad(*args: Tensor) -> list:
+            body = trace_body(lambda *xs: fn(*xs), list(ctx.input_types), name=f"{ctx.op}_composite",
+                              role=f"composite of {ctx.op}")
+            graph = current_graph()
+            arguments = [t.value for t in (*args[:n_in], *args[n_in + n_out:])]  # (xs.., gys..): the VJP's inputs
+            outs = inline_graph(graph, build_vjp_graph(body.graph), arguments)
+            return [Tensor(v, graph) for v in outs]
+        return ctx.grad_graph(grad)
+    return gradient
+
+
+def _saving_composite(ctx: NodeContext) -> Callable[..., list]:
+    lay = layout(ctx)
+    fm = _Math(lay, ctx.attrs["delta_softplus"], list(ctx.input_types))
+    attrs = {"delta_softplus": ctx.attrs["delta_softplus"], "optional_inputs": list(lay.optional)}
+    return lambda *xs: [ops.selective_scan(*xs, **attrs), *fm.saved(xs)]
+
+
+def _backward_composite(ctx: NodeContext) -> Callable[..., list]:
+    n = len(ctx.input_types) - 5
+    lay = layout(_Inputs(ctx, n))
+    fm = _Math(lay, ctx.attrs["delta_softplus"], list(ctx.input_types[:n]))
+    return lambda *xs: fm.backward(xs[:n], xs[n], xs[n + 1], xs[n + 4], dt=xs[n + 2], y_pre=xs[n + 3])
+
+
+def optional_names(node_attrs: dict, count: int) -> tuple[str, ...]:
+    """The optional inputs of a selective_scan node with ``count`` inputs after C (its attribute, or the default)."""
+    given = node_attrs.get("optional_inputs")
+    return tuple(given) if given is not None else OPTIONAL[:count]
+
+
+_SS_ATTRS = {
+    "delta_softplus": AttrSpec("bool", False, "delta <- softplus(delta + delta_bias) before the scan"),
+    "optional_inputs": AttrSpec("strs", None, "which of D, z, delta_bias follow C, in order; none: the first "
+                                              "k of (D, z, delta_bias) for k extra inputs"),
+}
+_EX_ALL = ["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]",
+           "f32[4]"]
+_EX_GROUPED = ["f64[2, 4, 4]", "f64[2, 4, 4]", "f64[4, 2]", "f64[2, 2, 2, 4]", "f64[4, 2]", "f64[2, 4, 4]"]
+
+SELECTIVE_SCAN_SAVING = OpSchema(
+    "selective_scan_saving_internal",
+    inputs=("u", "delta", "A", "B", "C", "optional"),
+    outputs=("out", "a", "h", "dt", "y"),
+    attrs=_SS_ATTRS,
+    shape_infer=_saving_shape,
+    kernels={"cpu": _saving_kernel},
+    gradient=_by_composite(_saving_composite),
+    variadic=True,
+    doc="selective_scan's forward (float32/float64) that also returns a = exp(delta A) and the state h, time-major "
+        "(L, batch, G, D/G, N), the step dt (softplus(delta + delta_bias) if delta_softplus) and y = C h + D u (the "
+        "output before the gate), for selective_scan_backward_internal; made by selective_scan's GradientFn.",
+    examples=[Example(_EX_ALL, {"delta_softplus": True}, note="all inputs, variable B and C"),
+              Example(_EX_GROUPED, {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only")],
+)
+
+SELECTIVE_SCAN_BACKWARD = OpSchema(
+    "selective_scan_backward_internal",
+    inputs=("values",),
+    outputs=("grads",),
+    attrs=_SS_ATTRS,
+    shape_infer=_backward_shape,
+    kernels={"cpu": _backward_kernel},
+    gradient=_by_composite(_backward_composite),
+    variadic=True,
+    doc="Mamba's backward of selective_scan over the saved values: (selective_scan's inputs.., a, h, dt, y, g_out) "
+        "-> one gradient per selective_scan input; made by selective_scan's GradientFn (float32/float64).",
+    examples=[Example([*_EX_ALL, "f32[5, 2, 1, 4, 3]", "f32[5, 2, 1, 4, 3]", *["f32[2, 4, 5]"] * 3],
+                      {"delta_softplus": True}, note="all inputs, variable B and C"),
+              Example([*_EX_GROUPED, "f64[4, 2, 2, 2, 2]", "f64[4, 2, 2, 2, 2]", *["f64[2, 4, 4]"] * 3],
+                      {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only")],
+)
+
+SCHEMAS = [CUMSUM, LINEAR_SCAN, SELECTIVE_SCAN, SELECTIVE_SCAN_SAVING, SELECTIVE_SCAN_BACKWARD]

@@ -88,9 +88,13 @@ def test_the_forward_loop_runs_once_and_saves_its_trajectory_only_when_different
 
 def test_unread_gradients_are_pruned_from_the_backward_body():
     training = fc.build_backward_graph(fc.trace(rnn, *TYPES), 0, [3])  # only u: not h0, xs or w
-    backward = [n for n in fc.compile(training).graph.nodes if n.op == "scan"][-1]
+    unsunk = fc.compile(training, disable=["sink_scan_accumulations"])
+    backward = [n for n in unsunk.graph.nodes if n.op == "scan"][-1]
     # carried: the state cotangent and u's accumulator (w's is pruned); no stacked d/dxs output
     assert backward.attrs["n_carry"] == 2 and len(backward.outputs) == 2
+    # summed after the loop instead: u's per-step contributions leave as one stacked output, the carry goes
+    backward = [n for n in fc.compile(training).graph.nodes if n.op == "scan"][-1]
+    assert backward.attrs["n_carry"] == 1 and len(backward.outputs) == 2
     full = fc.build_backward_graph(fc.trace(rnn, *TYPES), 0, [0, 1, 2, 3])
     want = fc.compile(full).run(_inputs())[4]
     np.testing.assert_allclose(fc.compile(training).run(_inputs())[1], want, rtol=1e-14)

@@ -1,0 +1,68 @@
+"""Compile pass of selective_scan (contributed through ``frame_register_passes``).
+
+merge_selective_scan_saving (after ``decompose``)
+    selective_scan's GradientFn runs the forward again as
+    ``selective_scan_saving_internal``, which also returns ``a = exp(delta A)``
+    and the state ``h`` for the backward kernel. When the graph also holds the
+    forward ``selective_scan`` node on the same inputs with the same
+    attributes, the forward node's output is read from the saving node instead,
+    moved to its place: the scan runs forward once. The saving node computes
+    ``out`` with the forward kernel's own code, so the output keeps its bits.
+    Without this pass (``opt_level=0``) the results are the same and the
+    forward runs twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frame_core import Graph, Node, PassSpec, Rewriter
+
+from .recurrence import optional_names
+
+__all__ = ["PASSES", "merge_selective_scan_saving"]
+
+
+def _short(node: Node) -> str:
+    return node.op.rpartition("::")[2]
+
+
+def _key(node: Node) -> tuple:
+    return (tuple(map(id, node.inputs)), bool(node.attrs.get("delta_softplus")),
+            optional_names(node.attrs, len(node.inputs) - 5))
+
+
+def merge_selective_scan_saving(graph: Graph, ctx: Any) -> Graph:
+    """Read a ``selective_scan`` node's output from its saving twin (module docstring)."""
+    ops = {_short(n) for n in graph.nodes}
+    if "selective_scan_saving_internal" not in ops or "selective_scan" not in ops:
+        return graph
+    savers = {}
+    for node in graph.nodes:
+        if _short(node) == "selective_scan_saving_internal":
+            savers.setdefault(_key(node), node)
+    twins = {n: savers[_key(n)] for n in graph.nodes if _short(n) == "selective_scan" and _key(n) in savers}
+    if not twins:
+        return graph
+    rw = Rewriter(graph)
+    placed: dict[Node, Node] = {}
+    for node in graph.nodes:
+        if node in placed:  # already emitted where its forward twin was
+            continue
+        saver = twins.get(node)
+        if saver is None:
+            copy = rw.copy(node)
+            if node in twins.values():
+                placed[node] = copy
+            continue
+        if saver not in placed:  # its inputs are the forward node's, so they are defined here
+            placed[saver] = rw.copy(saver)
+        rw.alias(node.outputs[0], placed[saver].outputs[0])
+    ctx.note("merge_selective_scan_saving", f"{len(twins)} selective_scan node(s) read their saving twin's output")
+    return rw.finish()
+
+
+PASSES = [
+    PassSpec("merge_selective_scan_saving", merge_selective_scan_saving, after="decompose", min_level=1,
+             doc="a selective_scan whose gradient recomputes it with a saving kernel reads that kernel's output"),
+]
