@@ -227,8 +227,9 @@ class _Builder:
         return [(g, l_)]
 
     def _derivatives(self, node: Node, active: list[int]) -> Graph:
-        """``xs -> [f_a for a in active] + [f_ab for a <= b in active]`` for an elementwise node, from the op's
-        forward rule with unit tangents (one and two applications of ``build_jvp_graph``)."""
+        """``(xs, y) -> [f_a for a in active] + [f_ab for a <= b in active]`` for an elementwise node ``y = f(xs)``,
+        from the op's forward rule with unit tangents (one and two applications of ``build_jvp_graph``); where the
+        rule reads ``f(xs)`` (tanh' = 1 - tanh^2) it reads ``y``, which the forward pass has computed."""
         key = (node.op, tuple(v.type for v in node.inputs), attrs_key(node.attrs) if node.attrs else (), tuple(active))
         cached = self.deriv_cache.get(key)
         if cached is not None:
@@ -261,6 +262,7 @@ class _Builder:
                         else result.zeros(node.inputs[c].type) for c in active]
                 outs = inline_graph(result, second, [*rxs, *unit])
                 result.mark_output(outs[len(active) + ia])
+        _reuse_primal(result, node, rxs, result.add_input(node.outputs[0].type, "y"))
         live = set(result.outputs)
         keep = []
         for n in reversed(result.nodes):
@@ -273,7 +275,7 @@ class _Builder:
 
     def _elementwise(self, node: Node, active: list[int], state: dict) -> list:
         rank = node.outputs[0].type.rank
-        d = inline_graph(self.graph, self._derivatives(node, active), list(node.inputs))
+        d = inline_graph(self.graph, self._derivatives(node, active), [*node.inputs, node.outputs[0]])
         na = len(active)
         firsts, seconds = d[:na], d[na:]
         gs = {i: self.align(state[node.inputs[i]][0], rank) for i in active}
@@ -367,6 +369,23 @@ class _Builder:
             if l_.type.shape != shape:
                 l_ = self.apply("broadcast_to", l_, shape=shape)
         return g, l_
+
+
+def _reuse_primal(result: Graph, node: Node, xs: list[Value], y: Value) -> None:
+    """Point the uses of every copy of ``node`` over ``xs`` in ``result`` at ``y`` (the copies are then dead).
+
+    Common-subexpression elimination would not merge such a copy with the forward node: it recomputes an
+    elementwise value whose first computation is dead by then, trading work for peak memory, and a recomputed
+    tanh costs about as much as a [256, 64] x [64, 64] product (numpy's float32 tanh is not vectorised here)."""
+    key = attrs_key(node.attrs) if node.attrs else ()
+    inputs = tuple(xs)
+    swap: dict[Value, Value] = {}
+    for n in result.nodes:
+        if swap:
+            n.inputs = tuple([swap.get(v, v) for v in n.inputs])
+        if n.op == node.op and n.inputs == inputs and (attrs_key(n.attrs) if n.attrs else ()) == key:
+            swap[n.outputs[0]] = y
+    result.outputs = [swap.get(v, v) for v in result.outputs]
 
 
 def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray, np.ndarray | None]:
@@ -506,7 +525,7 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
     if order <= 2:  # the one-pass rules with the single all-ones direction: (u', u'')
         builder = _Builder(result, reg, 1, None)
         state: dict[Value, tuple[Value | None, Value | None]] = {
-            x: (result.constant(np.ones(x.type.shape, x.type.dtype.np)), None)}
+            x: (result.constant(np.ones((1,) * x.type.rank, x.type.dtype.np)), None)}  # the same for every point
         builder.run(chain, state)
         for j in selected:
             y = result.outputs[j]
