@@ -41,7 +41,7 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import GradientError, MissingGradientError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph
+from ..ir.graph import Graph, Node, Value, clone_graph, constant_array, inline_graph
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
@@ -263,6 +263,7 @@ class _Builder:
                 outs = inline_graph(result, second, [*rxs, *unit])
                 result.mark_output(outs[len(active) + ia])
         _reuse_primal(result, node, rxs, result.add_input(node.outputs[0].type, "y"))
+        _tidy(result)
         live = set(result.outputs)
         keep = []
         for n in reversed(result.nodes):
@@ -369,6 +370,38 @@ class _Builder:
             if l_.type.shape != shape:
                 l_ = self.apply("broadcast_to", l_, shape=shape)
         return g, l_
+
+
+def _tidy(graph: Graph) -> None:
+    """Drop the unit tangents' products (``mul(ones, v) -> v``, same type) and merge repeated nodes in the small
+    graph of an op's derivatives: f' appears once from the first application of forward mode and again inside the
+    second; the compile pipeline would merge them too, but only where its memory rule allows."""
+    swap: dict[Value, Value] = {}
+    seen: dict[tuple, Node] = {}
+    for n in graph.nodes:
+        if swap:
+            n.inputs = tuple([swap.get(v, v) for v in n.inputs])
+        if n.op == "mul" and len(n.outputs) == 1:
+            for one, other in (n.inputs, n.inputs[::-1]):
+                value = constant_array(one)
+                if value is not None and other.type == n.outputs[0].type and np.all(value == 1):
+                    swap[n.outputs[0]] = other
+                    break
+            if n.outputs[0] in swap:
+                continue
+        if n.op == "constant":
+            value = n.attrs["value"]
+            if value.size > 16:
+                continue
+            key = (n.op, value.dtype.str, value.shape, value.tobytes())  # the scalars 1, 2, 0 of each rule
+        else:
+            key = (n.op, n.inputs, attrs_key(n.attrs) if n.attrs else ())
+        twin = seen.get(key)
+        if twin is None:
+            seen[key] = n
+        else:
+            swap.update(zip(n.outputs, twin.outputs))
+    graph.outputs = [swap.get(v, v) for v in graph.outputs]
 
 
 def _reuse_primal(result: Graph, node: Node, xs: list[Value], y: Value) -> None:
