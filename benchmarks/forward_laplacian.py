@@ -8,12 +8,15 @@ step computes the residual Laplacian(u) - f, the loss mean(residual^2) and its g
   appended, ``build_backward_graph`` for the parameters; one compiled executable.
 * jax.jit, two formulations, the faster reported as "jax": ``trace(hessian(u))`` per point (vmap), and a loop
   of ``jvp(grad(u))`` over the d unit vectors (vmap over them); ``value_and_grad`` over the parameters.
+* folx (when installed, ``pip install folx``): ``folx.forward_laplacian`` per point (vmap), jitted with
+  ``value_and_grad``: the same one-pass method in JAX.
 * torch.func: ``vmap(hessian(u))`` traced, ``torch.func.grad`` over the parameters (eager: no compile).
 * numpy: the forward-Laplacian recurrences and their reverse pass written out by hand (the reference).
 
 PINN: the seed's 1-D network (tests/autodiff/test_pinn.py, 256 points, 64 hidden), the loss
 mean((u'' - f)^2) + 10 mean(u(xb)^2) and its parameter gradient: frame's Taylor pass
-(``build_taylor_graph``) against jax.jit of jvp-of-jvp and of grad-of-grad (the faster reported).
+(``build_taylor_graph``) against jax.jit of jvp-of-jvp and of grad-of-grad (the faster reported), and
+torch.func's jvp-of-jvp; every step returns the loss and the parameter gradients only.
 
 Prints medians of interleaved rounds and the ratio to jax, and the compile times (frame: graph transforms +
 compile; jax: the first call's trace, lowering and compile).
@@ -137,7 +140,16 @@ def jax_poisson(d: int):
             r = lap_fn(params, x)[:, None] - f
             return jnp.mean(r * r)
         return jax.jit(jax.value_and_grad(loss))
-    return {"jax trace(hessian)": step(lap_hessian), "jax jvp(grad) loop": step(lap_jvp_grad)}
+    variants = {"jax trace(hessian)": step(lap_hessian), "jax jvp(grad) loop": step(lap_jvp_grad)}
+    try:  # folx (pip install folx): the forward Laplacian of Li et al. for JAX, the same method as frame's
+        import folx
+    except ImportError:
+        return variants
+
+    def lap_folx(params, x):
+        return jax.vmap(lambda p: folx.forward_laplacian(lambda q: u(params, q))(p).laplacian)(x)
+    variants["folx forward_laplacian"] = step(lap_folx)
+    return variants
 
 
 def torch_poisson():
@@ -180,8 +192,22 @@ def frame_pinn(n: int, h: int) -> tuple[fc.Executable, float, int]:
         f, ub, d2u = v[2], v[len(types) + 1], v[-1]
         return ops.mse_loss(d2u, f) + ops.mean(ops.square(ub)) * 10.0
     with_loss, k = fc.extend_graph(taylor, physics)
-    exe = fc.compile(fc.build_backward_graph(with_loss, k, list(range(3, 8))), cache=False)
-    return exe, time.perf_counter() - t0, k
+    training = only_outputs(fc.build_backward_graph(with_loss, k, list(range(3, 8))), [k, *range(-5, 0)])
+    exe = fc.compile(training, cache=False)
+    return exe, time.perf_counter() - t0, 0
+
+
+def only_outputs(graph: fc.Graph, positions: list[int]) -> fc.Graph:
+    """``graph`` returning only the outputs at ``positions`` (the step's loss and gradients, what jax's
+    ``value_and_grad`` returns): u', u(x) and the other outputs of the transforms are then not computed."""
+    names = graph.output_names
+    positions = [p % len(graph.outputs) for p in positions]
+    for i in range(len(graph.outputs)):
+        graph.name_output(i, None)
+    graph.outputs[:] = [graph.outputs[p] for p in positions]
+    for j, p in enumerate(positions):
+        graph.name_output(j, names[p])
+    return graph
 
 
 def jax_pinn():
@@ -206,6 +232,26 @@ def jax_pinn():
             return jnp.mean((d2(params, x) - f) ** 2) + 10.0 * jnp.mean(u(params, xb) ** 2)
         return jax.jit(jax.value_and_grad(loss))
     return {"jax jvp-of-jvp": step(d2_jvp), "jax grad-of-grad": step(d2_grad)}
+
+
+def torch_pinn():
+    """torch.func: jvp of jvp along the all-ones direction, ``grad_and_value`` over the parameters (eager)."""
+    try:
+        import torch
+        from torch.func import grad_and_value, jvp
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+
+    def u(params, x):
+        w1, b1, w2, b2, w3 = params
+        return torch.tanh(torch.tanh(x @ w1 + b1) @ w2 + b2) @ w3
+
+    def loss(params, x, xb, f):
+        ones = torch.ones_like(x)
+        d2 = jvp(lambda z: jvp(lambda q: u(params, q), (z,), (ones,))[1], (x,), (ones,))[1]
+        return torch.mean((d2 - f) ** 2) + 10.0 * torch.mean(u(params, xb) ** 2)
+    return grad_and_value(loss)
 
 
 # -- timing -----------------------------------------------------------------------------------------------
@@ -291,7 +337,7 @@ def poisson(d: int, args: argparse.Namespace, have_jax: bool) -> None:
         variants["torch.func"] = lambda: torch_step(tparams, tx, tf)
     variants["numpy (hand-written)"] = lambda: numpy_poisson(x, f, *params)
     times = interleaved(variants, args.rounds)
-    jax_names = [name for name in times if name.startswith("jax")]
+    jax_names = [name for name in times if name.startswith("jax")]  # folx is reported, not the base
     base_name = min(jax_names, key=times.get) if jax_names else "numpy (hand-written)"
     base = times[base_name]
     print(f"\nPoisson d={d}: {n} points, MLP width {width} depth {depth} tanh, float32 (residual + parameter "
@@ -327,6 +373,16 @@ def pinn(args: argparse.Namespace, have_jax: bool) -> None:
             for a, b in zip(outs[-5:], grads):
                 np.testing.assert_allclose(a, np.asarray(b), rtol=5e-2, atol=2e-3 * float(np.max(np.abs(a))))
             variants[name] = (lambda s: lambda: _block(s(jp, jx, jxb, jf)))(step)
+    torch_step = torch_pinn() if not args.no_torch else None
+    if torch_step is not None:
+        import torch
+
+        tp = [torch.from_numpy(p.copy()) for p in params]
+        tx, txb, tf = (torch.from_numpy(a) for a in (x, xb, f))
+        compile_times["torch.func jvp-of-jvp"] = _first_call(lambda: torch_step(tp, tx, txb, tf))
+        grads, value = torch_step(tp, tx, txb, tf)
+        np.testing.assert_allclose(float(value), outs[k], rtol=2e-3)
+        variants["torch.func jvp-of-jvp"] = lambda: torch_step(tp, tx, txb, tf)
     times = interleaved(variants, args.rounds * 2)
     jax_names = [name for name in times if name.startswith("jax")]
     base_name = min(jax_names, key=times.get) if jax_names else "frame Taylor pass"

@@ -1,31 +1,35 @@
-"""One training step of a 1-D PINN whose loss uses u'': frame against hand-written numpy (and torch).
+"""One training step of a 1-D PINN whose loss uses u'': frame against hand-written numpy, jax.jit and torch.
 
 The network is u(x) = tanh(tanh(x W1 + b1) W2 + b2) W3 with 64 hidden units, on
 256 collocation points and 2 boundary points, float32. The loss is
 mean((u'' - f)^2) + 10 mean(u(xb)^2), and a step computes it and its gradient
-for the five parameters.
+for the five parameters (every variant returns just those).
 
-* frame: u'' by two applications of ``build_backward_graph`` (a full-ones
-  contraction of du/dx in between), the parameter gradients by a third, as in
-  ``tests/autodiff/test_pinn.py``; one compiled executable.
+* frame Taylor: u'' by one univariate Taylor pass (``build_taylor_graph``,
+  order 2), the parameter gradients by ``build_backward_graph``; one compiled
+  executable. This is frame's formulation of the step.
+* frame reverse^3: u'' by two applications of ``build_backward_graph`` (a
+  full-ones contraction of du/dx in between), the parameter gradients by a
+  third, as in ``tests/autodiff/test_pinn.py``.
 * numpy: Taylor-mode forward (value, first and second derivative of every
   layer) and its reverse pass written out by hand, one array expression per
   line: what a careful person writes without a framework.
-* torch (when installed): eager autograd with ``create_graph=True``.
+* jax.jit (when installed): jvp-of-jvp and grad-of-grad, the faster is the
+  base of the "x jax" column; torch eager autograd (``create_graph=True``) and
+  torch.func's jvp-of-jvp (when installed).
 
 Prints medians of interleaved rounds (each round runs every variant for about
-10 ms in turn) and the ratio to numpy; ``--profile`` adds frame's
-per-instruction profile (``Executable.profile``) and the floating-point work of
-both steps' matrix products.
+10 ms in turn), the ratios to numpy and to the best jax, the compile times;
+``--profile`` adds the Taylor step's per-instruction profile
+(``Executable.profile``) and the floating-point work of its matrix products.
 
-Why frame trails the hand-written step with one BLAS thread: the products are
-compute-bound (a [256, 64] @ [64, 64] product runs at ~85 GFLOP/s on one core,
-and merging several into one larger GEMM gains ~5 %), and reverse mode applied
-three times computes 12 of them where the Taylor-mode step computes 9: the
-first derivative is a backward pass through the second layer (a product with
-W2^T) where Taylor mode carries it forward (a1' @ W2), and every use of W2 adds
-two products to the parameter gradient. That is 25.2 MFLOP against 18.9 MFLOP,
-about 70 us per step that no scheduling of the same graph recovers.
+Matrix products: Taylor mode needs 9 of the [n, h] x [h, h] size (a1, a1' and
+a1'' times W2 forward; per product one gradient for each operand), reverse mode
+applied three times 12 (the first derivative is a backward pass through the
+second layer, a product with W2^T, and every use of W2 adds two products to
+the parameter gradient), and jax's jit of jvp-of-jvp 12, of grad-of-grad 13
+(counted in the optimised HLO). A [256, 64] x [64, 64] product runs at about
+50-85 GFLOP/s on one core here, ~25-40 us.
 
     python benchmarks/pinn_step.py [--points 256] [--hidden 64] [--rounds 60] [--blas-threads 1] [--profile]
 """
@@ -64,6 +68,22 @@ def frame_training_graph(n: int, h: int) -> tuple[fc.Graph, int]:
         return ops.mse_loss(d2u, f) + ops.mean(ops.square(ub)) * BOUNDARY_WEIGHT
     with_loss, loss_index = fc.extend_graph(second, physics)
     return fc.build_backward_graph(with_loss, loss_index, list(range(3, 8))), loss_index
+
+
+def frame_taylor_graph(n: int, h: int) -> fc.Graph:
+    """The step by frame's Taylor pass, returning [loss, 5 gradients]."""
+    from forward_laplacian import only_outputs
+
+    types = [f"f32[{n}, 1]", "f32[2, 1]", f"f32[{n}, 1]", f"f32[1, {h}]", f"f32[{h}]", f"f32[{h}, {h}]", f"f32[{h}]",
+             f"f32[{h}, 1]"]
+    forward = fc.trace(lambda x, xb, f, *p: [network(x, *p), network(xb, *p)], *types)
+    taylor = fc.build_taylor_graph(forward, 0, order=2, outputs=[0])
+
+    def physics(*v):
+        f, ub, d2u = v[2], v[len(types) + 1], v[-1]
+        return ops.mse_loss(d2u, f) + ops.mean(ops.square(ub)) * BOUNDARY_WEIGHT
+    with_loss, k = fc.extend_graph(taylor, physics)
+    return only_outputs(fc.build_backward_graph(with_loss, k, list(range(3, 8))), [k, *range(-5, 0)])
 
 
 def numpy_step(x, xb, f, w1, b1, w2, b2, w3):
@@ -185,6 +205,12 @@ def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dic
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
+def _compiled(graph: fc.Graph) -> tuple[fc.Executable, float]:
+    t0 = time.perf_counter()
+    exe = fc.compile(graph, cache=False)
+    return exe, time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=256)
@@ -193,6 +219,8 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=None, help="(read by _env before numpy loads)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
+    if args.blas_threads is not None:  # XLA's CPU client: one intra-op thread, like the BLAS
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
     print(describe_environment())
     n, h = args.points, args.hidden
     rng = np.random.default_rng(0)
@@ -202,59 +230,85 @@ def main() -> None:
     params = [rng.standard_normal((1, h)).astype(np.float32), np.zeros(h, np.float32),
               (rng.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32), np.zeros(h, np.float32),
               (rng.standard_normal((h, 1)) / np.sqrt(h)).astype(np.float32)]
+    inputs = [x, xb, f, *params]
+    loss, grads = numpy_step(*inputs)
+    fc.compile(fc.trace(lambda a: a + 1.0, "f32[1]"), cache=False)  # the registry and passes load once, untimed
 
     t0 = time.perf_counter()
-    graph, loss_index = frame_training_graph(n, h)
-    exe = fc.compile(graph, cache=False)
-    setup = time.perf_counter() - t0
-    inputs = [x, xb, f, *params]
-    native = None
-    try:  # with frame-native installed: also time frame's own numpy code, and wait for the swap
+    taylor_graph = frame_taylor_graph(n, h)
+    taylor, taylor_compile = _compiled(taylor_graph)
+    compile_times = {"frame Taylor": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    reverse_graph, loss_index = frame_training_graph(n, h)
+    from forward_laplacian import only_outputs
+    reverse, _ = _compiled(only_outputs(reverse_graph, [loss_index, *range(-5, 0)]))
+    compile_times["frame reverse^3"] = time.perf_counter() - t0
+    for exe in (taylor, reverse):
+        outs = exe.run(inputs)
+        np.testing.assert_allclose(outs[0], loss, rtol=2e-4)
+        for got, want in zip(outs[1:], grads):
+            np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * float(np.max(np.abs(want))))
+    try:  # with frame-native installed: time the steady state, its kernels compiled
         import frame_native
     except ImportError:
         frame_native = None
-    if frame_native is not None and frame_native.tier_of(exe):
-        os.environ["FRAME_NATIVE"] = "0"
-        plain = fc.compile(graph, cache=False)
-        os.environ.pop("FRAME_NATIVE")
+    if frame_native is not None:
         for _ in range(3):
-            exe.run(inputs)
+            taylor.run(inputs), reverse.run(inputs)
         frame_native.wait(120)
-        native = exe
-        tiers = frame_native.tier_of(exe)
-        print(f"frame-native: {tiers.count('native')} of {len(tiers)} tiered groups compiled")
-        exe = plain
-    outs = exe.run(inputs)
-    loss, grads = numpy_step(*inputs)
-    np.testing.assert_allclose(outs[loss_index], loss, rtol=2e-4)
-    for got, want in zip(outs[-5:], grads):
-        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * float(np.max(np.abs(want))))
-    print(f"frame: {len(graph.nodes)} nodes -> {len(exe.instructions)} instructions, trace+backward+compile "
-          f"{setup:.3f} s; gradients agree with the hand-written numpy")
+        tiers = frame_native.tier_of(taylor)
+        print(f"frame-native: {tiers.count('native')} of {len(tiers)} tiered groups of the Taylor step compiled")
+    print(f"frame Taylor: {len(taylor_graph.nodes)} nodes -> {len(taylor.instructions)} instructions, transforms + "
+          f"compile {compile_times['frame Taylor']:.3f} s (compile {taylor_compile:.3f} s); frame reverse^3: "
+          f"{len(reverse.instructions)} instructions; both agree with the hand-written numpy")
 
-    variants = {"numpy": lambda: numpy_step(*inputs), "frame": lambda: exe.run(inputs)}
-    if native is not None:
-        np.testing.assert_array_equal(native.run(inputs)[-1], outs[-1])
-        variants["frame+native"] = lambda: native.run(inputs)
+    variants = {"numpy": lambda: numpy_step(*inputs), "frame Taylor": lambda: taylor.run(inputs),
+                "frame reverse^3": lambda: reverse.run(inputs)}
+    try:
+        import jax
+    except ImportError:
+        jax = None
+    if jax is not None:
+        import jax.numpy as jnp
+        from forward_laplacian import jax_pinn
+
+        jp = [jnp.asarray(p) for p in params]
+        jx, jxb, jf = jnp.asarray(x), jnp.asarray(xb), jnp.asarray(f)
+        for name, step in jax_pinn().items():
+            t0 = time.perf_counter()
+            value, jgrads = jax.block_until_ready(step(jp, jx, jxb, jf))
+            compile_times[name] = time.perf_counter() - t0
+            np.testing.assert_allclose(float(value), loss, rtol=2e-4)
+            variants[name] = (lambda s: lambda: jax.block_until_ready(s(jp, jx, jxb, jf)))(step)
     torch_step = torch_step_fn()
     if torch_step is not None:
         import torch
+        from forward_laplacian import torch_pinn
 
         targs = [torch.from_numpy(a) for a in (x, xb, f)] + [torch.from_numpy(p.copy()) for p in params]
-        variants["torch"] = lambda: torch_step(*targs)
+        variants["torch eager"] = lambda: torch_step(*targs)
+        func_step = torch_pinn()
+        tparams = [torch.from_numpy(p.copy()) for p in params]
+        variants["torch.func jvp-of-jvp"] = lambda: func_step(tparams, *targs[:3])
     times = interleaved(variants, args.rounds)
     base = times["numpy"]
-    print(f"PINN u'' step, {n} points, {h} hidden, float32; median of {args.rounds} interleaved rounds")
+    jax_names = [name for name in times if name.startswith("jax")]
+    best_jax = min(jax_names, key=times.get) if jax_names else None
+    print(f"PINN u'' step, {n} points, {h} hidden, float32; median of {args.rounds} interleaved rounds; "
+          f"load avg {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end")
     for name, t in times.items():
-        print(f"  {name:12} {t * 1e6:9.1f} us   {t / base:5.2f}x numpy")
+        extra = f"  {t / times[best_jax]:5.2f}x {best_jax}" if best_jax else ""
+        extra += f"   compile {compile_times[name]:.2f} s" if name in compile_times else ""
+        print(f"  {name:22} {t * 1e6:9.1f} us   {t / base:5.2f}x numpy{extra}")
     if args.profile:
-        flops = product_flops(exe)
+        flops = product_flops(taylor)
         large = [f for f in flops if f >= 2 * n * h * h]
-        print(f"matrix products: frame {len(flops)} ({len(large)} of [n, h] x [h, h] size, "
+        print(f"Taylor step's matrix products: {len(flops)} ({len(large)} of [n, h] x [h, h] size, "
               f"{sum(flops) / 1e6:.1f} MFLOP); hand numpy {NUMPY_LARGE_PRODUCTS} of that size "
               f"({NUMPY_LARGE_PRODUCTS * 2 * n * h * h / 1e6:.1f} MFLOP) plus small ones")
-        print(exe.profile(inputs, repeat=200).top(15))
-        print({k: round(v * 1e6, 1) for k, v in exe.profile(inputs, repeat=200).by_op().items()})
+        report = taylor.profile(inputs, repeat=200)
+        print(report.top(15))
+        print({k: round(v * 1e6, 1) for k, v in report.by_op().items()})
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import GradientError, MissingGradientError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph
+from ..ir.graph import Graph, Node, Value, clone_graph, constant_array, inline_graph
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
@@ -227,8 +227,9 @@ class _Builder:
         return [(g, l_)]
 
     def _derivatives(self, node: Node, active: list[int]) -> Graph:
-        """``xs -> [f_a for a in active] + [f_ab for a <= b in active]`` for an elementwise node, from the op's
-        forward rule with unit tangents (one and two applications of ``build_jvp_graph``)."""
+        """``(xs, y) -> [f_a for a in active] + [f_ab for a <= b in active]`` for an elementwise node ``y = f(xs)``,
+        from the op's forward rule with unit tangents (one and two applications of ``build_jvp_graph``); where the
+        rule reads ``f(xs)`` (tanh' = 1 - tanh^2) it reads ``y``, which the forward pass has computed."""
         key = (node.op, tuple(v.type for v in node.inputs), attrs_key(node.attrs) if node.attrs else (), tuple(active))
         cached = self.deriv_cache.get(key)
         if cached is not None:
@@ -261,6 +262,8 @@ class _Builder:
                         else result.zeros(node.inputs[c].type) for c in active]
                 outs = inline_graph(result, second, [*rxs, *unit])
                 result.mark_output(outs[len(active) + ia])
+        _reuse_primal(result, node, rxs, result.add_input(node.outputs[0].type, "y"))
+        _tidy(result)
         live = set(result.outputs)
         keep = []
         for n in reversed(result.nodes):
@@ -273,7 +276,7 @@ class _Builder:
 
     def _elementwise(self, node: Node, active: list[int], state: dict) -> list:
         rank = node.outputs[0].type.rank
-        d = inline_graph(self.graph, self._derivatives(node, active), list(node.inputs))
+        d = inline_graph(self.graph, self._derivatives(node, active), [*node.inputs, node.outputs[0]])
         na = len(active)
         firsts, seconds = d[:na], d[na:]
         gs = {i: self.align(state[node.inputs[i]][0], rank) for i in active}
@@ -367,6 +370,55 @@ class _Builder:
             if l_.type.shape != shape:
                 l_ = self.apply("broadcast_to", l_, shape=shape)
         return g, l_
+
+
+def _tidy(graph: Graph) -> None:
+    """Drop the unit tangents' products (``mul(ones, v) -> v``, same type) and merge repeated nodes in the small
+    graph of an op's derivatives: f' appears once from the first application of forward mode and again inside the
+    second; the compile pipeline would merge them too, but only where its memory rule allows."""
+    swap: dict[Value, Value] = {}
+    seen: dict[tuple, Node] = {}
+    for n in graph.nodes:
+        if swap:
+            n.inputs = tuple([swap.get(v, v) for v in n.inputs])
+        if n.op == "mul" and len(n.outputs) == 1:
+            for one, other in (n.inputs, n.inputs[::-1]):
+                value = constant_array(one)
+                if value is not None and other.type == n.outputs[0].type and np.all(value == 1):
+                    swap[n.outputs[0]] = other
+                    break
+            if n.outputs[0] in swap:
+                continue
+        if n.op == "constant":
+            value = n.attrs["value"]
+            if value.size > 16:
+                continue
+            key = (n.op, value.dtype.str, value.shape, value.tobytes())  # the scalars 1, 2, 0 of each rule
+        else:
+            key = (n.op, n.inputs, attrs_key(n.attrs) if n.attrs else ())
+        twin = seen.get(key)
+        if twin is None:
+            seen[key] = n
+        else:
+            swap.update(zip(n.outputs, twin.outputs))
+    graph.outputs = [swap.get(v, v) for v in graph.outputs]
+
+
+def _reuse_primal(result: Graph, node: Node, xs: list[Value], y: Value) -> None:
+    """Point the uses of every copy of ``node`` over ``xs`` in ``result`` at ``y`` (the copies are then dead).
+
+    Common-subexpression elimination would not merge such a copy with the forward node: it recomputes an
+    elementwise value whose first computation is dead by then, trading work for peak memory, and a recomputed
+    tanh costs about as much as a [256, 64] x [64, 64] product (numpy's float32 tanh is not vectorised here)."""
+    key = attrs_key(node.attrs) if node.attrs else ()
+    inputs = tuple(xs)
+    swap: dict[Value, Value] = {}
+    for n in result.nodes:
+        if swap:
+            n.inputs = tuple([swap.get(v, v) for v in n.inputs])
+        if n.op == node.op and n.inputs == inputs and (attrs_key(n.attrs) if n.attrs else ()) == key:
+            swap[n.outputs[0]] = y
+    result.outputs = [swap.get(v, v) for v in result.outputs]
 
 
 def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray, np.ndarray | None]:
@@ -506,7 +558,7 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
     if order <= 2:  # the one-pass rules with the single all-ones direction: (u', u'')
         builder = _Builder(result, reg, 1, None)
         state: dict[Value, tuple[Value | None, Value | None]] = {
-            x: (result.constant(np.ones(x.type.shape, x.type.dtype.np)), None)}
+            x: (result.constant(np.ones((1,) * x.type.rank, x.type.dtype.np)), None)}  # the same for every point
         builder.run(chain, state)
         for j in selected:
             y = result.outputs[j]

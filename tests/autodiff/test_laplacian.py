@@ -85,9 +85,10 @@ def _nested_reverse_laplacian(d, n, types):
     return fc.extend_graph(graph, laplacian)
 
 
-@pytest.mark.parametrize("d", [2, 8])
-def test_poisson_residual_and_its_parameter_gradient_equal_nested_reverse_mode(d):
-    n, width, depth = 12, 16, 3
+@pytest.mark.parametrize("d, n, width, depth", [(2, 12, 16, 3), (8, 12, 16, 3), (32, 4, 8, 2)])
+def test_poisson_residual_and_its_parameter_gradient_equal_nested_reverse_mode(d, n, width, depth):
+    # d = 32 (the largest case) with fewer points and a narrower net: the nested reference is 32 reverse
+    # passes of a gradient, so its graph grows with d
     params = mlp_params(d, width, depth, RNG)
     types = _types(params)
     x = RNG.uniform(-1, 1, (n, d))

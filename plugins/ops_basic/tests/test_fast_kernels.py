@@ -70,7 +70,12 @@ def test_matmul_with_contraction_one_is_bitwise_numpys_matmul(a_shape, b_shape, 
 
 
 def general_grad(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], lhs: bool) -> np.ndarray:
-    """The gradient ops as plain numpy matmuls: lhs gy @ b^T, rhs a^T @ gy, summed down to ``shape``."""
+    """The gradient ops as plain numpy matmuls: lhs gy @ b^T, rhs a^T @ gy, summed down to ``shape``; a stack
+    against a matrix as one 2-D product of the stacked rows (linalg's module doc)."""
+    if lhs and x.ndim >= 3 and y.ndim == 2 and shape == x.shape[:-1] + y.shape[:1]:
+        return np.matmul(x.reshape(-1, x.shape[-1]), y.T).reshape(shape)
+    if not lhs and x.ndim >= 3 and x.shape[:-2] == y.shape[:-2] and len(shape) == 2:
+        return np.matmul(x.reshape(-1, x.shape[-1]).T, y.reshape(-1, y.shape[-1]))
     product = np.matmul(x, np.swapaxes(y, -1, -2)) if lhs else np.matmul(np.swapaxes(x, -1, -2), y)
     lead = product.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and product.shape[lead + i] != 1)
