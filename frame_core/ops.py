@@ -18,9 +18,12 @@ the same.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from .errors import AttributeSpecError, ShapeError, UnknownOpError
+
+__all__ = ["op"]
 
 _apply: Any = None  # frontend.trace.apply and the registry accessor, bound on the first op call (_bind): an
 _registry: Any = None  # import statement inside __call__ cost more than the rest of a call while tracing
@@ -33,9 +36,9 @@ def _bind() -> None:
 
     _apply, _registry = apply, registry
 
-__all__ = ["op"]
 
 _cache: dict[str, "OpFunction"] = {}
+_BUILTINS = frozenset(vars(builtins))
 
 
 class OpFunction:
@@ -148,6 +151,8 @@ def __getattr__(name: str) -> OpFunction:
                 raise
             raise UnknownOpAttributeError(exc.name, exc._known, exc._hint) from None
         fn = _cache[name] = OpFunction(name)
+        if name not in _BUILTINS and not name.startswith("_"):  # (a global `sum` would shadow the builtin here)
+            globals()[name] = fn  # later `ops.name` finds it without this hook (the function resolves at each call)
     return fn
 
 
