@@ -259,7 +259,7 @@ def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
     ``True``, or ``[1]`` and ``(1,)``, never share a key."""
     if not attrs:
         return ()
-    parts = []
+    parts: list[tuple[Any, ...]] = []
     for name, value in attrs.items():
         kind = value.__class__
         if kind is int or kind is bool or kind is str or kind is DType or value is None:
