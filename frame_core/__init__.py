@@ -48,14 +48,20 @@ from .ir.types import TensorType
 __version__ = "0.1.0"
 
 
+_registry_of_now: Any = None  # ops_registry.registry.current_registry, bound on first use (not at import)
+
+
 def _current_registry() -> Any:
     """The IR's default schema source (``ir.schemas``): the current registry, loaded on first use.
 
     Installed here, at the package root, so that the IR itself never imports the registry.
     """
-    from .ops_registry.registry import current_registry
+    global _registry_of_now
+    if _registry_of_now is None:  # an import statement here cost more than the rest of each add_node
+        from .ops_registry.registry import current_registry
 
-    return current_registry()
+        _registry_of_now = current_registry
+    return _registry_of_now()
 
 
 _schemas.set_default_source(_current_registry)

@@ -84,6 +84,8 @@ def refuse_unordered(value: Any, what: str, error: type[Exception], example: str
     """Refuse a set or a mapping where the order of a list means something (``wrt``: gradients come back in its
     order). A set iterates in hash order, which differs between runs for strings; a dict iterates as its keys,
     which is rarely what was meant."""
+    if value.__class__ is list or value.__class__ is tuple or value is None:  # the usual answers, without the ABCs
+        return
     from collections.abc import Mapping, Set
 
     if isinstance(value, (Set, Mapping)):

@@ -18,13 +18,27 @@ the same.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
-from .errors import UnknownOpError
+from .errors import AttributeSpecError, ShapeError, UnknownOpError
 
 __all__ = ["op"]
 
+_apply: Any = None  # frontend.trace.apply and the registry accessor, bound on the first op call (_bind): an
+_registry: Any = None  # import statement inside __call__ cost more than the rest of a call while tracing
+
+
+def _bind() -> None:
+    global _apply, _registry
+    from .frontend.trace import apply
+    from .ops_registry.registry import registry
+
+    _apply, _registry = apply, registry
+
+
 _cache: dict[str, "OpFunction"] = {}
+_BUILTINS = frozenset(vars(builtins))
 
 
 class OpFunction:
@@ -36,18 +50,15 @@ class OpFunction:
         self.name = name
 
     def __call__(self, *inputs: Any, **attrs: Any) -> Any:
-        from .frontend.trace import apply
-        from .ops_registry.registry import registry
-
-        from .errors import AttributeSpecError, ShapeError
-
-        reg = registry()
+        if _apply is None:
+            _bind()
+        reg = _registry()
         try:
             frontend = reg.get(self.name).frontend
             if frontend is not None:
                 _check_call(self.name, frontend, inputs, attrs)
                 return frontend(*inputs, **attrs)
-            return apply(self.name, *inputs, **attrs)
+            return _apply(self.name, *inputs, **attrs)
         except (AttributeSpecError, ShapeError) as exc:  # the short name may mean another op than the caller's
             note = reg.collision_note(self.name) if type(exc) in (AttributeSpecError, ShapeError) else None
             if note is None:
@@ -140,6 +151,8 @@ def __getattr__(name: str) -> OpFunction:
                 raise
             raise UnknownOpAttributeError(exc.name, exc._known, exc._hint) from None
         fn = _cache[name] = OpFunction(name)
+        if name not in _BUILTINS and not name.startswith("_"):  # (a global `sum` would shadow the builtin here)
+            globals()[name] = fn  # later `ops.name` finds it without this hook (the function resolves at each call)
     return fn
 
 

@@ -124,19 +124,21 @@ class Graph:
         With ``output_types`` given, the node is recorded as is (this is how
         loaders build graphs that ``verify`` then checks).
         """
-        if type(inputs) is Value or not isinstance(inputs, Iterable) or is_traced_tensor(inputs):
-            raise IRError(f"add_node({op!r}, inputs) takes a list of Values, got {type(inputs).__name__}"
-                          + ("; for one input write [value]" if type(inputs) is Value else ""))
-        if attrs is not None and not isinstance(attrs, Mapping):
+        if inputs.__class__ is not tuple and inputs.__class__ is not list:  # (the usual case needs no checks)
+            if type(inputs) is Value or not isinstance(inputs, Iterable) or is_traced_tensor(inputs):
+                raise IRError(f"add_node({op!r}, inputs) takes a list of Values, got {type(inputs).__name__}"
+                              + ("; for one input write [value]" if type(inputs) is Value else ""))
+            refuse_unordered(inputs, f"add_node({op!r}, inputs)", IRError, "[x, y]")
+        if attrs is not None and attrs.__class__ is not dict and not isinstance(attrs, Mapping):
             raise IRError(f"add_node({op!r}, ..., attrs) takes a dict of attributes, got {type(attrs).__name__}")
-        if isinstance(output_types, (str, TensorType)):
-            raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types; for one output write "
-                          f"[{str(output_types)!r}]")
-        if output_types is not None and not isinstance(output_types, Iterable):
-            raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types such as ['f32[3]'], got "
-                          f"{type(output_types).__name__}")
-        refuse_unordered(inputs, f"add_node({op!r}, inputs)", IRError, "[x, y]")
-        refuse_unordered(output_types, f"add_node({op!r}, ..., output_types)", IRError, "['f32[3]']")
+        if output_types is not None:
+            if isinstance(output_types, (str, TensorType)):
+                raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types; for one output write "
+                              f"[{str(output_types)!r}]")
+            if not isinstance(output_types, Iterable):
+                raise IRError(f"add_node({op!r}, ..., output_types) takes a list of types such as ['f32[3]'], got "
+                              f"{type(output_types).__name__}")
+            refuse_unordered(output_types, f"add_node({op!r}, ..., output_types)", IRError, "['f32[3]']")
         inputs = tuple(inputs)
         for position, value in enumerate(inputs):
             if type(value) is not Value:

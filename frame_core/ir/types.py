@@ -130,10 +130,23 @@ class TensorType:
         return (TensorType, (self.dtype.name, self.shape, self.device))
 
 
+#: Shorthands read before (types are interned and immutable, so a string always reads as the same one): loading
+#: the packs reads each example's types, a few hundred strings, most of them many times.
+_READ: dict[str, TensorType] = {}
+_READ_LIMIT = 4096
+
+
 def as_type(value: Any) -> TensorType:
     """Coerce a TensorType or a shorthand string to a :class:`TensorType`."""
     if isinstance(value, TensorType):
         return value
+    if type(value) is str:
+        hit = _READ.get(value)
+        if hit is None:
+            hit = TensorType.parse(value)  # raises for a bad string, which is never stored
+            if len(_READ) < _READ_LIMIT:
+                _READ[value] = hit
+        return hit
     if isinstance(value, str):
         return TensorType.parse(value)
     raise IRError(f"expected a TensorType or a shorthand such as 'f32[2, 3]', got {short_repr(value)}")

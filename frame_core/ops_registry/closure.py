@@ -41,7 +41,7 @@ from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from .registry import Registry, op_scope, use_registry
-from .schema import NodeContext, OpSchema
+from .schema import NodeContext, OpSchema, inference_memo
 
 __all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
@@ -148,7 +148,7 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
     gradients``, the test suite) also instantiates every op inside a
     micro-graph with the exact types and attributes it has there, recursively.
     """
-    with use_registry(reg):
+    with use_registry(reg), inference_memo():  # every distinct shape question once (schema.inference_memo)
         return _audit(reg, deep)
 
 

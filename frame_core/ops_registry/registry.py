@@ -568,19 +568,30 @@ def use_registry(reg: Registry) -> Iterator[Registry]:
         _override.reset(token)
 
 
-@contextmanager
-def op_scope(namespace: str | None) -> Iterator[None]:
+def op_scope(namespace: str | None) -> "_Scope":
     """Inside the block, a short op name means pack ``namespace``'s own op first (then the usual rules).
 
     frame sets it around a pack's callbacks (GradientFns, DecomposeFns, shape
     inference, kernel builders), so a pack whose op name collides with another
     pack's keeps using its own op internally. ``None`` clears the scope.
     """
-    token = _scope.set(namespace)
-    try:
-        yield
-    finally:
-        _scope.reset(token)
+    return _Scope(namespace)
+
+
+class _Scope:
+    """The context manager of :func:`op_scope`: a plain class, as every shape inference enters one (a
+    generator-based ``contextmanager`` cost several times more)."""
+
+    __slots__ = ("_namespace", "_token")
+
+    def __init__(self, namespace: str | None) -> None:
+        self._namespace = namespace
+
+    def __enter__(self) -> None:
+        self._token = _scope.set(self._namespace)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _scope.reset(self._token)
 
 
 def current_scope() -> str | None:

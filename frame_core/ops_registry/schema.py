@@ -43,7 +43,9 @@ front-end builder ``frontend(*args, **kwargs) -> Tensor | tuple``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -222,6 +224,56 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
             return value
         raise bad("a Graph")
     raise AttributeSpecError(f"unknown attribute kind {kind!r}")
+
+
+#: While :func:`inference_memo` is active (the closure audit), the results of shape inference and of attribute
+#: normalisation. Both are pure functions of the schema, its shape function, the input types and the attributes
+#: (the contracts above), and the audit asks the same questions thousands of times: most micro-graphs hold a
+#: ``mul`` of the same types, and ``verify`` infers again every node that tracing has just inferred. Each
+#: distinct question is still answered by the pack's own code once, and a failure is never stored (it is raised
+#: again each time). Only attributes made of plain values key it (:func:`_plain_key`); others are never hashed.
+_memo: ContextVar[dict[Any, Any] | None] = ContextVar("frame_inference_memo", default=None)
+
+
+@contextmanager
+def inference_memo() -> Iterator[None]:
+    """Remember shape inference and attribute normalisation inside the block (nested blocks share the outer
+    memo); the memo goes when the outermost block ends, so a schema changed afterwards is asked afresh."""
+    if _memo.get() is not None:
+        yield
+        return
+    token = _memo.set({})
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
+_INTS, _STRS = (int,), (str,)
+
+
+def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
+    """An exact hashable key of ``attrs`` when every value is plain: ``None``, an int, bool, str, float (by its
+    bits: -0.0 is not 0.0) or DType, or a tuple or list of ints or of strs; ``None`` otherwise (arrays, graphs,
+    numpy scalars). Each value carries its class (and a sequence its own and its items'), so ``1``, ``1.0`` and
+    ``True``, or ``[1]`` and ``(1,)``, never share a key."""
+    if not attrs:
+        return ()
+    parts: list[tuple[Any, ...]] = []
+    for name, value in attrs.items():
+        kind = value.__class__
+        if kind is int or kind is bool or kind is str or kind is DType or value is None:
+            parts.append((name, kind, value))
+        elif kind is float:
+            parts.append((name, kind, value.hex()))
+        elif kind is tuple or kind is list:
+            classes = tuple(set(map(type, value)))  # (int,), (str,) or () for an empty one
+            if classes != _INTS and classes != _STRS and classes:
+                return None
+            parts.append((name, kind, classes, value if kind is tuple else tuple(value)))
+        else:
+            return None
+    return tuple(parts)
 
 
 class Example:
@@ -645,6 +697,18 @@ class OpSchema:
 
     def normalize_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """Check ``attrs`` against the specs and return them canonical, with defaults filled in."""
+        memo = _memo.get()
+        if memo is not None:
+            key = _plain_key(attrs)
+            if key is not None:
+                key = (self, key)
+                hit = memo.get(key)
+                if hit is None:
+                    hit = memo[key] = self._normalize_attrs(attrs)
+                return dict(hit)
+        return self._normalize_attrs(attrs)
+
+    def _normalize_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         specs = self.attrs
         for key in attrs:
             if key not in specs:
@@ -675,6 +739,21 @@ class OpSchema:
 
     def infer(self, input_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
         """Run ``shape_infer`` with arity and result checks; bugs in it surface as ``ShapeError`` naming the pack."""
+        memo = _memo.get()
+        if memo is not None:
+            key = _plain_key(attrs)
+            if key is not None:
+                key = (self, self.shape_infer, tuple(input_types), key)
+                try:
+                    hit = memo.get(key)
+                except TypeError:  # an unhashable "type": _infer says what is wrong with it
+                    return self._infer(input_types, attrs)
+                if hit is None:
+                    hit = memo[key] = tuple(self._infer(input_types, attrs))
+                return list(hit)
+        return self._infer(input_types, attrs)
+
+    def _infer(self, input_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
         self.check_arity(len(input_types))
         ctx = NodeContext(self, input_types, attrs, ())
         try:

@@ -3,6 +3,9 @@ audit that found a problem, off with FRAME_AUDIT_CACHE=0, and never read by a di
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +50,39 @@ def test_editing_a_pack_file_audits_again(env, audits, site):
     path.write_text(path.read_text() + "\n# an edit\n")
     load_registry(audit_cache=True, environ=env)
     assert len(audits) == 2 and len(stored(env)) == 2
+
+
+def test_an_edit_of_the_same_size_with_its_modification_time_set_back_is_another_key(env, site):
+    # the key reads the files' status, not their bytes: the status-change time, which every write moves and no
+    # tool can set back, tells this edit from no edit
+    reg = load_registry(audit=False, environ=env)
+    path = site.root / f"{site.modules[-1]}.py"
+    before, old = audit_cache.key(reg), path.stat()
+    time.sleep(0.05)  # past the file system's timestamp tick (a few ms on Linux)
+    text = path.read_text()
+    path.write_text(text.replace("identity", "identitY", 1))
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert path.stat().st_size == old.st_size and path.stat().st_mtime_ns == old.st_mtime_ns
+    assert audit_cache.key(reg) != before
+
+
+def test_a_file_added_to_a_pack_package_is_another_key(env, tmp_path, monkeypatch):
+    package = tmp_path / "pkgsite" / "fake_cache_package"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__pycache__").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "pkgsite"))
+    import fake_cache_package  # noqa: F401 - the key reads the files of an imported package
+
+    try:
+        files = audit_cache._package_files("fake_cache_package.plugin")
+        assert files == [str(package / "__init__.py")]  # __pycache__ is not read
+        (package / "kernels").mkdir()
+        (package / "kernels" / "fast.py").write_text("X = 1\n")
+        assert audit_cache._package_files("fake_cache_package") == [str(package / "__init__.py"),
+                                                                   str(package / "kernels" / "fast.py")]
+    finally:
+        sys.modules.pop("fake_cache_package", None)
 
 
 def test_another_pack_version_or_status_is_another_key(env):

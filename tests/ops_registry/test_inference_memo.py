@@ -1,0 +1,84 @@
+"""The closure audit's memo of shape inference and attribute normalisation (schema.inference_memo): each
+distinct question is answered by the pack's code once, answers equal the unmemoised ones, a failure is never
+stored, attributes that are not plain values are never keyed, and nothing is remembered outside the block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from frame_core import AttributeSpecError, ShapeError, TensorType
+from frame_core.ops_registry.schema import AttrSpec, Example, OpSchema, _plain_key, inference_memo
+
+F3 = TensorType("f32", (3,))
+
+
+def counting_op(calls: list, fail_on: int | None = None) -> OpSchema:
+    def shape(ctx):
+        calls.append(ctx.attrs["k"])
+        if ctx.attrs["k"] == fail_on:
+            raise ctx.error(f"k={fail_on} refused")
+        return [TensorType("f32", (ctx.attrs["k"],))]
+
+    return OpSchema("counted", inputs=("x",), attrs={"k": AttrSpec("int", 1), "v": AttrSpec("tensor", None)},
+                    shape_infer=shape, kernels={"cpu": lambda ctx: (lambda x: x)}, not_differentiable="a fixture",
+                    examples=[Example(["f32[3]"])], doc="fixture")
+
+
+def test_each_distinct_question_is_answered_once_and_the_answers_are_equal():
+    calls: list = []
+    op = counting_op(calls)
+    plain = [op.infer([F3], {"k": k, "v": None}) for k in (2, 3, 2)]
+    with inference_memo():
+        memoised = [op.infer([F3], {"k": k, "v": None}) for k in (2, 3, 2, 3)]
+    assert memoised == plain + [plain[1]] and len(calls) == 3 + 2
+    memoised[0].append("a caller's edit")  # each caller gets its own list
+    with inference_memo():
+        assert op.infer([F3], {"k": 2, "v": None}) == [TensorType("f32", (2,))]
+
+
+def test_a_failure_is_never_stored():
+    calls: list = []
+    op = counting_op(calls, fail_on=5)
+    with inference_memo():
+        for _ in range(2):
+            with pytest.raises(ShapeError, match="k=5 refused"):
+                op.infer([F3], {"k": 5, "v": None})
+        with pytest.raises(AttributeSpecError):
+            op.normalize_attrs({"k": "five"})
+        with pytest.raises(AttributeSpecError):
+            op.normalize_attrs({"k": "five"})
+    assert calls == [5, 5]
+
+
+def test_arrays_are_not_keyed_and_nothing_outlives_the_block():
+    calls: list = []
+    op = counting_op(calls)
+    with inference_memo():
+        for _ in range(2):
+            op.infer([F3], {"k": 2, "v": np.zeros(2)})  # an array attribute: asked each time
+        op.infer([F3], {"k": 4, "v": None})
+    op.infer([F3], {"k": 4, "v": None})  # outside the block: asked again
+    assert calls == [2, 2, 4, 4]
+
+
+def test_normalised_attributes_come_back_as_a_fresh_dict_each_time():
+    op = counting_op([])
+    with inference_memo():
+        first = op.normalize_attrs({"k": 2})
+        first["k"] = 99
+        assert op.normalize_attrs({"k": 2}) == {"k": 2, "v": None}
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"k": 1}, {"k": True}), ({"k": 1}, {"k": 1.0}), ({"k": 0.0}, {"k": -0.0}), ({"k": [1]}, {"k": (1,)}),
+    ({"k": (1, 2)}, {"k": (1.0, 2)}), ({"k": ("a",)}, {"k": (1,)}), ({"k": 1}, {"k": "1"}),
+])
+def test_plain_keys_tell_apart_values_that_compare_equal(a, b):
+    ka, kb = _plain_key(a), _plain_key(b)
+    assert ka != kb or ka is None
+
+
+@pytest.mark.parametrize("attrs", [{"v": np.zeros(1)}, {"k": (1, True)}, {"k": [np.int64(1)]}, {"k": object()}])
+def test_values_that_are_not_plain_have_no_key(attrs):
+    assert _plain_key(attrs) is None
