@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from frame_core import ops
 
@@ -82,7 +85,8 @@ def ema(average: Any, value: Any, decay: float) -> Any:
 def _number(value: Any, what: str, *, low: float = 0.0, high: float = math.inf, open_low: bool = False,
             open_high: bool = False) -> float:
     """``value`` as a float inside [low, high] (ends opened as asked); ``OptimizerError`` otherwise."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # numbers.Real: numpy scalars (np.float32(0.9), np.int64(0)) are numbers too; booleans are not
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
     if ok:
         value = float(value)
         ok = (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
@@ -128,6 +132,8 @@ class add_decayed_weights(Transform):  # noqa: N801 - optax's names
         out = {}
         for name, u in updates.items():
             selected = self._selects(name)
+            if isinstance(selected, np.bool_):  # a predicate written with numpy (np.isin, a mask array lookup)
+                selected = bool(selected)
             if not isinstance(selected, bool):
                 raise OptimizerError(f"the weight-decay mask returned {type(selected).__name__} {selected!r:.30} for "
                                      f"parameter {name!r}; it must return True or False")
