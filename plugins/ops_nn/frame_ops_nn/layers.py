@@ -28,6 +28,14 @@ def _fan_in_uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: in
     return initializers.uniform(rng, shape, dtype, low=-bound, high=bound)
 
 
+def _check_groups(conv) -> None:  # noqa: ANN001 - a Conv1d or Conv2d
+    groups, cin, cout = conv.groups, conv.in_channels, conv.out_channels
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 or cin % groups \
+            or cout % groups:
+        raise ArgumentError(f"{type(conv).__name__}: groups={groups!r} must be an int >= 1 dividing both "
+                            f"in_channels={cin} and out_channels={cout}")
+
+
 @dataclass(frozen=True)
 class Linear:
     """``y = x @ w + b`` over the last axis of ``x[..., in_features]``."""
@@ -64,6 +72,7 @@ class Conv1d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
+        _check_groups(self)
         fan_in = self.in_channels // self.groups * self.kernel_size
         params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, self.kernel_size),
                                        fan_in, self.dtype)}
@@ -92,6 +101,7 @@ class Conv2d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
+        _check_groups(self)
         kh, kw = (self.kernel_size,) * 2 if isinstance(self.kernel_size, int) else self.kernel_size
         fan_in = self.in_channels // self.groups * kh * kw
         params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, kh, kw), fan_in,
@@ -131,14 +141,25 @@ class Embedding:
     padding_idx: int | None = None
     dtype: str = "float32"
 
+    def _padding_row(self) -> int | None:
+        """``padding_idx`` as a row number; a negative one counts from the end, as torch's."""
+        idx = self.padding_idx
+        if idx is None:
+            return None
+        if isinstance(idx, (bool, np.bool_)) or not isinstance(idx, (int, np.integer)) or not -self.num <= idx < self.num:
+            raise ArgumentError(f"Embedding(num={self.num}): padding_idx must be a row of the table, an int in "
+                                f"[{-self.num}, {self.num}), got {idx!r}")
+        return int(idx) % self.num
+
     def init(self, rng: np.random.Generator) -> dict:
+        row = self._padding_row()
         table = initializers.normal(rng, (self.num, self.dim), self.dtype)
-        if self.padding_idx is not None:
-            table[self.padding_idx] = 0
+        if row is not None:
+            table[row] = 0
         return {"table": table}
 
     def apply(self, params: dict, indices):  # noqa: ANN001, ANN201
-        return ops.embedding(params["table"], indices, padding_idx=self.padding_idx)
+        return ops.embedding(params["table"], indices, padding_idx=self._padding_row())
 
 
 @dataclass(frozen=True)
@@ -169,7 +190,8 @@ class CausalSelfAttention:
     """Multi-head self-attention over ``x[B, T, dim]`` where position ``t`` sees positions ``<= t`` only.
 
     One ``qkv`` projection to ``3 * dim``, per head ``softmax(q k^T / sqrt(dim / heads))`` with the future masked
-    by ``where`` (to -inf, as torch's ``is_causal``), times ``v``, heads joined and projected by ``proj``.
+    by ``where`` (to -inf, as torch's ``is_causal``), times ``v``, heads joined and projected by ``proj``. A traced
+    block runs at any batch size (``value_and_grad``, ``TrainStep``); the sequence length is the traced one.
     """
 
     dim: int
@@ -183,15 +205,16 @@ class CausalSelfAttention:
                 "proj": Linear(self.dim, self.dim, dtype=self.dtype).init(rng)}
 
     def apply(self, params: dict, x):  # noqa: ANN001, ANN201
-        b, t, d = x.shape
+        _, t, d = x.shape  # the batch may change between calls; T is fixed per trace (the causal mask)
         h, dh = self.heads, self.dim // self.heads
         qkv = Linear(d, 3 * d).apply(params["qkv"], x)                        # [B, T, 3 D]
-        qkv = ops.transpose(ops.reshape(qkv, shape=[b, t, 3, h, dh]), perm=[2, 0, 3, 1, 4])  # [3, B, H, T, Dh]
+        # -1 for the batch, never the traced size b: value_and_grad and TrainStep re-specialise for any batch
+        qkv = ops.transpose(ops.reshape(qkv, shape=[-1, t, 3, h, dh]), perm=[2, 0, 3, 1, 4])  # [3, B, H, T, Dh]
         q, k, v = qkv[0], qkv[1], qkv[2]
         scores = ops.matmul(q, ops.transpose(k, perm=[0, 1, 3, 2])) * (1.0 / math.sqrt(dh))  # [B, H, T, T]
         causal = np.tril(np.ones((t, t), bool))
         att = ops.softmax(ops.where(causal, scores, -np.inf), axis=-1)
-        out = ops.reshape(ops.transpose(ops.matmul(att, v), perm=[0, 2, 1, 3]), shape=[b, t, d])
+        out = ops.reshape(ops.transpose(ops.matmul(att, v), perm=[0, 2, 1, 3]), shape=[-1, t, d])
         return Linear(d, d).apply(params["proj"], out)
 
 
