@@ -88,7 +88,8 @@ def _leaf_type(name: str, leaf: Any) -> TensorType:
             raise ParameterError(f"parameter {name!r}: {leaf!r} is not an array or a type such as 'f32[3, 4]' "
                                  f"({exc})") from None
     array = leaf if isinstance(leaf, np.ndarray) else np.asarray(leaf)
-    if array.dtype.kind in "OUSV" or array.dtype.kind == "c":
+    # bfloat16 (ml_dtypes) is a numpy 'V' kind: it is a real dtype frame holds, not a void/struct array
+    if (array.dtype.kind in "OUSV" and array.dtype.name != "bfloat16") or array.dtype.kind == "c":
         raise ParameterError(f"parameter {name!r} is {type(leaf).__name__} of dtype {array.dtype}; "
                              "parameters are real, integer or boolean arrays")
     from .ir.dtypes import as_dtype

@@ -41,3 +41,26 @@ def test_like_takes_types_and_type_strings(tmp_path):
         fc.load_checkpoint(tmp_path / "c.st", like={"params": {"l1": {"w": "f32[3, 4]", "b": "f64[4]"}}})
     with pytest.raises(fc.CheckpointError, match="neither an array nor a type"):
         fc.load_checkpoint(tmp_path / "c.st", like={"params": {"l1": {"w": "not a type", "b": "f32[4]"}}})
+
+
+def test_bfloat16_parameters_trace_and_differentiate():
+    # bfloat16 is numpy kind 'V' (ml_dtypes); it was refused as "not a real, integer or boolean array"
+    from frame_core import ops
+
+    w = np.array([1.0, -2.0, 0.5], bfloat16.np)
+    assert fc.params.types_of({"w": w})["w"] == fc.TensorType("bf16", (3,))
+    loss, grads = fc.value_and_grad(lambda p, x: ops.sum(p["w"] * x))({"w": w}, np.arange(3).astype(bfloat16.np))
+    assert grads["w"].dtype == bfloat16.np and grads["w"].astype(np.float32).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(fc.ParameterError, match="complex128"):
+        fc.params.types_of({"w": np.ones(2, complex)})
+
+
+def test_value_and_grad_takes_torch_tensors():
+    torch = pytest.importorskip("torch")
+    from frame_core import ops
+
+    vg = fc.value_and_grad(lambda p, x: ops.sum(p["w"] * x))
+    loss, grads = vg({"w": torch.ones(3, dtype=torch.float64)}, torch.arange(3, dtype=torch.float64))
+    assert float(loss) == 3.0 and grads["w"].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(fc.ParameterError, match="could not be read"):
+        vg({"w": torch.ones(3, dtype=torch.float64, requires_grad=True)}, np.ones(3))
