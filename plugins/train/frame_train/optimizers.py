@@ -158,7 +158,10 @@ class Optimizer:
     def updates(self, params: dict[str, Any], grads: dict[str, Any], state: dict[str, Any], lr: Any,
                 step: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The new parameters and state (traced tensors, by graph name) from the gradients ``grads``."""
-        ctx = Context(params, lr, step)
+        dtype = next(iter(params.values())).dtype if params else None
+        ctx = Context(params, lr, step, wide_lr=lr, wide_step=step, dtype=dtype)
+        if dtype is not None and getattr(lr, "dtype", dtype) != dtype:  # half precision: lr, step fed as float32
+            ctx.lr, ctx.step = ctx.narrow(lr), ctx.narrow(step)
         prepared = [t.prepare(ctx) for t in self.transforms]
         u = dict(grads)
         new_state: dict[str, Any] = {}

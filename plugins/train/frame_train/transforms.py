@@ -41,9 +41,28 @@ class Context:
     """What a transform reads besides updates and its state: the parameters and the two runtime scalars."""
 
     params: Tensors
-    lr: Any    # f[]: the learning rate at this step
-    step: Any  # f[]: t, 1 for the first update
+    lr: Any    # f[]: the learning rate at this step, in the parameters' dtype
+    step: Any  # f[]: t, 1 for the first update, in the parameters' dtype
     prepared: Any = None  # what this transform's ``prepare`` returned
+    # lr and step as fed: float32 for float16/bfloat16 parameters, where t (exact only to 2048 in float16, 256 in
+    # bfloat16) and 1 - b2^t (0 in bfloat16 for t = 1) need more bits. ``prepare`` computes its scalars from
+    # these and hands them to ``narrow``; for float32/float64 parameters they are ``lr`` and ``step`` themselves.
+    wide_lr: Any = None
+    wide_step: Any = None
+    dtype: Any = None  # the parameters' DType
+
+    def narrow(self, scalar: Any) -> Any:
+        """A scalar computed from ``wide_lr``/``wide_step`` in the parameters' dtype (a no-op unless half precision)."""
+        if self.dtype is None or not hasattr(scalar, "dtype") or scalar.dtype == self.dtype:
+            return scalar
+        return ops.cast(scalar, to=self.dtype.name)
+
+
+def scalar_dtype(dtype: Any) -> Any:
+    """The dtype of the ``lr`` and ``step`` inputs for parameters of ``dtype``: float32 for half precision."""
+    from frame_core import as_dtype
+
+    return as_dtype("f32") if dtype.np.itemsize < 4 else dtype
 
 
 class Transform:
@@ -158,8 +177,9 @@ class scale_by_adam(Transform):  # noqa: N801
 
     def prepare(self, ctx: Context) -> Any:
         # 1 - b^t with t a runtime input: exp(t log b) (b = 0 gives a correction of exactly 1)
-        c1 = 1.0 - ops.exp(ctx.step * math.log(self.b1)) if self.b1 > 0 else 1.0
-        c2 = ops.sqrt(1.0 - ops.exp(ctx.step * math.log(self.b2))) if self.b2 > 0 else 1.0
+        t = ctx.wide_step if ctx.wide_step is not None else ctx.step
+        c1 = ctx.narrow(1.0 - ops.exp(t * math.log(self.b1))) if self.b1 > 0 else 1.0
+        c2 = ctx.narrow(ops.sqrt(1.0 - ops.exp(t * math.log(self.b2)))) if self.b2 > 0 else 1.0
         return c1, c2
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
@@ -318,10 +338,10 @@ class scale_by_learning_rate(Transform):  # noqa: N801
         self.lr_decay = _number(lr_decay, "lr_decay")
 
     def prepare(self, ctx: Context) -> Any:
-        lr = ctx.lr
+        lr = ctx.wide_lr if ctx.wide_lr is not None else ctx.lr
         if self.lr_decay:
-            lr = lr / ((ctx.step - 1.0) * self.lr_decay + 1.0)
-        return -lr
+            lr = lr / (((ctx.wide_step if ctx.wide_step is not None else ctx.step) - 1.0) * self.lr_decay + 1.0)
+        return ctx.narrow(-lr)
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
         factor = ctx.prepared
