@@ -74,3 +74,17 @@ def test_fit_refuses_data_that_give_no_batch():
     assert ft.fit(step, np.ones((1, 3)), 0, 2, drop_last=True, progress=False).losses == []  # no epoch asked
     history = ft.fit(step, np.ones((5, 3)), np.int64(2), np.int64(2), progress=False)
     assert len(history.losses) == 6
+
+
+def test_non_finite_gradients_flow_through_as_documented():
+    p = {"v": np.ones(2), "w": np.ones(3)}
+    nan = {"v": np.ones(2), "w": np.array([np.nan, 1.0, 1.0])}
+    new, _ = ft.adam(0.1).apply(p, nan, ft.adam(0.1).init(p))
+    assert np.isnan(new["w"][0]) and np.isfinite(new["w"][1:]).all() and np.isfinite(new["v"]).all()
+    clip = ft.chain(ft.clip_by_global_norm(1.0), ft.scale_by_learning_rate(0.1))
+    new, _ = clip.apply(p, nan, clip.init(p))
+    assert np.isnan(new["w"]).all() and np.isnan(new["v"]).all()
+    with np.errstate(invalid="ignore"):
+        new, _ = clip.apply(p, {"v": np.ones(2), "w": np.array([np.inf, 1.0, 1.0])}, clip.init(p))
+    np.testing.assert_array_equal(new["w"], [np.nan, 1.0, 1.0])
+    np.testing.assert_array_equal(new["v"], [1.0, 1.0])
