@@ -148,6 +148,13 @@ class add_decayed_weights(Transform):  # noqa: N801 - optax's names
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
         wd = self.weight_decay
+        patterns = [self.mask] if isinstance(self.mask, str) else self.mask
+        if isinstance(patterns, (list, tuple)):  # a pattern that selects nothing is a typo ('*.weight' for '*.w')
+            unused = [q for q in patterns if not any(fnmatch.fnmatchcase(n, q) for n in updates)]
+            if unused:
+                raise OptimizerError(f"the weight-decay mask pattern{'s' if len(unused) > 1 else ''} {unused} "
+                                     f"match{'' if len(unused) > 1 else 'es'} no parameter; the parameters are "
+                                     f"{sorted(updates)[:20]}{' ...' if len(updates) > 20 else ''}")
         out = {}
         for name, u in updates.items():
             selected = self._selects(name)

@@ -88,3 +88,15 @@ def test_non_finite_gradients_flow_through_as_documented():
         new, _ = clip.apply(p, {"v": np.ones(2), "w": np.array([np.inf, 1.0, 1.0])}, clip.init(p))
     np.testing.assert_array_equal(new["w"], [np.nan, 1.0, 1.0])
     np.testing.assert_array_equal(new["v"], [1.0, 1.0])
+
+
+def test_a_mask_pattern_that_selects_no_parameter_is_refused():
+    # adamw(mask=['*.weight']) on parameters named '*.w' decayed nothing, silently
+    params = {"fc": {"w": np.ones(3), "b": np.zeros(3)}}
+    opt = ft.adamw(1e-2, mask=["*.w", "*.weight"])
+    with pytest.raises(ft.OptimizerError, match=r"pattern \['\*.weight'\] matches no parameter.*'fc.b', 'fc.w'"):
+        opt.apply(params, params, opt.init(params))
+    with pytest.raises(ft.OptimizerError, match="matches no parameter"):
+        ft.TrainStep(lambda p, x: ops.sum(p["fc"]["w"] * x), params, ft.adamw(mask="enc.*"))(np.ones(3))
+    ok = ft.adamw(1e-2, mask=["fc.w"])
+    ok.apply(params, params, ok.init(params))
