@@ -120,6 +120,13 @@ def check_tree(expected: Mapping[str, TensorType], tree: Any, what: str = "param
         leaf = given[name]
         shape = getattr(leaf, "shape", None)
         dtype = getattr(leaf, "dtype", None)
+        try:
+            dtype = None if dtype is None else np.dtype(dtype)
+        except TypeError:  # another library's dtype (torch.float32): read it through numpy
+            try:
+                dtype = np.asarray(leaf).dtype
+            except Exception:  # noqa: BLE001 - a tensor that requires grad, say: reported below
+                dtype = None
         if shape is None or dtype is None:
             problems.append(f"{name}: an array of {want} expected, got {type(leaf).__name__}")
         elif tuple(shape) != want.shape or np.dtype(dtype) != want.dtype.np:

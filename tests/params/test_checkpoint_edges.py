@@ -64,3 +64,13 @@ def test_value_and_grad_takes_torch_tensors():
     assert float(loss) == 3.0 and grads["w"].tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(fc.ParameterError, match="could not be read"):
         vg({"w": torch.ones(3, dtype=torch.float64, requires_grad=True)}, np.ones(3))
+
+
+def test_check_tree_reads_torch_dtypes():
+    torch = pytest.importorskip("torch")
+    from frame_core.params import check_tree, types_of
+
+    expected = types_of({"w": np.ones(3, np.float32)})
+    assert check_tree(expected, {"w": torch.ones(3)})[0].shape == (3,)  # was numpy's raw TypeError
+    with pytest.raises(fc.ParameterError, match=r"w: f32\[3\] expected, got float64\[3\]"):
+        check_tree(expected, {"w": torch.ones(3, dtype=torch.float64)})
