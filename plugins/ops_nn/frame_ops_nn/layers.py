@@ -28,6 +28,23 @@ def _fan_in_uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: in
     return initializers.uniform(rng, shape, dtype, low=-bound, high=bound)
 
 
+def _sizes(layer, **sizes: int) -> None:  # noqa: ANN001
+    """Each of ``sizes`` is an int >= 0 (a feature or channel count; torch allows 0)."""
+    for what, n in sizes.items():
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ArgumentError(f"{type(layer).__name__}: {what} is an int >= 0, got {n!r:.40}")
+
+
+def _kernel(layer, rank: int) -> tuple[int, ...]:  # noqa: ANN001
+    """``kernel_size`` as ``rank`` ints >= 1 (one int stands for every spatial axis)."""
+    k = layer.kernel_size
+    ks = (k,) * rank if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else k
+    if not isinstance(ks, (tuple, list)) or len(ks) != rank or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 1 for n in ks):
+        raise ArgumentError(f"{type(layer).__name__}: kernel_size is an int >= 1 or {rank} of them, got {k!r:.40}")
+    return tuple(int(n) for n in ks)
+
+
 def _check_groups(conv) -> None:  # noqa: ANN001 - a Conv1d or Conv2d
     groups, cin, cout = conv.groups, conv.in_channels, conv.out_channels
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 or cin % groups \
@@ -46,6 +63,7 @@ class Linear:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
+        _sizes(self, in_features=self.in_features, out_features=self.out_features)
         shape = (self.in_features, self.out_features)
         params = {"w": _fan_in_uniform(rng, shape, self.in_features, self.dtype)}
         if self.bias:
@@ -72,10 +90,12 @@ class Conv1d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
+        _sizes(self, in_channels=self.in_channels, out_channels=self.out_channels)
         _check_groups(self)
-        fan_in = self.in_channels // self.groups * self.kernel_size
-        params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, self.kernel_size),
-                                       fan_in, self.dtype)}
+        (k,) = _kernel(self, 1)
+        fan_in = self.in_channels // self.groups * k
+        params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, k), fan_in,
+                                       self.dtype)}
         if self.bias:
             params["b"] = _fan_in_uniform(rng, (self.out_channels,), fan_in, self.dtype)
         return params
@@ -101,8 +121,9 @@ class Conv2d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
+        _sizes(self, in_channels=self.in_channels, out_channels=self.out_channels)
         _check_groups(self)
-        kh, kw = (self.kernel_size,) * 2 if isinstance(self.kernel_size, int) else self.kernel_size
+        kh, kw = _kernel(self, 2)
         fan_in = self.in_channels // self.groups * kh * kw
         params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, kh, kw), fan_in,
                                        self.dtype)}
@@ -152,6 +173,7 @@ class Embedding:
         return int(idx) % self.num
 
     def init(self, rng: np.random.Generator) -> dict:
+        _sizes(self, num=self.num, dim=self.dim)
         row = self._padding_row()
         table = initializers.normal(rng, (self.num, self.dim), self.dtype)
         if row is not None:

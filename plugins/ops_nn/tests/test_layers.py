@@ -128,3 +128,18 @@ def test_attention_runs_at_any_batch_size_from_one_trace():
     assert vg.traces == 1
     np.testing.assert_allclose(float(loss2) + float(loss1), float(loss3), rtol=1e-12)
     np.testing.assert_allclose(g2["proj"]["w"] + g1["proj"]["w"], g3["proj"]["w"], rtol=1e-10, atol=1e-12)
+
+
+def test_bad_sizes_and_kernels_are_named_and_a_one_tuple_kernel_works():
+    rng = np.random.default_rng(0)
+    for make, match in [(lambda: nn.Linear(-1, 3), "Linear: in_features is an int >= 0, got -1"),
+                        (lambda: nn.Linear(2.5, 3), "in_features is an int >= 0, got 2.5"),
+                        (lambda: nn.Conv2d(2, 3, 0), r"Conv2d: kernel_size is an int >= 1 or 2 of them, got 0"),
+                        (lambda: nn.Conv2d(2, 3, (3, 2, 1)), "or 2 of them"),  # was ValueError: unpack
+                        (lambda: nn.Conv1d(2, 3, -1), "Conv1d: kernel_size"),  # was math domain error
+                        (lambda: nn.Embedding(-2, 3), "Embedding: num is an int >= 0")]:
+        with pytest.raises(ArgumentError, match=match):
+            make().init(rng)
+    one = nn.Conv1d(2, 3, (3,)).init(np.random.default_rng(4))  # was TypeError: must be real number, not tuple
+    same = nn.Conv1d(2, 3, 3).init(np.random.default_rng(4))
+    assert all(np.array_equal(one[k], same[k]) for k in same)
