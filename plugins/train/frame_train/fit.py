@@ -141,7 +141,11 @@ def fit(step: TrainStep, data: Any, epochs: int = 1, batch_size: int | None = No
         raise OptimizerError(f"fit(data=) is an array, a tuple of arrays or a function epoch -> iterable of batches, "
                              f"got {type(data).__name__}")
     history = History()
-    sink = open(metrics_path, "w", encoding="utf-8") if metrics_path is not None else None  # noqa: SIM115
+    try:
+        sink = open(metrics_path, "w", encoding="utf-8") if metrics_path is not None else None  # noqa: SIM115
+    except OSError as exc:  # before any step: a typo in the folder must not cost a training run
+        raise OptimizerError(f"fit(metrics_path={str(metrics_path)!r}) cannot be written: "
+                             f"{exc.strerror or exc}; give a file in an existing folder") from None
     start = time.perf_counter()
     try:
         with _Progress(progress, per_epoch * epochs if per_epoch is not None else None, epochs,

@@ -100,3 +100,11 @@ def test_a_mask_pattern_that_selects_no_parameter_is_refused():
         ft.TrainStep(lambda p, x: ops.sum(p["fc"]["w"] * x), params, ft.adamw(mask="enc.*"))(np.ones(3))
     ok = ft.adamw(1e-2, mask=["fc.w"])
     ok.apply(params, params, ok.init(params))
+
+
+def test_an_unwritable_metrics_path_is_named_before_training(tmp_path):
+    step = ft.TrainStep(lambda p, x: ops.sum(p["w"] * x), {"w": np.ones(3)}, ft.sgd(0.1))
+    for bad in (tmp_path / "missing" / "m.jsonl", tmp_path):  # raw FileNotFoundError / IsADirectoryError before
+        with pytest.raises(ft.OptimizerError, match="cannot be written"):
+            ft.fit(step, np.ones((4, 3)), 1, 2, metrics_path=bad, progress=False)
+    assert step.count == 0
