@@ -63,6 +63,8 @@ def _storable(name: str, leaf: Any) -> tuple[np.ndarray, str]:
                               "checkpoints hold real, integer and boolean arrays")
     from .ir.dtypes import as_dtype
 
+    if not array.dtype.isnative and array.dtype.itemsize > 1:  # big-endian ('>f4'): safetensors is little-endian
+        array = array.astype(array.dtype.newbyteorder("="))
     try:
         dtype = as_dtype(array.dtype)
     except Exception:  # noqa: BLE001 - e.g. uint8: stored as numpy names it
@@ -191,10 +193,32 @@ def _nested(names: list[str], leaves: list[np.ndarray]) -> Any:
     return tree[""] if isinstance(tree, dict) and list(tree) == [""] else tree
 
 
+def _expected(section: str, name: str, leaf: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and numpy dtype a ``like`` leaf asks for: an array, a ``TensorType`` or a type string
+    (``'f32[3, 4]'``), as ``trace_params`` takes them; ``CheckpointError`` for anything else."""
+    from .ir.types import TensorType, as_type
+
+    if isinstance(leaf, (TensorType, str)):
+        try:
+            t = as_type(leaf)
+        except Exception as exc:  # noqa: BLE001 - the type parser's IRError
+            raise CheckpointError(f"load_checkpoint(like=...): {section}/{name} is {leaf!r:.40}, neither an array "
+                                  f"nor a type such as 'f32[3, 4]' ({exc})") from None
+        return tuple(t.shape), np.dtype(t.dtype.np)
+    array = leaf if hasattr(leaf, "shape") and hasattr(leaf, "dtype") else np.asarray(leaf)
+    try:
+        return tuple(array.shape), np.dtype(array.dtype)
+    except TypeError:
+        raise CheckpointError(f"load_checkpoint(like=...): {section}/{name} is {type(leaf).__name__}, not an array "
+                              "or a type such as 'f32[3, 4]'") from None
+
+
 def load_checkpoint(path: str | os.PathLike[str], like: Mapping[str, Any] | None = None) -> Checkpoint:
     """Read a checkpoint; with ``like`` (section -> tree), check it and return trees of ``like``'s structure.
 
-    Without ``like``, each section comes back as nested dicts (lists where keys are 0..n-1).
+    Without ``like``, each section comes back as nested dicts (lists where keys are 0..n-1). A ``like`` leaf
+    is an array, a ``TensorType`` or a type string (``'f32[3, 4]'``). A big-endian array is stored, and comes
+    back, in native byte order (same values).
     """
     from .params import flatten, unflatten
 
@@ -246,10 +270,10 @@ def load_checkpoint(path: str | os.PathLike[str], like: Mapping[str, Any] | None
                 problems.append(f"{section}/{name}: in the checkpoint, not expected")
         for name, leaf in zip(names, leaves):
             if name in arrays:
-                want = np.asarray(leaf) if not hasattr(leaf, "shape") else leaf
+                want_shape, want_dtype = _expected(section, name, leaf)
                 got = arrays[name]
-                if tuple(got.shape) != tuple(want.shape) or np.dtype(got.dtype) != np.dtype(want.dtype):
-                    problems.append(f"{section}/{name}: expected {np.dtype(want.dtype).name}{list(want.shape)}, "
+                if tuple(got.shape) != want_shape or np.dtype(got.dtype) != want_dtype:
+                    problems.append(f"{section}/{name}: expected {want_dtype.name}{list(want_shape)}, "
                                     f"the checkpoint has {np.dtype(got.dtype).name}{list(got.shape)}")
         if not problems:
             trees[section] = unflatten(treedef, [arrays[n] for n in names])

@@ -88,7 +88,8 @@ def _leaf_type(name: str, leaf: Any) -> TensorType:
             raise ParameterError(f"parameter {name!r}: {leaf!r} is not an array or a type such as 'f32[3, 4]' "
                                  f"({exc})") from None
     array = leaf if isinstance(leaf, np.ndarray) else np.asarray(leaf)
-    if array.dtype.kind in "OUSV" or array.dtype.kind == "c":
+    # bfloat16 (ml_dtypes) is a numpy 'V' kind: it is a real dtype frame holds, not a void/struct array
+    if (array.dtype.kind in "OUSV" and array.dtype.name != "bfloat16") or array.dtype.kind == "c":
         raise ParameterError(f"parameter {name!r} is {type(leaf).__name__} of dtype {array.dtype}; "
                              "parameters are real, integer or boolean arrays")
     from .ir.dtypes import as_dtype
@@ -119,6 +120,13 @@ def check_tree(expected: Mapping[str, TensorType], tree: Any, what: str = "param
         leaf = given[name]
         shape = getattr(leaf, "shape", None)
         dtype = getattr(leaf, "dtype", None)
+        try:
+            dtype = None if dtype is None else np.dtype(dtype)
+        except TypeError:  # another library's dtype (torch.float32): read it through numpy
+            try:
+                dtype = np.asarray(leaf).dtype
+            except Exception:  # noqa: BLE001 - a tensor that requires grad, say: reported below
+                dtype = None
         if shape is None or dtype is None:
             problems.append(f"{name}: an array of {want} expected, got {type(leaf).__name__}")
         elif tuple(shape) != want.shape or np.dtype(dtype) != want.dtype.np:

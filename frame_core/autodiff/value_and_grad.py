@@ -27,7 +27,21 @@ __all__ = ["value_and_grad", "grad", "ValueAndGrad"]
 
 
 def _as_array(value: Any) -> Any:
-    return value if hasattr(value, "shape") and hasattr(value, "dtype") else np.asarray(value)
+    """``value`` if it is a numpy array or has a numpy dtype, else ``np.asarray(value)`` (lists, numbers, and
+    tensors of other libraries whose dtype numpy cannot read, such as torch's, which the cache key needs)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        try:
+            np.dtype(value.dtype)
+            return value
+        except TypeError:
+            pass
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError, RuntimeError) as exc:  # a torch tensor that requires grad, say
+        raise ParameterError(f"parameters and data are arrays (numpy, or anything numpy.asarray reads); "
+                             f"{type(value).__name__} could not be read: {str(exc)[:200]}") from None
 
 
 class _Traced:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,6 +50,9 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
+        if param is not None and (isinstance(param, (bool, np.bool_)) or not isinstance(param, numbers.Real)
+                                  or not math.isfinite(param)):
+            raise ArgumentError(f"leaky_relu's negative slope is a finite number, got {param!r}")
         slope = 0.01 if param is None else float(param)
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
@@ -64,6 +68,10 @@ def fans(shape: tuple[int, ...], in_axis: int = 1, out_axis: int = 0) -> tuple[i
         raise ArgumentError(f"fan_in and fan_out need a weight with at least 2 axes, got shape {list(shape)}; "
                             "initialise biases and norms with zeros, ones, normal or uniform")
     rank = len(shape)
+    if not -rank <= in_axis < rank or not -rank <= out_axis < rank or in_axis % rank == out_axis % rank:
+        raise ArgumentError(f"in_axis={in_axis} and out_axis={out_axis} must be two different axes of the weight's "
+                            f"{rank} axes (shape {list(shape)}); torch's layout [out, in, *kernel] is in_axis=1, "
+                            "out_axis=0, a Linear weight [in, out] is in_axis=0, out_axis=1")
     in_axis, out_axis = in_axis % rank, out_axis % rank
     receptive = math.prod(n for i, n in enumerate(shape) if i not in (in_axis, out_axis))
     return shape[in_axis] * receptive, shape[out_axis] * receptive
@@ -77,13 +85,36 @@ def _fan(shape: tuple[int, ...], mode: str, in_axis: int, out_axis: int) -> int:
 
 
 def _real(shape: Any, dtype: Any) -> tuple[tuple[int, ...], np.dtype]:
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    sizes = [shape] if isinstance(shape, (int, np.integer)) else shape
+    try:
+        sizes = list(sizes)
+    except TypeError:
+        sizes = None
+    # a size of 2.5 was truncated to 2 by int(): only integers are sizes
+    if sizes is None or not all(isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+                                for n in sizes):
+        raise ArgumentError(f"a shape is an int or a tuple of ints, got {shape!r:.60}")
+    shape = tuple(int(n) for n in sizes)
     if any(n < 0 for n in shape):
         raise ArgumentError(f"a shape has non-negative sizes, got {list(shape)}")
-    dtype = np.dtype(dtype)
-    if dtype.kind != "f":
-        raise ArgumentError(f"initialisers draw floating parameters, got dtype {dtype}")
+    from frame_core import as_dtype
+
+    try:
+        resolved = as_dtype(dtype).np  # frame's names too: "bfloat16", "bf16", "f32"
+    except Exception:  # noqa: BLE001 - the dtype parser's error; the message below says what is accepted
+        resolved = None
+    if resolved is None or not (np.issubdtype(resolved, np.floating) or resolved.name == "bfloat16"):
+        given = resolved.name if resolved is not None else f"{dtype!r:.40}"
+        raise ArgumentError(f"initialisers draw floating parameters, got dtype {given}; use float16, bfloat16, "
+                            "float32 or float64")
+    dtype = resolved
     return shape, dtype
+
+
+def _finite(**values: float) -> None:
+    for name, value in values.items():
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ArgumentError(f"{name} must be a finite number, got {value!r:.40}")
 
 
 def zeros(rng: np.random.Generator, shape: Any, dtype: Any = np.float32) -> np.ndarray:
@@ -99,6 +130,7 @@ def ones(rng: np.random.Generator, shape: Any, dtype: Any = np.float32) -> np.nd
 def normal(rng: np.random.Generator, shape: Any, dtype: Any = np.float32, *, mean: float = 0.0,
            std: float = 1.0) -> np.ndarray:
     shape, dtype = _real(shape, dtype)
+    _finite(mean=mean, std=std)
     if std < 0:
         raise ArgumentError(f"std must be >= 0, got {std}")
     return rng.normal(mean, std, shape).astype(dtype)
@@ -107,6 +139,7 @@ def normal(rng: np.random.Generator, shape: Any, dtype: Any = np.float32, *, mea
 def uniform(rng: np.random.Generator, shape: Any, dtype: Any = np.float32, *, low: float = 0.0,
             high: float = 1.0) -> np.ndarray:
     shape, dtype = _real(shape, dtype)
+    _finite(low=low, high=high)
     if not low <= high:
         raise ArgumentError(f"uniform needs low <= high, got low={low}, high={high}")
     return rng.uniform(low, high, shape).astype(dtype)
@@ -145,6 +178,7 @@ def kaiming_normal(rng: np.random.Generator, shape: Any, dtype: Any = np.float32
 
 def orthogonal(rng: np.random.Generator, shape: Any, dtype: Any = np.float32, *, gain: float = 1.0) -> np.ndarray:
     shape, dtype = _real(shape, dtype)
+    _finite(gain=gain)
     if len(shape) < 2:
         raise ArgumentError(f"orthogonal needs a weight with at least 2 axes, got shape {list(shape)}")
     rows, cols = shape[0], math.prod(shape[1:])
@@ -198,5 +232,8 @@ def init_tree(rng: np.random.Generator, shapes: Mapping[str, Any],
         *parents, leaf = name.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        node[leaf] = init(rng, shape, dtype)
+        try:
+            node[leaf] = init(rng, shape, dtype)
+        except ArgumentError as exc:  # say which leaf: a list of layers or a misspelt shape is easy to miss
+            raise ArgumentError(f"init_tree: parameter {name!r} (shape {shape!r:.60}): {exc}") from None
     return out

@@ -28,6 +28,31 @@ def _fan_in_uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: in
     return initializers.uniform(rng, shape, dtype, low=-bound, high=bound)
 
 
+def _sizes(layer, **sizes: int) -> None:  # noqa: ANN001
+    """Each of ``sizes`` is an int >= 0 (a feature or channel count; torch allows 0)."""
+    for what, n in sizes.items():
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ArgumentError(f"{type(layer).__name__}: {what} is an int >= 0, got {n!r:.40}")
+
+
+def _kernel(layer, rank: int) -> tuple[int, ...]:  # noqa: ANN001
+    """``kernel_size`` as ``rank`` ints >= 1 (one int stands for every spatial axis)."""
+    k = layer.kernel_size
+    ks = (k,) * rank if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else k
+    if not isinstance(ks, (tuple, list)) or len(ks) != rank or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 1 for n in ks):
+        raise ArgumentError(f"{type(layer).__name__}: kernel_size is an int >= 1 or {rank} of them, got {k!r:.40}")
+    return tuple(int(n) for n in ks)
+
+
+def _check_groups(conv) -> None:  # noqa: ANN001 - a Conv1d or Conv2d
+    groups, cin, cout = conv.groups, conv.in_channels, conv.out_channels
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 or cin % groups \
+            or cout % groups:
+        raise ArgumentError(f"{type(conv).__name__}: groups={groups!r} must be an int >= 1 dividing both "
+                            f"in_channels={cin} and out_channels={cout}")
+
+
 @dataclass(frozen=True)
 class Linear:
     """``y = x @ w + b`` over the last axis of ``x[..., in_features]``."""
@@ -38,6 +63,7 @@ class Linear:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
+        _sizes(self, in_features=self.in_features, out_features=self.out_features)
         shape = (self.in_features, self.out_features)
         params = {"w": _fan_in_uniform(rng, shape, self.in_features, self.dtype)}
         if self.bias:
@@ -64,9 +90,12 @@ class Conv1d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
-        fan_in = self.in_channels // self.groups * self.kernel_size
-        params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, self.kernel_size),
-                                       fan_in, self.dtype)}
+        _sizes(self, in_channels=self.in_channels, out_channels=self.out_channels)
+        _check_groups(self)
+        (k,) = _kernel(self, 1)
+        fan_in = self.in_channels // self.groups * k
+        params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, k), fan_in,
+                                       self.dtype)}
         if self.bias:
             params["b"] = _fan_in_uniform(rng, (self.out_channels,), fan_in, self.dtype)
         return params
@@ -92,7 +121,9 @@ class Conv2d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
-        kh, kw = (self.kernel_size,) * 2 if isinstance(self.kernel_size, int) else self.kernel_size
+        _sizes(self, in_channels=self.in_channels, out_channels=self.out_channels)
+        _check_groups(self)
+        kh, kw = _kernel(self, 2)
         fan_in = self.in_channels // self.groups * kh * kw
         params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, kh, kw), fan_in,
                                        self.dtype)}
@@ -131,14 +162,26 @@ class Embedding:
     padding_idx: int | None = None
     dtype: str = "float32"
 
+    def _padding_row(self) -> int | None:
+        """``padding_idx`` as a row number; a negative one counts from the end, as torch's."""
+        idx = self.padding_idx
+        if idx is None:
+            return None
+        if isinstance(idx, (bool, np.bool_)) or not isinstance(idx, (int, np.integer)) or not -self.num <= idx < self.num:
+            raise ArgumentError(f"Embedding(num={self.num}): padding_idx must be a row of the table, an int in "
+                                f"[{-self.num}, {self.num}), got {idx!r}")
+        return int(idx) % self.num
+
     def init(self, rng: np.random.Generator) -> dict:
+        _sizes(self, num=self.num, dim=self.dim)
+        row = self._padding_row()
         table = initializers.normal(rng, (self.num, self.dim), self.dtype)
-        if self.padding_idx is not None:
-            table[self.padding_idx] = 0
+        if row is not None:
+            table[row] = 0
         return {"table": table}
 
     def apply(self, params: dict, indices):  # noqa: ANN001, ANN201
-        return ops.embedding(params["table"], indices, padding_idx=self.padding_idx)
+        return ops.embedding(params["table"], indices, padding_idx=self._padding_row())
 
 
 @dataclass(frozen=True)
@@ -169,7 +212,8 @@ class CausalSelfAttention:
     """Multi-head self-attention over ``x[B, T, dim]`` where position ``t`` sees positions ``<= t`` only.
 
     One ``qkv`` projection to ``3 * dim``, per head ``softmax(q k^T / sqrt(dim / heads))`` with the future masked
-    by ``where`` (to -inf, as torch's ``is_causal``), times ``v``, heads joined and projected by ``proj``.
+    by ``where`` (to -inf, as torch's ``is_causal``), times ``v``, heads joined and projected by ``proj``. A traced
+    block runs at any batch size (``value_and_grad``, ``TrainStep``); the sequence length is the traced one.
     """
 
     dim: int
@@ -183,15 +227,16 @@ class CausalSelfAttention:
                 "proj": Linear(self.dim, self.dim, dtype=self.dtype).init(rng)}
 
     def apply(self, params: dict, x):  # noqa: ANN001, ANN201
-        b, t, d = x.shape
+        _, t, d = x.shape  # the batch may change between calls; T is fixed per trace (the causal mask)
         h, dh = self.heads, self.dim // self.heads
         qkv = Linear(d, 3 * d).apply(params["qkv"], x)                        # [B, T, 3 D]
-        qkv = ops.transpose(ops.reshape(qkv, shape=[b, t, 3, h, dh]), perm=[2, 0, 3, 1, 4])  # [3, B, H, T, Dh]
+        # -1 for the batch, never the traced size b: value_and_grad and TrainStep re-specialise for any batch
+        qkv = ops.transpose(ops.reshape(qkv, shape=[-1, t, 3, h, dh]), perm=[2, 0, 3, 1, 4])  # [3, B, H, T, Dh]
         q, k, v = qkv[0], qkv[1], qkv[2]
         scores = ops.matmul(q, ops.transpose(k, perm=[0, 1, 3, 2])) * (1.0 / math.sqrt(dh))  # [B, H, T, T]
         causal = np.tril(np.ones((t, t), bool))
         att = ops.softmax(ops.where(causal, scores, -np.inf), axis=-1)
-        out = ops.reshape(ops.transpose(ops.matmul(att, v), perm=[0, 2, 1, 3]), shape=[b, t, d])
+        out = ops.reshape(ops.transpose(ops.matmul(att, v), perm=[0, 2, 1, 3]), shape=[-1, t, d])
         return Linear(d, d).apply(params["proj"], out)
 
 

@@ -85,3 +85,37 @@ def test_init_tree_fills_every_named_leaf_by_the_first_matching_rule():
         init.init_tree(np.random.default_rng(0), shapes, {"head.*": init.ones})
     with pytest.raises(ArgumentError, match="without '.'"):
         init.named_leaves({"a.b": np.zeros(2)})
+
+
+def test_fractional_sizes_nan_options_and_bad_axes_are_refused_not_truncated():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ArgumentError, match="tuple of ints, got \\(2.5, 3\\)"):
+        init.zeros(rng, (2.5, 3))  # was silently a [2, 3] array
+    for bad in (dict(std=float("nan")), dict(mean=float("inf"))):
+        with pytest.raises(ArgumentError, match="finite"):
+            init.normal(rng, (3,), **bad)
+    with pytest.raises(ArgumentError, match="finite"):
+        init.uniform(rng, (3,), low=-math.inf, high=0.0)
+    with pytest.raises(ArgumentError, match="finite"):
+        init.orthogonal(rng, (3, 3), gain=float("nan"))
+    with pytest.raises(ArgumentError, match="two different axes"):
+        init.fans((3, 4), in_axis=5)  # was read as axis 1
+    with pytest.raises(ArgumentError, match="two different axes"):
+        init.fans((3, 4, 5), in_axis=0, out_axis=0)
+    with pytest.raises(ArgumentError, match="negative slope"):
+        init.calculate_gain("leaky_relu", True)  # torch refuses a bool slope too
+    with pytest.raises(ArgumentError, match="floating parameters, got dtype 'nope'"):
+        init.normal(rng, (3,), "nope")
+    with pytest.raises(ArgumentError, match="init_tree: parameter 'layers'"):
+        init.init_tree(rng, {"layers": [{"w": (3, 4)}]}, {"*": init.zeros})
+    assert init.fans((3, 4, 5), in_axis=-1, out_axis=0) == (20, 12)  # 5 * 4, 3 * 4
+
+
+def test_bfloat16_by_name_and_other_dtypes_draw_the_same_numbers():
+    for dtype in ("bfloat16", "bf16", np.float16, "float64"):
+        a = init.kaiming_uniform(np.random.default_rng(3), (8, 5), dtype)
+        b = init.kaiming_uniform(np.random.default_rng(3), (8, 5), np.float64)
+        assert a.dtype.name in ("bfloat16", "float16", "float64")
+        np.testing.assert_allclose(a.astype(np.float64), b, rtol=1e-2, atol=1e-3)
+    q = init.orthogonal(np.random.default_rng(0), (4, 6), "bf16").astype(np.float64)
+    np.testing.assert_allclose(q @ q.T, np.eye(4), atol=3e-2)

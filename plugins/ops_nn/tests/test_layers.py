@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import frame_core as fc
-from frame_core import ops
+from frame_core import ArgumentError, ops
 from frame_ops_nn import layers as nn
 from frame_ops_nn.init import named_leaves
 
@@ -95,3 +95,51 @@ def test_attention_is_causal_and_embedding_padding_row_never_trains():
     tokens = np.array([[0, 1, 0, 4]])
     _, grads = _loss_and_grads(lambda q, t: ops.sum(emb.apply(q, t) ** 2 + emb.apply(q, t)), p, tokens)
     assert not grads["table"][0].any() and grads["table"][1].any()
+
+
+def test_negative_padding_idx_counts_from_the_end_as_torchs():
+    emb = nn.Embedding(6, 3, padding_idx=-1, dtype="float64")
+    params = emb.init(np.random.default_rng(0))
+    assert not params["table"][5].any() and params["table"][4].any()
+    idx = np.array([[5, 1, 5], [0, 2, 4]])
+    vg = fc.value_and_grad(lambda p, i: ops.sum(ops.square(emb.apply(p, i))))
+    _, g = vg(params, idx)  # ops.embedding itself refuses -1: the layer passes the row number
+    assert not g["table"][5].any() and g["table"][1].any()
+    with pytest.raises(ArgumentError, match=r"padding_idx must be a row of the table, an int in \[-6, 6\), got 6"):
+        nn.Embedding(6, 3, padding_idx=6).init(np.random.default_rng(0))
+
+
+def test_conv_groups_must_divide_the_channels():
+    with pytest.raises(ArgumentError, match="groups=2 must be an int >= 1 dividing both in_channels=5"):
+        nn.Conv2d(5, 6, 3, groups=2).init(np.random.default_rng(0))
+    with pytest.raises(ArgumentError, match="groups=0"):
+        nn.Conv1d(4, 4, 3, groups=0).init(np.random.default_rng(0))
+
+
+def test_attention_runs_at_any_batch_size_from_one_trace():
+    att = nn.CausalSelfAttention(8, 2, dtype="float64")
+    params = att.init(np.random.default_rng(1))
+    vg = fc.value_and_grad(lambda p, x: ops.sum(ops.square(att.apply(p, x))))
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 5, 8))
+    loss3, g3 = vg(params, x)
+    loss2, g2 = vg(params, x[:2])  # a new batch size: was a reshape ShapeError (the traced batch was baked in)
+    loss1, g1 = vg(params, x[2:])
+    assert vg.traces == 1
+    np.testing.assert_allclose(float(loss2) + float(loss1), float(loss3), rtol=1e-12)
+    np.testing.assert_allclose(g2["proj"]["w"] + g1["proj"]["w"], g3["proj"]["w"], rtol=1e-10, atol=1e-12)
+
+
+def test_bad_sizes_and_kernels_are_named_and_a_one_tuple_kernel_works():
+    rng = np.random.default_rng(0)
+    for make, match in [(lambda: nn.Linear(-1, 3), "Linear: in_features is an int >= 0, got -1"),
+                        (lambda: nn.Linear(2.5, 3), "in_features is an int >= 0, got 2.5"),
+                        (lambda: nn.Conv2d(2, 3, 0), r"Conv2d: kernel_size is an int >= 1 or 2 of them, got 0"),
+                        (lambda: nn.Conv2d(2, 3, (3, 2, 1)), "or 2 of them"),  # was ValueError: unpack
+                        (lambda: nn.Conv1d(2, 3, -1), "Conv1d: kernel_size"),  # was math domain error
+                        (lambda: nn.Embedding(-2, 3), "Embedding: num is an int >= 0")]:
+        with pytest.raises(ArgumentError, match=match):
+            make().init(rng)
+    one = nn.Conv1d(2, 3, (3,)).init(np.random.default_rng(4))  # was TypeError: must be real number, not tuple
+    same = nn.Conv1d(2, 3, 3).init(np.random.default_rng(4))
+    assert all(np.array_equal(one[k], same[k]) for k in same)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import NonFiniteLossError, OptimizerError
+from .schedules import _integral
 from .step import TrainStep
 
 __all__ = ["fit", "History", "batches"]
@@ -114,17 +115,23 @@ def fit(step: TrainStep, data: Any, epochs: int = 1, batch_size: int | None = No
     """
     if not isinstance(step, TrainStep):
         raise OptimizerError(f"fit(step, ...) takes a frame_train.TrainStep, got {type(step).__name__}")
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+    if not _integral(epochs) or epochs < 0:
         raise OptimizerError(f"fit(epochs=) is an int >= 0, got {epochs!r:.30}")
+    epochs = int(epochs)
     if shuffle is not None and not isinstance(shuffle, np.random.Generator):
         raise OptimizerError(f"fit(shuffle=) takes a seeded numpy Generator (np.random.default_rng(0)) or None, got "
                              f"{type(shuffle).__name__}: a seed makes the batches reproducible")
     arrays = _arrays(data)
     if arrays is not None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not _integral(batch_size) or batch_size < 1:
             raise OptimizerError(f"fit(batch_size=) is an int >= 1 when data are arrays, got {batch_size!r:.30}")
+        batch_size = int(batch_size)
         n = len(arrays[0])
         per_epoch: int | None = n // batch_size if drop_last else -(-n // batch_size)
+        if per_epoch == 0 and epochs:  # silently training nothing is never what was meant
+            raise OptimizerError(f"fit(data=...) gives no batch: {n} example{'s' if n != 1 else ''}"
+                                 + (f", fewer than batch_size={batch_size} with drop_last=True" if n else "")
+                                 + "; pass more data" + (", a smaller batch_size or drop_last=False" if n else ""))
 
         def epoch_batches(epoch: int) -> Iterable[tuple[np.ndarray, ...]]:
             return batches(arrays, batch_size, shuffle, drop_last)
@@ -134,7 +141,11 @@ def fit(step: TrainStep, data: Any, epochs: int = 1, batch_size: int | None = No
         raise OptimizerError(f"fit(data=) is an array, a tuple of arrays or a function epoch -> iterable of batches, "
                              f"got {type(data).__name__}")
     history = History()
-    sink = open(metrics_path, "w", encoding="utf-8") if metrics_path is not None else None  # noqa: SIM115
+    try:
+        sink = open(metrics_path, "w", encoding="utf-8") if metrics_path is not None else None  # noqa: SIM115
+    except OSError as exc:  # before any step: a typo in the folder must not cost a training run
+        raise OptimizerError(f"fit(metrics_path={str(metrics_path)!r}) cannot be written: "
+                             f"{exc.strerror or exc}; give a file in an existing folder") from None
     start = time.perf_counter()
     try:
         with _Progress(progress, per_epoch * epochs if per_epoch is not None else None, epochs,

@@ -19,6 +19,7 @@ from frame_core import Graph
 
 from ._spine import flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError
+from .schedules import _integral
 from .step import loss_position, parameter_positions
 
 __all__ = ["flat_value_and_grad", "lbfgs"]
@@ -79,8 +80,9 @@ def lbfgs(loss: Callable[..., Any] | Graph, params: Any, *data: Any, maxiter: in
     """
     from scipy.optimize import minimize
 
-    if isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 1:
+    if not _integral(maxiter) or maxiter < 1:
         raise OptimizerError(f"lbfgs(maxiter=) is an int >= 1, got {maxiter!r:.30}")
+    maxiter = int(maxiter)
     fun, x0, unravel = flat_value_and_grad(loss, params, *data)
     settings = {"maxiter": maxiter, "maxfun": 2 * maxiter, **(options or {})}
     result = minimize(fun, x0, jac=True, method="L-BFGS-B", options=settings, callback=callback)

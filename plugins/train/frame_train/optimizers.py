@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OptimizerError, ParameterError
-from .schedules import evaluate
+from .schedules import _integral, evaluate
 from .transforms import Context, Transform, add_decayed_weights, scale_by_adam, scale_by_learning_rate, \
     scale_by_lion, scale_by_rms, scale_by_rss, trace
 
@@ -158,7 +158,10 @@ class Optimizer:
     def updates(self, params: dict[str, Any], grads: dict[str, Any], state: dict[str, Any], lr: Any,
                 step: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The new parameters and state (traced tensors, by graph name) from the gradients ``grads``."""
-        ctx = Context(params, lr, step)
+        dtype = next(iter(params.values())).dtype if params else None
+        ctx = Context(params, lr, step, wide_lr=lr, wide_step=step, dtype=dtype)
+        if dtype is not None and getattr(lr, "dtype", dtype) != dtype:  # half precision: lr, step fed as float32
+            ctx.lr, ctx.step = ctx.narrow(lr), ctx.narrow(step)
         prepared = [t.prepare(ctx) for t in self.transforms]
         u = dict(grads)
         new_state: dict[str, Any] = {}
@@ -184,13 +187,13 @@ def accumulate(optimizer: Optimizer, every: int) -> Optimizer:
     if not isinstance(optimizer, Optimizer):
         raise OptimizerError(f"accumulate(optimizer, every) takes a frame_train optimizer, got "
                              f"{type(optimizer).__name__}")
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+    if not _integral(every) or every < 1:
         raise OptimizerError(f"accumulate(every=) is the number of micro-batches per update, an int >= 1, got "
                              f"{every!r:.30}")
     if optimizer.every != 1:
         raise OptimizerError("accumulate() of an optimizer that already accumulates: give the product of the two "
                              "counts to one accumulate()")
-    return Optimizer(optimizer.transforms, every)
+    return Optimizer(optimizer.transforms, int(every))
 
 
 def _l2(weight_decay: float) -> list[Transform]:

@@ -10,8 +10,11 @@ naming the step.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from .errors import OptimizerError, ScheduleError
 
@@ -36,15 +39,24 @@ class Schedule:
 
 
 def _rate(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    # numbers.Real / numbers.Integral: numpy scalars (np.float32(1e-3), np.int64(10)) count; booleans do not
+    if not _real(value) or not math.isfinite(value) or value < 0:
         raise OptimizerError(f"{what} must be a finite number >= 0, got {value!r:.40}")
     return float(value)
 
 
+def _real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _integral(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def _count(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not _integral(value) or value < minimum:
         raise OptimizerError(f"{what} must be an int >= {minimum}, got {value!r:.40}")
-    return value
+    return int(value)
 
 
 def as_schedule(learning_rate: Any) -> Callable[[int], float]:

@@ -29,6 +29,7 @@ from frame_core import Graph, TensorType, inline_graph
 from ._spine import compile_rebuilt, flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError, ParameterError
 from .optimizers import ACCUMULATE, Optimizer
+from .transforms import scalar_dtype
 
 __all__ = ["TrainStep", "loss_position", "parameter_positions"]
 
@@ -109,8 +110,8 @@ def build_step_graph(loss_graph: Graph, names: Sequence[str], types: Sequence[Te
     accumulated = [f"{ACCUMULATE}.g:{p}" for p in names] if optimizer.every > 1 else []
     for label, t in zip(accumulated, types):
         fused.add_input(t, label)
-    fused.add_input(TensorType(dtype, ()), "lr")
-    fused.add_input(TensorType(dtype, ()), "step")
+    fused.add_input(TensorType(scalar_dtype(dtype), ()), "lr")
+    fused.add_input(TensorType(scalar_dtype(dtype), ()), "step")
     values = inline_graph(fused, training, [by_position[i] for i in range(len(loss_graph.inputs))])
     fused.mark_output(values[loss_at], "loss")
     for p, g in zip(names, values[len(loss_graph.outputs):]):
@@ -149,8 +150,8 @@ def build_update_graph(optimizer: Optimizer, names: Sequence[str], types: Sequen
     slots = optimizer.slot_names(names)
     for label, t in zip(slots, [t for _ in optimizer.state_keys for t in types]):
         graph.add_input(t, label)
-    graph.add_input(TensorType(dtype, ()), "lr")
-    graph.add_input(TensorType(dtype, ()), "step")
+    graph.add_input(TensorType(scalar_dtype(dtype), ()), "lr")
+    graph.add_input(TensorType(scalar_dtype(dtype), ()), "step")
     n, s = len(names), len(slots)
 
     def update(*v: Any) -> list[Any]:
@@ -186,7 +187,7 @@ def apply_updates(optimizer: Optimizer, params: Any, grads: Any, state: Any) -> 
     exe = optimizer._compiled.get(key)
     if exe is None:
         exe = optimizer._compiled[key] = fc.compile(build_update_graph(optimizer, names, types))
-    dt = types[0].dtype.np
+    dt = scalar_dtype(types[0].dtype).np
     outs = exe.run([*leaves, *(got[p] for p in names), *arrays, np.asarray(optimizer.learning_rate(count), dt),
                     np.asarray(count + 1, dt)])
     n = len(names)
@@ -331,7 +332,7 @@ class TrainStep:
         return float(outs[0])
 
     def _scalar(self, value: float) -> np.ndarray:
-        return np.asarray(value, self.dtype.np)
+        return np.asarray(value, scalar_dtype(self.dtype).np)
 
     def save(self, path: Any, metadata: dict[str, Any] | None = None) -> None:
         """A checkpoint of the parameters, the optimizer state and the step count (``frame_core.save_checkpoint``)."""

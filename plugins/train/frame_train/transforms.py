@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from frame_core import ops
 
@@ -38,9 +41,28 @@ class Context:
     """What a transform reads besides updates and its state: the parameters and the two runtime scalars."""
 
     params: Tensors
-    lr: Any    # f[]: the learning rate at this step
-    step: Any  # f[]: t, 1 for the first update
+    lr: Any    # f[]: the learning rate at this step, in the parameters' dtype
+    step: Any  # f[]: t, 1 for the first update, in the parameters' dtype
     prepared: Any = None  # what this transform's ``prepare`` returned
+    # lr and step as fed: float32 for float16/bfloat16 parameters, where t (exact only to 2048 in float16, 256 in
+    # bfloat16) and 1 - b2^t (0 in bfloat16 for t = 1) need more bits. ``prepare`` computes its scalars from
+    # these and hands them to ``narrow``; for float32/float64 parameters they are ``lr`` and ``step`` themselves.
+    wide_lr: Any = None
+    wide_step: Any = None
+    dtype: Any = None  # the parameters' DType
+
+    def narrow(self, scalar: Any) -> Any:
+        """A scalar computed from ``wide_lr``/``wide_step`` in the parameters' dtype (a no-op unless half precision)."""
+        if self.dtype is None or not hasattr(scalar, "dtype") or scalar.dtype == self.dtype:
+            return scalar
+        return ops.cast(scalar, to=self.dtype.name)
+
+
+def scalar_dtype(dtype: Any) -> Any:
+    """The dtype of the ``lr`` and ``step`` inputs for parameters of ``dtype``: float32 for half precision."""
+    from frame_core import as_dtype
+
+    return as_dtype("f32") if dtype.np.itemsize < 4 else dtype
 
 
 class Transform:
@@ -82,7 +104,8 @@ def ema(average: Any, value: Any, decay: float) -> Any:
 def _number(value: Any, what: str, *, low: float = 0.0, high: float = math.inf, open_low: bool = False,
             open_high: bool = False) -> float:
     """``value`` as a float inside [low, high] (ends opened as asked); ``OptimizerError`` otherwise."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # numbers.Real: numpy scalars (np.float32(0.9), np.int64(0)) are numbers too; booleans are not
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
     if ok:
         value = float(value)
         ok = (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
@@ -125,9 +148,18 @@ class add_decayed_weights(Transform):  # noqa: N801 - optax's names
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
         wd = self.weight_decay
+        patterns = [self.mask] if isinstance(self.mask, str) else self.mask
+        if isinstance(patterns, (list, tuple)):  # a pattern that selects nothing is a typo ('*.weight' for '*.w')
+            unused = [q for q in patterns if not any(fnmatch.fnmatchcase(n, q) for n in updates)]
+            if unused:
+                raise OptimizerError(f"the weight-decay mask pattern{'s' if len(unused) > 1 else ''} {unused} "
+                                     f"match{'' if len(unused) > 1 else 'es'} no parameter; the parameters are "
+                                     f"{sorted(updates)[:20]}{' ...' if len(updates) > 20 else ''}")
         out = {}
         for name, u in updates.items():
             selected = self._selects(name)
+            if isinstance(selected, np.bool_):  # a predicate written with numpy (np.isin, a mask array lookup)
+                selected = bool(selected)
             if not isinstance(selected, bool):
                 raise OptimizerError(f"the weight-decay mask returned {type(selected).__name__} {selected!r:.30} for "
                                      f"parameter {name!r}; it must return True or False")
@@ -152,8 +184,9 @@ class scale_by_adam(Transform):  # noqa: N801
 
     def prepare(self, ctx: Context) -> Any:
         # 1 - b^t with t a runtime input: exp(t log b) (b = 0 gives a correction of exactly 1)
-        c1 = 1.0 - ops.exp(ctx.step * math.log(self.b1)) if self.b1 > 0 else 1.0
-        c2 = ops.sqrt(1.0 - ops.exp(ctx.step * math.log(self.b2))) if self.b2 > 0 else 1.0
+        t = ctx.wide_step if ctx.wide_step is not None else ctx.step
+        c1 = ctx.narrow(1.0 - ops.exp(t * math.log(self.b1))) if self.b1 > 0 else 1.0
+        c2 = ctx.narrow(ops.sqrt(1.0 - ops.exp(t * math.log(self.b2)))) if self.b2 > 0 else 1.0
         return c1, c2
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
@@ -312,10 +345,10 @@ class scale_by_learning_rate(Transform):  # noqa: N801
         self.lr_decay = _number(lr_decay, "lr_decay")
 
     def prepare(self, ctx: Context) -> Any:
-        lr = ctx.lr
+        lr = ctx.wide_lr if ctx.wide_lr is not None else ctx.lr
         if self.lr_decay:
-            lr = lr / ((ctx.step - 1.0) * self.lr_decay + 1.0)
-        return -lr
+            lr = lr / (((ctx.wide_step if ctx.wide_step is not None else ctx.step) - 1.0) * self.lr_decay + 1.0)
+        return ctx.narrow(-lr)
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
         factor = ctx.prepared
