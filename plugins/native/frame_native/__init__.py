@@ -16,10 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jit import status, wait
-
 __version__ = "0.1.0"
 __all__ = ["wait", "status", "tier_of"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``wait`` and ``status`` live in the compiler module, imported on first use: loading the pack (every
+    # ``frame`` command does) then reads neither the compiler nor the code generator.
+    if name in ("wait", "status"):
+        from . import jit
+
+        return getattr(jit, name)
+    raise AttributeError(f"module 'frame_native' has no attribute {name!r}")
 
 
 def tier_of(executable: Any) -> list[str]:

@@ -21,8 +21,6 @@ from typing import Any
 
 from frame_core import FUSED_OP, Graph, Node, Rewriter, Value, env_flag
 
-from . import jit
-from .codegen import EXACT, why_not
 from .tiered import NATIVE_OP
 
 __all__ = ["compile_fused_groups", "enabled", "switched_off"]
@@ -45,6 +43,8 @@ def enabled() -> str | None:
         _LLVMLITE.append(importlib.util.find_spec("llvmlite") is not None)
     if not _LLVMLITE[0]:
         return "llvmlite is not installed (pip install llvmlite)"
+    from . import jit  # (loaded at the first compile that has fused groups, not when the pack registers)
+
     status = jit.status()
     if not status["active"]:
         return status["disabled"] or "forked child process"
@@ -52,6 +52,8 @@ def enabled() -> str | None:
 
 
 def _verdict(body: Graph, packs: dict[str, str | None], schemas: Any) -> str | None:
+    from .codegen import EXACT, why_not
+
     other = next((n.op for n in body.nodes if n.op not in EXACT and n.op != "constant"), None)
     if other is not None:  # most rejections: an op that is not compiled (tanh, exp, ...)
         return f"op {other}"
@@ -68,6 +70,8 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     off = enabled()
     if off is not None:
         if "FRAME_NATIVE" not in off:
+            from . import jit
+
             jit.note(off)
         ctx.note("compile_fused_groups", f"off: {off}")
         return graph

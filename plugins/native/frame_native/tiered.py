@@ -24,15 +24,15 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from frame_core import FUSED, AttrSpec, Example, Graph, NodeContext, OpSchema, build_fused_kernel, registry
 from frame_core import warn_environment
 
-from . import jit
-from .codegen import Plan, plan_body
+if TYPE_CHECKING:
+    from .codegen import Plan
 
 __all__ = ["NATIVE_OP", "NATIVE", "Tier", "build_tiered_kernel", "calls_before_compile"]
 
@@ -77,6 +77,9 @@ def build_tiered_kernel(ctx: NodeContext) -> Callable[..., Any]:
     args = ", ".join([f"a{i}" for i in range(n)] + ["out"])
 
     def promote() -> None:  # on the calling thread: keep it to a list store and a queue put
+        from . import jit  # (the compiler and code generator load when the first group tiers up, not with the pack)
+        from .codegen import plan_body
+
         tier.slot[0] = numpy_kernel
         if jit.submit(lambda: plan_body(body, packs), lambda plan, fn, how: _install(tier, plan, fn, how,
                                                                                      numpy_kernel, n)):

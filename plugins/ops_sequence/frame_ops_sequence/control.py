@@ -47,8 +47,7 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
-    TensorType, align_captures, apply, build_jvp_graph, build_vjp_graph, check_arity, constant, inline_graph,
-    split_vjp_graph, trace_body,
+    TensorType, align_captures, apply, check_arity, constant, inline_graph, trace_body,
 )
 
 from .control_hoist import hoist_row_products
@@ -155,6 +154,8 @@ def _if_kernel(ctx: NodeContext) -> Callable[..., Any]:
 
 # if_else gradient: gxs = if_else(cond, xs, gys; then=VJP(then_branch), else=VJP(else_branch)); cond gets none
 def _if_gradient(ctx: NodeContext) -> Graph:
+    from frame_core import build_vjp_graph  # (autodiff loads when a gradient is built, not with the pack)
+
     then = build_vjp_graph(ctx.attrs["then_branch"], label="then_branch")
     other = build_vjp_graph(ctx.attrs["else_branch"], label="else_branch")
     n, m = len(ctx.input_types) - 1, len(ctx.output_types)
@@ -191,6 +192,8 @@ def _tangent_body(body: Graph, groups: Sequence[Sequence[int]], outs: Sequence[S
     """``build_jvp_graph(body)`` w.r.t. its floating inputs, with inputs and outputs reordered so that each group
     of primal positions is followed by the tangents of its floating members: inputs ``[g0, dg0, g1, dg1, ..]``,
     outputs likewise over ``outs`` (groups of output positions). The layout a loop or scan expects of a body."""
+    from frame_core import build_jvp_graph  # (autodiff loads when a JVP is built, not with the pack)
+
     floating = [k for k, v in enumerate(body.inputs) if v.type.dtype.is_float]
     jvp = build_jvp_graph(body, floating)
     n_in, n_out = len(body.inputs), len(body.outputs)
@@ -214,6 +217,8 @@ def _float_positions(types: Sequence[TensorType], start: int, count: int) -> lis
 
 # if_else JVP: dys = if_else(cond, xs, dxs; then=JVP(then_branch), else=JVP(else_branch)), keeping only the tangents
 def _if_jvp(ctx: NodeContext) -> Graph:
+    from frame_core import build_jvp_graph
+
     n, m = len(ctx.input_types) - 1, len(ctx.output_types)
     branches = []
     for attr in ("then_branch", "else_branch"):
@@ -389,6 +394,8 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[
     ``([i,] gs'.., acc.., s.., x.., gy.., r.., θ..) -> ([true,] gs.., acc + gθ.., gx..)``: the VJP at
     ``(s, x, θ)`` with cotangents ``(gs', gy)``, reading the stacked residuals instead of recomputing them.
     """
+    from frame_core import split_vjp_graph
+
     n_in = len(body.inputs)
     split = split_vjp_graph(body, list(range(lead, n_in)), invariant=list(range(lead + ns + nx, n_in)), label="body")
     saving = split.forward

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from frame_core import (
-    AttrSpec, Example, NodeContext, OpSchema, Tensor, TensorType, build_vjp_graph, current_graph, inline_graph, ops,
+    AttrSpec, Example, NodeContext, OpSchema, Tensor, TensorType, current_graph, inline_graph, ops,
     trace_body,
 )
 
@@ -279,6 +279,8 @@ def _by_composite(composite: Callable[[NodeContext], Callable[..., list]]) -> Ca
         fn = composite(ctx)
 
         def grad(*args: Tensor) -> list:
+            from frame_core import build_vjp_graph  # (autodiff loads when a gradient is built, not with the pack)
+
             body = trace_body(lambda *xs: fn(*xs), list(ctx.input_types), name=f"{ctx.op}_composite",
                               role=f"composite of {ctx.op}")
             graph = current_graph()
