@@ -180,3 +180,39 @@ def test_a_kernel_object_that_does_not_hash_runs_checked(reg):
         graph = fc.trace(lambda x: ops.op("late_wider")(ops.neg(x)) + ops.op("late_wider")(ops.exp(x)), "f64[4]")
         exe = fc.compile(graph, registry=local, cache=False, disable=["fuse_elementwise"])
     np.testing.assert_array_equal(exe.run([X])[0], -2 * X + 2 * np.exp(X))
+
+
+@pytest.fixture(scope="module")
+def reg_with_scan():
+    packs = [ep for ep in discover_entry_points() if ep.name in ("ops_basic", "ops_sequence")]
+    return load_registry([FakeEntryPoint("late", _pack(), dist_name="frame-late", dist_version="0.1"), *packs],
+                         environ={})
+
+
+@pytest.mark.parametrize("mode", list(LATER))
+def test_a_later_call_inside_a_scan_body_is_caught_at_the_bodys_first_run(reg_with_scan, mode):
+    """A body runs once per step; its first run (the first step) checks its calls as the plan says, so a
+    signature called twice per step and wrong on its second call is caught at the op, not at the scan."""
+    def f(h0, xs):
+        def body(h, x):
+            y = ops.op(f"late_{mode}")(ops.neg(h + x)) + ops.op(f"late_{mode}")(ops.exp(h))
+            return y, y
+        return ops.scan(body, h0, xs)
+    with use_registry(reg_with_scan):
+        exe = fc.compile(fc.trace(f, "f64[4]", "f64[3, 4]"), registry=reg_with_scan, cache=False,
+                         disable=["fuse_elementwise"])
+    with pytest.raises(KernelError, match=f"op 'late_{mode}'"):
+        exe.run([X, np.ones((3, 4))])
+
+
+@pytest.mark.parametrize("mode", list(LATER))
+def test_frame_checks_catch_a_body_kernel_wrong_on_a_later_step(reg_with_scan, mode):
+    """Called once per step, the kernel's second call is the body's second run: unchecked but under
+    FRAME_CHECKS (checks=True), which checks every run of every body in full."""
+    def f(h0, xs):
+        return ops.scan(lambda h, x: (lambda y: (y, y))(ops.op(f"late_{mode}")(ops.neg(h + x))), h0, xs)
+    with use_registry(reg_with_scan):
+        exe = fc.compile(fc.trace(f, "f64[4]", "f64[3, 4]"), registry=reg_with_scan, cache=False, checks=True,
+                         disable=["fuse_elementwise"])
+    with pytest.raises(KernelError, match=f"op 'late_{mode}'"):
+        exe.run([X, np.ones((3, 4))])
