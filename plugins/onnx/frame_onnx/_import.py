@@ -524,12 +524,14 @@ def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
     _check_graph(graph, set())  # before the checker: its messages for these two cases are less direct
     run_checker(model, data)
     opsets = {_domain(o.domain): int(o.version) for o in model.opset_import}
-    # parameters: floating initializers; other initializers are known arrays (shapes, indices)
+    # parameters: floating initializers; other initializers, and floating ones read only where an op needs a
+    # value known while importing (Resize's scales, Range's bounds), are known arrays (shapes, indices)
     params, consts = [], {}
+    structural = _structural_only(graph)
     for init in graph.initializer:
         array = numpy_helper.to_array(init)
         if init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-                              onnx.TensorProto.BFLOAT16):
+                              onnx.TensorProto.BFLOAT16) and init.name not in structural:
             params.append((init.name, np.array(array)))
         else:
             consts[init.name] = np.array(array)
@@ -538,6 +540,30 @@ def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
     arrays = dict(params)
     param_types = [_type_of(arrays[n], n) for n in param_names]
     return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts)
+
+
+# inputs that must be known while importing and so cannot be parameters: (op type, input position)
+_STRUCTURAL_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1), ("Range", 0), ("Range", 1), ("Range", 2)}
+
+
+def _structural_only(graph: onnx.GraphProto) -> set[str]:
+    """Names of the main graph's initializers read by at least one node, and only at the inputs of
+    ``_STRUCTURAL_INPUTS`` (anywhere, sub-graphs included): exporters store Resize scales as float initializers."""
+    uses: dict[str, bool] = {}
+
+    def visit(g: onnx.GraphProto) -> None:
+        for node in g.node:
+            for i, name in enumerate(node.input):
+                if name:
+                    uses[name] = uses.get(name, True) and (node.op_type, i) in _STRUCTURAL_INPUTS
+            for attr in node.attribute:
+                for body in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    visit(body)
+        for out in g.output:  # a graph output is a use that needs the value as it is
+            uses[out.name] = False
+
+    visit(graph)
+    return {name for name, only in uses.items() if only}
 
 
 @dataclass
