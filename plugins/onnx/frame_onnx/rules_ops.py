@@ -555,11 +555,14 @@ def _gather(cx: NodeContext) -> Any:
     x, idx = cx.input(0), cx.input(1)
     axis = norm_axis(cx.attr("axis", "int", 0), rank_of(x), cx)
     known = cx.known(1)
+    size = shape_of(x)[axis]
     if known is not None:
-        size = shape_of(x)[axis]
         if np.any((known < -size) | (known >= size)):
             raise Unsupported(f"constant indices outside -{size}..{size - 1}")
         idx = np.where(known < 0, known + size, known).astype(np.int64)
+    else:  # ONNX counts negative indices from the end; frame's gather reads 0..size-1
+        zero = like(0, idx)
+        idx = ops.where(ops.less(idx, zero), ops.add(idx, like(size, idx)), idx)
     return ops.gather(x, idx, axis=axis)
 
 
@@ -601,7 +604,9 @@ def _tile(cx: NodeContext) -> Any:
     x = cx.input(0)
     repeats = [int(r) for r in cx.need_known(1, "repeats").reshape(-1)]
     for axis, r in enumerate(repeats):
-        if r != 1:
+        if r == 0:  # zero copies: the axis becomes empty
+            x = ops.slice(x, starts=[0], stops=[0], axes=[axis])
+        elif r != 1:
             x = ops.concat(*([x] * r), axis=axis)
     return x
 
