@@ -581,8 +581,12 @@ class _Prepared:
     def trace(self, *, dims: Mapping[str, int] | None = None, default_dim: int = 1, name: str | None = None,
               records: list[dict[str, Any]] | None = None) -> ImportedModel:
         dims = dict(dims or {})
-        if not isinstance(default_dim, int) or default_dim < 0:
+        if not isinstance(default_dim, int) or isinstance(default_dim, bool) or default_dim < 0:
             raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
+        bad = {k: v for k, v in dims.items()
+               if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0}
+        if bad:
+            raise fc.ArgumentError(f"dims must map symbolic dimension names to ints of 0 or more, got {bad}")
         graph = self.model.graph
         used: dict[str, int] = {}
         input_names = [vi.name for vi in graph.input]

@@ -181,3 +181,19 @@ def test_a_model_that_only_works_at_its_traced_size_still_imports():
     assert imported.dims == {"batch": 1} and not imported.any_batch
     np.testing.assert_array_equal(imported.run([np.arange(6, dtype=np.float32).reshape(1, 2, 3)])[0],
                                   np.arange(6).reshape(1, 6))
+
+
+@pytest.mark.parametrize("size", ["4", -3, 2.5, True])
+def test_dims_sizes_that_are_not_counts_are_refused_by_name(size):
+    import frame_core as fc
+
+    with pytest.raises(fc.ArgumentError, match="dims must map"):
+        frame_onnx.load(_linear(), dims={"batch": size})
+
+
+def test_saving_to_a_folder_that_does_not_exist_is_a_named_error(tmp_path):
+    import frame_core as fc
+
+    graph = fc.trace(lambda x: x, "f32[2]")
+    with pytest.raises(frame_onnx.OnnxError, match="cannot write the ONNX model"):
+        frame_onnx.save(graph, tmp_path / "missing" / "g.onnx")
