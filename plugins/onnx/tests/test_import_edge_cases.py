@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -17,14 +18,22 @@ def _w(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def _untyped(name):  # an output whose type the exported model's shape inference fills in
+    return onnx.ValueInfoProto(name=name)
+
+
 def _model(nodes, inputs, outputs, inits=(), opset=18):
     graph = helper.make_graph(
         nodes, "case",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)) for n, a in inputs],
-        [helper.make_tensor_value_info(n, elem, shape) for n, elem, shape in outputs],
+        [helper.make_tensor_value_info(n, elem, shape) if shape is not None else _untyped(n) for n, elem, shape in outputs],
         initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
+    inferred = {v.name: v.type for v in onnx.shape_inference.infer_shapes(model).graph.output}
+    for out in model.graph.output:
+        if not out.HasField("type"):
+            out.type.CopyFrom(inferred[out.name])
     return model, dict(inputs)
 
 
@@ -61,3 +70,42 @@ def test_float_initializers_read_only_as_resize_scales_or_range_bounds_are_const
     model, feeds = _model(nodes, [("x", _w(1, 2, 3, 4))], [("y", F, [1, 2, 6, 6]), ("z", F, [3])], inits)
     imported = _same_as_onnxruntime(model, feeds)
     assert imported.param_names == ["w"]  # the weight read by Add stays a parameter
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
+                                   {"pads": [0, 0, 1, 1]}, {"dilations": [2, 2], "pads": [1, 1, 1, 1]}, {"group": 2}])
+def test_conv_transpose_2d_equals_onnxruntime(attrs):
+    pytest.importorskip("frame_ops_nn")
+    groups = attrs.get("group", 1)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    model, feeds = _model([node], [("x", _w(2, 4, 4, 5))], [("y", F, None)],
+                          [("w", _w(4, 6 // groups, 3, 3)), ("b", _w(6))])
+    _same_as_onnxruntime(model, feeds)
+
+
+def test_conv_transpose_1d_equals_onnxruntime_and_3d_is_listed_as_unsupported():
+    pytest.importorskip("frame_ops_nn")
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2], pads=[1, 0])
+    model, feeds = _model([node], [("x", _w(2, 4, 5))], [("y", F, None)], [("w", _w(4, 3, 3))])
+    _same_as_onnxruntime(model, feeds)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"])
+    model, _ = _model([node], [("x", _w(1, 2, 3, 3, 3))], [("y", F, None)], [("w", _w(2, 3, 2, 2, 2))])
+    with pytest.raises(frame_onnx.UnsupportedModelError, match="3-D transposed convolution"):
+        frame_onnx.load(model)
+
+
+@pytest.mark.parametrize("attrs", [{"stride": [2]}, {"stride": 2, "padding": 1, "output_padding": 1},
+                                   {"stride": [2, 1], "padding": [1, 0]}, {"padding": [1, 0, 2, 1]}])
+def test_a_written_conv_transpose2d_exports_runs_on_onnxruntime_and_imports_back(attrs):
+    pytest.importorskip("frame_ops_nn")
+    import frame_core as fc
+    from frame_core import ops
+
+    graph = fc.trace(lambda x, w: ops.conv_transpose2d(x, w, **attrs), "f32[1, 2, 4, 4]", "f32[2, 3, 3, 3]")
+    x, w = _w(1, 2, 4, 4), _w(2, 3, 3, 3)
+    expected = fc.compile(graph).run([x, w])[0]
+    proto = frame_onnx.to_onnx(graph)
+    got = ort.InferenceSession(proto.SerializeToString()).run(None, {"x": x, "w": w})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    back = frame_onnx.load(proto).run([x, w])[0]
+    np.testing.assert_allclose(back, expected, rtol=1e-5, atol=1e-5)
