@@ -566,6 +566,32 @@ def _gather(cx: NodeContext) -> Any:
     return ops.gather(x, idx, axis=axis)
 
 
+@rule("GatherElements")
+def _gather_elements(cx: NodeContext) -> Any:
+    """``y[i, j, k] = x[i, idx[i, j, k], k]`` (for axis 1): a ``gather`` from the flattened ``x`` at flat
+    positions computed from the indices (the offsets of the other axes are known while importing)."""
+    x, idx = cx.input(0), cx.input(1)
+    shape = shape_of(x)
+    axis = norm_axis(cx.attr("axis", "int", 0), len(shape), cx)
+    ishape = shape_of(idx)
+    if len(ishape) != len(shape) or any(i > n for k, (i, n) in enumerate(zip(ishape, shape)) if k != axis):
+        raise Unsupported(f"indices of shape {list(ishape)} for data of shape {list(shape)} (same rank, no larger)")
+    strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+    grid = np.indices(ishape, dtype=np.int64) if ishape else np.zeros((0,), np.int64)
+    base = sum((grid[k] * strides[k] for k in range(len(shape)) if k != axis), np.zeros(ishape, np.int64))
+    size = shape[axis]
+    known = cx.known(1)
+    if known is not None:
+        if np.any((known < -size) | (known >= size)):
+            raise Unsupported(f"constant indices outside -{size}..{size - 1}")
+        flat = base + np.where(known < 0, known + size, known).astype(np.int64) * strides[axis]
+    else:
+        pos = ops.cast(idx, to="i64") if np_dtype(idx) != np.int64 else idx
+        pos = ops.where(ops.less(pos, np.int64(0)), ops.add(pos, np.int64(size)), pos)
+        flat = ops.add(ops.mul(pos, np.int64(strides[axis])), base)
+    return ops.gather(ops.reshape(x, shape=[-1]), flat, axis=0)
+
+
 @rule("Expand")
 def _expand(cx: NodeContext) -> Any:
     x = cx.input(0)

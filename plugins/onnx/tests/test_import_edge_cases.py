@@ -109,3 +109,28 @@ def test_a_written_conv_transpose2d_exports_runs_on_onnxruntime_and_imports_back
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     back = frame_onnx.load(proto).run([x, w])[0]
     np.testing.assert_allclose(back, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis, index_shape", [(1, (2, 5, 4)), (-1, (2, 3, 6)), (0, (1, 2, 3))])
+def test_gather_elements_with_indices_as_data_equals_onnxruntime(axis, index_shape):
+    size = (2, 3, 4)[axis]
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)
+    index = rng.integers(-size, size, index_shape).astype(np.int64)
+    model, feeds = _model([node], [("x", _w(2, 3, 4)), ("i", index)], [("y", F, None)])
+    _same_as_onnxruntime(model, feeds)
+
+
+def test_an_exported_cross_entropy_imports_back_with_the_same_value_and_gradient():
+    import frame_core as fc
+    from frame_core import ops
+
+    labels = np.array([0, 2, 1])
+    graph = fc.trace(lambda x: ops.cross_entropy(x, labels), "f32[3, 4]")
+    x = _w(3, 4)
+    back = frame_onnx.load(frame_onnx.to_onnx(graph))  # cross_entropy exports as a GatherElements
+    grads = []
+    for g in (graph, back.graph):
+        step = fc.compile(fc.build_backward_graph(g, 0, [0]))
+        grads.append(step.run([x]))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-6)
+    np.testing.assert_allclose(grads[1][-1], grads[0][-1], rtol=1e-5, atol=1e-7)
