@@ -283,7 +283,6 @@ def _concat(ex: Exporter, node: Node) -> list[str]:
     return [ex.emit("Concat", [ex.input(node, i) for i in range(len(node.inputs))], axis=node.attrs["axis"] % rank)]
 
 
-@rule("stack")
 def _unary_of(fn: Callable[[Exporter, str, Any], str]) -> Callable[[Exporter, Node], list[str]]:
     def apply(ex: Exporter, node: Node) -> list[str]:
         return [fn(ex, ex.input(node, 0), node)]
@@ -322,6 +321,7 @@ def _logaddexp(ex: Exporter, node: Node) -> list[str]:
     return [ex.emit("Add", [ex.emit("Max", [a, b]), ex.emit("Log", [ex.emit("Add", [gap, _one(ex, node)])])])]
 
 
+@rule("stack")
 def _stack(ex: Exporter, node: Node) -> list[str]:
     rank = len(node.outputs[0].shape)
     axis = node.attrs["axis"] % rank

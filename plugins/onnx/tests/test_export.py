@@ -190,3 +190,12 @@ def test_transforms_and_complex_ops_become_dft(norm):
     assert any(n.op_type == "DFT" for n in model.graph.node)
     for g, w in zip(got, fc.compile(graph).run(args)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_stack_exports_and_runs_on_onnxruntime():
+    """Its rule had been registered on a helper by a misplaced decorator: every stack failed to export."""
+    ort = pytest.importorskip("onnxruntime")
+    graph = fc.trace(lambda x, y: ops.stack(x, ops.tanh(y), axis=1), "f32[3, 4]", "f32[3, 4]")
+    x, y = np.ones((3, 4), np.float32), np.full((3, 4), 0.5, np.float32)
+    got = ort.InferenceSession(frame_onnx.to_onnx(graph).SerializeToString()).run(None, {"x": x, "y": y})[0]
+    np.testing.assert_allclose(got, fc.compile(graph).run([x, y])[0], rtol=1e-6)
