@@ -293,10 +293,10 @@ def _one(ex: Exporter, node: Node) -> str:
     return ex.const(1.0, node.inputs[0].dtype)
 
 
-def _gelu_onnx(ex: Exporter, x: str, node: Node) -> str:
+def _gelu_onnx(ex: Exporter, x: str, node: Node, tanh: bool = False) -> str:
     dtype = node.inputs[0].dtype
     half_x = ex.emit("Mul", [x, ex.const(0.5, dtype)])
-    if node.attrs.get("approximate", "none") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    if tanh or node.attrs.get("approximate", "none") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
         cube = ex.emit("Mul", [ex.emit("Mul", [x, x]), x])
         inner = ex.emit("Add", [x, ex.emit("Mul", [cube, ex.const(0.044715, dtype)])])
         t = ex.emit("Tanh", [ex.emit("Mul", [inner, ex.const(math.sqrt(2.0 / math.pi), dtype)])])
@@ -312,6 +312,51 @@ RULES.update({
     "log1p": _unary_of(lambda ex, x, n: ex.emit("Log", [ex.emit("Add", [x, _one(ex, n)])])),
     "expm1": _unary_of(lambda ex, x, n: ex.emit("Sub", [ex.emit("Exp", [x]), _one(ex, n)])),
 })
+
+
+def _where_positive(ex: Exporter, x: str, node: Node, positive: str, other: str) -> str:
+    return ex.emit("Where", [ex.emit("Greater", [x, ex.const(0, node.inputs[0].dtype)]), positive, other])
+
+
+def _elu_onnx(ex: Exporter, x: str, node: Node) -> str:
+    return ex.emit("Elu", [x], alpha=float(node.attrs.get("alpha", 1.0)))
+
+
+def _softplus_onnx(ex: Exporter, x: str, node: Node) -> str:  # max(x, 0) + log(1 + e^-|x|): no overflow
+    dtype = node.inputs[0].dtype
+    tail = ex.emit("Log", [ex.emit("Add", [ex.emit("Exp", [ex.emit("Neg", [ex.emit("Abs", [x])])]), _one(ex, node)])])
+    return ex.emit("Add", [ex.emit("Max", [x, ex.const(0, dtype)]), tail])
+
+
+RULES.update({
+    "elu": _unary_of(_elu_onnx),
+    "leaky_relu": _unary_of(lambda ex, x, n: ex.emit("LeakyRelu", [x], alpha=float(n.attrs.get("slope", 0.01)))),
+    "softplus": _unary_of(_softplus_onnx),
+    "gelu_tanh": _unary_of(lambda ex, x, n: _gelu_onnx(ex, x, n, tanh=True)),
+})
+
+
+@rule("elu_grad_internal", "elu_curvature_internal", "leaky_relu_grad_internal")
+def _activation_grad(ex: Exporter, node: Node) -> list[str]:
+    """gy (0 for the curvature) where x > 0, else gy alpha e^x (leaky_relu: slope gy)."""
+    x, gy = _in(ex, node, 0), _in(ex, node, 1)
+    dtype = node.outputs[0].dtype
+    if node.op == "leaky_relu_grad_internal":
+        below = ex.emit("Mul", [gy, ex.const(float(node.attrs.get("slope", 0.01)), dtype)])
+    else:
+        below = ex.emit("Mul", [gy, ex.emit("Mul", [ex.emit("Exp", [x]), ex.const(float(node.attrs.get("alpha", 1.0)),
+                                                                                 dtype)])])
+    above = ex.const(0, dtype) if node.op == "elu_curvature_internal" else gy
+    out = _where_positive(ex, x, node, above, below)
+    if node.outputs[0].shape != tuple(node.inputs[1].shape):
+        out = ex.emit("Expand", [out, ex.ints(node.outputs[0].shape)])
+    return [out]
+
+
+@rule("zeros_like", "ones_like")
+def _fill_like(ex: Exporter, node: Node) -> list[str]:
+    out = node.outputs[0]
+    return [ex.const(np.full(out.shape, 1 if node.op == "ones_like" else 0, out.dtype.np), out.dtype)]
 
 
 @rule("logaddexp")

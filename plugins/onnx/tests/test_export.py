@@ -199,3 +199,19 @@ def test_stack_exports_and_runs_on_onnxruntime():
     x, y = np.ones((3, 4), np.float32), np.full((3, 4), 0.5, np.float32)
     got = ort.InferenceSession(frame_onnx.to_onnx(graph).SerializeToString()).run(None, {"x": x, "y": y})[0]
     np.testing.assert_allclose(got, fc.compile(graph).run([x, y])[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [lambda x: ops.elu(x, alpha=0.7), lambda x: ops.leaky_relu(x, slope=0.2),
+                                lambda x: ops.softplus(x * 30), ops.gelu_tanh,
+                                lambda x: x * 2 + ops.ones_like(x) + ops.zeros_like(x)],
+                         ids=["elu", "leaky_relu", "softplus", "gelu_tanh", "ones_zeros_like"])
+def test_activations_and_their_gradients_to_second_order_run_on_onnxruntime(fn):
+    ort = pytest.importorskip("onnxruntime")
+    first = fc.build_backward_graph(fc.trace(lambda x: ops.sum(fn(x)), "f32[3, 4]"), 0, [0])
+    extended, loss = fc.extend_graph(first, lambda *v: ops.sum(ops.square(v[-1])))
+    second = fc.build_backward_graph(extended, loss, [0])
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    expected = fc.compile(second).run([x])
+    got = ort.InferenceSession(frame_onnx.to_onnx(second).SerializeToString()).run(None, {"x": x})
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
