@@ -408,14 +408,35 @@ def _gather(ex: Exporter, node: Node) -> list[str]:
 
 @rule("scatter_add")
 def _scatter_add(ex: Exporter, node: Node) -> list[str]:
-    if node.attrs.get("axis", 0) % len(node.outputs[0].shape) != 0:
-        raise OnnxError("scatter_add along an axis other than 0 has no export rule yet")
+    """A ``ScatterND`` with ``reduction="add"`` into zeros; along another axis than 0 the updates are transposed
+    so that the indices' axes lead, and the result back."""
     out = node.outputs[0]
-    zeros = ex.emit("Expand", [ex.const(0, out.dtype), ex.ints(out.shape)])
+    rank = len(out.shape)
+    axis = node.attrs.get("axis", 0) % rank
+    k = len(_t(node, 1).shape)
+    updates = _in(ex, node, 0)
+    target = list(out.shape)
+    if axis:
+        u_rank = len(_t(node, 0).shape)
+        updates = ex.emit("Transpose", [updates],
+                          perm=[*range(axis, axis + k), *range(axis), *range(axis + k, u_rank)])
+        target = [out.shape[axis], *out.shape[:axis], *out.shape[axis + 1:]]
+    zeros = ex.emit("Expand", [ex.const(0, out.dtype), ex.ints(target)])
     idx = ex.emit("Unsqueeze", [_in(ex, node, 1), ex.ints([-1])])
     if _t(node, 1).dtype.name != "int64":
         idx = ex.emit("Cast", [idx], to=TensorProto.INT64)
-    return [ex.emit("ScatterND", [zeros, idx, _in(ex, node, 0)], reduction="add")]
+    y = ex.emit("ScatterND", [zeros, idx, updates], reduction="add")
+    if axis:
+        y = ex.emit("Transpose", [y], perm=[*range(1, axis + 1), 0, *range(axis + 1, rank)])
+    return [y]
+
+
+@rule("embedding")
+def _embedding(ex: Exporter, node: Node) -> list[str]:  # the rows of the table (padding_idx only stops gradients)
+    idx = _in(ex, node, 1)
+    if _t(node, 1).dtype.name not in ("int64", "int32"):
+        idx = ex.emit("Cast", [idx], to=TensorProto.INT64)
+    return [ex.emit("Gather", [_in(ex, node, 0), idx], axis=0)]
 
 
 @rule("one_hot")
