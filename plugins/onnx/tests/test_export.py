@@ -150,19 +150,19 @@ def test_ops_without_a_mapping_are_all_listed():
 def test_a_pack_maps_its_op_through_the_hook():
     pytest.importorskip("frame_ops_nn")
 
-    class Plugin:
+    class Plugin:  # adaptive_avg_pool2d has no built-in rule; to 1 x 1 it is a GlobalAveragePool
         @frame_onnx.hookimpl
         def frame_onnx_export_rules(self):
-            def embedding(ex, node):  # rows of the table: a Gather
-                return [ex.emit("Gather", [ex.input(node, 0), ex.input(node, 1)], axis=0)]
-            return {"embedding": embedding}
-    graph = fc.trace(lambda table, idx: ops.embedding(table, idx), "f32[5, 3]", "i64[4]")
+            def adaptive_avg_pool2d(ex, node):
+                return [ex.emit("GlobalAveragePool", [ex.input(node, 0)])]
+            return {"adaptive_avg_pool2d": adaptive_avg_pool2d}
+    graph = fc.trace(lambda x: ops.adaptive_avg_pool2d(x, output_size=[1]), "f32[2, 3, 4, 5]")
     plugin = Plugin()
     frame_onnx.register(plugin)
     try:
-        table, idx = _args(["f32[5, 3]"])[0], np.array([4, 0, 2, 2])
-        got, _ = _on_ort(graph, [table, idx])
-        np.testing.assert_allclose(got[0], fc.compile(graph).run([table, idx])[0], rtol=1e-6)
+        x = _args(["f32[2, 3, 4, 5]"])[0]
+        got, _ = _on_ort(graph, [x])
+        np.testing.assert_allclose(got[0], fc.compile(graph).run([x])[0], rtol=1e-6)
     finally:
         frame_onnx.unregister(plugin)
     with pytest.raises(UnmappedOpError):
