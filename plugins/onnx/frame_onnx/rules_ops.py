@@ -15,6 +15,7 @@ from frame_core import ops
 from frame_core import Tensor
 
 from ._import import NodeContext, Unsupported, rule
+from .errors import OnnxFormatError
 
 __all__ = ["shape_of", "rank_of", "np_dtype", "norm_axis", "like"]
 
@@ -41,6 +42,11 @@ def norm_axis(axis: int, rank: int, cx: NodeContext) -> int:
     if not -rank <= axis < max(rank, 1):
         raise Unsupported(f"axis {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
+
+
+def invalid(cx: NodeContext, problem: str) -> OnnxFormatError:
+    """The error for a node the ONNX standard itself forbids (ONNX Runtime refuses it too)."""
+    return OnnxFormatError(f"node {cx.name} ({cx.node.op_type}) is not valid ONNX: {problem}; fix the model")
 
 
 def _is_float(v: Any) -> bool:
@@ -478,6 +484,8 @@ def reshape_keeping_batch(x: Any, shape: list[int]) -> Any:
 def _flatten(cx: NodeContext) -> Any:
     x = cx.input(0)
     axis = cx.attr("axis", "int", 1)
+    if not -rank_of(x) <= axis <= rank_of(x):
+        raise invalid(cx, f"axis {axis} is outside [-{rank_of(x)}, {rank_of(x)}] for a rank-{rank_of(x)} input")
     axis = axis % rank_of(x) if axis < 0 else axis
     src = shape_of(x)
     return reshape_keeping_batch(x, [math.prod(src[:axis]), math.prod(src[axis:])])
@@ -596,7 +604,10 @@ def _gather_elements(cx: NodeContext) -> Any:
 def _expand(cx: NodeContext) -> Any:
     x = cx.input(0)
     target = [int(d) for d in cx.need_known(1, "the shape").reshape(-1)]
-    out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
+    try:
+        out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
+    except ValueError:
+        raise invalid(cx, f"the input's shape {list(shape_of(x))} does not broadcast with the shape {target}") from None
     return x if out == shape_of(x) else ops.broadcast_to(x, shape=out)
 
 
@@ -618,6 +629,9 @@ def _split(cx: NodeContext) -> Any:
     else:
         chunk = -(-size // n)
         sizes = [min(chunk, size - k * chunk) for k in range(n)]
+    if len(sizes) != n or sum(sizes) != size or min(sizes, default=0) < 0:
+        raise invalid(cx, f"split sizes {list(sizes)} for {n} outputs must be {n} sizes of 0 or more adding up "
+                          f"to the axis's {size}")
     outs, start = [], 0
     for s in sizes:
         outs.append(ops.slice(x, starts=[start], stops=[start + s], axes=[axis]))
@@ -629,6 +643,8 @@ def _split(cx: NodeContext) -> Any:
 def _tile(cx: NodeContext) -> Any:
     x = cx.input(0)
     repeats = [int(r) for r in cx.need_known(1, "repeats").reshape(-1)]
+    if len(repeats) != rank_of(x) or min(repeats, default=0) < 0:
+        raise invalid(cx, f"repeats {repeats} must be one count of 0 or more per axis of the rank-{rank_of(x)} input")
     for axis, r in enumerate(repeats):
         if r == 0:  # zero copies: the axis becomes empty
             x = ops.slice(x, starts=[0], stops=[0], axes=[axis])
@@ -721,6 +737,8 @@ def _resize(cx: NodeContext) -> Any:
     if sizes is None:
         if scales is None or scales.size != rank:
             raise Unsupported("Resize without scales or sizes for every axis")
+        if np.any(scales <= 0):
+            raise invalid(cx, f"scales {scales.tolist()} must all be greater than 0")
         sizes = [int(np.floor(n * s)) for n, s in zip(shape, scales)]
     else:
         scales = np.array([m / n for m, n in zip(sizes, shape)])

@@ -197,3 +197,30 @@ def test_saving_to_a_folder_that_does_not_exist_is_a_named_error(tmp_path):
     graph = fc.trace(lambda x: x, "f32[2]")
     with pytest.raises(frame_onnx.OnnxError, match="cannot write the ONNX model"):
         frame_onnx.save(graph, tmp_path / "missing" / "g.onnx")
+
+
+@pytest.mark.parametrize("node, inits, match", [
+    (helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1), [("s", [1, 1])], "split sizes"),
+    (helper.make_node("Expand", ["x", "s"], ["a"]), [("s", [4, 3])], "does not broadcast"),
+    (helper.make_node("Tile", ["x", "r"], ["a"]), [("r", [2])], "one count of 0 or more per axis"),
+    (helper.make_node("Tile", ["x", "r"], ["a"]), [("r", [-1, 1])], "one count of 0 or more per axis"),
+    (helper.make_node("Flatten", ["x"], ["a"], axis=4), [], "axis 4 is outside"),
+], ids=["split_sum", "expand", "tile_length", "tile_negative", "flatten_axis"])
+def test_nodes_the_standard_forbids_are_named_format_errors_not_silent_results(node, inits, match):
+    """ONNX Runtime refuses each of these; frame imported some silently (a short Split, a Tile of the wrong
+    length) and crashed on others with a raw ValueError."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in inits]
+    outputs = [_vi(o, None) for o in node.output]
+    for out in outputs:
+        out.type.tensor_type.shape.dim.add()
+    model = _model([node], [_vi("x", [2, 3])], outputs, inits)
+    with pytest.raises(OnnxFormatError, match=match):
+        frame_onnx.load(model)
+
+
+def test_a_resize_scale_of_zero_is_a_named_format_error():
+    scales = numpy_helper.from_array(np.array([1, 0], np.float32), "s")
+    model = _model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")], [_vi("x", [2, 3])],
+                   [_vi("y", [2, 0])], [scales])
+    with pytest.raises(OnnxFormatError, match="greater than 0"):
+        frame_onnx.load(model)
