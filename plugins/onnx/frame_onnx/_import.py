@@ -608,6 +608,7 @@ class _Prepared:
             raise UnsupportedModelError(report)
         for value, n in zip(g.inputs, names):
             value.name = n
+        _check_output_types(graph, g)
         for k, o in enumerate(graph.output):
             g.name_output(k, o.name)
         unknown = sorted(set(dims) - set(used))
@@ -616,6 +617,20 @@ class _Prepared:
                                    f"{sorted(used) or 'none'}")
         return ImportedModel(g, self.tree, input_names, self.param_names, [o.name for o in graph.output], used,
                              self.opsets.get("", 0))
+
+
+def _check_output_types(graph: onnx.GraphProto, traced: fc.Graph) -> None:
+    """The element type each graph output declares against the one computed (ONNX Runtime refuses a
+    mismatch): a model that says int64 and computes float is not run as if it were right."""
+    wrong = []
+    for out, value in zip(graph.output, traced.outputs):
+        declared = out.type.tensor_type.elem_type if out.type.HasField("tensor_type") else 0
+        if declared and DTYPES.get(declared) != value.dtype.short:
+            wrong.append(f"{out.name!r} is declared {onnx.TensorProto.DataType.Name(declared)} but computes "
+                         f"{value.dtype.short}")
+    if wrong:
+        raise OnnxFormatError(f"the model's outputs do not have the types it declares: {'; '.join(wrong)}; fix "
+                              "the declared types (ONNX Runtime refuses such a model too)")
 
 
 def _type_of(array: np.ndarray, name: str) -> str:

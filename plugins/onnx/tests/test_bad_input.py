@@ -224,3 +224,10 @@ def test_a_resize_scale_of_zero_is_a_named_format_error():
                    [_vi("y", [2, 0])], [scales])
     with pytest.raises(OnnxFormatError, match="greater than 0"):
         frame_onnx.load(model)
+
+
+def test_an_output_declared_with_another_type_than_it_computes_is_refused():
+    model = _model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Shape", ["x"], ["s"])],
+                   [_vi("x", [2, 3])], [_vi("y", [2, 3], TensorProto.INT64), _vi("s", [2], TensorProto.FLOAT)])
+    with pytest.raises(OnnxFormatError, match=r"'y' is declared INT64 but computes f32; 's' is declared FLOAT"):
+        frame_onnx.load(model)
