@@ -134,3 +134,14 @@ def test_an_exported_cross_entropy_imports_back_with_the_same_value_and_gradient
         grads.append(step.run([x]))
     np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-6)
     np.testing.assert_allclose(grads[1][-1], grads[0][-1], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("op, attrs, shape", [("DepthToSpace", {"blocksize": 2, "mode": "DCR"}, (2, 8, 3, 4)),
+                                              ("DepthToSpace", {"blocksize": 3, "mode": "CRD"}, (1, 18, 2, 3)),
+                                              ("SpaceToDepth", {"blocksize": 2}, (2, 3, 4, 6))])
+def test_depth_to_space_and_back_equal_onnxruntime_at_any_batch(op, attrs, shape):
+    """torch's PixelShuffle exports as DepthToSpace."""
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    model, feeds = _model([node], [("x", _w(*shape))], [("y", F, None)])
+    imported = _same_as_onnxruntime(model, feeds)
+    assert imported.graph.nodes and all(n.op in ("reshape", "transpose") for n in imported.graph.nodes)
