@@ -623,6 +623,40 @@ def _depth_space(cx: NodeContext) -> Any:
     return ops.reshape(y, shape=[-1, c // (bs * bs), h * bs, w * bs])
 
 
+@rule("OneHot")
+def _one_hot(cx: NodeContext) -> Any:
+    """``values[1]`` where ``indices == k`` (negative ones counted from the end), else ``values[0]``; indices
+    outside ``[-depth, depth-1]`` give a row of ``values[0]``, as ONNX defines."""
+    idx = cx.input(0)
+    depth = int(cx.need_known(1, "depth").reshape(-1)[0])
+    if depth < 1:
+        raise invalid(cx, f"depth {depth} must be 1 or more")
+    axis = cx.attr("axis", "int", -1)
+    rank = rank_of(idx) + 1
+    if not -rank <= axis < rank:
+        raise invalid(cx, f"axis {axis} is outside [-{rank}, {rank - 1}] for a rank-{rank} result")
+    classes = np.arange(depth, dtype=np.int64)
+    known = cx.known(0)
+    if known is not None:
+        pos = np.where(known < 0, known + depth, known).astype(np.int64)
+        hits = np.asarray(pos[..., None] == classes)
+    else:
+        pos = ops.cast(idx, to="i64") if np_dtype(idx) != np.int64 else idx
+        pos = ops.where(ops.less(pos, np.int64(0)), ops.add(pos, np.int64(depth)), pos)
+        hits = ops.equal(ops.expand_dims(pos, axes=[-1]), classes)
+    values = cx.input(2)
+    if isinstance(values, np.ndarray):
+        off, on = values.reshape(-1)[0], values.reshape(-1)[1]
+    else:  # a floating initializer is a parameter: its two entries are read from the traced tensor
+        off = ops.reshape(ops.slice(values, starts=[0], stops=[1], axes=[0]), shape=[])
+        on = ops.reshape(ops.slice(values, starts=[1], stops=[2], axes=[0]), shape=[])
+    y = ops.where(hits, on, off)
+    axis %= rank
+    if axis != rank - 1:
+        y = ops.transpose(y, perm=[*range(axis), rank - 1, *range(axis, rank - 1)])
+    return y
+
+
 @rule("Expand")
 def _expand(cx: NodeContext) -> Any:
     x = cx.input(0)

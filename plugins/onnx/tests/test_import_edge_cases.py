@@ -145,3 +145,12 @@ def test_depth_to_space_and_back_equal_onnxruntime(op, attrs, shape):
     model, feeds = _model([node], [("x", _w(*shape))], [("y", F, None)])
     imported = _same_as_onnxruntime(model, feeds)
     assert imported.graph.nodes and all(n.op in ("reshape", "transpose") for n in imported.graph.nodes)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_with_negative_and_out_of_range_indices_equals_onnxruntime(axis):
+    node = helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=axis)
+    index = np.array([[0, 2], [-1, 7]], np.int64)  # -1 is the last class; 7 is outside: a row of values[0]
+    model, feeds = _model([node], [("i", index)], [("y", F, None)],
+                          [("depth", np.array([4], np.int64)), ("values", np.array([-2.0, 3.0], np.float32))])
+    _same_as_onnxruntime(model, feeds)
