@@ -657,6 +657,34 @@ def _one_hot(cx: NodeContext) -> Any:
     return y
 
 
+@rule("ScatterND")
+def _scatter_nd(cx: NodeContext) -> Any:
+    """Rows of ``data`` (indices ``[..., 1]``) added to (``reduction="add"``) or replaced by the updates: frame's
+    ``scatter_add`` along axis 0, as frame-onnx exports it. Deeper index tuples and min/max/mul reductions are
+    not imported."""
+    data, idx, updates = cx.input(0), cx.input(1), cx.input(2)
+    reduction = cx.attr("reduction", "string", "none")
+    if reduction not in ("none", "add"):
+        raise Unsupported(f"ScatterND with reduction={reduction!r} (frame imports none and add)")
+    ishape = shape_of(idx)
+    if not ishape or ishape[-1] != 1:
+        raise Unsupported("ScatterND with index tuples longer than 1 (frame imports row scatters)")
+    n = shape_of(data)[0]
+    known = cx.known(1)
+    if known is not None:
+        if np.any((known < -n) | (known >= n)):
+            raise invalid(cx, f"indices outside -{n}..{n - 1}")
+        rows = np.where(known < 0, known + n, known).astype(np.int64)[..., 0]
+    else:
+        rows = ops.reshape(idx, shape=list(ishape[:-1]))
+        rows = ops.where(ops.less(rows, like(0, rows)), ops.add(rows, like(n, rows)), rows)
+    added = ops.scatter_add(updates, rows, axis=0, size=n)
+    if reduction == "add":
+        return ops.add(data, added)
+    hit = ops.scatter_add(np.ones(shape_of(updates), np_dtype(updates)), rows, axis=0, size=n)
+    return ops.where(ops.greater(hit, like(0, hit)), added, data)
+
+
 @rule("Expand")
 def _expand(cx: NodeContext) -> Any:
     x = cx.input(0)

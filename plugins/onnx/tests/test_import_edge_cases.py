@@ -154,3 +154,22 @@ def test_one_hot_with_negative_and_out_of_range_indices_equals_onnxruntime(axis)
     model, feeds = _model([node], [("i", index)], [("y", F, None)],
                           [("depth", np.array([4], np.int64)), ("values", np.array([-2.0, 3.0], np.float32))])
     _same_as_onnxruntime(model, feeds)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_row_scatter_nd_with_indices_as_data_equals_onnxruntime(reduction):
+    node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
+    index = np.array([[2], [-4]], np.int64) if reduction == "none" else np.array([[[1], [3]], [[1], [-4]]], np.int64)
+    updates = _w(2, 3) if reduction == "none" else _w(2, 2, 3)
+    model, feeds = _model([node], [("x", _w(4, 3)), ("i", index), ("u", updates)], [("y", F, None)])
+    _same_as_onnxruntime(model, feeds)
+
+
+def test_an_exported_scatter_add_along_axis_1_imports_back():
+    import frame_core as fc
+    from frame_core import ops
+
+    graph = fc.trace(lambda u: ops.scatter_add(u, np.array([[2, 0], [2, 2]]), axis=1, size=4), "f32[3, 2, 2, 5]")
+    u = _w(3, 2, 2, 5)
+    back = frame_onnx.load(frame_onnx.to_onnx(graph))
+    np.testing.assert_allclose(back.run([u])[0], fc.compile(graph).run([u])[0], rtol=1e-6)
