@@ -471,7 +471,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
         # the same model traced again at other sizes; the model was checked and its arrays decoded once, so
         # this costs one more trace, not one more import
         try:
-            probe = prepared.trace(dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
+            probe = prepared.trace(dims=probe_sizes(imported.dims), default_dim=2 * default_dim + 5)
         except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
             imported.any_batch = False
         else:
@@ -481,6 +481,14 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
 
         holds_traced_sizes(imported.graph)
     return imported
+
+
+def probe_sizes(dims: Mapping[str, int]) -> dict[str, int]:
+    """The sizes the any-batch probe traces at: each dimension more than doubled and moved by a different
+    amount, so that sizes computed from them (``seq // 3``, ``batch - seq``, ``max(batch, 2)``) change too;
+    one step larger (1 -> 2) left ``seq // 3`` and ``batch - seq`` equal and passed graphs that were wrong at
+    other sizes."""
+    return {name: 2 * size + 5 + 2 * k for k, (name, size) in enumerate(sorted(dims.items()))}
 
 
 def same_structure(a: fc.Graph, b: fc.Graph) -> bool:

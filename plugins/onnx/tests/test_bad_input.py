@@ -231,3 +231,29 @@ def test_an_output_declared_with_another_type_than_it_computes_is_refused():
                    [_vi("x", [2, 3])], [_vi("y", [2, 3], TensorProto.INT64), _vi("s", [2], TensorProto.FLOAT)])
     with pytest.raises(OnnxFormatError, match=r"'y' is declared INT64 but computes f32; 's' is declared FLOAT"):
         frame_onnx.load(model)
+
+
+@pytest.mark.parametrize("make", [
+    lambda b, s: [helper.make_node("Div", [s, "three"], ["k"]),   # x[:, : seq // 3]: 0 at seq 1 and 2
+                  helper.make_node("Slice", ["x", "zero", "k", "one"], ["y"])],
+    lambda b, s: [helper.make_node("Sub", [b, s], ["d"]),        # x * (batch - seq): 0 at (1, 1) and (2, 2)
+                  helper.make_node("Cast", ["d"], ["df"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["x", "df"], ["y"])]], ids=["seq_floordiv_3", "batch_minus_seq"])
+def test_sizes_computed_from_symbolic_dims_are_not_mistaken_for_batch_independent(make):
+    """The any-batch probe traced one size larger; these sizes agree at 1 and 2 and the graph was re-specialised
+    wrongly at other sizes (an empty slice, a zero factor): a silent wrong answer."""
+    import frame_core as fc
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["b1"]), helper.make_node("Gather", ["shape", "one"], ["s1"])]
+    consts = [numpy_helper.from_array(np.array([v], np.int64) if n != "three" else np.array([3], np.int64), n)
+              for n, v in [("zero", 0), ("one", 1), ("three", 3)]]
+    model = _model(nodes + make("b1", "s1"), [_vi("x", ["batch", "seq"])], [_vi("y", ["batch", None])], consts)
+    x = np.ones((3, 9), np.float32)
+    expected = __import__("onnxruntime").InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    imported = frame_onnx.load(model)
+    if imported.any_batch:
+        got = fc.compile(imported.graph, dynamic_shapes=True).run(imported.arguments([x]))[0]
+    else:
+        got = frame_onnx.load(model, dims={"batch": 3, "seq": 9}).run([x])[0]
+    np.testing.assert_allclose(got, expected)
