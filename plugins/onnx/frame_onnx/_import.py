@@ -458,7 +458,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
 
     ``dims`` gives the sizes to trace symbolic dimensions at, by their ``dim_param`` name (``{"batch": 32}``);
     the others are traced at ``default_dim``. With ``check_any_batch`` (the default) a model with symbolic
-    dimensions is imported a second time with each of them one larger: when the two graphs hold the same ops,
+    dimensions is imported a second time at other sizes (``probe_sizes``): when the two graphs hold the same ops,
     attributes and constants, no traced size is baked in and ``compile(graph, dynamic_shapes=True)`` may run
     it at any size (``any_batch``); otherwise (and for a model without symbolic dimensions) the graph is marked
     so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
