@@ -757,8 +757,17 @@ def _pad(cx: NodeContext) -> Any:
             else list(range(rank)))
     n = len(axes)
     before, after = pads[:n], pads[n:]
-    if any(p < 0 for p in pads):
-        raise Unsupported("negative pads (cropping)")
+    if len(pads) != 2 * n:
+        raise invalid(cx, f"pads {pads} must hold a before and an after for each of the {n} padded axes")
+    if any(p < 0 for p in pads):  # negative pads crop: the crop first, then the (positive) padding
+        for a, b, e in zip(axes, before, after):
+            size = shape_of(x)[a]
+            if -min(b, 0) - min(e, 0) > size:
+                raise invalid(cx, f"pads crop {-min(b, 0)} + {-min(e, 0)} from an axis of {size}")
+            if b < 0 or e < 0:
+                x = ops.slice(x, starts=[-min(b, 0)], stops=[size + min(e, 0)], axes=[a])
+        before, after = [max(b, 0) for b in before], [max(e, 0) for e in after]
+        pads = before + after
     if not any(pads):
         return x
     if mode != "constant":

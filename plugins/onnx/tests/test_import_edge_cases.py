@@ -173,3 +173,11 @@ def test_an_exported_scatter_add_along_axis_1_imports_back():
     u = _w(3, 2, 2, 5)
     back = frame_onnx.load(frame_onnx.to_onnx(graph))
     np.testing.assert_allclose(back.run([u])[0], fc.compile(graph).run([u])[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("pads", [[0, 0, -1, 0, 0, 2], [0, -1, 2, 0, -1, -2], [-1, 0, 0, 0, 1, 0]])
+def test_negative_pads_crop_as_onnxruntime_does(mode, pads):
+    node = helper.make_node("Pad", ["x", "p"], ["y"], mode=mode)
+    model, feeds = _model([node], [("x", _w(2, 3, 5))], [("y", F, None)], [("p", np.array(pads, np.int64))])
+    _same_as_onnxruntime(model, feeds)
