@@ -45,6 +45,8 @@ def _reduce(ex: Exporter, op: str, x: str, axes: Sequence[int] | None, keepdims:
         return ex.emit(op, [x], keepdims=int(keepdims))
     if not axes:
         return ex.emit("Identity", [x])
+    if op != "ReduceSum" and ex.opset < 18:  # the other reductions take axes as an input from opset 18 only
+        return ex.emit(op, [x], axes=list(axes), keepdims=int(keepdims))
     return ex.emit(op, [x, ex.ints(axes)], keepdims=int(keepdims))
 
 

@@ -232,3 +232,18 @@ def test_lookups_and_their_gradients_run_on_onnxruntime(fn, shape):
     got = ort.InferenceSession(frame_onnx.to_onnx(training).SerializeToString()).run(None, {"t": t})
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [17, 18, 21])
+def test_reductions_over_axes_export_at_every_opset(opset):
+    """ReduceMax/Min/Mean/LogSumExp take their axes as an input from opset 18 only; at 17 as an attribute (the
+    export at opset 17 failed the checker)."""
+    ort = pytest.importorskip("onnxruntime")
+    fn = lambda x: ops.max(x, axes=[1]) + ops.min(x, axes=[1]) + ops.mean(x, axes=[1]) + ops.logsumexp(x, axes=[1])  # noqa: E731
+    forward = fc.trace(fn, "f32[3, 4]")
+    extended, loss = fc.extend_graph(forward, lambda x, y: ops.sum(ops.square(y)))
+    training = fc.build_backward_graph(extended, loss, [0])
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    got = ort.InferenceSession(frame_onnx.to_onnx(training, opset=opset).SerializeToString()).run(None, {"x": x})
+    for g, e in zip(got, fc.compile(training).run([x])):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
