@@ -458,7 +458,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
 
     ``dims`` gives the sizes to trace symbolic dimensions at, by their ``dim_param`` name (``{"batch": 32}``);
     the others are traced at ``default_dim``. With ``check_any_batch`` (the default) a model with symbolic
-    dimensions is imported a second time with each of them one larger: when the two graphs hold the same ops,
+    dimensions is imported a second time at other sizes (``probe_sizes``): when the two graphs hold the same ops,
     attributes and constants, no traced size is baked in and ``compile(graph, dynamic_shapes=True)`` may run
     it at any size (``any_batch``); otherwise (and for a model without symbolic dimensions) the graph is marked
     so that re-specialising it is refused. Raises ``OnnxFormatError``/``ExternalDataError`` for a bad file
@@ -471,7 +471,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
         # the same model traced again at other sizes; the model was checked and its arrays decoded once, so
         # this costs one more trace, not one more import
         try:
-            probe = prepared.trace(dims={k: v + 1 for k, v in imported.dims.items()}, default_dim=default_dim + 1)
+            probe = prepared.trace(dims=probe_sizes(imported.dims), default_dim=2 * default_dim + 5)
         except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
             imported.any_batch = False
         else:
@@ -481,6 +481,14 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
 
         holds_traced_sizes(imported.graph)
     return imported
+
+
+def probe_sizes(dims: Mapping[str, int]) -> dict[str, int]:
+    """The sizes the any-batch probe traces at: each dimension more than doubled and moved by a different
+    amount, so that sizes computed from them (``seq // 3``, ``batch - seq``, ``max(batch, 2)``) change too;
+    one step larger (1 -> 2) left ``seq // 3`` and ``batch - seq`` equal and passed graphs that were wrong at
+    other sizes."""
+    return {name: 2 * size + 5 + 2 * k for k, (name, size) in enumerate(sorted(dims.items()))}
 
 
 def same_structure(a: fc.Graph, b: fc.Graph) -> bool:
@@ -524,12 +532,14 @@ def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
     _check_graph(graph, set())  # before the checker: its messages for these two cases are less direct
     run_checker(model, data)
     opsets = {_domain(o.domain): int(o.version) for o in model.opset_import}
-    # parameters: floating initializers; other initializers are known arrays (shapes, indices)
+    # parameters: floating initializers; other initializers, and floating ones read only where an op needs a
+    # value known while importing (Resize's scales, Range's bounds), are known arrays (shapes, indices)
     params, consts = [], {}
+    structural = _structural_only(graph)
     for init in graph.initializer:
         array = numpy_helper.to_array(init)
         if init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-                              onnx.TensorProto.BFLOAT16):
+                              onnx.TensorProto.BFLOAT16) and init.name not in structural:
             params.append((init.name, np.array(array)))
         else:
             consts[init.name] = np.array(array)
@@ -538,6 +548,30 @@ def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
     arrays = dict(params)
     param_types = [_type_of(arrays[n], n) for n in param_names]
     return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts)
+
+
+# inputs that must be known while importing and so cannot be parameters: (op type, input position)
+_STRUCTURAL_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1), ("Range", 0), ("Range", 1), ("Range", 2)}
+
+
+def _structural_only(graph: onnx.GraphProto) -> set[str]:
+    """Names of the main graph's initializers read by at least one node, and only at the inputs of
+    ``_STRUCTURAL_INPUTS`` (anywhere, sub-graphs included): exporters store Resize scales as float initializers."""
+    uses: dict[str, bool] = {}
+
+    def visit(g: onnx.GraphProto) -> None:
+        for node in g.node:
+            for i, name in enumerate(node.input):
+                if name:
+                    uses[name] = uses.get(name, True) and (node.op_type, i) in _STRUCTURAL_INPUTS
+            for attr in node.attribute:
+                for body in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    visit(body)
+        for out in g.output:  # a graph output is a use that needs the value as it is
+            uses[out.name] = False
+
+    visit(graph)
+    return {name for name, only in uses.items() if only}
 
 
 @dataclass
@@ -555,8 +589,12 @@ class _Prepared:
     def trace(self, *, dims: Mapping[str, int] | None = None, default_dim: int = 1, name: str | None = None,
               records: list[dict[str, Any]] | None = None) -> ImportedModel:
         dims = dict(dims or {})
-        if not isinstance(default_dim, int) or default_dim < 0:
+        if not isinstance(default_dim, int) or isinstance(default_dim, bool) or default_dim < 0:
             raise fc.ArgumentError(f"default_dim must be an int of 0 or more, got {default_dim!r}")
+        bad = {k: v for k, v in dims.items()
+               if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0}
+        if bad:
+            raise fc.ArgumentError(f"dims must map symbolic dimension names to ints of 0 or more, got {bad}")
         graph = self.model.graph
         used: dict[str, int] = {}
         input_names = [vi.name for vi in graph.input]
@@ -578,6 +616,7 @@ class _Prepared:
             raise UnsupportedModelError(report)
         for value, n in zip(g.inputs, names):
             value.name = n
+        _check_output_types(graph, g)
         for k, o in enumerate(graph.output):
             g.name_output(k, o.name)
         unknown = sorted(set(dims) - set(used))
@@ -586,6 +625,20 @@ class _Prepared:
                                    f"{sorted(used) or 'none'}")
         return ImportedModel(g, self.tree, input_names, self.param_names, [o.name for o in graph.output], used,
                              self.opsets.get("", 0))
+
+
+def _check_output_types(graph: onnx.GraphProto, traced: fc.Graph) -> None:
+    """The element type each graph output declares against the one computed (ONNX Runtime refuses a
+    mismatch): a model that says int64 and computes float is not run as if it were right."""
+    wrong = []
+    for out, value in zip(graph.output, traced.outputs):
+        declared = out.type.tensor_type.elem_type if out.type.HasField("tensor_type") else 0
+        if declared and DTYPES.get(declared) != value.dtype.short:
+            wrong.append(f"{out.name!r} is declared {onnx.TensorProto.DataType.Name(declared)} but computes "
+                         f"{value.dtype.short}")
+    if wrong:
+        raise OnnxFormatError(f"the model's outputs do not have the types it declares: {'; '.join(wrong)}; fix "
+                              "the declared types (ONNX Runtime refuses such a model too)")
 
 
 def _type_of(array: np.ndarray, name: str) -> str:

@@ -272,5 +272,9 @@ def _version() -> str:
 def save(graph: Graph, path: str | os.PathLike[str], **options: Any) -> None:
     """Write ``to_onnx(graph, **options)`` to ``path``."""
     model = to_onnx(graph, **options)
-    with open(path, "wb") as handle:
-        handle.write(model.SerializeToString())
+    try:
+        with open(path, "wb") as handle:
+            handle.write(model.SerializeToString())
+    except OSError as exc:
+        raise OnnxError(f"cannot write the ONNX model to {str(path)!r}: {exc.strerror or exc}; check that the "
+                        "folder exists and is writable") from None

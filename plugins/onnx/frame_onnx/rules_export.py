@@ -45,6 +45,8 @@ def _reduce(ex: Exporter, op: str, x: str, axes: Sequence[int] | None, keepdims:
         return ex.emit(op, [x], keepdims=int(keepdims))
     if not axes:
         return ex.emit("Identity", [x])
+    if op != "ReduceSum" and ex.opset < 18:  # the other reductions take axes as an input from opset 18 only
+        return ex.emit(op, [x], axes=list(axes), keepdims=int(keepdims))
     return ex.emit(op, [x, ex.ints(axes)], keepdims=int(keepdims))
 
 
@@ -283,7 +285,6 @@ def _concat(ex: Exporter, node: Node) -> list[str]:
     return [ex.emit("Concat", [ex.input(node, i) for i in range(len(node.inputs))], axis=node.attrs["axis"] % rank)]
 
 
-@rule("stack")
 def _unary_of(fn: Callable[[Exporter, str, Any], str]) -> Callable[[Exporter, Node], list[str]]:
     def apply(ex: Exporter, node: Node) -> list[str]:
         return [fn(ex, ex.input(node, 0), node)]
@@ -294,10 +295,10 @@ def _one(ex: Exporter, node: Node) -> str:
     return ex.const(1.0, node.inputs[0].dtype)
 
 
-def _gelu_onnx(ex: Exporter, x: str, node: Node) -> str:
+def _gelu_onnx(ex: Exporter, x: str, node: Node, tanh: bool = False) -> str:
     dtype = node.inputs[0].dtype
     half_x = ex.emit("Mul", [x, ex.const(0.5, dtype)])
-    if node.attrs.get("approximate", "none") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    if tanh or node.attrs.get("approximate", "none") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
         cube = ex.emit("Mul", [ex.emit("Mul", [x, x]), x])
         inner = ex.emit("Add", [x, ex.emit("Mul", [cube, ex.const(0.044715, dtype)])])
         t = ex.emit("Tanh", [ex.emit("Mul", [inner, ex.const(math.sqrt(2.0 / math.pi), dtype)])])
@@ -315,6 +316,51 @@ RULES.update({
 })
 
 
+def _where_positive(ex: Exporter, x: str, node: Node, positive: str, other: str) -> str:
+    return ex.emit("Where", [ex.emit("Greater", [x, ex.const(0, node.inputs[0].dtype)]), positive, other])
+
+
+def _elu_onnx(ex: Exporter, x: str, node: Node) -> str:
+    return ex.emit("Elu", [x], alpha=float(node.attrs.get("alpha", 1.0)))
+
+
+def _softplus_onnx(ex: Exporter, x: str, node: Node) -> str:  # max(x, 0) + log(1 + e^-|x|): no overflow
+    dtype = node.inputs[0].dtype
+    tail = ex.emit("Log", [ex.emit("Add", [ex.emit("Exp", [ex.emit("Neg", [ex.emit("Abs", [x])])]), _one(ex, node)])])
+    return ex.emit("Add", [ex.emit("Max", [x, ex.const(0, dtype)]), tail])
+
+
+RULES.update({
+    "elu": _unary_of(_elu_onnx),
+    "leaky_relu": _unary_of(lambda ex, x, n: ex.emit("LeakyRelu", [x], alpha=float(n.attrs.get("slope", 0.01)))),
+    "softplus": _unary_of(_softplus_onnx),
+    "gelu_tanh": _unary_of(lambda ex, x, n: _gelu_onnx(ex, x, n, tanh=True)),
+})
+
+
+@rule("elu_grad_internal", "elu_curvature_internal", "leaky_relu_grad_internal")
+def _activation_grad(ex: Exporter, node: Node) -> list[str]:
+    """gy (0 for the curvature) where x > 0, else gy alpha e^x (leaky_relu: slope gy)."""
+    x, gy = _in(ex, node, 0), _in(ex, node, 1)
+    dtype = node.outputs[0].dtype
+    if node.op == "leaky_relu_grad_internal":
+        below = ex.emit("Mul", [gy, ex.const(float(node.attrs.get("slope", 0.01)), dtype)])
+    else:
+        below = ex.emit("Mul", [gy, ex.emit("Mul", [ex.emit("Exp", [x]), ex.const(float(node.attrs.get("alpha", 1.0)),
+                                                                                 dtype)])])
+    above = ex.const(0, dtype) if node.op == "elu_curvature_internal" else gy
+    out = _where_positive(ex, x, node, above, below)
+    if node.outputs[0].shape != tuple(node.inputs[1].shape):
+        out = ex.emit("Expand", [out, ex.ints(node.outputs[0].shape)])
+    return [out]
+
+
+@rule("zeros_like", "ones_like")
+def _fill_like(ex: Exporter, node: Node) -> list[str]:
+    out = node.outputs[0]
+    return [ex.const(np.full(out.shape, 1 if node.op == "ones_like" else 0, out.dtype.np), out.dtype)]
+
+
 @rule("logaddexp")
 def _logaddexp(ex: Exporter, node: Node) -> list[str]:
     a, b = ex.input(node, 0), ex.input(node, 1)  # max(a, b) + log(1 + e^-|a - b|): no overflow
@@ -322,6 +368,7 @@ def _logaddexp(ex: Exporter, node: Node) -> list[str]:
     return [ex.emit("Add", [ex.emit("Max", [a, b]), ex.emit("Log", [ex.emit("Add", [gap, _one(ex, node)])])])]
 
 
+@rule("stack")
 def _stack(ex: Exporter, node: Node) -> list[str]:
     rank = len(node.outputs[0].shape)
     axis = node.attrs["axis"] % rank
@@ -363,14 +410,35 @@ def _gather(ex: Exporter, node: Node) -> list[str]:
 
 @rule("scatter_add")
 def _scatter_add(ex: Exporter, node: Node) -> list[str]:
-    if node.attrs.get("axis", 0) % len(node.outputs[0].shape) != 0:
-        raise OnnxError("scatter_add along an axis other than 0 has no export rule yet")
+    """A ``ScatterND`` with ``reduction="add"`` into zeros; along another axis than 0 the updates are transposed
+    so that the indices' axes lead, and the result back."""
     out = node.outputs[0]
-    zeros = ex.emit("Expand", [ex.const(0, out.dtype), ex.ints(out.shape)])
+    rank = len(out.shape)
+    axis = node.attrs.get("axis", 0) % rank
+    k = len(_t(node, 1).shape)
+    updates = _in(ex, node, 0)
+    target = list(out.shape)
+    if axis:
+        u_rank = len(_t(node, 0).shape)
+        updates = ex.emit("Transpose", [updates],
+                          perm=[*range(axis, axis + k), *range(axis), *range(axis + k, u_rank)])
+        target = [out.shape[axis], *out.shape[:axis], *out.shape[axis + 1:]]
+    zeros = ex.emit("Expand", [ex.const(0, out.dtype), ex.ints(target)])
     idx = ex.emit("Unsqueeze", [_in(ex, node, 1), ex.ints([-1])])
     if _t(node, 1).dtype.name != "int64":
         idx = ex.emit("Cast", [idx], to=TensorProto.INT64)
-    return [ex.emit("ScatterND", [zeros, idx, _in(ex, node, 0)], reduction="add")]
+    y = ex.emit("ScatterND", [zeros, idx, updates], reduction="add")
+    if axis:
+        y = ex.emit("Transpose", [y], perm=[*range(1, axis + 1), 0, *range(axis + 1, rank)])
+    return [y]
+
+
+@rule("embedding")
+def _embedding(ex: Exporter, node: Node) -> list[str]:  # the rows of the table (padding_idx only stops gradients)
+    idx = _in(ex, node, 1)
+    if _t(node, 1).dtype.name not in ("int64", "int32"):
+        idx = ex.emit("Cast", [idx], to=TensorProto.INT64)
+    return [ex.emit("Gather", [_in(ex, node, 0), idx], axis=0)]
 
 
 @rule("one_hot")

@@ -16,6 +16,7 @@ graph of a CNN (``build_backward_graph``) runs on ONNX Runtime.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,21 +37,33 @@ def _shape(node: Node, i: int = 0) -> tuple[int, ...]:
     return tuple(node.inputs[i].shape)
 
 
-def _onnx_pads(padding: Sequence[int], n: int) -> list[int]:
-    """frame's paddings, (before, after) per spatial axis in order, as ONNX's [befores..., afters...]."""
-    padding = list(padding)
-    return padding[0::2][:n] + padding[1::2][:n]
+def _onnx_pads(padding: Any, n: int) -> list[int]:
+    """frame's padding as ONNX's [befores..., afters...]: one int (every side), ``n`` ints (both sides of each
+    axis) or ``2 n`` ints ((before, after) per spatial axis in order), as frame-ops-nn reads it."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0] * (2 * n)
+        raise OnnxError(f"padding {padding!r} of a transposed convolution or a gradient has no export rule")
+    values = [int(padding)] if isinstance(padding, (int, np.integer)) else [int(p) for p in padding]
+    if len(values) == 1:
+        return values * (2 * n)
+    if len(values) == n:
+        return values * 2
+    return values[0::2][:n] + values[1::2][:n]
 
 
 def _spatial(node: Node, n: int) -> tuple[list[int], list[int], list[int]]:
     """(strides, dilations, ONNX pads) of a frame conv/pool node with ``n`` spatial axes."""
     a = node.attrs
+    return _per_axis(a.get("stride"), 1, n), _per_axis(a.get("dilation"), 1, n), _onnx_pads(a["padding"], n)
 
-    def per_axis(v, default):  # noqa: ANN001, ANN202
-        if v is None:
-            return [default] * n
-        return [int(v)] * n if isinstance(v, (int, np.integer)) else [int(e) for e in v]
-    return per_axis(a.get("stride"), 1), per_axis(a.get("dilation"), 1), _onnx_pads(a["padding"], n)
+
+def _per_axis(value: Any, default: int, n: int) -> list[int]:
+    """An int or a list of ints (one for every axis, or ``n``) as ``n`` ints."""
+    if value is None:
+        return [default] * n
+    values = [int(value)] if isinstance(value, (int, np.integer)) else [int(e) for e in value]
+    return values * n if len(values) == 1 else values
 
 
 def _as_channels_of_one(ex: Exporter, x: str, shape: Sequence[int], n: int) -> str:
@@ -119,10 +132,8 @@ def _conv_grad_weight(ex: Exporter, node: Node) -> list[str]:
 # -- pools ---------------------------------------------------------------------------------------------------
 def _pool_geometry(node: Node, n: int) -> tuple[list[int], list[int], list[int]]:
     a = node.attrs
-    kernel = [int(a["kernel_size"])] * n if isinstance(a["kernel_size"], (int, np.integer)) else list(a["kernel_size"])
-    stride = a.get("stride")
-    strides = kernel if stride is None else ([int(stride)] * n if isinstance(stride, (int, np.integer))
-                                            else [int(s) for s in stride])
+    kernel = _per_axis(a["kernel_size"], 1, n)
+    strides = kernel if a.get("stride") is None else _per_axis(a["stride"], 1, n)
     return kernel, strides, _onnx_pads(a["padding"], n)
 
 

@@ -78,6 +78,34 @@ def _conv(cx: NodeContext) -> Any:
     return _bias(y, cx, 2, n)
 
 
+@rule("ConvTranspose")
+def _conv_transpose(cx: NodeContext) -> Any:
+    """frame-ops-nn's ``conv_transpose1d``/``conv_transpose2d``: the adjoint of a convolution in its input, as
+    frame-onnx exports a convolution's input gradient (explicit pads and ``output_padding``)."""
+    x, w = cx.input(0), cx.input(1)
+    kernel = list(shape_of(w)[2:])
+    n = len(kernel)
+    op = {1: "conv_transpose1d", 2: "conv_transpose2d"}.get(n)
+    if op is None or not _have(op):
+        raise Unsupported(f"a {n}-D transposed convolution" + (" without frame-ops-nn (pip install frame-ops-nn)"
+                                                               if op else " (frame has 1-D and 2-D)"))
+    if cx.attr("output_shape", "ints") is not None:
+        raise Unsupported("ConvTranspose with output_shape (give pads and output_padding instead)")
+    auto = cx.attr("auto_pad", "string", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"ConvTranspose with auto_pad={auto} (give explicit pads)")
+    strides = cx.attr("strides", "ints") or [1] * n
+    dilations = cx.attr("dilations", "ints") or [1] * n
+    pads = [0] * (2 * n) if auto == "VALID" else (cx.attr("pads", "ints") or [0] * (2 * n))
+    extra = cx.attr("output_padding", "ints") or [0] * n
+    if any(e >= max(s, d) for e, s, d in zip(extra, strides, dilations)):
+        raise Unsupported(f"output_padding {list(extra)} not smaller than the stride or dilation")
+    padding = [p for i in range(n) for p in (pads[i], pads[n + i])]
+    y = getattr(ops, op)(x, w, stride=list(strides), padding=padding, dilation=list(dilations),
+                         groups=cx.attr("group", "int", 1), output_padding=list(extra))
+    return _bias(y, cx, 2, n)
+
+
 def _taps(x: Any, kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[list[Any], list[int]]:
     """The prod(kernel) strided views of a padded ``x[B, C, *spatial]``, one per kernel tap (in row-major tap
     order), each ``[B, C, *out]``."""

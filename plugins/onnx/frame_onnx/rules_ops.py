@@ -15,6 +15,7 @@ from frame_core import ops
 from frame_core import Tensor
 
 from ._import import NodeContext, Unsupported, rule
+from .errors import OnnxFormatError
 
 __all__ = ["shape_of", "rank_of", "np_dtype", "norm_axis", "like"]
 
@@ -41,6 +42,11 @@ def norm_axis(axis: int, rank: int, cx: NodeContext) -> int:
     if not -rank <= axis < max(rank, 1):
         raise Unsupported(f"axis {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
+
+
+def invalid(cx: NodeContext, problem: str) -> OnnxFormatError:
+    """The error for a node the ONNX standard itself forbids (ONNX Runtime refuses it too)."""
+    return OnnxFormatError(f"node {cx.name} ({cx.node.op_type}) is not valid ONNX: {problem}; fix the model")
 
 
 def _is_float(v: Any) -> bool:
@@ -478,6 +484,8 @@ def reshape_keeping_batch(x: Any, shape: list[int]) -> Any:
 def _flatten(cx: NodeContext) -> Any:
     x = cx.input(0)
     axis = cx.attr("axis", "int", 1)
+    if not -rank_of(x) <= axis <= rank_of(x):
+        raise invalid(cx, f"axis {axis} is outside [-{rank_of(x)}, {rank_of(x)}] for a rank-{rank_of(x)} input")
     axis = axis % rank_of(x) if axis < 0 else axis
     src = shape_of(x)
     return reshape_keeping_batch(x, [math.prod(src[:axis]), math.prod(src[axis:])])
@@ -555,19 +563,136 @@ def _gather(cx: NodeContext) -> Any:
     x, idx = cx.input(0), cx.input(1)
     axis = norm_axis(cx.attr("axis", "int", 0), rank_of(x), cx)
     known = cx.known(1)
+    size = shape_of(x)[axis]
     if known is not None:
-        size = shape_of(x)[axis]
         if np.any((known < -size) | (known >= size)):
             raise Unsupported(f"constant indices outside -{size}..{size - 1}")
         idx = np.where(known < 0, known + size, known).astype(np.int64)
+    else:  # ONNX counts negative indices from the end; frame's gather reads 0..size-1
+        zero = like(0, idx)
+        idx = ops.where(ops.less(idx, zero), ops.add(idx, like(size, idx)), idx)
     return ops.gather(x, idx, axis=axis)
+
+
+@rule("GatherElements")
+def _gather_elements(cx: NodeContext) -> Any:
+    """``y[i, j, k] = x[i, idx[i, j, k], k]`` (for axis 1): a ``gather`` from the flattened ``x`` at flat
+    positions computed from the indices (the offsets of the other axes are known while importing)."""
+    x, idx = cx.input(0), cx.input(1)
+    shape = shape_of(x)
+    axis = norm_axis(cx.attr("axis", "int", 0), len(shape), cx)
+    ishape = shape_of(idx)
+    if len(ishape) != len(shape) or any(i > n for k, (i, n) in enumerate(zip(ishape, shape)) if k != axis):
+        raise Unsupported(f"indices of shape {list(ishape)} for data of shape {list(shape)} (same rank, no larger)")
+    strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+    grid = np.indices(ishape, dtype=np.int64) if ishape else np.zeros((0,), np.int64)
+    base = sum((grid[k] * strides[k] for k in range(len(shape)) if k != axis), np.zeros(ishape, np.int64))
+    size = shape[axis]
+    known = cx.known(1)
+    if known is not None:
+        if np.any((known < -size) | (known >= size)):
+            raise Unsupported(f"constant indices outside -{size}..{size - 1}")
+        flat = base + np.where(known < 0, known + size, known).astype(np.int64) * strides[axis]
+    else:
+        pos = ops.cast(idx, to="i64") if np_dtype(idx) != np.int64 else idx
+        pos = ops.where(ops.less(pos, np.int64(0)), ops.add(pos, np.int64(size)), pos)
+        flat = ops.add(ops.mul(pos, np.int64(strides[axis])), base)
+    return ops.gather(ops.reshape(x, shape=[-1]), flat, axis=0)
+
+
+@rule("DepthToSpace", "SpaceToDepth")
+def _depth_space(cx: NodeContext) -> Any:
+    """Blocks of channels moved to pixels (DepthToSpace, DCR or CRD order) or back: a reshape, a transpose and a
+    reshape, the batch axis left as -1."""
+    x = cx.input(0)
+    if rank_of(x) != 4:
+        raise invalid(cx, f"the input must be [N, C, H, W], got rank {rank_of(x)}")
+    bs = cx.attr("blocksize", "int")
+    _, c, h, w = shape_of(x)
+    if cx.node.op_type == "SpaceToDepth":
+        if bs is None or bs < 1 or h % bs or w % bs:
+            raise invalid(cx, f"blocksize {bs} must divide the height {h} and width {w}")
+        y = ops.reshape(x, shape=[-1, c, h // bs, bs, w // bs, bs])
+        return ops.reshape(ops.transpose(y, perm=[0, 3, 5, 1, 2, 4]), shape=[-1, c * bs * bs, h // bs, w // bs])
+    if bs is None or bs < 1 or c % (bs * bs):
+        raise invalid(cx, f"blocksize {bs} squared must divide the {c} channels")
+    if cx.attr("mode", "string", "DCR") == "DCR":
+        y = ops.transpose(ops.reshape(x, shape=[-1, bs, bs, c // (bs * bs), h, w]), perm=[0, 3, 4, 1, 5, 2])
+    else:
+        y = ops.transpose(ops.reshape(x, shape=[-1, c // (bs * bs), bs, bs, h, w]), perm=[0, 1, 4, 2, 5, 3])
+    return ops.reshape(y, shape=[-1, c // (bs * bs), h * bs, w * bs])
+
+
+@rule("OneHot")
+def _one_hot(cx: NodeContext) -> Any:
+    """``values[1]`` where ``indices == k`` (negative ones counted from the end), else ``values[0]``; indices
+    outside ``[-depth, depth-1]`` give a row of ``values[0]``, as ONNX defines."""
+    idx = cx.input(0)
+    depth = int(cx.need_known(1, "depth").reshape(-1)[0])
+    if depth < 1:
+        raise invalid(cx, f"depth {depth} must be 1 or more")
+    axis = cx.attr("axis", "int", -1)
+    rank = rank_of(idx) + 1
+    if not -rank <= axis < rank:
+        raise invalid(cx, f"axis {axis} is outside [-{rank}, {rank - 1}] for a rank-{rank} result")
+    classes = np.arange(depth, dtype=np.int64)
+    known = cx.known(0)
+    if known is not None:
+        pos = np.where(known < 0, known + depth, known).astype(np.int64)
+        hits = np.asarray(pos[..., None] == classes)
+    else:
+        pos = ops.cast(idx, to="i64") if np_dtype(idx) != np.int64 else idx
+        pos = ops.where(ops.less(pos, np.int64(0)), ops.add(pos, np.int64(depth)), pos)
+        hits = ops.equal(ops.expand_dims(pos, axes=[-1]), classes)
+    values = cx.input(2)
+    if isinstance(values, np.ndarray):
+        off, on = values.reshape(-1)[0], values.reshape(-1)[1]
+    else:  # a floating initializer is a parameter: its two entries are read from the traced tensor
+        off = ops.reshape(ops.slice(values, starts=[0], stops=[1], axes=[0]), shape=[])
+        on = ops.reshape(ops.slice(values, starts=[1], stops=[2], axes=[0]), shape=[])
+    y = ops.where(hits, on, off)
+    axis %= rank
+    if axis != rank - 1:
+        y = ops.transpose(y, perm=[*range(axis), rank - 1, *range(axis, rank - 1)])
+    return y
+
+
+@rule("ScatterND")
+def _scatter_nd(cx: NodeContext) -> Any:
+    """Rows of ``data`` (indices ``[..., 1]``) added to (``reduction="add"``) or replaced by the updates: frame's
+    ``scatter_add`` along axis 0, as frame-onnx exports it. Deeper index tuples and min/max/mul reductions are
+    not imported."""
+    data, idx, updates = cx.input(0), cx.input(1), cx.input(2)
+    reduction = cx.attr("reduction", "string", "none")
+    if reduction not in ("none", "add"):
+        raise Unsupported(f"ScatterND with reduction={reduction!r} (frame imports none and add)")
+    ishape = shape_of(idx)
+    if not ishape or ishape[-1] != 1:
+        raise Unsupported("ScatterND with index tuples longer than 1 (frame imports row scatters)")
+    n = shape_of(data)[0]
+    known = cx.known(1)
+    if known is not None:
+        if np.any((known < -n) | (known >= n)):
+            raise invalid(cx, f"indices outside -{n}..{n - 1}")
+        rows = np.where(known < 0, known + n, known).astype(np.int64)[..., 0]
+    else:
+        rows = ops.reshape(idx, shape=list(ishape[:-1]))
+        rows = ops.where(ops.less(rows, like(0, rows)), ops.add(rows, like(n, rows)), rows)
+    added = ops.scatter_add(updates, rows, axis=0, size=n)
+    if reduction == "add":
+        return ops.add(data, added)
+    hit = ops.scatter_add(np.ones(shape_of(updates), np_dtype(updates)), rows, axis=0, size=n)
+    return ops.where(ops.greater(hit, like(0, hit)), added, data)
 
 
 @rule("Expand")
 def _expand(cx: NodeContext) -> Any:
     x = cx.input(0)
     target = [int(d) for d in cx.need_known(1, "the shape").reshape(-1)]
-    out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
+    try:
+        out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
+    except ValueError:
+        raise invalid(cx, f"the input's shape {list(shape_of(x))} does not broadcast with the shape {target}") from None
     return x if out == shape_of(x) else ops.broadcast_to(x, shape=out)
 
 
@@ -589,6 +714,9 @@ def _split(cx: NodeContext) -> Any:
     else:
         chunk = -(-size // n)
         sizes = [min(chunk, size - k * chunk) for k in range(n)]
+    if len(sizes) != n or sum(sizes) != size or min(sizes, default=0) < 0:
+        raise invalid(cx, f"split sizes {list(sizes)} for {n} outputs must be {n} sizes of 0 or more adding up "
+                          f"to the axis's {size}")
     outs, start = [], 0
     for s in sizes:
         outs.append(ops.slice(x, starts=[start], stops=[start + s], axes=[axis]))
@@ -600,8 +728,12 @@ def _split(cx: NodeContext) -> Any:
 def _tile(cx: NodeContext) -> Any:
     x = cx.input(0)
     repeats = [int(r) for r in cx.need_known(1, "repeats").reshape(-1)]
+    if len(repeats) != rank_of(x) or min(repeats, default=0) < 0:
+        raise invalid(cx, f"repeats {repeats} must be one count of 0 or more per axis of the rank-{rank_of(x)} input")
     for axis, r in enumerate(repeats):
-        if r != 1:
+        if r == 0:  # zero copies: the axis becomes empty
+            x = ops.slice(x, starts=[0], stops=[0], axes=[axis])
+        elif r != 1:
             x = ops.concat(*([x] * r), axis=axis)
     return x
 
@@ -625,8 +757,17 @@ def _pad(cx: NodeContext) -> Any:
             else list(range(rank)))
     n = len(axes)
     before, after = pads[:n], pads[n:]
-    if any(p < 0 for p in pads):
-        raise Unsupported("negative pads (cropping)")
+    if len(pads) != 2 * n:
+        raise invalid(cx, f"pads {pads} must hold a before and an after for each of the {n} padded axes")
+    if any(p < 0 for p in pads):  # negative pads crop: the crop first, then the (positive) padding
+        for a, b, e in zip(axes, before, after):
+            size = shape_of(x)[a]
+            if -min(b, 0) - min(e, 0) > size:
+                raise invalid(cx, f"pads crop {-min(b, 0)} + {-min(e, 0)} from an axis of {size}")
+            if b < 0 or e < 0:
+                x = ops.slice(x, starts=[-min(b, 0)], stops=[size + min(e, 0)], axes=[a])
+        before, after = [max(b, 0) for b in before], [max(e, 0) for e in after]
+        pads = before + after
     if not any(pads):
         return x
     if mode != "constant":
@@ -690,6 +831,8 @@ def _resize(cx: NodeContext) -> Any:
     if sizes is None:
         if scales is None or scales.size != rank:
             raise Unsupported("Resize without scales or sizes for every axis")
+        if np.any(scales <= 0):
+            raise invalid(cx, f"scales {scales.tolist()} must all be greater than 0")
         sizes = [int(np.floor(n * s)) for n, s in zip(shape, scales)]
     else:
         scales = np.array([m / n for m, n in zip(sizes, shape)])

@@ -181,3 +181,79 @@ def test_a_model_that_only_works_at_its_traced_size_still_imports():
     assert imported.dims == {"batch": 1} and not imported.any_batch
     np.testing.assert_array_equal(imported.run([np.arange(6, dtype=np.float32).reshape(1, 2, 3)])[0],
                                   np.arange(6).reshape(1, 6))
+
+
+@pytest.mark.parametrize("size", ["4", -3, 2.5, True])
+def test_dims_sizes_that_are_not_counts_are_refused_by_name(size):
+    import frame_core as fc
+
+    with pytest.raises(fc.ArgumentError, match="dims must map"):
+        frame_onnx.load(_linear(), dims={"batch": size})
+
+
+def test_saving_to_a_folder_that_does_not_exist_is_a_named_error(tmp_path):
+    import frame_core as fc
+
+    graph = fc.trace(lambda x: x, "f32[2]")
+    with pytest.raises(frame_onnx.OnnxError, match="cannot write the ONNX model"):
+        frame_onnx.save(graph, tmp_path / "missing" / "g.onnx")
+
+
+@pytest.mark.parametrize("node, inits, match", [
+    (helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1), [("s", [1, 1])], "split sizes"),
+    (helper.make_node("Expand", ["x", "s"], ["a"]), [("s", [4, 3])], "does not broadcast"),
+    (helper.make_node("Tile", ["x", "r"], ["a"]), [("r", [2])], "one count of 0 or more per axis"),
+    (helper.make_node("Tile", ["x", "r"], ["a"]), [("r", [-1, 1])], "one count of 0 or more per axis"),
+    (helper.make_node("Flatten", ["x"], ["a"], axis=4), [], "axis 4 is outside"),
+], ids=["split_sum", "expand", "tile_length", "tile_negative", "flatten_axis"])
+def test_nodes_the_standard_forbids_are_named_format_errors_not_silent_results(node, inits, match):
+    """ONNX Runtime refuses each of these; frame imported some silently (a short Split, a Tile of the wrong
+    length) and crashed on others with a raw ValueError."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in inits]
+    outputs = [_vi(o, None) for o in node.output]
+    for out in outputs:
+        out.type.tensor_type.shape.dim.add()
+    model = _model([node], [_vi("x", [2, 3])], outputs, inits)
+    with pytest.raises(OnnxFormatError, match=match):
+        frame_onnx.load(model)
+
+
+def test_a_resize_scale_of_zero_is_a_named_format_error():
+    scales = numpy_helper.from_array(np.array([1, 0], np.float32), "s")
+    model = _model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")], [_vi("x", [2, 3])],
+                   [_vi("y", [2, 0])], [scales])
+    with pytest.raises(OnnxFormatError, match="greater than 0"):
+        frame_onnx.load(model)
+
+
+def test_an_output_declared_with_another_type_than_it_computes_is_refused():
+    model = _model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Shape", ["x"], ["s"])],
+                   [_vi("x", [2, 3])], [_vi("y", [2, 3], TensorProto.INT64), _vi("s", [2], TensorProto.FLOAT)])
+    with pytest.raises(OnnxFormatError, match=r"'y' is declared INT64 but computes f32; 's' is declared FLOAT"):
+        frame_onnx.load(model)
+
+
+@pytest.mark.parametrize("make", [
+    lambda b, s: [helper.make_node("Div", [s, "three"], ["k"]),   # x[:, : seq // 3]: 0 at seq 1 and 2
+                  helper.make_node("Slice", ["x", "zero", "k", "one"], ["y"])],
+    lambda b, s: [helper.make_node("Sub", [b, s], ["d"]),        # x * (batch - seq): 0 at (1, 1) and (2, 2)
+                  helper.make_node("Cast", ["d"], ["df"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["x", "df"], ["y"])]], ids=["seq_floordiv_3", "batch_minus_seq"])
+def test_sizes_computed_from_symbolic_dims_are_not_mistaken_for_batch_independent(make):
+    """The any-batch probe traced one size larger; these sizes agree at 1 and 2 and the graph was re-specialised
+    wrongly at other sizes (an empty slice, a zero factor): a silent wrong answer."""
+    import frame_core as fc
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["b1"]), helper.make_node("Gather", ["shape", "one"], ["s1"])]
+    consts = [numpy_helper.from_array(np.array([v], np.int64) if n != "three" else np.array([3], np.int64), n)
+              for n, v in [("zero", 0), ("one", 1), ("three", 3)]]
+    model = _model(nodes + make("b1", "s1"), [_vi("x", ["batch", "seq"])], [_vi("y", ["batch", None])], consts)
+    x = np.ones((3, 9), np.float32)
+    expected = __import__("onnxruntime").InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    imported = frame_onnx.load(model)
+    if imported.any_batch:
+        got = fc.compile(imported.graph, dynamic_shapes=True).run(imported.arguments([x]))[0]
+    else:
+        got = frame_onnx.load(model, dims={"batch": 3, "seq": 9}).run([x])[0]
+    np.testing.assert_allclose(got, expected)
