@@ -127,8 +127,17 @@ class Exporter:
     # -- graphs ---------------------------------------------------------------------------------------
     def run_nodes(self, graph: Graph, path: str = "") -> None:
         for index, node in enumerate(graph.nodes):
-            rule = _rule_for(self.rules, node.op)
-            outs = list(rule(self, node))
+            if _has_rule(self.rules, node.op):
+                outs = list(_rule_for(self.rules, node.op)(self, node))
+            else:  # no rule: the op's DecomposeFn, written with other ops, exported in its place
+                sub = _decomposition(node)
+                if sub is None:
+                    _rule_for(self.rules, node.op)  # (raises UnmappedOpError)
+                for value, name in zip(sub.inputs, (self.input(node, i) for i in range(len(node.inputs)))):
+                    self.names[value] = name
+                self.run_nodes(sub)
+                outs = [self.emit("Identity", [self.name_of(v)]) if v in sub.inputs else self.name_of(v)
+                        for v in sub.outputs]
             if len(outs) != len(node.outputs):
                 raise OnnxError(f"the export rule of {node.op!r} gave {len(outs)} outputs for {len(node.outputs)}")
             for value, name in zip(node.outputs, outs):
@@ -160,6 +169,30 @@ class Exporter:
         return helper.make_graph(inner.nodes, self.fresh(label), inputs, outputs)
 
 
+def _has_rule(rules: dict[str, ExportRule], op: str) -> bool:
+    return op in rules or ("::" in op and op.split("::", 1)[1] in rules)
+
+
+def _decomposition(node: Node) -> Graph | None:
+    """The node's DecomposeFn graph (the op written with other ops), or None when its op declares none.
+
+    An op without an export rule is exported through it: internal ops that exist for speed (a fused gradient
+    kernel) declare one, so the training graphs that use them still export."""
+    schema = fc.registry().schemas.get(node.op)
+    if schema is None or schema.decomposition is None:
+        return None
+    ctx = fc.NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
+    try:
+        sub = schema.decomposition(ctx)
+    except Exception as exc:  # the pack's code: this export's error, naming the op
+        raise OnnxError(f"op {node.op!r} has no export rule and its DecomposeFn raised {type(exc).__name__}: "
+                        f"{exc} (a bug in pack {schema.pack})") from exc
+    if not isinstance(sub, Graph) or [v.type for v in sub.outputs] != [v.type for v in node.outputs]:
+        raise OnnxError(f"op {node.op!r} has no export rule and its DecomposeFn does not return a graph of its "
+                        f"outputs' types (a bug in pack {schema.pack})")
+    return sub
+
+
 def _rule_for(rules: dict[str, ExportRule], op: str) -> ExportRule:
     rule = rules.get(op) or (rules.get(op.split("::", 1)[1]) if "::" in op else None)
     if rule is None:  # collected beforehand by _unmapped; reached only through a rule's own sub-graphs
@@ -171,8 +204,13 @@ def _unmapped(graph: Graph, rules: dict[str, ExportRule], path: str = "") -> dic
     found: dict[str, list[str]] = {}
     for index, node in enumerate(graph.nodes):
         where = f"{path}node {index}"
-        if node.op not in rules and not ("::" in node.op and node.op.split("::", 1)[1] in rules):
-            found.setdefault(node.op, []).append(where)
+        if not _has_rule(rules, node.op):
+            sub = _decomposition(node)
+            if sub is None:
+                found.setdefault(node.op, []).append(where)
+            else:  # exported through its decomposition: what that lacks is what is missing
+                for op, places in _unmapped(sub, rules, f"{where} ({node.op}) decomposition > ").items():
+                    found.setdefault(op, []).extend(places)
         for key, attr in node.attrs.items():
             if isinstance(attr, Graph):
                 for op, places in _unmapped(attr, rules, f"{where} ({node.op}).{key} > ").items():

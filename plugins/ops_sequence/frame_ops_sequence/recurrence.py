@@ -328,6 +328,7 @@ SELECTIVE_SCAN_SAVING = OpSchema(
     shape_infer=_saving_shape,
     kernels={"cpu": _saving_kernel},
     gradient=_by_composite(_saving_composite),
+    decomposition=lambda ctx: ctx.decomposition_graph(_saving_composite(ctx)),  # (how frame-onnx exports it)
     variadic=True,
     doc="selective_scan's forward (float32/float64) that also returns a = exp(delta A) and the state h, time-major "
         "(L, batch, G, D/G, N), the step dt (softplus(delta + delta_bias) if delta_softplus) and y = C h + D u (the "
@@ -344,6 +345,7 @@ SELECTIVE_SCAN_BACKWARD = OpSchema(
     shape_infer=_backward_shape,
     kernels={"cpu": _backward_kernel},
     gradient=_by_composite(_backward_composite),
+    decomposition=lambda ctx: ctx.decomposition_graph(_backward_composite(ctx)),
     variadic=True,
     doc="Mamba's backward of selective_scan over the saved values: (selective_scan's inputs.., a, h, dt, y, g_out) "
         "-> one gradient per selective_scan input; made by selective_scan's GradientFn (float32/float64).",
