@@ -251,7 +251,8 @@ def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
 
 
 def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, -1)  # [G, og, cg kh kw]
+    # [G, og, cg kh kw], sizes spelt out: with no output channels a -1 could stand for any size
+    return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, w.shape[1] * w.shape[2] * w.shape[3])
 
 
 def _on_grid(a: np.ndarray, geo: Geometry, acc: np.dtype, at: tuple[int, int]) -> np.ndarray:

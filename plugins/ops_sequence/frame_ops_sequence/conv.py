@@ -159,13 +159,18 @@ def _grid_columns(grid: np.ndarray, geo: ConvGeometry, acc: np.dtype, count: int
     return cols.reshape(geo.groups, -1, count)
 
 
+def _group_weights(w: np.ndarray, g: int, cog: int, acc: np.dtype) -> np.ndarray:
+    """w[C_out, C_in / g, K] as ``[g, C_out / g, C_in / g * K]`` (sizes spelt out: no output channels is no -1)."""
+    return np.asarray(w, acc).reshape(g, cog, w.shape[1] * w.shape[2])
+
+
 def _grid_count(geo: ConvGeometry, nb: int) -> int:
     return (nb - 1) * geo.padded_length + geo.out_length
 
 
 def _grid_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     g, cog, lp = geo.groups, geo.c_out // geo.groups, geo.padded_length
-    wg, y = np.asarray(w, acc).reshape(g, cog, -1), np.empty((geo.batch, geo.c_out, geo.out_length), acc)
+    wg, y = _group_weights(w, g, cog, acc), np.empty((geo.batch, geo.c_out, geo.out_length), acc)
     for first, stop in _chunks(geo, _GRID_COLUMNS):
         nb, count = stop - first, _grid_count(geo, stop - first)
         cols = _grid_columns(_grid(x[first:stop], geo, acc, geo.left), geo, acc, count)
@@ -213,7 +218,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype)
     if _on_grid(geo):
         return _grid_forward(np.asarray(x), w, geo, acc)
     g, cog = geo.groups, geo.c_out // geo.groups
-    view, wg = _windows(x, geo, acc), np.asarray(w, acc).reshape(g, cog, -1)
+    view, wg = _windows(x, geo, acc), _group_weights(w, g, cog, acc)
     y = np.empty((geo.batch, geo.c_out, geo.out_length), acc)
     for first, stop in _chunks(geo):
         cols = _columns(view[first:stop], geo, acc)

@@ -67,3 +67,13 @@ def test_float32_stays_within_a_few_roundings_of_float64(case):
     terms = [w.shape[1] * w.shape[2], w.shape[0] * w.shape[2], g.shape[0] * g.shape[2]]  # of a y, a gx, a gw
     for got, want, n in zip(single, exact, terms):
         assert np.abs(got - want).max() <= 4 * np.sqrt(n) * np.finfo(np.float32).eps * np.abs(want).max()
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((2, 2, 30), (0, 2, 3)), ((2, 2, 1300), (0, 1, 3))], ids=["grid", "window"])
+def test_a_convolution_without_output_channels_is_empty_and_its_input_gradient_zero(x_shape, w_shape):
+    x, w = np.ones(x_shape), np.ones(w_shape)
+    groups = x_shape[1] // w_shape[1]
+    graph = fc.trace(lambda a, b: ops.sum(ops.conv1d(a, b, groups=groups)), "f64" + str(list(x_shape)),
+                     "f64" + str(list(w_shape)))
+    _, gx, gw = fc.compile(fc.build_backward_graph(graph, 0, [0, 1]), cache=False).run([x, w])
+    assert gx.shape == x_shape and not gx.any() and gw.shape == w_shape
