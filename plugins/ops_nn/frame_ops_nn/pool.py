@@ -132,7 +132,8 @@ def _tile_taps(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     (2x2 windows: rows of ``ow`` elements two apart) cost several times more per pass.
     """
     view = np.moveaxis(_tile_view(x, geo), (-3, -1), (0, 1))  # [kh, kw, ..., oh, ow]
-    return np.ascontiguousarray(view).reshape((-1,) + view.shape[2:])
+    # (the tap count spelt out: for an empty x a -1 could stand for any size)
+    return np.ascontiguousarray(view).reshape((geo.kernel[0] * geo.kernel[1],) + view.shape[2:])
 
 
 def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
@@ -393,6 +394,8 @@ def _adaptive_sizes(ctx: NodeContext, x: TensorType) -> tuple[tuple[int, int], t
     if x.rank < 2:
         raise ctx.error(f"x must have two trailing axes to pool over ([..., H, W]), got {x}")
     out = per_dim(ctx, "output_size", 2)
+    if 0 in x.shape[-2:]:
+        raise ctx.error(f"x {x} has no positions to average along its last two axes; every bin needs at least one")
     return tuple(x.shape[-2:]), out
 
 

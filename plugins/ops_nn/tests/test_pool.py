@@ -100,3 +100,14 @@ def test_max_pool2d_ties_and_nans_follow_the_rule_on_every_path(attrs):
         want[(*lead, i * sh + k // kw, j * sw + k % kw)] += 1.0
         assert np.isnan(y[idx]) if nan.size else y[idx] == window[k]
     np.testing.assert_array_equal(gx, want)
+
+
+def test_max_pool2d_of_an_empty_batch_has_an_empty_gradient_on_the_tiled_path():
+    graph = fc.trace(lambda a: ops.sum(ops.max_pool2d(a, kernel_size=2)), "f64[0, 2, 4, 4]")
+    _, gx = fc.compile(fc.build_backward_graph(graph, 0, [0]), cache=False).run([np.zeros((0, 2, 4, 4))])
+    assert gx.shape == (0, 2, 4, 4)
+
+
+def test_adaptive_avg_pool2d_of_an_empty_image_is_a_named_shape_error():
+    with pytest.raises(fc.ShapeError, match="no positions to average"):
+        fc.trace(lambda a: ops.adaptive_avg_pool2d(a, output_size=1), "f64[1, 1, 0, 4]")
