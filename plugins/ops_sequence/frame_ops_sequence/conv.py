@@ -235,7 +235,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype)
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """The transposed convolution: per chunk and group, w^T @ gy, each tap's rows added back where the tap read."""
-    if _on_grid(geo):
+    if _on_grid(geo) and np.isfinite(w).all():  # (w^T @ gy also fills the grid's dropped columns: 0 * inf is NaN)
         return _grid_grad_input(np.asarray(gy), w, geo, acc)
     g, cog, cig, n = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.out_length
     wt = np.ascontiguousarray(np.asarray(w, acc).reshape(g, cog, cig * geo.kernel).transpose(0, 2, 1))
@@ -257,7 +257,11 @@ def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.d
     """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: one product per chunk and
     group, summed over the chunks."""
     if _on_grid(geo):
-        return _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        gw = _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        if not np.isnan(gw).any():
+            return gw
+        # the grid's dropped columns hold gy = 0 against x values no window reads: 0 * inf or a NaN there made a
+        # NaN that torch does not have; the windows read only what the convolution reads
     g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
     view, gy = _windows(x, geo, acc), np.asarray(gy, acc)
     gw = np.zeros((g, cog, cig * geo.kernel), acc)
