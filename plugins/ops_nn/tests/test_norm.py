@@ -196,7 +196,8 @@ def test_an_empty_normalisation_has_zero_gradients_to_second_order(fn, shapes, o
     graph = fc.trace(lambda *t: ops.sum(fn(*t)), *[fc.TensorType("f64", s) for s in shapes])
     first = fc.build_backward_graph(graph, 0, [0, 1, 2])
     second_graph, s = fc.extend_graph(first, lambda *t: ops.sum(t[4]) + ops.sum(t[5]))
-    outs = fc.compile(fc.build_backward_graph(second_graph, s, [0, 1, 2]), opt_level=opt_level,
-                      cache=False).run(inputs)
+    with np.errstate(invalid="ignore"):  # the traced second order takes means over no values (NaN, of no one)
+        outs = fc.compile(fc.build_backward_graph(second_graph, s, [0, 1, 2]), opt_level=opt_level,
+                          cache=False).run(inputs)
     for got, want in zip(outs[1:4] + outs[5:], inputs + inputs):
         assert got.shape == want.shape and not got.any()
