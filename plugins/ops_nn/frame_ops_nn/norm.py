@@ -42,7 +42,9 @@ from ._common import as_out, compute_dtype, same_float
 
 def _empty_safe(build: Callable[[NodeContext], Callable]) -> Callable[[NodeContext], Callable]:
     """``build``'s kernel, except that an empty x (no rows, features, channels or positions) gives zeros: the
-    outputs are then empty too, or sums over nothing (the weight and bias gradients), or statistics nothing reads."""
+    outputs are then empty too, or sums over nothing (the weight and bias gradients), or statistics nothing reads.
+    (layer_norm's and group_norm's kernels only: inference-mode batch_norm returns its running statistics as
+    given, and training mode rejects fewer than two values per channel when the graph is built.)"""
     def builder(ctx: NodeContext) -> Callable:
         if ctx.input_types[0].size:
             return build(ctx)
@@ -509,7 +511,7 @@ BATCH_NORM_GRAD = OpSchema(
     attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum"), "eps": _EPS},
     shape_infer=lambda ctx: [_batch_grad_layout(ctx) and ctx.input_types[0], ctx.input_types[1],
                              ctx.input_types[1]],
-    kernels={"cpu": _empty_safe(_batch_grad_kernel)},
+    kernels={"cpu": _batch_grad_kernel},
     gradient=_batch_grad_gradient,
     doc="batch_norm's training-mode gradients for x (including the running averages' share), weight and bias "
         "in one fused pass.",
@@ -550,7 +552,7 @@ BATCH_NORM = OpSchema(
            "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
            "eps": _EPS},
     shape_infer=_batch_shape,
-    kernels={"cpu": _empty_safe(_batch_kernel)},
+    kernels={"cpu": _batch_kernel},
     gradient=_batch_gradient,
     doc="Batch normalisation of x[N, C, ...] per channel (torch.nn.functional.batch_norm). Outputs y and the "
         "running mean and variance: updated from the batch in training mode, unchanged in inference mode.",
@@ -619,7 +621,7 @@ BATCH_NORM_TRAIN = OpSchema(
            "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
            "eps": _EPS},
     shape_infer=_batch_train_shape,
-    kernels={"cpu": _empty_safe(_batch_train_kernel)},
+    kernels={"cpu": _batch_train_kernel},
     gradient=_batch_train_gradient,
     doc="Training-mode batch_norm that also returns the centred x (xc = x - mean) and 1 / sqrt(var + eps) per "
         "channel (rstd), for batch_norm_grad_saved_internal.",
@@ -676,7 +678,7 @@ BATCH_NORM_GRAD_SAVED = OpSchema(
     attrs={"momentum": AttrSpec("float", 0.1, "the forward's momentum")},
     shape_infer=lambda ctx: [_batch_saved_layout(ctx) and ctx.input_types[0], ctx.input_types[2],
                              ctx.input_types[2]],
-    kernels={"cpu": _empty_safe(_batch_saved_kernel)},
+    kernels={"cpu": _batch_saved_kernel},
     gradient=_batch_saved_gradient,
     doc="Training-mode batch_norm's gradients for x (including the running averages' share), weight and bias "
         "from batch_norm_train_internal's xc and rstd.",

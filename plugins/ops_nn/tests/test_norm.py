@@ -201,3 +201,12 @@ def test_an_empty_normalisation_has_zero_gradients_to_second_order(fn, shapes, o
                           cache=False).run(inputs)
     for got, want in zip(outs[1:4] + outs[5:], inputs + inputs):
         assert got.shape == want.shape and not got.any()
+
+
+def test_inference_batch_norm_of_an_empty_batch_returns_the_running_statistics_as_given():
+    exe = fc.compile(fc.trace(lambda *t: ops.batch_norm(*t, training=False), "f64[0, 3, 2]", "f64[3]", "f64[3]",
+                              "f64[3]", "f64[3]"), cache=False)
+    y, rm, rv = exe.run([np.zeros((0, 3, 2)), np.ones(3), np.zeros(3), np.array([1.0, 2, 3]), np.array([4.0, 5, 6])])
+    assert y.shape == (0, 3, 2)
+    np.testing.assert_array_equal(rm, [1, 2, 3])
+    np.testing.assert_array_equal(rv, [4, 5, 6])
