@@ -69,7 +69,8 @@ def test_float32_stays_within_a_few_roundings_of_float64(case):
         assert np.abs(got - want).max() <= 4 * np.sqrt(n) * np.finfo(np.float32).eps * np.abs(want).max()
 
 
-@pytest.mark.parametrize("x_shape, w_shape", [((2, 2, 30), (0, 2, 3)), ((2, 2, 1300), (0, 1, 3))], ids=["grid", "window"])
+@pytest.mark.parametrize("x_shape, w_shape", [((2, 2, 30), (0, 2, 3)), ((2, 2, 1300), (0, 1, 3))],
+                         ids=["grid", "window"])
 def test_a_convolution_without_output_channels_is_empty_and_its_input_gradient_zero(x_shape, w_shape):
     x, w = np.ones(x_shape), np.ones(w_shape)
     groups = x_shape[1] // w_shape[1]
