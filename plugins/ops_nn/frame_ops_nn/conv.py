@@ -251,7 +251,8 @@ def _rows(gy: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
 
 
 def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, -1)  # [G, og, cg kh kw]
+    # [G, og, cg kh kw], sizes spelt out: with no output channels a -1 could stand for any size
+    return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, w.shape[1] * w.shape[2] * w.shape[3])
 
 
 def _on_grid(a: np.ndarray, geo: Geometry, acc: np.dtype, at: tuple[int, int]) -> np.ndarray:
@@ -336,7 +337,11 @@ def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype
     """gw[o, c, i, j] = sum_{b, h, w} gy[b, o, h, w] x_pad[b, c, h s + i d, w s + j d]: per chunk and group,
     one product, summed over the chunks."""
     if _on_short_rows(geo):
-        return _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        gw = _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        if not np.isnan(gw).any():
+            return gw
+        # the grid's dropped columns hold gy = 0 against x values no window reads: 0 * inf or a NaN there made a
+        # NaN that torch does not have; the windows read only what the convolution reads
     view = _windows(_padded(x, geo, acc), geo)
     gw = np.zeros((geo.groups, geo.c_out // geo.groups, (geo.c_in // geo.groups) * geo.kernel[0] * geo.kernel[1]),
                   acc)
@@ -353,7 +358,8 @@ def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: Geometry, acc: np.dtype
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     """The transposed convolution: per chunk and group, columns = w^T @ gy, each tap's column added back where it
     was read (col2im)."""
-    if geo.stride != (1, 1):
+    if geo.stride != (1, 1) or not np.isfinite(w).all():
+        # (on the grid, w^T @ gy also fills the dropped columns, where 0 * inf is a NaN torch does not have)
         return _grad_input_strided(gy, w, geo, acc)
     g, cg, og = geo.groups, geo.c_in // geo.groups, geo.c_out // geo.groups
     (kh, kw), (oh, ow), (dh, dw) = geo.kernel, geo.out, geo.dilation
@@ -380,7 +386,7 @@ def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype)
 
 
 def _grad_input_strided(gy: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
-    """conv_grad_input for strides above 1: each tap's columns added back at the strided positions it read."""
+    """conv_grad_input for strides above 1 (or a non-finite w): each tap's columns added back where it read."""
     g, cg = geo.groups, geo.c_in // geo.groups
     (kh, kw), (oh, ow) = geo.kernel, geo.out
     (bh, bw), (h, w_) = geo.before, geo.size

@@ -40,6 +40,23 @@ from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
 from ._common import as_out, compute_dtype, same_float
 
+def _empty_safe(build: Callable[[NodeContext], Callable]) -> Callable[[NodeContext], Callable]:
+    """``build``'s kernel, except that an empty x (no rows, features, channels or positions) gives zeros: the
+    outputs are then empty too, or sums over nothing (the weight and bias gradients), or statistics nothing reads.
+    (layer_norm's and group_norm's kernels only: inference-mode batch_norm returns its running statistics as
+    given, and training mode rejects fewer than two values per channel when the graph is built.)"""
+    def builder(ctx: NodeContext) -> Callable:
+        if ctx.input_types[0].size:
+            return build(ctx)
+        outs = ctx.output_types
+
+        def kernel(*_: np.ndarray):  # noqa: ANN202
+            made = tuple(np.zeros(t.shape, t.dtype.np) for t in outs)
+            return made if len(made) > 1 else made[0]
+        return kernel
+    return builder
+
+
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
@@ -168,7 +185,7 @@ LAYER_NORM = OpSchema(
     inputs=("x", "weight", "bias"),
     attrs={"eps": _EPS},
     shape_infer=lambda ctx: [_layer_axes(ctx) and ctx.input_types[0]],
-    kernels={"cpu": _layer_kernel},
+    kernels={"cpu": _empty_safe(_layer_kernel)},
     gradient=_layer_gradient,
     doc="Normalises x over its last weight.rank axes (mean 0, variance 1, biased) and applies weight * xhat + "
         "bias (torch.nn.functional.layer_norm).",
@@ -242,7 +259,7 @@ LAYER_NORM_GRAD = OpSchema(
     outputs=("gx", "gweight", "gbias"),
     attrs={"eps": _EPS},
     shape_infer=_layer_grad_shape,
-    kernels={"cpu": _layer_grad_kernel},
+    kernels={"cpu": _empty_safe(_layer_grad_kernel)},
     gradient=_layer_grad_gradient,
     doc="layer_norm's gradients for x, weight and bias in one fused pass.",
     examples=[Example(["f32[4, 6]", "f32[6]", "f32[4, 6]"]),
@@ -297,7 +314,7 @@ LAYER_NORM_TRAIN = OpSchema(
     outputs=("y", "xhat", "rstd"),
     attrs={"eps": _EPS},
     shape_infer=_layer_train_shape,
-    kernels={"cpu": _layer_train_kernel},
+    kernels={"cpu": _empty_safe(_layer_train_kernel)},
     gradient=_layer_train_gradient,
     doc="layer_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per normalised group "
         "(rstd, x's batch shape), for layer_norm_grad_saved_internal.",
@@ -350,7 +367,7 @@ LAYER_NORM_GRAD_SAVED = OpSchema(
     inputs=("xhat", "rstd", "weight", "gy"),
     outputs=("gx", "gweight", "gbias"),
     shape_infer=_layer_saved_shape,
-    kernels={"cpu": _layer_saved_kernel},
+    kernels={"cpu": _empty_safe(_layer_saved_kernel)},
     gradient=_layer_saved_gradient,
     doc="layer_norm's gradients for x, weight and bias from layer_norm_train_internal's xhat and rstd.",
     examples=[Example(["f32[4, 6]", "f32[4]", "f32[6]", "f32[4, 6]"], low=0.5, high=1.5),
@@ -697,9 +714,14 @@ def _group_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
+def _grouped(shape: list[int], groups: int) -> list[int]:
+    """``[N, groups, values per group]`` (spelt out: with an empty batch a -1 could stand for any size)."""
+    return [shape[0], groups, int(np.prod(shape[1:], dtype=np.int64)) // groups]
+
+
 def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
     """group_norm's gradient ``(gx, gweight, gbias)`` for x of ``shape``, written with frame ops."""
-    grouped, axes, bshape = [shape[0], groups, -1], [0, *range(2, len(shape))], [1, shape[1]] + [1] * (len(shape) - 2)
+    grouped, axes, bshape = _grouped(shape, groups), [0, *range(2, len(shape))], [1, shape[1]] + [1] * (len(shape) - 2)
 
     def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=grouped), [2], eps)
@@ -755,7 +777,7 @@ GROUP_NORM_GRAD = OpSchema(
     outputs=("gx", "gweight", "gbias"),
     attrs={"num_groups": AttrSpec("int", doc="the forward's num_groups"), "eps": _EPS},
     shape_infer=_group_grad_shape,
-    kernels={"cpu": _group_grad_kernel},
+    kernels={"cpu": _empty_safe(_group_grad_kernel)},
     gradient=_group_grad_gradient,
     doc="group_norm's gradients for x, weight and bias in one fused kernel.",
     examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}),
@@ -769,7 +791,7 @@ GROUP_NORM = OpSchema(
     inputs=("x", "weight", "bias"),
     attrs={"num_groups": AttrSpec("int", doc="channel groups normalised together; must divide C"), "eps": _EPS},
     shape_infer=lambda ctx: [_group_layout(ctx) and ctx.input_types[0]],
-    kernels={"cpu": _group_kernel},
+    kernels={"cpu": _empty_safe(_group_kernel)},
     gradient=_group_gradient,
     doc="Normalises x[N, C, ...] over each group of C / num_groups channels and all positions, then applies a "
         "per-channel weight and bias (torch.nn.functional.group_norm).",
@@ -808,7 +830,7 @@ def _group_train_gradient(ctx: NodeContext):
     eps, shape = ctx.attrs["eps"], list(ctx.input_types[0].shape)
 
     def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
-        _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=[shape[0], groups, -1]), [2], eps)
+        _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=_grouped(shape, groups)), [2], eps)
         xhat = ops.reshape(xhat, shape=shape)
         y = xhat * ops.reshape(w, shape=list(bshape)) + ops.reshape(b, shape=list(bshape))
         return [y, xhat, ops.reshape(rstd, shape=[shape[0], groups])]
@@ -822,7 +844,7 @@ GROUP_NORM_TRAIN = OpSchema(
     outputs=("y", "xhat", "rstd"),
     attrs={"num_groups": AttrSpec("int", doc="channel groups normalised together; must divide C"), "eps": _EPS},
     shape_infer=_group_train_shape,
-    kernels={"cpu": _group_train_kernel},
+    kernels={"cpu": _empty_safe(_group_train_kernel)},
     gradient=_group_train_gradient,
     doc="group_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per sample and group "
         "(rstd[N, num_groups]), for group_norm_grad_saved_internal.",
@@ -860,7 +882,7 @@ def _group_saved_kernel(ctx: NodeContext) -> Callable:
 
 def _group_saved_gradient(ctx: NodeContext):
     groups, shape = ctx.attrs["num_groups"], list(ctx.input_types[0].shape)
-    grouped, axes = [shape[0], groups, -1], [0, *range(2, len(shape))]
+    grouped, axes = _grouped(shape, groups), [0, *range(2, len(shape))]
     bshape = [1, shape[1]] + [1] * (len(shape) - 2)
 
     def formula(xhat, rstd, w, gy):  # noqa: ANN001, ANN202 - traced tensors
@@ -878,7 +900,7 @@ GROUP_NORM_GRAD_SAVED = OpSchema(
     outputs=("gx", "gweight", "gbias"),
     attrs={"num_groups": AttrSpec("int", doc="the forward's num_groups")},
     shape_infer=_group_saved_shape,
-    kernels={"cpu": _group_saved_kernel},
+    kernels={"cpu": _empty_safe(_group_saved_kernel)},
     gradient=_group_saved_gradient,
     doc="group_norm's gradients for x, weight and bias from group_norm_train_internal's xhat and rstd.",
     examples=[Example(["f32[2, 6, 5]", "f32[2, 3]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}, low=0.5, high=1.5),

@@ -132,7 +132,8 @@ def _tile_taps(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     (2x2 windows: rows of ``ow`` elements two apart) cost several times more per pass.
     """
     view = np.moveaxis(_tile_view(x, geo), (-3, -1), (0, 1))  # [kh, kw, ..., oh, ow]
-    return np.ascontiguousarray(view).reshape((-1,) + view.shape[2:])
+    # (the tap count spelt out: for an empty x a -1 could stand for any size)
+    return np.ascontiguousarray(view).reshape((geo.kernel[0] * geo.kernel[1],) + view.shape[2:])
 
 
 def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
@@ -393,6 +394,8 @@ def _adaptive_sizes(ctx: NodeContext, x: TensorType) -> tuple[tuple[int, int], t
     if x.rank < 2:
         raise ctx.error(f"x must have two trailing axes to pool over ([..., H, W]), got {x}")
     out = per_dim(ctx, "output_size", 2)
+    if 0 in x.shape[-2:]:
+        raise ctx.error(f"x {x} has no positions to average along its last two axes; every bin needs at least one")
     return tuple(x.shape[-2:]), out
 
 
@@ -401,7 +404,36 @@ def _adaptive_kernel(ctx: NodeContext) -> Callable:
     (h, w), (oh, ow) = _adaptive_sizes(ctx, x_t)
     acc = compute_dtype(x_t)
     ah, awt = bins(h, oh, acc), bins(w, ow, acc).T
-    return lambda x: as_out(np.matmul(np.matmul(ah, np.asarray(x, acc)), awt), y_t)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, acc)
+        y = np.matmul(np.matmul(ah, x), awt)
+        if np.isnan(y).any():  # rare: the products' zero weights met an inf or NaN outside its bin (0 * inf)
+            y = _bin_means(_bin_means(x, h, oh, -2), w, ow, -1)
+        return as_out(y, y_t)
+    return kernel
+
+
+def _bin_ranges(n: int, m: int) -> list[tuple[int, int]]:
+    return [((i * n) // m, -(-((i + 1) * n) // m)) for i in range(m)]
+
+
+def _bin_means(a: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
+    """The means of ``a`` over the ``m`` bins of its axis ``axis`` (of size ``n``), read from each bin only: a
+    non-finite value reaches its own bins, as in torch, not every bin through a zero weight."""
+    return np.stack([a[(Ellipsis, slice(start, stop)) + (slice(None),) * (-1 - axis)].mean(axis=axis)
+                     for start, stop in _bin_ranges(n, m)], axis=axis)
+
+
+def _bin_spread(a: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
+    """The adjoint of ``_bin_means``: each bin's value divided by its size, added over the bin's positions."""
+    shape = list(a.shape)
+    shape[axis] = n
+    out = np.zeros(shape, a.dtype)
+    tail = (slice(None),) * (-1 - axis)
+    for i, (start, stop) in enumerate(_bin_ranges(n, m)):
+        out[(Ellipsis, slice(start, stop)) + tail] += a[(Ellipsis, slice(i, i + 1)) + tail] / (stop - start)
+    return out
 
 
 ADAPTIVE_AVG_POOL2D = OpSchema(
@@ -431,7 +463,14 @@ def _adaptive_grad_kernel(ctx: NodeContext) -> Callable:
     (h, w), (oh, ow) = _adaptive_grad_sizes(ctx)
     acc = compute_dtype(gy_t)
     aht, aw = bins(h, oh, acc).T, bins(w, ow, acc)
-    return lambda gy: as_out(np.matmul(np.matmul(aht, np.asarray(gy, acc)), aw), gx_t)
+
+    def kernel(gy: np.ndarray) -> np.ndarray:
+        gy = np.asarray(gy, acc)
+        gx = np.matmul(np.matmul(aht, gy), aw)
+        if np.isnan(gx).any():  # as in the forward: an inf or NaN must reach its own bins only
+            gx = _bin_spread(_bin_spread(gy, h, oh, -2), w, ow, -1)
+        return as_out(gx, gx_t)
+    return kernel
 
 
 ADAPTIVE_AVG_POOL2D_GRAD = OpSchema(

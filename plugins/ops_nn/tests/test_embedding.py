@@ -47,3 +47,16 @@ def test_bad_embedding_input_is_a_named_shape_error(types, attrs, message):
     with pytest.raises(fc.ShapeError) as info:
         fc.trace(lambda t, i: ops.embedding(t, i, **attrs), *types)
     assert message in str(info.value), str(info.value)
+
+
+def test_forward_mode_is_the_transpose_of_the_gradient_so_the_padding_row_sends_no_tangent():
+    rng = np.random.default_rng(0)
+    table, tangent, gy = rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), rng.standard_normal((2, 3, 3))
+    idx = np.array([[0, 2, 2], [3, 1, 2]])
+    graph = fc.trace(lambda t: ops.embedding(t, idx, padding_idx=2), "f64[4, 3]")
+    _, jvp = fc.compile(fc.build_jvp_graph(graph, [0]), cache=False).run([table, tangent])
+    grad_graph = fc.trace(lambda t, g: ops.sum(ops.embedding(t, idx, padding_idx=2) * g), "f64[4, 3]", "f64[2, 3, 3]")
+    _, vjp = fc.compile(fc.build_backward_graph(grad_graph, 0, [0]), cache=False).run([table, gy])
+    assert not jvp[idx == 2].any()
+    np.testing.assert_allclose(jvp[idx != 2], tangent[idx[idx != 2]], rtol=0, atol=0)
+    np.testing.assert_allclose(np.sum(jvp * gy), np.sum(tangent * vjp), rtol=1e-12)

@@ -183,3 +183,30 @@ def test_every_gradient_of_one_normalisation_starts_from_the_saved_statistics():
     assert names.count("layer_norm_grad_saved_internal") == 2 and "layer_norm_grad_internal" not in names, names
     for a, b in zip(fc.compile(graph, opt_level=0).run(inputs), fused.run(inputs)):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+@pytest.mark.parametrize("opt_level", [0, 1])
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda x, w, b: ops.layer_norm(x, w, b), [(2, 0), (0,), (0,)]),                      # no features
+    (lambda x, w, b: ops.group_norm(x, w, b, num_groups=2), [(0, 4, 3), (4,), (4,)]),     # an empty batch
+    (lambda x, w, b: ops.group_norm(x, w, b, num_groups=1), [(2, 0, 3), (0,), (0,)]),     # no channels
+], ids=["layer_norm", "group_norm batch", "group_norm channels"])
+def test_an_empty_normalisation_has_zero_gradients_to_second_order(fn, shapes, opt_level):
+    inputs = [np.zeros(s) for s in shapes]
+    graph = fc.trace(lambda *t: ops.sum(fn(*t)), *[fc.TensorType("f64", s) for s in shapes])
+    first = fc.build_backward_graph(graph, 0, [0, 1, 2])
+    second_graph, s = fc.extend_graph(first, lambda *t: ops.sum(t[4]) + ops.sum(t[5]))
+    with np.errstate(invalid="ignore"):  # the traced second order takes means over no values (NaN, of no one)
+        outs = fc.compile(fc.build_backward_graph(second_graph, s, [0, 1, 2]), opt_level=opt_level,
+                          cache=False).run(inputs)
+    for got, want in zip(outs[1:4] + outs[5:], inputs + inputs):
+        assert got.shape == want.shape and not got.any()
+
+
+def test_inference_batch_norm_of_an_empty_batch_returns_the_running_statistics_as_given():
+    exe = fc.compile(fc.trace(lambda *t: ops.batch_norm(*t, training=False), "f64[0, 3, 2]", "f64[3]", "f64[3]",
+                              "f64[3]", "f64[3]"), cache=False)
+    y, rm, rv = exe.run([np.zeros((0, 3, 2)), np.ones(3), np.zeros(3), np.array([1.0, 2, 3]), np.array([4.0, 5, 6])])
+    assert y.shape == (0, 3, 2)
+    np.testing.assert_array_equal(rm, [1, 2, 3])
+    np.testing.assert_array_equal(rv, [4, 5, 6])

@@ -100,3 +100,37 @@ def test_max_pool2d_ties_and_nans_follow_the_rule_on_every_path(attrs):
         want[(*lead, i * sh + k // kw, j * sw + k % kw)] += 1.0
         assert np.isnan(y[idx]) if nan.size else y[idx] == window[k]
     np.testing.assert_array_equal(gx, want)
+
+
+def test_max_pool2d_of_an_empty_batch_has_an_empty_gradient_on_the_tiled_path():
+    graph = fc.trace(lambda a: ops.sum(ops.max_pool2d(a, kernel_size=2)), "f64[0, 2, 4, 4]")
+    _, gx = fc.compile(fc.build_backward_graph(graph, 0, [0]), cache=False).run([np.zeros((0, 2, 4, 4))])
+    assert gx.shape == (0, 2, 4, 4)
+
+
+def test_adaptive_avg_pool2d_of_an_empty_image_is_a_named_shape_error():
+    with pytest.raises(fc.ShapeError, match="no positions to average"):
+        fc.trace(lambda a: ops.adaptive_avg_pool2d(a, output_size=1), "f64[1, 1, 0, 4]")
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan], ids=["inf", "-inf", "nan"])
+@pytest.mark.parametrize("size", [[2, 3], [4, 5]], ids=["apart", "overlapping"])
+def test_adaptive_avg_pool2d_keeps_a_non_finite_value_in_its_own_bins(size, value):
+    """The kernels are products with averaging matrices; their zero weights must not turn inf into NaN elsewhere."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 7))
+    x[0, 0, 0, 0] = x[1, 2, 5, 6] = value
+    gy = rng.standard_normal((2, 3, *size))
+    gy[0, 1, 0, 0] = value
+    tx, tg = torch.tensor(x, requires_grad=True), torch.tensor(gy, requires_grad=True)
+    y = torch.nn.functional.adaptive_avg_pool2d(tx, tuple(size))
+    (gx,) = torch.autograd.grad(y, tx, tg)
+    graph = fc.trace(lambda a, g: ops.sum(ops.adaptive_avg_pool2d(a, output_size=size) * g),
+                     fc.TensorType("f64", x.shape), fc.TensorType("f64", gy.shape))
+    with np.errstate(invalid="ignore"):
+        got = fc.compile(fc.build_backward_graph(graph, 0, [0]), cache=False).run([x, gy])[1]
+        pooled = fc.compile(fc.trace(lambda a: ops.adaptive_avg_pool2d(a, output_size=size), "f64[2, 3, 6, 7]"),
+                            cache=False).run([x])[0]
+    np.testing.assert_allclose(pooled, y.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, gx.numpy(), rtol=1e-12, atol=1e-12)

@@ -159,13 +159,18 @@ def _grid_columns(grid: np.ndarray, geo: ConvGeometry, acc: np.dtype, count: int
     return cols.reshape(geo.groups, -1, count)
 
 
+def _group_weights(w: np.ndarray, g: int, cog: int, acc: np.dtype) -> np.ndarray:
+    """w[C_out, C_in / g, K] as ``[g, C_out / g, C_in / g * K]`` (sizes spelt out: no output channels is no -1)."""
+    return np.asarray(w, acc).reshape(g, cog, w.shape[1] * w.shape[2])
+
+
 def _grid_count(geo: ConvGeometry, nb: int) -> int:
     return (nb - 1) * geo.padded_length + geo.out_length
 
 
 def _grid_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     g, cog, lp = geo.groups, geo.c_out // geo.groups, geo.padded_length
-    wg, y = np.asarray(w, acc).reshape(g, cog, -1), np.empty((geo.batch, geo.c_out, geo.out_length), acc)
+    wg, y = _group_weights(w, g, cog, acc), np.empty((geo.batch, geo.c_out, geo.out_length), acc)
     for first, stop in _chunks(geo, _GRID_COLUMNS):
         nb, count = stop - first, _grid_count(geo, stop - first)
         cols = _grid_columns(_grid(x[first:stop], geo, acc, geo.left), geo, acc, count)
@@ -213,7 +218,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype)
     if _on_grid(geo):
         return _grid_forward(np.asarray(x), w, geo, acc)
     g, cog = geo.groups, geo.c_out // geo.groups
-    view, wg = _windows(x, geo, acc), np.asarray(w, acc).reshape(g, cog, -1)
+    view, wg = _windows(x, geo, acc), _group_weights(w, g, cog, acc)
     y = np.empty((geo.batch, geo.c_out, geo.out_length), acc)
     for first, stop in _chunks(geo):
         cols = _columns(view[first:stop], geo, acc)
@@ -230,7 +235,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype)
 
 def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
     """The transposed convolution: per chunk and group, w^T @ gy, each tap's rows added back where the tap read."""
-    if _on_grid(geo):
+    if _on_grid(geo) and np.isfinite(w).all():  # (w^T @ gy also fills the grid's dropped columns: 0 * inf is NaN)
         return _grid_grad_input(np.asarray(gy), w, geo, acc)
     g, cog, cig, n = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.out_length
     wt = np.ascontiguousarray(np.asarray(w, acc).reshape(g, cog, cig * geo.kernel).transpose(0, 2, 1))
@@ -252,7 +257,11 @@ def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.d
     """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: one product per chunk and
     group, summed over the chunks."""
     if _on_grid(geo):
-        return _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        gw = _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        if not np.isnan(gw).any():
+            return gw
+        # the grid's dropped columns hold gy = 0 against x values no window reads: 0 * inf or a NaN there made a
+        # NaN that torch does not have; the windows read only what the convolution reads
     g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
     view, gy = _windows(x, geo, acc), np.asarray(gy, acc)
     gw = np.zeros((g, cog, cig * geo.kernel), acc)

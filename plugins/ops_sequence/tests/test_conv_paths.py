@@ -67,3 +67,34 @@ def test_float32_stays_within_a_few_roundings_of_float64(case):
     terms = [w.shape[1] * w.shape[2], w.shape[0] * w.shape[2], g.shape[0] * g.shape[2]]  # of a y, a gx, a gw
     for got, want, n in zip(single, exact, terms):
         assert np.abs(got - want).max() <= 4 * np.sqrt(n) * np.finfo(np.float32).eps * np.abs(want).max()
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((2, 2, 30), (0, 2, 3)), ((2, 2, 1300), (0, 1, 3))],
+                         ids=["grid", "window"])
+def test_a_convolution_without_output_channels_is_empty_and_its_input_gradient_zero(x_shape, w_shape):
+    x, w = np.ones(x_shape), np.ones(w_shape)
+    groups = x_shape[1] // w_shape[1]
+    graph = fc.trace(lambda a, b: ops.sum(ops.conv1d(a, b, groups=groups)), "f64" + str(list(x_shape)),
+                     "f64" + str(list(w_shape)))
+    _, gx, gw = fc.compile(fc.build_backward_graph(graph, 0, [0, 1]), cache=False).run([x, w])
+    assert gx.shape == x_shape and not gx.any() and gw.shape == w_shape
+
+
+@pytest.mark.parametrize("where", ["x", "w"])
+@pytest.mark.parametrize("value", [np.inf, np.nan], ids=["inf", "nan"])
+def test_a_non_finite_value_spreads_to_the_gradients_as_in_torch_on_the_grid(value, where):
+    """The grid's dropped positions hold gy = 0 against values no window reads: 0 * inf must not become a NaN."""
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 2, 30)), rng.standard_normal((3, 2, 3))
+    if where == "x":
+        x[0, 0, -1] = value   # read by a single tap of a single window
+    else:
+        w[1, 1, 1] = value
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv1d(tx, tw)
+    g = rng.standard_normal(tuple(y.shape))
+    y.backward(torch.tensor(g))
+    with np.errstate(invalid="ignore"):
+        gx, gw = _gradients(x, w, g, {})
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
