@@ -393,7 +393,7 @@ def _tidy(graph: Graph) -> None:
             value = n.attrs["value"]
             if value.size > 16:
                 continue
-            key = (n.op, value.dtype.str, value.shape, value.tobytes())  # the scalars 1, 2, 0 of each rule
+            key: tuple = (n.op, value.dtype.str, value.shape, value.tobytes())  # the scalars 1, 2, 0 of each rule
         else:
             key = (n.op, n.inputs, attrs_key(n.attrs) if n.attrs else ())
         twin = seen.get(key)

@@ -191,7 +191,7 @@ class Executable:
         result_problem, bad_result = self._result_problem, self._bad_result
         rows = prog.rows
         # (checked runs) which calls are checked in full, and the outputs each kernel must return
-        full, wants = _check_plan(rows, everything=self.checks) if check else (None, None)
+        full, wants = _check_plan(rows, everything=self.checks) if check else ([], {})  # (read only when checking)
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
