@@ -39,9 +39,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
-from _env import describe_environment
+# One thread for every framework, as the comparison asks: BLAS (numpy, frame) through _env, XLA's
+# Eigen pool for jax, torch.set_num_threads below. Pass --blas-threads N to change it.
+sys.argv += [] if any(a.startswith("--blas-threads") for a in sys.argv) else ["--blas-threads", "1"]
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+from _env import describe_environment  # noqa: E402 - BLAS settings before numpy loads
 
 import numpy as np
 
