@@ -96,13 +96,21 @@ def ort_session(data: bytes):
 
 
 def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+    return median_times([fn], repeat)[0]
+
+
+def median_times(fns, repeat: int) -> list[float]:
+    """The median time of each function, the functions run in turn in every repetition (interleaved: a burst of
+    load on the shared machine then falls on all of them, not on whichever ran during it)."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
 
 
 def import_and_compile(data: bytes, dims: dict[str, int], probe: bool | str = True) -> float:
@@ -173,7 +181,7 @@ def main() -> None:
     if args.import_only:
         return
 
-    print(f"\n== inference, median of {args.repeat} (ratio = frame / onnxruntime) ==")
+    print(f"\n== inference, median of {args.repeat} interleaved runs (ratio = frame / onnxruntime) ==")
     mlp_data, mlp_params = mlp()
     for label, data, shape, dims in (("mlp 784-256-256-10, batch 64", mlp_data, (64, 784), {"batch": 64}),
                                      ("cnn, batch 16", cnn_data, (16, 3, 32, 32), {"batch": 16})):
@@ -181,9 +189,8 @@ def main() -> None:
         model = frame_onnx.load(data, dims=dims)
         exe = fc.compile(model.graph)
         argv = model.arguments([x])
-        ours = median_time(lambda: exe.run(argv), args.repeat)
         session = ort_session(data)
-        theirs = median_time(lambda: session.run(None, {"x": x}), args.repeat)
+        ours, theirs = median_times([lambda: exe.run(argv), lambda: session.run(None, {"x": x})], args.repeat)
         np.testing.assert_allclose(exe.run(argv)[0], session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
         line = f"{label:32s} frame {ours * 1e3:8.3f} ms   onnxruntime {theirs * 1e3:8.3f} ms   ratio {ours / theirs:5.2f}"
         if data is mlp_data:
