@@ -70,49 +70,43 @@ def _registry(registry: Registry | None) -> Registry:
     return registry if registry is not None else current_registry()
 
 
-def jacfwd(graph: Graph, wrt: int | str, output: int | str = 0, *, registry: Registry | None = None) -> Graph:
-    """``graph`` plus the Jacobian of ``output`` with respect to input ``wrt`` (shape ``y.shape + x.shape``), by
-    one forward-mode sweep per element of ``x``; named ``jacfwd(<output>, <input>)``."""
+def _jacobian(graph: Graph, wrt: int | str, output: int | str, registry: Registry | None, mode: str) -> Graph:
+    """``graph`` plus the Jacobian of ``output`` with respect to input ``wrt``: with ``mode`` ``"fwd"`` one
+    forward-mode sweep per element of x (columns of y's shape, stacked last), with ``"rev"`` one reverse-mode
+    sweep per element of y (rows of x's shape, stacked first); either way of shape ``y.shape + x.shape``."""
     reg = _registry(registry)
     i, k = _one_input(graph, wrt), _float_output(graph, output)
     with gc_paused(), use_registry(reg):
         result = clone_graph(graph)
-        result.name = f"{graph.name}_jacfwd"
+        result.name = f"{graph.name}_jac{mode}"
         x, y = result.inputs[i], result.outputs[k]
+        seed, target = (x, y) if mode == "fwd" else (y, x)
+        sweep = propagate if mode == "fwd" else _backpropagate
         n = len(result.nodes)
-        columns = []
-        for e in _basis(x.type):
-            tangents = propagate(result, {x: result.constant(e)}, {y}, reg, "")
-            columns.append(tangents.get(y) or result.constant(np.zeros(y.type.shape, y.type.dtype.np)))
-        if len(columns) == 1:
-            jac = columns[0]
+        parts = []
+        for e in _basis(seed.type):
+            found = sweep(result, {seed: result.constant(e)}, {target}, reg, "")
+            parts.append(found.get(target) or result.constant(np.zeros(target.type.shape, target.type.dtype.np)))
+        label = f"jac{mode}({output_label(graph, k)}, {x.name or f'input {i}'})"
+        if mode == "rev":
+            _assemble(result, parts, y.type.shape, x.type.shape, label)
         else:
-            jac = result.apply("stack", *columns, axis=-1)  # y.shape + [x.size]
-        jac = result.apply("reshape", jac, shape=y.type.shape + x.type.shape)
-        label = f"jacfwd({output_label(graph, k)}, {x.name or f'input {i}'})"
-        result.mark_output(jac, label)
+            jac = parts[0] if len(parts) == 1 else result.apply("stack", *parts, axis=-1)  # y.shape + [x.size]
+            result.mark_output(result.apply("reshape", jac, shape=y.type.shape + x.type.shape), label)
         _drop_unneeded_after(result, n, reg)
     return result
+
+
+def jacfwd(graph: Graph, wrt: int | str, output: int | str = 0, *, registry: Registry | None = None) -> Graph:
+    """``graph`` plus the Jacobian of ``output`` with respect to input ``wrt`` (shape ``y.shape + x.shape``), by
+    one forward-mode sweep per element of ``x``; named ``jacfwd(<output>, <input>)``."""
+    return _jacobian(graph, wrt, output, registry, "fwd")
 
 
 def jacrev(graph: Graph, wrt: int | str, output: int | str = 0, *, registry: Registry | None = None) -> Graph:
     """``graph`` plus the Jacobian of ``output`` with respect to input ``wrt`` (shape ``y.shape + x.shape``), by
     one reverse-mode sweep per element of ``y``; named ``jacrev(<output>, <input>)``."""
-    reg = _registry(registry)
-    i, k = _one_input(graph, wrt), _float_output(graph, output)
-    with gc_paused(), use_registry(reg):
-        result = clone_graph(graph)
-        result.name = f"{graph.name}_jacrev"
-        x, y = result.inputs[i], result.outputs[k]
-        n = len(result.nodes)
-        rows = []
-        for e in _basis(y.type):
-            grads = _backpropagate(result, {y: result.constant(e)}, {x}, reg, "")
-            rows.append(grads.get(x) or result.constant(np.zeros(x.type.shape, x.type.dtype.np)))
-        _assemble(result, rows, y.type.shape, x.type.shape,
-                  f"jacrev({output_label(graph, k)}, {x.name or f'input {i}'})")
-        _drop_unneeded_after(result, n, reg)
-    return result
+    return _jacobian(graph, wrt, output, registry, "rev")
 
 
 def hessian(graph: Graph, wrt: int | str, output: int | str = 0, *, registry: Registry | None = None) -> Graph:

@@ -290,14 +290,20 @@ def derived_jvp_graph(micro: Graph, ctx: NodeContext, reg: Registry) -> Graph:
     dxs = [rule.add_input(t, f"dx{i}") for i, t in enumerate(ctx.input_types)]
     gys = [rule.zeros(t) for t in ctx.output_types]
     rule.outputs = inline_graph(rule, transpose, [*xs, *ys, *gys, *dxs])
-    live = set(rule.outputs)
+    keep_needed(rule)
+    return rule
+
+
+def keep_needed(graph: Graph) -> None:
+    """Drop, in place, the nodes of a small rule graph that none of its outputs needs (rule graphs have no side
+    effects; a compiled graph goes through the pipeline's dead-node pass instead)."""
+    live = set(graph.outputs)
     keep = []
-    for node in reversed(rule.nodes):
+    for node in reversed(graph.nodes):
         if any(v in live for v in node.outputs):
             keep.append(node)
             live.update(node.inputs)
-    rule.nodes = keep[::-1]
-    return rule
+    graph.nodes = keep[::-1]
 
 
 def trace_jvp(fn: Callable[..., Any], ctx: NodeContext) -> Graph:

@@ -46,7 +46,7 @@ from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .backward import _chain, _not_the_packs_fault, _output_position, input_position, output_label
-from .jvp import _drop_unneeded_after, build_jvp_graph, without_forward_rule
+from .jvp import _drop_unneeded_after, build_jvp_graph, keep_needed, without_forward_rule
 
 __all__ = ["build_laplacian_graph", "build_taylor_graph"]
 
@@ -264,13 +264,7 @@ class _Builder:
                 result.mark_output(outs[len(active) + ia])
         _reuse_primal(result, node, rxs, result.add_input(node.outputs[0].type, "y"))
         _tidy(result)
-        live = set(result.outputs)
-        keep = []
-        for n in reversed(result.nodes):
-            if any(v in live for v in n.outputs):
-                keep.append(n)
-                live.update(n.inputs)
-        result.nodes = keep[::-1]
+        keep_needed(result)
         self.deriv_cache[key] = result
         return result
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._gc import gc_paused, made
-from ...errors import CompileError, MemoryLimitError, machine_memory
+from ...errors import CompileError, MemoryLimitError, human_bytes, machine_memory
 from ...ir.graph import Graph, Node, Value
 from ...ir.keys import attrs_key
 from ...ir.printer import ValueNames
@@ -168,16 +168,6 @@ def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
     return arenas[plan.buffer_of[v]][: t.nbytes].view(t.dtype.np).reshape(t.shape)
 
 
-def _human(n: int) -> str:
-    """``1536`` -> ``'1.5 KiB'``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            return f"{size:.4g} {unit}"
-        size /= 1024
-    return f"{size:.4g} PiB"
-
-
 _type = attrgetter("type")
 
 
@@ -212,14 +202,14 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     total = machine_memory()
     try:
         if total is not None and plan.arena_bytes > total:  # np.empty would succeed lazily, then swap for minutes
-            raise MemoryError(f"this machine has {_human(total)} of memory")
+            raise MemoryError(f"this machine has {human_bytes(total)} of memory")
         arenas = [np.empty(size, np.uint8) for size in plan.buffer_bytes]
     except (MemoryError, ValueError) as exc:  # ValueError: "array is too big" past numpy's own limit
         need = plan.arena_bytes
         raise MemoryLimitError(
-            f"the memory plan needs {need:,} bytes ({_human(need)}) for the graph's intermediates in "
+            f"the memory plan needs {need:,} bytes ({human_bytes(need)}) for the graph's intermediates in "
             f"{len(plan.buffer_bytes)} buffers, more than this machine can allocate ({type(exc).__name__}: {exc}); "
-            f"the largest single intermediate is {_human(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
+            f"the largest single intermediate is {human_bytes(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
             "batch), or split the computation") from None
     views: dict[tuple[int, Any], np.ndarray] = {}  # (buffer, type) -> its view: values of one type share it
     rows: list[tuple] = []

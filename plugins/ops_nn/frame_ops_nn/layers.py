@@ -75,6 +75,19 @@ class Linear:
         return y + params["b"] if self.bias else y
 
 
+def _conv_init(layer, rng: np.random.Generator, rank: int) -> dict:  # noqa: ANN001 - a Conv1d or Conv2d
+    """w[C_out, C_in / groups, *kernel] and b[C_out], uniform in +-1/sqrt(fan_in) as torch's Conv layers."""
+    _sizes(layer, in_channels=layer.in_channels, out_channels=layer.out_channels)
+    _check_groups(layer)
+    kernel = _kernel(layer, rank)
+    per_group = layer.in_channels // layer.groups
+    fan_in = per_group * math.prod(kernel)
+    params = {"w": _fan_in_uniform(rng, (layer.out_channels, per_group, *kernel), fan_in, layer.dtype)}
+    if layer.bias:
+        params["b"] = _fan_in_uniform(rng, (layer.out_channels,), fan_in, layer.dtype)
+    return params
+
+
 @dataclass(frozen=True)
 class Conv1d:
     """``conv1d(x[B, C_in, L], w[C_out, C_in / groups, K]) + b[C_out]`` (frame-ops-sequence's conv1d)."""
@@ -90,15 +103,7 @@ class Conv1d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
-        _sizes(self, in_channels=self.in_channels, out_channels=self.out_channels)
-        _check_groups(self)
-        (k,) = _kernel(self, 1)
-        fan_in = self.in_channels // self.groups * k
-        params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, k), fan_in,
-                                       self.dtype)}
-        if self.bias:
-            params["b"] = _fan_in_uniform(rng, (self.out_channels,), fan_in, self.dtype)
-        return params
+        return _conv_init(self, rng, 1)
 
     def apply(self, params: dict, x):  # noqa: ANN001, ANN201
         y = ops.conv1d(x, params["w"], stride=self.stride, padding=self.padding, dilation=self.dilation,
@@ -121,15 +126,7 @@ class Conv2d:
     dtype: str = "float32"
 
     def init(self, rng: np.random.Generator) -> dict:
-        _sizes(self, in_channels=self.in_channels, out_channels=self.out_channels)
-        _check_groups(self)
-        kh, kw = _kernel(self, 2)
-        fan_in = self.in_channels // self.groups * kh * kw
-        params = {"w": _fan_in_uniform(rng, (self.out_channels, self.in_channels // self.groups, kh, kw), fan_in,
-                                       self.dtype)}
-        if self.bias:
-            params["b"] = _fan_in_uniform(rng, (self.out_channels,), fan_in, self.dtype)
-        return params
+        return _conv_init(self, rng, 2)
 
     def apply(self, params: dict, x):  # noqa: ANN001, ANN201
         y = ops.conv2d(x, params["w"], stride=self.stride, padding=self.padding, dilation=self.dilation,

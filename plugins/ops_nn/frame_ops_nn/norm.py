@@ -268,7 +268,6 @@ LAYER_NORM_GRAD = OpSchema(
 )
 
 
-
 # The training pair with saved statistics. In a training graph the forward layer_norm and its
 # layer_norm_grad_internal both normalise the same x; the pass ``reuse_norm_statistics`` (norm_passes.py)
 # turns the pair into layer_norm_train_internal, which also returns xhat and rstd, and

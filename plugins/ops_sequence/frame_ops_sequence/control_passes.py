@@ -84,6 +84,16 @@ def merge_trajectory_recompute(graph: Graph, ctx: Any) -> Graph:
         twins[small] = (big, where)
     if not twins:
         return graph
+    merged = read_from_saving_twins(graph, twins)
+    ctx.note("merge_trajectory_recompute", f"{len(twins)} forward loop(s) now save what their gradient reads")
+    return merged
+
+
+def read_from_saving_twins(graph: Graph, twins: dict[Node, tuple[Node, list[int]]]) -> Graph:
+    """``graph`` without the forward nodes of ``twins`` (forward node -> (saving node, positions)): output ``k``
+    of a forward node is read from output ``positions[k]`` of its saving twin, which is emitted where its first
+    forward twin stood (their inputs are the same, so they are defined there). Shared by the passes that merge
+    a recomputation into the saving node a gradient made of it."""
     rw = Rewriter(graph)
     placed: dict[Node, Node] = {}  # saving node -> its node in the new graph
     savers = {big for big, _ in twins.values()}
@@ -97,11 +107,10 @@ def merge_trajectory_recompute(graph: Graph, ctx: Any) -> Graph:
                 placed[node] = copy
             continue
         big, where = twin
-        if big not in placed:  # its inputs are this node's, so they are defined here
+        if big not in placed:
             placed[big] = rw.copy(big)
         for k, old in enumerate(node.outputs):
             rw.alias(old, placed[big].outputs[where[k]])
-    ctx.note("merge_trajectory_recompute", f"{len(twins)} forward loop(s) now save what their gradient reads")
     return rw.finish()
 
 

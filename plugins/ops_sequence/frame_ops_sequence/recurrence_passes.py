@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from frame_core import Graph, Node, PassSpec, Rewriter
+from frame_core import Graph, Node, PassSpec
 
+from .control_passes import read_from_saving_twins
 from .recurrence import optional_names
 
 __all__ = ["PASSES", "merge_selective_scan_saving"]
@@ -44,22 +45,9 @@ def merge_selective_scan_saving(graph: Graph, ctx: Any) -> Graph:
     twins = {n: savers[_key(n)] for n in graph.nodes if _short(n) == "selective_scan" and _key(n) in savers}
     if not twins:
         return graph
-    rw = Rewriter(graph)
-    placed: dict[Node, Node] = {}
-    for node in graph.nodes:
-        if node in placed:  # already emitted where its forward twin was
-            continue
-        saver = twins.get(node)
-        if saver is None:
-            copy = rw.copy(node)
-            if node in twins.values():
-                placed[node] = copy
-            continue
-        if saver not in placed:  # its inputs are the forward node's, so they are defined here
-            placed[saver] = rw.copy(saver)
-        rw.alias(node.outputs[0], placed[saver].outputs[0])
+    merged = read_from_saving_twins(graph, {node: (saver, [0]) for node, saver in twins.items()})
     ctx.note("merge_selective_scan_saving", f"{len(twins)} selective_scan node(s) read their saving twin's output")
-    return rw.finish()
+    return merged
 
 
 PASSES = [
