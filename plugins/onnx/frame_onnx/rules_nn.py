@@ -36,8 +36,6 @@ def _spatial(cx: NodeContext, x: Any, kernel: list[int]) -> tuple[list[int], lis
     dilations = cx.attr("dilations", "ints") or [1] * n
     pads = cx.attr("pads", "ints") or [0] * (2 * n)
     auto = cx.attr("auto_pad", "string", "NOTSET")
-    if cx.attr("ceil_mode", "int", 0):
-        raise Unsupported("ceil_mode=1 (frame pools floor the output size)")
     before, after = list(pads[:n]), list(pads[n:])
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         for i in range(n):
@@ -141,47 +139,70 @@ def _conv_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], befor
 
 @rule("MaxPool", "AveragePool")
 def _pool(cx: NodeContext) -> Any:
+    """frame's pool ops for the plain cases; dilated windows, ``ceil_mode=1`` windows that hang past the padding,
+    and the pools frame has no op for, as the maximum or the mean of the window's strided slices."""
     x = cx.input(0)
     if len(cx.node.output) > 1 and cx.node.output[1]:
         raise Unsupported("MaxPool's Indices output")
     kernel = cx.attr("kernel_shape", "ints")
     n = len(kernel)
     strides, dilations, before, after = _spatial(cx, x, kernel)
-    if any(d != 1 for d in dilations):
-        raise Unsupported("dilated pooling")
     is_max = cx.node.op_type == "MaxPool"
     include = bool(cx.attr("count_include_pad", "int", 0))
-    if n == 1:
-        if is_max:
-            return ops.max_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
-        if (before[0] or after[0]) and not include:
-            raise Unsupported("a padded 1-D average pool that leaves the padding out of the count")
-        return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
-    if n == 2 and _have("max_pool2d"):
-        pads = [before[0], after[0], before[1], after[1]]
-        if is_max:
-            return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
-        return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
-    # 2-D without frame-ops-nn, and 3-D or more: the maximum or the mean of the window's strided slices
+    ceil = bool(cx.attr("ceil_mode", "int", 0))
+    sizes = shape_of(x)[2:]
+    # ceil_mode: one more window where the last would start inside the input or its leading padding (ONNX
+    # Runtime's and torch's rule); the positions it reads past the trailing padding are left out of it
+    extra = [max(0, (_pooled_size(size, k, s, d, b, a, ceil) - 1) * s + (k - 1) * d + 1 - (size + b + a))
+             for size, k, s, d, b, a in zip(sizes, kernel, strides, dilations, before, after)]
     padded = any(before) or any(after)
+    if not any(extra) and all(d == 1 for d in dilations):
+        if n == 1 and (is_max or include or not padded):
+            if is_max:
+                return ops.max_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
+            return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
+        if n == 2 and _have("max_pool2d"):
+            pads = [before[0], after[0], before[1], after[1]]
+            if is_max:
+                return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
+            return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
+    return _window_pool(x, kernel, strides, dilations, before, [a + e for a, e in zip(after, extra)], is_max,
+                        after if include else [0] * n, before if include else [0] * n)
+
+
+def _pooled_size(size: int, k: int, s: int, d: int, before: int, after: int, ceil: bool) -> int:
+    span = size + before + after - (k - 1) * d - 1
+    if span < 0:
+        raise Unsupported(f"a window of {(k - 1) * d + 1} positions larger than the padded input ({size + before + after})")
+    out = (-(-span // s) if ceil else span // s) + 1
+    return out - 1 if ceil and (out - 1) * s >= size + before else out
+
+
+def _window_pool(x: Any, kernel: list[int], strides: list[int], dilations: list[int], before: list[int],
+                 after: list[int], is_max: bool, counted_after: list[int], counted_before: list[int]) -> Any:
+    """The maximum (padding at -inf) or the mean of the window's strided slices of ``x`` padded by ``before`` and
+    ``after``; a mean divides by the number of positions in the window that lie inside ``x`` widened by
+    ``counted_before``/``counted_after`` (the explicit padding when it counts, nothing otherwise)."""
+    spatial = shape_of(x)[2:]
+    xp = _pad_spatial(x, before, after)
+    if is_max and (any(before) or any(after)):  # the padding never wins: -inf where it lies outside x
+        outside = ~np.pad(np.ones(spatial, bool), list(zip(before, after)))
+        xp = ops.where(outside, like(-np.inf, x), xp)
+    taps, out_size = _taps(xp, kernel, strides, dilations)
     if is_max:
-        if padded:
-            raise Unsupported(f"padded {n}-D max pooling" + (" without frame-ops-nn (pip install frame-ops-nn)"
-                                                              if n == 2 else ""))
-        taps, _ = _taps(x, kernel, strides, [1] * n)
         out = taps[0]
         for t in taps[1:]:
             out = ops.maximum(out, t)
         return out
-    taps, out_size = _taps(_pad_spatial(x, before, after), kernel, strides, [1] * n)
     total = taps[0]
     for t in taps[1:]:
         total = total + t
-    if include or not padded:
-        return total * (1.0 / int(np.prod(kernel)))
-    ones = np.pad(np.ones(shape_of(x)[2:]), list(zip(before, after)))
-    count = sum(ones[tuple(slice(t, t + (o - 1) * s + 1, s) for t, o, s in zip(tap, out_size, strides))]
-                for tap in np.ndindex(*kernel))
+    counted = np.pad(np.pad(np.ones(spatial), list(zip(counted_before, counted_after)), constant_values=1.0),
+                     [(b - cb, a - ca) for b, a, cb, ca in zip(before, after, counted_before, counted_after)])
+    count = sum(counted[tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in
+                              zip(tap, dilations, out_size, strides))] for tap in np.ndindex(*kernel))
+    if np.all(count == count.flat[0]):
+        return total * (1.0 / float(count.flat[0]))
     return total / like(count, x)
 
 
@@ -261,6 +282,10 @@ def _activations(cx: NodeContext, default: list[str], directions: int) -> list[l
     return [[_ACT[n] for n in names[d * k:(d + 1) * k]] for d in range(directions)]
 
 
+def _clipped(f: Any, clip: float) -> Any:
+    return lambda v: f(ops.clip(v, min=-clip, max=clip))
+
+
 def _direction(v: Any, d: int, directions: int) -> Any:
     """Direction ``d``'s slice of a ``[num_directions, ...]`` weight, bias or initial state."""
     if directions > 1:
@@ -289,8 +314,10 @@ def _empty_sequences(cx: NodeContext) -> Any:
     return ops.equal(ops.expand_dims(lens, axes=[1]), like(0, lens))
 
 
-def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: list[str]) -> Any:
+def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: list[str],
+               per_direction: bool = False) -> Any:
     """The common frame of RNN/GRU/LSTM: projections, a scan over time per direction, the outputs' layouts.
+    ``step`` is the cell (``per_direction``: ``step(d, num_directions)`` gives direction d's cell).
 
     ``sequence_lens`` masks the steps past each sequence's end: there the state stays as it was (so the final
     state is the one at the sequence's last step) and the output row is 0, as ONNX defines; a reverse
@@ -298,14 +325,17 @@ def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: lis
     A sequence of length 0 ends in a zero state, as ONNX Runtime computes it.
     """
     x, w, r = cx.input(0), cx.input(1), cx.input(2)
-    if cx.attr("clip", "float") is not None:
-        raise Unsupported("cell clipping")
     direction = cx.attr("direction", "string", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise Unsupported(f"direction {direction!r} (ONNX defines forward, reverse, bidirectional)")
     runs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
     nd = len(runs)
     acts = _activations(cx, default, nd)
+    clip = cx.attr("clip", "float")
+    if clip is not None:  # the gates' inputs are clipped to [-clip, clip] (ONNX Runtime's cell clipping; an
+        if not clip > 0:  # LSTM's cell state itself is not)
+            raise Unsupported(f"clip {clip} (a threshold above 0)")
+        acts = [[_clipped(f, clip) if k < 2 else f for k, f in enumerate(per)] for per in acts]
     layout = cx.attr("layout", "int", 0)
     if layout == 1:
         x = ops.transpose(x, perm=[1, 0, 2])
@@ -333,7 +363,7 @@ def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: lis
             else:  # zeros shaped like one step's [B, H] (the batch size stays the data's, never a number)
                 row = ops.squeeze(ops.slice(xw, starts=[0, 0], stops=[1, hidden], axes=[0, 2]), axes=[0])
                 init.append(ops.where(np.array(True), np.zeros((), np.dtype(x.dtype.np)), row))
-        cell = _masked(step, mask is not None, r0, rb, hidden, acts[d])
+        cell = _masked(step(d, nd) if per_direction else step, mask is not None, r0, rb, hidden, acts[d])
         carry, y = ops.scan(cell, tuple(init), xw if mask is None else (xw, mask), reverse=run == "reverse")
         if empty is not None:  # a sequence of length 0 ends in a zero state (ONNX Runtime's rule), not the initial one
             carry = tuple(ops.where(empty, like(0, c), c) for c in carry)
@@ -402,16 +432,30 @@ def _rec(h: Any, r0: Any, rb: Any, k: int, hidden: int) -> Any:
 
 @rule("LSTM")
 def _lstm(cx: NodeContext) -> Any:
-    if cx.has(7):
-        raise Unsupported("peephole weights")
-    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
-        f, g, hact = acts
-        h, cell = c  # gates in ONNX order i, o, f, c
-        pre = xt + ops.matmul(h, ops.transpose(r0))
-        if rb is not None:
-            pre = pre + rb
-        i, o, fg, cc = (_split(pre, k, hidden) for k in range(4))
-        cell = f(fg) * cell + f(i) * g(cc)
-        h = f(o) * hact(cell)
-        return (h, cell), h
-    return _recurrent(cx, 4, step, 2, ["Sigmoid", "Tanh", "Tanh"])
+    """Gates in ONNX order i, o, f, c; with peepholes ``P[D, 3H]`` (p_i, p_o, p_f) the input and forget gates also
+    read the previous cell and the output gate the new one; ``input_forget=1`` couples f = 1 - i."""
+    coupled = bool(cx.attr("input_forget", "int", 0))
+    peepholes = cx.input(7) if cx.has(7) else None
+
+    def make_step(d: int, nd: int) -> Any:
+        p = _direction(peepholes, d, nd) if peepholes is not None else None            # [3H]
+
+        def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
+            f, g, hact = acts
+            h, cell = c
+            pre = xt + ops.matmul(h, ops.transpose(r0))
+            if rb is not None:
+                pre = pre + rb
+            i, o, fg, cc = (_split(pre, k, hidden) for k in range(4))
+            if p is not None:
+                i = i + _split(p, 0, hidden) * cell
+                fg = fg + _split(p, 2, hidden) * cell
+            gate_i = f(i)
+            gate_f = 1.0 - gate_i if coupled else f(fg)
+            cell = gate_f * cell + gate_i * g(cc)
+            if p is not None:
+                o = o + _split(p, 1, hidden) * cell
+            h = f(o) * hact(cell)
+            return (h, cell), h
+        return step
+    return _recurrent(cx, 4, make_step, 2, ["Sigmoid", "Tanh", "Tanh"], per_direction=True)
