@@ -18,7 +18,7 @@ import numpy as np
 from frame_core import ops
 
 from ._import import NodeContext, Unsupported, rule
-from .rules_ops import like, norm_axis, np_dtype, rank_of, shape_of
+from .rules_ops import invalid, like, norm_axis, np_dtype, rank_of, shape_of
 
 __all__: list[str] = []
 
@@ -241,6 +241,42 @@ def _instance_norm(cx: NodeContext) -> Any:
     centred = x - ops.mean(x, axes=axes, keepdims=True)
     y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True) + eps)
     return y * ops.reshape(scale, shape=shape) + ops.reshape(bias, shape=shape)
+
+
+@rule("GroupNormalization")
+def _group_norm(cx: NodeContext) -> Any:
+    """Each sample's channels in ``num_groups`` groups, each group normalised over its channels and positions,
+    then scaled: per channel from opset 21 (scale and bias ``[C]``, torch's ``GroupNorm``), per group in opset
+    18 (``[num_groups]``, each entry repeated over its group's channels). frame-ops-nn's ``group_norm`` when
+    installed, else written out."""
+    x, scale, bias = cx.input(0), cx.input(1), cx.input(2)
+    groups = cx.attr("num_groups", "int")
+    eps = cx.attr("epsilon", "float", 1e-5)
+    if rank_of(x) < 2:
+        raise invalid(cx, f"the input must be [N, C, ...], got rank {rank_of(x)}")
+    c = shape_of(x)[1]
+    if groups is None or groups < 1 or c % groups:
+        raise invalid(cx, f"num_groups {groups} must divide the {c} channels")
+    per_group = cx.opset < 21
+    size = groups if per_group else c
+    if shape_of(scale) != (size,) or shape_of(bias) != (size,):
+        hint = ("; onnx.version_converter moves GroupNormalization to opset 21 without repeating its per-group "
+                "scale and bias over the channels: import the opset-18 model as it is" if shape_of(scale) == (groups,)
+                else "")
+        raise invalid(cx, f"scale and bias must be [{size}] ({'num_groups' if per_group else 'C'} in opset "
+                          f"{cx.opset}), got {list(shape_of(scale))} and {list(shape_of(bias))}{hint}")
+    if per_group and groups != c:
+        owner = np.arange(c) // (c // groups)  # the group of each channel
+        scale, bias = (v[owner] if isinstance(v, np.ndarray) else ops.gather(v, owner, axis=0) for v in (scale, bias))
+    if _have("group_norm"):
+        return ops.group_norm(x, scale, bias, num_groups=groups, eps=eps)
+    shape = list(shape_of(x))
+    grouped = ops.reshape(x, shape=[-1, groups, int(np.prod(shape[1:], dtype=np.int64)) // groups])
+    centred = grouped - ops.mean(grouped, axes=[2], keepdims=True)
+    y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=[2], keepdims=True) + eps)
+    channel = [c] + [1] * (len(shape) - 2)
+    return (ops.reshape(y, shape=[-1, *shape[1:]]) * ops.reshape(scale, shape=channel)
+            + ops.reshape(bias, shape=channel))
 
 
 @rule("LayerNormalization")
