@@ -317,6 +317,8 @@ def _linear_scan(ex: Exporter, node: Node) -> list[str]:
     shape = list(_shape(node))
     rank = len(shape)
     axis, reverse = node.attrs["axis"] % rank, int(bool(node.attrs.get("reverse")))
+    if shape[axis] == 0:  # no step: ONNX Runtime's Scan cannot slice 0 rows; the empty result is known
+        return [ex.const(np.zeros(shape, node.outputs[0].dtype.np), node.outputs[0].dtype)]
     perm = [axis, *(k for k in range(rank) if k != axis)]
     a, b = _x(ex, node, 0), _x(ex, node, 1)
     if axis:
