@@ -23,16 +23,8 @@ __all__ = ["RULES"]
 
 RULES: dict[str, Callable[[Exporter, Node], Sequence[str]]] = {}
 
-_RANDOM = ("frame draws its numbers from Philox-4x64-10 under a key that is a graph input; ONNX's RandomUniform, "
-           "RandomNormal, Bernoulli and Dropout are seeded by an attribute and drawn by each runtime's own generator, "
-           "so the exported graph would give other numbers than frame's (and could not take the key): draw the "
-           "numbers or the dropout mask in frame and feed them to the graph as inputs, or export the graph without "
-           "them (dropout off for inference)")
-
 #: Ops left out on purpose, with the reason the UnmappedOpError gives.
 NOT_EXPORTED = {
-    **{op: _RANDOM for op in ("random_uniform", "random_normal", "bernoulli", "dropout", "random_split",
-                              "random_fold_in")},
     "fused_elementwise_internal": "a compiled graph's fusion: export the graph before compiling it",
     "native_fused_internal": "a compiled graph's native kernel: export the graph before compiling it",
 }
@@ -568,3 +560,4 @@ def _pool2d(ex: Exporter, node: Node) -> list[str]:
 
 
 from . import rules_export_grads  # noqa: E402,F401 - the gradients of convolutions, pools and strided slices
+from . import rules_export_random  # noqa: E402,F401 - Philox in 64-bit integer ops: random ops draw frame's bits
