@@ -298,7 +298,10 @@ def test_hardmax_equals_onnxruntime_first_maximum(axis):
     x = _w(2, 3, 4)
     x[0, 1, 1] = x[0, 1, 3] = x[1, 0, 0] = x[1, 2, 0] = 5.0
     model, feeds = _model([helper.make_node("Hardmax", ["x"], ["y"], axis=axis)], [("x", x)], [_vi("y", [2, 3, 4])])
-    _same_as_onnxruntime(model, feeds, rtol=0, atol=0)
+    imported, _ = _same_as_onnxruntime(model, feeds, rtol=0, atol=0)
+    graph, loss = fc.extend_graph(imported.graph, lambda *xs: ops.sum(xs[-1] * xs[0]))
+    gx = fc.compile(fc.build_backward_graph(graph, loss, [0])).run([x])[-1]
+    np.testing.assert_array_equal(gx, imported.run([x])[0])  # d(sum(hardmax(x) x))/dx: hardmax's own part is 0
 
 
 # -- GroupNormalization -----------------------------------------------------------------------------------------------
