@@ -89,8 +89,8 @@ def _contract(a: Any, la: list[str], b: Any, lb: list[str], keep: set[str]) -> t
     summed = [lab for lab in la if lab in lb and lab not in keep]
     left = [lab for lab in la if lab not in lb]
     right = [lab for lab in lb if lab not in la]
-    size = dict(zip(lb, shape_of(b)))
-    size.update((lab, n) for lab, n in zip(la, shape_of(a)) if size.get(lab, 1) == 1)  # broadcast: the larger
+    size_a, size_b = dict(zip(la, shape_of(a))), dict(zip(lb, shape_of(b)))
+    size = {**size_a, **{lab: n for lab, n in size_b.items() if size_a.get(lab, 1) == 1}}  # broadcast: the larger
     if not summed:  # both laid out as batch + left + right, size 1 where an operand lacks the label
         order = batch + left + right
 
@@ -99,12 +99,11 @@ def _contract(a: Any, la: list[str], b: Any, lb: list[str], keep: set[str]) -> t
             absent = [k for k, lab in enumerate(order) if lab not in labels]
             return ops.expand_dims(x, axes=absent) if absent else x
         return ops.mul(spread(a, la), spread(b, lb)), order
-    for lab in summed:
-        if dict(zip(la, shape_of(a)))[lab] != dict(zip(lb, shape_of(b)))[lab]:
-            raise Unsupported(f"Einsum summing index {lab!r} of sizes {dict(zip(la, shape_of(a)))[lab]} and "
-                              f"{dict(zip(lb, shape_of(b)))[lab]} (a broadcast contraction)")
-    a_batch = [dict(zip(la, shape_of(a)))[lab] for lab in batch]
-    b_batch = [dict(zip(lb, shape_of(b)))[lab] for lab in batch]
+    unequal = [f"{lab!r} ({size_a[lab]} and {size_b[lab]})" for lab in summed if size_a[lab] != size_b[lab]]
+    if unequal:
+        raise Unsupported(f"Einsum summing over indices of different sizes, {', '.join(unequal)} (a broadcast "
+                          "contraction)")
+    a_batch, b_batch = [size_a[lab] for lab in batch], [size_b[lab] for lab in batch]
     rows, inner, cols = (math.prod(size[lab] for lab in group) for group in (left, summed, right))
     a3 = reshape_keeping_batch(_arranged(a, la, batch + left + summed), [*a_batch, rows, inner])
     b3 = reshape_keeping_batch(_arranged(b, lb, batch + summed + right), [*b_batch, inner, cols])

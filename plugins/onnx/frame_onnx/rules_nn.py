@@ -167,7 +167,7 @@ def _pool(cx: NodeContext) -> Any:
                 return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
             return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
     return _window_pool(x, kernel, strides, dilations, before, [a + e for a, e in zip(after, extra)], is_max,
-                        after if include else [0] * n, before if include else [0] * n)
+                        before if include else [0] * n, after if include else [0] * n)
 
 
 def _pooled_size(size: int, k: int, s: int, d: int, before: int, after: int, ceil: bool) -> int:
@@ -179,7 +179,7 @@ def _pooled_size(size: int, k: int, s: int, d: int, before: int, after: int, cei
 
 
 def _window_pool(x: Any, kernel: list[int], strides: list[int], dilations: list[int], before: list[int],
-                 after: list[int], is_max: bool, counted_after: list[int], counted_before: list[int]) -> Any:
+                 after: list[int], is_max: bool, counted_before: list[int], counted_after: list[int]) -> Any:
     """The maximum (padding at -inf) or the mean of the window's strided slices of ``x`` padded by ``before`` and
     ``after``; a mean divides by the number of positions in the window that lie inside ``x`` widened by
     ``counted_before``/``counted_after`` (the explicit padding when it counts, nothing otherwise)."""
