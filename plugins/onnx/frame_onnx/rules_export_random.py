@@ -23,6 +23,7 @@ from onnx import TensorProto
 
 from frame_core import Node
 
+from .errors import OnnxError
 from .export import Exporter, onnx_type
 from .rules_export import rule
 
@@ -40,6 +41,9 @@ class _Philox:
     are one ``Loop`` whose body is a round (about 45 nodes, whatever the number of words)."""
 
     def __init__(self, ex: Exporter, key_i64: str) -> None:
+        if ex.opset < 18:
+            raise OnnxError(f"random ops export Philox with BitwiseXor and BitwiseAnd, which ONNX has from opset 18; "
+                            f"export with opset 18 or newer (the default), not {ex.opset}")
         self.ex = ex
         key = ex.emit("Cast", [key_i64], to=U64)                      # the same 64 bits, unsigned
         self.k0 = ex.emit("Slice", [key, ex.ints([0]), ex.ints([1])])

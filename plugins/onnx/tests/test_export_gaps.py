@@ -103,6 +103,12 @@ def test_random_ops_draw_frames_bits_on_onnxruntime(dtype, shape):
     assert not {n.op_type for n in model.graph.node} & {"RandomUniform", "RandomNormal", "Bernoulli", "Dropout"}
 
 
+def test_random_ops_need_opset_18_and_say_so():
+    graph = fc.trace(lambda key: ops.random_uniform(key, shape=[2], dtype="f32"), "i64[2]")
+    with pytest.raises(frame_onnx.OnnxError, match="BitwiseXor.*opset 18 or newer"):
+        frame_onnx.to_onnx(graph, opset=17)
+
+
 def test_a_training_graph_with_dropout_gives_frames_gradients_on_onnxruntime():
     """dropout's gradient is dropout(gy, key): the same key regenerates the same mask on ONNX Runtime."""
     from frame_ops_basic.random import fold_in, key
