@@ -375,6 +375,17 @@ LAYER_NORM_GRAD_SAVED = OpSchema(
 )
 
 # -- batch_norm ---------------------------------------------------------------------------------------
+def _per_channel(x: TensorType) -> int:
+    """How many values each channel of ``x[N, C, ...]`` holds: N times the spatial size (also when C is 0, as
+    torch: a batch of no channels is empty, not one of too few values)."""
+    return int(np.prod([d for i, d in enumerate(x.shape) if i != 1], dtype=np.int64))
+
+
+def _ncs(x: TensorType) -> tuple[int, int, int]:
+    """``x[N, C, ...]`` as ``[N, C, S]`` (spelt out: with no channels a -1 could stand for any S)."""
+    return x.shape[0], x.shape[1], int(np.prod(x.shape[2:], dtype=np.int64))
+
+
 def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
     """(reduced axes, count per channel, broadcast shape of a per-channel vector)."""
     x, *per_channel = same_float(ctx)
@@ -388,7 +399,7 @@ def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
     if not 0.0 <= momentum <= 1.0:
         raise ctx.error(f"momentum must lie in [0, 1], got {momentum}")
     axes = [0, *range(2, x.rank)]
-    count = x.size // c if c else 0
+    count = _per_channel(x)
     if ctx.attrs["training"] and count < 2:
         raise ctx.error(f"training mode needs more than one value per channel to estimate a variance, got x {x}; "
                         "use a larger batch or training=False")
@@ -406,14 +417,14 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
     eps, momentum, training = ctx.attrs["eps"], ctx.attrs["momentum"], ctx.attrs["training"]
     acc, (y_t, rm_t, rv_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
 
-    n, c = y_t.shape[:2]
+    n, c, s = _ncs(y_t)
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
         x = np.asarray(x, acc)
         if training:
-            x3 = x.reshape(n, c, -1)  # [N, C, S]: statistics over N and S
+            x3 = x.reshape(n, c, s)  # [N, C, S]: statistics over N and S
             mean = _channel_means(x3)
-            xc, xc3 = _fresh(y_t.shape, acc, n, c, -1)
+            xc, xc3 = _fresh(y_t.shape, acc, n, c, s)
             np.subtract(x3, mean[:, None], out=xc3)
             var = np.einsum("ncs,ncs->c", xc3, xc3) / count
             new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
@@ -450,7 +461,7 @@ def _batch_grad_layout(ctx: NodeContext) -> int:
     if x.rank < 2 or gy != x or not w.shape == g_rm.shape == g_rv.shape == (x.shape[1],):
         raise ctx.error(f"expected x [N, C, ...], gy of x's type and three [C] vectors, got {x}, {w}, {gy}, "
                         f"{g_rm}, {g_rv}")
-    count = x.size // x.shape[1]
+    count = _per_channel(x)
     if count < 2:
         raise ctx.error(f"training mode needs more than one value per channel, got x {x}")
     return count
@@ -461,14 +472,14 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
     m, eps = ctx.attrs["momentum"], ctx.attrs["eps"]
     x_t = ctx.input_types[0]
     acc, (gx_t, gw_t, gb_t) = compute_dtype(x_t), ctx.output_types
-    n, c = x_t.shape[:2]
+    n, c, s = _ncs(x_t)
 
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        x3 = np.asarray(x, acc).reshape(n, c, s)
         xc = x3 - _channel_means(x3)[:, None]
         rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xc, xc) / count + eps)
-        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
-        gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, s)
+        gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, s),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
@@ -484,7 +495,7 @@ def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: n
     is per channel, so the means are ``w gbias / count`` and ``w gweight / count``, and gx is ``gy A - xc D - C``
     for three per-channel vectors: two reductions and four passes over the data.
     """
-    count = xc.size // xc.shape[1]
+    count = xc.shape[0] * xc.shape[2]
     gb = _channel_sums(gy3)
     gw = np.einsum("ncs,ncs->c", gy3, xc) * rstd
     mean_g, mean_gx = w * gb / count, w * gw / count
@@ -578,17 +589,17 @@ def _batch_train_kernel(ctx: NodeContext) -> Callable:
     _, count, _ = _batch_layout(ctx)
     eps, momentum = ctx.attrs["eps"], ctx.attrs["momentum"]
     acc, (y_t, rm_t, rv_t, xc_t, rstd_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
-    n, c = y_t.shape[:2]
+    n, c, s = _ncs(y_t)
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
-        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        x3 = np.asarray(x, acc).reshape(n, c, s)
         mean = _channel_means(x3)
-        xc, xc3 = _fresh(xc_t.shape, acc, n, c, -1)
+        xc, xc3 = _fresh(xc_t.shape, acc, n, c, s)
         np.subtract(x3, mean[:, None], out=xc3)
         var = np.einsum("ncs,ncs->c", xc3, xc3) / count
         new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
         new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
-        y, y3 = _fresh(y_t.shape, acc, n, c, -1)
+        y, y3 = _fresh(y_t.shape, acc, n, c, s)
         np.multiply(xc3, (np.asarray(w, acc) / np.sqrt(var + eps))[:, None], out=y3)
         y3 += np.asarray(b, acc)[:, None]
         return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xc, xc_t), \
@@ -634,7 +645,7 @@ def _batch_saved_layout(ctx: NodeContext) -> int:
     if xc.rank < 2 or gy != xc or not rstd.shape == w.shape == g_rm.shape == g_rv.shape == (xc.shape[1],):
         raise ctx.error(f"expected xc [N, C, ...], gy of xc's type and four [C] vectors, got {xc}, {rstd}, "
                         f"{w}, {gy}, {g_rm}, {g_rv}")
-    count = xc.size // xc.shape[1]
+    count = _per_channel(xc)
     if count < 2:
         raise ctx.error(f"training mode needs more than one value per channel, got xc {xc}")
     return count
@@ -644,12 +655,12 @@ def _batch_saved_kernel(ctx: NodeContext) -> Callable:
     _batch_saved_layout(ctx)
     m, xc_t = ctx.attrs["momentum"], ctx.input_types[0]
     acc, (gx_t, gw_t, gb_t) = compute_dtype(xc_t), ctx.output_types
-    n, c = xc_t.shape[:2]
+    n, c, s = _ncs(xc_t)
 
     def kernel(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
-        gw, gb = _batch_grad_channels(np.asarray(xc, acc).reshape(n, c, -1), np.asarray(rstd, acc),
-                                      np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, s)
+        gw, gb = _batch_grad_channels(np.asarray(xc, acc).reshape(n, c, s), np.asarray(rstd, acc),
+                                      np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, s),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
