@@ -25,7 +25,9 @@ with frame-ops-basic ops directly. In a compiled training graph the pass
 ``reuse_norm_statistics`` (norm_passes.py) pairs layer_norm / batch_norm with
 their gradient: ``*_train_internal`` also returns the normalised (or centred)
 x and rstd, and ``*_grad_saved_internal`` starts from them (the same bits).
-Means are BLAS products with ones (``_row_means``, ``_channel_sums``).
+Row sums (layer_norm, group_norm) are numpy's pairwise sums in a fixed order that frame-native's compiled
+row kernels reproduce bit for bit (``_row_sums``); batch_norm's channel sums are BLAS products with ones
+(``_channel_sums``).
 Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
 (a NaN in one position makes its whole normalisation group NaN).
 """
@@ -60,16 +62,34 @@ def _empty_safe(build: Callable[[NodeContext], Callable]) -> Callable[[NodeConte
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
-def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None,
+                    scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x``, with ``rstd = 1 / sqrt(var + eps)``
-    per row (few passes, no temporaries beyond the result: the mean is a product with a vector of ones, the
-    variance one ``einsum`` over the centred rows). xhat is written to ``out`` (a 2-D view of an output, so that
-    the output needs no copy: ``as_out`` copies any view), else to a fresh array."""
-    xc = np.subtract(x, _row_means(x)[:, None], out=out)
-    var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
+    per row. xhat is written to ``out`` (a 2-D view of an output, so that the output needs no copy: ``as_out``
+    copies any view), else to a fresh array; the squares for the variance go to ``scratch`` when given.
+
+    The order of every operation is fixed (``_row_sums``; one rounding per elementwise operation), so that
+    frame-native's compiled row kernels can reproduce it bit for bit (docs/nn.md#normalisation)."""
+    x = np.ascontiguousarray(x)
+    features = max(x.shape[1], 1)
+    xc = np.subtract(x, (_row_sums(x) / features)[:, None], out=out)
+    var = _row_sums(np.multiply(xc, xc, out=scratch)) / features
     rstd = 1.0 / np.sqrt(var + eps)
     xc *= rstd[:, None]
     return xc, rstd
+
+
+def _row_sums(x: np.ndarray) -> np.ndarray:
+    """The sum of each row of a C-contiguous 2-D ``x``: numpy's pairwise summation of a contiguous row, a fixed
+    order (blocks of up to 128 values summed in 8 interleaved partial sums, longer rows split in halves at a
+    multiple of 8), which frame-native's kernels replicate and check (docs/native.md)."""
+    return np.add.reduce(x, axis=1)
+
+
+def _column_sums(x: np.ndarray) -> np.ndarray:
+    """The sum of each column of a C-contiguous 2-D ``x`` of at least two columns: numpy adds the rows in
+    order, starting from 0 (one column would be summed pairwise instead)."""
+    return np.add.reduce(x, axis=0)
 
 
 def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,15 +99,9 @@ def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndar
     return whole, whole.reshape(rows)
 
 
-def _row_means(x: np.ndarray) -> np.ndarray:
-    """The mean of each row of a 2-D ``x`` as a matrix-vector product with ones: BLAS reads the rows at memory
-    speed, where ``x.mean(axis=1)`` (numpy's pairwise sum) takes about four times as long. The sum's order is
-    BLAS's, so the last bits can differ from ``x.mean`` (docs/nn.md#normalisation)."""
-    return np.dot(x, np.ones(x.shape[1], x.dtype)) / max(x.shape[1], 1)
-
-
 def _channel_sums(x3: np.ndarray) -> np.ndarray:
-    """The sum over axes 0 and 2 of ``x3[N, C, S]``, as products with ones (see ``_row_means``)."""
+    """The sum over axes 0 and 2 of ``x3[N, C, S]``, as products with ones: BLAS reads the data at memory
+    speed, about four times as fast as numpy's pairwise sum, in its own order (docs/nn.md#normalisation)."""
     n, c, s = x3.shape
     sums = np.dot(np.ones(n, x3.dtype), x3.reshape(n, c * s))
     return sums if s == 1 else np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
@@ -216,33 +230,33 @@ def _layer_grad_kernel(ctx: NodeContext) -> Callable:
         xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
         gx, rows = _fresh(gx_t.shape, acc, -1, features)
         gw, gb = _layer_grad_rows(xhat, rstd, np.asarray(w, acc).reshape(-1),
-                                  np.asarray(gy, acc).reshape(-1, features), rows, scratch=True)
+                                  np.asarray(gy, acc).reshape(-1, features), rows)
         return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
 
 
-def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray, out: np.ndarray,
-                     scratch: bool) -> tuple[np.ndarray, np.ndarray]:
+def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray,
+                     out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(gweight, gbias)`` of layer_norm over the rows of 2-D ``xhat`` (with ``rstd`` per row) for the
-    cotangent rows ``g_rows``, with gx written to ``out``; ``scratch``: ``xhat`` may be overwritten."""
-    gb = g_rows.sum(axis=0)
-    gw = np.einsum("ij,ij->j", g_rows, xhat)
-    _normalized_rows_grad(np.multiply(g_rows, w, out=out), xhat, rstd, scratch)
+    cotangent rows ``g_rows``, with gx written to ``out``. Column sums add the rows in order
+    (``_column_sums``), row sums are ``_row_sums``: the order frame-native's row kernels reproduce."""
+    g_rows = np.ascontiguousarray(g_rows)
+    gb = _column_sums(g_rows)
+    gw = _column_sums(np.multiply(g_rows, xhat, out=out))
+    _normalized_rows_grad(np.multiply(g_rows, w, out=out), xhat, rstd)
     return gw, gb
 
 
-def _normalized_rows_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, scratch: bool) -> None:
-    """``g = rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the rows of 2-D ``g``, in place: the gradient of
-    the rows' normalisation for the cotangent ``g`` of xhat; ``scratch``: ``xhat`` may be overwritten."""
-    mean_g = _row_means(g)
-    mean_gx = np.einsum("ij,ij->i", g, xhat) / xhat.shape[1]
+def _normalized_rows_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray) -> None:
+    """``g = rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the rows of C-contiguous 2-D ``g`` and ``xhat``,
+    in place: the gradient of the rows' normalisation for the cotangent ``g`` of xhat (means by ``_row_sums``)."""
+    features = max(g.shape[1], 1)
+    mean_g = _row_sums(g) / features
+    t = np.multiply(g, xhat)
+    mean_gx = _row_sums(t) / features
     g -= mean_g[:, None]
-    if scratch:
-        xhat *= mean_gx[:, None]
-        g -= xhat
-    else:
-        g -= xhat * mean_gx[:, None]
+    g -= np.multiply(xhat, mean_gx[:, None], out=t)
     g *= rstd[:, None]
 
 
@@ -287,7 +301,7 @@ def _layer_train_kernel(ctx: NodeContext) -> Callable:
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray):  # noqa: ANN202
         y, y_rows = _fresh(y_t.shape, acc, -1, features)
         xhat, xhat_rows = _fresh(xhat_t.shape, acc, -1, features)
-        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=xhat_rows)
+        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=xhat_rows, scratch=y_rows)
         np.multiply(xhat_rows, np.asarray(w, acc).reshape(-1), out=y_rows)
         y_rows += np.asarray(b, acc).reshape(-1)
         return as_out(y, y_t), as_out(xhat, xhat_t), \
@@ -340,9 +354,9 @@ def _layer_saved_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
         gx, rows = _fresh(gx_t.shape, acc, -1, features)
-        gw, gb = _layer_grad_rows(np.asarray(xhat, acc).reshape(-1, features), np.asarray(rstd, acc).reshape(-1),
-                                  np.asarray(w, acc).reshape(-1), np.asarray(gy, acc).reshape(-1, features), rows,
-                                  scratch=False)
+        gw, gb = _layer_grad_rows(np.ascontiguousarray(xhat, acc).reshape(-1, features),
+                                  np.asarray(rstd, acc).reshape(-1), np.asarray(w, acc).reshape(-1),
+                                  np.asarray(gy, acc).reshape(-1, features), rows)
         return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
@@ -770,7 +784,7 @@ def _group_grad_kernel(ctx: NodeContext) -> Callable:
         gw = np.einsum("ncs,ncs->c", gy3, xhat.reshape(n, c, -1))
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
         np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
-        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat, rstd, scratch=True)
+        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat, rstd)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 
@@ -885,7 +899,7 @@ def _group_saved_kernel(ctx: NodeContext) -> Callable:
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
         np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
         _normalized_rows_grad(gx.reshape(n * groups, -1), xhat3.reshape(n * groups, -1),
-                              np.asarray(rstd, acc).reshape(-1), scratch=False)
+                              np.asarray(rstd, acc).reshape(-1))
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 
