@@ -1,0 +1,178 @@
+"""Compiled row kernels for layer_norm's training pair: numpy's bits for any row length, dtype, eps, NaN and inf;
+fallbacks; what is left on numpy; the check against numpy before a swap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+import frame_native
+from frame_core import ops
+from frame_native import jit, rows
+
+_PAIR = ["native_layer_norm_train_internal", "native_layer_norm_grad_saved_internal"]
+
+
+def _training(shape: tuple[int, ...], k: int, dtype: type, eps: float = 1e-5) -> fc.Executable:
+    """The compiled graph of sum(layer_norm(x, w, b) * g) and its gradients for x, w and b."""
+    t = lambda s: fc.TensorType(np.dtype(dtype).name, s)  # noqa: E731
+    graph = fc.trace(lambda x, w, b, g: ops.sum(ops.layer_norm(x, w, b, eps=eps) * g), t(shape), t(shape[-k:]),
+                     t(shape[-k:]), t(shape))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1, 2]))
+
+
+def _inputs(shape: tuple[int, ...], k: int, dtype: type, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    wide = lambda s: rng.standard_normal(s) * 10.0 ** rng.uniform(-3, 3, s)  # noqa: E731 - many exponents
+    return [(wide(shape) + 5.0).astype(dtype), wide(shape[-k:]).astype(dtype), wide(shape[-k:]).astype(dtype),
+            wide(shape).astype(dtype)]
+
+
+def _numpy_then_native(exe: fc.Executable, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    first = [np.array(o) for o in exe.run(inputs)]  # numpy (queued after this first run: FRAME_NATIVE_AFTER=1)
+    assert frame_native.wait(60)
+    assert frame_native.tier_of(exe) == ["native", "native"], frame_native.status()["notes"]
+    return first, [np.array(o) for o in exe.run(inputs)]
+
+
+@pytest.mark.parametrize("shape, k, dtype", [
+    ((3, 2), 1, np.float32), ((5, 7), 1, np.float32), ((4, 9), 1, np.float32), ((3, 129), 1, np.float32),
+    ((2, 264), 1, np.float32), ((3, 1023), 1, np.float32), ((2, 3, 4, 5), 2, np.float32), ((17,), 1, np.float32),
+    ((2, 8), 1, np.float64), ((3, 136), 1, np.float64), ((2, 4099), 1, np.float64)])  # (pairwise: 8, 128 split)
+def test_row_kernels_give_numpys_bits_for_any_row_length(shape, k, dtype, same_bits):
+    exe = _training(shape, k, dtype)
+    assert [i.op for i in exe.instructions if i.op.startswith("native_layer")] == _PAIR
+    inputs = _inputs(shape, k, dtype, seed=sum(shape))
+    first, native = _numpy_then_native(exe, inputs)
+    for got, want in zip(native, first):
+        same_bits(got, want)
+
+
+def test_nan_and_inf_propagate_as_in_numpy(same_bits):
+    exe = _training((6, 40), 1, np.float32, eps=0.0)
+    x, w, b, g = _inputs((6, 40), 1, np.float32, seed=3)
+    x[1, 5], x[2, 0], g[3, 7], b[9] = np.nan, np.inf, -np.inf, np.nan
+    x[4] = 2.5  # a constant row with eps 0: 0 / 0
+    with np.errstate(all="ignore"):  # (numpy's tier warns of the NaN it makes; the compiled one does not)
+        first, native = _numpy_then_native(exe, [x, w, b, g])
+    for got, want in zip(native, first):
+        same_bits(got, want, nan_payloads=False)
+    assert np.isnan(native[1][1]).all() and np.isfinite(native[1][0]).all()
+
+
+@pytest.mark.parametrize("eps", [0.5, 1e-12])
+def test_eps_is_rounded_as_numpy_rounds_it(eps, same_bits):
+    exe = _training((4, 33), 1, np.float32, eps=eps)
+    first, native = _numpy_then_native(exe, _inputs((4, 33), 1, np.float32, seed=5))
+    for got, want in zip(native, first):
+        same_bits(got, want)
+
+
+def test_a_strided_argument_runs_numpy_and_is_counted():
+    exe = _training((4, 16), 1, np.float32)
+    inputs = _inputs((4, 16), 1, np.float32, seed=1)
+    _numpy_then_native(exe, inputs)
+    forward = next(i.kernel for i in exe.instructions if i.op == _PAIR[0])
+    wide = np.zeros((4, 32), np.float32)
+    wide[:, ::2] = inputs[0]
+    got = forward(wide[:, ::2], *inputs[1:3])
+    want = forward.numpy(inputs[0], *inputs[1:3])
+    assert forward.native.fallbacks == 1
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape, dtype", [((5, 1), np.float32), ((4, 6), np.float16)])
+def test_rows_of_one_value_and_half_precision_stay_on_numpy(shape, dtype):
+    exe = _training(shape, 1, dtype)
+    assert not any(i.op.startswith("native_layer") for i in exe.instructions)
+
+
+def test_switched_off_leaves_the_pair_on_numpy(monkeypatch):
+    monkeypatch.setenv("FRAME_NATIVE", "0")
+    exe = _training((4, 6), 1, np.float32)
+    assert [i.op for i in exe.instructions if "layer_norm" in i.op] == ["layer_norm_train_internal",
+                                                                        "layer_norm_grad_saved_internal"]
+
+
+def test_a_kernel_that_disagrees_with_numpy_is_never_swapped_in():
+    # a numpy kernel that sums in another order than the compiled one: the check on the compiler thread refuses it
+    exe = _training((3, 200), 1, np.float32)
+    kernel = next(i.kernel for i in exe.instructions if i.op == _PAIR[0])
+    x_t, w_t = fc.TensorType("f32", (3, 200)), fc.TensorType("f32", (200,))
+    plan = rows.plan_rows("layer_norm_train_internal", [x_t, w_t, w_t], [x_t, x_t, fc.TensorType("f32", (3,))],
+                          {"eps": 1e-5})
+
+    def other_order(x, w, b):  # noqa: ANN001, ANN202
+        y, xhat, rstd = kernel.numpy(x, w, b)
+        return y, xhat, (rstd * np.float32(1 + 2**-20)).astype(np.float32)
+    tier = rows.Tier()
+    tier.slot.append(other_order)
+    jit.submit(lambda: plan, lambda p, fn, how: rows._install(tier, p, fn, how, other_order))
+    assert frame_native.wait(60)
+    assert tier.state == "failed" and tier.slot[0] is other_order
+    assert any("does not give numpy's bits" in n for n in frame_native.status()["notes"])
+
+
+def test_second_order_graphs_compile_to_the_same_bits_with_and_without_the_pack(monkeypatch, same_bits):
+    from frame_core import Tensor, current_graph, inline_graph
+
+    types = ["f64[3, 12]", "f64[12]", "f64[12]", "f64[3, 12]"]
+    graph = fc.trace(lambda x, w, b, g: ops.sum(ops.layer_norm(x, w, b) * g), *types)
+    first = fc.build_backward_graph(graph, 0, [0, 1])  # (value, gx, gw)
+
+    def gradient_norm(*tensors):  # noqa: ANN002, ANN202 - traced tensors
+        values = inline_graph(current_graph(), first, [t.value for t in tensors])
+        gx, gw = Tensor(values[1], current_graph()), Tensor(values[2], current_graph())
+        return ops.sum(gx * gx) + ops.sum(gw * ops.layer_norm(gx, tensors[1], tensors[2]))
+    second = fc.build_backward_graph(fc.trace(gradient_norm, *types), 0, [0, 1, 2])
+    inputs = _inputs((3, 12), 1, np.float64, seed=9)
+    exe = fc.compile(second)
+    assert any(i.op.startswith("native_layer_norm") for i in exe.instructions), [i.op for i in exe.instructions]
+    exe.run(inputs)
+    assert frame_native.wait(60)
+    native = [np.array(o) for o in exe.run(inputs)]
+    monkeypatch.setenv("FRAME_NATIVE", "0")
+    plain = [np.array(o) for o in fc.compile(second).run(inputs)]
+    for got, want in zip(native, plain):
+        same_bits(got, want)
+
+
+def _pairwise_reference(a: np.ndarray) -> np.ndarray:
+    """The documented order of a row sum (rows.py's module docstring), with numpy elementwise ops only."""
+    n = a.shape[1]
+    if n < 8:
+        total = np.zeros(a.shape[0], a.dtype)
+        for i in range(n):
+            total = total + a[:, i]
+        return total
+    if n <= 128:
+        s = [a[:, j].copy() for j in range(8)]
+        end = n - n % 8
+        for i in range(8, end, 8):
+            s = [s[j] + a[:, i + j] for j in range(8)]
+        total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+        for i in range(end, n):
+            total = total + a[:, i]
+        return total
+    half = n // 2 - (n // 2) % 8
+    return _pairwise_reference(a[:, :half]) + _pairwise_reference(a[:, half:])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_frame_ops_nn_sums_in_the_order_the_kernels_reproduce(dtype):
+    # the premise of the row kernels, checked without LLVM: numpy's row and column sums as frame-ops-nn uses them
+    from frame_ops_nn.norm import _column_sums, _row_sums
+
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 40), 127, 128, 129, 135, 136, 137, 255, 257, 1000, 1024, 4099, 9000]:
+        a = (rng.standard_normal((3, n)) * 10.0 ** rng.uniform(-4, 4, (3, n))).astype(dtype)
+        np.testing.assert_array_equal(_row_sums(a).view(f"u{a.itemsize}"),
+                                      _pairwise_reference(a).view(f"u{a.itemsize}"))
+    for r, c in [(2, 2), (300, 3), (9, 1000), (1000, 5)]:
+        a = (rng.standard_normal((r, c)) * 10.0 ** rng.uniform(-4, 4, (r, c))).astype(dtype)
+        total = np.zeros(c, dtype)
+        for row in a:
+            total = total + row
+        np.testing.assert_array_equal(_column_sums(a), total)
