@@ -135,7 +135,7 @@ def test_training_pair_reuses_the_statistics_with_the_same_bits(fn, x_shape, w_s
     inputs = [rng.standard_normal(s).astype(dtype) for s in (x_shape, w_shape, w_shape, x_shape)]
     plain_ops, plain = _training_run(fn, inputs, 0)  # opt level 0: no rewrite
     fused_ops, fused = _training_run(fn, inputs, 2)
-    assert pair not in plain_ops and pair in fused_ops, fused_ops
+    assert pair not in plain_ops and {pair, f"native_{pair}"} & set(fused_ops), fused_ops  # (frame-native's twin)
     assert not {"layer_norm_grad_internal", "batch_norm_grad_internal", "group_norm_grad_internal"} & set(fused_ops)
     for a, b in zip(plain, fused):
         assert a.tobytes() == b.tobytes()
@@ -197,7 +197,7 @@ def test_every_gradient_of_one_normalisation_starts_from_the_saved_statistics():
     rng = np.random.default_rng(2)
     inputs = [rng.standard_normal(s) for s in ((4, 6), (6,), (6,), (4, 6), (4, 6))]
     fused = fc.compile(graph)
-    names = [ins.op for ins in fused.instructions]
+    names = [ins.op.removeprefix("native_") for ins in fused.instructions]  # (frame-native's twins count too)
     assert names.count("layer_norm_grad_saved_internal") == 2 and "layer_norm_grad_internal" not in names, names
     for a, b in zip(fc.compile(graph, opt_level=0).run(inputs), fused.run(inputs)):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
