@@ -100,11 +100,23 @@ def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndar
 
 
 def _channel_sums(x3: np.ndarray) -> np.ndarray:
-    """The sum over axes 0 and 2 of ``x3[N, C, S]``, as products with ones: BLAS reads the data at memory
-    speed, about four times as fast as numpy's pairwise sum, in its own order (docs/nn.md#normalisation)."""
+    """The sum over axes 0 and 2 of ``x3[N, C, S]``. With one position per channel (``x[N, C]``, S = 1) the
+    rows are added in turn (``_column_sums``: the order frame-native's batch_norm kernels reproduce); otherwise
+    as products with ones: BLAS reads the data at memory speed, about four times as fast as numpy's pairwise
+    sum, in its own order (docs/nn.md#normalisation)."""
     n, c, s = x3.shape
+    if s == 1:
+        return _column_sums(np.ascontiguousarray(x3).reshape(n, c))
     sums = np.dot(np.ones(n, x3.dtype), x3.reshape(n, c * s))
-    return sums if s == 1 else np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+    return np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+
+
+def _channel_dots(a3: np.ndarray, b3: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """``sum(a3 * b3)`` over axes 0 and 2 of two ``[N, C, S]`` arrays: with S = 1 the products (into
+    ``scratch`` when given) summed by ``_channel_sums``, otherwise one ``np.einsum``."""
+    if a3.shape[2] == 1:
+        return _channel_sums(np.multiply(a3, b3, out=scratch))
+    return np.einsum("ncs,ncs->c", a3, b3)
 
 
 def _channel_means(x3: np.ndarray) -> np.ndarray:
@@ -440,7 +452,7 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
             mean = _channel_means(x3)
             xc, xc3 = _fresh(y_t.shape, acc, n, c, s)
             np.subtract(x3, mean[:, None], out=xc3)
-            var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+            var = _channel_dots(xc3, xc3) / count
             new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
             new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
         else:
@@ -491,7 +503,7 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
         x3 = np.asarray(x, acc).reshape(n, c, s)
         xc = x3 - _channel_means(x3)[:, None]
-        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xc, xc) / count + eps)
+        rstd = 1.0 / np.sqrt(_channel_dots(xc, xc) / count + eps)
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, s)
         gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, s),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
@@ -511,7 +523,7 @@ def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: n
     """
     count = xc.shape[0] * xc.shape[2]
     gb = _channel_sums(gy3)
-    gw = np.einsum("ncs,ncs->c", gy3, xc) * rstd
+    gw = _channel_dots(gy3, xc, scratch=out) * rstd
     mean_g, mean_gx = w * gb / count, w * gw / count
     # the running variance's share, 2 m g_rv xc / (count - 1)
     share = 2.0 * m * g_rv / (count - 1)
@@ -610,10 +622,10 @@ def _batch_train_kernel(ctx: NodeContext) -> Callable:
         mean = _channel_means(x3)
         xc, xc3 = _fresh(xc_t.shape, acc, n, c, s)
         np.subtract(x3, mean[:, None], out=xc3)
-        var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+        y, y3 = _fresh(y_t.shape, acc, n, c, s)
+        var = _channel_dots(xc3, xc3, scratch=y3) / count  # (y's buffer holds the squares first)
         new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
         new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
-        y, y3 = _fresh(y_t.shape, acc, n, c, s)
         np.multiply(xc3, (np.asarray(w, acc) / np.sqrt(var + eps))[:, None], out=y3)
         y3 += np.asarray(b, acc)[:, None]
         return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xc, xc_t), \
