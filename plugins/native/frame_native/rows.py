@@ -48,7 +48,12 @@ __all__ = ["ROW_OPS", "ROW_SCHEMAS", "RowPlan", "compile_norm_rows", "generate_r
 ROW_OPS = {
     "layer_norm_train_internal": (("x", "weight", "bias"), ("y", "xhat", "rstd")),
     "layer_norm_grad_saved_internal": (("xhat", "rstd", "weight", "gy"), ("gx", "gweight", "gbias")),
+    "batch_norm_train_internal": (("x", "weight", "bias", "running_mean", "running_var"),
+                                  ("y", "running_mean", "running_var", "xc", "rstd")),
+    "batch_norm_grad_saved_internal": (("xc", "rstd", "weight", "gy", "g_running_mean", "g_running_var"),
+                                       ("gx", "gweight", "gbias")),
 }
+_BATCH = ("batch_norm_train_internal", "batch_norm_grad_saved_internal")
 _PACK = "ops_nn"
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 #: Lanes of the elementwise loops; also numpy's 8 partial sums.
@@ -90,9 +95,15 @@ def why_not(op: str, types: list, pack: str | None) -> str | None:
         return f"op {op}"
     if any(t.dtype.np not in _TYPES or t.dtype != types[0].dtype for t in types):
         return "not float32/float64 throughout"
-    features = types[2].size if op == "layer_norm_grad_saved_internal" else types[1].size
     if types[0].size == 0:
         return "no elements"
+    if op in _BATCH:
+        if types[0].rank != 2:
+            return "batch_norm of x[N, C, ...] with spatial axes (only x[N, C] is compiled)"
+        if types[0].shape[1] < 2:
+            return "one channel (numpy sums a single column pairwise, not in turn)"
+        return None
+    features = types[2].size if op == "layer_norm_grad_saved_internal" else types[1].size
     if features < 2:
         return "rows of one value"
     return None
@@ -310,12 +321,190 @@ def _original(op: str) -> OpSchema:
     return schema
 
 
+#: batch_norm of x[N, C]: its passes over the data, each a loop over the rows with the channels inside.
+#: piece -> (arguments as (name, kind): "row" [N, C] and "vec" [C] are read, "out" [N, C] is written and
+#: "acc" [C] is a column sum from 0 over the rows in turn; the steps (value, instruction, a, b); what is
+#: stored or accumulated: argument -> value)
+_PIECES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str, str, str]], dict[str, str]]] = {
+    "colsum": ([("x", "row"), ("s", "acc")], [], {"s": "x"}),
+    "centre": ([("x", "row"), ("mean", "vec"), ("xc", "out"), ("sq", "acc")],
+               [("c", "fsub", "x", "mean"), ("q", "fmul", "c", "c")], {"xc": "c", "sq": "q"}),
+    "affine": ([("xc", "row"), ("scale", "vec"), ("b", "vec"), ("y", "out")],
+               [("m", "fmul", "xc", "scale"), ("o", "fadd", "m", "b")], {"y": "o"}),
+    "gradsums": ([("gy", "row"), ("xc", "row"), ("gb", "acc"), ("gd", "acc")], [("p", "fmul", "gy", "xc")],
+                 {"gb": "gy", "gd": "p"}),
+    "gx": ([("gy", "row"), ("xc", "row"), ("a", "vec"), ("d", "vec"), ("e", "vec"), ("gx", "out")],
+           [("p", "fmul", "gy", "a"), ("q", "fmul", "xc", "d"), ("u", "fsub", "p", "q"), ("v", "fsub", "u", "e")],
+           {"gx": "v"}),
+}
+_OP_PIECES = {"batch_norm_train_internal": ("colsum", "centre", "affine"),
+              "batch_norm_grad_saved_internal": ("gradsums", "gx")}
+
+
+@dataclass
+class ColumnPlan:
+    """One pass of batch_norm over ``x[rows, columns]`` (a ``_PIECES`` entry)."""
+
+    piece: str
+    dtype: np.dtype
+    rows: int
+    columns: int
+
+    @property
+    def shapes(self) -> list[tuple[int, ...]]:
+        return [(self.rows, self.columns) if kind in ("row", "out") else (self.columns,)
+                for _, kind in _PIECES[self.piece][0]]
+
+    @property
+    def n_inputs(self) -> int:
+        return sum(kind in ("row", "vec") for _, kind in _PIECES[self.piece][0])
+
+    @property
+    def n_args(self) -> int:
+        return len(_PIECES[self.piece][0])
+
+    @property
+    def chunks(self) -> list[int]:
+        return [0]
+
+    def ir(self, width: int) -> str:
+        return generate_columns(self)
+
+
+def generate_columns(plan: ColumnPlan) -> str:
+    """The module of one batch_norm pass: ``@chunk0`` (zero the sums, then every row in turn, 8 channels at a
+    time) and codegen's checked entry."""
+    from .codegen import CODEGEN_VERSION, _entry
+
+    t, _ = _TYPES[plan.dtype]
+    a, c = plan.dtype.itemsize, plan.columns
+    args, steps, results = _PIECES[plan.piece]
+    L = [f"; frame-native column kernels {CODEGEN_VERSION}-columns1 {plan.piece}"]
+    params = ", ".join(f"ptr noalias %p{k}" if kind in ("out", "acc") else f"ptr %p{k}"
+                       for k, (_, kind) in enumerate(args))
+    L += [f"define internal void @chunk0({params}) #2 {{", "go:"]
+    loop = _Loop(L, t, c)
+    accs = [k for k, (_, kind) in enumerate(args) if kind == "acc"]
+    start = "go"
+    if accs:
+        def zero(L: list[str], tag: str, j: str, ty: str, vec: bool) -> None:
+            for k in accs:
+                L.extend([f"  %{tag}z{k} = getelementptr {t}, ptr %p{k}, i64 {j}",
+                          f"  store {ty} {'zeroinitializer' if vec else '0.0'}, ptr %{tag}z{k}, align {a}"])
+        loop("z", "zeroed", zero)
+        start = "zeroed"
+    L += ["  br label %row", "row:", f"  %r = phi i64 [0, %{start}], [%rn, %next]", f"  %off = mul i64 %r, {c}"]
+    for k, (_, kind) in enumerate(args):
+        if kind in ("row", "out"):
+            L.append(f"  %rp{k} = getelementptr {t}, ptr %p{k}, i64 %off")
+
+    def body(L: list[str], tag: str, j: str, ty: str, vec: bool) -> None:
+        value = {}
+        for k, (name, kind) in enumerate(args):
+            if kind in ("row", "vec"):
+                base = f"%rp{k}" if kind == "row" else f"%p{k}"
+                L.extend([f"  %{tag}l{k}p = getelementptr {t}, ptr {base}, i64 {j}",
+                          f"  %{tag}l{k} = load {ty}, ptr %{tag}l{k}p, align {a}"])
+                value[name] = f"%{tag}l{k}"
+        for name, instruction, x, y in steps:
+            L.append(f"  %{tag}_{name} = {instruction} {ty} {value[x]}, {value[y]}")
+            value[name] = f"%{tag}_{name}"
+        for k, (name, kind) in enumerate(args):
+            if kind == "out":
+                L.extend([f"  %{tag}o{k}p = getelementptr {t}, ptr %rp{k}, i64 {j}",
+                          f"  store {ty} {value[results[name]]}, ptr %{tag}o{k}p, align {a}"])
+            elif kind == "acc":  # the column sum so far + this row's value, as numpy's add.reduce(axis=0)
+                L.extend([f"  %{tag}a{k}p = getelementptr {t}, ptr %p{k}, i64 {j}",
+                          f"  %{tag}a{k}o = load {ty}, ptr %{tag}a{k}p, align {a}",
+                          f"  %{tag}a{k}n = fadd {ty} %{tag}a{k}o, {value[results[name]]}",
+                          f"  store {ty} %{tag}a{k}n, ptr %{tag}a{k}p, align {a}"])
+    loop("c", "next", body)
+    L += ["  %rn = add i64 %r, 1", f"  %rc = icmp ult i64 %rn, {plan.rows}", "  br i1 %rc, label %row, label %done",
+          "done:", "  ret void", "}"]
+    L += _entry(plan, plan.n_args, plan.shapes)  # type: ignore[arg-type]
+    L.append('attributes #2 = { noinline nounwind "no-builtins" }')
+    return "\n".join(L) + "\n"
+
+
+def plan_pieces(op: str, input_types: list, output_types: list, attrs: dict) -> list:
+    """The compiled functions one node needs: one row kernel for layer_norm, a few passes for batch_norm."""
+    if op in _OP_PIECES:
+        n, c = input_types[0].shape
+        return [ColumnPlan(piece, input_types[0].dtype.np, n, c) for piece in _OP_PIECES[op]]
+    return [plan_rows(op, input_types, output_types, attrs)]
+
+
+_Native = Callable[..., Any]
+
+
+def _row_call(plan: RowPlan, fn: _Native) -> _Native:
+    """``native(*inputs)``: fresh outputs and a scratch row, the compiled function; None if it refuses."""
+    outs = plan.shapes[plan.n_inputs:-1]
+    dtype, descr, empty, ty = plan.dtype, np.dtype(plan.dtype), np.empty, np.ndarray
+    scratch_shape = plan.shapes[-1]
+
+    def native(*xs: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        made = tuple(empty(s, dtype) for s in outs)
+        return None if fn(ty, descr, *xs, *made, empty(scratch_shape, dtype)) else made
+    return native
+
+
+def _batch_train(fns: dict[str, _Native], plan: ColumnPlan, attrs: dict) -> _Native:
+    """batch_norm_train_internal of x[N, C] with the compiled passes; None if one refuses. The per-channel
+    arithmetic is frame-ops-nn's numpy code, operation for operation (``_batch_train_kernel``)."""
+    n, c, dtype = plan.rows, plan.columns, plan.dtype
+    m, eps, count = attrs["momentum"], attrs["eps"], plan.rows
+    colsum, centre, affine = fns["colsum"], fns["centre"], fns["affine"]
+    ty, descr, empty = np.ndarray, np.dtype(dtype), np.empty
+
+    def native(x, w, b, rm, rv):  # noqa: ANN001, ANN202
+        sums = empty(c, dtype)
+        if colsum(ty, descr, x, sums):
+            return None
+        mean = sums / count
+        xc, sq = empty((n, c), dtype), empty(c, dtype)
+        centre(ty, descr, x, mean, xc, sq)
+        var = sq / count
+        new_rm = (1.0 - m) * np.asarray(rm, dtype) + m * mean
+        new_rv = (1.0 - m) * np.asarray(rv, dtype) + m * var * (count / (count - 1))
+        y = empty((n, c), dtype)
+        if affine(ty, descr, xc, np.asarray(w, dtype) / np.sqrt(var + eps), np.ascontiguousarray(b, dtype), y):
+            return None
+        return y, new_rm, new_rv, xc, 1.0 / np.sqrt(var + eps)
+    return native
+
+
+def _batch_grad(fns: dict[str, _Native], plan: ColumnPlan, attrs: dict) -> _Native:
+    """batch_norm_grad_saved_internal of x[N, C] with the compiled passes; None if one refuses. Per channel as
+    frame-ops-nn's ``_batch_grad_channels``."""
+    n, c, dtype = plan.rows, plan.columns, plan.dtype
+    m, count = attrs["momentum"], plan.rows
+    gradsums, gx_pass = fns["gradsums"], fns["gx"]
+    ty, descr, empty = np.ndarray, np.dtype(dtype), np.empty
+
+    def native(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
+        gb, gd = empty(c, dtype), empty(c, dtype)
+        if gradsums(ty, descr, gy, xc, gb, gd):
+            return None
+        rstd, w = np.asarray(rstd, dtype), np.asarray(w, dtype)
+        gw = gd * rstd
+        mean_g, mean_gx = w * gb / count, w * gw / count
+        share = 2.0 * m * np.asarray(g_rv, dtype) / (count - 1)
+        gx = empty((n, c), dtype)
+        gx_pass(ty, descr, gy, xc, rstd * w, rstd * rstd * mean_gx - share,
+                rstd * mean_g - m * np.asarray(g_rm, dtype) / count, gx)
+        return gx, gw, gb
+    return native
+
+
 def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
     def build(ctx: NodeContext) -> Callable[..., Any]:
         original = _original(op)
         numpy_kernel = original.kernels["cpu"](NodeContext(original, ctx.input_types, ctx.attrs,
                                                            ctx.output_types))
-        plan = plan_rows(op, list(ctx.input_types), list(ctx.output_types), dict(ctx.attrs))
+        attrs = dict(ctx.attrs)
+        plans = plan_pieces(op, list(ctx.input_types), list(ctx.output_types), attrs)
+        shapes = [t.shape for t in ctx.input_types]
         tier = Tier()
         after, count = calls_before_compile(), [0]
 
@@ -323,7 +512,10 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
             from . import jit
 
             tier.slot[0] = numpy_kernel
-            if jit.submit(lambda: plan, lambda p, fn, how: _install(tier, p, fn, how, numpy_kernel)):
+            done: dict[Any, Any] = {}
+            queued = [jit.submit(lambda p=p: p, lambda p, fn, how, key=k: _collect(
+                tier, op, plans, attrs, shapes, done, key, fn, how, numpy_kernel)) for k, p in enumerate(plans)]
+            if all(queued):
                 tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
             else:
                 tier.state = "off"
@@ -345,59 +537,70 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
     return build
 
 
-def _native_call(tier: Tier, plan: RowPlan, fn: Callable[..., Any], numpy_kernel: Callable[..., Any]) -> Callable:
-    """``native(*inputs)``: fresh outputs and a scratch row, the compiled function, numpy if it refuses."""
-    outs = plan.shapes[plan.n_inputs:-1]
-    dtype, descr, empty, ty = plan.dtype, np.dtype(plan.dtype), np.empty, np.ndarray
-    scratch_shape = plan.shapes[-1]
+def _collect(tier: Tier, op: str, plans: list, attrs: dict, shapes: list, done: dict, key: int,
+             fn: _Native | None, how: str, numpy_kernel: _Native) -> None:
+    """On the compiler thread, as each compiled function of a node arrives; once all have, check and install."""
+    if fn is None:
+        tier.state = how if how in ("failed", "off") else "failed"
+        done["failed"] = True
+        return
+    done[key] = (fn, how)
+    if done.get("failed") or len(done) < len(plans):
+        return
+    fns = [done[k][0] for k in range(len(plans))]
+    if op in _OP_PIECES:
+        make = _batch_train if op == "batch_norm_train_internal" else _batch_grad
+        compiled = make({p.piece: f for p, f in zip(plans, fns)}, plans[0], attrs)
+    else:
+        compiled = _row_call(plans[0], fns[0])
+    how = "compiled" if any(done[k][1] == "compiled" for k in range(len(plans))) else "cache"
+    _install(tier, op, compiled, how, numpy_kernel, shapes, plans[0].dtype)
 
-    def native(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
-        made = tuple(empty(s, dtype) for s in outs)
-        if fn(ty, descr, *xs, *made, empty(scratch_shape, dtype)):
-            tier.fallbacks += 1
-            return numpy_kernel(*xs)
-        return made
-    return native
 
-
-def _probe(plan: RowPlan) -> list[np.ndarray]:
+def _probe(op: str, shapes: list, dtype: np.dtype) -> list[np.ndarray]:
     """Random inputs of the node's types: values spread over several orders of magnitude, rstd positive."""
-    rng = np.random.default_rng(plan.rows * 7919 + plan.features)
+    rng = np.random.default_rng(sum(map(len, shapes)) * 7919 + sum(int(np.prod(s)) for s in shapes))
     arrays = []
-    for k, shape in enumerate(plan.shapes[:plan.n_inputs]):
+    for k, shape in enumerate(shapes):
         a = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2, shape) + (3.0 if k == 0 else 0.0)
-        if plan.op == "layer_norm_grad_saved_internal" and k == 1:
+        if op.endswith("grad_saved_internal") and k == 1:  # rstd
             a = np.abs(a) + 0.1
-        arrays.append(np.array(a, plan.dtype))  # (C-contiguous; a 0-d rstd stays 0-d)
+        arrays.append(np.array(a, dtype))  # (C-contiguous; a 0-d rstd stays 0-d)
     return arrays
 
 
-def _install(tier: Tier, plan: RowPlan | None, fn: Callable[..., Any] | None, how: str,
-             numpy_kernel: Callable[..., Any]) -> None:
+def _install(tier: Tier, op: str, compiled: _Native, how: str, numpy_kernel: _Native, shapes: list,
+             dtype: np.dtype) -> None:
     """On the compiler thread: check the compiled kernel against numpy's on random data of the node's shape,
     then put it in the slot (or record why not)."""
-    if fn is None or plan is None:
-        tier.state = how if how in ("failed", "off") else "failed"
-        return
-    native = _native_call(tier, plan, fn, numpy_kernel)
-    xs = _probe(plan)
-    want, got = numpy_kernel(*xs), native(*xs)
-    if tier.fallbacks or any(np.asarray(g).tobytes() != np.asarray(w).tobytes() for g, w in zip(got, want)):
+    xs = _probe(op, shapes, dtype)
+    want, got = numpy_kernel(*xs), compiled(*xs)
+    if got is None or any(np.asarray(g).tobytes() != np.asarray(w).tobytes() for g, w in zip(got, want)):
         from . import jit
 
-        tier.fallbacks = 0
-        jit.note(f"a compiled {plan.op} kernel does not give numpy's bits on this numpy {np.__version__} "
+        jit.note(f"a compiled {op} kernel does not give numpy's bits on this numpy {np.__version__} "
                  "(its summation order differs from the one the kernels reproduce)")
         tier.state = "failed"
         return
+
+    def native(*xs: np.ndarray) -> Any:
+        result = compiled(*xs)
+        if result is None:  # an argument the compiled code refuses (not C-contiguous, ...): numpy runs it
+            tier.fallbacks += 1
+            return numpy_kernel(*xs)
+        return result
     tier.slot[0] = native
     tier.state, tier.how, tier.swapped_at = "native", how, time.perf_counter()
 
 
 def _schema(op: str, examples: list[Example]) -> OpSchema:
     inputs, outputs = ROW_OPS[op]
-    attrs = {"eps": AttrSpec("float", 1e-5, "added to the variance before the square root")} \
-        if op == "layer_norm_train_internal" else {}
+    eps = AttrSpec("float", 1e-5, "added to the variance before the square root")
+    momentum = AttrSpec("float", 0.1, "weight of the batch statistics in the running averages")
+    attrs = {"layer_norm_train_internal": {"eps": eps}, "layer_norm_grad_saved_internal": {},
+             "batch_norm_train_internal": {"training": AttrSpec("bool", True, "must be true: training mode"),
+                                           "momentum": momentum, "eps": eps},
+             "batch_norm_grad_saved_internal": {"momentum": momentum}}[op]  # (as frame-ops-nn's op)
     return OpSchema(
         native_name(op),
         inputs=inputs,
@@ -420,6 +623,13 @@ ROW_SCHEMAS = [
     _schema("layer_norm_grad_saved_internal",
             [Example(["f32[4, 6]", "f32[4]", "f32[6]", "f32[4, 6]"], low=0.5, high=1.5),
              Example(["f64[2, 3, 4, 5]", "f64[2, 3]", "f64[4, 5]", "f64[2, 3, 4, 5]"], low=0.5, high=1.5)]),
+    _schema("batch_norm_train_internal", [Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"]),
+                                          Example(["f64[5, 9]", "f64[9]", "f64[9]", "f64[9]", "f64[9]"],
+                                                  {"momentum": 0.3})]),
+    _schema("batch_norm_grad_saved_internal",
+            [Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"], low=0.5, high=1.5),
+             Example(["f64[5, 9]", "f64[9]", "f64[9]", "f64[5, 9]", "f64[9]", "f64[9]"], {"momentum": 0.3},
+                     low=0.5, high=1.5)]),
 ]
 
 
