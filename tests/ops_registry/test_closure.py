@@ -236,9 +236,10 @@ NOT_CLOSED = {
     # frame-native's tiered form of a fused group (when that pack is installed)
     "native_fused_internal": "a compile-pipeline product made after differentiation; differentiate the "
                              "graph before compiling it",
-    # ... and its compiled twins of layer_norm's training pair
-    **{f"native_layer_norm_{k}_internal": "a compile-pipeline product made after differentiation; differentiate "
-                                          "the graph before compiling it" for k in ("train", "grad_saved")},
+    # ... and its compiled twins of layer_norm's and batch_norm's training pairs
+    **{f"native_{norm}_{k}_internal": "a compile-pipeline product made after differentiation; differentiate "
+                                      "the graph before compiling it"
+       for norm in ("layer_norm", "batch_norm") for k in ("train", "grad_saved")},
 }
 
 

@@ -1,4 +1,4 @@
-"""Compiled row kernels for layer_norm's training pair, tiered behind frame-ops-nn's numpy kernels.
+"""Compiled kernels for the norms' training pairs, tiered behind frame-ops-nn's numpy kernels.
 
 frame-ops-nn's ``layer_norm_train_internal`` (y, xhat and rstd of each row of
 x) and ``layer_norm_grad_saved_internal`` (gx, gweight and gbias from xhat and
@@ -7,25 +7,30 @@ rstd) make six and nine passes over their arrays with numpy. The pass
 ``native_<op>``, whose kernel runs the op's own numpy kernel at first and,
 once the background compiler has built it, one LLVM function that handles a
 row at a time: the row is read from memory once and its temporaries stay in
-the cache (two passes over memory for the forward, three for the gradient).
+the cache. Training-mode ``batch_norm_train_internal`` and
+``batch_norm_grad_saved_internal`` of ``x[N, C]`` likewise become a few
+compiled passes over the rows (``_PIECES``: column sums, centring, the affine
+map, the gradient), with frame-ops-nn's numpy arithmetic on the ``[C]``
+vectors in between.
 
 Same bits. frame-ops-nn computes these ops in a fixed order (its
 ``_row_sums`` and ``_column_sums``): a row sum is numpy's pairwise summation
 of a contiguous row (fewer than 8 values: in turn from 0; up to 128: eight
 interleaved partial sums, combined as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) +
 (s6 + s7)), then the rest in turn; longer: the sums of the two halves, split
-at a multiple of 8 below the middle), a column sum adds the rows in turn from
-0, and every elementwise operation rounds once. The code below does exactly
-that (the 8 partial sums are one 8-lane vector; no fast-math flag, no fused
-multiply-add), so its results are the numpy kernel's bit for bit. Since the
-order of numpy's reductions is numpy's (the same in every numpy this was
+at a multiple of 8 at or below the middle), a column sum adds the rows in turn
+from 0, and every elementwise operation rounds once. The code below does
+exactly that (the 8 partial sums are one 8-lane vector; no fast-math flag, no
+fused multiply-add), so its results are the numpy kernel's bit for bit. Since
+the order of numpy's reductions is numpy's (the same in every numpy this was
 tested on, but not promised by numpy), every compiled kernel is first run on
 the compiler thread against the numpy kernel on random data of the node's
 shape, and stays on numpy (state ``failed``, one note) unless the bits agree.
 
 Not compiled: other dtypes (float16/bfloat16 compute in float32 and round),
-rows of one value (numpy sums a single column pairwise, not in turn), empty
-arrays, and ops from any pack other than frame-ops-nn.
+rows of one value and batch_norm of one channel (numpy sums a single column
+pairwise, not in turn), batch_norm with spatial axes, empty arrays, and ops
+from any pack other than frame-ops-nn.
 """
 
 from __future__ import annotations

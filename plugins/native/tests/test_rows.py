@@ -115,6 +115,71 @@ def test_a_kernel_that_disagrees_with_numpy_is_never_swapped_in():
     assert any("does not give numpy's bits" in n for n in frame_native.status()["notes"])
 
 
+# -- batch_norm of x[N, C] ---------------------------------------------------------------------------------
+_BATCH_PAIR = ["native_batch_norm_train_internal", "native_batch_norm_grad_saved_internal"]
+
+
+def _batch_training(shape: tuple[int, ...], dtype: type, momentum: float = 0.1, eps: float = 1e-5) -> fc.Executable:
+    """sum(batch_norm(x, w, b, rm, rv)[0] * g) with its gradients for x, w, b, and the new running averages."""
+    t = lambda s: fc.TensorType(np.dtype(dtype).name, s)  # noqa: E731
+    c = (shape[1],)
+
+    def fn(x, w, b, rm, rv, g):  # noqa: ANN001, ANN202 - traced tensors
+        y, new_rm, new_rv = ops.batch_norm(x, w, b, rm, rv, momentum=momentum, eps=eps)
+        return [ops.sum(y * g), new_rm, new_rv]
+    graph = fc.trace(fn, t(shape), t(c), t(c), t(c), t(c), t(shape))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1, 2]))
+
+
+@pytest.mark.parametrize("shape, dtype, momentum", [
+    ((2, 2), np.float32, 0.1), ((5, 7), np.float32, 0.1), ((3, 9), np.float32, 0.3), ((256, 1024), np.float32, 0.1),
+    ((4, 17), np.float64, 0.5), ((2, 1000), np.float64, 0.1)])
+def test_batch_norm_passes_give_numpys_bits(shape, dtype, momentum, same_bits):
+    exe = _batch_training(shape, dtype, momentum)
+    assert [i.op for i in exe.instructions if i.op.startswith("native_batch")] == _BATCH_PAIR
+    rng = np.random.default_rng(shape[1])
+    wide = lambda s: (rng.standard_normal(s) * 10.0 ** rng.uniform(-3, 3, s)).astype(dtype)  # noqa: E731
+    c = shape[1]
+    inputs = [wide(shape) + dtype(2.0), wide(c), wide(c), wide(c), np.abs(wide(c)), wide(shape)]
+    first, native = _numpy_then_native(exe, inputs)
+    assert len(first) == 6  # value, new running mean and variance, gx, gw, gb
+    for got, want in zip(native, first):
+        same_bits(got, want)
+
+
+def test_batch_norm_nan_and_inf_propagate_as_in_numpy(same_bits):
+    exe = _batch_training((6, 12), np.float32)
+    rng = np.random.default_rng(4)
+    x, g = rng.standard_normal((2, 6, 12)).astype(np.float32)
+    w, b, rm, rv = rng.standard_normal((4, 12)).astype(np.float32)
+    x[2, 3], x[0, 5], g[4, 7], b[1] = np.nan, np.inf, -np.inf, np.nan
+    with np.errstate(all="ignore"):
+        first, native = _numpy_then_native(exe, [x, w, b, rm, rv, g])
+    for got, want in zip(native, first):
+        same_bits(got, want, nan_payloads=False)
+    assert np.isnan(native[3][:, 3]).all() and np.isfinite(native[3][:, 0]).all()  # gx: NaN in its channel only
+
+
+@pytest.mark.parametrize("shape", [(4, 1), (2, 3, 4)])
+def test_batch_norm_of_one_channel_or_with_positions_stays_on_numpy(shape):
+    exe = _batch_training(shape, np.float32)
+    assert not any(i.op.startswith("native_batch") for i in exe.instructions)
+
+
+def test_a_batch_norm_argument_the_passes_refuse_runs_numpy():
+    exe = _batch_training((4, 16), np.float32)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((4, 16), (16,), (16,), (16,), (16,), (4, 16))]
+    _numpy_then_native(exe, inputs)
+    forward = next(i.kernel for i in exe.instructions if i.op == _BATCH_PAIR[0])
+    wide = np.zeros((4, 32), np.float32)
+    wide[:, ::2] = inputs[0]
+    got, want = forward(wide[:, ::2], *inputs[1:5]), forward.numpy(*inputs[:5])
+    assert forward.native.fallbacks == 1
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
 def _pairwise_reference(a: np.ndarray) -> np.ndarray:
     """The documented order of a row sum (rows.py's module docstring), with numpy elementwise ops only."""
     n = a.shape[1]

@@ -25,9 +25,10 @@ with frame-ops-basic ops directly. In a compiled training graph the pass
 ``reuse_norm_statistics`` (norm_passes.py) pairs layer_norm / batch_norm with
 their gradient: ``*_train_internal`` also returns the normalised (or centred)
 x and rstd, and ``*_grad_saved_internal`` starts from them (the same bits).
-Row sums (layer_norm, group_norm) are numpy's pairwise sums in a fixed order that frame-native's compiled
-row kernels reproduce bit for bit (``_row_sums``); batch_norm's channel sums are BLAS products with ones
-(``_channel_sums``).
+Row sums (layer_norm, group_norm) are numpy's pairwise sums and column sums add the rows in turn
+(``_row_sums``, ``_column_sums``, also batch_norm's channel sums of x[N, C]): a fixed order that
+frame-native's compiled kernels reproduce bit for bit. batch_norm's channel sums with spatial axes are BLAS
+products with ones (``_channel_sums``).
 Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
 (a NaN in one position makes its whole normalisation group NaN).
 """
