@@ -502,14 +502,45 @@ def _batch_grad(fns: dict[str, _Native], plan: ColumnPlan, attrs: dict) -> _Nati
     return native
 
 
+#: Nodes of more elements than this are checked against numpy on a copy of their kernel compiled for fewer
+#: rows (the same row length, so the same summation order): the check then costs a few MiB, not three times
+#: the node's arrays.
+PROBE_ELEMENTS = 1 << 20
+
+
+def _probe_types(op: str, types: list) -> list:
+    """The input types of the check: ``types`` with fewer rows when the node is large (``PROBE_ELEMENTS``)."""
+    from frame_core import TensorType
+
+    x = types[0]
+    if x.size <= PROBE_ELEMENTS:
+        return types
+    if op in _OP_PIECES:  # batch_norm of x[N, C]: at least the two rows training mode needs
+        rows = max(2, min(x.shape[0], PROBE_ELEMENTS // x.shape[1]))
+        return [TensorType(t.dtype, (rows,) + t.shape[1:]) if t.rank == 2 else t for t in types]
+    w = types[2] if op == "layer_norm_grad_saved_internal" else types[1]
+    rows = max(1, min(x.size // w.size, PROBE_ELEMENTS // w.size))
+    full, per_row = TensorType(x.dtype, (rows, *w.shape)), TensorType(x.dtype, (rows,))
+    if op == "layer_norm_train_internal":
+        return [full, w, types[2]]
+    return [full, per_row, w, full]
+
+
 def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
     def build(ctx: NodeContext) -> Callable[..., Any]:
         original = _original(op)
         numpy_kernel = original.kernels["cpu"](NodeContext(original, ctx.input_types, ctx.attrs,
                                                            ctx.output_types))
         attrs = dict(ctx.attrs)
-        plans = plan_pieces(op, list(ctx.input_types), list(ctx.output_types), attrs)
-        shapes = [t.shape for t in ctx.input_types]
+        types, out_types = list(ctx.input_types), list(ctx.output_types)
+        plans = plan_pieces(op, types, out_types, attrs)
+        probe_types = _probe_types(op, types)
+        if probe_types is types:
+            check = None
+        else:  # (the numpy kernel of the check is built on the compiler thread, when it is needed)
+            probe_out = list(original.infer(probe_types, ctx.attrs))
+            check = (plan_pieces(op, probe_types, probe_out, attrs),
+                     lambda: original.kernels["cpu"](NodeContext(original, probe_types, attrs, probe_out)))
         tier = Tier()
         after, count = calls_before_compile(), [0]
 
@@ -517,9 +548,11 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
             from . import jit
 
             tier.slot[0] = numpy_kernel
+            every = plans + (check[0] if check else [])
             done: dict[Any, Any] = {}
             queued = [jit.submit(lambda p=p: p, lambda p, fn, how, key=k: _collect(
-                tier, op, plans, attrs, shapes, done, key, fn, how, numpy_kernel)) for k, p in enumerate(plans)]
+                tier, op, plans, check, attrs, probe_types, done, key, fn, how, numpy_kernel))
+                for k, p in enumerate(every)]
             if all(queued):
                 tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
             else:
@@ -542,24 +575,34 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
     return build
 
 
-def _collect(tier: Tier, op: str, plans: list, attrs: dict, shapes: list, done: dict, key: int,
-             fn: _Native | None, how: str, numpy_kernel: _Native) -> None:
+def _assemble(op: str, plans: list, fns: list, attrs: dict) -> _Native:
+    """The node's compiled kernel from its compiled functions (None when an argument is refused)."""
+    if op in _OP_PIECES:
+        make = _batch_train if op == "batch_norm_train_internal" else _batch_grad
+        return make({p.piece: f for p, f in zip(plans, fns)}, plans[0], attrs)
+    return _row_call(plans[0], fns[0])
+
+
+def _collect(tier: Tier, op: str, plans: list, check: tuple | None, attrs: dict, probe_types: list, done: dict,
+             key: int, fn: _Native | None, how: str, numpy_kernel: _Native) -> None:
     """On the compiler thread, as each compiled function of a node arrives; once all have, check and install."""
     if fn is None:
         tier.state = how if how in ("failed", "off") else "failed"
         done["failed"] = True
         return
     done[key] = (fn, how)
-    if done.get("failed") or len(done) < len(plans):
+    total = len(plans) + (len(check[0]) if check else 0)
+    if done.get("failed") or len(done) < total:
         return
-    fns = [done[k][0] for k in range(len(plans))]
-    if op in _OP_PIECES:
-        make = _batch_train if op == "batch_norm_train_internal" else _batch_grad
-        compiled = make({p.piece: f for p, f in zip(plans, fns)}, plans[0], attrs)
+    fns = [done[k][0] for k in range(total)]
+    compiled = _assemble(op, plans, fns[:len(plans)], attrs)
+    if check is None:
+        checked, reference = compiled, numpy_kernel
     else:
-        compiled = _row_call(plans[0], fns[0])
+        checked, reference = _assemble(op, check[0], fns[len(plans):], attrs), check[1]()
     how = "compiled" if any(done[k][1] == "compiled" for k in range(len(plans))) else "cache"
-    _install(tier, op, compiled, how, numpy_kernel, shapes, plans[0].dtype)
+    _install(tier, op, compiled, how, numpy_kernel, [t.shape for t in probe_types], plans[0].dtype,
+             checked=checked, reference=reference)
 
 
 def _probe(op: str, shapes: list, dtype: np.dtype) -> list[np.ndarray]:
@@ -575,11 +618,12 @@ def _probe(op: str, shapes: list, dtype: np.dtype) -> list[np.ndarray]:
 
 
 def _install(tier: Tier, op: str, compiled: _Native, how: str, numpy_kernel: _Native, shapes: list,
-             dtype: np.dtype) -> None:
-    """On the compiler thread: check the compiled kernel against numpy's on random data of the node's shape,
-    then put it in the slot (or record why not)."""
+             dtype: np.dtype, checked: _Native | None = None, reference: _Native | None = None) -> None:
+    """On the compiler thread: check the compiled kernel against numpy's on random data of ``shapes`` (the
+    node's, or fewer rows of it with ``checked`` and ``reference`` compiled and built for those), then put it
+    in the slot (or record why not)."""
     xs = _probe(op, shapes, dtype)
-    want, got = numpy_kernel(*xs), compiled(*xs)
+    want, got = (reference or numpy_kernel)(*xs), (checked or compiled)(*xs)
     if got is None or any(np.asarray(g).tobytes() != np.asarray(w).tobytes() for g, w in zip(got, want)):
         from . import jit
 

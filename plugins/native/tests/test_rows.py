@@ -180,6 +180,20 @@ def test_a_batch_norm_argument_the_passes_refuse_runs_numpy():
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_large_node_is_checked_on_fewer_rows(monkeypatch, same_bits):
+    monkeypatch.setattr(rows, "PROBE_ELEMENTS", 40)  # (so that these small nodes count as large)
+    assert [t.shape for t in rows._probe_types("layer_norm_grad_saved_internal", [
+        fc.TensorType("f32", s) for s in ((6, 16), (6,), (16,), (6, 16))])] == [(2, 16), (2,), (16,), (2, 16)]
+    for exe, inputs in [(_training((6, 16), 1, np.float32), _inputs((6, 16), 1, np.float32, seed=2)),
+                        (_batch_training((8, 10), np.float64),
+                         [np.random.default_rng(k).standard_normal(s) for k, s in
+                          enumerate([(8, 10), (10,), (10,), (10,), (10,), (8, 10)])])]:
+        first, native = _numpy_then_native(exe, inputs)
+        for got, want in zip(native, first):
+            same_bits(got, want)
+    assert frame_native.status()["compiled"] == 2 * 2 + 2 * 5  # each node's functions, and their fewer-row twins
+
+
 def _pairwise_reference(a: np.ndarray) -> np.ndarray:
     """The documented order of a row sum (rows.py's module docstring), with numpy elementwise ops only."""
     n = a.shape[1]
