@@ -309,7 +309,7 @@ def generate_rows(plan: RowPlan) -> str:
         loop("b", "next", second)
         L += ["  %rn = add i64 %r, 1", f"  %rc = icmp ult i64 %rn, {plan.rows}", "  br i1 %rc, label %row, label %done",
               "done:", "  ret void", "}"]
-    L += _entry(plan, plan.n_args, plan.shapes)  # type: ignore[arg-type] - RowPlan has what _entry reads
+    L += _entry(plan, plan.n_args, plan.shapes)  # type: ignore[arg-type]  # (RowPlan has what _entry reads)
     # no-builtins: LLVM would turn the zeroing loop into a call of memset, and a kernel calls nothing
     L.append('attributes #2 = { noinline nounwind "no-builtins" }')
     return "\n".join(L) + "\n"
@@ -550,9 +550,11 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
             tier.slot[0] = numpy_kernel
             every = plans + (check[0] if check else [])
             done: dict[Any, Any] = {}
-            queued = [jit.submit(lambda p=p: p, lambda p, fn, how, key=k: _collect(
-                tier, op, plans, check, attrs, probe_types, done, key, fn, how, numpy_kernel))
-                for k, p in enumerate(every)]
+            def job(key: int, plan: Any) -> bool:
+                def install(_: Any, fn: _Native | None, how: str) -> None:
+                    _collect(tier, op, plans, check, attrs, probe_types, done, key, fn, how, numpy_kernel)
+                return jit.submit(lambda: plan, install)
+            queued = [job(k, p) for k, p in enumerate(every)]
             if all(queued):
                 tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
             else:
