@@ -5,8 +5,9 @@
 - batch_norm (training) of x[256, 1024] (goal: no slower than torch eager);
 - group_norm of x[32, 64, 128] in 8 groups (no goal of its own; it shares the norms' kernels).
 
-frame runs its compiled training graph (value and the gradients of sum(y * g) for every input); numpy the same
-maths by hand; torch autograd. Variants run in turn in every repetition (interleaved); medians and minima in
+frame runs its compiled training graph (value and the gradients of sum(y * g) for every input; with frame-native
+installed, after waiting for its background compiler, so the norms run their compiled kernels: FRAME_NATIVE=0
+times numpy's); numpy the same maths by hand; torch autograd. Variants run in turn in every repetition (interleaved); medians and minima in
 ms, with the ratio of medians to torch, and the median CPU time with its ratio (steadier on a loaded machine).
 
     python benchmarks/nn_ops.py [--repeat 15] [--only conv|layer_norm|batch_norm|group_norm] [--blas-threads 1]
