@@ -577,17 +577,31 @@ def _scan_steps(nc: int, nx: int, ni: int, ny: int) -> Callable[..., tuple]:
 
 
 def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    from frame_core import compile_subgraph  # the compiler loads only when a kernel is built
+
     length, nc, nx, ni = _scan_layout(ctx)
-    body = _run_body(ctx.attrs["body"])
+    exe = compile_subgraph(ctx.attrs["body"])
+    body = exe.unchecked(copy_outputs=False)
     y_types = [(t.shape, t.dtype.np) for t in ctx.output_types[nc:]]
     order = range(length - 1, -1, -1) if ctx.attrs["reverse"] else range(length)
     steps = _scan_steps(nc, nx, ni, len(y_types))
+    # after the body's first (checked) step, the others run inline in one generated loop, writing per-step
+    # outputs into their rows (Executable.scan_steps); with FRAME_CHECKS every step goes through the runner
+    inline = exe.scan_steps(nc, nx)
+    first = [inline is not None]  # the body's first step is still to run (through the checked runner)
     empty = np.empty
 
     def kernel(*values: np.ndarray) -> Any:
         ys = [empty(shape, dtype) for shape, dtype in y_types]  # the scan writes every row: no zero fill
-        carry = steps(body, order, *values, *ys)
-        result = _owned(carry, values) + ys
+        if inline is None:
+            carry = steps(body, order, *values, *ys)
+        elif first[0] and length:
+            carry = steps(body, order[:1], *values, *ys)
+            first[0] = False
+            carry = inline(order[1:], *carry, *values[nc:], *ys)
+        else:
+            carry = inline(order, *values, *ys)
+        result = _owned(carry, (*values, *ys)) + ys  # a final carry may be a row of a stacked output
         return tuple(result) if len(result) != 1 else result[0]
     return kernel
 
