@@ -14,8 +14,9 @@ body's instructions are written inline into the loop instead:
   not copied per step: after the loop its rows are the other stack's, shifted
   by one, and the initial carry (one block copy);
 - every kernel result gets a cheap check per step, by identity when the
-  kernel was given an ``out`` array (it must return it) and by class, dtype
-  and shape otherwise. A result that fails it goes to the executable's full
+  kernel was given an ``out`` array (it must return it), otherwise by class,
+  dtype and shape and by identity against the call's inputs and the node's
+  other outputs. A result that fails it goes to the executable's full
   result check, so a kernel that goes wrong at a later step is named
   (``KernelError``, its op and pack), where it would otherwise surface as a
   wrong dtype in a later kernel or be cast silently into a row. A result that
@@ -119,8 +120,13 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
         lines.append(f"            {result} = k{k}({', '.join(args)})")
         line_map[len(lines)] = k
         got = [f"_t{k}[{m}]" for m in range(len(outs))] if multi else [result]
+        # given an out array, the result must be it; else an exact ndarray of the type, none of the inputs
+        # and none of the other outputs (a view of an input is left to FRAME_CHECKS: views of fresh arrays
+        # are legitimate results, and telling them apart per step is the full check's cost)
         tests = [f"{g} is not {o}" if o is not None else
-                 f"{g}.__class__ is not _nd or {g}.dtype is not _d{k}_{m} or {g}.shape != _h{k}_{m}"
+                 " or ".join([f"{g}.__class__ is not _nd or {g}.dtype is not _d{k}_{m} or {g}.shape != _h{k}_{m}",
+                              *(f"{g} is {a}" for a in dict.fromkeys(ins.inputs)),
+                              *(f"{g} is {got[e]}" for e in range(m) if outs[e] is None)])
                  for m, (g, o) in enumerate(zip(got, outs))]
         if multi:
             tests.insert(0, f"{result}.__class__ is not tuple or len({result}) != {len(outs)}")
