@@ -177,7 +177,7 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     a_s = A.reshape(groups, per, n)
     block = max(1, min(BLOCK, length))
     lam, ga_a = np.empty((block, *h.shape[1:]), dtype), np.empty((block, *h.shape[1:]), dtype)
-    later, scratch = np.zeros(h.shape[1:], dtype), np.empty(h.shape[1:], dtype)  # lam_{t+1}; a_{t+1} lam_{t+1}
+    later, scratch = None, np.empty(h.shape[1:], dtype)  # lam_{t+1} (a row of lam); a_{t+1} lam_{t+1}
     lam_b, g_dt = np.empty(dt_s.shape, dtype), np.empty(dt_s.shape, dtype)
     g_a = np.zeros(a_s.shape, dtype)
     b_parts: list[np.ndarray] = []
@@ -186,10 +186,12 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         start = max(0, end - block)
         for t in range(end - 1, start - 1, -1):
             lam_t, g_t = lam[t - start], ga_a[t - start]
+            if later is not None:  # read before lam_t is written: a block of one step reuses later's row
+                multiply(a[t + 1], later, out=scratch)
             multiply(gy_s[t], c_mat[t] if c_mat.ndim == 5 else c_mat, out=lam_t)
-            if t < length - 1:
-                lam_t += multiply(a[t + 1], later, out=scratch)
-            later[...] = lam_t
+            if later is not None:
+                lam_t += scratch
+            later = lam_t  # no copy: the next step writes another row of lam (or has read this one first)
             if t:
                 multiply(multiply(lam_t, h[t - 1], out=g_t), a[t], out=g_t)
             else:
