@@ -87,14 +87,16 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     a, h = np.empty(state, dtype), np.empty(state, dtype)
     scratch = np.empty(state[1:], dtype)
     multiply, exp = np.multiply, np.exp
-    # one step at a time, while the step's block is in cache: a_t = exp(delta_t A), h_t = a_t h_{t-1} + delta_t B_t u_t
-    # (the same operations on every element as whole-array passes would do, so the same bits)
-    for t in range(length):
-        a_t, h_t = a[t], h[t]
-        exp(multiply(dt_t[t], a_row, out=a_t), out=a_t)
-        multiply(du[t], b[t] if b.ndim == 5 else b, out=h_t)
-        if t:
-            h_t += multiply(a_t, h[t - 1], out=scratch)
+    # BLOCK steps at a time, while the block is in cache: a_t = exp(delta_t A) and h_t = delta_t B_t u_t for the
+    # block in three calls, then h_t += a_t h_{t-1} one step at a time (the same operations on every element as
+    # whole-array passes would do, so the same bits)
+    for start in range(0, length, BLOCK):
+        steps = slice(start, min(length, start + BLOCK))
+        a_k, h_k = a[steps], h[steps]
+        exp(multiply(dt_t[steps], a_row, out=a_k), out=a_k)
+        multiply(du[steps], b[steps] if b.ndim == 5 else b, out=h_k)
+        for t in range(max(start, 1), steps.stop):
+            h[t] += multiply(a[t], h[t - 1], out=scratch)
     c = time_major(C, dtype, groups, per)
     # y_t = C_t h_t: a contraction over N by einsum (a batched matmul here is thousands of tiny calls)
     if c.ndim == 3:
@@ -113,7 +115,7 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     return out, a, h, dt, y_pre
 
 
-BLOCK = 16  # time steps per block of the backward walk: 16 x batch 8 x D 64 x N 16 floats = 512 kB per array
+BLOCK = 16  # time steps per block of the forward and backward walks: 16 x batch 8 x D 64 x N 16 floats = 512 kB per array
 
 
 def _contract_n(x: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -185,19 +187,21 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     for end in range(length, 0, -block):
         start = max(0, end - block)
         for t in range(end - 1, start - 1, -1):
-            lam_t, g_t = lam[t - start], ga_a[t - start]
+            lam_t = lam[t - start]
             if later is not None:  # read before lam_t is written: a block of one step reuses later's row
                 multiply(a[t + 1], later, out=scratch)
             multiply(gy_s[t], c_mat[t] if c_mat.ndim == 5 else c_mat, out=lam_t)
             if later is not None:
                 lam_t += scratch
             later = lam_t  # no copy: the next step writes another row of lam (or has read this one first)
-            if t:
-                multiply(multiply(lam_t, h[t - 1], out=g_t), a[t], out=g_t)
-            else:
-                g_t[...] = 0
         steps = slice(start, end)
         lam_k, ga_k = lam[:end - start], ga_a[:end - start]
+        # ga_a_t = lam_t h_{t-1} a_t for the whole block in two calls (h_{-1} = 0: row 0 is zero)
+        first = 1 if start == 0 else 0
+        if first:
+            ga_k[0] = 0
+        multiply(multiply(lam_k[first:], h[start + first - 1:end - 1], out=ga_k[first:]), a[start + first:end],
+                 out=ga_k[first:])
         lam_b[steps] = _contract_n(lam_k, b_mat[steps] if b_mat.ndim == 5 else b_mat)
         g_dt[steps] = einsum("lbgpn,gpn->lbgp", ga_k, a_s)[..., None]
         g_a += einsum("lbgpn,lbgp->gpn", ga_k, dt_s[steps, ..., 0])

@@ -322,6 +322,20 @@ def test_the_backward_kernel_over_a_last_block_of_one_step_matches_the_composite
         assert np.abs(a - b).max() <= 1e-12 * (1.0 + np.abs(b).max())
 
 
+@pytest.mark.parametrize("length", [1, 15, 17, 33])
+@pytest.mark.parametrize("case", CASES[:2], ids=["variable", "constant-b"])
+def test_the_forward_over_partial_blocks_matches_the_torch_reference(case, length):
+    """The forward computes exp(delta A) and delta B u for 16 steps at a time, then the recurrence step by step:
+    lengths that leave a partial last block (of one step at 17 and 33)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
+    names, xs, attrs = _case_inputs(case, np.random.default_rng(24), "float64", batch=2, dim=4, n=3, length=length)
+    got = fc.compile(fc.trace(lambda *t: ops.selective_scan(*t, **attrs),
+                              *[fc.TensorType(x.dtype, x.shape) for x in xs])).run(xs)[0]
+    want = torch_selective_scan_ref(*map(torch.from_numpy, xs[:5]), delta_softplus=case[3],
+                                    **{k: torch.from_numpy(v) for k, v in zip(names[5:], xs[5:])}).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_the_saving_and_backward_ops_refuse_half_precision_and_wrong_saved_types():
     f16 = ["f16[1, 2, 3]", "f16[1, 2, 3]", "f16[2, 2]", "f16[1, 2, 3]", "f16[1, 2, 3]"]
     with pytest.raises(fc.ShapeError, match="float32 or float64"):
