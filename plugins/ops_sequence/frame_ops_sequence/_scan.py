@@ -172,29 +172,30 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         grads["D"] = (gy * u).sum(axis=(0, 2))
     gy_s = to_state(gy)
     grads["C"] = _sum_to_form(h, gy_s, c_form, c_groups, C.shape)
-    # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1} (the adjoint of h) and ga_a_t = lam_t h_{t-1} a_t (h_{-1} = 0), one
-    # step at a time walking backwards, BLOCK steps at a time: each block's contractions read it while in cache
+    # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1} (the adjoint of h) and ga_a_t = lam_t h_{t-1} a_t (h_{-1} = 0), walking
+    # backwards BLOCK steps at a time: C_t^T gy_t and ga_a for the block in one call each, the recurrence one step
+    # at a time, then the block's contractions, each while the block is in cache
     dt_s, u_s = to_state(dt), to_state(u)
     du_s = dt_s * u_s
     a_s = A.reshape(groups, per, n)
     block = max(1, min(BLOCK, length))
     lam, ga_a = np.empty((block, *h.shape[1:]), dtype), np.empty((block, *h.shape[1:]), dtype)
-    later, scratch = None, np.empty(h.shape[1:], dtype)  # lam_{t+1} (a row of lam); a_{t+1} lam_{t+1}
+    scratch = np.empty(h.shape[1:], dtype)  # a_{t+1} lam_{t+1}
     lam_b, g_dt = np.empty(dt_s.shape, dtype), np.empty(dt_s.shape, dtype)
     g_a = np.zeros(a_s.shape, dtype)
     b_parts: list[np.ndarray] = []
     multiply, einsum = np.multiply, np.einsum
     for end in range(length, 0, -block):
         start = max(0, end - block)
-        for t in range(end - 1, start - 1, -1):
-            lam_t = lam[t - start]
-            if later is not None:  # read before lam_t is written: a block of one step reuses later's row
-                multiply(a[t + 1], later, out=scratch)
-            multiply(gy_s[t], c_mat[t] if c_mat.ndim == 5 else c_mat, out=lam_t)
-            if later is not None:
-                lam_t += scratch
-            later = lam_t  # no copy: the next step writes another row of lam (or has read this one first)
         steps = slice(start, end)
+        if end < length:  # a_{t+1} lam_{t+1} of the block's last step, read from row 0 before the block is written
+            multiply(a[end], lam[0], out=scratch)
+        multiply(gy_s[steps], c_mat[steps] if c_mat.ndim == 5 else c_mat, out=lam[:end - start])  # C_t^T gy_t
+        for t in range(end - 1, start - 1, -1):
+            if t < end - 1:
+                multiply(a[t + 1], lam[t + 1 - start], out=scratch)
+            if t < length - 1:
+                lam[t - start] += scratch
         lam_k, ga_k = lam[:end - start], ga_a[:end - start]
         # ga_a_t = lam_t h_{t-1} a_t for the whole block in two calls (h_{-1} = 0: row 0 is zero)
         first = 1 if start == 0 else 0
