@@ -81,7 +81,7 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     dt, _ = step_size(delta, delta_bias, delta_softplus, dtype)
     dt_t = np.ascontiguousarray(dt.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
     du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
-    b = time_major(B, dtype, groups, per)
+    b = np.ascontiguousarray(time_major(B, dtype, groups, per))  # (a transposed view: each step's row strided)
     a_row = A.reshape(groups, per, n)
     state = (length, batch, groups, per, n)
     a, h = np.empty(state, dtype), np.empty(state, dtype)
@@ -158,7 +158,8 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         return x.reshape(length, batch, dim).transpose(1, 2, 0)
 
     raw = np.asarray(delta, dtype) if bias is None else np.asarray(delta, dtype) + np.asarray(bias, dtype)[:, None]
-    b_mat, c_mat = time_major(B, dtype, groups, per), time_major(C, dtype, groups, per)
+    b_mat = time_major(B, dtype, groups, per)
+    c_rows = np.ascontiguousarray(time_major(C, dtype, groups, per))  # (a transposed view: each row strided)
     gout = np.asarray(gout, dtype)
     gy = gout
     grads: dict[str, np.ndarray] = {}
@@ -190,7 +191,7 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         steps = slice(start, end)
         if end < length:  # a_{t+1} lam_{t+1} of the block's last step, read from row 0 before the block is written
             multiply(a[end], lam[0], out=scratch)
-        multiply(gy_s[steps], c_mat[steps] if c_mat.ndim == 5 else c_mat, out=lam[:end - start])  # C_t^T gy_t
+        multiply(gy_s[steps], c_rows[steps] if c_rows.ndim == 5 else c_rows, out=lam[:end - start])  # C_t^T gy_t
         for t in range(end - 1, start - 1, -1):
             if t < end - 1:
                 multiply(a[t + 1], lam[t + 1 - start], out=scratch)
