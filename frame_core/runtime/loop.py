@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..compiler.fused import FUSED_OP
+
 if TYPE_CHECKING:
     from .executable import Executable
 
@@ -98,8 +100,8 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
         outs: list[str | None] = []  # what each output must be (an expression), or None: checked by type
         for m, name in enumerate(ins.outputs):
             j = row_of.get(name)
-            if takes_out and j is not None and (not multi or ins.op == "fused_elementwise_internal"
-                                                 or ins.out_buffer is not None):
+            # several outputs take a tuple of out arrays where the planner gives one (a fused chain's)
+            if takes_out and j is not None and (not multi or ins.op == FUSED_OP or ins.out_buffer is not None):
                 outs.append(f"_o{k}_{m}")
                 written.add(j)
                 row = "_i, ..." if ins.node.outputs[m].type.rank == 0 else "_i"  # a 0-d view, not a scalar
