@@ -384,7 +384,7 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
     return kernel
 
 
-#: ops cheap enough to recompute a residual from a stacked per-step output in the reverse body (a tanh's
+#: ops cheap enough to compute a residual from a stacked per-step output after the loop, for all steps (a tanh's
 #: ``1 - t**2``) instead of computing it in the forward and stacking it
 _RECOMPUTED_OPS = frozenset({"square", "sub", "add", "mul", "neg"})
 _RECOMPUTED_MOST = 4  # nodes per residual
@@ -416,18 +416,21 @@ def _from_outputs(r: Any, outputs: Sequence[Any]) -> list[Any] | None:
     return chain if r.producer is not None and r.producer.op != "constant" and visit(r) and chain else None
 
 
-def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[Graph, Graph, int, list[int]]:
+def _reverse_body(body: Graph, lead: int, ns: int, nx: int,
+                  name: str) -> tuple[Graph, Graph, int, Callable[[Sequence[Tensor], Sequence[Tensor]], list[Tensor]]]:
     """How a loop (``lead=1``: a step input and a cond output) or a scan over ``body`` is differentiated.
 
-    Returns the *saving body*, the *reverse body*, the number of residuals and the per-step outputs the reverse
-    body reads. The saving body extends ``body`` (``split_vjp_graph``): ``([i,] s.., x.., θ..) -> ([cond,]
-    s'.., y.., r.., s..)``, i.e. it also returns, per step, the residuals ``r`` its gradient reads and the
-    states ``s`` it was given (the trajectory), which the forward loop stacks. The reverse body is
-    ``([i,] gs'.., acc.., s.., x.., gy.., r.., y_k.., θ..) -> ([true,] gs.., acc + gθ.., gx..)``: the VJP at
-    ``(s, x, θ)`` with cotangents ``(gs', gy)``, reading the stacked residuals instead of recomputing them.
-    A residual that is a few cheap elementwise ops of per-step outputs ``y`` (a tanh's ``1 - t**2`` of its
-    output ``t``) is not stacked: the reverse body reads rows of those stacked outputs (``y_k``, the
-    positions returned) and recomputes it, the same ops on the same values, so the same bits.
+    Returns the *saving body*, the *reverse body*, the number of residuals the saving body stacks and
+    ``residuals(saved, ys)``, which gives (in the enclosing gradient graph) the stacked residuals the reverse
+    body reads from the stacked residuals ``saved`` and the stacked per-step outputs ``ys`` of the saving
+    loop. The saving body extends ``body`` (``split_vjp_graph``): ``([i,] s.., x.., θ..) -> ([cond,] s'..,
+    y.., r.., s..)``, i.e. it also returns, per step, the residuals ``r`` its gradient reads and the states
+    ``s`` it was given (the trajectory), which the forward loop stacks. The reverse body is ``([i,] gs'..,
+    acc.., s.., x.., gy.., r.., θ..) -> ([true,] gs.., acc + gθ.., gx..)``: the VJP at ``(s, x, θ)`` with
+    cotangents ``(gs', gy)``, reading the stacked residuals instead of recomputing them. A residual that is a
+    few cheap elementwise ops of per-step outputs ``y`` (a tanh's ``1 - t**2`` of its output ``t``) is not
+    computed per step: ``residuals`` computes it from the stacked ``y`` in one pass over all steps (the same
+    ops on the same values, so the same bits).
     """
     from frame_core import split_vjp_graph
 
@@ -437,11 +440,9 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[
     outs = [v.type for v in body.outputs]
     n_out = len(outs)
     ys = saving.outputs[lead + ns:n_out]
-    residuals = saving.outputs[n_out:n_out + split.n_residuals]
-    chains = [_from_outputs(r, ys) for r in residuals]
-    kept = [r for r, c in zip(residuals, chains) if c is None]
-    read = sorted({j for c in chains if c for node in c for j, y in enumerate(ys)
-                   if any(x is y for x in node.inputs)})
+    all_residuals = saving.outputs[n_out:n_out + split.n_residuals]
+    chains = [_from_outputs(r, ys) for r in all_residuals]
+    kept = [r for r, c in zip(all_residuals, chains) if c is None]
     saving.outputs[n_out:] = kept
     saving.outputs.extend(saving.inputs[lead:lead + ns])  # the trajectory (rows nothing reads are pruned)
     ins = [v.type for v in body.inputs]
@@ -454,19 +455,8 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[
     s = [g.add_input(t, f"s{k}") for k, t in enumerate(s_t)]
     x = [g.add_input(t, f"x{k}") for k, t in enumerate(x_t)]
     gy = [g.add_input(t, f"gy{k}") for k, t in enumerate(y_t)]
-    r_in = [g.add_input(r.type, f"r{k}") for k, r in enumerate(kept)]
-    y_in = {j: g.add_input(y_t[j], f"y{j}") for j in read}
+    r = [g.add_input(v.type, f"r{k}") for k, v in enumerate(all_residuals)]
     theta = [g.add_input(t, f"th{k}") for k, t in enumerate(th_t)]
-    r = []
-    for res, chain in zip(residuals, chains):
-        if chain is None:
-            r.append(r_in.pop(0))
-            continue
-        made = {id(y): y_in[j] for j, y in enumerate(ys) if j in y_in}
-        for node in chain:
-            args = [made[id(v)] if id(v) in made else g.constant(v.producer.attrs["value"]) for v in node.inputs]
-            made[id(node.outputs[0])] = g.apply(node.op, *args, **node.attrs)
-        r.append(made[id(res)])
     gcond = [g.zeros(outs[0])] if lead else []
     grads = inline_graph(g, split.backward, [*i, *s, *x, *theta, *r, *gcond, *gs_next, *gy])
     gs, gx, gth = grads[:ns], grads[ns:ns + nx], grads[ns + nx:]
@@ -475,7 +465,20 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[
         g.mark_output(g.constant(np.True_))
     for v in (*gs, *new_acc, *gx):
         g.mark_output(v)
-    return saving, g, len(kept), read
+
+    def residuals(saved: Sequence[Tensor], stacked: Sequence[Tensor]) -> list[Tensor]:
+        rows, result = iter(saved), []
+        for res, chain in zip(all_residuals, chains):
+            if chain is None:
+                result.append(next(rows))
+                continue
+            made = {id(y): stacked[j] for j, y in enumerate(ys)}  # elementwise: the ops apply to whole stacks
+            for node in chain:
+                args = [made[id(v)] if id(v) in made else constant(v.producer.attrs["value"]) for v in node.inputs]
+                made[id(node.outputs[0])] = apply(node.op, *args, **node.attrs)
+            result.append(made[id(res)])
+        return result
+    return saving, g, len(kept), residuals
 
 
 def _zeros_like(types: Sequence[TensorType]) -> list[Tensor]:
@@ -492,7 +495,7 @@ def _loop_gradient(ctx: NodeContext) -> Graph:
         raise GradientError("a reverse loop is differentiated only when its body's cond is the constant true "
                             "(its rows are counted from the trip limit, so an early exit would misplace them)")
     ny = len(body.outputs) - 1 - ns
-    saving, back_body, nr, read = _reverse_body(body, 1, ns, nx, "body_backward")
+    saving, back_body, nr, stacked_residuals = _reverse_body(body, 1, ns, nx, "body_backward")
     n_in, n_out = len(ctx.input_types), len(ctx.output_types)
     in_types = ctx.input_types
 
@@ -501,11 +504,11 @@ def _loop_gradient(ctx: NodeContext) -> Graph:
         scanned, invariants = values[ns:ns + nx], values[ns + nx:]
         saved = _as_list(apply("loop", limit, cond, *values, **{**a, "body": saving, "trip_count": True}))
         residuals, trajectory, steps = saved[ns + ny:ns + ny + nr], saved[ns + ny + nr:ns + ny + nr + ns], saved[-1]
-        stacked = [saved[ns + j] for j in read]  # the per-step outputs residuals are recomputed from
+        residuals = stacked_residuals(residuals, saved[ns:ns + ny])
         back = _as_list(apply(
             "loop", steps, constant(np.array(True)), *gouts[:ns], *_zeros_like(in_types[2 + ns + nx:]), *trajectory,
-            *scanned, *gouts[ns:ns + ny], *residuals, *stacked, *invariants, body=back_body, max_trip=m,
-            n_states=ns + ni, n_scanned=ns + nx + ny + nr + len(read), reverse=not reverse))
+            *scanned, *gouts[ns:ns + ny], *residuals, *invariants, body=back_body, max_trip=m, n_states=ns + ni,
+            n_scanned=ns + nx + ny + len(residuals), reverse=not reverse))
         gs0, gth, gx = back[:ns], back[ns:ns + ni], back[ns + ni:]
         grads = [None, None, *gs0, *gx, *gth]
         return [g if t.dtype.is_float else None for g, t in zip(grads, in_types)]
@@ -665,7 +668,7 @@ def _scan_gradient(ctx: NodeContext) -> Graph:
     length, nc, nx, ni = _scan_layout(ctx)
     a = ctx.attrs
     ny = len(a["body"].outputs) - nc
-    saving, back_body, nr, read = _reverse_body(a["body"], 0, nc, nx, "body_backward")
+    saving, back_body, nr, stacked_residuals = _reverse_body(a["body"], 0, nc, nx, "body_backward")
     n_in, n_out = len(ctx.input_types), len(ctx.output_types)
     in_types = ctx.input_types
 
@@ -674,11 +677,11 @@ def _scan_gradient(ctx: NodeContext) -> Graph:
         scanned, invariants = values[nc:nc + nx], values[nc + nx:]
         saved = _as_list(apply("scan", *values, **{**a, "body": saving}))
         residuals, trajectory = saved[nc + ny:nc + ny + nr], saved[nc + ny + nr:]
-        stacked = [saved[nc + j] for j in read]  # the per-step outputs residuals are recomputed from
+        residuals = stacked_residuals(residuals, saved[nc:nc + ny])
         back = _as_list(apply(
             "scan", *gouts[:nc], *_zeros_like(in_types[nc + nx:]), *trajectory, *scanned, *gouts[nc:nc + ny],
-            *residuals, *stacked, *invariants, body=back_body, length=length, n_carry=nc + ni,
-            n_scanned=nc + nx + ny + nr + len(read), reverse=not a["reverse"]))
+            *residuals, *invariants, body=back_body, length=length, n_carry=nc + ni,
+            n_scanned=nc + nx + ny + len(residuals), reverse=not a["reverse"]))
         gc0, gth, gx = back[:nc], back[nc:nc + ni], back[nc + ni:]
         return [g if t.dtype.is_float else None for g, t in zip([*gc0, *gx, *gth], in_types)]
     return ctx.grad_graph(fn)
