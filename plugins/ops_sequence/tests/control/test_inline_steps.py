@@ -78,3 +78,22 @@ def test_scalar_rows_and_a_stacked_entering_carry(reverse):
         np.testing.assert_array_equal(news, want_new)
         np.testing.assert_array_equal(entering, want_in)
         assert float(last) == c
+
+
+def test_a_tanh_residual_is_computed_from_the_stacked_outputs_with_the_same_bits(monkeypatch):
+    """tanh's 1 - t^2 is not stacked by the forward scan: one pass over the stacked outputs between the two
+    loops gives it. The gradients are those of the residual computed per step and stacked, bit for bit."""
+    import frame_ops_sequence.control as control
+
+    types, xs = _inputs("f32")
+    graph = fc.build_backward_graph(fc.trace(_rnn, *types), 0, [0, 2, 3, 4])
+    scans = [n for n in graph.nodes if n.op == "scan"]
+    saving = scans[-2].attrs["body"]  # the forward with the saving body, then the reverse scan
+    assert not any(n.op == "square" for n in saving.nodes if n.outputs[0] in saving.outputs)
+    assert any(n.op == "square" for n in graph.nodes)  # on the stack, in the gradient graph
+    got = fc.compile(graph, cache=False).run(xs)
+    monkeypatch.setattr(control, "_from_outputs", lambda r, outputs: None)  # every residual stacked per step
+    stacked = fc.build_backward_graph(fc.trace(_rnn, *types), 0, [0, 2, 3, 4])
+    assert not any(n.op == "square" for n in stacked.nodes)
+    for a, b in zip(got, fc.compile(stacked, cache=False).run(xs)):
+        assert a.tobytes() == b.tobytes()
