@@ -313,10 +313,47 @@ def _on_short_rows(geo: Geometry) -> bool:
     return geo.stride == (1, 1) and geo.out[1] <= 16 and geo.c_out // geo.groups <= 32
 
 
+# The forward takes one sample per product from this many output positions on: its columns then stay in cache
+# and the product writes straight into y, with no transposing copy of a chunk's result (batch 16, 3 -> 32 on
+# 32x32: 1.70 ms against 2.50 in chunks of two samples; 32 -> 64 on 16x16: 4.34 against 4.86).
+_SAMPLE_POSITIONS = 256
+
+
+class _SampleColumns:
+    """im2col of one sample at a time in buffers reused over the batch: ``of(a[C, H, W])`` writes the sample
+    between zero borders ``[C, hp, wp]`` and copies its taps into ``[groups, C/groups * kh * kw, oh * ow]``."""
+
+    def __init__(self, geo: Geometry, acc: np.dtype) -> None:
+        (bh, bw), (h, w) = geo.before, geo.size
+        self.padded = np.zeros((1, geo.c_in, *geo.padded_size), acc)
+        self.inner = self.padded[0, :, bh:bh + h, bw:bw + w]
+        self.view = _windows(self.padded, geo)[0]  # [C, kh, kw, oh, ow]
+        self.cols = np.empty(self.view.shape, acc)
+        self.shape = (geo.groups, geo.c_in // geo.groups * geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1])
+
+    def of(self, a: np.ndarray) -> np.ndarray:
+        self.inner[...] = a
+        np.copyto(self.cols, self.view)
+        return self.cols.reshape(self.shape)
+
+
+def _forward_by_sample(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
+    wg, og, n = _weights(w, geo, acc), geo.c_out // geo.groups, geo.out[0] * geo.out[1]
+    y4 = np.empty((geo.batch, geo.c_out, *geo.out), acc)
+    y, columns = y4.reshape(geo.batch, geo.c_out, n), _SampleColumns(geo, acc)
+    for b in range(geo.batch):
+        cols = columns.of(x[b])
+        for k in range(geo.groups):
+            np.matmul(wg[k], cols[k], out=y[b, k * og:(k + 1) * og])
+    return y4
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     """y = w @ cols per group and batch chunk, written into y's layout (directly for one sample)."""
     if _on_short_rows(geo):
         return _grid_forward(np.asarray(x), w, geo, acc)
+    if geo.out[0] * geo.out[1] >= _SAMPLE_POSITIONS:
+        return _forward_by_sample(x, w, geo, acc)
     view, wg, n = _windows(_padded(x, geo, acc), geo), _weights(w, geo, acc), geo.out[0] * geo.out[1]
     y4 = np.empty((geo.batch, geo.c_out, *geo.out), acc)  # returned as allocated: no copy to the output type
     y, og = y4.reshape(geo.batch, geo.c_out, n), geo.c_out // geo.groups
