@@ -19,6 +19,9 @@ PATHS = [
     ((3, 2, 4, 18), (3, 2, 3, 3), {"padding": 1}, (1, 1, 1, 1)),                          # window: long rows
     ((2, 3, 5, 5), (40, 3, 2, 3), {"padding": "same"}, (1, 1, 0, 1)),                     # window: 40 outputs
     ((3, 2, 7, 9), (4, 2, 3, 3), {"padding": 1, "stride": [2, 1]}, (1, 1, 1, 1)),         # strided
+    ((2, 16, 9, 18), (5, 16, 3, 3), {"padding": 1}, (1, 1, 1, 1)),                        # channels last
+    ((2, 16, 20, 17), (4, 16, 2, 3), {"padding": [2, 1, 1, 0], "stride": 2, "dilation": [2, 1]}, (1, 0, 2, 1)),
+    ((2, 3, 20, 20), (4, 3, 3, 3), {"padding": "same"}, (1, 1, 1, 1)),                    # a sample per product
 ]
 
 
