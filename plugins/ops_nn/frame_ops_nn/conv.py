@@ -29,10 +29,14 @@ Stride-1 convolutions with short output rows (at most 16) and at most 32 output 
 the chunk out as a padded grid ``[C, nb * hp * wp]`` instead, where every tap is the grid shifted by
 ``i d_h wp + j d_w``: one long contiguous copy per tap, at the price of computing (and dropping) the
 padding positions. The stride-1 input gradient multiplies first on that grid and adds each tap back as
-one shifted contiguous slice; strided ones add back strided taps (col2im). float16/bfloat16 compute in
+one shifted contiguous slice; strided ones add back strided taps (col2im). The forward takes one sample per
+product where that is faster (``_forward_channels_last`` for one group and at least 16 input channels,
+``_forward_by_sample`` from 256 outputs per sample), its columns in buffers reused over the batch and the
+product written straight into y. float16/bfloat16 compute in
 float32 and round once. Results agree with a float64 computation to a few roundings per sum; they are not
 bitwise those of the single whole-batch product used before (BLAS sums each chunk in its own order), and
-tests/test_conv_paths.py bounds the float32 difference to ``4 sqrt(n)`` roundings of an ``n``-term sum.
+tests/test_conv_paths.py bounds the float32 difference to ``4 sqrt(n)`` roundings of an ``n``-term sum (the
+channels-last columns also sum over ``(i, j, c)`` rather than ``(c, i, j)``).
 """
 
 from __future__ import annotations
