@@ -319,7 +319,7 @@ def _on_short_rows(geo: Geometry) -> bool:
 
 # The forward takes one sample per product from this many output positions on: its columns then stay in cache
 # and the product writes straight into y, with no transposing copy of a chunk's result (batch 16, 3 -> 32 on
-# 32x32: 1.70 ms against 2.50 in chunks of two samples; 32 -> 64 on 16x16: 4.34 against 4.86).
+# 32x32: 1.40 ms against 1.72 in chunks of two samples; 32 -> 64 on 16x16: 4.34 against 4.86).
 _SAMPLE_POSITIONS = 256
 
 
@@ -354,9 +354,9 @@ def _forward_by_sample(x: np.ndarray, w: np.ndarray, geo: Geometry, acc: np.dtyp
 
 def _channels_last(geo: Geometry) -> bool:
     """One group, no dilation along W, at least 16 input channels and 64 output positions per sample: there the
-    channels-last columns win (batch 16, 32 -> 64 on 16x16: 3.56 ms against 4.00; 64 -> 128 on 8x8: 2.94
-    against 4.27 in chunks). With fewer channels the rows of ``kw * C`` values are too short (3 -> 32 on
-    32x32: 2.03 against 1.60)."""
+    channels-last columns win (batch 16, 32 -> 64 on 16x16: 4.07 ms against 4.98 in chunks; 64 -> 128 on
+    8x8: 4.03 against 4.80). With fewer channels the rows of ``kw * C`` values are too short (3 -> 32 on
+    32x32: 2.03 against 1.60 for the NCHW columns of one sample)."""
     return geo.groups == 1 and geo.dilation[1] == 1 and geo.c_in >= 16 and geo.out[0] * geo.out[1] >= 64
 
 
