@@ -543,6 +543,8 @@ def _remember(graph: Graph, node: Node) -> None:
 def prune_weak(graph: Graph) -> None:
     """Remove the nodes traced for weak tensors that nothing uses any more (a retrace in another dtype replaced
     them); called when tracing ``graph`` ends."""
+    if not _weak_nodes:  # (the usual case: no weak tensor traced anywhere; entries of this thread's graph are seen)
+        return
     with _weak_lock:
         made = _weak_nodes.pop(graph, None)
     if not made:

@@ -32,16 +32,18 @@ micro-graphs (each would differentiate an ever larger body).
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._gc import gc_paused
 from ..errors import AmbiguousOpError, FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from .registry import Registry, op_scope, use_registry
-from .schema import NodeContext, OpSchema, inference_memo
+from .schema import NodeContext, OpSchema, inference_memo, instantiate_gradient
 
 __all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
@@ -89,34 +91,35 @@ class ClosureInfo:
 
 def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, registry: Registry) -> tuple[list[str], set[str]]:
     """Contract problems of one micro-graph, and the unregistered ops it uses."""
-    where = f"{schema.name} on [{', '.join(map(str, ctx.input_types))}]"
+    def where() -> str:  # only on the error path: a clean micro-graph (nearly all) formats no type
+        return f"{schema.name} on [{', '.join(map(str, ctx.input_types))}]"
     if not isinstance(micro, Graph):
-        return [f"GradientFn of {where} returned {type(micro).__name__}, expected a Graph"], set()
+        return [f"GradientFn of {where()} returned {type(micro).__name__}, expected a Graph"], set()
     problems = []
     expected_in = ctx.gradient_input_types()
     got_in = [v.type for v in micro.inputs]
     if got_in != expected_in:
         problems.append(
-            f"GradientFn of {where}: micro-graph inputs are [{', '.join(map(str, got_in))}], "
+            f"GradientFn of {where()}: micro-graph inputs are [{', '.join(map(str, got_in))}], "
             f"expected [x.., y.., gy..] = [{', '.join(map(str, expected_in))}]"
         )
     got_out = [v.type for v in micro.outputs]
     if got_out != list(ctx.input_types):
         problems.append(
-            f"GradientFn of {where}: returns [{', '.join(map(str, got_out))}], expected one gradient per input of its "
-            f"type: [{', '.join(map(str, ctx.input_types))}]"
+            f"GradientFn of {where()}: returns [{', '.join(map(str, got_out))}], expected one gradient per input of "
+            f"its type: [{', '.join(map(str, ctx.input_types))}]"
         )
     else:  # the slot of an input that carries no gradient holds a zero (the documented rule, schema module)
         for i, t in enumerate(ctx.input_types):
             if (i in schema.nondiff_inputs or not t.dtype.is_float) and not is_zero_constant(micro.outputs[i]):
-                problems.append(f"GradientFn of {where}: input {i} ({t}) carries no gradient, so its slot must be a "
+                problems.append(f"GradientFn of {where()}: input {i} ({t}) carries no gradient, so its slot must be a "
                                 "zero constant (return None for it from grad_graph)")
     unknown = set()
     for p in check_graph(micro, registry):
         if p.rule == "V3":
             unknown.add(p.op or "?")
         else:
-            problems.append(f"GradientFn of {where}: micro-graph fails verify: {p}")
+            problems.append(f"GradientFn of {where()}: micro-graph fails verify: {p}")
     return problems, unknown
 
 
@@ -148,8 +151,14 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
     gradients``, the test suite) also instantiates every op inside a
     micro-graph with the exact types and attributes it has there, recursively.
     """
-    with use_registry(reg), inference_memo():  # every distinct shape question once (schema.inference_memo)
-        return _audit(reg, deep)
+    # every distinct shape question and GradientFn node once (schema.inference_memo); no cyclic collections
+    # meanwhile: the micro-graphs (cycles of nodes and values) are garbage by the thousand, and one collection
+    # of the young objects afterwards frees them with one walk instead of a hundred partial ones
+    with use_registry(reg), inference_memo(), gc_paused():
+        try:
+            return _audit(reg, deep)
+        finally:
+            gc.collect(0)
 
 
 def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
@@ -188,8 +197,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
         seen.add(seen_key)
         count += 1
         try:
-            with op_scope(schema.namespace):  # the pack's short names mean its own ops first
-                micro = schema.gradient(ctx)
+            micro = instantiate_gradient(schema, ctx)
         except UnknownOpError as exc:  # needs an op no loaded pack provides: a closure break, not a contract error
             unresolved[key].add(exc.name)
             continue

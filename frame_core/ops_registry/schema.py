@@ -232,6 +232,9 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
 #: ``mul`` of the same types, and ``verify`` infers again every node that tracing has just inferred. Each
 #: distinct question is still answered by the pack's own code once, and a failure is never stored (it is raised
 #: again each time). Only attributes made of plain values key it (:func:`_plain_key`); others are never hashed.
+#: GradientFn micro-graphs too (:func:`instantiate_gradient`): a GradientFn that differentiates a graph of its own
+#: (``build_vjp_graph``: norms, scans) instantiates the GradientFns of that graph's ops, which the audit also
+#: instantiates on their own, about 500 times over.
 _memo: ContextVar[dict[Any, Any] | None] = ContextVar("frame_inference_memo", default=None)
 
 
@@ -247,6 +250,29 @@ def inference_memo() -> Iterator[None]:
         yield
     finally:
         _memo.reset(token)
+
+
+def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
+    """``schema.gradient(ctx)`` in the scope of the op's pack (its short names mean its own ops first).
+
+    Inside :func:`inference_memo`, each distinct node (op, GradientFn, input and output types, plain attributes)
+    is instantiated once and its micro-graph handed to every later caller: callers only read a micro-graph (the
+    backward transform inlines copies of it; the audit checks it), and a GradientFn is a function of its
+    ``NodeContext``. A GradientFn that raises is asked again each time."""
+    memo = _memo.get()
+    key = None
+    if memo is not None:
+        plain = _plain_key(ctx.attrs)
+        if plain is not None:
+            key = ("gradient", schema, schema.gradient, ctx.input_types, ctx.output_types, plain)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+    with op_scope(schema.namespace):
+        micro = schema.gradient(ctx)
+    if key is not None:
+        memo[key] = micro
+    return micro
 
 
 _INTS, _STRS = (int,), (str,)
