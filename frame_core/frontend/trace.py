@@ -28,6 +28,7 @@ dtype.
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -72,8 +73,6 @@ def shape_was_read(graph: Graph, depth: int = 2) -> None:
     whenever the graph is re-specialised. A third-party pack's read counts (re-specialising is then
     refused, never wrong).
     """
-    import sys
-
     caller = sys._getframe(depth).f_globals.get("__name__", "")
     if not caller.startswith("frame_"):
         _SHAPE_READ.add(graph)

@@ -168,7 +168,8 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
     contract: dict[str, list[str]] = defaultdict(list)
     unchecked_bodies: dict[str, set[str]] = defaultdict(set)  # op -> unregistered ops in its examples' bodies
     seen: set[tuple] = set()
-    work: deque[tuple[str, OpSchema, NodeContext]] = deque()
+    queued: set[tuple] = set()  # contexts found inside micro-graphs, queued once (most are found many times over)
+    work: deque[tuple[str, OpSchema, NodeContext, tuple | None]] = deque()  # (.., its seen-key once known)
 
     for key, schema in reg.schemas.items():
         for example in schema.examples:
@@ -183,15 +184,16 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
                 reason = str(exc) if isinstance(exc, FrameError) else f"{type(exc).__name__}: {exc}"
                 contract[key].append(f"example {example!r} is rejected by its own op: {reason}")
                 continue
-            work.append((key, schema, ctx))
+            work.append((key, schema, ctx, None))
 
     examples = len(work)  # every example is checked; only contexts found inside micro-graphs count to the bound
     count = 0
     while work and count < examples + MAX_CONTEXTS:
-        key, schema, ctx = work.popleft()
+        key, schema, ctx, seen_key = work.popleft()
         if schema.gradient is None:
             continue
-        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+        if seen_key is None:
+            seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
         if seen_key in seen:
             continue
         seen.add(seen_key)
@@ -214,12 +216,17 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             uses[key].add(node.op)
             inner = reg.schemas.get(node.op)
             if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
-                work.append((node.op, inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
-                                                         [v.type for v in node.outputs])))
+                in_types = tuple([v.type for v in node.inputs])
+                found = (node.op, in_types, attrs_key(node.attrs))
+                if found not in queued and found not in seen:
+                    queued.add(found)
+                    work.append((node.op, inner, NodeContext(inner, in_types, node.attrs,
+                                                             [v.type for v in node.outputs]), found))
 
     unchecked: dict[str, int] = defaultdict(int)
-    for key, schema, ctx in work:  # each distinct context left once (the queue may hold one several times)
-        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+    for key, schema, ctx, seen_key in work:  # each distinct context left once (examples may repeat one)
+        if seen_key is None:
+            seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
         if schema.gradient is not None and seen_key not in seen:
             seen.add(seen_key)
             unchecked[key] += 1

@@ -275,9 +275,6 @@ def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
     return micro
 
 
-_INTS, _STRS = (int,), (str,)
-
-
 def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
     """An exact hashable key of ``attrs`` when every value is plain: ``None``, an int, bool, str, float (by its
     bits: -0.0 is not 0.0) or DType, or a tuple or list of ints or of strs; ``None`` otherwise (arrays, graphs,
@@ -293,10 +290,18 @@ def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
         elif kind is float:
             parts.append((name, kind, value.hex()))
         elif kind is tuple or kind is list:
-            classes = tuple(set(map(type, value)))  # (int,), (str,) or () for an empty one
-            if classes != _INTS and classes != _STRS and classes:
+            items = value if kind is tuple else tuple(value)
+            first = items[0].__class__ if items else None
+            if first is int or first is str:  # every item of that very class: (int,) or (str,)
+                for item in items:
+                    if item.__class__ is not first:
+                        return None
+                classes: tuple[type, ...] = (first,)
+            elif items:
                 return None
-            parts.append((name, kind, classes, value if kind is tuple else tuple(value)))
+            else:
+                classes = ()
+            parts.append((name, kind, classes, items))
         else:
             return None
     return tuple(parts)
