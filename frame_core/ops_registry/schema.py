@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._text import short_repr
-from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
+from ..errors import AttributeSpecError, FrameError, MissingGradientError, RegistrationError, ShapeError
 from ..ir.dtypes import DType, as_dtype, complex_hint
 from ..ir.graph import Graph, Node
 from ..ir.tensors import frozen
@@ -259,18 +259,21 @@ def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
     is instantiated once and its micro-graph handed to every later caller: callers only read a micro-graph (the
     backward transform inlines copies of it; the audit checks it), and a GradientFn is a function of its
     ``NodeContext``. A GradientFn that raises is asked again each time."""
+    gradient = schema.gradient
+    if gradient is None:  # (callers ask only ops that have one)
+        raise MissingGradientError(f"op {schema.name!r} has no GradientFn", [schema.name])
     memo = _memo.get()
     key = None
     if memo is not None:
         plain = _plain_key(ctx.attrs)
         if plain is not None:
-            key = ("gradient", schema, schema.gradient, ctx.input_types, ctx.output_types, plain)
+            key = ("gradient", schema, gradient, ctx.input_types, ctx.output_types, plain)
             hit = memo.get(key)
             if hit is not None:
                 return hit
     with op_scope(schema.namespace):
-        micro = schema.gradient(ctx)
-    if key is not None:
+        micro = gradient(ctx)
+    if memo is not None and key is not None:
         memo[key] = micro
     return micro
 
