@@ -136,7 +136,7 @@ def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
     nodes = []
     for node in micro.nodes:
         floating = [v for v in node.outputs if v.type.dtype.is_float]
-        if floating and any(v in active for v in node.inputs):
+        if floating and not active.isdisjoint(node.inputs):
             nodes.append(node)
             active.update(floating)
     return nodes
@@ -329,7 +329,10 @@ def _missing_body_ops(attrs: dict[str, Any], reg: Registry) -> set[str]:
 
 
 def _carries_graphs(attrs: dict[str, Any]) -> bool:
-    return any(isinstance(a, Graph) for a in attrs.values())
+    for value in attrs.values():  # (a loop: called for every node the deep audit meets)
+        if isinstance(value, Graph):
+            return True
+    return False
 
 
 def graph_order(graph: Graph, registry: Registry) -> tuple[int | str, tuple[str, ...]]:
