@@ -43,7 +43,7 @@ from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from .registry import Registry, op_scope, use_registry
-from .schema import NodeContext, OpSchema, inference_memo, instantiate_gradient
+from .schema import NodeContext, OpSchema, _plain_key, inference_memo, instantiate_gradient
 
 __all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
@@ -193,7 +193,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
         if schema.gradient is None:
             continue
         if seen_key is None:
-            seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+            seen_key = (key, ctx.input_types, _context_key(ctx.attrs))
         if seen_key in seen:
             continue
         seen.add(seen_key)
@@ -217,7 +217,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             inner = reg.schemas.get(node.op)
             if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
                 in_types = tuple([v.type for v in node.inputs])
-                found = (node.op, in_types, attrs_key(node.attrs))
+                found = (node.op, in_types, _context_key(node.attrs))
                 if found not in queued and found not in seen:
                     queued.add(found)
                     work.append((node.op, inner, NodeContext(inner, in_types, node.attrs,
@@ -226,7 +226,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
     unchecked: dict[str, int] = defaultdict(int)
     for key, schema, ctx, seen_key in work:  # each distinct context left once (examples may repeat one)
         if seen_key is None:
-            seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+            seen_key = (key, ctx.input_types, _context_key(ctx.attrs))
         if schema.gradient is not None and seen_key not in seen:
             seen.add(seen_key)
             unchecked[key] += 1
@@ -326,6 +326,13 @@ def _missing_body_ops(attrs: dict[str, Any], reg: Registry) -> set[str]:
                     missing.add(node.op)
                 missing |= _missing_body_ops(node.attrs, reg)
     return missing
+
+
+def _context_key(attrs: dict[str, Any]) -> tuple:
+    """What tells two contexts' attributes apart: their plain key (schema._plain_key: cheap, and exact, by
+    class and order) when every value is plain, else ``attrs_key`` (arrays by their bytes, graphs by structure)."""
+    plain = _plain_key(attrs)
+    return (True, plain) if plain is not None else (False, attrs_key(attrs))
 
 
 def _carries_graphs(attrs: dict[str, Any]) -> bool:
