@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,7 +329,7 @@ def _missing_body_ops(attrs: dict[str, Any], reg: Registry) -> set[str]:
     return missing
 
 
-def _context_key(attrs: dict[str, Any]) -> tuple:
+def _context_key(attrs: Mapping[str, Any]) -> tuple:
     """What tells two contexts' attributes apart: their plain key (schema._plain_key: cheap, and exact, by
     class and order) when every value is plain, else ``attrs_key`` (arrays by their bytes, graphs by structure)."""
     plain = _plain_key(attrs)
