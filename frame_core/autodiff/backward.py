@@ -42,8 +42,8 @@ from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_co
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
-from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
-from ..ops_registry.schema import NodeContext, node_has_side_effect
+from ..ops_registry.registry import Registry, registry as current_registry, use_registry
+from ..ops_registry.schema import NodeContext, instantiate_gradient, node_has_side_effect
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
@@ -180,8 +180,7 @@ def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any =
     if gradient is None:  # cannot happen: the chain was checked; keeps the types honest
         raise MissingGradientError(f"{where()} has no GradientFn", [at()])
     try:
-        with op_scope(schema.namespace):  # the pack's short names mean its own ops first
-            micro = gradient(ctx)
+        micro = instantiate_gradient(schema, ctx)  # (each distinct node once inside the closure audit's memo)
     except MissingGradientError as exc:  # inside a body of this node: extend the path
         paths = [f"{at()} > {p}" for p in exc.paths] or [f"{at()} > {exc}"]
         raise MissingGradientError(f"ops inside the bodies of {at()} have no gradient:\n  "

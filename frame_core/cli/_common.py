@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -78,6 +77,8 @@ def warn(text: str) -> None:
 
 def emit_json(data: Any) -> None:
     """``data`` as indented JSON on stdout."""
+    import json  # (only --format json needs it: the text and github formats start without it)
+
     echo(json.dumps(data, indent=2, sort_keys=False))
 
 
@@ -143,7 +144,6 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     closure audit (ARCH-068), always afresh (``frame audit gradients``), instead of the start-up one, which
     reuses a clean audit of exactly the same code (``ops_registry/audit_cache.py``).
     """
-    from ..ops_registry import audit_cache
     from ..ops_registry.closure import run_closure_audit
     from ..ops_registry.loader import load_registry
 
@@ -152,6 +152,8 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     if deep:
         run_closure_audit(reg, deep=True)
     else:
+        from ..ops_registry import audit_cache  # (and its hashing and JSON: not for the deep audit)
+
         audit_cache.audit(reg)
     problems = plugin_problems(reg)
     if strict and problems:

@@ -28,6 +28,7 @@ dtype.
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -72,8 +73,6 @@ def shape_was_read(graph: Graph, depth: int = 2) -> None:
     whenever the graph is re-specialised. A third-party pack's read counts (re-specialising is then
     refused, never wrong).
     """
-    import sys
-
     caller = sys._getframe(depth).f_globals.get("__name__", "")
     if not caller.startswith("frame_"):
         _SHAPE_READ.add(graph)
@@ -576,6 +575,8 @@ def _remember(graph: Graph, node: Node) -> None:
 def prune_weak(graph: Graph) -> None:
     """Remove the nodes traced for weak tensors that nothing uses any more (a retrace in another dtype replaced
     them); called when tracing ``graph`` ends."""
+    if not _weak_nodes:  # (the usual case: no weak tensor traced anywhere; entries of this thread's graph are seen)
+        return
     with _weak_lock:
         made = _weak_nodes.pop(graph, None)
     if not made:

@@ -34,8 +34,20 @@ def frozen(array: np.ndarray) -> np.ndarray:
     return copy
 
 
+#: The arrays ``zeros`` made, by type: immutable all the way down, so every graph may hold the same one (a
+#: GradientFn's zero gradients are made by the thousand while the closure audit runs; ``broadcast_to`` is slow).
+_ZEROS: dict[TensorType, np.ndarray] = {}
+_ZEROS_LIMIT = 1024
+
+
 def zeros(t: TensorType) -> np.ndarray:
     """A read-only array of zeros of type ``t`` that costs one element of memory (a broadcast view)."""
-    scalar = np.zeros((), t.dtype.np)
-    scalar.flags.writeable = False
-    return np.broadcast_to(scalar, t.shape)
+    array = _ZEROS.get(t)
+    if array is None:
+        scalar = np.zeros((), t.dtype.np)
+        scalar.flags.writeable = False
+        array = np.broadcast_to(scalar, t.shape)
+        if len(_ZEROS) >= _ZEROS_LIMIT:
+            _ZEROS.clear()
+        _ZEROS[t] = array
+    return array

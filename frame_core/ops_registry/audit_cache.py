@@ -6,15 +6,20 @@ the packs that loaded, so the process-wide registry keeps each *clean* result (n
 noted) in ``$XDG_CACHE_HOME/frame/audit`` (else ``~/.cache/frame/audit``) under a key that hashes:
 
 * the Python, numpy and frame-core versions, and each pack's name, distribution, version and load status;
-* the path, size, modification and status-change times (in nanoseconds) and inode of every ``.py`` file of
-  frame-core and of each loaded pack's top-level package.
+* the path, size and content hash of every ``.py`` file of frame-core and of each loaded pack's top-level
+  package (SipHash-1-3, 64 bits: ``importlib.util.source_hash``, the check Python's own hash-based ``.pyc``
+  files trust).
 
 Any change to any of those (an edited file, a file added, removed or replaced, another version, a pack enabled
-or disabled) is another key, so a stored result is never stale. The files' metadata, not their bytes, key it:
-reading and hashing some 140 files cost a tenth of ``import numpy``, while their status is what Python's own
-import system trusts to decide whether a source changed (size and modification time), here with the
-status-change time too, which every write moves and no tool can set back (restoring the modification time
-moves it as well). An audit that found a problem is never stored (it runs, and reports, every time).
+or disabled) is another key, so a stored result is never stale. The files' bytes, not their status, key it:
+a status key (size, modification and status-change times, inode) was cheaper by about a millisecond but can be
+stale where the times do not move with an edit: timestamps of one clock tick (a few milliseconds on Linux
+before 6.13, where two same-size writes in one tick leave every field alike), file systems with coarse or
+missing times (FAT's 2 s, some network and FUSE file systems), and Windows, whose ``st_ctime`` is the creation
+time, so an edit that sets the modification time back (``touch -r``, ``cp -p``, an archive) goes unseen.
+Reading and hashing the some 140 files costs about 2.5 ms. The content key also means that switching a branch
+away and back (new times, the same bytes) finds the stored audit again. An audit that found a problem is never
+stored (it runs, and reports, every time).
 ``frame audit gradients`` and ``load_registry()`` called directly always audit afresh;
 ``FRAME_AUDIT_CACHE=0`` turns the store off. A missing or read-only directory, or an unreadable entry, just
 means a fresh audit. Entries are JSON (never pickle), written atomically.
@@ -26,6 +31,7 @@ import dataclasses
 import json
 import os
 import sys
+from importlib.util import source_hash
 from typing import Any
 
 from .closure import ClosureInfo, run_closure_audit
@@ -36,8 +42,10 @@ try:  # the hash itself, without hashlib's import of OpenSSL (about a tenth of t
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
-#: Bump when the stored format or what the audit computes changes.
-FORMAT = 2
+#: Bump when the stored format, the key or what the audit computes changes.
+FORMAT = 3
+#: Opening flags of the files read for the key (O_BINARY exists, and matters, on Windows only).
+_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def enabled(environ: Any = os.environ) -> bool:
@@ -96,12 +104,31 @@ def key(reg: Registry) -> str | None:
         if files is None:
             return None
         for path in files:
-            try:
-                st = os.stat(path)
-            except OSError:
+            data = _read(path)
+            if data is None:
                 return None
-            parts.append(f"{path}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{st.st_dev}")
+            parts.append(f"{path}|{len(data)}|{source_hash(data).hex()}")
     return blake2b("\n".join(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+
+
+def _read(path: str) -> bytes | None:
+    """The bytes of the file at ``path`` (None when it cannot be read). ``os.read`` of the size ``fstat`` gives,
+    not ``open().read()``: a third of the cost, which is most of what keying by content costs."""
+    try:
+        fd = os.open(path, _READ)
+        try:
+            size = os.fstat(fd).st_size
+            data = os.read(fd, size + 1)
+            if len(data) != size:  # a file that changed size meanwhile, or a short read: read on to the end
+                chunks = [data]
+                while chunks[-1]:
+                    chunks.append(os.read(fd, 1 << 16))
+                data = b"".join(chunks)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return data
 
 
 def _load(path: str, reg: Registry) -> dict[str, ClosureInfo] | None:

@@ -32,16 +32,19 @@ micro-graphs (each would differentiate an ever larger body).
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._gc import gc_paused
 from ..errors import AmbiguousOpError, FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from .registry import Registry, op_scope, use_registry
-from .schema import NodeContext, OpSchema, inference_memo
+from .schema import NodeContext, OpSchema, _plain_key, inference_memo, instantiate_gradient
 
 __all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
@@ -89,34 +92,35 @@ class ClosureInfo:
 
 def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, registry: Registry) -> tuple[list[str], set[str]]:
     """Contract problems of one micro-graph, and the unregistered ops it uses."""
-    where = f"{schema.name} on [{', '.join(map(str, ctx.input_types))}]"
+    def where() -> str:  # only on the error path: a clean micro-graph (nearly all) formats no type
+        return f"{schema.name} on [{', '.join(map(str, ctx.input_types))}]"
     if not isinstance(micro, Graph):
-        return [f"GradientFn of {where} returned {type(micro).__name__}, expected a Graph"], set()
+        return [f"GradientFn of {where()} returned {type(micro).__name__}, expected a Graph"], set()
     problems = []
     expected_in = ctx.gradient_input_types()
     got_in = [v.type for v in micro.inputs]
     if got_in != expected_in:
         problems.append(
-            f"GradientFn of {where}: micro-graph inputs are [{', '.join(map(str, got_in))}], "
+            f"GradientFn of {where()}: micro-graph inputs are [{', '.join(map(str, got_in))}], "
             f"expected [x.., y.., gy..] = [{', '.join(map(str, expected_in))}]"
         )
     got_out = [v.type for v in micro.outputs]
     if got_out != list(ctx.input_types):
         problems.append(
-            f"GradientFn of {where}: returns [{', '.join(map(str, got_out))}], expected one gradient per input of its "
-            f"type: [{', '.join(map(str, ctx.input_types))}]"
+            f"GradientFn of {where()}: returns [{', '.join(map(str, got_out))}], expected one gradient per input of "
+            f"its type: [{', '.join(map(str, ctx.input_types))}]"
         )
     else:  # the slot of an input that carries no gradient holds a zero (the documented rule, schema module)
         for i, t in enumerate(ctx.input_types):
             if (i in schema.nondiff_inputs or not t.dtype.is_float) and not is_zero_constant(micro.outputs[i]):
-                problems.append(f"GradientFn of {where}: input {i} ({t}) carries no gradient, so its slot must be a "
+                problems.append(f"GradientFn of {where()}: input {i} ({t}) carries no gradient, so its slot must be a "
                                 "zero constant (return None for it from grad_graph)")
     unknown = set()
     for p in check_graph(micro, registry):
         if p.rule == "V3":
             unknown.add(p.op or "?")
         else:
-            problems.append(f"GradientFn of {where}: micro-graph fails verify: {p}")
+            problems.append(f"GradientFn of {where()}: micro-graph fails verify: {p}")
     return problems, unknown
 
 
@@ -133,7 +137,7 @@ def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
     nodes = []
     for node in micro.nodes:
         floating = [v for v in node.outputs if v.type.dtype.is_float]
-        if floating and any(v in active for v in node.inputs):
+        if floating and not active.isdisjoint(node.inputs):
             nodes.append(node)
             active.update(floating)
     return nodes
@@ -148,8 +152,14 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
     gradients``, the test suite) also instantiates every op inside a
     micro-graph with the exact types and attributes it has there, recursively.
     """
-    with use_registry(reg), inference_memo():  # every distinct shape question once (schema.inference_memo)
-        return _audit(reg, deep)
+    # every distinct shape question and GradientFn node once (schema.inference_memo); no cyclic collections
+    # meanwhile: the micro-graphs (cycles of nodes and values) are garbage by the thousand, and one collection
+    # of the young objects afterwards frees them with one walk instead of a hundred partial ones
+    with use_registry(reg), inference_memo(), gc_paused():
+        try:
+            return _audit(reg, deep)
+        finally:
+            gc.collect(0)
 
 
 def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
@@ -159,7 +169,8 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
     contract: dict[str, list[str]] = defaultdict(list)
     unchecked_bodies: dict[str, set[str]] = defaultdict(set)  # op -> unregistered ops in its examples' bodies
     seen: set[tuple] = set()
-    work: deque[tuple[str, OpSchema, NodeContext]] = deque()
+    queued: set[tuple] = set()  # contexts found inside micro-graphs, queued once (most are found many times over)
+    work: deque[tuple[str, OpSchema, NodeContext, tuple | None]] = deque()  # (.., its seen-key once known)
 
     for key, schema in reg.schemas.items():
         for example in schema.examples:
@@ -174,22 +185,22 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
                 reason = str(exc) if isinstance(exc, FrameError) else f"{type(exc).__name__}: {exc}"
                 contract[key].append(f"example {example!r} is rejected by its own op: {reason}")
                 continue
-            work.append((key, schema, ctx))
+            work.append((key, schema, ctx, None))
 
     examples = len(work)  # every example is checked; only contexts found inside micro-graphs count to the bound
     count = 0
     while work and count < examples + MAX_CONTEXTS:
-        key, schema, ctx = work.popleft()
+        key, schema, ctx, seen_key = work.popleft()
         if schema.gradient is None:
             continue
-        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+        if seen_key is None:
+            seen_key = (key, ctx.input_types, _context_key(ctx.attrs))
         if seen_key in seen:
             continue
         seen.add(seen_key)
         count += 1
         try:
-            with op_scope(schema.namespace):  # the pack's short names mean its own ops first
-                micro = schema.gradient(ctx)
+            micro = instantiate_gradient(schema, ctx)
         except UnknownOpError as exc:  # needs an op no loaded pack provides: a closure break, not a contract error
             unresolved[key].add(exc.name)
             continue
@@ -206,12 +217,17 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             uses[key].add(node.op)
             inner = reg.schemas.get(node.op)
             if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
-                work.append((node.op, inner, NodeContext(inner, [v.type for v in node.inputs], node.attrs,
-                                                         [v.type for v in node.outputs])))
+                in_types = tuple([v.type for v in node.inputs])
+                found = (node.op, in_types, _context_key(node.attrs))
+                if found not in queued and found not in seen:
+                    queued.add(found)
+                    work.append((node.op, inner, NodeContext(inner, in_types, node.attrs,
+                                                             [v.type for v in node.outputs]), found))
 
     unchecked: dict[str, int] = defaultdict(int)
-    for key, schema, ctx in work:  # each distinct context left once (the queue may hold one several times)
-        seen_key = (key, ctx.input_types, attrs_key(ctx.attrs))
+    for key, schema, ctx, seen_key in work:  # each distinct context left once (examples may repeat one)
+        if seen_key is None:
+            seen_key = (key, ctx.input_types, _context_key(ctx.attrs))
         if schema.gradient is not None and seen_key not in seen:
             seen.add(seen_key)
             unchecked[key] += 1
@@ -313,8 +329,18 @@ def _missing_body_ops(attrs: dict[str, Any], reg: Registry) -> set[str]:
     return missing
 
 
+def _context_key(attrs: Mapping[str, Any]) -> tuple:
+    """What tells two contexts' attributes apart: their plain key (schema._plain_key: cheap, and exact, by
+    class and order) when every value is plain, else ``attrs_key`` (arrays by their bytes, graphs by structure)."""
+    plain = _plain_key(attrs)
+    return (True, plain) if plain is not None else (False, attrs_key(attrs))
+
+
 def _carries_graphs(attrs: dict[str, Any]) -> bool:
-    return any(isinstance(a, Graph) for a in attrs.values())
+    for value in attrs.values():  # (a loop: called for every node the deep audit meets)
+        if isinstance(value, Graph):
+            return True
+    return False
 
 
 def graph_order(graph: Graph, registry: Registry) -> tuple[int | str, tuple[str, ...]]:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._text import short_repr
-from ..errors import AttributeSpecError, FrameError, RegistrationError, ShapeError
+from ..errors import AttributeSpecError, FrameError, MissingGradientError, RegistrationError, ShapeError
 from ..ir.dtypes import DType, as_dtype, complex_hint
 from ..ir.graph import Graph, Node
 from ..ir.tensors import frozen
@@ -232,6 +232,9 @@ def normalize_attr(kind: str, value: Any, name: str = "attribute") -> Any:
 #: ``mul`` of the same types, and ``verify`` infers again every node that tracing has just inferred. Each
 #: distinct question is still answered by the pack's own code once, and a failure is never stored (it is raised
 #: again each time). Only attributes made of plain values key it (:func:`_plain_key`); others are never hashed.
+#: GradientFn micro-graphs too (:func:`instantiate_gradient`): a GradientFn that differentiates a graph of its own
+#: (``build_vjp_graph``: norms, scans) instantiates the GradientFns of that graph's ops, which the audit also
+#: instantiates on their own, about 500 times over.
 _memo: ContextVar[dict[Any, Any] | None] = ContextVar("frame_inference_memo", default=None)
 
 
@@ -249,7 +252,30 @@ def inference_memo() -> Iterator[None]:
         _memo.reset(token)
 
 
-_INTS, _STRS = (int,), (str,)
+def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
+    """``schema.gradient(ctx)`` in the scope of the op's pack (its short names mean its own ops first).
+
+    Inside :func:`inference_memo`, each distinct node (op, GradientFn, input and output types, plain attributes)
+    is instantiated once and its micro-graph handed to every later caller: callers only read a micro-graph (the
+    backward transform inlines copies of it; the audit checks it), and a GradientFn is a function of its
+    ``NodeContext``. A GradientFn that raises is asked again each time."""
+    gradient = schema.gradient
+    if gradient is None:  # (callers ask only ops that have one)
+        raise MissingGradientError(f"op {schema.name!r} has no GradientFn", [schema.name])
+    memo = _memo.get()
+    key = None
+    if memo is not None:
+        plain = _plain_key(ctx.attrs)
+        if plain is not None:
+            key = ("gradient", schema, gradient, ctx.input_types, ctx.output_types, plain)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+    with op_scope(schema.namespace):
+        micro = gradient(ctx)
+    if memo is not None and key is not None:
+        memo[key] = micro
+    return micro
 
 
 def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
@@ -267,10 +293,18 @@ def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
         elif kind is float:
             parts.append((name, kind, value.hex()))
         elif kind is tuple or kind is list:
-            classes = tuple(set(map(type, value)))  # (int,), (str,) or () for an empty one
-            if classes != _INTS and classes != _STRS and classes:
+            items = value if kind is tuple else tuple(value)
+            first = items[0].__class__ if items else None
+            if first is int or first is str:  # every item of that very class: (int,) or (str,)
+                for item in items:
+                    if item.__class__ is not first:
+                        return None
+                classes: tuple[type, ...] = (first,)
+            elif items:
                 return None
-            parts.append((name, kind, classes, value if kind is tuple else tuple(value)))
+            else:
+                classes = ()
+            parts.append((name, kind, classes, items))
         else:
             return None
     return tuple(parts)

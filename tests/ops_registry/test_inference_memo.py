@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from frame_core import AttributeSpecError, ShapeError, TensorType
-from frame_core.ops_registry.schema import AttrSpec, Example, OpSchema, _plain_key, inference_memo
+from frame_core.ops_registry.schema import (
+    AttrSpec, Example, OpSchema, _plain_key, inference_memo, instantiate_gradient,
+)
 
 F3 = TensorType("f32", (3,))
 
@@ -79,6 +81,55 @@ def test_plain_keys_tell_apart_values_that_compare_equal(a, b):
     assert ka != kb or ka is None
 
 
-@pytest.mark.parametrize("attrs", [{"v": np.zeros(1)}, {"k": (1, True)}, {"k": [np.int64(1)]}, {"k": object()}])
+@pytest.mark.parametrize("attrs", [{"v": np.zeros(1)}, {"k": (1, True)}, {"k": [np.int64(1)]}, {"k": object()},
+                                   {"k": (1, "a")}, {"k": ("a", 1)}, {"k": [1, 2.0]}, {"k": (1.0,)}, {"k": (None,)}])
 def test_values_that_are_not_plain_have_no_key(attrs):
     assert _plain_key(attrs) is None
+
+
+def test_sequences_of_one_plain_class_are_keyed_with_it():
+    assert _plain_key({"k": (1, 2)}) == (("k", tuple, (int,), (1, 2)),)
+    assert _plain_key({"k": ["a"]}) == (("k", list, (str,), ("a",)),)
+    assert _plain_key({"k": ()}) == (("k", tuple, (), ()),)
+
+
+def gradient_op(calls: list, fail: bool = False) -> OpSchema:
+    def gradient(ctx):
+        calls.append(ctx.input_types)
+        if fail:
+            raise ValueError("refused")
+        return ctx.grad_graph(lambda x, y, gy: gy)
+
+    return OpSchema("graded", inputs=("x",), attrs={"k": AttrSpec("int", 1), "v": AttrSpec("tensor", None)},
+                    shape_infer=lambda ctx: [ctx.input_types[0]], kernels={"cpu": lambda ctx: (lambda x: x)},
+                    gradient=gradient, examples=[Example(["f32[3]"])], doc="fixture")
+
+
+def test_each_distinct_gradient_node_is_instantiated_once_inside_the_memo():
+    calls: list = []
+    op = gradient_op(calls)
+    f4 = TensorType("f32", (4,))
+    plain = [instantiate_gradient(op, op.context([t], {"k": 2})) for t in (F3, F3)]  # outside: every time
+    assert len(calls) == 2 and plain[0] is not plain[1]
+    with inference_memo():
+        first = instantiate_gradient(op, op.context([F3], {"k": 2}))
+        again = instantiate_gradient(op, op.context([F3], {"k": 2}))
+        other_type = instantiate_gradient(op, op.context([f4], {"k": 2}))
+        other_attr = instantiate_gradient(op, op.context([F3], {"k": 3}))
+        arrays = [instantiate_gradient(op, op.context([F3], {"v": np.ones(3)})) for _ in range(2)]
+    assert again is first and len({id(other_type), id(other_attr), id(first)}) == 3
+    assert arrays[0] is not arrays[1]  # an array attribute is never keyed
+    assert [v.type for v in first.inputs] == [F3, F3, F3] and len(calls) == 2 + 3 + 2
+    with inference_memo():  # nothing outlives the block
+        instantiate_gradient(op, op.context([F3], {"k": 2}))
+    assert len(calls) == 8
+
+
+def test_a_gradient_that_raises_is_asked_again_each_time():
+    calls: list = []
+    op = gradient_op(calls, fail=True)
+    with inference_memo():
+        for _ in range(2):
+            with pytest.raises(ValueError, match="refused"):
+                instantiate_gradient(op, op.context([F3], {"k": 2}))
+    assert len(calls) == 2
