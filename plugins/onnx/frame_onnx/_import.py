@@ -309,6 +309,10 @@ class _Scope:
                     raise
                 except FrameError as exc:
                     raise OnnxError(f"node {cx.name} ({node.op_type}) could not be imported: {exc}") from exc
+                except Exception as exc:  # noqa: BLE001 - a rule met a node it does not expect: named, not a traceback
+                    raise OnnxError(f"node {cx.name} ({node.op_type}) could not be imported: the import rule failed "
+                                    f"with {type(exc).__name__}: {exc} (a node the rule does not expect, or a bug in "
+                                    "the rule: please report it with the model)") from exc
         if record is not None:
             record["frame_nodes"] = graph.nodes[start:]
             if outputs is None and record["status"] == "imported":

@@ -350,6 +350,9 @@ def _matmul(cx: NodeContext) -> Any:
 @rule("Gemm")
 def _gemm(cx: NodeContext) -> Any:
     a, b = cx.input(0), cx.input(1)
+    if rank_of(a) != 2 or rank_of(b) != 2:
+        raise invalid(cx, f"A and B must be matrices, got shapes {list(shape_of(a))} and {list(shape_of(b))} (a "
+                          "product of other ranks is a MatMul)")
     if cx.attr("transA", "int", 0):
         a = ops.transpose(a)
     if cx.attr("transB", "int", 0):
@@ -925,6 +928,8 @@ def _range(cx: NodeContext) -> Any:
 def _trilu(cx: NodeContext) -> Any:
     x = cx.input(0)
     k = int(cx.need_known(1, "k").reshape(())) if cx.has(1) else 0
+    if rank_of(x) < 2:
+        raise invalid(cx, f"the input has shape {list(shape_of(x))}; Trilu takes matrices (rank 2 or more)")
     rows, cols = shape_of(x)[-2:]
     keep = (np.triu if cx.attr("upper", "int", 1) else np.tril)(np.ones((rows, cols), bool), k)
     return ops.where(keep, x, like(0, x))

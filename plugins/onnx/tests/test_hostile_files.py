@@ -183,3 +183,16 @@ def test_external_data_reads_only_what_the_dims_need(tmp_path):
     os.truncate(tmp_path / "w.bin", 8)
     with pytest.raises(ExternalDataError, match="holds 8 bytes from offset 0, the model expects 12"):
         frame_onnx.load(path)
+
+
+@pytest.mark.parametrize("node, inputs, inits, message", [
+    (helper.make_node("Trilu", ["x"], ["y"]), [_vi("x", [3])], [], "Trilu takes matrices"),
+    (helper.make_node("Gemm", ["x", "x"], ["y"]), [_vi("x", [3])], [], "A and B must be matrices"),
+    (helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=4), [_vi("x", [2, 1, 3])],
+     [numpy_helper.from_array(np.ones(s, np.float32), n) for n, s in (("w", (1, 8, 3)), ("r", (1, 16, 4)))],
+     r"W is \[1, 8, 3\], but 1 direction\(s\) of 4 gates of hidden_size 4 over 3 input features need \[1, 16, 3\]"),
+])
+def test_nodes_the_standard_forbids_are_named_not_a_traceback(node, inputs, inits, message):
+    model = _model([node], inputs, [_vi("y", [None])], inits)
+    with pytest.raises(OnnxFormatError, match=message):
+        frame_onnx.load(model.SerializeToString())
