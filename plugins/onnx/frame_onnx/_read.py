@@ -63,6 +63,7 @@ def read_model_bytes(source: Any) -> tuple[onnx.ModelProto, Path | None, bytes |
     else:
         raise OnnxFormatError(f"frame_onnx.load takes a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     _check_opsets(model)
+    _check_nesting(model)
     _check_sparse(model)
     if _load_external(model, folder):
         data = None  # the proto now holds data the bytes do not
@@ -107,6 +108,26 @@ def check_tensor(tensor: onnx.TensorProto) -> None:
                               "corrupt or was written wrongly: export the model again")
 
 
+#: The deepest nesting of sub-graphs read (a file cannot nest deeper than about 30 levels: protobuf's decoder
+#: refuses it; a proto built in memory can, and would exhaust recursion in the checker and the importer).
+MAX_NESTING = 64
+
+
+def _check_nesting(model: onnx.ModelProto) -> None:
+    stack = [(model.graph, 0)]
+    while stack:
+        graph, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise OnnxFormatError(f"the model nests sub-graphs (If/Loop/Scan bodies) more than {MAX_NESTING} deep; "
+                                  "frame refuses it (a file cannot be parsed that deep either)")
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.append((attr.g, depth + 1))
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    stack.extend((g, depth + 1) for g in attr.graphs)
+
+
 def _check_sparse(model: onnx.ModelProto) -> None:
     names = [f"{sparse.values.name!r}" for graph in iter_graphs(model.graph) for sparse in graph.sparse_initializer]
     if names:
@@ -123,6 +144,8 @@ def run_checker(model: onnx.ModelProto, data: bytes | None = None) -> None:
         onnx.checker.check_model(stand_in or (model if data is None else data))
     except onnx.checker.ValidationError as exc:
         raise OnnxFormatError(f"the ONNX checker refuses the model: {_first_lines(str(exc))}") from None
+    except ValueError as exc:  # the checker's C++ side could not even parse it (nesting, or over 2 GB)
+        raise OnnxFormatError(f"the ONNX checker cannot read the model: {_first_lines(str(exc))}") from None
 
 
 def _deprecated_stand_ins(model: onnx.ModelProto) -> onnx.ModelProto | None:

@@ -196,3 +196,22 @@ def test_nodes_the_standard_forbids_are_named_not_a_traceback(node, inputs, init
     model = _model([node], inputs, [_vi("y", [None])], inits)
     with pytest.raises(OnnxFormatError, match=message):
         frame_onnx.load(model.SerializeToString())
+
+
+@pytest.mark.parametrize("depth, message", [(50, "checker cannot read the model"), (200, "more than 64 deep")])
+def test_a_depth_bomb_built_in_memory_is_a_named_error(depth, message):
+    """A proto built in memory is not bounded by the parser: 200 levels are refused before any walk that
+    recurses, 50 (past the checker's C++ parser's limit) by the checker, as a named error."""
+    model = _model([], [_vi("x", [2]), _vi("c", [], TensorProto.BOOL)], [_vi("o", [2])])
+    graph = model.graph
+    for _ in range(depth):
+        node = graph.node.add(op_type="If", input=["c"], output=["o"])
+        other = node.attribute.add(name="else_branch", type=onnx.AttributeProto.GRAPH)
+        other.g.CopyFrom(helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "e", [], [_vi("o", [2])]))
+        then = node.attribute.add(name="then_branch", type=onnx.AttributeProto.GRAPH)
+        graph = then.g
+        graph.name = "t"
+        graph.output.append(_vi("o", [2]))
+    graph.node.append(helper.make_node("Identity", ["x"], ["o"]))
+    with pytest.raises(OnnxFormatError, match=message):
+        frame_onnx.load(model)
