@@ -14,6 +14,8 @@ in the order of the flattened parameter tree (``docs/design-parameters-and-shape
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +43,10 @@ DTYPES = {
 #: Folding a node whose inputs are all known is skipped above this many elements (a weight-sized
 #: computation stays in the graph, where the compiler folds it once).
 FOLD_LIMIT = 1 << 20
+#: ... and when its result would hold more elements than this (a ``ConstantOfShape``, ``Range``, ``Tile``,
+#: ``Expand`` or broadcast of small known inputs): the node's rule puts it in the graph instead, so a model
+#: cannot make the importer allocate what its few bytes declare.
+FOLD_OUTPUT_LIMIT = 1 << 24
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
             "If", "Loop", "Scan"}
 
@@ -284,6 +290,7 @@ class _Scope:
             fn = self.rules.get((_domain(node.domain), node.op_type))
             if (node.op_type not in _NO_FOLD and values and all(v is None or isinstance(v, np.ndarray) for v in values)
                     and sum(v.size for v in values if v is not None) <= FOLD_LIMIT and _domain(node.domain) == ""
+                    and _folded_size(node, values) <= FOLD_OUTPUT_LIMIT
                     and (fn is not None or _reference_knows(node.op_type))):
                 outputs = _fold(node, values, opset)
                 if record is not None:
@@ -302,6 +309,10 @@ class _Scope:
                     raise
                 except FrameError as exc:
                     raise OnnxError(f"node {cx.name} ({node.op_type}) could not be imported: {exc}") from exc
+                except Exception as exc:  # noqa: BLE001 - a rule met a node it does not expect: named, not a traceback
+                    raise OnnxError(f"node {cx.name} ({node.op_type}) could not be imported: the import rule failed "
+                                    f"with {type(exc).__name__}: {exc} (a node the rule does not expect, or a bug in "
+                                    "the rule: please report it with the model)") from exc
         if record is not None:
             record["frame_nodes"] = graph.nodes[start:]
             if outputs is None and record["status"] == "imported":
@@ -339,6 +350,44 @@ def _reference_knows(op_type: str) -> bool:
     except Exception:  # noqa: BLE001 - an op the reference evaluator lacks
         return False
     return True
+
+
+def _folded_size(node: onnx.NodeProto, values: list[Any]) -> int:
+    """An upper estimate of the elements folding ``node`` on known ``values`` creates (Python ints: no overflow);
+    0 when the inputs say nothing (the reference evaluator then reports the node's own error)."""
+    def count(shape: Any) -> int:
+        n = 1
+        for d in shape:
+            n *= max(int(d), 0)
+        return n
+
+    try:
+        op, v = node.op_type, values
+        if op == "ConstantOfShape":
+            return count(v[0].reshape(-1))
+        if op == "Range":
+            start, limit, delta = (float(a.reshape(-1)[0]) for a in v[:3])
+            return max(math.ceil((limit - start) / delta), 0) if delta else 0
+        if op == "Tile":
+            return count(v[0].shape) * count(v[1].reshape(-1))
+        if op == "Expand":
+            return count(np.broadcast_shapes(v[0].shape, tuple(int(d) for d in v[1].reshape(-1))))
+        if op == "OneHot":
+            return v[0].size * int(v[1].reshape(-1)[0])
+        if op in ("Resize", "Upsample"):
+            sizes = v[3] if len(v) > 3 and v[3] is not None and v[3].size else None
+            if sizes is not None:
+                return count(sizes.reshape(-1))
+            scales = v[2] if op == "Resize" and len(v) > 2 and v[2] is not None else v[1] if op == "Upsample" else None
+            return count(math.floor(d * float(f)) for d, f in zip(v[0].shape, scales.reshape(-1)))
+        if op == "Pad" and len(v) > 1 and v[1] is not None:
+            pads = [int(p) for p in v[1].reshape(-1)]
+            rank = v[0].ndim
+            return count(d + pads[i] + pads[rank + i] for i, d in enumerate(v[0].shape)) if len(pads) == 2 * rank else 0
+        shapes = [a.shape for a in v if a is not None]
+        return count(np.broadcast_shapes(*shapes)) if shapes else 0
+    except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, AttributeError):
+        return 0
 
 
 def _fold(node: onnx.NodeProto, values: list[Any], opset: int) -> list[np.ndarray]:
@@ -385,6 +434,9 @@ def _input_type(vi: onnx.ValueInfoProto, dims: Mapping[str, int], default: int, 
     shape = []
     for axis, d in enumerate(t.tensor_type.shape.dim):
         if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise OnnxFormatError(f"graph input {vi.name!r} declares size {d.dim_value} for axis {axis}; sizes are 0 "
+                                      "or more (a symbolic size is a dim_param): fix the model")
             shape.append(int(d.dim_value))
         else:
             label = d.dim_param or f"{vi.name}:{axis}"

@@ -18,7 +18,7 @@ import onnx
 
 from .errors import ExternalDataError, OnnxFormatError
 
-__all__ = ["MIN_OPSET", "max_opset", "read_model", "read_model_bytes", "iter_graphs"]
+__all__ = ["MIN_OPSET", "max_opset", "read_model", "read_model_bytes", "iter_graphs", "check_tensor"]
 
 #: The oldest default-domain opset the importer reads (what torch.onnx has written by default since 1.12).
 MIN_OPSET = 13
@@ -63,9 +63,77 @@ def read_model_bytes(source: Any) -> tuple[onnx.ModelProto, Path | None, bytes |
     else:
         raise OnnxFormatError(f"frame_onnx.load takes a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     _check_opsets(model)
+    _check_nesting(model)
+    _check_sparse(model)
     if _load_external(model, folder):
         data = None  # the proto now holds data the bytes do not
+    for tensor in _tensors(model):
+        check_tensor(tensor)
     return model, folder, data
+
+
+_PACKED = {onnx.TensorProto.INT4, onnx.TensorProto.UINT4} | (
+    {onnx.TensorProto.FLOAT4E2M1} if hasattr(onnx.TensorProto, "FLOAT4E2M1") else set())
+
+
+def check_tensor(tensor: onnx.TensorProto) -> None:
+    """Refuse a tensor whose stored data does not hold exactly the elements its dims declare (before anything
+    is decoded or allocated: dims of 2**40 with no data are refused, not allocated), negative dims, and strings.
+
+    Raises ``OnnxFormatError`` naming the tensor, its dims, what the data should hold and what it holds."""
+    where = f"tensor {tensor.name!r} (dims {list(tensor.dims)})"
+    if any(d < 0 for d in tensor.dims):
+        raise OnnxFormatError(f"{where} has a negative dimension; fix the model")
+    if tensor.data_type == onnx.TensorProto.STRING:
+        raise OnnxFormatError(f"{where} holds strings, which frame has no dtype for (frame imports numeric "
+                              "tensors); remove it or compute it outside the model")
+    if tensor.data_type in _PACKED or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        field = onnx.helper.tensor_dtype_to_field(tensor.data_type)
+    except (KeyError, ValueError, TypeError):
+        raise OnnxFormatError(f"{where} has element type {tensor.data_type}, which ONNX does not define; fix the "
+                              "model") from None
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)  # Python ints: no overflow
+    if tensor.HasField("raw_data"):
+        held, want, unit = len(tensor.raw_data), count * itemsize, "bytes of raw_data"
+    else:
+        per = 2 if tensor.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128) else 1
+        held, want, unit = len(getattr(tensor, field)), count * per, f"entries of {field}"
+    if held != want:
+        raise OnnxFormatError(f"{where} declares {count} elements, so {want} {unit}, but holds {held}; the file is "
+                              "corrupt or was written wrongly: export the model again")
+
+
+#: The deepest nesting of sub-graphs read (a file cannot nest deeper than about 30 levels: protobuf's decoder
+#: refuses it; a proto built in memory can, and would exhaust recursion in the checker and the importer).
+MAX_NESTING = 64
+
+
+def _check_nesting(model: onnx.ModelProto) -> None:
+    stack = [(model.graph, 0)]
+    while stack:
+        graph, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise OnnxFormatError(f"the model nests sub-graphs (If/Loop/Scan bodies) more than {MAX_NESTING} deep; "
+                                  "frame refuses it (a file cannot be parsed that deep either)")
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.append((attr.g, depth + 1))
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    stack.extend((g, depth + 1) for g in attr.graphs)
+
+
+def _check_sparse(model: onnx.ModelProto) -> None:
+    names = [f"{sparse.values.name!r}" for graph in iter_graphs(model.graph) for sparse in graph.sparse_initializer]
+    if names:
+        raise OnnxFormatError(f"the model holds sparse initializers ({', '.join(names)}), which frame does not "
+                              "import; store them as dense initializers (onnx.numpy_helper.from_array of the dense "
+                              "array)")
 
 
 def run_checker(model: onnx.ModelProto, data: bytes | None = None) -> None:
@@ -76,6 +144,8 @@ def run_checker(model: onnx.ModelProto, data: bytes | None = None) -> None:
         onnx.checker.check_model(stand_in or (model if data is None else data))
     except onnx.checker.ValidationError as exc:
         raise OnnxFormatError(f"the ONNX checker refuses the model: {_first_lines(str(exc))}") from None
+    except ValueError as exc:  # the checker's C++ side could not even parse it (nesting, or over 2 GB)
+        raise OnnxFormatError(f"the ONNX checker cannot read the model: {_first_lines(str(exc))}") from None
 
 
 def _deprecated_stand_ins(model: onnx.ModelProto) -> onnx.ModelProto | None:
@@ -142,14 +212,16 @@ def _check_opsets(model: onnx.ModelProto) -> None:
 
 def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """``graph`` and every sub-graph in its nodes' attributes, at any depth."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from iter_graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from iter_graphs(sub)
+    stack = [graph]  # a stack, not recursion: a model may nest bodies deeper than Python's recursion limit
+    while stack:
+        g = stack.pop()
+        yield g
+        for node in reversed(g.node):
+            for attr in reversed(node.attribute):
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.append(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    stack.extend(reversed(attr.graphs))
 
 
 def _tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
@@ -178,7 +250,7 @@ def _load_external(model: onnx.ModelProto, folder: Path | None) -> bool:
             raise ExternalDataError(
                 f"tensor {tensor.name!r} keeps its data in the external file {location!r}, but the model was given "
                 "as bytes or a proto, which have no folder to read it from; pass the model's path instead")
-        data = _read_external(folder, tensor.name, location, info)
+        data = _read_external(folder, tensor.name, location, info, _nbytes(tensor))
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
@@ -186,7 +258,24 @@ def _load_external(model: onnx.ModelProto, folder: Path | None) -> bool:
     return found
 
 
-def _read_external(folder: Path, name: str, location: str, info: dict[str, str]) -> bytes:
+def _nbytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes ``tensor``'s dims and element type need, or None for packed 4-bit types and strings."""
+    if tensor.data_type in _PACKED or tensor.data_type == onnx.TensorProto.STRING:
+        return None
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+    if any(d < 0 for d in tensor.dims):
+        raise OnnxFormatError(f"tensor {tensor.name!r} (dims {list(tensor.dims)}) has a negative dimension; fix the "
+                              "model")
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    return count * itemsize
+
+
+def _read_external(folder: Path, name: str, location: str, info: dict[str, str], nbytes: int | None = None) -> bytes:
     where = f"tensor {name!r}: external data location {location!r}"
     if not location:
         raise ExternalDataError(f"tensor {name!r} is marked external but names no location")
@@ -217,6 +306,14 @@ def _read_external(folder: Path, name: str, location: str, info: dict[str, str])
         raise ExternalDataError(f"{where}: offset/length are not integers ({info})") from None
     if offset < 0 or (length is not None and length < 0):
         raise ExternalDataError(f"{where}: a negative offset or length ({info})")
+    if nbytes is not None:  # read what the dims need, never a whole file of unknown size
+        if length is not None and length != nbytes:
+            raise ExternalDataError(f"{where}: length {length} bytes, but the tensor's dims and type need {nbytes}; "
+                                    "the model is corrupt: export it again")
+        length = nbytes
+    if length is not None and offset + length > stat.st_size:
+        raise ExternalDataError(f"{where}: the file holds {max(stat.st_size - offset, 0)} bytes from offset {offset}, "
+                                f"the model expects {length}; the data file is truncated or belongs to another model")
     with open(real, "rb") as handle:
         handle.seek(offset)
         data = handle.read() if length is None else handle.read(length)

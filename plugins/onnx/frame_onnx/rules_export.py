@@ -27,6 +27,9 @@ RULES: dict[str, Callable[[Exporter, Node], Sequence[str]]] = {}
 NOT_EXPORTED = {
     "fused_elementwise_internal": "a compiled graph's fusion: export the graph before compiling it",
     "native_fused_internal": "a compiled graph's native kernel: export the graph before compiling it",
+    **{f"{norm}_{kind}_internal": "a compiled graph's pairing of a norm with its gradient (pass "
+       "reuse_norm_statistics): export the graph before compiling it"
+       for norm in ("batch_norm", "layer_norm", "group_norm") for kind in ("train", "grad_saved")},
 }
 
 
@@ -361,12 +364,6 @@ def _activation_grad(ex: Exporter, node: Node) -> list[str]:
     return [out]
 
 
-@rule("zeros_like", "ones_like")
-def _fill_like(ex: Exporter, node: Node) -> list[str]:
-    out = node.outputs[0]
-    return [ex.const(np.full(out.shape, 1 if node.op == "ones_like" else 0, out.dtype.np), out.dtype)]
-
-
 @rule("logaddexp")
 def _logaddexp(ex: Exporter, node: Node) -> list[str]:
     a, b = ex.input(node, 0), ex.input(node, 1)  # max(a, b) + log(1 + e^-|a - b|): no overflow
@@ -494,11 +491,17 @@ def _pool1d(ex: Exporter, node: Node) -> list[str]:
     a = node.attrs
     k = a["kernel_size"]
     stride = a.get("stride") or k
-    pads = _pads_1d(node, _t(node).shape[-1], k, stride)
+    shape = _t(node).shape
+    pads = _pads_1d(node, shape[-1], k, stride)
+    x = _in(ex, node)
+    if len(shape) != 3:  # frame pools [..., L] of any rank; ONNX's pools want [N, C, L]
+        x = ex.emit("Reshape", [x, ex.ints([int(np.prod(shape[:-1], dtype=np.int64)), 1, shape[-1]])])
     if node.op == "max_pool1d":
-        return [ex.emit("MaxPool", [_in(ex, node)], kernel_shape=[k], strides=[stride], pads=pads)]
-    return [ex.emit("AveragePool", [_in(ex, node)], kernel_shape=[k], strides=[stride], pads=pads,
-                    count_include_pad=int(bool(a.get("count_include_pad", True))))]
+        y = ex.emit("MaxPool", [x], kernel_shape=[k], strides=[stride], pads=pads)
+    else:
+        y = ex.emit("AveragePool", [x], kernel_shape=[k], strides=[stride], pads=pads,
+                    count_include_pad=int(bool(a.get("count_include_pad", True))))
+    return [y if len(shape) == 3 else ex.emit("Reshape", [y, ex.ints(list(node.outputs[0].shape))])]
 
 
 from . import rules_export_more  # noqa: E402,F401 - complex, FFT and control-flow rules register themselves
@@ -552,12 +555,19 @@ def _pool2d(ex: Exporter, node: Node) -> list[str]:
     a = node.attrs
     kernel = _pair(a["kernel_size"], 1)
     stride = _pair(a.get("stride"), 1) if a.get("stride") is not None else kernel
-    pads = _pads_2d(a.get("padding", 0), _t(node).shape[2:], kernel, stride)
+    shape = _t(node).shape
+    pads = _pads_2d(a.get("padding", 0), shape[-2:], kernel, stride)
+    x = _in(ex, node)
+    if len(shape) != 4:  # frame pools [..., H, W] of any rank; ONNX's pools want [N, C, H, W]
+        x = ex.emit("Reshape", [x, ex.ints([int(np.prod(shape[:-2], dtype=np.int64)), 1, *shape[-2:]])])
     if node.op == "max_pool2d":
-        return [ex.emit("MaxPool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads)]
-    return [ex.emit("AveragePool", [_in(ex, node)], kernel_shape=kernel, strides=stride, pads=pads,
-                    count_include_pad=int(bool(a.get("count_include_pad", True))))]
+        y = ex.emit("MaxPool", [x], kernel_shape=kernel, strides=stride, pads=pads)
+    else:
+        y = ex.emit("AveragePool", [x], kernel_shape=kernel, strides=stride, pads=pads,
+                    count_include_pad=int(bool(a.get("count_include_pad", True))))
+    return [y if len(shape) == 4 else ex.emit("Reshape", [y, ex.ints(list(node.outputs[0].shape))])]
 
 
 from . import rules_export_grads  # noqa: E402,F401 - the gradients of convolutions, pools and strided slices
 from . import rules_export_random  # noqa: E402,F401 - Philox in 64-bit integer ops: random ops draw frame's bits
+from . import rules_export_creation  # noqa: E402,F401 - zeros/ones/full/arange/linspace/eye, max-pool select

@@ -1,5 +1,6 @@
 """Import rules of ONNX ops frame has no single op for, written with frame ops: ``Einsum`` (products, transposes
-and sums), ``TopK`` (rounds of arg-extremum and masks), ``ReduceProd`` (a tree of products) and ``Hardmax``.
+and sums), ``TopK`` (rounds of arg-extremum and masks), ``ReduceProd`` (a tree of products), ``Hardmax``, and
+``Tan`` and the hyperbolic functions (exp, expm1, log1p and sqrt in forms accurate near 0).
 
 Each differentiates as the frame ops it becomes: an einsum like the matmuls and sums it maps to, TopK's values
 like a ``where`` that picks each one out (its gradient lands on the picked positions: a scatter), ReduceProd like
@@ -209,3 +210,54 @@ def _hardmax(cx: NodeContext) -> Any:
     positions = np.arange(n, dtype=np.int64).reshape([n if a == axis else 1 for a in range(rank)])
     hits = ops.equal(positions, ops.argmax(x, axis=axis, keepdims=True))
     return ops.where(hits, like(1, x), like(0, x))
+
+
+# -- Tan and the hyperbolic functions ---------------------------------------------------------------------------
+# Written with frame's exp/expm1/log1p/sqrt/sin/cos in the forms that keep their accuracy near 0, where the
+# textbook ones cancel (sinh x = (e^x - e^-x) / 2 is 0 for |x| < 2^-24 in float32): each differentiates as
+# those ops do. Asin, Acos and Atan need an arctangent, which frame has not.
+def _tan(x: Any) -> Any:
+    return ops.sin(x) / ops.cos(x)
+
+
+def _sinh(x: Any) -> Any:  # (expm1(x) - expm1(-x)) / 2: x + x^3/6 + ... without cancelling near 0
+    return (ops.expm1(x) - ops.expm1(ops.neg(x))) * like(0.5, x)
+
+
+def _cosh(x: Any) -> Any:
+    return (ops.exp(x) + ops.exp(ops.neg(x))) * like(0.5, x)
+
+
+def _odd(f: Any, x: Any) -> Any:
+    """f(x) for x >= 0 and -f(-x) below: the odd function from its accurate half. (Not sign(x) f(|x|): its
+    gradient at 0 would be sign(0) = 0 times f', where the function's is f'(0).)"""
+    return ops.where(ops.less(x, like(0, x)), ops.neg(f(ops.neg(x))), f(x))
+
+
+def _asinh_half(a: Any) -> Any:
+    square, one = a * a, like(1, a)
+    return ops.log1p(a + square / (one + ops.sqrt(square + one)))
+
+
+def _asinh(x: Any) -> Any:
+    """log1p(x + x^2 / (1 + sqrt(1 + x^2))) for x >= 0 (log(x + sqrt(x^2 + 1)) without cancelling), odd."""
+    return _odd(_asinh_half, x)
+
+
+def _acosh(x: Any) -> Any:
+    """log1p(t + sqrt(t (t + 2))) with t = x - 1: log(x + sqrt(x^2 - 1)) without cancelling near 1."""
+    t = x - like(1, x)
+    return ops.log1p(t + ops.sqrt(t * (t + like(2, x))))
+
+
+def _atanh(x: Any) -> Any:
+    """log1p(2x / (1 - x)) / 2 for x >= 0, odd (for x near -1 the argument of log1p would near -1 and cancel)."""
+    return _odd(lambda a: ops.log1p((a + a) / (like(1, a) - a)) * like(0.5, a), x)
+
+
+_CURVES = {"Tan": _tan, "Sinh": _sinh, "Cosh": _cosh, "Asinh": _asinh, "Acosh": _acosh, "Atanh": _atanh}
+
+
+@rule(*_CURVES)
+def _curve(cx: NodeContext) -> Any:
+    return _CURVES[cx.node.op_type](cx.input(0))  # (the checker has refused integer inputs)

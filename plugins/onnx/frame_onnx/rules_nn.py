@@ -378,6 +378,13 @@ def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: lis
     hidden = cx.attr("hidden_size", "int", shape_of(r)[-1])
     if shape_of(w)[0] != nd:
         raise Unsupported(f"W has {shape_of(w)[0]} directions, the node runs {nd}")
+    features = shape_of(x)[-1]
+    expected = {1: ("W", [nd, gates * hidden, features]), 2: ("R", [nd, gates * hidden, hidden]),
+                3: ("B", [nd, 2 * gates * hidden])}
+    for i, (label, want) in expected.items():  # ONNX's shapes, checked before they meet in a broadcast
+        if cx.has(i) and list(shape_of(cx.input(i))) != want:
+            raise invalid(cx, f"{label} is {list(shape_of(cx.input(i)))}, but {nd} direction(s) of {gates} gates of "
+                              f"hidden_size {hidden} over {features} input features need {want}")
     mask = _steps_mask(cx, shape_of(x)[0]) if cx.has(4) else None
     empty = _empty_sequences(cx) if cx.has(4) else None
     ys, finals = [], []

@@ -350,6 +350,9 @@ def _matmul(cx: NodeContext) -> Any:
 @rule("Gemm")
 def _gemm(cx: NodeContext) -> Any:
     a, b = cx.input(0), cx.input(1)
+    if rank_of(a) != 2 or rank_of(b) != 2:
+        raise invalid(cx, f"A and B must be matrices, got shapes {list(shape_of(a))} and {list(shape_of(b))} (a "
+                          "product of other ranks is a MatMul)")
     if cx.attr("transA", "int", 0):
         a = ops.transpose(a)
     if cx.attr("transB", "int", 0):
@@ -697,8 +700,16 @@ def _expand(cx: NodeContext) -> Any:
 
 
 @rule("ConstantOfShape")
-def _constant_of_shape(cx: NodeContext) -> Any:  # reached only for an unknown shape: shapes are always known
-    raise Unsupported("a shape that depends on the data")
+def _constant_of_shape(cx: NodeContext) -> Any:
+    """Reached for a shape too large to compute while importing (``FOLD_OUTPUT_LIMIT``): a ``full`` node, computed
+    when the graph runs. Shapes are always known."""
+    from onnx import numpy_helper
+
+    shape = [int(d) for d in cx.need_known(0, "the shape").reshape(-1)]
+    if min(shape, default=0) < 0:
+        raise invalid(cx, f"the shape {shape} has a negative dimension")
+    value = next((numpy_helper.to_array(a.t) for a in cx.node.attribute if a.name == "value"), np.zeros(1, np.float32))
+    return ops.full(shape, value.reshape(-1)[0].item(), dtype=str(value.dtype))
 
 
 @rule("Split")
@@ -730,12 +741,14 @@ def _tile(cx: NodeContext) -> Any:
     repeats = [int(r) for r in cx.need_known(1, "repeats").reshape(-1)]
     if len(repeats) != rank_of(x) or min(repeats, default=0) < 0:
         raise invalid(cx, f"repeats {repeats} must be one count of 0 or more per axis of the rank-{rank_of(x)} input")
-    for axis, r in enumerate(repeats):
-        if r == 0:  # zero copies: the axis becomes empty
-            x = ops.slice(x, starts=[0], stops=[0], axes=[axis])
-        elif r != 1:
-            x = ops.concat(*([x] * r), axis=axis)
-    return x
+    shape = list(shape_of(x))
+    if all(r == 1 for r in repeats):
+        return x
+    # each axis gains a copies axis before it ([..., r, d, ...]), then the two merge: r copies of the axis in
+    # a row; a fixed number of nodes whatever the repeats (a concat of r copies would build r of them)
+    spread = ops.reshape(x, shape=[e for d in shape for e in (1, d)])
+    spread = ops.broadcast_to(spread, shape=[e for r, d in zip(repeats, shape) for e in (r, d)])
+    return ops.reshape(spread, shape=[r * d for r, d in zip(repeats, shape)])
 
 
 @rule("Pad")
@@ -899,7 +912,14 @@ def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -
 
 
 @rule("Range")
-def _range(cx: NodeContext) -> Any:  # reached only when a bound depends on the data (known ones are folded)
+def _range(cx: NodeContext) -> Any:
+    """Known bounds too long to compute while importing (``FOLD_OUTPUT_LIMIT``) become an ``arange`` node."""
+    known = [cx.known(i) for i in range(3)]
+    if all(k is not None for k in known):
+        start, limit, delta = (k.reshape(()).item() for k in known)
+        if delta == 0:
+            raise invalid(cx, "delta is 0")
+        return ops.arange(start, limit, delta, dtype=str(known[0].dtype))
     raise Unsupported("a Range whose start, limit or delta depends on the data: its length would be data-dependent "
                       "(compute the bounds from shapes or constants)")
 
@@ -908,6 +928,8 @@ def _range(cx: NodeContext) -> Any:  # reached only when a bound depends on the 
 def _trilu(cx: NodeContext) -> Any:
     x = cx.input(0)
     k = int(cx.need_known(1, "k").reshape(())) if cx.has(1) else 0
+    if rank_of(x) < 2:
+        raise invalid(cx, f"the input has shape {list(shape_of(x))}; Trilu takes matrices (rank 2 or more)")
     rows, cols = shape_of(x)[-2:]
     keep = (np.triu if cx.attr("upper", "int", 1) else np.tril)(np.ones((rows, cols), bool), k)
     return ops.where(keep, x, like(0, x))
