@@ -87,6 +87,26 @@ def mlp() -> tuple[bytes, dict[str, np.ndarray]]:
     return _model(nodes, inits, ["batch", 784], ["batch", 10]), inits
 
 
+def cnn_products(params: dict[str, np.ndarray], batch: int):
+    """The cnn's matrix products alone, in the shapes frame's kernels use (one product per sample and conv layer,
+    on columns made beforehand), and its two dense layers: the floor of any im2col kernel on this BLAS."""
+    convs, size = [], 32
+    for k in range(3):
+        w = params[f"conv{k}.weight"]
+        wm = np.ascontiguousarray(w.reshape(w.shape[0], -1))
+        convs.append((wm, rng.standard_normal((wm.shape[1], size * size)).astype(np.float32),
+                      np.empty((wm.shape[0], size * size), np.float32)))
+        size //= 2
+    h = rng.standard_normal((batch, 2048)).astype(np.float32)
+
+    def products():
+        for wm, cols, out in convs:
+            for _ in range(batch):
+                np.matmul(wm, cols, out=out)
+        np.matmul(np.matmul(h, params["fc1.weight"]), params["fc2.weight"])
+    return products
+
+
 def ort_session(data: bytes):
     import onnxruntime as ort
 
@@ -99,17 +119,22 @@ def median_time(fn, repeat: int) -> float:
     return median_times([fn], repeat)[0]
 
 
-def median_times(fns, repeat: int) -> list[float]:
+def median_times(fns, repeat: int, cpu: list[float] | None = None) -> list[float]:
     """The median time of each function, the functions run in turn in every repetition (interleaved: a burst of
-    load on the shared machine then falls on all of them, not on whichever ran during it)."""
+    load on the shared machine then falls on all of them, not on whichever ran during it); with ``cpu``, the
+    median CPU time of each is appended to it (steadier than wall time under load)."""
     for fn in fns:
         fn()
     times: list[list[float]] = [[] for _ in fns]
+    cpu_times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        for fn, ts in zip(fns, times):
-            t0 = time.perf_counter()
+        for fn, ts, cs in zip(fns, times, cpu_times):
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
+            cs.append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.extend(statistics.median(cs) for cs in cpu_times)
     return [statistics.median(ts) for ts in times]
 
 
@@ -181,7 +206,8 @@ def main() -> None:
     if args.import_only:
         return
 
-    print(f"\n== inference, median of {args.repeat} interleaved runs (ratio = frame / onnxruntime) ==")
+    print(f"\n== inference, median of {args.repeat} interleaved runs (ratio = frame / onnxruntime, of wall and of "
+          f"CPU time), load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} ==")
     mlp_data, mlp_params = mlp()
     for label, data, shape, dims in (("mlp 784-256-256-10, batch 64", mlp_data, (64, 784), {"batch": 64}),
                                      ("cnn, batch 16", cnn_data, (16, 3, 32, 32), {"batch": 16})):
@@ -190,9 +216,16 @@ def main() -> None:
         exe = fc.compile(model.graph)
         argv = model.arguments([x])
         session = ort_session(data)
-        ours, theirs = median_times([lambda: exe.run(argv), lambda: session.run(None, {"x": x})], args.repeat)
+        fns, cpu = [lambda: exe.run(argv), lambda: session.run(None, {"x": x})], []
+        if data is cnn_data:  # what no im2col kernel on this BLAS can go below, interleaved with the two
+            fns.append(cnn_products(cnn_params, shape[0]))
+        ours, theirs, *floor = median_times(fns, args.repeat, cpu)
         np.testing.assert_allclose(exe.run(argv)[0], session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
-        line = f"{label:32s} frame {ours * 1e3:8.3f} ms   onnxruntime {theirs * 1e3:8.3f} ms   ratio {ours / theirs:5.2f}"
+        line = (f"{label:32s} frame {ours * 1e3:8.3f} ms   onnxruntime {theirs * 1e3:8.3f} ms   ratio {ours / theirs:5.2f}"
+                f" (cpu {cpu[0] / cpu[1]:5.2f})")
+        if floor:
+            line += (f"   the products alone {floor[0] * 1e3:8.3f} ms (/ onnxruntime {floor[0] / theirs:4.2f}, "
+                     f"cpu {cpu[2] / cpu[1]:4.2f})")
         if data is mlp_data:
             p = mlp_params
 

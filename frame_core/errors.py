@@ -36,6 +36,7 @@ __all__ = [
     "FrameWarning",
     "GraphFileError",
     "UnsizedTensorError",
+    "ValuelessTensorError",
     "MemoryLimitError",
 ]
 
@@ -220,6 +221,12 @@ class GraphFileError(FrameError, OSError):
 
 class UnsizedTensorError(ShapeError, TypeError):
     """``len()`` or iteration of a rank-0 tensor, which has no first axis: a ``TypeError`` too, as numpy's is."""
+
+
+class ValuelessTensorError(IRError, TypeError):
+    """A traced Tensor was used where Python needs its value: ``bool()``, ``int()``, ``float()``, ``complex()``,
+    an index (``operator.index``, ``range(x)``), ``math.trunc`` or a format spec. It has none until the graph
+    runs. A ``TypeError`` too, so code that probes with ``operator.index`` keeps working."""
 
 
 class MemoryLimitError(CompileError, MemoryError):

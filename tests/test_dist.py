@@ -77,6 +77,10 @@ def test_wheels_install_into_a_clean_venv_and_work(tmp_path):
     wheels = build_wheels.build(tmp_path / "dist")
     names = sorted(re.match(r"(.+?)-\d", w.name).group(1) for w in wheels)
     assert names == sorted(d.replace("-", "_") for d in DISTRIBUTIONS)
+    import zipfile
+
+    untyped = [w.name for w in wheels if not any(n.endswith("/py.typed") for n in zipfile.ZipFile(w).namelist())]
+    assert not untyped, f"wheels without a py.typed marker (PEP 561: type checkers ignore their hints): {untyped}"
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

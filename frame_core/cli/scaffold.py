@@ -302,6 +302,7 @@ _FILES = {
     "README.md": _README,
     "PACKAGE/__init__.py": _INIT,
     "PACKAGE/plugin.py": _PLUGIN,
+    "PACKAGE/py.typed": "",  # PEP 561: type checkers read the pack's annotations
     "tests/test_plugin.py": _TEST_PLUGIN,
     "tests/test_conformance.py": _TEST_CONFORMANCE,
 }

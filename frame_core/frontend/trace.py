@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._gc import gc_paused, made
-from ..errors import IRError, RegistrationError, UnsizedTensorError
+from ..errors import IRError, RegistrationError, UnsizedTensorError, ValuelessTensorError
 from .._text import short_repr
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value
@@ -288,16 +288,49 @@ class Tensor:
         return (self[i] for i in range(shape[0]))
 
     def __bool__(self) -> bool:
-        raise IRError(
+        raise ValuelessTensorError(
             "a traced Tensor has no value, so it cannot be used in `if`, `and`, `or` or `bool()`; "
             "express the choice with ops inside the graph"
         )
 
     def __float__(self) -> float:
-        raise IRError("a traced Tensor has no value, so float() or int() cannot read it; compile the traced graph "
-                      "and run it to get arrays")
+        raise ValuelessTensorError("a traced Tensor has no value, so float() or int() cannot read it; compile the "
+                                   "traced graph and run it to get arrays")
 
     __int__ = __float__
+
+    def __complex__(self) -> complex:
+        raise ValuelessTensorError("a traced Tensor has no value, so complex() cannot read it; compile the traced "
+                                   "graph and run it to get arrays")
+
+    def __index__(self) -> int:
+        raise ValuelessTensorError("a traced Tensor has no value, so it cannot be an index, a size or a range "
+                                   "bound; for positions held in a tensor use ops.gather(x, indices, axis=...), "
+                                   "and read sizes from x.shape")
+
+    def __trunc__(self) -> "Tensor":
+        raise ValuelessTensorError("math.trunc() needs a value, which a traced Tensor does not have; for "
+                                   "rounding toward zero inside the graph use ops.where(x < 0, ops.ceil(x), "
+                                   "ops.floor(x))")
+
+    def __round__(self, ndigits: int | None = None) -> "Tensor":
+        """``round(x)``: the ``round`` op (half to even, as Python and numpy round)."""
+        if ndigits is not None:
+            raise ValuelessTensorError(f"round(x, {ndigits!r}) on a traced Tensor: only round(x) (to whole "
+                                       "numbers) is an op; for digits, scale first: ops.round(x * 10**d) / 10**d")
+        return apply("round", self)
+
+    def __floor__(self) -> "Tensor":
+        return apply("floor", self)
+
+    def __ceil__(self) -> "Tensor":
+        return apply("ceil", self)
+
+    def __format__(self, spec: str) -> str:
+        if spec:
+            raise ValuelessTensorError(f"format spec {spec!r} on a traced Tensor ({self.type}): it has no value "
+                                       "to format until the graph runs; format the arrays run() returns")
+        return str(self)
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise IRError("a traced Tensor has no data, so numpy cannot convert it to an array; compile the traced "

@@ -280,6 +280,21 @@ class Executable:
                                                   else _FirstRunChecked(self, fast, copy_outputs))
         return fn
 
+    def scan_steps(self, n_carry: int, n_scanned: int) -> Any:
+        """The steps of a scan over this executable as its body, in one generated function (a control-flow
+        kernel's fast path; ``frame_core.runtime.loop``): ``steps(order, *carries, *scanned, *invariants,
+        *stacked) -> final carries``. Row ``i`` of each scanned input is the body's input for step ``i`` of
+        ``order`` (a range of step 1 or -1); outputs after the first ``n_carry`` are written into row ``i`` of
+        ``stacked``, by their kernels where they take an ``out`` array. Every kernel result gets a cheap check
+        per step (the full check, naming the kernel, when it fails it). Unchecked otherwise, like
+        ``unchecked()``: for the executable's owner, after a checked first step; ``None`` for an executable
+        compiled with ``checks`` (run every step through ``unchecked()``) or too long for generated code."""
+        if self.checks or self.source is None:
+            return None
+        from .loop import scan_steps
+
+        return scan_steps(self, n_carry, n_scanned)
+
     def _as_list(self, inputs: Any) -> list[Any]:
         """Any other sequence of arrays as a list, a mapping by input name in input order; an array or a
         non-sequence is refused (not unpacked row by row)."""

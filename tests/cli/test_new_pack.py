@@ -59,7 +59,8 @@ def test_generated_project(invoke, tmp_path):
     assert result.exit_code == 0
     assert "pip install -e" in result.stderr  # what to do next
     files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
-    assert files == ["README.md", "frame_ops_demo/__init__.py", "frame_ops_demo/plugin.py", "pyproject.toml",
+    assert files == ["README.md", "frame_ops_demo/__init__.py", "frame_ops_demo/plugin.py", "frame_ops_demo/py.typed",
+                     "pyproject.toml",
                      "tests/test_conformance.py", "tests/test_plugin.py"]
     meta = tomllib.loads((target / "pyproject.toml").read_text())
     assert meta["build-system"]["build-backend"] == "hatchling.build"

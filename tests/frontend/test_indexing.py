@@ -131,3 +131,46 @@ def test_len_and_iteration_of_a_rank_0_tensor_are_a_frame_error_that_is_a_type_e
         with pytest.raises(UnsizedTensorError, match=words) as info:
             fc.trace(use(how), "f32[3]")
         assert isinstance(info.value, ShapeError) and isinstance(info.value, TypeError)
+
+
+def test_python_numeric_protocols_on_a_traced_tensor_are_named_type_errors():
+    """int/float/complex/bool, operator.index, range(), math.trunc, round to digits and a format spec need a value
+    a traced Tensor does not have: a ValuelessTensorError that is both an IRError and the TypeError Python raises."""
+    import math
+    import operator
+
+    from frame_core.errors import ValuelessTensorError
+
+    uses = {
+        "operator.index": (operator.index, "cannot be an index"),
+        "range": (range, "cannot be an index"),
+        "int": (int, r"float\(\) or int\(\)"),
+        "complex": (complex, r"complex\(\)"),
+        "bool": (bool, r"bool\(\)"),
+        "math.trunc": (math.trunc, r"math.trunc\(\)"),
+        "round to digits": (lambda t: round(t, 2), r"round\(x, 2\)"),
+        "format spec": (lambda t: format(t, ".3f"), "format spec '.3f'"),
+    }
+    for name, (how, words) in uses.items():
+        def f(x, how=how):
+            how(x)
+            return x
+        with pytest.raises(ValuelessTensorError, match=words) as info:
+            fc.trace(f, "f32[3]")
+        assert isinstance(info.value, IRError) and isinstance(info.value, TypeError), name
+
+
+def test_round_floor_ceil_and_plain_format_of_a_traced_tensor_trace_ops():
+    import math
+
+    seen = []
+
+    def f(x):
+        seen.append(f"{x}")
+        return round(x) * 100.0 + math.floor(x) * 10.0 + math.ceil(x)
+
+    graph = fc.trace(f, "f64[5]")
+    x = np.array([1.5, 2.5, -0.5, -1.7, np.nan])
+    got = fc.compile(graph).run([x])[0]
+    np.testing.assert_array_equal(got, np.round(x) * 100.0 + np.floor(x) * 10.0 + np.ceil(x))
+    assert seen and "f64[5]" in seen[0]

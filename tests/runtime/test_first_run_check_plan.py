@@ -216,3 +216,30 @@ def test_frame_checks_catch_a_body_kernel_wrong_on_a_later_step(reg_with_scan, m
                          disable=["fuse_elementwise"])
     with pytest.raises(KernelError, match=f"op 'late_{mode}'"):
         exe.run([X, np.ones((3, 4))])
+
+
+@pytest.mark.parametrize("mode", ["wider", "itself"])
+def test_a_body_kernel_wrong_on_a_later_step_is_named_without_frame_checks(reg_with_scan, mode):
+    """Called once per step, the kernel is checked in full at the first step only; the steps after it run
+    inline (Executable.scan_steps) with a cheap check of every result (class, dtype, shape, identity), so a
+    wrong dtype or an input handed back at step 2 names the faulty op and its pack, not the scan."""
+    def f(h0, xs):
+        return ops.scan(lambda h, x: (lambda y: (y, y))(ops.op(f"late_{mode}")(ops.neg(h + x))), h0, xs)
+    with use_registry(reg_with_scan):
+        exe = fc.compile(fc.trace(f, "f64[4]", "f64[3, 4]"), registry=reg_with_scan, cache=False, checks=False,
+                         disable=["fuse_elementwise"])
+    with pytest.raises(KernelError, match=f"op 'late_{mode}' \\(pack late, frame-late\\)"):
+        exe.run([X, np.ones((3, 4))])
+
+
+def test_a_multi_output_body_kernel_returning_one_array_twice_on_a_later_step_is_named(reg_with_scan):
+    def f(h0, xs):
+        def body(h, x):
+            a, b = ops.op("late_pair")(ops.neg(h + x))
+            return a, b
+        return ops.scan(body, h0, xs)
+    with use_registry(reg_with_scan):
+        exe = fc.compile(fc.trace(f, "f64[4]", "f64[3, 4]"), registry=reg_with_scan, cache=False, checks=False,
+                         disable=["fuse_elementwise"])
+    with pytest.raises(KernelError, match="op 'late_pair' \\(pack late"):
+        exe.run([X, np.ones((3, 4))])

@@ -5,7 +5,9 @@ rounded ops (add, sub, mul, div, neg, square, sqrt, relu and its gradient,
 accumulation) on float32/float64 become ``native_fused_internal`` nodes. They
 run frame's numpy code at first; a background thread compiles them with
 llvmlite into explicit-vector machine code and swaps it in; both give the
-same bits. ``FRAME_NATIVE=0`` turns it off. See ``docs/native.md``.
+same bits. The training pairs of layer_norm and of batch_norm of x[N, C]
+(frame-ops-nn) tier up the same way to compiled row and column kernels
+(``rows.py``). ``FRAME_NATIVE=0`` turns it off. See ``docs/native.md``.
 
 Public helpers: ``wait(timeout)`` blocks until queued kernels are compiled,
 ``status()`` reports what the compiler has done, ``tier_of(executable)``

@@ -352,7 +352,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
     import hashlib  # loaded by _run as the compiler thread started: a lookup in sys.modules
 
     width = max(1, llvm.width_bytes // plan.dtype.itemsize)
-    text = generate(plan, width)
+    text = plan.ir(width) if hasattr(plan, "ir") else generate(plan, width)  # rows.RowPlan has its own
     key = hashlib.sha256((llvm.identity + "\n" + text).encode()).hexdigest()
     symbol = f"frame_kernel_{key[:32]}"
     n_args = plan.n_args + 2  # the ndarray type and the dtype, then the arrays

@@ -1,4 +1,4 @@
-"""Entry point of frame-native: registers ``native_fused_internal`` and the ``compile_fused_groups`` pass."""
+"""Entry point of frame-native: registers ``native_fused_internal``, the row-kernel ops and their passes."""
 
 from __future__ import annotations
 
@@ -9,15 +9,21 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
+    from .rows import ROW_SCHEMAS
     from .tiered import NATIVE
 
-    return [NATIVE]
+    return [NATIVE, *ROW_SCHEMAS]
 
 
 @hookimpl
 def frame_register_passes():
     from .passes import compile_fused_groups, switched_off
+    from .rows import compile_norm_rows
 
     return [PassSpec("compile_fused_groups", compile_fused_groups, after="fuse_elementwise", min_level=2,
                      doc="fused groups of exactly rounded ops tier up to compiled native code in the background",
+                     cache_key=switched_off),
+            PassSpec("compile_norm_rows", compile_norm_rows, after="fuse_elementwise", min_level=2,
+                     doc="layer_norm's training pair on float32/float64 tiers up to compiled row kernels in the "
+                         "background (the same bits as frame-ops-nn's numpy kernels)",
                      cache_key=switched_off)]

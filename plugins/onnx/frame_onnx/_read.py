@@ -71,10 +71,42 @@ def read_model_bytes(source: Any) -> tuple[onnx.ModelProto, Path | None, bytes |
 def run_checker(model: onnx.ModelProto, data: bytes | None = None) -> None:
     """``onnx.checker.check_model`` with its refusal as an ``OnnxFormatError``. ``data``, when given, is ``model``
     serialised (as read): the checker reads it instead of serialising the model again."""
+    stand_in = _deprecated_stand_ins(model)
     try:
-        onnx.checker.check_model(model if data is None else data)
+        onnx.checker.check_model(stand_in or (model if data is None else data))
     except onnx.checker.ValidationError as exc:
         raise OnnxFormatError(f"the ONNX checker refuses the model: {_first_lines(str(exc))}") from None
+
+
+def _deprecated_stand_ins(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """A copy of ``model`` for the checker where each ``GroupNormalization`` of opsets 18 to 20 is checked as an
+    ``InstanceNormalization`` (the same inputs, without ``num_groups``), or ``None`` when it has none.
+
+    The checker refuses GroupNormalization-18 as deprecated (opset 21 made its scale and bias per channel),
+    ONNX Runtime runs it, and ``onnx.version_converter`` moves it to opset 21 without converting its per-group
+    scale and bias; so frame imports it with its own semantics (``rules_nn``) rather than refusing it."""
+    version = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if not 18 <= version < 21:
+        return None
+
+    def deprecated(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+        for node in graph.node:
+            if node.op_type == "GroupNormalization" and node.domain in ("", "ai.onnx"):
+                yield node
+            for attr in node.attribute:
+                for body in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    yield from deprecated(body)
+
+    if next(deprecated(model.graph), None) is None:
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in deprecated(copy.graph):
+        node.op_type = "InstanceNormalization"
+        kept = [a for a in node.attribute if a.name == "epsilon"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    return copy
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:

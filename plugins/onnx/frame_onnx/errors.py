@@ -56,15 +56,19 @@ class UnsupportedModelError(OnnxError):
 
 
 class UnmappedOpError(OnnxError):
-    """A frame graph holds ops that have no ONNX mapping; ``ops`` maps each op to the node paths using it."""
+    """A frame graph holds ops that have no ONNX mapping; ``ops`` maps each op to the node paths using it,
+    ``reasons`` the ops frame-onnx leaves out on purpose to why."""
 
-    def __init__(self, ops: dict[str, list[str]]) -> None:
+    def __init__(self, ops: dict[str, list[str]], reasons: dict[str, str] | None = None) -> None:
         self.ops = dict(ops)
+        self.reasons = {op: why for op, why in (reasons or {}).items() if op in self.ops}
         lines = [f"the graph cannot be exported to ONNX: {len(self.ops)} op{'s' if len(self.ops) != 1 else ''} "
                  "have no ONNX mapping:"]
         for op, where in sorted(self.ops.items()):
             shown = ", ".join(where[:5]) + (f" and {len(where) - 5} more" if len(where) > 5 else "")
             lines.append(f"  - {op} (at {shown})")
+        for why in dict.fromkeys(self.reasons.values()):  # each reason once, naming its ops
+            lines.append(f"{', '.join(sorted(op for op, r in self.reasons.items() if r == why))}: {why}")
         lines.append("a pack can provide a mapping through the frame_onnx_export_rules hook (docs/onnx.md); "
                      "or compile the graph with frame instead")
         super().__init__("\n".join(lines))

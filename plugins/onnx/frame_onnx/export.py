@@ -258,7 +258,9 @@ def to_onnx(graph: Graph, *, params: Any = None, opset: int | None = None, name:
     rules = export_rules()
     missing = _unmapped(graph, rules)
     if missing:
-        raise UnmappedOpError(missing)
+        from .rules_export import NOT_EXPORTED
+
+        raise UnmappedOpError(missing, NOT_EXPORTED)
     ex = Exporter(rules, opset)
     stored = _flat(params)
     names = {v.name for v in graph.inputs}

@@ -23,6 +23,12 @@ __all__ = ["RULES"]
 
 RULES: dict[str, Callable[[Exporter, Node], Sequence[str]]] = {}
 
+#: Ops left out on purpose, with the reason the UnmappedOpError gives.
+NOT_EXPORTED = {
+    "fused_elementwise_internal": "a compiled graph's fusion: export the graph before compiling it",
+    "native_fused_internal": "a compiled graph's native kernel: export the graph before compiling it",
+}
+
 
 def rule(*names: str) -> Callable:
     def register(fn: Callable) -> Callable:
@@ -554,3 +560,4 @@ def _pool2d(ex: Exporter, node: Node) -> list[str]:
 
 
 from . import rules_export_grads  # noqa: E402,F401 - the gradients of convolutions, pools and strided slices
+from . import rules_export_random  # noqa: E402,F401 - Philox in 64-bit integer ops: random ops draw frame's bits

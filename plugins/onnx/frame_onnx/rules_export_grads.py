@@ -305,6 +305,95 @@ def _batch_norm_grad(ex: Exporter, node: Node) -> list[str]:
     return _inline(ex, node, grads)
 
 
+def _groups_of(x, groups: int):  # noqa: ANN001, ANN202 - [N, C, ...] -> [N, groups, values per group]
+    from frame_core import ops
+
+    return ops.reshape(x, shape=[x.shape[0], groups, int(np.prod(x.shape[1:], dtype=np.int64)) // groups])
+
+
+@rule("group_norm")
+def _group_norm(ex: Exporter, node: Node) -> list[str]:
+    """Each sample's channel groups normalised over their channels and positions, then a per-channel affine map
+    (ONNX's GroupNormalization-18 scales per group, and opset 21 is newer than the default export opset)."""
+    from frame_core import ops
+
+    shape, groups, eps = _shape(node), node.attrs["num_groups"], node.attrs.get("eps", 1e-5)
+
+    def forward(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
+        xhat = ops.reshape(_normalised(_groups_of(x, groups), [2], eps)[1], shape=list(shape))
+        return [xhat * _per_channel(w, len(shape)) + _per_channel(b, len(shape))]
+    return _inline(ex, node, forward)
+
+
+@rule("group_norm_grad_internal")
+def _group_norm_grad(ex: Exporter, node: Node) -> list[str]:
+    from frame_core import ops
+
+    shape, groups, eps = _shape(node), node.attrs["num_groups"], node.attrs.get("eps", 1e-5)
+    axes = [0, *range(2, len(shape))]
+
+    def grads(x, w, gy):  # noqa: ANN001, ANN202
+        _, xhat, rstd = _normalised(_groups_of(x, groups), [2], eps)
+        gx = _input_grad(_groups_of(gy * _per_channel(w, len(shape)), groups), xhat, rstd, [2])
+        return [ops.reshape(gx, shape=list(shape)), ops.sum(gy * ops.reshape(xhat, shape=list(shape)), axes=axes),
+                ops.sum(gy, axes=axes)]
+    return _inline(ex, node, grads)
+
+
+# -- frame-ops-nn's adaptive average pool: each bin's mean, and the gradient spread back over the bins -----------
+def _bin_ranges(n: int, m: int) -> list[tuple[int, int]]:
+    """Bin i of m over n positions: floor(i n / m) .. ceil((i + 1) n / m) - 1 (torch's bins, frame-ops-nn's)."""
+    return [((i * n) // m, -(-((i + 1) * n) // m)) for i in range(m)]
+
+
+def _bin_means(x, axis: int, m: int):  # noqa: ANN001, ANN202 - traced tensors
+    from frame_core import ops
+
+    n = x.shape[axis]
+    if n == m:
+        return x
+    if m == 1:
+        return ops.mean(x, axes=[axis], keepdims=True)
+    return ops.concat(*(ops.mean(ops.slice(x, starts=[a], stops=[b], axes=[axis]), axes=[axis], keepdims=True)
+                        for a, b in _bin_ranges(n, m)), axis=axis)
+
+
+def _bin_spread(g, axis: int, n: int):  # noqa: ANN001, ANN202 - traced tensors
+    """Each position's share of the bins holding it, read by ``gather`` (one per bin a position can be in: one or
+    two when pooling down, more when the output is larger), so that a non-finite cotangent reaches only its own
+    bin's positions, as frame's kernel does."""
+    from frame_core import ops
+
+    m, rank = g.shape[axis], len(g.shape)
+    axis %= rank
+    if n == m:
+        return g
+    ranges = _bin_ranges(n, m)
+    sizes = np.array([b - a for a, b in ranges], np.dtype(g.dtype.np))
+    scaled = g * (1.0 / sizes).reshape([m if k == axis else 1 for k in range(rank)])
+    holders = [[i for i, (a, b) in enumerate(ranges) if a <= j < b] for j in range(n)]
+    out = None
+    for r in range(max(len(h) for h in holders)):
+        rows = ops.gather(scaled, np.array([h[min(r, len(h) - 1)] for h in holders], np.int64), axis=axis)
+        inside = np.array([r < len(h) for h in holders]).reshape([n if k == axis else 1 for k in range(rank)])
+        if r:
+            rows = ops.where(inside, rows, np.zeros((), np.dtype(g.dtype.np)))
+        out = rows if out is None else out + rows
+    return out
+
+
+@rule("adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(ex: Exporter, node: Node) -> list[str]:
+    oh, ow = node.outputs[0].shape[-2:]
+    return _inline(ex, node, lambda x: [_bin_means(_bin_means(x, -2, oh), -1, ow)])
+
+
+@rule("adaptive_avg_pool2d_grad_internal")
+def _adaptive_avg_pool2d_grad(ex: Exporter, node: Node) -> list[str]:
+    h, w = node.outputs[0].shape[-2:]
+    return _inline(ex, node, lambda gy: [_bin_spread(_bin_spread(gy, -2, h), -1, w)])
+
+
 # -- frame-ops-sequence's recurrences: linear_scan as an ONNX Scan, selective_scan written with it ---------------
 @rule("linear_scan")
 def _linear_scan(ex: Exporter, node: Node) -> list[str]:
@@ -317,6 +406,8 @@ def _linear_scan(ex: Exporter, node: Node) -> list[str]:
     shape = list(_shape(node))
     rank = len(shape)
     axis, reverse = node.attrs["axis"] % rank, int(bool(node.attrs.get("reverse")))
+    if shape[axis] == 0:  # no step: ONNX Runtime's Scan cannot slice 0 rows; the empty result is known
+        return [ex.const(np.zeros(shape, node.outputs[0].dtype.np), node.outputs[0].dtype)]
     perm = [axis, *(k for k in range(rank) if k != axis)]
     a, b = _x(ex, node, 0), _x(ex, node, 1)
     if axis:

@@ -151,6 +151,10 @@ def _scan(ex: Exporter, node: Node) -> list[str]:
     names = [ex.input(node, i) for i in range(len(node.inputs))]
     carry, xs, invariants = names[:nc], names[nc:nc + nx], names[nc + nx:]
     ny = len(body.outputs) - nc
+    if length == 0:  # nothing runs: ONNX Runtime's Scan cannot slice a scanned input of 0 rows (it refuses
+        # the model at run time), and frame knows the result while exporting: the carry as given, empty rows
+        return [*(ex.emit("Identity", [c]) for c in carry),
+                *(ex.const(np.zeros(v.shape, v.dtype.np), v.dtype) for v in node.outputs[nc:])]
     if nx == 0:
         return _scan_as_loop(ex, node, carry, invariants, length, reverse, ny)
     declared_carry = [(ex.fresh("scan_carry"), v) for v in body.inputs[:nc]]

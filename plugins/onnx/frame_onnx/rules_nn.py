@@ -18,7 +18,7 @@ import numpy as np
 from frame_core import ops
 
 from ._import import NodeContext, Unsupported, rule
-from .rules_ops import like, norm_axis, np_dtype, rank_of, shape_of
+from .rules_ops import invalid, like, norm_axis, np_dtype, rank_of, shape_of
 
 __all__: list[str] = []
 
@@ -36,8 +36,6 @@ def _spatial(cx: NodeContext, x: Any, kernel: list[int]) -> tuple[list[int], lis
     dilations = cx.attr("dilations", "ints") or [1] * n
     pads = cx.attr("pads", "ints") or [0] * (2 * n)
     auto = cx.attr("auto_pad", "string", "NOTSET")
-    if cx.attr("ceil_mode", "int", 0):
-        raise Unsupported("ceil_mode=1 (frame pools floor the output size)")
     before, after = list(pads[:n]), list(pads[n:])
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         for i in range(n):
@@ -141,47 +139,70 @@ def _conv_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], befor
 
 @rule("MaxPool", "AveragePool")
 def _pool(cx: NodeContext) -> Any:
+    """frame's pool ops for the plain cases; dilated windows, ``ceil_mode=1`` windows that hang past the padding,
+    and the pools frame has no op for, as the maximum or the mean of the window's strided slices."""
     x = cx.input(0)
     if len(cx.node.output) > 1 and cx.node.output[1]:
         raise Unsupported("MaxPool's Indices output")
     kernel = cx.attr("kernel_shape", "ints")
     n = len(kernel)
     strides, dilations, before, after = _spatial(cx, x, kernel)
-    if any(d != 1 for d in dilations):
-        raise Unsupported("dilated pooling")
     is_max = cx.node.op_type == "MaxPool"
     include = bool(cx.attr("count_include_pad", "int", 0))
-    if n == 1:
-        if is_max:
-            return ops.max_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
-        if (before[0] or after[0]) and not include:
-            raise Unsupported("a padded 1-D average pool that leaves the padding out of the count")
-        return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
-    if n == 2 and _have("max_pool2d"):
-        pads = [before[0], after[0], before[1], after[1]]
-        if is_max:
-            return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
-        return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
-    # 2-D without frame-ops-nn, and 3-D or more: the maximum or the mean of the window's strided slices
+    ceil = bool(cx.attr("ceil_mode", "int", 0))
+    sizes = shape_of(x)[2:]
+    # ceil_mode: one more window where the last would start inside the input or its leading padding (ONNX
+    # Runtime's and torch's rule); the positions it reads past the trailing padding are left out of it
+    extra = [max(0, (_pooled_size(size, k, s, d, b, a, ceil) - 1) * s + (k - 1) * d + 1 - (size + b + a))
+             for size, k, s, d, b, a in zip(sizes, kernel, strides, dilations, before, after)]
     padded = any(before) or any(after)
+    if not any(extra) and all(d == 1 for d in dilations):
+        if n == 1 and (is_max or include or not padded):
+            if is_max:
+                return ops.max_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
+            return ops.avg_pool1d(x, kernel_size=kernel[0], stride=strides[0], padding=[before[0], after[0]])
+        if n == 2 and _have("max_pool2d"):
+            pads = [before[0], after[0], before[1], after[1]]
+            if is_max:
+                return ops.max_pool2d(x, kernel_size=kernel, stride=strides, padding=pads)
+            return ops.avg_pool2d(x, kernel_size=kernel, stride=strides, padding=pads, count_include_pad=include)
+    return _window_pool(x, kernel, strides, dilations, before, [a + e for a, e in zip(after, extra)], is_max,
+                        before if include else [0] * n, after if include else [0] * n)
+
+
+def _pooled_size(size: int, k: int, s: int, d: int, before: int, after: int, ceil: bool) -> int:
+    span = size + before + after - (k - 1) * d - 1
+    if span < 0:
+        raise Unsupported(f"a window of {(k - 1) * d + 1} positions larger than the padded input ({size + before + after})")
+    out = (-(-span // s) if ceil else span // s) + 1
+    return out - 1 if ceil and (out - 1) * s >= size + before else out
+
+
+def _window_pool(x: Any, kernel: list[int], strides: list[int], dilations: list[int], before: list[int],
+                 after: list[int], is_max: bool, counted_before: list[int], counted_after: list[int]) -> Any:
+    """The maximum (padding at -inf) or the mean of the window's strided slices of ``x`` padded by ``before`` and
+    ``after``; a mean divides by the number of positions in the window that lie inside ``x`` widened by
+    ``counted_before``/``counted_after`` (the explicit padding when it counts, nothing otherwise)."""
+    spatial = shape_of(x)[2:]
+    xp = _pad_spatial(x, before, after)
+    if is_max and (any(before) or any(after)):  # the padding never wins: -inf where it lies outside x
+        outside = ~np.pad(np.ones(spatial, bool), list(zip(before, after)))
+        xp = ops.where(outside, like(-np.inf, x), xp)
+    taps, out_size = _taps(xp, kernel, strides, dilations)
     if is_max:
-        if padded:
-            raise Unsupported(f"padded {n}-D max pooling" + (" without frame-ops-nn (pip install frame-ops-nn)"
-                                                              if n == 2 else ""))
-        taps, _ = _taps(x, kernel, strides, [1] * n)
         out = taps[0]
         for t in taps[1:]:
             out = ops.maximum(out, t)
         return out
-    taps, out_size = _taps(_pad_spatial(x, before, after), kernel, strides, [1] * n)
     total = taps[0]
     for t in taps[1:]:
         total = total + t
-    if include or not padded:
-        return total * (1.0 / int(np.prod(kernel)))
-    ones = np.pad(np.ones(shape_of(x)[2:]), list(zip(before, after)))
-    count = sum(ones[tuple(slice(t, t + (o - 1) * s + 1, s) for t, o, s in zip(tap, out_size, strides))]
-                for tap in np.ndindex(*kernel))
+    counted = np.pad(np.pad(np.ones(spatial), list(zip(counted_before, counted_after)), constant_values=1.0),
+                     [(b - cb, a - ca) for b, a, cb, ca in zip(before, after, counted_before, counted_after)])
+    count = sum(counted[tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in
+                              zip(tap, dilations, out_size, strides))] for tap in np.ndindex(*kernel))
+    if np.all(count == count.flat[0]):
+        return total * (1.0 / float(count.flat[0]))
     return total / like(count, x)
 
 
@@ -220,6 +241,42 @@ def _instance_norm(cx: NodeContext) -> Any:
     centred = x - ops.mean(x, axes=axes, keepdims=True)
     y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True) + eps)
     return y * ops.reshape(scale, shape=shape) + ops.reshape(bias, shape=shape)
+
+
+@rule("GroupNormalization")
+def _group_norm(cx: NodeContext) -> Any:
+    """Each sample's channels in ``num_groups`` groups, each group normalised over its channels and positions,
+    then scaled: per channel from opset 21 (scale and bias ``[C]``, torch's ``GroupNorm``), per group in opset
+    18 (``[num_groups]``, each entry repeated over its group's channels). frame-ops-nn's ``group_norm`` when
+    installed, else written out."""
+    x, scale, bias = cx.input(0), cx.input(1), cx.input(2)
+    groups = cx.attr("num_groups", "int")
+    eps = cx.attr("epsilon", "float", 1e-5)
+    if rank_of(x) < 2:
+        raise invalid(cx, f"the input must be [N, C, ...], got rank {rank_of(x)}")
+    c = shape_of(x)[1]
+    if groups is None or groups < 1 or c % groups:
+        raise invalid(cx, f"num_groups {groups} must divide the {c} channels")
+    per_group = cx.opset < 21
+    size = groups if per_group else c
+    if shape_of(scale) != (size,) or shape_of(bias) != (size,):
+        hint = ("; onnx.version_converter moves GroupNormalization to opset 21 without repeating its per-group "
+                "scale and bias over the channels: import the opset-18 model as it is" if shape_of(scale) == (groups,)
+                else "")
+        raise invalid(cx, f"scale and bias must be [{size}] ({'num_groups' if per_group else 'C'} in opset "
+                          f"{cx.opset}), got {list(shape_of(scale))} and {list(shape_of(bias))}{hint}")
+    if per_group and groups != c:
+        owner = np.arange(c) // (c // groups)  # the group of each channel
+        scale, bias = (v[owner] if isinstance(v, np.ndarray) else ops.gather(v, owner, axis=0) for v in (scale, bias))
+    if _have("group_norm"):
+        return ops.group_norm(x, scale, bias, num_groups=groups, eps=eps)
+    shape = list(shape_of(x))
+    grouped = ops.reshape(x, shape=[-1, groups, int(np.prod(shape[1:], dtype=np.int64)) // groups])
+    centred = grouped - ops.mean(grouped, axes=[2], keepdims=True)
+    y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=[2], keepdims=True) + eps)
+    channel = [c] + [1] * (len(shape) - 2)
+    return (ops.reshape(y, shape=[-1, *shape[1:]]) * ops.reshape(scale, shape=channel)
+            + ops.reshape(bias, shape=channel))
 
 
 @rule("LayerNormalization")
@@ -261,6 +318,10 @@ def _activations(cx: NodeContext, default: list[str], directions: int) -> list[l
     return [[_ACT[n] for n in names[d * k:(d + 1) * k]] for d in range(directions)]
 
 
+def _clipped(f: Any, clip: float) -> Any:
+    return lambda v: f(ops.clip(v, min=-clip, max=clip))
+
+
 def _direction(v: Any, d: int, directions: int) -> Any:
     """Direction ``d``'s slice of a ``[num_directions, ...]`` weight, bias or initial state."""
     if directions > 1:
@@ -289,8 +350,10 @@ def _empty_sequences(cx: NodeContext) -> Any:
     return ops.equal(ops.expand_dims(lens, axes=[1]), like(0, lens))
 
 
-def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: list[str]) -> Any:
+def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: list[str],
+               per_direction: bool = False) -> Any:
     """The common frame of RNN/GRU/LSTM: projections, a scan over time per direction, the outputs' layouts.
+    ``step`` is the cell (``per_direction``: ``step(d, num_directions)`` gives direction d's cell).
 
     ``sequence_lens`` masks the steps past each sequence's end: there the state stays as it was (so the final
     state is the one at the sequence's last step) and the output row is 0, as ONNX defines; a reverse
@@ -298,14 +361,17 @@ def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: lis
     A sequence of length 0 ends in a zero state, as ONNX Runtime computes it.
     """
     x, w, r = cx.input(0), cx.input(1), cx.input(2)
-    if cx.attr("clip", "float") is not None:
-        raise Unsupported("cell clipping")
     direction = cx.attr("direction", "string", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise Unsupported(f"direction {direction!r} (ONNX defines forward, reverse, bidirectional)")
     runs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
     nd = len(runs)
     acts = _activations(cx, default, nd)
+    clip = cx.attr("clip", "float")
+    if clip is not None:  # the gates' inputs are clipped to [-clip, clip] (ONNX Runtime's cell clipping; an
+        if not clip > 0:  # LSTM's cell state itself is not)
+            raise Unsupported(f"clip {clip} (a threshold above 0)")
+        acts = [[_clipped(f, clip) if k < 2 else f for k, f in enumerate(per)] for per in acts]
     layout = cx.attr("layout", "int", 0)
     if layout == 1:
         x = ops.transpose(x, perm=[1, 0, 2])
@@ -333,7 +399,7 @@ def _recurrent(cx: NodeContext, gates: int, step: Any, states: int, default: lis
             else:  # zeros shaped like one step's [B, H] (the batch size stays the data's, never a number)
                 row = ops.squeeze(ops.slice(xw, starts=[0, 0], stops=[1, hidden], axes=[0, 2]), axes=[0])
                 init.append(ops.where(np.array(True), np.zeros((), np.dtype(x.dtype.np)), row))
-        cell = _masked(step, mask is not None, r0, rb, hidden, acts[d])
+        cell = _masked(step(d, nd) if per_direction else step, mask is not None, r0, rb, hidden, acts[d])
         carry, y = ops.scan(cell, tuple(init), xw if mask is None else (xw, mask), reverse=run == "reverse")
         if empty is not None:  # a sequence of length 0 ends in a zero state (ONNX Runtime's rule), not the initial one
             carry = tuple(ops.where(empty, like(0, c), c) for c in carry)
@@ -402,16 +468,30 @@ def _rec(h: Any, r0: Any, rb: Any, k: int, hidden: int) -> Any:
 
 @rule("LSTM")
 def _lstm(cx: NodeContext) -> Any:
-    if cx.has(7):
-        raise Unsupported("peephole weights")
-    def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
-        f, g, hact = acts
-        h, cell = c  # gates in ONNX order i, o, f, c
-        pre = xt + ops.matmul(h, ops.transpose(r0))
-        if rb is not None:
-            pre = pre + rb
-        i, o, fg, cc = (_split(pre, k, hidden) for k in range(4))
-        cell = f(fg) * cell + f(i) * g(cc)
-        h = f(o) * hact(cell)
-        return (h, cell), h
-    return _recurrent(cx, 4, step, 2, ["Sigmoid", "Tanh", "Tanh"])
+    """Gates in ONNX order i, o, f, c; with peepholes ``P[D, 3H]`` (p_i, p_o, p_f) the input and forget gates also
+    read the previous cell and the output gate the new one; ``input_forget=1`` couples f = 1 - i."""
+    coupled = bool(cx.attr("input_forget", "int", 0))
+    peepholes = cx.input(7) if cx.has(7) else None
+
+    def make_step(d: int, nd: int) -> Any:
+        p = _direction(peepholes, d, nd) if peepholes is not None else None            # [3H]
+
+        def step(c: tuple, xt: Any, r0: Any, rb: Any, hidden: int, acts: list[Any]) -> Any:
+            f, g, hact = acts
+            h, cell = c
+            pre = xt + ops.matmul(h, ops.transpose(r0))
+            if rb is not None:
+                pre = pre + rb
+            i, o, fg, cc = (_split(pre, k, hidden) for k in range(4))
+            if p is not None:
+                i = i + _split(p, 0, hidden) * cell
+                fg = fg + _split(p, 2, hidden) * cell
+            gate_i = f(i)
+            gate_f = 1.0 - gate_i if coupled else f(fg)
+            cell = gate_f * cell + gate_i * g(cc)
+            if p is not None:
+                o = o + _split(p, 1, hidden) * cell
+            h = f(o) * hact(cell)
+            return (h, cell), h
+        return step
+    return _recurrent(cx, 4, make_step, 2, ["Sigmoid", "Tanh", "Tanh"], per_direction=True)

@@ -812,12 +812,13 @@ def _pad_from_edges(x: Any, axis: int, before: int, after: int, mode: str) -> An
 
 @rule("Resize", "Upsample")
 def _resize(cx: NodeContext) -> Any:
-    """Nearest-neighbour resizing as one ``gather`` per resized axis, its source rows computed while importing
-    by ONNX's coordinate transformation and rounding rule (torch's ``nn.Upsample(mode="nearest")``)."""
+    """Resizing one axis at a time: nearest as a ``gather`` of source rows, linear as the two neighbouring rows'
+    ``gather``s weighted; rows and weights are computed while importing by ONNX's coordinate transformation
+    (torch's ``nn.Upsample`` and ``F.interpolate`` in nearest, (bi)linear and trilinear modes)."""
     x = cx.input(0)
     mode = cx.attr("mode", "string", "nearest")
-    if mode != "nearest":
-        raise Unsupported(f"resize mode {mode!r} (frame imports nearest)")
+    if mode not in ("nearest", "linear"):
+        raise Unsupported(f"resize mode {mode!r} (frame imports nearest and linear)")
     shape, rank = shape_of(x), rank_of(x)
     if cx.node.op_type == "Upsample" or cx.opset < 11:  # Upsample, and Resize before opset 11: (X, scales)
         scales, sizes, transform, rounding = cx.need_known(1, "scales").astype(float), None, "asymmetric", "floor"
@@ -836,28 +837,54 @@ def _resize(cx: NodeContext) -> Any:
         sizes = [int(np.floor(n * s)) for n, s in zip(shape, scales)]
     else:
         scales = np.array([m / n for m, n in zip(sizes, shape)])
+    if mode == "linear":
+        if transform not in _LINEAR_TRANSFORMS:
+            raise Unsupported(f"linear resizing with coordinate_transformation_mode {transform!r} (frame imports "
+                              f"{', '.join(_LINEAR_TRANSFORMS)})")
+        if cx.attr("antialias", "int", 0) and np.any(scales < 1):
+            raise Unsupported("linear downscaling with antialias=1")
     for axis, (n, m, scale) in enumerate(zip(shape, sizes, scales)):
         if m == n and scale == 1.0:
             continue
-        rows = _nearest_rows(n, m, float(scale), transform, rounding)
-        x = ops.gather(x, rows, axis=axis)
+        if mode == "nearest":
+            x = ops.gather(x, _nearest_rows(n, m, float(scale), transform, rounding), axis=axis)
+        else:
+            lo, hi, w = _linear_rows(n, m, float(scale), transform)
+            shape_w = [m if k == axis else 1 for k in range(rank)]
+            x = (ops.gather(x, lo, axis=axis) * like((1.0 - w).reshape(shape_w), x)
+                 + ops.gather(x, hi, axis=axis) * like(w.reshape(shape_w), x))
     return x
 
 
-def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -> np.ndarray:
+_LINEAR_TRANSFORMS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+
+
+def _source_coordinates(n: int, m: int, scale: float, transform: str) -> np.ndarray:
+    """ONNX's coordinate transformation: where in the input (of ``n`` rows) output row ``0..m-1`` lies."""
     out = np.arange(m, dtype=np.float64)
     if transform == "half_pixel":
-        src = (out + 0.5) / scale - 0.5
-    elif transform == "pytorch_half_pixel":
-        src = (out + 0.5) / scale - 0.5 if m > 1 else np.zeros(m)
-    elif transform == "asymmetric":
-        src = out / scale
-    elif transform == "align_corners":
-        src = out * (n - 1) / (m - 1) if m > 1 else np.zeros(m)
-    elif transform == "tf_half_pixel_for_nn":
-        src = (out + 0.5) / scale
-    else:
-        raise Unsupported(f"coordinate_transformation_mode {transform!r}")
+        return (out + 0.5) / scale - 0.5
+    if transform == "pytorch_half_pixel":
+        return (out + 0.5) / scale - 0.5 if m > 1 else np.zeros(m)
+    if transform == "asymmetric":
+        return out / scale
+    if transform == "align_corners":
+        return out * (n - 1) / (m - 1) if m > 1 else np.zeros(m)
+    if transform == "tf_half_pixel_for_nn":
+        return (out + 0.5) / scale
+    raise Unsupported(f"coordinate_transformation_mode {transform!r}")
+
+
+def _linear_rows(n: int, m: int, scale: float, transform: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower row, upper row, weight of the upper row) of each output row; coordinates outside the input are
+    clamped to its first or last row."""
+    src = np.clip(_source_coordinates(n, m, scale, transform), 0, n - 1)
+    lo = np.floor(src).astype(np.int64)
+    return lo, np.minimum(lo + 1, n - 1), src - lo
+
+
+def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -> np.ndarray:
+    src = _source_coordinates(n, m, scale, transform)
     if rounding == "floor":
         idx = np.floor(src)
     elif rounding == "ceil":

@@ -136,36 +136,39 @@ def test_exported_model_imports_back():
 
 
 def test_ops_without_a_mapping_are_all_listed():
-    pytest.importorskip("frame_ops_nn")
-
-    def f(x, w, b):
-        return ops.adaptive_avg_pool2d(ops.group_norm(x, w, b, num_groups=2), output_size=[2, 2])
-    graph = fc.trace(f, "f32[1, 4, 6, 6]", "f32[4]", "f32[4]")
+    def f(x):
+        return x * ops.linspace(start=0.0, stop=1.0, num=3, dtype="f32") + ops.ones(shape=[3], dtype="f32")
+    graph = fc.trace(f, "f32[3]")
     with pytest.raises(UnmappedOpError) as info:
         frame_onnx.to_onnx(graph)
-    assert set(info.value.ops) == {"group_norm", "adaptive_avg_pool2d"}
-    assert "group_norm (at node" in str(info.value) and "frame_onnx_export_rules" in str(info.value)
+    assert set(info.value.ops) == {"linspace", "ones"}
+    assert "ones (at node" in str(info.value) and "frame_onnx_export_rules" in str(info.value)
 
 
 def test_a_pack_maps_its_op_through_the_hook():
     pytest.importorskip("frame_ops_nn")
 
-    class Plugin:  # adaptive_avg_pool2d has no built-in rule; to 1 x 1 it is a GlobalAveragePool
+    class Plugin:  # ones has no built-in rule; a hook's rule also replaces a built-in one (adaptive_avg_pool2d)
         @frame_onnx.hookimpl
         def frame_onnx_export_rules(self):
-            def adaptive_avg_pool2d(ex, node):
+            def ones(ex, node):
+                return [ex.const(np.ones(node.outputs[0].shape), node.outputs[0].dtype)]
+
+            def adaptive_avg_pool2d(ex, node):  # to 1 x 1 it is a GlobalAveragePool
                 return [ex.emit("GlobalAveragePool", [ex.input(node, 0)])]
-            return {"adaptive_avg_pool2d": adaptive_avg_pool2d}
-    graph = fc.trace(lambda x: ops.adaptive_avg_pool2d(x, output_size=[1]), "f32[2, 3, 4, 5]")
+            return {"ones": ones, "adaptive_avg_pool2d": adaptive_avg_pool2d}
+    graph = fc.trace(lambda x: ops.adaptive_avg_pool2d(x, output_size=[1]) + ops.ones(shape=[1, 1], dtype="f32"),
+                     "f32[2, 3, 4, 5]")
     plugin = Plugin()
     frame_onnx.register(plugin)
     try:
         x = _args(["f32[2, 3, 4, 5]"])[0]
         got, _ = _on_ort(graph, [x])
         np.testing.assert_allclose(got[0], fc.compile(graph).run([x])[0], rtol=1e-6)
+        assert "GlobalAveragePool" in {n.op_type for n in frame_onnx.to_onnx(graph).graph.node}
     finally:
         frame_onnx.unregister(plugin)
-    with pytest.raises(UnmappedOpError):
+    with pytest.raises(UnmappedOpError, match="ones"):
         frame_onnx.to_onnx(graph)
 
 

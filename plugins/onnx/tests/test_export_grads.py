@@ -131,19 +131,24 @@ def _example(name):
         sys.path.pop(0)
 
 
-def test_the_char_lm_transformer_training_graph_gives_frames_gradients_on_onnxruntime():
-    """examples/train_char_lm.py's causal transformer (gelu, softmax, masks; dropout off, as at evaluation)."""
+@pytest.mark.parametrize("train", [False, True], ids=["dropout-off", "dropout-on"])
+def test_the_char_lm_transformer_training_graph_gives_frames_gradients_on_onnxruntime(train):
+    """examples/train_char_lm.py's causal transformer (gelu, softmax, masks), with its dropouts off (as at
+    evaluation) and on: the exported Philox draws frame's masks from the step's key, a graph input."""
+    from frame_ops_basic.random import fold_in, key
+
     lm = _example("train_char_lm")
     shapes = lm.shapes(12)
     shapes["position"] = (6, lm.WIDTH)  # a context of 6
 
-    def loss(tokens, targets, *weights):
-        return lm.model_loss(tokens, targets, None, *weights, train=False)[0]
-    types = ["i64[2, 6]", "i64[2, 6]", *(f"f32[{', '.join(map(str, s))}]" for s in shapes.values())]
+    def loss(tokens, targets, step_key, *weights):
+        return lm.model_loss(tokens, targets, step_key, *weights, train=train)[0]
+    types = ["i64[2, 6]", "i64[2, 6]", "i64[2]", *(f"f32[{', '.join(map(str, s))}]" for s in shapes.values())]
     rng = np.random.default_rng(4)
-    args = [rng.integers(0, 12, (2, 6)), rng.integers(0, 12, (2, 6)),
+    args = [rng.integers(0, 12, (2, 6)), rng.integers(0, 12, (2, 6)), fold_in(key(0), 3),
             *(0.3 * rng.standard_normal(s).astype(np.float32) for s in shapes.values())]
-    _same_on_onnxruntime(loss, types, range(2, len(types)), args)
+    graph = _same_on_onnxruntime(loss, types, range(3, len(types)), args)
+    assert ("dropout" in {n.op for n in graph.nodes}) == train
 
 
 @pytest.mark.parametrize("types, attrs", [

@@ -25,7 +25,10 @@ with frame-ops-basic ops directly. In a compiled training graph the pass
 ``reuse_norm_statistics`` (norm_passes.py) pairs layer_norm / batch_norm with
 their gradient: ``*_train_internal`` also returns the normalised (or centred)
 x and rstd, and ``*_grad_saved_internal`` starts from them (the same bits).
-Means are BLAS products with ones (``_row_means``, ``_channel_sums``).
+Row sums (layer_norm, group_norm) are numpy's pairwise sums and column sums add the rows in turn
+(``_row_sums``, ``_column_sums``, also batch_norm's channel sums of x[N, C]): a fixed order that
+frame-native's compiled kernels reproduce bit for bit. batch_norm's channel sums with spatial axes are BLAS
+products with ones (``_channel_sums``).
 Computation is in float32 for float16/bfloat16 inputs. NaN and inf propagate
 (a NaN in one position makes its whole normalisation group NaN).
 """
@@ -60,16 +63,34 @@ def _empty_safe(build: Callable[[NodeContext], Callable]) -> Callable[[NodeConte
 _EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
 
 
-def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None,
+                    scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(xhat, rstd)``: ``(x - mean) * rstd`` of each row of a 2-D ``x``, with ``rstd = 1 / sqrt(var + eps)``
-    per row (few passes, no temporaries beyond the result: the mean is a product with a vector of ones, the
-    variance one ``einsum`` over the centred rows). xhat is written to ``out`` (a 2-D view of an output, so that
-    the output needs no copy: ``as_out`` copies any view), else to a fresh array."""
-    xc = np.subtract(x, _row_means(x)[:, None], out=out)
-    var = np.einsum("ij,ij->i", xc, xc) / max(x.shape[1], 1)
+    per row. xhat is written to ``out`` (a 2-D view of an output, so that the output needs no copy: ``as_out``
+    copies any view), else to a fresh array; the squares for the variance go to ``scratch`` when given.
+
+    The order of every operation is fixed (``_row_sums``; one rounding per elementwise operation), so that
+    frame-native's compiled row kernels can reproduce it bit for bit (docs/nn.md#normalisation)."""
+    x = np.ascontiguousarray(x)
+    features = max(x.shape[1], 1)
+    xc = np.subtract(x, (_row_sums(x) / features)[:, None], out=out)
+    var = _row_sums(np.multiply(xc, xc, out=scratch)) / features
     rstd = 1.0 / np.sqrt(var + eps)
     xc *= rstd[:, None]
     return xc, rstd
+
+
+def _row_sums(x: np.ndarray) -> np.ndarray:
+    """The sum of each row of a C-contiguous 2-D ``x``: numpy's pairwise summation of a contiguous row, a fixed
+    order (blocks of up to 128 values summed in 8 interleaved partial sums, longer rows split in halves at a
+    multiple of 8), which frame-native's kernels replicate and check (docs/native.md)."""
+    return np.add.reduce(x, axis=1)
+
+
+def _column_sums(x: np.ndarray) -> np.ndarray:
+    """The sum of each column of a C-contiguous 2-D ``x`` of at least two columns: numpy adds the rows in
+    order, starting from 0 (one column would be summed pairwise instead)."""
+    return np.add.reduce(x, axis=0)
 
 
 def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,18 +100,24 @@ def _fresh(shape: tuple[int, ...], dtype: np.dtype, *rows: int) -> tuple[np.ndar
     return whole, whole.reshape(rows)
 
 
-def _row_means(x: np.ndarray) -> np.ndarray:
-    """The mean of each row of a 2-D ``x`` as a matrix-vector product with ones: BLAS reads the rows at memory
-    speed, where ``x.mean(axis=1)`` (numpy's pairwise sum) takes about four times as long. The sum's order is
-    BLAS's, so the last bits can differ from ``x.mean`` (docs/nn.md#normalisation)."""
-    return np.dot(x, np.ones(x.shape[1], x.dtype)) / max(x.shape[1], 1)
-
-
 def _channel_sums(x3: np.ndarray) -> np.ndarray:
-    """The sum over axes 0 and 2 of ``x3[N, C, S]``, as products with ones (see ``_row_means``)."""
+    """The sum over axes 0 and 2 of ``x3[N, C, S]``. With one position per channel (``x[N, C]``, S = 1) the
+    rows are added in turn (``_column_sums``: the order frame-native's batch_norm kernels reproduce); otherwise
+    as products with ones: BLAS reads the data at memory speed, about four times as fast as numpy's pairwise
+    sum, in its own order (docs/nn.md#normalisation)."""
     n, c, s = x3.shape
+    if s == 1:
+        return _column_sums(np.ascontiguousarray(x3).reshape(n, c))
     sums = np.dot(np.ones(n, x3.dtype), x3.reshape(n, c * s))
-    return sums if s == 1 else np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+    return np.dot(sums.reshape(c, s), np.ones(s, x3.dtype))
+
+
+def _channel_dots(a3: np.ndarray, b3: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """``sum(a3 * b3)`` over axes 0 and 2 of two ``[N, C, S]`` arrays: with S = 1 the products (into
+    ``scratch`` when given) summed by ``_channel_sums``, otherwise one ``np.einsum``."""
+    if a3.shape[2] == 1:
+        return _channel_sums(np.multiply(a3, b3, out=scratch))
+    return np.einsum("ncs,ncs->c", a3, b3)
 
 
 def _channel_means(x3: np.ndarray) -> np.ndarray:
@@ -216,33 +243,33 @@ def _layer_grad_kernel(ctx: NodeContext) -> Callable:
         xhat, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps)
         gx, rows = _fresh(gx_t.shape, acc, -1, features)
         gw, gb = _layer_grad_rows(xhat, rstd, np.asarray(w, acc).reshape(-1),
-                                  np.asarray(gy, acc).reshape(-1, features), rows, scratch=True)
+                                  np.asarray(gy, acc).reshape(-1, features), rows)
         return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
 
 
-def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray, out: np.ndarray,
-                     scratch: bool) -> tuple[np.ndarray, np.ndarray]:
+def _layer_grad_rows(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, g_rows: np.ndarray,
+                     out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(gweight, gbias)`` of layer_norm over the rows of 2-D ``xhat`` (with ``rstd`` per row) for the
-    cotangent rows ``g_rows``, with gx written to ``out``; ``scratch``: ``xhat`` may be overwritten."""
-    gb = g_rows.sum(axis=0)
-    gw = np.einsum("ij,ij->j", g_rows, xhat)
-    _normalized_rows_grad(np.multiply(g_rows, w, out=out), xhat, rstd, scratch)
+    cotangent rows ``g_rows``, with gx written to ``out``. Column sums add the rows in order
+    (``_column_sums``), row sums are ``_row_sums``: the order frame-native's row kernels reproduce."""
+    g_rows = np.ascontiguousarray(g_rows)
+    gb = _column_sums(g_rows)
+    gw = _column_sums(np.multiply(g_rows, xhat, out=out))
+    _normalized_rows_grad(np.multiply(g_rows, w, out=out), xhat, rstd)
     return gw, gb
 
 
-def _normalized_rows_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, scratch: bool) -> None:
-    """``g = rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the rows of 2-D ``g``, in place: the gradient of
-    the rows' normalisation for the cotangent ``g`` of xhat; ``scratch``: ``xhat`` may be overwritten."""
-    mean_g = _row_means(g)
-    mean_gx = np.einsum("ij,ij->i", g, xhat) / xhat.shape[1]
+def _normalized_rows_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray) -> None:
+    """``g = rstd * (g - mean(g) - xhat * mean(g * xhat))`` over the rows of C-contiguous 2-D ``g`` and ``xhat``,
+    in place: the gradient of the rows' normalisation for the cotangent ``g`` of xhat (means by ``_row_sums``)."""
+    features = max(g.shape[1], 1)
+    mean_g = _row_sums(g) / features
+    t = np.multiply(g, xhat)
+    mean_gx = _row_sums(t) / features
     g -= mean_g[:, None]
-    if scratch:
-        xhat *= mean_gx[:, None]
-        g -= xhat
-    else:
-        g -= xhat * mean_gx[:, None]
+    g -= np.multiply(xhat, mean_gx[:, None], out=t)
     g *= rstd[:, None]
 
 
@@ -287,7 +314,7 @@ def _layer_train_kernel(ctx: NodeContext) -> Callable:
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray):  # noqa: ANN202
         y, y_rows = _fresh(y_t.shape, acc, -1, features)
         xhat, xhat_rows = _fresh(xhat_t.shape, acc, -1, features)
-        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=xhat_rows)
+        _, rstd = _normalize_rows(np.asarray(x, acc).reshape(-1, features), eps, out=xhat_rows, scratch=y_rows)
         np.multiply(xhat_rows, np.asarray(w, acc).reshape(-1), out=y_rows)
         y_rows += np.asarray(b, acc).reshape(-1)
         return as_out(y, y_t), as_out(xhat, xhat_t), \
@@ -340,9 +367,9 @@ def _layer_saved_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(xhat: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy: np.ndarray):  # noqa: ANN202
         gx, rows = _fresh(gx_t.shape, acc, -1, features)
-        gw, gb = _layer_grad_rows(np.asarray(xhat, acc).reshape(-1, features), np.asarray(rstd, acc).reshape(-1),
-                                  np.asarray(w, acc).reshape(-1), np.asarray(gy, acc).reshape(-1, features), rows,
-                                  scratch=False)
+        gw, gb = _layer_grad_rows(np.ascontiguousarray(xhat, acc).reshape(-1, features),
+                                  np.asarray(rstd, acc).reshape(-1), np.asarray(w, acc).reshape(-1),
+                                  np.asarray(gy, acc).reshape(-1, features), rows)
         return as_out(gx, gx_t), as_out(gw.reshape(gw_t.shape), gw_t), \
             as_out(gb.reshape(gb_t.shape), gb_t)
     return kernel
@@ -375,6 +402,17 @@ LAYER_NORM_GRAD_SAVED = OpSchema(
 )
 
 # -- batch_norm ---------------------------------------------------------------------------------------
+def _per_channel(x: TensorType) -> int:
+    """How many values each channel of ``x[N, C, ...]`` holds: N times the spatial size (also when C is 0, as
+    torch: a batch of no channels is empty, not one of too few values)."""
+    return int(np.prod([d for i, d in enumerate(x.shape) if i != 1], dtype=np.int64))
+
+
+def _ncs(x: TensorType) -> tuple[int, int, int]:
+    """``x[N, C, ...]`` as ``[N, C, S]`` (spelt out: with no channels a -1 could stand for any S)."""
+    return x.shape[0], x.shape[1], int(np.prod(x.shape[2:], dtype=np.int64))
+
+
 def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
     """(reduced axes, count per channel, broadcast shape of a per-channel vector)."""
     x, *per_channel = same_float(ctx)
@@ -388,7 +426,7 @@ def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
     if not 0.0 <= momentum <= 1.0:
         raise ctx.error(f"momentum must lie in [0, 1], got {momentum}")
     axes = [0, *range(2, x.rank)]
-    count = x.size // c if c else 0
+    count = _per_channel(x)
     if ctx.attrs["training"] and count < 2:
         raise ctx.error(f"training mode needs more than one value per channel to estimate a variance, got x {x}; "
                         "use a larger batch or training=False")
@@ -406,16 +444,16 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
     eps, momentum, training = ctx.attrs["eps"], ctx.attrs["momentum"], ctx.attrs["training"]
     acc, (y_t, rm_t, rv_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
 
-    n, c = y_t.shape[:2]
+    n, c, s = _ncs(y_t)
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
         x = np.asarray(x, acc)
         if training:
-            x3 = x.reshape(n, c, -1)  # [N, C, S]: statistics over N and S
+            x3 = x.reshape(n, c, s)  # [N, C, S]: statistics over N and S
             mean = _channel_means(x3)
-            xc, xc3 = _fresh(y_t.shape, acc, n, c, -1)
+            xc, xc3 = _fresh(y_t.shape, acc, n, c, s)
             np.subtract(x3, mean[:, None], out=xc3)
-            var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+            var = _channel_dots(xc3, xc3) / count
             new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
             new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
         else:
@@ -450,7 +488,7 @@ def _batch_grad_layout(ctx: NodeContext) -> int:
     if x.rank < 2 or gy != x or not w.shape == g_rm.shape == g_rv.shape == (x.shape[1],):
         raise ctx.error(f"expected x [N, C, ...], gy of x's type and three [C] vectors, got {x}, {w}, {gy}, "
                         f"{g_rm}, {g_rv}")
-    count = x.size // x.shape[1]
+    count = _per_channel(x)
     if count < 2:
         raise ctx.error(f"training mode needs more than one value per channel, got x {x}")
     return count
@@ -461,14 +499,14 @@ def _batch_grad_kernel(ctx: NodeContext) -> Callable:
     m, eps = ctx.attrs["momentum"], ctx.attrs["eps"]
     x_t = ctx.input_types[0]
     acc, (gx_t, gw_t, gb_t) = compute_dtype(x_t), ctx.output_types
-    n, c = x_t.shape[:2]
+    n, c, s = _ncs(x_t)
 
     def kernel(x, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        x3 = np.asarray(x, acc).reshape(n, c, s)
         xc = x3 - _channel_means(x3)[:, None]
-        rstd = 1.0 / np.sqrt(np.einsum("ncs,ncs->c", xc, xc) / count + eps)
-        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
-        gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+        rstd = 1.0 / np.sqrt(_channel_dots(xc, xc) / count + eps)
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, s)
+        gw, gb = _batch_grad_channels(xc, rstd, np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, s),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
@@ -484,9 +522,9 @@ def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: n
     is per channel, so the means are ``w gbias / count`` and ``w gweight / count``, and gx is ``gy A - xc D - C``
     for three per-channel vectors: two reductions and four passes over the data.
     """
-    count = xc.size // xc.shape[1]
+    count = xc.shape[0] * xc.shape[2]
     gb = _channel_sums(gy3)
-    gw = np.einsum("ncs,ncs->c", gy3, xc) * rstd
+    gw = _channel_dots(gy3, xc, scratch=out) * rstd
     mean_g, mean_gx = w * gb / count, w * gw / count
     # the running variance's share, 2 m g_rv xc / (count - 1)
     share = 2.0 * m * g_rv / (count - 1)
@@ -578,17 +616,17 @@ def _batch_train_kernel(ctx: NodeContext) -> Callable:
     _, count, _ = _batch_layout(ctx)
     eps, momentum = ctx.attrs["eps"], ctx.attrs["momentum"]
     acc, (y_t, rm_t, rv_t, xc_t, rstd_t) = compute_dtype(ctx.input_types[0]), ctx.output_types
-    n, c = y_t.shape[:2]
+    n, c, s = _ncs(y_t)
 
     def kernel(x, w, b, rm, rv):  # noqa: ANN001, ANN202
-        x3 = np.asarray(x, acc).reshape(n, c, -1)
+        x3 = np.asarray(x, acc).reshape(n, c, s)
         mean = _channel_means(x3)
-        xc, xc3 = _fresh(xc_t.shape, acc, n, c, -1)
+        xc, xc3 = _fresh(xc_t.shape, acc, n, c, s)
         np.subtract(x3, mean[:, None], out=xc3)
-        var = np.einsum("ncs,ncs->c", xc3, xc3) / count
+        y, y3 = _fresh(y_t.shape, acc, n, c, s)
+        var = _channel_dots(xc3, xc3, scratch=y3) / count  # (y's buffer holds the squares first)
         new_rm = (1.0 - momentum) * np.asarray(rm, acc) + momentum * mean
         new_rv = (1.0 - momentum) * np.asarray(rv, acc) + momentum * var * (count / (count - 1))
-        y, y3 = _fresh(y_t.shape, acc, n, c, -1)
         np.multiply(xc3, (np.asarray(w, acc) / np.sqrt(var + eps))[:, None], out=y3)
         y3 += np.asarray(b, acc)[:, None]
         return as_out(y, y_t), as_out(new_rm, rm_t), as_out(new_rv, rv_t), as_out(xc, xc_t), \
@@ -634,7 +672,7 @@ def _batch_saved_layout(ctx: NodeContext) -> int:
     if xc.rank < 2 or gy != xc or not rstd.shape == w.shape == g_rm.shape == g_rv.shape == (xc.shape[1],):
         raise ctx.error(f"expected xc [N, C, ...], gy of xc's type and four [C] vectors, got {xc}, {rstd}, "
                         f"{w}, {gy}, {g_rm}, {g_rv}")
-    count = xc.size // xc.shape[1]
+    count = _per_channel(xc)
     if count < 2:
         raise ctx.error(f"training mode needs more than one value per channel, got xc {xc}")
     return count
@@ -644,12 +682,12 @@ def _batch_saved_kernel(ctx: NodeContext) -> Callable:
     _batch_saved_layout(ctx)
     m, xc_t = ctx.attrs["momentum"], ctx.input_types[0]
     acc, (gx_t, gw_t, gb_t) = compute_dtype(xc_t), ctx.output_types
-    n, c = xc_t.shape[:2]
+    n, c, s = _ncs(xc_t)
 
     def kernel(xc, rstd, w, gy, g_rm, g_rv):  # noqa: ANN001, ANN202
-        gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
-        gw, gb = _batch_grad_channels(np.asarray(xc, acc).reshape(n, c, -1), np.asarray(rstd, acc),
-                                      np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, -1),
+        gx, gx3 = _fresh(gx_t.shape, acc, n, c, s)
+        gw, gb = _batch_grad_channels(np.asarray(xc, acc).reshape(n, c, s), np.asarray(rstd, acc),
+                                      np.asarray(w, acc), np.asarray(gy, acc).reshape(n, c, s),
                                       np.asarray(g_rm, acc), np.asarray(g_rv, acc), m, gx3)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
@@ -759,7 +797,7 @@ def _group_grad_kernel(ctx: NodeContext) -> Callable:
         gw = np.einsum("ncs,ncs->c", gy3, xhat.reshape(n, c, -1))
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
         np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
-        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat, rstd, scratch=True)
+        _normalized_rows_grad(gx.reshape(n * groups, -1), xhat, rstd)
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 
@@ -874,7 +912,7 @@ def _group_saved_kernel(ctx: NodeContext) -> Callable:
         gx, gx3 = _fresh(gx_t.shape, acc, n, c, -1)
         np.multiply(gy3, np.asarray(w, acc)[:, None], out=gx3)
         _normalized_rows_grad(gx.reshape(n * groups, -1), xhat3.reshape(n * groups, -1),
-                              np.asarray(rstd, acc).reshape(-1), scratch=False)
+                              np.asarray(rstd, acc).reshape(-1))
         return as_out(gx, gx_t), as_out(gw, gw_t), as_out(gb, gb_t)
     return kernel
 

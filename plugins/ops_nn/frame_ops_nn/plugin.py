@@ -2,7 +2,7 @@
 
 Modules: ``conv`` (conv2d, conv_transpose1d/2d), ``pool`` (max/avg/adaptive
 2-D pooling), ``norm`` (layer_norm, batch_norm, group_norm) and
-``embedding``; the pass ``norm_passes.reuse_norm_statistics``.
+``embedding``; the passes ``norm_passes.reuse_norm_statistics`` and ``pool_passes.pool_before_monotone``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,6 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from . import norm_passes
+    from . import norm_passes, pool_passes
 
-    return list(norm_passes.PASSES)
+    return [*norm_passes.PASSES, *pool_passes.PASSES]

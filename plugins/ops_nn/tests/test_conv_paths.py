@@ -19,6 +19,9 @@ PATHS = [
     ((3, 2, 4, 18), (3, 2, 3, 3), {"padding": 1}, (1, 1, 1, 1)),                          # window: long rows
     ((2, 3, 5, 5), (40, 3, 2, 3), {"padding": "same"}, (1, 1, 0, 1)),                     # window: 40 outputs
     ((3, 2, 7, 9), (4, 2, 3, 3), {"padding": 1, "stride": [2, 1]}, (1, 1, 1, 1)),         # strided
+    ((2, 16, 9, 18), (5, 16, 3, 3), {"padding": 1}, (1, 1, 1, 1)),                        # channels last
+    ((2, 16, 20, 17), (4, 16, 2, 3), {"padding": [2, 1, 1, 0], "stride": 2, "dilation": [2, 1]}, (1, 0, 2, 1)),
+    ((2, 3, 20, 20), (4, 3, 3, 3), {"padding": "same"}, (1, 1, 1, 1)),                    # a sample per product
 ]
 
 
@@ -80,11 +83,12 @@ def test_a_convolution_without_output_channels_is_empty_and_its_input_gradient_z
 
 @pytest.mark.parametrize("where", ["x", "w"])
 @pytest.mark.parametrize("value", [np.inf, np.nan], ids=["inf", "nan"])
-@pytest.mark.parametrize("shape", [(2, 2, 5, 6), (2, 2, 4, 20)], ids=["grid", "window"])
+@pytest.mark.parametrize("shape", [(2, 2, 5, 6), (2, 2, 4, 20), (2, 16, 6, 20)], ids=["grid", "window",
+                                                                                       "channels last"])
 def test_a_non_finite_value_spreads_to_the_gradients_as_in_torch(shape, value, where):
     """The grid's dropped positions hold gy = 0 against values no window reads: 0 * inf must not become a NaN."""
     rng = np.random.default_rng(0)
-    x, w = rng.standard_normal(shape), rng.standard_normal((3, 2, 3, 3))
+    x, w = rng.standard_normal(shape), rng.standard_normal((3, shape[1], 3, 3))
     if where == "x":
         x[0, 0, 0, -1] = value   # read by a single tap of a single window
     else:

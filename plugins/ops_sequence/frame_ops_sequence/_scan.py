@@ -81,20 +81,22 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     dt, _ = step_size(delta, delta_bias, delta_softplus, dtype)
     dt_t = np.ascontiguousarray(dt.transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
     du = np.ascontiguousarray((dt * u).transpose(2, 0, 1)).reshape(length, batch, groups, per, 1)
-    b = time_major(B, dtype, groups, per)
+    b = np.ascontiguousarray(time_major(B, dtype, groups, per))  # (a transposed view: each step's row strided)
     a_row = A.reshape(groups, per, n)
     state = (length, batch, groups, per, n)
     a, h = np.empty(state, dtype), np.empty(state, dtype)
     scratch = np.empty(state[1:], dtype)
     multiply, exp = np.multiply, np.exp
-    # one step at a time, while the step's block is in cache: a_t = exp(delta_t A), h_t = a_t h_{t-1} + delta_t B_t u_t
-    # (the same operations on every element as whole-array passes would do, so the same bits)
-    for t in range(length):
-        a_t, h_t = a[t], h[t]
-        exp(multiply(dt_t[t], a_row, out=a_t), out=a_t)
-        multiply(du[t], b[t] if b.ndim == 5 else b, out=h_t)
-        if t:
-            h_t += multiply(a_t, h[t - 1], out=scratch)
+    # BLOCK steps at a time, while the block is in cache: a_t = exp(delta_t A) and h_t = delta_t B_t u_t for the
+    # block in three calls, then h_t += a_t h_{t-1} one step at a time (the same operations on every element as
+    # whole-array passes would do, so the same bits)
+    for start in range(0, length, BLOCK):
+        steps = slice(start, min(length, start + BLOCK))
+        a_k, h_k = a[steps], h[steps]
+        exp(multiply(dt_t[steps], a_row, out=a_k), out=a_k)
+        multiply(du[steps], b[steps] if b.ndim == 5 else b, out=h_k)
+        for t in range(max(start, 1), steps.stop):
+            h[t] += multiply(a[t], h[t - 1], out=scratch)
     c = time_major(C, dtype, groups, per)
     # y_t = C_t h_t: a contraction over N by einsum (a batched matmul here is thousands of tiny calls)
     if c.ndim == 3:
@@ -113,7 +115,7 @@ def selective_scan_saving(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np
     return out, a, h, dt, y_pre
 
 
-BLOCK = 16  # time steps per block of the backward walk: 16 x batch 8 x D 64 x N 16 floats = 512 kB per array
+BLOCK = 16  # time steps per block of the forward and backward walks: 16 x batch 8 x D 64 x N 16 floats = 512 kB per array
 
 
 def _contract_n(x: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -156,7 +158,8 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         return x.reshape(length, batch, dim).transpose(1, 2, 0)
 
     raw = np.asarray(delta, dtype) if bias is None else np.asarray(delta, dtype) + np.asarray(bias, dtype)[:, None]
-    b_mat, c_mat = time_major(B, dtype, groups, per), time_major(C, dtype, groups, per)
+    b_mat = time_major(B, dtype, groups, per)
+    c_rows = np.ascontiguousarray(time_major(C, dtype, groups, per))  # (a transposed view: each row strided)
     gout = np.asarray(gout, dtype)
     gy = gout
     grads: dict[str, np.ndarray] = {}
@@ -170,32 +173,37 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
         grads["D"] = (gy * u).sum(axis=(0, 2))
     gy_s = to_state(gy)
     grads["C"] = _sum_to_form(h, gy_s, c_form, c_groups, C.shape)
-    # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1} (the adjoint of h) and ga_a_t = lam_t h_{t-1} a_t (h_{-1} = 0), one
-    # step at a time walking backwards, BLOCK steps at a time: each block's contractions read it while in cache
+    # lam_t = C_t^T gy_t + a_{t+1} lam_{t+1} (the adjoint of h) and ga_a_t = lam_t h_{t-1} a_t (h_{-1} = 0), walking
+    # backwards BLOCK steps at a time: C_t^T gy_t and ga_a for the block in one call each, the recurrence one step
+    # at a time, then the block's contractions, each while the block is in cache
     dt_s, u_s = to_state(dt), to_state(u)
     du_s = dt_s * u_s
     a_s = A.reshape(groups, per, n)
     block = max(1, min(BLOCK, length))
     lam, ga_a = np.empty((block, *h.shape[1:]), dtype), np.empty((block, *h.shape[1:]), dtype)
-    later, scratch = np.zeros(h.shape[1:], dtype), np.empty(h.shape[1:], dtype)  # lam_{t+1}; a_{t+1} lam_{t+1}
+    scratch = np.empty(h.shape[1:], dtype)  # a_{t+1} lam_{t+1}
     lam_b, g_dt = np.empty(dt_s.shape, dtype), np.empty(dt_s.shape, dtype)
     g_a = np.zeros(a_s.shape, dtype)
     b_parts: list[np.ndarray] = []
     multiply, einsum = np.multiply, np.einsum
     for end in range(length, 0, -block):
         start = max(0, end - block)
-        for t in range(end - 1, start - 1, -1):
-            lam_t, g_t = lam[t - start], ga_a[t - start]
-            multiply(gy_s[t], c_mat[t] if c_mat.ndim == 5 else c_mat, out=lam_t)
-            if t < length - 1:
-                lam_t += multiply(a[t + 1], later, out=scratch)
-            later[...] = lam_t
-            if t:
-                multiply(multiply(lam_t, h[t - 1], out=g_t), a[t], out=g_t)
-            else:
-                g_t[...] = 0
         steps = slice(start, end)
+        if end < length:  # a_{t+1} lam_{t+1} of the block's last step, read from row 0 before the block is written
+            multiply(a[end], lam[0], out=scratch)
+        multiply(gy_s[steps], c_rows[steps] if c_rows.ndim == 5 else c_rows, out=lam[:end - start])  # C_t^T gy_t
+        for t in range(end - 1, start - 1, -1):
+            if t < end - 1:
+                multiply(a[t + 1], lam[t + 1 - start], out=scratch)
+            if t < length - 1:
+                lam[t - start] += scratch
         lam_k, ga_k = lam[:end - start], ga_a[:end - start]
+        # ga_a_t = lam_t h_{t-1} a_t for the whole block in two calls (h_{-1} = 0: row 0 is zero)
+        first = 1 if start == 0 else 0
+        if first:
+            ga_k[0] = 0
+        multiply(multiply(lam_k[first:], h[start + first - 1:end - 1], out=ga_k[first:]), a[start + first:end],
+                 out=ga_k[first:])
         lam_b[steps] = _contract_n(lam_k, b_mat[steps] if b_mat.ndim == 5 else b_mat)
         g_dt[steps] = einsum("lbgpn,gpn->lbgp", ga_k, a_s)[..., None]
         g_a += einsum("lbgpn,lbgp->gpn", ga_k, dt_s[steps, ..., 0])

@@ -384,27 +384,70 @@ def _loop_kernel(ctx: NodeContext) -> Callable[..., Any]:
     return kernel
 
 
-def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[Graph, Graph, int]:
+#: ops cheap enough to compute a residual from a stacked per-step output after the loop, for all steps (a tanh's
+#: ``1 - t**2``) instead of computing it in the forward and stacking it
+_RECOMPUTED_OPS = frozenset({"square", "sub", "add", "mul", "neg"})
+_RECOMPUTED_MOST = 4  # nodes per residual
+
+
+def _from_outputs(r: Any, outputs: Sequence[Any]) -> list[Any] | None:
+    """The nodes computing ``r`` from ``outputs`` (values the loop stacks anyway) and constants alone, through
+    at most ``_RECOMPUTED_MOST`` cheap elementwise ops, in order; ``None`` if there is no such chain."""
+    chain: list[Any] = []
+    seen: set[int] = set()
+
+    def visit(v: Any) -> bool:
+        if any(v is o for o in outputs):
+            return True
+        node = v.producer
+        if node is None:
+            return False
+        if id(node) in seen:
+            return True
+        if node.op == "constant":
+            return True
+        if node.op not in _RECOMPUTED_OPS or len(node.outputs) != 1 or len(chain) >= _RECOMPUTED_MOST:
+            return False
+        seen.add(id(node))
+        if not all(visit(x) for x in node.inputs):
+            return False
+        chain.append(node)
+        return True
+    return chain if r.producer is not None and r.producer.op != "constant" and visit(r) and chain else None
+
+
+def _reverse_body(body: Graph, lead: int, ns: int, nx: int,
+                  name: str) -> tuple[Graph, Graph, int, Callable[[Sequence[Tensor], Sequence[Tensor]], list[Tensor]]]:
     """How a loop (``lead=1``: a step input and a cond output) or a scan over ``body`` is differentiated.
 
-    Returns the *saving body*, the *reverse body* and the number of residuals. The saving body extends
-    ``body`` (``split_vjp_graph``): ``([i,] s.., x.., θ..) -> ([cond,] s'.., y.., r.., s..)``, i.e. it also
-    returns, per step, the residuals ``r`` its gradient reads and the states ``s`` it was given (the
-    trajectory), which the forward loop stacks. The reverse body is
-    ``([i,] gs'.., acc.., s.., x.., gy.., r.., θ..) -> ([true,] gs.., acc + gθ.., gx..)``: the VJP at
-    ``(s, x, θ)`` with cotangents ``(gs', gy)``, reading the stacked residuals instead of recomputing them.
+    Returns the *saving body*, the *reverse body*, the number of residuals the saving body stacks and
+    ``residuals(saved, ys)``, which gives (in the enclosing gradient graph) the stacked residuals the reverse
+    body reads from the stacked residuals ``saved`` and the stacked per-step outputs ``ys`` of the saving
+    loop. The saving body extends ``body`` (``split_vjp_graph``): ``([i,] s.., x.., θ..) -> ([cond,] s'..,
+    y.., r.., s..)``, i.e. it also returns, per step, the residuals ``r`` its gradient reads and the states
+    ``s`` it was given (the trajectory), which the forward loop stacks. The reverse body is ``([i,] gs'..,
+    acc.., s.., x.., gy.., r.., θ..) -> ([true,] gs.., acc + gθ.., gx..)``: the VJP at ``(s, x, θ)`` with
+    cotangents ``(gs', gy)``, reading the stacked residuals instead of recomputing them. A residual that is a
+    few cheap elementwise ops of per-step outputs ``y`` (a tanh's ``1 - t**2`` of its output ``t``) is not
+    computed per step: ``residuals`` computes it from the stacked ``y`` in one pass over all steps (the same
+    ops on the same values, so the same bits).
     """
     from frame_core import split_vjp_graph
 
     n_in = len(body.inputs)
     split = split_vjp_graph(body, list(range(lead, n_in)), invariant=list(range(lead + ns + nx, n_in)), label="body")
     saving = split.forward
+    outs = [v.type for v in body.outputs]
+    n_out = len(outs)
+    ys = saving.outputs[lead + ns:n_out]
+    all_residuals = saving.outputs[n_out:n_out + split.n_residuals]
+    chains = [_from_outputs(r, ys) for r in all_residuals]
+    kept = [r for r, c in zip(all_residuals, chains) if c is None]
+    saving.outputs[n_out:] = kept
     saving.outputs.extend(saving.inputs[lead:lead + ns])  # the trajectory (rows nothing reads are pruned)
     ins = [v.type for v in body.inputs]
     s_t, x_t, th_t = ins[lead:lead + ns], ins[lead + ns:lead + ns + nx], ins[lead + ns + nx:]
-    outs = [v.type for v in body.outputs]
     y_t = outs[lead + ns:]
-    r_t = [v.type for v in split.forward.outputs[len(outs):len(outs) + split.n_residuals]]
     g = Graph(name)
     i = [g.add_input(I64, "i")] if lead else []
     gs_next = [g.add_input(t, f"gs{k}") for k, t in enumerate(s_t)]
@@ -412,7 +455,7 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[
     s = [g.add_input(t, f"s{k}") for k, t in enumerate(s_t)]
     x = [g.add_input(t, f"x{k}") for k, t in enumerate(x_t)]
     gy = [g.add_input(t, f"gy{k}") for k, t in enumerate(y_t)]
-    r = [g.add_input(t, f"r{k}") for k, t in enumerate(r_t)]
+    r = [g.add_input(v.type, f"r{k}") for k, v in enumerate(all_residuals)]
     theta = [g.add_input(t, f"th{k}") for k, t in enumerate(th_t)]
     gcond = [g.zeros(outs[0])] if lead else []
     grads = inline_graph(g, split.backward, [*i, *s, *x, *theta, *r, *gcond, *gs_next, *gy])
@@ -422,7 +465,20 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int, name: str) -> tuple[
         g.mark_output(g.constant(np.True_))
     for v in (*gs, *new_acc, *gx):
         g.mark_output(v)
-    return saving, g, split.n_residuals
+
+    def residuals(saved: Sequence[Tensor], stacked: Sequence[Tensor]) -> list[Tensor]:
+        rows, result = iter(saved), []
+        for res, chain in zip(all_residuals, chains):
+            if chain is None:
+                result.append(next(rows))
+                continue
+            made = {id(y): stacked[j] for j, y in enumerate(ys)}  # elementwise: the ops apply to whole stacks
+            for node in chain:
+                args = [made[id(v)] if id(v) in made else constant(v.producer.attrs["value"]) for v in node.inputs]
+                made[id(node.outputs[0])] = apply(node.op, *args, **node.attrs)
+            result.append(made[id(res)])
+        return result
+    return saving, g, len(kept), residuals
 
 
 def _zeros_like(types: Sequence[TensorType]) -> list[Tensor]:
@@ -439,7 +495,7 @@ def _loop_gradient(ctx: NodeContext) -> Graph:
         raise GradientError("a reverse loop is differentiated only when its body's cond is the constant true "
                             "(its rows are counted from the trip limit, so an early exit would misplace them)")
     ny = len(body.outputs) - 1 - ns
-    saving, back_body, nr = _reverse_body(body, 1, ns, nx, "body_backward")
+    saving, back_body, nr, stacked_residuals = _reverse_body(body, 1, ns, nx, "body_backward")
     n_in, n_out = len(ctx.input_types), len(ctx.output_types)
     in_types = ctx.input_types
 
@@ -448,10 +504,11 @@ def _loop_gradient(ctx: NodeContext) -> Graph:
         scanned, invariants = values[ns:ns + nx], values[ns + nx:]
         saved = _as_list(apply("loop", limit, cond, *values, **{**a, "body": saving, "trip_count": True}))
         residuals, trajectory, steps = saved[ns + ny:ns + ny + nr], saved[ns + ny + nr:ns + ny + nr + ns], saved[-1]
+        residuals = stacked_residuals(residuals, saved[ns:ns + ny])
         back = _as_list(apply(
             "loop", steps, constant(np.array(True)), *gouts[:ns], *_zeros_like(in_types[2 + ns + nx:]), *trajectory,
             *scanned, *gouts[ns:ns + ny], *residuals, *invariants, body=back_body, max_trip=m, n_states=ns + ni,
-            n_scanned=ns + nx + ny + nr, reverse=not reverse))
+            n_scanned=ns + nx + ny + len(residuals), reverse=not reverse))
         gs0, gth, gx = back[:ns], back[ns:ns + ni], back[ns + ni:]
         grads = [None, None, *gs0, *gx, *gth]
         return [g if t.dtype.is_float else None for g, t in zip(grads, in_types)]
@@ -577,17 +634,31 @@ def _scan_steps(nc: int, nx: int, ni: int, ny: int) -> Callable[..., tuple]:
 
 
 def _scan_kernel(ctx: NodeContext) -> Callable[..., Any]:
+    from frame_core import compile_subgraph  # the compiler loads only when a kernel is built
+
     length, nc, nx, ni = _scan_layout(ctx)
-    body = _run_body(ctx.attrs["body"])
+    exe = compile_subgraph(ctx.attrs["body"])
+    body = exe.unchecked(copy_outputs=False)
     y_types = [(t.shape, t.dtype.np) for t in ctx.output_types[nc:]]
     order = range(length - 1, -1, -1) if ctx.attrs["reverse"] else range(length)
     steps = _scan_steps(nc, nx, ni, len(y_types))
+    # after the body's first (checked) step, the others run inline in one generated loop, writing per-step
+    # outputs into their rows (Executable.scan_steps); with FRAME_CHECKS every step goes through the runner
+    inline = exe.scan_steps(nc, nx)
+    first = [inline is not None]  # the body's first step is still to run (through the checked runner)
     empty = np.empty
 
     def kernel(*values: np.ndarray) -> Any:
         ys = [empty(shape, dtype) for shape, dtype in y_types]  # the scan writes every row: no zero fill
-        carry = steps(body, order, *values, *ys)
-        result = _owned(carry, values) + ys
+        if inline is None:
+            carry = steps(body, order, *values, *ys)
+        elif first[0] and length:
+            carry = steps(body, order[:1], *values, *ys)
+            first[0] = False
+            carry = inline(order[1:], *carry, *values[nc:], *ys)
+        else:
+            carry = inline(order, *values, *ys)
+        result = _owned(carry, (*values, *ys)) + ys  # a final carry may be a row of a stacked output
         return tuple(result) if len(result) != 1 else result[0]
     return kernel
 
@@ -597,7 +668,7 @@ def _scan_gradient(ctx: NodeContext) -> Graph:
     length, nc, nx, ni = _scan_layout(ctx)
     a = ctx.attrs
     ny = len(a["body"].outputs) - nc
-    saving, back_body, nr = _reverse_body(a["body"], 0, nc, nx, "body_backward")
+    saving, back_body, nr, stacked_residuals = _reverse_body(a["body"], 0, nc, nx, "body_backward")
     n_in, n_out = len(ctx.input_types), len(ctx.output_types)
     in_types = ctx.input_types
 
@@ -606,10 +677,11 @@ def _scan_gradient(ctx: NodeContext) -> Graph:
         scanned, invariants = values[nc:nc + nx], values[nc + nx:]
         saved = _as_list(apply("scan", *values, **{**a, "body": saving}))
         residuals, trajectory = saved[nc + ny:nc + ny + nr], saved[nc + ny + nr:]
+        residuals = stacked_residuals(residuals, saved[nc:nc + ny])
         back = _as_list(apply(
             "scan", *gouts[:nc], *_zeros_like(in_types[nc + nx:]), *trajectory, *scanned, *gouts[nc:nc + ny],
-            *residuals, *invariants, body=back_body, length=length, n_carry=nc + ni, n_scanned=nc + nx + ny + nr,
-            reverse=not a["reverse"]))
+            *residuals, *invariants, body=back_body, length=length, n_carry=nc + ni,
+            n_scanned=nc + nx + ny + len(residuals), reverse=not a["reverse"]))
         gc0, gth, gx = back[:nc], back[nc:nc + ni], back[nc + ni:]
         return [g if t.dtype.is_float else None for g, t in zip([*gc0, *gx, *gth], in_types)]
     return ctx.grad_graph(fn)

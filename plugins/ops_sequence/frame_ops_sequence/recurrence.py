@@ -254,8 +254,17 @@ def _saving_kernel(ctx: NodeContext) -> Callable:
         extra = dict(zip(lay.optional, xs[5:]))
         out, a, h, dt, y = selective_scan_saving(*xs[:5], extra.get("D"), extra.get("z"), extra.get("delta_bias"),
                                                  softplus, lay.groups, dtype)
-        return as_out(out, lay.u), a, h, np.array(dt, order="C"), np.array(y, order="C")
+        out = as_out(out, lay.u)
+        return out, a, h, _own(dt, (*xs, out)), _own(y, (*xs, out))
     return kernel
+
+
+def _own(x: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``x`` C-contiguous and sharing memory with none of ``others`` (the kernel's inputs, its other outputs):
+    itself when it already is (a fresh array), else a copy."""
+    if x.flags.c_contiguous and not any(np.may_share_memory(x, o) for o in others):
+        return x
+    return np.array(x, order="C")
 
 
 def _backward_kernel(ctx: NodeContext) -> Callable:

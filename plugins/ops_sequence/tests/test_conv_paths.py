@@ -16,9 +16,11 @@ PATHS = [
     # (x shape, w shape, attrs, torch padding (left, right)): which kernel path the shape takes
     ((3, 2, 530), (3, 2, 5), {"padding": "same"}, (2, 2)),                            # a sample per product
     ((3, 4, 520), (4, 2, 3), {"padding": "causal", "dilation": 2, "groups": 2}, (4, 0)),
+    ((2, 2, 520), (3, 2, 2), {"padding": [3, 0]}, (3, 0)),     # padded beyond extent - 1: no correlation for gx
     ((5, 2, 40), (3, 2, 4), {"padding": [2, 1]}, (2, 1)),                              # the grid
     ((5, 6, 33), (4, 3, 3), {"padding": "causal", "dilation": 3, "groups": 2}, (6, 0)),
     ((3, 2, 40), (3, 2, 3), {"padding": 1, "stride": 2}, (1, 1)),                      # strided taps
+    ((2, 2, 1030), (3, 2, 3), {"padding": 1, "stride": 2}, (1, 1)),                    # a strided sample per product
 ]
 
 
@@ -82,19 +84,21 @@ def test_a_convolution_without_output_channels_is_empty_and_its_input_gradient_z
 
 @pytest.mark.parametrize("where", ["x", "w"])
 @pytest.mark.parametrize("value", [np.inf, np.nan], ids=["inf", "nan"])
-def test_a_non_finite_value_spreads_to_the_gradients_as_in_torch_on_the_grid(value, where):
-    """The grid's dropped positions hold gy = 0 against values no window reads: 0 * inf must not become a NaN."""
+@pytest.mark.parametrize("length, padding", [(30, "valid"), (600, "same")], ids=["grid", "a sample per product"])
+def test_a_non_finite_value_spreads_to_the_gradients_as_in_torch(value, where, length, padding):
+    """The grid's dropped positions hold gy = 0 against values no window reads, and the input gradient as a
+    correlation reads gy's zero padding: 0 * inf must not become a NaN in either."""
     rng = np.random.default_rng(0)
-    x, w = rng.standard_normal((2, 2, 30)), rng.standard_normal((3, 2, 3))
+    x, w = rng.standard_normal((2, 2, length)), rng.standard_normal((3, 2, 3))
     if where == "x":
         x[0, 0, -1] = value   # read by a single tap of a single window
     else:
         w[1, 1, 1] = value
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
-    y = torch.nn.functional.conv1d(tx, tw)
+    y = torch.nn.functional.conv1d(tx, tw, padding=padding)
     g = rng.standard_normal(tuple(y.shape))
     y.backward(torch.tensor(g))
     with np.errstate(invalid="ignore"):
-        gx, gw = _gradients(x, w, g, {})
+        gx, gw = _gradients(x, w, g, {"padding": padding})
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)

@@ -266,8 +266,8 @@ def test_mismatched_selective_scan_inputs_are_named_shape_errors(types, attrs, m
 
 
 # -- selective_scan's gradient kernels (issue 21) ------------------------------------------------------
-def _training(case, dtype, rng):
-    names, xs, attrs = _case_inputs(case, rng, dtype, batch=2, dim=4, n=3, length=9)
+def _training(case, dtype, rng, length=9):
+    names, xs, attrs = _case_inputs(case, rng, dtype, batch=2, dim=4, n=3, length=length)
     types = [fc.TensorType(x.dtype, x.shape) for x in xs]
     g = rng.standard_normal(xs[0].shape).astype(dtype)
     loss = fc.trace(lambda *t: ops.sum(ops.selective_scan(*t[:-1], **attrs) * t[-1]), *types,
@@ -304,6 +304,36 @@ def test_the_backward_kernel_matches_the_composite_gradient(case, monkeypatch):
             composite = fc.compile(training, cache=False).run(inputs)
         for a, b in zip(fast, composite):
             assert np.abs(a - b).max() <= tol * (1.0 + np.abs(b).max())
+
+
+@pytest.mark.parametrize("length", [1, 2, 17, 33])
+def test_the_backward_kernel_over_a_last_block_of_one_step_matches_the_composite_gradient(length, monkeypatch):
+    """The backward walks blocks of 16 steps and keeps lam_{t+1} as a row of the block, not a copy: at 17 and 33
+    steps the last block has one step, whose row is the one the step before left lam_{t+1} in."""
+    import frame_ops_sequence._selective as selective
+
+    training, inputs, _, _ = _training(CASES[0], "float64", np.random.default_rng(23), length)
+    fast = fc.compile(training, cache=False).run(inputs)
+    with monkeypatch.context() as m:
+        m.setattr(selective, "fast_path", lambda t: False)
+        training, inputs, _, _ = _training(CASES[0], "float64", np.random.default_rng(23), length)
+        composite = fc.compile(training, cache=False).run(inputs)
+    for a, b in zip(fast, composite):
+        assert np.abs(a - b).max() <= 1e-12 * (1.0 + np.abs(b).max())
+
+
+@pytest.mark.parametrize("length", [1, 15, 17, 33])
+@pytest.mark.parametrize("case", CASES[:2], ids=["variable", "constant-b"])
+def test_the_forward_over_partial_blocks_matches_the_torch_reference(case, length):
+    """The forward computes exp(delta A) and delta B u for 16 steps at a time, then the recurrence step by step:
+    lengths that leave a partial last block (of one step at 17 and 33)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
+    names, xs, attrs = _case_inputs(case, np.random.default_rng(24), "float64", batch=2, dim=4, n=3, length=length)
+    got = fc.compile(fc.trace(lambda *t: ops.selective_scan(*t, **attrs),
+                              *[fc.TensorType(x.dtype, x.shape) for x in xs])).run(xs)[0]
+    want = torch_selective_scan_ref(*map(torch.from_numpy, xs[:5]), delta_softplus=case[3],
+                                    **{k: torch.from_numpy(v) for k, v in zip(names[5:], xs[5:])}).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_the_saving_and_backward_ops_refuse_half_precision_and_wrong_saved_types():

@@ -1,0 +1,233 @@
+"""Compiled row kernels for layer_norm's training pair: numpy's bits for any row length, dtype, eps, NaN and inf;
+fallbacks; what is left on numpy; the check against numpy before a swap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+import frame_native
+from frame_core import ops
+from frame_native import jit, rows
+
+_PAIR = ["native_layer_norm_train_internal", "native_layer_norm_grad_saved_internal"]
+
+
+def _training(shape: tuple[int, ...], k: int, dtype: type, eps: float = 1e-5) -> fc.Executable:
+    """The compiled graph of sum(layer_norm(x, w, b) * g) and its gradients for x, w and b."""
+    t = lambda s: fc.TensorType(np.dtype(dtype).name, s)  # noqa: E731
+    graph = fc.trace(lambda x, w, b, g: ops.sum(ops.layer_norm(x, w, b, eps=eps) * g), t(shape), t(shape[-k:]),
+                     t(shape[-k:]), t(shape))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1, 2]))
+
+
+def _inputs(shape: tuple[int, ...], k: int, dtype: type, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    wide = lambda s: rng.standard_normal(s) * 10.0 ** rng.uniform(-3, 3, s)  # noqa: E731 - many exponents
+    return [(wide(shape) + 5.0).astype(dtype), wide(shape[-k:]).astype(dtype), wide(shape[-k:]).astype(dtype),
+            wide(shape).astype(dtype)]
+
+
+def _numpy_then_native(exe: fc.Executable, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    first = [np.array(o) for o in exe.run(inputs)]  # numpy (queued after this first run: FRAME_NATIVE_AFTER=1)
+    assert frame_native.wait(60)
+    assert frame_native.tier_of(exe) == ["native", "native"], frame_native.status()["notes"]
+    return first, [np.array(o) for o in exe.run(inputs)]
+
+
+@pytest.mark.parametrize("shape, k, dtype", [
+    ((3, 2), 1, np.float32), ((5, 7), 1, np.float32), ((4, 9), 1, np.float32), ((3, 129), 1, np.float32),
+    ((2, 264), 1, np.float32), ((3, 1023), 1, np.float32), ((2, 3, 4, 5), 2, np.float32), ((17,), 1, np.float32),
+    ((2, 8), 1, np.float64), ((3, 136), 1, np.float64), ((2, 4099), 1, np.float64)])  # (pairwise: 8, 128 split)
+def test_row_kernels_give_numpys_bits_for_any_row_length(shape, k, dtype, same_bits):
+    exe = _training(shape, k, dtype)
+    assert [i.op for i in exe.instructions if i.op.startswith("native_layer")] == _PAIR
+    inputs = _inputs(shape, k, dtype, seed=sum(shape))
+    first, native = _numpy_then_native(exe, inputs)
+    for got, want in zip(native, first):
+        same_bits(got, want)
+
+
+def test_nan_and_inf_propagate_as_in_numpy(same_bits):
+    exe = _training((6, 40), 1, np.float32, eps=0.0)
+    x, w, b, g = _inputs((6, 40), 1, np.float32, seed=3)
+    x[1, 5], x[2, 0], g[3, 7], b[9] = np.nan, np.inf, -np.inf, np.nan
+    x[4] = 2.5  # a constant row with eps 0: 0 / 0
+    with np.errstate(all="ignore"):  # (numpy's tier warns of the NaN it makes; the compiled one does not)
+        first, native = _numpy_then_native(exe, [x, w, b, g])
+    for got, want in zip(native, first):
+        same_bits(got, want, nan_payloads=False)
+    assert np.isnan(native[1][1]).all() and np.isfinite(native[1][0]).all()
+
+
+@pytest.mark.parametrize("eps", [0.5, 1e-12])
+def test_eps_is_rounded_as_numpy_rounds_it(eps, same_bits):
+    exe = _training((4, 33), 1, np.float32, eps=eps)
+    first, native = _numpy_then_native(exe, _inputs((4, 33), 1, np.float32, seed=5))
+    for got, want in zip(native, first):
+        same_bits(got, want)
+
+
+def test_a_strided_argument_runs_numpy_and_is_counted():
+    exe = _training((4, 16), 1, np.float32)
+    inputs = _inputs((4, 16), 1, np.float32, seed=1)
+    _numpy_then_native(exe, inputs)
+    forward = next(i.kernel for i in exe.instructions if i.op == _PAIR[0])
+    wide = np.zeros((4, 32), np.float32)
+    wide[:, ::2] = inputs[0]
+    got = forward(wide[:, ::2], *inputs[1:3])
+    want = forward.numpy(inputs[0], *inputs[1:3])
+    assert forward.native.fallbacks == 1
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape, dtype", [((5, 1), np.float32), ((4, 6), np.float16)])
+def test_rows_of_one_value_and_half_precision_stay_on_numpy(shape, dtype):
+    exe = _training(shape, 1, dtype)
+    assert not any(i.op.startswith("native_layer") for i in exe.instructions)
+
+
+def test_switched_off_leaves_the_pair_on_numpy(monkeypatch):
+    monkeypatch.setenv("FRAME_NATIVE", "0")
+    exe = _training((4, 6), 1, np.float32)
+    assert [i.op for i in exe.instructions if "layer_norm" in i.op] == ["layer_norm_train_internal",
+                                                                        "layer_norm_grad_saved_internal"]
+
+
+def test_a_kernel_that_disagrees_with_numpy_is_never_swapped_in():
+    # a numpy kernel that sums in another order than the compiled one: the check on the compiler thread refuses it
+    exe = _training((3, 200), 1, np.float32)
+    kernel = next(i.kernel for i in exe.instructions if i.op == _PAIR[0])
+    exe.run(_inputs((3, 200), 1, np.float32, seed=0))
+    assert frame_native.wait(60) and kernel.native.state == "native"
+    shapes, numpy_kernel = [(3, 200), (200,), (200,)], kernel.numpy
+
+    def other_order(x, w, b):  # noqa: ANN001, ANN202
+        y, xhat, rstd = numpy_kernel(x, w, b)
+        return y, xhat, (rstd * np.float32(1 + 2**-20)).astype(np.float32)
+    tier = rows.Tier()
+    tier.slot.append(other_order)
+    rows._install(tier, "layer_norm_train_internal", kernel.native.slot[0], "compiled", other_order, shapes,
+                  np.dtype(np.float32))
+    assert tier.state == "failed" and tier.slot[0] is other_order
+    assert any("does not give numpy's bits" in n for n in frame_native.status()["notes"])
+
+
+# -- batch_norm of x[N, C] ---------------------------------------------------------------------------------
+_BATCH_PAIR = ["native_batch_norm_train_internal", "native_batch_norm_grad_saved_internal"]
+
+
+def _batch_training(shape: tuple[int, ...], dtype: type, momentum: float = 0.1, eps: float = 1e-5) -> fc.Executable:
+    """sum(batch_norm(x, w, b, rm, rv)[0] * g) with its gradients for x, w, b, and the new running averages."""
+    t = lambda s: fc.TensorType(np.dtype(dtype).name, s)  # noqa: E731
+    c = (shape[1],)
+
+    def fn(x, w, b, rm, rv, g):  # noqa: ANN001, ANN202 - traced tensors
+        y, new_rm, new_rv = ops.batch_norm(x, w, b, rm, rv, momentum=momentum, eps=eps)
+        return [ops.sum(y * g), new_rm, new_rv]
+    graph = fc.trace(fn, t(shape), t(c), t(c), t(c), t(c), t(shape))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1, 2]))
+
+
+@pytest.mark.parametrize("shape, dtype, momentum", [
+    ((2, 2), np.float32, 0.1), ((5, 7), np.float32, 0.1), ((3, 9), np.float32, 0.3), ((256, 1024), np.float32, 0.1),
+    ((4, 17), np.float64, 0.5), ((2, 1000), np.float64, 0.1)])
+def test_batch_norm_passes_give_numpys_bits(shape, dtype, momentum, same_bits):
+    exe = _batch_training(shape, dtype, momentum)
+    assert [i.op for i in exe.instructions if i.op.startswith("native_batch")] == _BATCH_PAIR
+    rng = np.random.default_rng(shape[1])
+    wide = lambda s: (rng.standard_normal(s) * 10.0 ** rng.uniform(-3, 3, s)).astype(dtype)  # noqa: E731
+    c = shape[1]
+    inputs = [wide(shape) + dtype(2.0), wide(c), wide(c), wide(c), np.abs(wide(c)), wide(shape)]
+    first, native = _numpy_then_native(exe, inputs)
+    assert len(first) == 6  # value, new running mean and variance, gx, gw, gb
+    for got, want in zip(native, first):
+        same_bits(got, want)
+
+
+def test_batch_norm_nan_and_inf_propagate_as_in_numpy(same_bits):
+    exe = _batch_training((6, 12), np.float32)
+    rng = np.random.default_rng(4)
+    x, g = rng.standard_normal((2, 6, 12)).astype(np.float32)
+    w, b, rm, rv = rng.standard_normal((4, 12)).astype(np.float32)
+    x[2, 3], x[0, 5], g[4, 7], b[1] = np.nan, np.inf, -np.inf, np.nan
+    with np.errstate(all="ignore"):
+        first, native = _numpy_then_native(exe, [x, w, b, rm, rv, g])
+    for got, want in zip(native, first):
+        same_bits(got, want, nan_payloads=False)
+    assert np.isnan(native[3][:, 3]).all() and np.isfinite(native[3][:, 0]).all()  # gx: NaN in its channel only
+
+
+@pytest.mark.parametrize("shape", [(4, 1), (2, 3, 4)])
+def test_batch_norm_of_one_channel_or_with_positions_stays_on_numpy(shape):
+    exe = _batch_training(shape, np.float32)
+    assert not any(i.op.startswith("native_batch") for i in exe.instructions)
+
+
+def test_a_batch_norm_argument_the_passes_refuse_runs_numpy():
+    exe = _batch_training((4, 16), np.float32)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((4, 16), (16,), (16,), (16,), (16,), (4, 16))]
+    _numpy_then_native(exe, inputs)
+    forward = next(i.kernel for i in exe.instructions if i.op == _BATCH_PAIR[0])
+    wide = np.zeros((4, 32), np.float32)
+    wide[:, ::2] = inputs[0]
+    got, want = forward(wide[:, ::2], *inputs[1:5]), forward.numpy(*inputs[:5])
+    assert forward.native.fallbacks == 1
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_large_node_is_checked_on_fewer_rows(monkeypatch, same_bits):
+    monkeypatch.setattr(rows, "PROBE_ELEMENTS", 40)  # (so that these small nodes count as large)
+    assert [t.shape for t in rows._probe_types("layer_norm_grad_saved_internal", [
+        fc.TensorType("f32", s) for s in ((6, 16), (6,), (16,), (6, 16))])] == [(2, 16), (2,), (16,), (2, 16)]
+    for exe, inputs in [(_training((6, 16), 1, np.float32), _inputs((6, 16), 1, np.float32, seed=2)),
+                        (_batch_training((8, 10), np.float64),
+                         [np.random.default_rng(k).standard_normal(s) for k, s in
+                          enumerate([(8, 10), (10,), (10,), (10,), (10,), (8, 10)])])]:
+        first, native = _numpy_then_native(exe, inputs)
+        for got, want in zip(native, first):
+            same_bits(got, want)
+    assert frame_native.status()["compiled"] == 2 * 2 + 2 * 5  # each node's functions, and their fewer-row twins
+
+
+def _pairwise_reference(a: np.ndarray) -> np.ndarray:
+    """The documented order of a row sum (rows.py's module docstring), with numpy elementwise ops only."""
+    n = a.shape[1]
+    if n < 8:
+        total = np.zeros(a.shape[0], a.dtype)
+        for i in range(n):
+            total = total + a[:, i]
+        return total
+    if n <= 128:
+        s = [a[:, j].copy() for j in range(8)]
+        end = n - n % 8
+        for i in range(8, end, 8):
+            s = [s[j] + a[:, i + j] for j in range(8)]
+        total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+        for i in range(end, n):
+            total = total + a[:, i]
+        return total
+    half = n // 2 - (n // 2) % 8
+    return _pairwise_reference(a[:, :half]) + _pairwise_reference(a[:, half:])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_frame_ops_nn_sums_in_the_order_the_kernels_reproduce(dtype):
+    # the premise of the row kernels, checked without LLVM: numpy's row and column sums as frame-ops-nn uses them
+    from frame_ops_nn.norm import _column_sums, _row_sums
+
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 40), 127, 128, 129, 135, 136, 137, 255, 257, 1000, 1024, 4099, 9000]:
+        a = (rng.standard_normal((3, n)) * 10.0 ** rng.uniform(-4, 4, (3, n))).astype(dtype)
+        np.testing.assert_array_equal(_row_sums(a).view(f"u{a.itemsize}"),
+                                      _pairwise_reference(a).view(f"u{a.itemsize}"))
+    for r, c in [(2, 2), (300, 3), (9, 1000), (1000, 5)]:
+        a = (rng.standard_normal((r, c)) * 10.0 ** rng.uniform(-4, 4, (r, c))).astype(dtype)
+        total = np.zeros(c, dtype)
+        for row in a:
+            total = total + row
+        np.testing.assert_array_equal(_column_sums(a), total)
