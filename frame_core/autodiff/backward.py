@@ -339,8 +339,10 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     """Append to ``graph`` the reverse walk from ``seeds`` (value -> its cotangent) to ``sources``; return
     the accumulated cotangent of every value that got one. ``label`` prefixes node paths in errors."""
     chain = _chain(graph, set(seeds), sources, reg)
-    missing = [n for n in chain if n.op not in reg.schemas or reg.schemas[n.op].gradient is None]
-    if missing:
+    schemas = reg.schemas
+    without = {op for op in {n.op for n in chain} if op not in schemas or schemas[op].gradient is None}
+    if without:
+        missing = [n for n in chain if n.op in without]
         paths = []
         for node in missing:
             schema = reg.schemas.get(node.op)
@@ -473,11 +475,11 @@ class _Recipe:
 
     def inline(self, graph: Graph, arguments: list[Value]) -> list[Value]:
         """``inline_graph(graph, micro, arguments)``."""
-        if [v.type for v in arguments] != self.in_types:
+        if list(map(_type, arguments)) != self.in_types:
             raise IRError(f"cannot inline a gradient micro-graph: its inputs have types "
                           f"[{', '.join(map(str, self.in_types))}], the arguments [{', '.join(str(v.type) for v in arguments)}]")
         values = list(arguments)
-        extend = values.extend
+        extend, at = values.extend, values.__getitem__
         append = graph.nodes.append
         made = self.made
         for k, (op, slots, attrs, outs) in enumerate(self.steps):
@@ -491,7 +493,7 @@ class _Recipe:
                     value = made[k] = node.outputs[0]
                 values.append(value)
                 continue
-            node = Node(op, tuple([values[k] for k in slots]), dict(attrs) if attrs else {})
+            node = Node(op, tuple(map(at, slots)), dict(attrs) if attrs else {})
             if len(outs) == 1:
                 t, name = outs[0]
                 node.outputs = (Value(t, node, 0, name),)
@@ -499,7 +501,7 @@ class _Recipe:
                 node.outputs = tuple([Value(t, node, i, name) for i, (t, name) in enumerate(outs)])
             extend(node.outputs)
             append(node)
-        return [values[k] for k in self.results]
+        return list(map(at, self.results))
 
 
 def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, reg: Registry) -> None:

@@ -168,7 +168,8 @@ def _pure(name: str, fn: Callable[[Graph, CompileContext], Graph]) -> Callable[[
 _FIELDS = attrgetter("op", "inputs", "outputs", "attrs")
 _MISSING = object()
 #: Distributions whose passes this repository's tests prove pure: their passes run unwrapped.
-_TESTED_HERE = frozenset({"frame-core", "frame-ops-basic", "frame-ops-fft", "frame-ops-sequence", "frame-native"})
+_TESTED_HERE = frozenset({"frame-core", "frame-ops-basic", "frame-ops-fft", "frame-ops-sequence", "frame-ops-nn",
+                          "frame-native"})
 
 
 def run_graph_stages(graph: Graph, ctx: CompileContext, disable: frozenset[str] = frozenset()) -> Graph:

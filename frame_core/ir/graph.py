@@ -320,21 +320,26 @@ def _copy_nodes(nodes: Iterable[Node], value_map: dict[Value, Value], target: Gr
     Sub-graph attributes are cloned too, so a copy never shares mutable state.
     """
     append = target.nodes.append
+    read = value_map.__getitem__
     for node in nodes:
         try:
-            inputs = tuple([value_map[v] for v in node.inputs])
+            inputs = tuple(map(read, node.inputs))
         except KeyError:
             raise IRError(f"node {node.op!r} reads a value that is not defined before it; run verify() for details") from None
         # A fresh dict per copy (editing a clone's attributes never edits the source); values are
         # shared (tensors are immutable by convention) except sub-graphs, which are cloned.
-        attrs = {k: clone_graph(a) if type(a) is Graph else a for k, a in node.attrs.items()}
+        attrs = node.attrs
+        attrs = {k: clone_graph(a) if type(a) is Graph else a for k, a in attrs.items()} if attrs else {}
         copy = Node(node.op, inputs, attrs)
-        outs = []
-        for value in node.outputs:
-            new = Value(value.type, copy, value.index, value.name)
-            value_map[value] = new
-            outs.append(new)
-        copy.outputs = tuple(outs)
+        outs = node.outputs
+        if len(outs) == 1:  # (most nodes)
+            value = outs[0]
+            new = value_map[value] = Value(value.type, copy, value.index, value.name)
+            copy.outputs = (new,)
+        else:
+            copy.outputs = tuple([Value(v.type, copy, v.index, v.name) for v in outs])
+            for value, new in zip(outs, copy.outputs):
+                value_map[value] = new
         append(copy)
 
 

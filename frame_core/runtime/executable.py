@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ from ..compiler.passes.memory import MemoryPlan
 __all__ = ["Executable", "ProfileReport"]
 
 _FILENAME = "<frame executable>"
+_type = attrgetter("type")
 #: Longest program turned into straight-line code; longer ones run in a loop.
 CODEGEN_LIMIT = 4000
 
@@ -587,15 +589,16 @@ def _check_plan(rows: Sequence[tuple], everything: bool) -> tuple[list[bool], di
     if everything:
         return full, wants
     seen: set[tuple[int, bool]] = set()
-    recorded: dict[int, list[Any]] = {}  # id of a kernel -> the output types its first node records
+    recorded: dict[int, Any] = {}  # id of a kernel -> the output type(s) its first node records
     for k, row in enumerate(rows):
         ident = id(row[2])  # (every kernel lives as long as the program; a kernel object need not hash)
-        types = [v.type for v in row[1].outputs]
+        outs = row[1].outputs
+        types = outs[0].type if len(outs) == 1 else tuple(map(_type, outs))  # (one type: no tuple per row)
         first = recorded.get(ident)
         if first is None:
             recorded[ident] = types
-            wants[ident] = tuple([(np.dtype(t.dtype.np), t.shape) for t in types])
-        elif types != first:  # a graph recording other types for one signature (types are interned)
+            wants[ident] = tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in outs])
+        elif types is not first and types != first:  # a graph recording other types for one signature (interned)
             continue  # checked in full against its own
         signature = (ident, row[5] is None)
         if signature in seen:
@@ -611,10 +614,28 @@ def _plainly_sound(result: Any, args: Sequence[Any], want: tuple, buffered: bool
     ``None``, and it is none of the inputs, nor the owner an input views). An input whose memory belongs to a
     non-array object, or to an array that does not own it, is not plain. False sends the result to the full
     check (``_result_problem``), which decides; so this only ever accepts what the full check accepts."""
-    if len(want) == 1:
-        got: Any = (result,)
-    elif result.__class__ is tuple and len(result) == len(want):
-        got = result
+    if len(want) == 1:  # (most calls) the loop below for one output, without its tuples and slices
+        ((dtype, shape),) = want
+        if result.__class__ is not np.ndarray or result.dtype is not dtype or result.shape != shape:
+            return False
+        if buffered:
+            out = args[-1]
+            if result is out or (out.__class__ is tuple and result is out[0]):
+                return True
+            inputs = args[:-1]
+        else:
+            inputs = args
+        if result.base is not None:
+            return False
+        for x in inputs:
+            if x is result or x.__class__ is not np.ndarray:
+                return False
+            base = x.base
+            if base is not None and (base is result or base.__class__ is not np.ndarray or base.base is not None):
+                return False
+        return True
+    if result.__class__ is tuple and len(result) == len(want):
+        got: Any = result
     else:
         return False
     out = args[-1] if buffered else None

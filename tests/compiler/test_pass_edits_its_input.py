@@ -64,8 +64,9 @@ def test_the_passes_of_the_packs_shipped_here_leave_the_callers_graph_alone():
     Each graph below gives one of those passes work: simplify_algebra (x * 1, x + 0), fold_spectral_multipliers
     and cancel_transform_pairs (a spectral derivative), narrow_spectral_multipliers (a Fourier layer), the
     control-flow passes (scan, loop, an RNN's weight gradients), selective_scan's merge, frame-native's
-    compile_fused_groups (a chain), reuse_norm_statistics and compile_norm_rows (a
-    layer_norm)."""
+    compile_fused_groups (a chain), frame-ops-nn's reuse_norm_statistics and frame-native's compile_norm_rows
+    (layer and batch norm with gradients), frame-ops-nn's pool_before_monotone (a max pool after a bias and
+    ReLU)."""
     from frame_ops_fft import spectral_derivative
 
     from frame_core.ops_registry.loader import discover_entry_points, load_registry
@@ -92,9 +93,15 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     graphs.append(fc.build_backward_graph(fc.trace(
         lambda *t: ops.sum(ops.selective_scan(*t)), "f64[1, 2, 4]", "f64[1, 2, 4]", "f64[2, 3]", "f64[1, 3, 4]",
         "f64[1, 3, 4]"), 0, [0, 1]))
-    # reuse_norm_statistics and frame-native's compile_norm_rows (layer_norm's training pair)
+    # reuse_norm_statistics and frame-native's compile_norm_rows (layer_norm's training pair), batch_norm's pair
     graphs.append(fc.build_backward_graph(fc.trace(lambda x, w, b: ops.sum(ops.layer_norm(x, w, b) * x), "f32[3, 8]",
                                                    "f32[8]", "f32[8]"), 0, [0, 1, 2]))
+    graphs.append(fc.build_backward_graph(fc.trace(
+        lambda x, w, b: ops.sum(ops.batch_norm(x, w, b, np.zeros(6), np.ones(6))[0] * x), "f64[4, 6]", "f64[6]",
+        "f64[6]"), 0, [0, 1, 2]))
+    # pool_before_monotone (an inference graph: the pool moves before the bias and the ReLU)
+    graphs.append(fc.trace(lambda x, b: ops.max_pool2d(ops.relu(x + b), kernel_size=2), "f64[2, 3, 4, 4]",
+                           "f64[3, 1, 1]"))
     names = {p.name for p in fc.registry().passes}
     assert {"simplify_algebra", "fold_spectral_multipliers"} <= names
     worked = set()
@@ -107,7 +114,7 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     assert {"simplify_algebra", "fold_spectral_multipliers", "merge_trajectory_recompute", "prune_control_flow",
             "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers",
             "sink_scan_accumulations", "merge_selective_scan_saving", "reuse_norm_statistics",
-            "compile_norm_rows"} <= worked
+            "compile_norm_rows", "pool_before_monotone"} <= worked
 
 
 def _fourier_layer(x):  # noqa: ANN001, ANN202

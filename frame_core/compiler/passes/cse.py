@@ -88,9 +88,10 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph, ctx)
     read, copy, append, alias = rw.read, rw.copy, rw.new.nodes.append, rw.alias
     unchanged = rw.vmap.keys().isdisjoint
-    seen: dict[Any, int] = {}  # key -> the position of the node kept for it (an int: no object per node)
+    # per op: the inputs (with the attribute key, for a node with attributes) -> the position of the node kept for
+    # them (an int: no object per node); a node without attributes is looked up by its inputs tuple itself
+    seen: dict[str, dict[Any, int]] = {op: {} for op in ops}
     copies: dict[int, Any] = {}  # position -> the node kept there when it is not the input graph's own
-    seen_get = seen.get
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     # id of a kept elementwise node that absorbed a twin -> the last position it or a twin is read (a kept node
     # that absorbed none is read last where its own outputs are: ``ends_of``)
@@ -118,10 +119,11 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             akey = attr_keys.get(ident)
             if akey is None:
                 akey = attr_keys[ident] = attrs_key(attrs)
-            key = (op, ins_key, akey)  # equal op, inputs and attributes: equal output types
+            key = (ins_key, akey)  # equal op, inputs and attributes: equal output types
         else:
-            key = (op, ins_key)
-        found = seen_get(key)
+            key = ins_key  # (values are never tuples: no inputs tuple equals an (inputs, attributes) pair)
+        table = seen[op]
+        found = table.get(key)
         if found is not None:
             earlier = copies.get(found)
             if earlier is None:
@@ -152,7 +154,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             kept = copy(node, inputs)
             if kept is not node:
                 copies[position] = kept
-        seen[key] = position
+        table[key] = position
     if not dropped:
         return graph
     ctx.note("eliminate_common_subexpressions", f"merged {len(dropped)} nodes")

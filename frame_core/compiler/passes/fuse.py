@@ -20,6 +20,7 @@ them (ARCH-062).
 from __future__ import annotations
 
 from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from ...ir.graph import Graph, Node, Value
@@ -339,21 +340,26 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
     external: list[Value] = []
     shape: list[tuple] = []
     exports = []
-    for k, (node, position) in enumerate(zip(members, group.positions)):
-        refs = []
-        for v in node.inputs:
-            r = ref_get(v)
-            if r is None:
-                p = v.producer
-                if p is not None and p.op == "constant":
-                    r = ref[v] = v  # (a value hashes and compares by identity, as its node's id would)
-                else:
-                    r = ref[v] = len(external)
-                    external.append(v)
-            refs.append(r)
+    positions = group.positions
+    for k, node in enumerate(members):
+        refs = tuple(map(ref_get, node.inputs))
+        if None in refs:  # a value met first here: a parameter, or a constant the body binds
+            places = []
+            for v, r in zip(node.inputs, refs):
+                if r is None:
+                    r = ref_get(v)  # (a value this node reads twice is placed once)
+                    if r is None:
+                        p = v.producer
+                        if p is not None and p.op == "constant":
+                            r = ref[v] = v  # (a value hashes and compares by identity, as its node's id would)
+                        else:
+                            r = ref[v] = len(external)
+                            external.append(v)
+                places.append(r)
+            refs = tuple(places)
         out = node.outputs[0]
         ref[out] = -1 - k
-        if shared[position] or out in outputs:
+        if shared[positions[k]] or out in outputs:
             exports.append(k)
         attrs = node.attrs
         if attrs:
@@ -361,12 +367,12 @@ def _emit_fused(group: _Group, rw: Rewriter, shared: bytearray, outputs: set[Val
             akey = attr_keys.get(ident)
             if akey is None:
                 akey = attr_keys[ident] = attrs_key(attrs)
-            shape.append((node.op, tuple(refs), akey, out.type))
+            shape.append((node.op, refs, akey, out.type))
         else:
-            shape.append((node.op, tuple(refs), out.type))
+            shape.append((node.op, refs, out.type))
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
         exports = [len(members) - 1]
-    key = (tuple(shape), tuple([(v.type, v.name) for v in external]), tuple(exports))
+    key = (tuple(shape), tuple(zip(map(_type, external), map(_name, external))), tuple(exports))
     fused_attrs = bodies.get(key)
     if fused_attrs is None:  # (nodes of one structure share their attribute dict too: attributes are never edited)
         fused_attrs = bodies[key] = {"body": _body(members, external, exports)}
@@ -414,3 +420,7 @@ def _body(members: list[Node], external: list[Value], exports: list[int]) -> Gra
 
 def _first_output(node: Node) -> Value:
     return node.outputs[0]
+
+
+_type = attrgetter("type")
+_name = attrgetter("name")

@@ -261,7 +261,7 @@ def _sinkable(body: Graph, k: int, nc: int, nx: int, users: dict[Value, list[Nod
 
 def sink_scan_accumulations(graph: Graph, ctx: Any) -> Graph:
     """Sum per-step gradient contributions of a scan after the loop, as one contraction (module docstring)."""
-    if "scan" not in {_short(n) for n in graph.nodes}:
+    if "scan" not in {op.rpartition("::")[2] for op in ctx.ops(graph)}:  # (the set of ops, memoised per graph)
         return graph
     plans = {}
     for node in graph.nodes:

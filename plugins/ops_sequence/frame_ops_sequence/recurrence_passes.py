@@ -35,7 +35,7 @@ def _key(node: Node) -> tuple:
 
 def merge_selective_scan_saving(graph: Graph, ctx: Any) -> Graph:
     """Read a ``selective_scan`` node's output from its saving twin (module docstring)."""
-    ops = {_short(n) for n in graph.nodes}
+    ops = {op.rpartition("::")[2] for op in ctx.ops(graph)}  # (the set of ops, memoised per graph)
     if "selective_scan_saving_internal" not in ops or "selective_scan" not in ops:
         return graph
     savers = {}
