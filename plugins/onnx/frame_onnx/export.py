@@ -258,9 +258,9 @@ def to_onnx(graph: Graph, *, params: Any = None, opset: int | None = None, name:
     rules = export_rules()
     missing = _unmapped(graph, rules)
     if missing:
-        from .rules_export import NOT_EXPORTED
+        from .rules_export import NOT_EXPORTED, not_exported_reason
 
-        raise UnmappedOpError(missing, NOT_EXPORTED)
+        raise UnmappedOpError(missing, {op: why for op in missing if (why := not_exported_reason(op))})
     ex = Exporter(rules, opset)
     stored = _flat(params)
     names = {v.name for v in graph.inputs}

@@ -33,6 +33,16 @@ NOT_EXPORTED = {
 }
 
 
+def not_exported_reason(op: str) -> str | None:
+    """Why ``op`` is left out on purpose, or None: the ops above, and every kernel frame-native compiled
+    (``native_*``: a compiled twin of an op that has a rule before compiling)."""
+    if op in NOT_EXPORTED:
+        return NOT_EXPORTED[op]
+    if op.startswith("native_"):
+        return NOT_EXPORTED["native_fused_internal"]
+    return None
+
+
 def rule(*names: str) -> Callable:
     def register(fn: Callable) -> Callable:
         for n in names:
