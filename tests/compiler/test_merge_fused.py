@@ -82,3 +82,27 @@ def test_groups_of_another_type_are_left_alone():
     graph = fc.trace(lambda x, w: ops.tanh(x + w * w) * x, "f32[3, 5]", "f32[5]")
     exe = same_bits_as_unoptimised(graph, data((3, 5), (5,), seed=4))
     assert sorted(i.op for i in exe.instructions) == [FUSED, "mul"]
+
+
+def test_a_node_reading_a_group_soon_after_it_joins_the_group_at_its_place():
+    # w * w (another type) sits between the group and the product reading both: the product joins the group,
+    # which runs where the product ran
+    def fn(x, w):
+        y = ops.tanh(x + 1.0) * 3.0
+        w2 = w * w
+        return [y * w2, y]
+    graph = fc.trace(fn, "f32[4, 8]", "f32[8]")
+    exe = same_bits_as_unoptimised(graph, data((4, 8), (8,), seed=5))
+    assert [i.op for i in exe.instructions] == ["mul", FUSED]
+    assert len(exe.instructions[1].node.outputs) == 2  # y is still returned
+    assert any(stage == "merge_followers" for stage, _ in exe.log)
+
+
+def test_a_follower_stops_at_a_node_that_needs_the_groups_value_first():
+    def fn(x, m):
+        y = ops.tanh(x + 1.0) * 3.0
+        p = y @ m  # needs y before anything after it can join y's group
+        return y * 2.0 + p
+    graph = fc.trace(fn, "f32[4, 4]", "f32[4, 4]")
+    exe = same_bits_as_unoptimised(graph, data((4, 4), (4, 4), seed=6))
+    assert [i.op for i in exe.instructions] == [FUSED, "matmul", "add"]  # the add stays after the product

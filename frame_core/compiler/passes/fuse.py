@@ -27,7 +27,7 @@ from ...ir.keys import attrs_key
 from ..fused import FUSED_OP
 from ..context import CompileContext
 from ..rewrite import Rewriter
-from .merge_fused import merge_into_consumers
+from .merge_fused import merge_fused_groups
 
 
 class _Group:
@@ -228,7 +228,7 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
         if not groups:
             return graph
     ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
-    return merge_into_consumers(_rewrite(graph, groups, shared, grouping, ctx), ctx, fusable)
+    return merge_fused_groups(_rewrite(graph, groups, shared, grouping, ctx), ctx, fusable)
 
 
 def _peak(delta: list[int]) -> int:

@@ -23,24 +23,34 @@ from ..context import CompileContext
 from ..fused import FUSED_OP
 from ..rewrite import Rewriter
 
-__all__ = ["merge_into_consumers"]
+__all__ = ["merge_fused_groups", "merge_into_consumers", "merge_followers", "WINDOW"]
 
 
-def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
-    """``graph`` with producers merged into the fused nodes that consume them (see the module doc).
-    ``fusable`` says, per op, whether a single node of it may join a group."""
-    nodes = graph.nodes
-    if not any(n.op == FUSED_OP for n in nodes):
+#: How many nodes after a fused node ``merge_followers`` looks at (constants aside).
+WINDOW = 8
+
+
+def merge_fused_groups(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
+    """``merge_into_consumers``, then ``merge_followers`` (see the module doc). ``fusable`` says, per op,
+    whether a single node of it may join a group."""
+    if not any(n.op == FUSED_OP for n in graph.nodes):
         return graph
-    position = {node: i for i, node in enumerate(nodes)}
+    return merge_followers(merge_into_consumers(graph, ctx, fusable), ctx, fusable)
+
+
+def _readers(graph: Graph) -> dict[Value, list[int]]:
+    """The positions of each value's readers; the caller's (a graph output) counts as ``len(graph.nodes)``."""
     readers: dict[Value, list[int]] = {}
-    end = len(nodes)
-    for i, node in enumerate(nodes):
+    for i, node in enumerate(graph.nodes):
         for v in node.inputs:
             readers.setdefault(v, []).append(i)
+    end = len(graph.nodes)
     for v in graph.outputs:
         readers.setdefault(v, []).append(end)
+    return readers
 
+
+def _kinds(fusable: dict[str, bool]) -> Any:
     def kind(node: Node | None) -> Any:
         """The type of a node's elementwise group, or None when it cannot be merged."""
         if node is None:
@@ -50,7 +60,15 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
         if fusable.get(node.op) and len(node.outputs) == 1 and node.inputs:
             return node.outputs[0].type
         return None
+    return kind
 
+
+def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
+    """``graph`` with elementwise producers merged into the fused nodes that consume them."""
+    nodes = graph.nodes
+    position = {node: i for i, node in enumerate(nodes)}
+    readers = _readers(graph)
+    kind = _kinds(fusable)
     taken: set[Node] = set()
     merged: dict[Node, list[Node]] = {}  # consumer -> the producers it absorbs, in graph order
     for node in reversed(nodes):  # the latest consumer first: it takes whole trees of producers
@@ -91,14 +109,89 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
             else:
                 copy(node)
             continue
-        _emit(node, group, rw, readers, i)
+        _emit([*group, node], rw, readers, {position[p] for p in group} | {i}, node.outputs)
     ctx.note("merge_into_consumers", f"merged {len(taken)} producers into {len(merged)} fused groups")
     ctx.dropped = [*taken, *merged]
     return rw.finish()
 
 
-def _emit(consumer: Node, producers: list[Node], rw: Rewriter, readers: dict[Value, list[int]], here: int) -> None:
-    """One fused node at ``consumer``'s place running ``producers`` (in order), then ``consumer``'s body."""
+def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
+    """``graph`` with each fused node merged with the elementwise nodes of its type that follow it closely
+    (within ``WINDOW`` nodes) and read one of its values; the merged node runs at the last
+    one's place, so the scan stops at the first other node that reads a value of the group."""
+    nodes = graph.nodes
+    readers = _readers(graph)
+    kind = _kinds(fusable)
+    taken: set[Node] = set()
+    merged: dict[Node, list[Node]] = {}  # the last node of a group -> the group, in order
+    position = {node: i for i, node in enumerate(nodes)}
+    position_of = position.__getitem__
+    for i, node in enumerate(nodes):
+        if node.op != FUSED_OP or node in taken:
+            continue
+        t = kind(node)
+        group = [node]
+        made = set(node.outputs)
+        seen = 0
+        for other in nodes[i + 1:]:
+            if other.op == "constant":
+                continue
+            seen += 1
+            if seen > WINDOW:
+                break
+            uses_group = not made.isdisjoint(other.inputs)
+            if uses_group and other not in taken and kind(other) == t:
+                group.append(other)
+                made.update(other.outputs)
+            elif uses_group:  # it needs the group's values before the group's last member: stop here
+                break
+        last = position_of(group[-1]) if len(group) > 1 else i
+        members = set(group)
+        moved = group[:-1]
+        if len(group) > 1 and _stretched([v for p in moved for v in p.inputs], readers, last, members) <= \
+                sum(v.type.nbytes for p in moved for v in p.outputs):
+            merged[group[-1]] = group
+            taken.update(group)
+    if not merged:
+        return graph
+    rw = Rewriter(graph, ctx)
+    copy, append = rw.copy, rw.new.nodes.append
+    unchanged = rw.vmap.keys().isdisjoint
+    for node in nodes:
+        group = merged.get(node)
+        if group is not None:
+            _emit(group, rw, readers, {position[p] for p in group})
+        elif node in taken:
+            continue
+        elif unchanged(node.inputs):
+            append(node)
+        else:
+            copy(node)
+    ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
+    ctx.dropped = list(taken)
+    return rw.finish()
+
+
+def _stretched(values: Any, readers: dict[Value, list[int]], to: int, group: set[Node]) -> int:
+    """Bytes of the planned values among ``values`` (neither graph inputs nor constants, nor made inside
+    ``group``) whose last reader runs before ``to``: moving their readers to ``to`` keeps them alive longer.
+    A merge is made only when this is at most the bytes of the moved nodes' outputs, which then exist only from
+    ``to`` on (or not at all), so the planned peak does not grow."""
+    total = 0
+    for v in set(values):
+        p = v.producer
+        if p is None or p.op == "constant" or p in group:
+            continue
+        if max(readers.get(v, (0,))) < to:
+            total += v.type.nbytes
+    return total
+
+
+def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: set[int],
+          keep: tuple[Value, ...] = ()) -> None:
+    """One fused node running ``parts`` (fused nodes or single elementwise nodes, in order; their graph positions
+    are ``at``). It returns the values of ``keep`` and every value a node outside ``parts`` (or the caller)
+    reads, in order."""
     body = Graph("fused")
     made: dict[Value, Value] = {}  # a graph value made inside the merged group -> its body value
     external: dict[Value, Value] = {}  # a graph value read from outside -> the body input for it
@@ -113,25 +206,16 @@ def _emit(consumer: Node, producers: list[Node], rw: Rewriter, readers: dict[Val
                 outer.append(v)
         return got
 
-    def copy_body(part: Graph, inputs: tuple[Value, ...]) -> list[Value]:
-        bmap = {b: read(v) for b, v in zip(part.inputs, inputs)}
-        for n in part.nodes:
-            if n.op == "constant":
-                const = Node("constant", (), n.attrs)
-                const.outputs = (Value(n.outputs[0].type, const, 0),)
-                bmap[n.outputs[0]] = const.outputs[0]
-                body.nodes.append(const)
-                continue
-            new = Node(n.op, tuple(bmap[v] for v in n.inputs), n.attrs)
-            new.outputs = (Value(n.outputs[0].type, new, 0),)
-            bmap[n.outputs[0]] = new.outputs[0]
-            body.nodes.append(new)
-        return [bmap[v] for v in part.outputs]
-
-    exports: list[Value] = []  # graph values the merged node returns, in order
-    for p in producers:
+    for p in parts:
         if p.op == FUSED_OP:
-            outs = copy_body(p.attrs["body"], p.inputs)
+            part = p.attrs["body"]
+            bmap = {b: read(v) for b, v in zip(part.inputs, p.inputs)}
+            for n in part.nodes:
+                new = Node(n.op, tuple(bmap[v] for v in n.inputs), n.attrs)  # (constants too: no inputs)
+                new.outputs = (Value(n.outputs[0].type, new, 0),)
+                bmap[n.outputs[0]] = new.outputs[0]
+                body.nodes.append(new)
+            outs = [bmap[v] for v in part.outputs]
         else:
             new = Node(p.op, tuple(read(v) for v in p.inputs), p.attrs)
             new.outputs = (Value(p.outputs[0].type, new, 0),)
@@ -139,14 +223,9 @@ def _emit(consumer: Node, producers: list[Node], rw: Rewriter, readers: dict[Val
             outs = [new.outputs[0]]
         for v, b in zip(p.outputs, outs):
             made[v] = b
-    results = copy_body(consumer.attrs["body"], consumer.inputs)
-    body.outputs.extend(results)
-    exports.extend(consumer.outputs)
-    for p in producers:  # values still read after the consumer's place (or returned by the graph)
-        for v in p.outputs:
-            if any(r > here for r in readers.get(v, ())):
-                body.outputs.append(made[v])
-                exports.append(v)
+    exports = [v for p in parts for v in p.outputs
+               if v in keep or any(r not in at for r in readers.get(v, ()))]
+    body.outputs.extend(made[v] for v in exports)
     fused = Node(FUSED_OP, rw.read(outer), {"body": body})
     fused.outputs = tuple([Value(v.type, fused, j) for j, v in enumerate(exports)])
     rw.new.nodes.append(fused)
