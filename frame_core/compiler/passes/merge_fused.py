@@ -79,17 +79,19 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
         chosen: list[Node] = []
         inside = {node}
         frontier = [v.producer for v in node.inputs]
-        changed = True
-        while changed:  # a producer qualifies once every reader of it is inside or after `node`
-            changed = False
-            for p in list(frontier):
-                if p is None or p in inside or p in taken or kind(p) != t:
-                    continue
-                if all(r > here or nodes[r] in inside for v in p.outputs for r in readers.get(v, ())):
-                    chosen.append(p)
-                    inside.add(p)
-                    frontier.extend(v.producer for v in p.inputs)
-                    changed = True
+        waiting: list[Node] = []  # producers with a reader outside: they qualify if that reader joins
+        while frontier:  # a producer qualifies once every reader of it is inside or after `node`
+            p = frontier.pop()
+            if p is None or p in inside or p in taken or kind(p) != t:
+                continue
+            if all(r > here or nodes[r] in inside for v in p.outputs for r in readers.get(v, ())):
+                chosen.append(p)
+                inside.add(p)
+                frontier.extend([v.producer for v in p.inputs])
+                frontier.extend(waiting)
+                waiting.clear()
+            else:
+                waiting.append(p)
         if chosen:
             chosen.sort(key=position.__getitem__)
             merged[node] = chosen
@@ -97,6 +99,7 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
     if not merged:
         return graph
     rw = Rewriter(graph, ctx)
+    bodies: dict[tuple, Graph] = {}
     copy, append = rw.copy, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint
     for i, node in enumerate(nodes):
@@ -109,7 +112,7 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
             else:
                 copy(node)
             continue
-        _emit([*group, node], rw, readers, {position[p] for p in group} | {i}, node.outputs)
+        _emit([*group, node], rw, readers, {position[p] for p in group} | {i}, bodies, node.outputs)
     ctx.note("merge_into_consumers", f"merged {len(taken)} producers into {len(merged)} fused groups")
     ctx.dropped = [*taken, *merged]
     return rw.finish()
@@ -133,12 +136,13 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         group = [node]
         made = set(node.outputs)
         seen = 0
-        for other in nodes[i + 1:]:
+        j = i
+        while seen < WINDOW and j + 1 < len(nodes):
+            j += 1
+            other = nodes[j]
             if other.op == "constant":
                 continue
             seen += 1
-            if seen > WINDOW:
-                break
             uses_group = not made.isdisjoint(other.inputs)
             if uses_group and other not in taken and kind(other) == t:
                 group.append(other)
@@ -155,12 +159,13 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
     if not merged:
         return graph
     rw = Rewriter(graph, ctx)
+    bodies: dict[tuple, Graph] = {}
     copy, append = rw.copy, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint
     for node in nodes:
         group = merged.get(node)
         if group is not None:
-            _emit(group, rw, readers, {position[p] for p in group})
+            _emit(group, rw, readers, {position[p] for p in group}, bodies)
         elif node in taken:
             continue
         elif unchanged(node.inputs):
@@ -187,29 +192,53 @@ def _stretched(values: Any, readers: dict[Value, list[int]], to: int, group: set
     return total
 
 
-def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: set[int],
+def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: set[int], bodies: dict,
           keep: tuple[Value, ...] = ()) -> None:
     """One fused node running ``parts`` (fused nodes or single elementwise nodes, in order; their graph positions
     are ``at``). It returns the values of ``keep`` and every value a node outside ``parts`` (or the caller)
-    reads, in order."""
+    reads, in order. Merges of one structure (the layers of a network, the steps of an unrolled chain) share
+    one body (``bodies``, by structure), as ``fuse_elementwise``'s groups do: the kernel builder and the cache
+    key then see each structure once."""
+    made: dict[Value, tuple[int, int]] = {}  # a graph value made inside the merge -> (part, output)
+    external: dict[Value, int] = {}  # a graph value read from outside -> its input position
+    structure: list[Any] = []
+    for k, p in enumerate(parts):
+        wires = []
+        for v in p.inputs:
+            m = made.get(v)
+            if m is None:
+                m = external.get(v)
+                if m is None:
+                    m = external[v] = len(external)
+            wires.append(m)
+        if p.op == FUSED_OP:
+            structure.append((id(p.attrs["body"]), tuple(wires)))
+        else:
+            structure.append((p.op, id(p.attrs) if p.attrs else None, p.outputs[0].type, tuple(wires)))
+        for j, v in enumerate(p.outputs):
+            made[v] = (k, j)
+    outer = list(external)
+    exports = [v for p in parts for v in p.outputs
+               if v in keep or any(r not in at for r in readers.get(v, ()))]
+    key = (tuple(structure), tuple([v.type for v in outer]), tuple([made[v] for v in exports]))
+    body = bodies.get(key)
+    if body is None:
+        body = bodies[key] = _body(parts, outer, exports)
+    fused = Node(FUSED_OP, rw.read(outer), {"body": body})
+    fused.outputs = tuple([Value(v.type, fused, j) for j, v in enumerate(exports)])
+    rw.new.nodes.append(fused)
+    for old, new in zip(exports, fused.outputs):
+        rw.alias(old, new)
+
+
+def _body(parts: list[Node], outer: list[Value], exports: list[Value]) -> Graph:
+    """The body of a merge: ``parts``' members in order, reading ``outer`` as its inputs, returning ``exports``."""
     body = Graph("fused")
-    made: dict[Value, Value] = {}  # a graph value made inside the merged group -> its body value
-    external: dict[Value, Value] = {}  # a graph value read from outside -> the body input for it
-    outer: list[Value] = []
-
-    def read(v: Value) -> Value:
-        got = made.get(v)
-        if got is None:
-            got = external.get(v)
-            if got is None:
-                got = external[v] = body.add_input(v.type, v.name)
-                outer.append(v)
-        return got
-
+    made: dict[Value, Value] = {v: body.add_input(v.type, v.name) for v in outer}
     for p in parts:
         if p.op == FUSED_OP:
             part = p.attrs["body"]
-            bmap = {b: read(v) for b, v in zip(part.inputs, p.inputs)}
+            bmap = {b: made[v] for b, v in zip(part.inputs, p.inputs)}
             for n in part.nodes:
                 new = Node(n.op, tuple(bmap[v] for v in n.inputs), n.attrs)  # (constants too: no inputs)
                 new.outputs = (Value(n.outputs[0].type, new, 0),)
@@ -217,17 +246,11 @@ def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: 
                 body.nodes.append(new)
             outs = [bmap[v] for v in part.outputs]
         else:
-            new = Node(p.op, tuple(read(v) for v in p.inputs), p.attrs)
+            new = Node(p.op, tuple(made[v] for v in p.inputs), p.attrs)
             new.outputs = (Value(p.outputs[0].type, new, 0),)
             body.nodes.append(new)
             outs = [new.outputs[0]]
         for v, b in zip(p.outputs, outs):
             made[v] = b
-    exports = [v for p in parts for v in p.outputs
-               if v in keep or any(r not in at for r in readers.get(v, ()))]
     body.outputs.extend(made[v] for v in exports)
-    fused = Node(FUSED_OP, rw.read(outer), {"body": body})
-    fused.outputs = tuple([Value(v.type, fused, j) for j, v in enumerate(exports)])
-    rw.new.nodes.append(fused)
-    for old, new in zip(exports, fused.outputs):
-        rw.alias(old, new)
+    return body
