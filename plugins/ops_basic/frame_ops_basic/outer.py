@@ -7,7 +7,8 @@ product. The matmul kernel already computes it as a broadcast multiply plus
 into a zero, which only turns ``-0.0`` into ``+0.0``); as graph ops instead,
 the multiply and the add fuse with the elementwise ops around them, and
 ``simplify_algebra`` (which runs next) drops a product with ones:
-``ones[1, 1] @ w`` becomes ``w + 0.0``. Only float operands of rank 2 or more
+``ones[1, 1] @ w`` becomes ``w + 0.0``. So does the gradient ``a^T @ gy`` of such a product with
+respect to its right operand (``matmul_grad_rhs_internal`` with a one-row ``a``). Only float operands of rank 2 or more
 whose product shape is plain broadcasting of the two shapes are rewritten,
 not half precision (its matmul accumulates in float32).
 """
@@ -22,6 +23,10 @@ from ._shapes import accumulation_dtype
 
 
 def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
+    if node.op == "matmul_grad_rhs_internal":  # a^T @ gy with a one-row a: the gradient of the product above
+        a, gy = (v.type for v in node.inputs)
+        return (a.rank == 2 and gy.rank == 2 and a.shape[0] == 1 and a.dtype.is_float
+                and accumulation_dtype(a) == a.dtype.np and node.outputs[0].type.shape == (a.shape[1], gy.shape[1]))
     if node.op != "matmul":
         return False
     a, b = (v.type for v in node.inputs)
@@ -47,6 +52,8 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
             rw.copy(node)
             continue
         a, b = rw.read(node.inputs)
+        if node.op == "matmul_grad_rhs_internal" and a.type.shape[1] != 1:
+            a = rw.new.apply("reshape", a, shape=(a.type.shape[1], 1))  # a one-row a^T is its column: a view
         dtype = node.outputs[0].type.dtype.np
         zero = zeros.get(dtype)
         if zero is None:
@@ -60,4 +67,4 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
 
 
 PASSES = [PassSpec("outer_products_as_products", outer_products_as_products, after="fold_constants", min_level=1,
-                   doc="a @ b with a contraction length of 1 -> a * b + 0.0 (bitwise the same; fuses)")]
+                   doc="a @ b (and a^T @ gy) with a contraction length of 1 -> a * b + 0.0 (bitwise the same; fuses)")]

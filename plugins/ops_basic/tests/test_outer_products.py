@@ -72,3 +72,20 @@ def test_the_rewrite_is_the_pass_that_runs_at_opt_level_1_and_can_be_disabled():
     assert "matmul" in [i.op for i in fc.compile(graph, disable=["outer_products_as_products"], cache=False).instructions]
     assert "matmul" not in [i.op for i in fc.compile(graph, opt_level=1, cache=False).instructions]
     assert "matmul" in [i.op for i in fc.compile(graph, opt_level=0, cache=False).instructions]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, n", [(1, 64), (5, 3)])
+def test_the_gradient_of_an_outer_product_for_its_right_operand_is_rewritten_too(m, n, dtype):
+    t = "f32" if dtype == np.float32 else "f64"
+    graph = fc.Graph("grad_rhs")
+    a, gy = graph.add_input(f"{t}[1, {m}]"), graph.add_input(f"{t}[1, {n}]")
+    graph.mark_output(graph.apply("matmul_grad_rhs_internal", a, gy, shape=[m, n]))
+    exe = fc.compile(graph, cache=False)
+    assert "matmul_grad_rhs_internal" not in [i.op for i in exe.instructions]
+    for seed in range(3):
+        a_, g_ = operands((1, m), (1, n), dtype, seed)
+        with np.errstate(all="ignore"):
+            want = np.matmul(a_.T, g_)
+            got = exe.run([a_, g_])[0]
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
