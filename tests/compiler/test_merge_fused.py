@@ -106,3 +106,14 @@ def test_a_follower_stops_at_a_node_that_needs_the_groups_value_first():
     graph = fc.trace(fn, "f32[4, 4]", "f32[4, 4]")
     exe = same_bits_as_unoptimised(graph, data((4, 4), (4, 4), seed=6))
     assert [i.op for i in exe.instructions] == [FUSED, "matmul", "add"]  # the add stays after the product
+
+
+def test_a_column_broadcast_is_not_brought_into_a_group_without_one():
+    # a * col reads a [4, 1] column against [4, 8]: a group of whole and repeated operands (one frame-native can
+    # compile) does not take it in; the numpy tier would run it either way
+    def fn(a, col, c, d):
+        p = a * col
+        return (c * d + 1.0) * 2.0 + p
+    graph = fc.trace(fn, "f32[4, 8]", "f32[4, 1]", "f32[4, 8]", "f32[4, 8]")
+    exe = same_bits_as_unoptimised(graph, data((4, 8), (4, 1), (4, 8), (4, 8), seed=7))
+    assert [i.op for i in exe.instructions] == ["mul", FUSED]

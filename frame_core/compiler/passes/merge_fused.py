@@ -63,6 +63,20 @@ def _kinds(fusable: dict[str, bool]) -> Any:
     return kind
 
 
+def _strided(node: Node, shape: tuple[int, ...]) -> bool:
+    """Whether ``node`` (a fused or single elementwise node of output shape ``shape``) reads an operand broadcast
+    across inner axes (a column ``[n, 1]`` against ``[n, h]``), rather than only whole, single-element or
+    repeated along leading axes. A group without such operands is one a flat loop can run (frame-native
+    compiles those); a merge never brings the first one in."""
+    for v in node.inputs:
+        dims = list(v.type.shape)
+        while dims and dims[0] == 1:
+            dims.pop(0)
+        if len(dims) > len(shape) or tuple(dims) != shape[len(shape) - len(dims):]:
+            return True
+    return False
+
+
 def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
     """``graph`` with elementwise producers merged into the fused nodes that consume them."""
     nodes = graph.nodes
@@ -75,6 +89,7 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
         if node.op != FUSED_OP or node in taken:
             continue
         t = kind(node)
+        flat = not _strided(node, t.shape)
         here = position[node]
         chosen: list[Node] = []
         inside = {node}
@@ -82,7 +97,7 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
         waiting: list[Node] = []  # producers with a reader outside: they qualify if that reader joins
         while frontier:  # a producer qualifies once every reader of it is inside or after `node`
             p = frontier.pop()
-            if p is None or p in inside or p in taken or kind(p) != t:
+            if p is None or p in inside or p in taken or kind(p) != t or (flat and _strided(p, t.shape)):
                 continue
             if all(r > here or nodes[r] in inside for v in p.outputs for r in readers.get(v, ())):
                 chosen.append(p)
@@ -133,6 +148,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         if node.op != FUSED_OP or node in taken:
             continue
         t = kind(node)
+        flat = not _strided(node, t.shape)
         group = [node]
         made = set(node.outputs)
         seen = 0
@@ -144,7 +160,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
                 continue
             seen += 1
             uses_group = not made.isdisjoint(other.inputs)
-            if uses_group and other not in taken and kind(other) == t:
+            if uses_group and other not in taken and kind(other) == t and not (flat and _strided(other, t.shape)):
                 group.append(other)
                 made.update(other.outputs)
             elif uses_group:  # it needs the group's values before the group's last member: stop here
