@@ -69,6 +69,8 @@ def _strided(node: Node, shape: tuple[int, ...]) -> bool:
     repeated along leading axes. A group without such operands is one a flat loop can run (frame-native
     compiles those); a merge never brings the first one in."""
     for v in node.inputs:
+        if v.type.shape == shape:  # (most operands: whole)
+            continue
         dims = list(v.type.shape)
         while dims and dims[0] == 1:
             dims.pop(0)
