@@ -181,9 +181,9 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
     copy, append = rw.copy, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint
     for node in nodes:
-        group = merged.get(node)
-        if group is not None:
-            _emit(group, rw, readers, {position[p] for p in group}, bodies)
+        found = merged.get(node)
+        if found is not None:
+            _emit(found, rw, readers, {position[p] for p in found}, bodies)
         elif node in taken:
             continue
         elif unchanged(node.inputs):
@@ -221,14 +221,16 @@ def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: 
     external: dict[Value, int] = {}  # a graph value read from outside -> its input position
     structure: list[Any] = []
     for k, p in enumerate(parts):
-        wires = []
+        wires: list[Any] = []  # (part, output) for a value made inside, an input position for one from outside
         for v in p.inputs:
-            m = made.get(v)
-            if m is None:
-                m = external.get(v)
-                if m is None:
-                    m = external[v] = len(external)
-            wires.append(m)
+            inside = made.get(v)
+            if inside is not None:
+                wires.append(inside)
+                continue
+            at_input = external.get(v)
+            if at_input is None:
+                at_input = external[v] = len(external)
+            wires.append(at_input)
         if p.op == FUSED_OP:
             structure.append((id(p.attrs["body"]), tuple(wires)))
         else:

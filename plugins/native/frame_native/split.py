@@ -13,6 +13,7 @@ the results are the group's bits.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from frame_core import Graph, Node, Value
@@ -38,7 +39,7 @@ class Split:
 MIN_COMPILED = 2
 
 
-def split_body(body: Graph, compiled: set[str] | dict[str, object]) -> Split | None:
+def split_body(body: Graph, compiled: Collection[str]) -> Split | None:
     """The split of ``body`` at its members whose op is not in ``compiled``, or ``None`` when the compiled part
     would have fewer than ``MIN_COMPILED`` members (every member compiled, or needed before a numpy-only one)."""
     members = [n for n in body.nodes if n.op != "constant"]
