@@ -28,6 +28,7 @@ from ...ir.keys import attrs_key
 from ..fused import FUSED_OP
 from ..context import CompileContext
 from ..rewrite import Rewriter
+from .merge_fused import merge_fused_groups
 
 
 class _Group:
@@ -214,7 +215,8 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     if fused is None or ctx.backend not in fused.kernels:  # nothing could run the fused node (it is cpu-only)
         return graph
     lifetimes = _Lifetimes(len(graph.nodes))
-    grouping = _group(graph.nodes, _fusable_ops(graph, ctx), lifetimes)
+    fusable = _fusable_ops(graph, ctx)
+    grouping = _group(graph.nodes, fusable, lifetimes)
     groups, shared = grouping.moving, grouping.shared
     if not groups:
         return graph
@@ -227,7 +229,7 @@ def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
         if not groups:
             return graph
     ctx.note("fuse_elementwise", f"fused {sum(len(g.members) for g in groups)} nodes into {len(groups)} groups")
-    return _rewrite(graph, groups, shared, grouping, ctx)
+    return merge_fused_groups(_rewrite(graph, groups, shared, grouping, ctx), ctx, fusable)
 
 
 def _peak(delta: list[int]) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from frame_core import FUSED_OP, Graph, Node, Rewriter, Value, env_flag
 
+from .split import Split, split_body
 from .tiered import NATIVE_OP
 
 __all__ = ["compile_fused_groups", "enabled", "switched_off"]
@@ -79,7 +80,9 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     packs: dict[str, str | None] = {}
     reasons: Counter = Counter()
     chosen = set()
+    splits: dict[Node, Split] = {}
     verdicts: dict[int, str | None] = {}  # fusion shares one body among groups of one structure
+    cut: dict[int, Split | None] = {}  # ... and its split, made once per body
     for node in fused:
         body = node.attrs["body"]
         reason = verdicts.get(id(body), "")
@@ -87,15 +90,25 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
             reason = verdicts[id(body)] = _verdict(body, packs, schemas)
         if reason is None:
             chosen.add(node)
+            continue
+        if reason.startswith("op ") and id(body) not in cut:  # a numpy-only op: compile the members after it
+            cut[id(body)] = _native_split(body, packs, schemas)
+        split = cut.get(id(body))
+        if split is not None:
+            splits[node] = split
         else:
             reasons[reason.split(" (")[0]] += 1
-    if not chosen:
+    if not chosen and not splits:
         ctx.note("compile_fused_groups", f"no group compiles ({dict(reasons)})")
         return graph
     rw = Rewriter(graph, ctx)
     copy, append = rw.copy, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing replaced
     for node in graph.nodes:
+        split = splits.get(node) if splits else None
+        if split is not None:
+            _emit_split(node, split, rw)
+            continue
         if node not in chosen:
             if unchanged(node.inputs):
                 append(node)
@@ -108,6 +121,31 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         for old, value in zip(node.outputs, new.outputs):
             rw.alias(old, value)
     note = f"{len(chosen)} of {len(fused)} fused groups tier up to native code"
+    if splits:
+        note += f", {len(splits)} more after their numpy-only members"
     ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
-    ctx.dropped = list(chosen)  # (replaced; the pipeline releases them)
+    ctx.dropped = [*chosen, *splits]  # (replaced; the pipeline releases them)
     return rw.finish()
+
+
+def _native_split(body: Graph, packs: dict[str, str | None], schemas: Any) -> Split | None:
+    """``body`` split after its numpy-only members (``split_body``) when the rest compiles, else None."""
+    from .codegen import EXACT
+
+    split = split_body(body, EXACT)
+    if split is None or _verdict(split.native_body, packs, schemas) is not None:
+        return None
+    return split
+
+
+def _emit_split(node: Node, split: Split, rw: Rewriter) -> None:
+    """``node`` as two nodes: a fused numpy group, then the compiled group reading its outputs."""
+    inputs = rw.read(node.inputs)
+    first = Node(FUSED_OP, tuple(inputs[i] for _, i in split.numpy_inputs), {"body": split.numpy_body})
+    first.outputs = tuple([Value(v.type, first, j) for j, v in enumerate(split.numpy_body.outputs)])
+    second = Node(NATIVE_OP, tuple(inputs[i] if kind == "input" else first.outputs[i]
+                                   for kind, i in split.native_inputs), {"body": split.native_body})
+    second.outputs = tuple([Value(v.type, second, j) for j, v in enumerate(split.native_body.outputs)])
+    rw.new.nodes.extend((first, second))
+    for old, (part, j) in zip(node.outputs, split.outputs):
+        rw.alias(old, (first if part == "numpy" else second).outputs[j])

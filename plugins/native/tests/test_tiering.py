@@ -172,6 +172,27 @@ def test_transcendental_ops_and_integers_stay_on_numpy():
         assert "fused_elementwise_internal" in [i.op for i in exe.instructions]
 
 
+def test_a_group_with_a_numpy_only_op_compiles_the_members_after_it(same_bits):
+    """``tanh(x) + 1`` grouped with the products reading it (a derivative graph's ``1 - y^2`` times tangents):
+    the group splits into a numpy part (the tanh and what it reads) and a compiled part, same bits."""
+    def fn(x, dx):
+        y = ops.tanh(x * 0.5)
+        t = 1.0 - y * y
+        return t * dx * dx + y * t
+    g = fc.trace(fn, "f32[4, 8]", "f32[8]")
+    exe = fc.compile(g, cache=False)
+    ops_run = [i.op for i in exe.instructions]
+    assert ops_run == ["fused_elementwise_internal", NATIVE], ops_run
+    (numpy_part,) = [i for i in exe.instructions if i.op == "fused_elementwise_internal"]
+    assert [n.op for n in numpy_part.node.attrs["body"].nodes if n.op != "constant"] == ["mul", "tanh"]
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)]
+    want = fc.compile(g, opt_level=0, cache=False).run(inputs)[0]
+    before, after = run_both_tiers(exe, inputs)
+    same_bits(before[0], want)
+    same_bits(after[0], want)
+
+
 def test_a_strided_input_falls_back_to_numpy_for_that_call(same_bits):
     exe = fc.compile(fc.trace(chain(9, 16), "f32[16]"), cache=False)
     base = np.random.default_rng(4).standard_normal(32).astype(np.float32)

@@ -41,7 +41,12 @@ def _mse_kernel(ctx: NodeContext) -> Callable:
     def kernel(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
         d = np.subtract(pred, target, dtype=wide).reshape(-1)
         return np.asarray(np.dot(d, d) / n, dtype)
-    return kernel
+
+    def same_dtype(pred: np.ndarray, target: np.ndarray) -> np.ndarray:  # the same loop, without dtype= resolving
+        d = subtract(pred, target).reshape(-1)
+        return asarray(dot(d, d) / n, dtype)
+    subtract, dot, asarray = np.subtract, np.dot, np.asarray
+    return same_dtype if wide == dtype else kernel
 
 
 def _mse_gradient(p, t, y, gy):

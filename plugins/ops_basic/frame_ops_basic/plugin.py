@@ -19,6 +19,6 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from .simplify import PASSES
+    from . import outer, simplify
 
-    return PASSES
+    return [*outer.PASSES, *simplify.PASSES]  # (both after fold_constants, in this order)

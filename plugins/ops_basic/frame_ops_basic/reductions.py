@@ -52,13 +52,22 @@ def _reduce_kernel(mean: bool) -> Callable[[NodeContext], Callable]:
         dtype, acc = x.dtype.np, accumulation_dtype(x)
         count = np.intp(math.prod(x.shape[a] for a in axes))
         reduce, divide, empty = np.add.reduce, np.true_divide, np.empty
+        # np.mean divides a float32 sum by an intp count in float64, rounding once to float32. Dividing by the
+        # count as a float32 gives the same bits when the count is exact in float32 (at most 2**24): the
+        # float64 quotient rounded to float32 is the correctly rounded float32 quotient, as 53 >= 2 * 24 + 2
+        # (double rounding is innocuous for division); and it skips numpy's casting loop (a few us a call).
+        exact = dtype in (np.float32, np.float64) and count <= 2 ** np.finfo(dtype).nmant + 1
+        divisor = dtype.type(count) if exact else count
 
         def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             if out is None:
                 out = empty(shape, dtype)
             reduce(a, axes, dtype, out, keepdims)
             if mean:
-                divide(out, count, out=out, casting="unsafe")
+                if exact:
+                    divide(out, divisor, out=out)
+                else:
+                    divide(out, count, out=out, casting="unsafe")
             return out
 
         def widened(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:  # half precision
