@@ -18,7 +18,8 @@ Same bits. frame-ops-nn computes these ops in a fixed order (its
 of a contiguous row (fewer than 8 values: in turn from 0; up to 128: eight
 interleaved partial sums, combined as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) +
 (s6 + s7)), then the rest in turn; longer: the sums of the two halves, split
-at a multiple of 8 at or below the middle), a column sum adds the rows in turn
+at a multiple of 8 at or below the middle; the row's total is then added to 0,
+numpy's identity, so a row of -0.0 sums to +0.0), a column sum adds the rows in turn
 from 0, and every elementwise operation rounds once. The code below does
 exactly that (the 8 partial sums are one 8-lane vector; no fast-math flag, no
 fused multiply-add), so its results are the numpy kernel's bit for bit. Since
@@ -165,6 +166,12 @@ def _pairwise(t: str, a: int) -> list[str]:
     ]
 
 
+def _row_sum(t: str, name: str, row: str, features: int) -> list[str]:
+    """``%name = 0.0 + @pw(row, features)``: numpy adds a row's pairwise sum to the identity +0.0, so a row of
+    -0.0 sums to +0.0 (LLVM keeps the addition: without ``nsz`` it may not drop ``x + 0.0``)."""
+    return [f"  %{name}.pw = call {t} @pw(ptr {row}, i64 {features})", f"  %{name} = fadd {t} 0.0, %{name}.pw"]
+
+
 class _Loop:
     """Emits ``for j in 0..features`` over a row as a vector loop of 8 lanes and a scalar loop for the rest;
     ``body(L, tag, j, ty)`` writes one step (``ty`` the vector or scalar type, ``j`` the index)."""
@@ -204,7 +211,7 @@ def generate_rows(plan: RowPlan) -> str:
     a = plan.dtype.itemsize
     f = plan.features
     count = _literal(f, plan.dtype)
-    L = [f"; frame-native row kernels {CODEGEN_VERSION}-rows1 {plan.op}", f"declare {t} @llvm.sqrt.{suffix}({t})"]
+    L = [f"; frame-native row kernels {CODEGEN_VERSION}-rows2 {plan.op}", f"declare {t} @llvm.sqrt.{suffix}({t})"]
     L += _pairwise(t, a)
     loop = _Loop(L, t, f)
 
@@ -236,7 +243,7 @@ def generate_rows(plan: RowPlan) -> str:
               "row:", "  %r = phi i64 [0, %go], [%rn, %next]", f"  %off = mul i64 %r, {f}",
               f"  %xr = getelementptr {t}, ptr %x, i64 %off", f"  %yr = getelementptr {t}, ptr %y, i64 %off",
               f"  %hr = getelementptr {t}, ptr %xh, i64 %off",
-              f"  %s = call {t} @pw(ptr %xr, i64 {f})", f"  %mean = fdiv {t} %s, {count}"]
+              *_row_sum(t, "s", "%xr", f), f"  %mean = fdiv {t} %s, {count}"]
         splat("meanv", "%mean")
 
         def centre(L: list[str], tag: str, j: str, ty: str, vec: bool) -> None:
@@ -246,7 +253,7 @@ def generate_rows(plan: RowPlan) -> str:
             L.append(f"  %{tag}q = fmul {ty} %{tag}c, %{tag}c")
             store(L, tag, "%yr", j, ty, "y", f"%{tag}q")
         loop("c", "centred", centre)
-        L += [f"  %vs = call {t} @pw(ptr %yr, i64 {f})", f"  %var = fdiv {t} %vs, {count}",
+        L += [*_row_sum(t, "vs", "%yr", f), f"  %var = fdiv {t} %vs, {count}",
               f"  %ve = fadd {t} %var, {_literal(plan.eps, plan.dtype)}", f"  %sd = call {t} @llvm.sqrt.{suffix}({t} %ve)",
               f"  %rstd = fdiv {t} 1.0, %sd", f"  %rsp = getelementptr {t}, ptr %rs, i64 %r",
               f"  store {t} %rstd, ptr %rsp, align {a}"]
@@ -292,8 +299,8 @@ def generate_rows(plan: RowPlan) -> str:
             L.append(f"  %{tag}tt = fmul {ty} %{tag}gg, {h}")
             store(L, tag, "%t", j, ty, "tt", f"%{tag}tt")
         loop("a", "summed", first)
-        L += [f"  %sg = call {t} @pw(ptr %xr, i64 {f})", f"  %mg = fdiv {t} %sg, {count}",
-              f"  %st = call {t} @pw(ptr %t, i64 {f})", f"  %mgx = fdiv {t} %st, {count}",
+        L += [*_row_sum(t, "sg", "%xr", f), f"  %mg = fdiv {t} %sg, {count}",
+              *_row_sum(t, "st", "%t", f), f"  %mgx = fdiv {t} %st, {count}",
               f"  %rsp = getelementptr {t}, ptr %rs, i64 %r", f"  %rstd = load {t}, ptr %rsp, align {a}"]
         for name in ("mg", "mgx", "rstd"):
             splat(name + "v", "%" + name)

@@ -223,11 +223,39 @@ def test_frame_ops_nn_sums_in_the_order_the_kernels_reproduce(dtype):
     rng = np.random.default_rng(0)
     for n in [*range(1, 40), 127, 128, 129, 135, 136, 137, 255, 257, 1000, 1024, 4099, 9000]:
         a = (rng.standard_normal((3, n)) * 10.0 ** rng.uniform(-4, 4, (3, n))).astype(dtype)
+        a[2] = -0.0  # (numpy adds the total to its identity +0.0)
         np.testing.assert_array_equal(_row_sums(a).view(f"u{a.itemsize}"),
-                                      _pairwise_reference(a).view(f"u{a.itemsize}"))
+                                      (0.0 + _pairwise_reference(a)).view(f"u{a.itemsize}"))
     for r, c in [(2, 2), (300, 3), (9, 1000), (1000, 5)]:
         a = (rng.standard_normal((r, c)) * 10.0 ** rng.uniform(-4, 4, (r, c))).astype(dtype)
         total = np.zeros(c, dtype)
         for row in a:
             total = total + row
         np.testing.assert_array_equal(_column_sums(a), total)
+
+
+# -- values random data never hits, and the ways a user reaches a swapped kernel -----------------------------
+
+def _swapped(exe):  # noqa: ANN001, ANN202
+    """The two tiered kernels of ``exe`` once the compiled ones are in."""
+    assert frame_native.wait(60)
+    assert frame_native.tier_of(exe) == ["native", "native"], frame_native.status()["notes"]
+    return [i.kernel for i in exe.instructions if hasattr(i.kernel, "native")]
+
+
+@pytest.mark.parametrize("features", [3, 8, 9, 130])  # (the short, 8-lane and split sums)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_of_negative_zeros_give_numpys_signed_zeros(features, dtype, same_bits):
+    # numpy adds a row's pairwise sum to the identity +0.0, so a row of -0.0 sums to +0.0, and x - mean is -0.0
+    exe = _training((2, features), 1, dtype)
+    rng = np.random.default_rng(features)
+    x, w, b, gy = (rng.standard_normal(s).astype(dtype) for s in [(2, features), features, features, (2, features)])
+    exe.run([x, w, b, gy])
+    forward, backward = _swapped(exe)
+    x[0], b[:] = -0.0, -0.0
+    for got, want in zip(forward(x, np.abs(w), b), forward.numpy(x, np.abs(w), b)):
+        same_bits(got, want)
+    xhat, rstd = forward.numpy(x, w, b)[1:]
+    gy[1] = -0.0  # g = gy * w is -0.0 throughout row 1, as is g * xhat
+    for got, want in zip(backward(xhat, rstd, np.abs(w), gy), backward.numpy(xhat, rstd, np.abs(w), gy)):
+        same_bits(got, want)
