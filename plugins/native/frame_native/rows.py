@@ -637,7 +637,8 @@ def _install(tier: Tier, op: str, compiled: _Native, how: str, numpy_kernel: _Na
         from . import jit
 
         jit.note(f"a compiled {op} kernel does not give numpy's bits on this numpy {np.__version__} "
-                 "(its summation order differs from the one the kernels reproduce)")
+                 "(its summation order differs from the one the kernels reproduce)",
+                 then="that normalisation runs on numpy")
         tier.state = "failed"
         return
 

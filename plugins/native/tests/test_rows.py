@@ -259,3 +259,47 @@ def test_rows_of_negative_zeros_give_numpys_signed_zeros(features, dtype, same_b
     gy[1] = -0.0  # g = gy * w is -0.0 throughout row 1, as is g * xhat
     for got, want in zip(backward(xhat, rstd, np.abs(w), gy), backward.numpy(xhat, rstd, np.abs(w), gy)):
         same_bits(got, want)
+
+
+_ROWS_PROGRAM = """
+import hashlib, sys, numpy as np, frame_core as fc, frame_native
+from frame_core import ops
+t = lambda s: fc.TensorType("float32", s)
+graph = fc.trace(lambda x, w, b, g: ops.sum(ops.layer_norm(x, w, b) * g), t((5, 300)), t((300,)), t((300,)),
+                 t((5, 300)))
+exe = fc.compile(fc.build_backward_graph(graph, 0, [0, 1, 2]))
+rng = np.random.default_rng(0)
+inputs = [rng.standard_normal(s).astype(np.float32) for s in ((5, 300), (300,), (300,), (5, 300))]
+first = b"".join(np.asarray(o).tobytes() for o in exe.run(inputs))
+assert frame_native.wait(60) and frame_native.tier_of(exe) == ["native", "native"], frame_native.status()
+assert b"".join(np.asarray(o).tobytes() for o in exe.run(inputs)) == first
+print(hashlib.sha256(first).hexdigest(), frame_native.status()["compiled"], frame_native.status()["from_cache"])
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_the_row_kernels_from_disk_and_a_damaged_entry_is_compiled_afresh(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FRAME_NATIVE_CACHE": str(tmp_path / "k"), "FRAME_NATIVE_AFTER": "1"}
+    run = lambda: subprocess.run([sys.executable, "-c", _ROWS_PROGRAM], env=env, capture_output=True,  # noqa: E731
+                                 text=True, timeout=120)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    digest, compiled, loaded = first.stdout.split()
+    assert (compiled, loaded) == ("2", "0")
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == [digest, "0", "2"]  # the same bits from the cached kernels
+    for entry in (tmp_path / "k").glob("*.o"):
+        data = bytearray(entry.read_bytes())
+        data[-20] ^= 0x10
+        entry.write_bytes(bytes(data))
+    third = run()
+    assert third.returncode == 0, third.stderr
+    assert third.stdout.split() == [digest, "2", "0"]
+    refusals = [line for line in third.stderr.splitlines() if "is not used" in line]
+    assert len(refusals) == 2 and all("compiled afresh" in line and "run on numpy" not in line
+                                      for line in refusals), third.stderr
