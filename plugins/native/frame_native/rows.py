@@ -611,27 +611,46 @@ def _collect(tier: Tier, op: str, plans: list, check: tuple | None, attrs: dict,
         checked, reference = _assemble(op, check[0], fns[len(plans):], attrs), check[1]()
     how = "compiled" if any(done[k][1] == "compiled" for k in range(len(plans))) else "cache"
     _install(tier, op, compiled, how, numpy_kernel, [t.shape for t in probe_types], plans[0].dtype,
-             checked=checked, reference=reference)
+             checked=checked, reference=reference, eps=attrs.get("eps", 1.0))
 
 
-def _probe(op: str, shapes: list, dtype: np.dtype) -> list[np.ndarray]:
-    """Random inputs of the node's types: values spread over several orders of magnitude, rstd positive."""
+def _probe(op: str, shapes: list, dtype: np.dtype, eps: float = 1.0) -> list[np.ndarray]:
+    """Random inputs of the node's types: values spread over several orders of magnitude, rstd positive; and,
+    where there are at least two, a last row (layer_norm) or column (batch_norm) whose sums are of -0.0 alone
+    (x; or gy w and gy w xhat), which only a sum that starts from numpy's +0.0 gets right (x's only when
+    ``eps``, rounded to the dtype, is positive: a row of zero variance and no eps would make NaNs, whose payloads
+    the check should not compare)."""
     rng = np.random.default_rng(sum(map(len, shapes)) * 7919 + sum(int(np.prod(s)) for s in shapes))
+    grad = op.endswith("grad_saved_internal")
+    features = int(np.prod(shapes[2 if op == "layer_norm_grad_saved_internal" else 1]))
     arrays = []
     for k, shape in enumerate(shapes):
         a = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2, shape) + (3.0 if k == 0 else 0.0)
-        if op.endswith("grad_saved_internal") and k == 1:  # rstd
+        if grad and k == 1:  # rstd
             a = np.abs(a) + 0.1
-        arrays.append(np.array(a, dtype))  # (C-contiguous; a 0-d rstd stays 0-d)
+        a = np.array(a, dtype)  # (C-contiguous; a 0-d rstd stays 0-d)
+        if k == 0 or grad and k == 3:  # x (xhat, xc) and gy
+            lines = a.reshape(-1, features) if op in _BATCH else a.reshape(-1, features).T
+            if lines.shape[1] < 2 or not grad and not dtype.type(eps) > 0:
+                pass
+            elif not grad:
+                lines[:, -1] = -0.0
+            elif k == 0:  # xhat (xc) positive, gy of the sign that makes gy w and gy w xhat all -0.0
+                lines[:, -1] = np.abs(lines[:, -1])
+            else:
+                w = arrays[2].reshape(-1)
+                lines[:, -1] = np.copysign(0.0, -(w[-1] if op in _BATCH else w))
+        arrays.append(a)
     return arrays
 
 
 def _install(tier: Tier, op: str, compiled: _Native, how: str, numpy_kernel: _Native, shapes: list,
-             dtype: np.dtype, checked: _Native | None = None, reference: _Native | None = None) -> None:
+             dtype: np.dtype, checked: _Native | None = None, reference: _Native | None = None,
+             eps: float = 1.0) -> None:
     """On the compiler thread: check the compiled kernel against numpy's on random data of ``shapes`` (the
     node's, or fewer rows of it with ``checked`` and ``reference`` compiled and built for those), then put it
     in the slot (or record why not)."""
-    xs = _probe(op, shapes, dtype)
+    xs = _probe(op, shapes, dtype, eps)
     want, got = (reference or numpy_kernel)(*xs), (checked or compiled)(*xs)
     if got is None or any(np.asarray(g).tobytes() != np.asarray(w).tobytes() for g, w in zip(got, want)):
         from . import jit

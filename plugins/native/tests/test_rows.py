@@ -303,3 +303,15 @@ def test_a_second_process_loads_the_row_kernels_from_disk_and_a_damaged_entry_is
     refusals = [line for line in third.stderr.splitlines() if "is not used" in line]
     assert len(refusals) == 2 and all("compiled afresh" in line and "run on numpy" not in line
                                       for line in refusals), third.stderr
+
+
+def test_the_check_before_the_swap_catches_a_kernel_that_gets_only_signed_zeros_wrong(monkeypatch):
+    # a row sum that skips numpy's +0.0 start agrees on every random row; the check's row of -0.0 tells them apart
+    def without_numpys_start(t, name, row, features):  # noqa: ANN001, ANN202
+        return [f"  %{name} = call {t} @pw(ptr {row}, i64 {features})"]
+    monkeypatch.setattr(rows, "_row_sum", without_numpys_start)
+    exe = _training((3, 40), 1, np.float64)
+    exe.run(_inputs((3, 40), 1, np.float64, seed=0))
+    assert frame_native.wait(60)
+    assert frame_native.tier_of(exe) == ["failed", "failed"]
+    assert any("does not give numpy's bits" in n for n in frame_native.status()["notes"])
