@@ -315,3 +315,64 @@ def test_the_check_before_the_swap_catches_a_kernel_that_gets_only_signed_zeros_
     assert frame_native.wait(60)
     assert frame_native.tier_of(exe) == ["failed", "failed"]
     assert any("does not give numpy's bits" in n for n in frame_native.status()["notes"])
+
+
+def test_threads_running_one_executable_across_the_swap_get_the_same_bits(monkeypatch):
+    import threading
+
+    from frame_native import jit
+
+    exe = _training((16, 300), 1, np.float32)
+    inputs = _inputs((16, 300), 1, np.float32, seed=8)
+    release, real_compile = threading.Event(), jit._compile
+    monkeypatch.setattr(jit, "_compile", lambda *a: release.wait(30) and real_compile(*a))
+    want = b"".join(np.asarray(o).tobytes() for o in exe.run(inputs))  # (queues the pair, held until released)
+    differ: list[int] = []
+    seen: set[str] = set()
+
+    def runner() -> None:  # runs before the swap, across it, and 20 times after it
+        after = 0
+        for _ in range(5000):
+            tier = frame_native.tier_of(exe)[0]
+            seen.add(tier)
+            if b"".join(np.asarray(o).tobytes() for o in exe.run(inputs)) != want:
+                differ.append(1)
+            after += tier == "native"
+            if after == 20:
+                break
+    threads = [threading.Thread(target=runner) for _ in range(2)]
+    for t in threads:
+        t.start()
+    release.set()  # the swap happens while both threads run
+    for t in threads:
+        t.join()
+    assert frame_native.wait(60) and frame_native.tier_of(exe) == ["native", "native"]
+    assert not differ and seen == {"queued", "native"}
+    assert b"".join(np.asarray(o).tobytes() for o in exe.run(inputs)) == want
+
+
+def test_a_child_forked_with_the_pair_queued_never_compiles_it_and_gets_the_same_bits(monkeypatch):
+    import os
+    import threading
+
+    from frame_native import jit
+
+    exe = _batch_training((8, 12), np.float64)
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(s) for s in ((8, 12), 12, 12, 12, 12, (8, 12))]
+    release, real_compile = threading.Event(), jit._compile
+    monkeypatch.setattr(jit, "_compile", lambda *a: release.wait(30) and real_compile(*a))
+    want = b"".join(np.asarray(o).tobytes() for o in exe.run(inputs))
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = all(b"".join(np.asarray(o).tobytes() for o in exe.run(inputs)) == want for _ in range(3))
+            ok = ok and frame_native.tier_of(exe) == ["off", "off"] and jit.status()["compiled"] == 0
+        finally:
+            os._exit(0 if ok else 1)
+    release.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert frame_native.wait(60) and frame_native.tier_of(exe) == ["native", "native"]
+    assert b"".join(np.asarray(o).tobytes() for o in exe.run(inputs)) == want
