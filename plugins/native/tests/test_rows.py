@@ -376,3 +376,33 @@ def test_a_child_forked_with_the_pair_queued_never_compiles_it_and_gets_the_same
     assert os.waitstatus_to_exitcode(status) == 0
     assert frame_native.wait(60) and frame_native.tier_of(exe) == ["native", "native"]
     assert b"".join(np.asarray(o).tobytes() for o in exe.run(inputs)) == want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_training_loop_gives_the_same_bits_with_frame_native_on_and_off(dtype, monkeypatch):
+    import frame_train as ft
+
+    def loss(p, x, t):  # noqa: ANN001, ANN202 - traced tensors
+        h = ops.relu(ops.layer_norm(x @ p["w1"], p["g1"], p["b1"]))
+        h = ops.batch_norm(h, p["g2"], p["b2"], p["rm"], p["rv"])[0]
+        return ops.mse_loss(h @ p["w2"], t)
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((32, 12)).astype(dtype), rng.standard_normal((32, 1)).astype(dtype)
+    params = {"w1": (rng.standard_normal((12, 24)) * 0.3).astype(dtype), "g1": np.ones(24, dtype),
+              "b1": np.zeros(24, dtype), "g2": np.ones(24, dtype), "b2": np.zeros(24, dtype),
+              "rm": np.zeros(24, dtype), "rv": np.ones(24, dtype), "w2": (rng.standard_normal((24, 1)) * 0.3).astype(dtype)}
+    runs = []
+    for native in ("0", "1"):
+        monkeypatch.setenv("FRAME_NATIVE", native)
+        step = ft.TrainStep(loss, params, ft.adam(1e-2))
+        losses = [step(x[i % 2::2], t[i % 2::2]) for i in range(2)]
+        assert frame_native.wait(60)
+        losses += [step(x[i % 2::2], t[i % 2::2]) for i in range(2, 12)]
+        ops_run = [i.op for e in step.executables() for i in e.instructions if "norm" in i.op]
+        assert all(op.startswith("native_") == (native == "1") for op in ops_run) and len(ops_run) == 4
+        if native == "1":
+            assert set(sum((frame_native.tier_of(e) for e in step.executables()), [])) == {"native"}
+        runs.append((np.array(losses), [np.array(step.params[k]) for k in sorted(params)]))
+    (off_losses, off_params), (on_losses, on_params) = runs
+    assert off_losses.tobytes() == on_losses.tobytes() and off_losses[-1] < off_losses[0]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(off_params, on_params))
