@@ -623,7 +623,7 @@ def _probe(op: str, shapes: list, dtype: np.dtype, eps: float = 1.0) -> list[np.
     rng = np.random.default_rng(sum(map(len, shapes)) * 7919 + sum(int(np.prod(s)) for s in shapes))
     grad = op.endswith("grad_saved_internal")
     features = int(np.prod(shapes[2 if op == "layer_norm_grad_saved_internal" else 1]))
-    arrays = []
+    arrays: list[np.ndarray] = []
     for k, shape in enumerate(shapes):
         a = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2, shape) + (3.0 if k == 0 else 0.0)
         if grad and k == 1:  # rstd
