@@ -526,7 +526,7 @@ def _probe_types(op: str, types: list) -> list:
         rows = max(2, min(x.shape[0], PROBE_ELEMENTS // x.shape[1]))
         return [TensorType(t.dtype, (rows,) + t.shape[1:]) if t.rank == 2 else t for t in types]
     w = types[2] if op == "layer_norm_grad_saved_internal" else types[1]
-    rows = max(1, min(x.size // w.size, PROBE_ELEMENTS // w.size))
+    rows = min(x.size // w.size, max(2, PROBE_ELEMENTS // w.size))  # (two at least: the -0.0 row of _probe)
     full, per_row = TensorType(x.dtype, (rows, *w.shape)), TensorType(x.dtype, (rows,))
     if op == "layer_norm_train_internal":
         return [full, w, types[2]]

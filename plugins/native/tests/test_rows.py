@@ -406,3 +406,12 @@ def test_a_training_loop_gives_the_same_bits_with_frame_native_on_and_off(dtype,
     (off_losses, off_params), (on_losses, on_params) = runs
     assert off_losses.tobytes() == on_losses.tobytes() and off_losses[-1] < off_losses[0]
     assert all(a.tobytes() == b.tobytes() for a, b in zip(off_params, on_params))
+
+
+def test_the_check_of_a_large_node_of_long_rows_keeps_two_rows(monkeypatch):
+    # the second row is the one of -0.0 (_probe); one row would leave the signed zeros unchecked
+    monkeypatch.setattr(rows, "PROBE_ELEMENTS", 40)
+    types = [fc.TensorType("f32", s) for s in ((5, 64), (64,), (64,))]
+    assert [t.shape for t in rows._probe_types("layer_norm_train_internal", types)] == [(2, 64), (64,), (64,)]
+    types = [fc.TensorType("f32", s) for s in ((64,), (64,), (64,))]  # one row: nothing to add
+    assert [t.shape for t in rows._probe_types("layer_norm_train_internal", types)] == [(1, 64), (64,), (64,)]
