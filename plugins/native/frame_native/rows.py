@@ -561,10 +561,9 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
                 def install(_: Any, fn: _Native | None, how: str) -> None:
                     _collect(tier, op, plans, check, attrs, probe_types, done, key, fn, how, numpy_kernel)
                 return jit.submit(lambda: plan, install)
-            queued = [job(k, p) for k, p in enumerate(every)]
-            if all(queued):
-                tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
-            else:
+            # queued before the jobs go: the compiler thread may install the kernel before submit returns
+            tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
+            if not all([job(k, p) for k, p in enumerate(every)]):
                 tier.state = "off"
 
         def counting(*xs: np.ndarray) -> Any:

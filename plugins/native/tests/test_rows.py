@@ -415,3 +415,23 @@ def test_the_check_of_a_large_node_of_long_rows_keeps_two_rows(monkeypatch):
     assert [t.shape for t in rows._probe_types("layer_norm_train_internal", types)] == [(2, 64), (64,), (64,)]
     types = [fc.TensorType("f32", s) for s in ((64,), (64,), (64,))]  # one row: nothing to add
     assert [t.shape for t in rows._probe_types("layer_norm_train_internal", types)] == [(1, 64), (64,), (64,)]
+
+
+def test_a_compile_that_finishes_before_submit_returns_leaves_the_tier_native(monkeypatch):
+    # the compiler thread may install a kernel (from the disk cache, or one already loaded) before the calling
+    # thread gets the GIL back: the tier must not then be marked queued over the native state
+    from frame_native import jit
+
+    real_submit = jit.submit
+
+    def submit_then_finish(make_plan, install):  # noqa: ANN001, ANN202
+        queued = real_submit(make_plan, install)
+        assert jit.wait(60)
+        return queued
+    monkeypatch.setattr(jit, "submit", submit_then_finish)
+    for exe in (_training((3, 20), 1, np.float32), _batch_training((4, 10), np.float64)):
+        shapes = [(3, 20), (20,), (20,), (3, 20)] if exe.graph.inputs[0].type.shape == (3, 20) else \
+            [(4, 10), (10,), (10,), (10,), (10,), (4, 10)]
+        exe.run([np.random.default_rng(0).standard_normal(s).astype(exe.graph.inputs[0].type.dtype.np)
+                 for s in shapes])
+        assert frame_native.tier_of(exe) == ["native", "native"]
