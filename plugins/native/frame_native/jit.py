@@ -455,7 +455,8 @@ def _write_cached(path: str, obj: bytes) -> None:
             f.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
         os.replace(tmp, path)  # readers see the old file or the whole new one
     except OSError as exc:
-        note(f"cannot write to the kernel cache ({exc.strerror or exc})", then="the kernels are compiled afresh in each process")
+        note(f"cannot write to the kernel cache ({exc.strerror or exc})",
+             then="the kernels run, compiled afresh in each process")
         return
     _prune(folder)
 

@@ -390,7 +390,8 @@ def test_a_training_loop_gives_the_same_bits_with_frame_native_on_and_off(dtype,
     x, t = rng.standard_normal((32, 12)).astype(dtype), rng.standard_normal((32, 1)).astype(dtype)
     params = {"w1": (rng.standard_normal((12, 24)) * 0.3).astype(dtype), "g1": np.ones(24, dtype),
               "b1": np.zeros(24, dtype), "g2": np.ones(24, dtype), "b2": np.zeros(24, dtype),
-              "rm": np.zeros(24, dtype), "rv": np.ones(24, dtype), "w2": (rng.standard_normal((24, 1)) * 0.3).astype(dtype)}
+              "rm": np.zeros(24, dtype), "rv": np.ones(24, dtype),
+              "w2": (rng.standard_normal((24, 1)) * 0.3).astype(dtype)}
     runs = []
     for native in ("0", "1"):
         monkeypatch.setenv("FRAME_NATIVE", native)
