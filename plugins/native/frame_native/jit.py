@@ -101,9 +101,11 @@ _loaded: dict[str, tuple[Any, str]] = {}  # cache key -> (ctypes function, how):
 NOTE_CHARS = 300
 
 
-def note(reason: str) -> None:
-    """Say once per process why something stays on numpy (a one-line warning on the ``frame_native`` logger).
-    A multi-line reason (LLVM's errors quote the IR with a caret line) is folded to one line and shortened."""
+def note(reason: str, then: str | None = "those fused groups run on numpy") -> None:
+    """Say once per process why something stays on numpy (a one-line warning on the ``frame_native`` logger,
+    ``reason; then``; ``then=None`` when the reason says what happens instead, as a refused cache entry that is
+    compiled afresh). A multi-line reason (LLVM's errors quote the IR with a caret line) is folded to one line
+    and shortened."""
     reason = " ".join(reason.split())
     if len(reason) > NOTE_CHARS:
         reason = reason[:NOTE_CHARS - 3] + "..."
@@ -114,7 +116,7 @@ def note(reason: str) -> None:
         _state.notes.append(reason)
     import logging
 
-    logging.getLogger("frame_native").warning("frame-native: %s; those fused groups run on numpy", reason)
+    logging.getLogger("frame_native").warning("frame-native: %s%s", reason, f"; {then}" if then else "")
 
 
 def _disable(reason: str) -> None:
@@ -379,7 +381,7 @@ def _compile(s: _State, plan: Plan) -> tuple[Callable[..., Any] | None, str]:
             if problem is None:
                 _write_cached(path, obj)
             else:  # the cache would refuse it: keep the code, note why it is not cached
-                note(f"a compiled kernel is not cached: its object fails the cache's check ({problem})")
+                note(f"a compiled kernel is not cached: its object fails the cache's check ({problem})", then=None)
             how = "compiled"
             s.compiled += 1
         else:
@@ -438,7 +440,7 @@ def _read_cached(path: str, symbol: str) -> bytes | None:
 
 
 def _refused(path: str, why: str) -> None:
-    note(f"the kernel cache entry {os.path.basename(path)} is not used ({why}); it is compiled afresh")
+    note(f"the kernel cache entry {os.path.basename(path)} is not used ({why}); it is compiled afresh", then=None)
     return None
 
 
@@ -453,7 +455,8 @@ def _write_cached(path: str, obj: bytes) -> None:
             f.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
         os.replace(tmp, path)  # readers see the old file or the whole new one
     except OSError as exc:
-        note(f"cannot write to the kernel cache ({exc.strerror or exc})")
+        note(f"cannot write to the kernel cache ({exc.strerror or exc})",
+             then="the kernels run, compiled afresh in each process")
         return
     _prune(folder)
 

@@ -18,7 +18,8 @@ Same bits. frame-ops-nn computes these ops in a fixed order (its
 of a contiguous row (fewer than 8 values: in turn from 0; up to 128: eight
 interleaved partial sums, combined as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) +
 (s6 + s7)), then the rest in turn; longer: the sums of the two halves, split
-at a multiple of 8 at or below the middle), a column sum adds the rows in turn
+at a multiple of 8 at or below the middle; the row's total is then added to 0,
+numpy's identity, so a row of -0.0 sums to +0.0), a column sum adds the rows in turn
 from 0, and every elementwise operation rounds once. The code below does
 exactly that (the 8 partial sums are one 8-lane vector; no fast-math flag, no
 fused multiply-add), so its results are the numpy kernel's bit for bit. Since
@@ -165,6 +166,12 @@ def _pairwise(t: str, a: int) -> list[str]:
     ]
 
 
+def _row_sum(t: str, name: str, row: str, features: int) -> list[str]:
+    """``%name = 0.0 + @pw(row, features)``: numpy adds a row's pairwise sum to the identity +0.0, so a row of
+    -0.0 sums to +0.0 (LLVM keeps the addition: without ``nsz`` it may not drop ``x + 0.0``)."""
+    return [f"  %{name}.pw = call {t} @pw(ptr {row}, i64 {features})", f"  %{name} = fadd {t} 0.0, %{name}.pw"]
+
+
 class _Loop:
     """Emits ``for j in 0..features`` over a row as a vector loop of 8 lanes and a scalar loop for the rest;
     ``body(L, tag, j, ty)`` writes one step (``ty`` the vector or scalar type, ``j`` the index)."""
@@ -204,7 +211,7 @@ def generate_rows(plan: RowPlan) -> str:
     a = plan.dtype.itemsize
     f = plan.features
     count = _literal(f, plan.dtype)
-    L = [f"; frame-native row kernels {CODEGEN_VERSION}-rows1 {plan.op}", f"declare {t} @llvm.sqrt.{suffix}({t})"]
+    L = [f"; frame-native row kernels {CODEGEN_VERSION}-rows2 {plan.op}", f"declare {t} @llvm.sqrt.{suffix}({t})"]
     L += _pairwise(t, a)
     loop = _Loop(L, t, f)
 
@@ -236,7 +243,7 @@ def generate_rows(plan: RowPlan) -> str:
               "row:", "  %r = phi i64 [0, %go], [%rn, %next]", f"  %off = mul i64 %r, {f}",
               f"  %xr = getelementptr {t}, ptr %x, i64 %off", f"  %yr = getelementptr {t}, ptr %y, i64 %off",
               f"  %hr = getelementptr {t}, ptr %xh, i64 %off",
-              f"  %s = call {t} @pw(ptr %xr, i64 {f})", f"  %mean = fdiv {t} %s, {count}"]
+              *_row_sum(t, "s", "%xr", f), f"  %mean = fdiv {t} %s, {count}"]
         splat("meanv", "%mean")
 
         def centre(L: list[str], tag: str, j: str, ty: str, vec: bool) -> None:
@@ -246,7 +253,7 @@ def generate_rows(plan: RowPlan) -> str:
             L.append(f"  %{tag}q = fmul {ty} %{tag}c, %{tag}c")
             store(L, tag, "%yr", j, ty, "y", f"%{tag}q")
         loop("c", "centred", centre)
-        L += [f"  %vs = call {t} @pw(ptr %yr, i64 {f})", f"  %var = fdiv {t} %vs, {count}",
+        L += [*_row_sum(t, "vs", "%yr", f), f"  %var = fdiv {t} %vs, {count}",
               f"  %ve = fadd {t} %var, {_literal(plan.eps, plan.dtype)}", f"  %sd = call {t} @llvm.sqrt.{suffix}({t} %ve)",
               f"  %rstd = fdiv {t} 1.0, %sd", f"  %rsp = getelementptr {t}, ptr %rs, i64 %r",
               f"  store {t} %rstd, ptr %rsp, align {a}"]
@@ -292,8 +299,8 @@ def generate_rows(plan: RowPlan) -> str:
             L.append(f"  %{tag}tt = fmul {ty} %{tag}gg, {h}")
             store(L, tag, "%t", j, ty, "tt", f"%{tag}tt")
         loop("a", "summed", first)
-        L += [f"  %sg = call {t} @pw(ptr %xr, i64 {f})", f"  %mg = fdiv {t} %sg, {count}",
-              f"  %st = call {t} @pw(ptr %t, i64 {f})", f"  %mgx = fdiv {t} %st, {count}",
+        L += [*_row_sum(t, "sg", "%xr", f), f"  %mg = fdiv {t} %sg, {count}",
+              *_row_sum(t, "st", "%t", f), f"  %mgx = fdiv {t} %st, {count}",
               f"  %rsp = getelementptr {t}, ptr %rs, i64 %r", f"  %rstd = load {t}, ptr %rsp, align {a}"]
         for name in ("mg", "mgx", "rstd"):
             splat(name + "v", "%" + name)
@@ -519,7 +526,7 @@ def _probe_types(op: str, types: list) -> list:
         rows = max(2, min(x.shape[0], PROBE_ELEMENTS // x.shape[1]))
         return [TensorType(t.dtype, (rows,) + t.shape[1:]) if t.rank == 2 else t for t in types]
     w = types[2] if op == "layer_norm_grad_saved_internal" else types[1]
-    rows = max(1, min(x.size // w.size, PROBE_ELEMENTS // w.size))
+    rows = min(x.size // w.size, max(2, PROBE_ELEMENTS // w.size))  # (two at least: the -0.0 row of _probe)
     full, per_row = TensorType(x.dtype, (rows, *w.shape)), TensorType(x.dtype, (rows,))
     if op == "layer_norm_train_internal":
         return [full, w, types[2]]
@@ -554,10 +561,9 @@ def _build_row_kernel(op: str) -> Callable[[NodeContext], Callable[..., Any]]:
                 def install(_: Any, fn: _Native | None, how: str) -> None:
                     _collect(tier, op, plans, check, attrs, probe_types, done, key, fn, how, numpy_kernel)
                 return jit.submit(lambda: plan, install)
-            queued = [job(k, p) for k, p in enumerate(every)]
-            if all(queued):
-                tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
-            else:
+            # queued before the jobs go: the compiler thread may install the kernel before submit returns
+            tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
+            if not all([job(k, p) for k, p in enumerate(every)]):
                 tier.state = "off"
 
         def counting(*xs: np.ndarray) -> Any:
@@ -604,33 +610,53 @@ def _collect(tier: Tier, op: str, plans: list, check: tuple | None, attrs: dict,
         checked, reference = _assemble(op, check[0], fns[len(plans):], attrs), check[1]()
     how = "compiled" if any(done[k][1] == "compiled" for k in range(len(plans))) else "cache"
     _install(tier, op, compiled, how, numpy_kernel, [t.shape for t in probe_types], plans[0].dtype,
-             checked=checked, reference=reference)
+             checked=checked, reference=reference, eps=attrs.get("eps", 1.0))
 
 
-def _probe(op: str, shapes: list, dtype: np.dtype) -> list[np.ndarray]:
-    """Random inputs of the node's types: values spread over several orders of magnitude, rstd positive."""
+def _probe(op: str, shapes: list, dtype: np.dtype, eps: float = 1.0) -> list[np.ndarray]:
+    """Random inputs of the node's types: values spread over several orders of magnitude, rstd positive; and,
+    where there are at least two, a last row (layer_norm) or column (batch_norm) whose sums are of -0.0 alone
+    (x; or gy w and gy w xhat), which only a sum that starts from numpy's +0.0 gets right (x's only when
+    ``eps``, rounded to the dtype, is positive: a row of zero variance and no eps would make NaNs, whose payloads
+    the check should not compare)."""
     rng = np.random.default_rng(sum(map(len, shapes)) * 7919 + sum(int(np.prod(s)) for s in shapes))
-    arrays = []
+    grad = op.endswith("grad_saved_internal")
+    features = int(np.prod(shapes[2 if op == "layer_norm_grad_saved_internal" else 1]))
+    arrays: list[np.ndarray] = []
     for k, shape in enumerate(shapes):
         a = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2, shape) + (3.0 if k == 0 else 0.0)
-        if op.endswith("grad_saved_internal") and k == 1:  # rstd
+        if grad and k == 1:  # rstd
             a = np.abs(a) + 0.1
-        arrays.append(np.array(a, dtype))  # (C-contiguous; a 0-d rstd stays 0-d)
+        a = np.array(a, dtype)  # (C-contiguous; a 0-d rstd stays 0-d)
+        if k == 0 or grad and k == 3:  # x (xhat, xc) and gy
+            lines = a.reshape(-1, features) if op in _BATCH else a.reshape(-1, features).T
+            if lines.shape[1] < 2 or not grad and not dtype.type(eps) > 0:
+                pass
+            elif not grad:
+                lines[:, -1] = -0.0
+            elif k == 0:  # xhat (xc) positive, gy of the sign that makes gy w and gy w xhat all -0.0
+                lines[:, -1] = np.abs(lines[:, -1])
+            else:
+                w = arrays[2].reshape(-1)
+                lines[:, -1] = np.copysign(0.0, -(w[-1] if op in _BATCH else w))
+        arrays.append(a)
     return arrays
 
 
 def _install(tier: Tier, op: str, compiled: _Native, how: str, numpy_kernel: _Native, shapes: list,
-             dtype: np.dtype, checked: _Native | None = None, reference: _Native | None = None) -> None:
+             dtype: np.dtype, checked: _Native | None = None, reference: _Native | None = None,
+             eps: float = 1.0) -> None:
     """On the compiler thread: check the compiled kernel against numpy's on random data of ``shapes`` (the
     node's, or fewer rows of it with ``checked`` and ``reference`` compiled and built for those), then put it
     in the slot (or record why not)."""
-    xs = _probe(op, shapes, dtype)
+    xs = _probe(op, shapes, dtype, eps)
     want, got = (reference or numpy_kernel)(*xs), (checked or compiled)(*xs)
     if got is None or any(np.asarray(g).tobytes() != np.asarray(w).tobytes() for g, w in zip(got, want)):
         from . import jit
 
         jit.note(f"a compiled {op} kernel does not give numpy's bits on this numpy {np.__version__} "
-                 "(its summation order differs from the one the kernels reproduce)")
+                 "(its summation order differs from the one the kernels reproduce)",
+                 then="that normalisation runs on numpy")
         tier.state = "failed"
         return
 

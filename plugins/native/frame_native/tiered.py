@@ -81,10 +81,10 @@ def build_tiered_kernel(ctx: NodeContext) -> Callable[..., Any]:
         from .codegen import plan_body
 
         tier.slot[0] = numpy_kernel
-        if jit.submit(lambda: plan_body(body, packs), lambda plan, fn, how: _install(tier, plan, fn, how,
-                                                                                     numpy_kernel, n)):
-            tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
-        else:
+        # queued before the job goes: the compiler thread may install the kernel before submit returns
+        tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
+        if not jit.submit(lambda: plan_body(body, packs), lambda plan, fn, how: _install(tier, plan, fn, how,
+                                                                                         numpy_kernel, n)):
             tier.state = "off"
 
     namespace: dict[str, Any] = {"_count": count, "_after": after, "_promote": promote, "_numpy": numpy_kernel,

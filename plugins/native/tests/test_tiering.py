@@ -697,3 +697,18 @@ def test_a_child_forked_while_the_compiler_holds_its_locks_does_not_hang():
         holder.join()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_compile_that_finishes_before_submit_returns_leaves_the_group_native(monkeypatch):
+    """The compiler thread may install a kernel (one loaded already, or from the disk cache) before the calling
+    thread gets the GIL back: the group was then marked queued over its native state, for good."""
+    real_submit = jit.submit
+
+    def submit_then_finish(make_plan, install):  # noqa: ANN001, ANN202
+        queued = real_submit(make_plan, install)
+        assert jit.wait(60)
+        return queued
+    monkeypatch.setattr(jit, "submit", submit_then_finish)
+    exe = fc.compile(fc.trace(chain(6, 8, seed=77), "f32[8]"), cache=False)
+    exe.run([np.ones(8, np.float32)])
+    assert frame_native.tier_of(exe) == ["native"]

@@ -60,7 +60,16 @@ def _empty_safe(build: Callable[[NodeContext], Callable]) -> Callable[[NodeConte
     return builder
 
 
-_EPS = AttrSpec("float", 1e-5, "added to the variance before the square root")
+_EPS = AttrSpec("float", 1e-5, "added to the variance before the square root; finite, >= 0")
+
+
+def _check_eps(ctx: NodeContext) -> None:
+    """A negative or NaN eps would turn rows of small variance into NaN, an infinite one every row into the bias:
+    refused by name (torch takes any float)."""
+    eps = ctx.attrs.get("eps", 0.0)
+    if not 0.0 <= eps < float("inf"):
+        raise ctx.error(f"eps must be a finite number >= 0, got {eps}; the usual values are 1e-5 (the default) to "
+                        "1e-3")
 
 
 def _normalize_rows(x: np.ndarray, eps: float, out: np.ndarray | None = None,
@@ -170,6 +179,7 @@ def _layer_axes(ctx: NodeContext) -> list[int]:
                         f"{list(x.shape[-1:])}; got x {x}")
     if b != w:
         raise ctx.error(f"bias must have weight's type {w}, got {b}")
+    _check_eps(ctx)
     return list(range(x.rank - k, x.rank))
 
 
@@ -425,6 +435,7 @@ def _batch_layout(ctx: NodeContext) -> tuple[list[int], int, tuple[int, ...]]:
     momentum = ctx.attrs["momentum"]
     if not 0.0 <= momentum <= 1.0:
         raise ctx.error(f"momentum must lie in [0, 1], got {momentum}")
+    _check_eps(ctx)
     axes = [0, *range(2, x.rank)]
     count = _per_channel(x)
     if ctx.attrs["training"] and count < 2:
@@ -734,6 +745,7 @@ def _group_layout(ctx: NodeContext) -> tuple[int, list[int], tuple[int, ...]]:
         raise ctx.error(f"num_groups = {groups} must be >= 1 and divide the {c} channels of x {x}")
     if w.shape != (c,) or b.shape != (c,):
         raise ctx.error(f"weight and bias must be [C] = [{c}], got {w} and {b}")
+    _check_eps(ctx)
     return groups, [0, *range(2, x.rank)], (1, c) + (1,) * (x.rank - 2)
 
 

@@ -101,6 +101,13 @@ def test_nan_stays_in_its_normalisation_group():
      "running_mean must be [C] = [3]"),
     (lambda: fc.trace(lambda *t: ops.batch_norm(*t, momentum=1.5), "f32[4, 3]", *["f32[3]"] * 4),
      "momentum must lie in [0, 1], got 1.5"),
+    (lambda: fc.trace(lambda a, c, d: ops.layer_norm(a, c, d, eps=-1e-3), "f32[2, 4]", "f32[4]", "f32[4]"),
+     "eps must be a finite number >= 0, got -0.001"),
+    (lambda: fc.trace(lambda *t: ops.batch_norm(*t, eps=float("nan")), "f32[4, 3]", *["f32[3]"] * 4),
+     "eps must be a finite number >= 0, got nan"),
+    (lambda: fc.trace(lambda a, c, d: ops.group_norm(a, c, d, num_groups=2, eps=float("inf")), "f32[2, 4, 5]",
+                      "f32[4]", "f32[4]"),
+     "eps must be a finite number >= 0, got inf"),
 ])
 def test_bad_norm_input_is_a_named_shape_error(build, message):
     with pytest.raises(fc.ShapeError) as info:
