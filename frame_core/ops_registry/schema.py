@@ -121,17 +121,24 @@ class AttrSpec:
     ``default=None`` makes the attribute optional with value ``None``. A kind
     may join several kinds with ``|`` (``"str|ints"``: a padding mode or pad
     sizes); a value takes the first kind it fits, in the order written.
+
+    A caller's ``None`` means the default, except when ``none_refused`` is
+    given: then ``None`` is refused with that explanation. For an attribute
+    where ``None`` means something else in a library users know (torch's
+    ``momentum=None`` is a cumulative average), taking the default would be
+    a silent wrong answer.
     """
 
-    __slots__ = ("kind", "default", "doc")
+    __slots__ = ("kind", "default", "doc", "none_refused")
 
-    def __init__(self, kind: str, default: Any = REQUIRED, doc: str = "") -> None:
+    def __init__(self, kind: str, default: Any = REQUIRED, doc: str = "", none_refused: str | None = None) -> None:
         if not isinstance(kind, str) or any(k not in ATTR_KINDS for k in kind.split("|")):
             raise RegistrationError(f"unknown attribute kind {kind!r}; expected one of {', '.join(ATTR_KINDS)} "
                                     "(or several joined with '|')")
         self.kind = kind
         self.default = default if default is REQUIRED or default is None else normalize_attr(kind, default, "default")
         self.doc = doc
+        self.none_refused = none_refused
 
     @property
     def required(self) -> bool:
@@ -756,6 +763,8 @@ class OpSchema:
         for key, spec in specs.items():
             if key in attrs and attrs[key] is not None:
                 out[key] = normalize_attr(spec.kind, attrs[key], f"{self.name}: attribute {key!r}")
+            elif spec.none_refused is not None and key in attrs:
+                raise AttributeSpecError(f"{self.name}: attribute {key!r} cannot be None: {spec.none_refused}")
             elif spec.default is REQUIRED:
                 raise AttributeSpecError(f"{self.name}: attribute {key!r} ({spec.kind}) is required")
             else:

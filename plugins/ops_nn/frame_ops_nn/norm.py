@@ -597,7 +597,10 @@ BATCH_NORM = OpSchema(
     outputs=("y", "running_mean", "running_var"),
     attrs={"training": AttrSpec("bool", True, "normalise with the batch's statistics and update the running "
                                               "averages (true), or with the running statistics (false)"),
-           "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages"),
+           "momentum": AttrSpec("float", 0.1, "weight of the batch statistics in the running averages",
+                                none_refused="torch's momentum=None (a cumulative average of every batch) needs a "
+                                "count of the batches seen, which batch_norm does not keep; pass momentum=1/(k+1) "
+                                "at batch k (k from 0) for the same averages, or a number in [0, 1]"),
            "eps": _EPS},
     shape_infer=_batch_shape,
     kernels={"cpu": _batch_kernel},

@@ -235,3 +235,26 @@ def test_inference_batch_norm_of_an_empty_batch_returns_the_running_statistics_a
     assert y.shape == (0, 3, 2)
     np.testing.assert_array_equal(rm, [1, 2, 3])
     np.testing.assert_array_equal(rv, [4, 5, 6])
+
+
+def test_batch_norm_momentum_none_is_refused_and_one_over_k_plus_one_is_torchs_cumulative_average():
+    """torch's momentum=None is a cumulative average; frame refuses None (which elsewhere means the default)
+    rather than silently use 0.1, and the message's recipe gives torch's averages."""
+    from frame_core.errors import AttributeSpecError
+
+    with pytest.raises(AttributeSpecError, match=r"momentum.*cannot be None.*1/\(k\+1\)"):
+        fc.trace(lambda x, w, b: ops.batch_norm(x, w, b, np.zeros(3), np.ones(3), momentum=None)[1],
+                 "f64[4, 3]", "f64[3]", "f64[3]")
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    batches = [rng.standard_normal((6, 3)) * (k + 1) + k for k in range(4)]
+    w, b = np.ones(3), np.zeros(3)
+    rm, rv = np.zeros(3), np.ones(3)
+    bn = torch.nn.BatchNorm1d(3, momentum=None, dtype=torch.float64)
+    for k, x in enumerate(batches):
+        graph = fc.trace(lambda x, w, b, rm, rv, m=1.0 / (k + 1): ops.batch_norm(x, w, b, rm, rv, momentum=m),
+                         "f64[6, 3]", "f64[3]", "f64[3]", "f64[3]", "f64[3]")
+        _, rm, rv = fc.compile(graph).run([x, w, b, rm, rv])
+        bn(torch.from_numpy(x))
+    np.testing.assert_allclose(rm, bn.running_mean.numpy(), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(rv, bn.running_var.numpy(), rtol=1e-13, atol=1e-14)
