@@ -297,7 +297,9 @@ CONCAT = OpSchema(
     "concat",
     inputs=("xs",),
     variadic=True,
-    attrs={"axis": AttrSpec("int", 0, "the axis to join along (negative counts from the end)")},
+    attrs={"axis": AttrSpec("int", 0, "the axis to join along (negative counts from the end)",
+                            none_refused="numpy's concatenate(axis=None) joins the inputs flattened; give an "
+                            "axis, or reshape each input to one axis first")},
     shape_infer=_concat_shape,
     kernels={"cpu": lambda ctx: _joining_kernel(ctx, np.concatenate, _concat_axis(ctx, 0))},
     gradient=_concat_gradient,

@@ -103,7 +103,9 @@ LOGSUMEXP = OpSchema(
 
 
 # -- softmax / log_softmax --------------------------------------------------------------------------
-_AXIS = AttrSpec("int", -1, "the axis the probabilities sum over (negative counts from the end)")
+_AXIS = AttrSpec("int", -1, "the axis the probabilities sum over (negative counts from the end)",
+                 none_refused="axis=None means every element in scipy.special.softmax and an implicit axis in "
+                 "torch; give the axis (default -1), or reshape to one axis first for every element")
 
 
 def _softmax_shape(ctx: NodeContext) -> list[TensorType]:

@@ -79,7 +79,9 @@ def _gather_gradient(ctx: NodeContext):
         ops.scatter_add(gy, indices, axis=axis, size=table_t.shape[axis]), None])
 
 
-_AXIS = AttrSpec("int", 0, "the axis of the table (of the output, for scatter_add) that the indices address")
+_AXIS = AttrSpec("int", 0, "the axis of the table (of the output, for scatter_add) that the indices address",
+                 none_refused="numpy's np.take(axis=None) reads the table flattened; give an axis, or reshape the "
+                 "table to one axis first (ops.reshape(x, shape=[-1]))")
 
 GATHER = OpSchema(
     "gather",
