@@ -94,7 +94,7 @@ def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> 
         if y.type.dtype.is_float:
             _accumulate(vjp, seeds, y, gy, reg)
     sources = {vjp.inputs[i] for i in positions if vjp.inputs[i].type.dtype.is_float}
-    grads = _backpropagate(vjp, seeds, sources, reg, f"{label} " if label else "")
+    grads = _backpropagate(vjp, seeds, sources, reg, f"{label} " if label else "", mark=True)
     result = []
     for i in positions:
         x = vjp.inputs[i]
