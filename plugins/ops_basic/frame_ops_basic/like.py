@@ -81,11 +81,11 @@ def _decomposition(ctx: NodeContext) -> Graph:
 
 
 def _like(name: str, inputs: tuple[str, ...], lower: Callable, gradient: Callable, doc: str,
-          examples: list[Example], attrs: dict[str, AttrSpec] | None = None) -> OpSchema:
+          examples: list[Example], attrs: dict[str, AttrSpec] | None = None, view: bool = False) -> OpSchema:
     _LOWER[name] = lower
     return OpSchema(name, inputs=inputs, attrs=attrs or {}, shape_infer=_infer, kernels={"cpu": _kernel},
                     gradient=gradient, decomposition=_decomposition, nondiff_inputs=(len(inputs) - 1,),
-                    traits=("any_shape_gradient",), doc=doc, examples=examples)
+                    traits=("any_shape_gradient",) + (("view",) if view else ()), doc=doc, examples=examples)
 
 
 _LOWER: dict[str, Callable] = {}
@@ -141,7 +141,7 @@ RESHAPE_LIKE = _like(
     _same_shape_or(shape.RESHAPE, "shape"),
     lambda ctx: ctx.grad_graph(lambda g, x, y, gy: [ops.reshape_like_internal(gy, g), None]),
     "g's elements in x's shape (x read for its shape only): the gradient of reshape at any input size.",
-    [Example(["f32[2, 6]", "f32[3, 4]"]), Example(["f64[12]", "f64[2, 3, 2]"])],
+    [Example(["f32[2, 6]", "f32[3, 4]"]), Example(["f64[12]", "f64[2, 3, 2]"])], view=True,
 )
 
 MATMUL_GRAD_LHS_LIKE = _like(
