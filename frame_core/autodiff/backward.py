@@ -299,7 +299,12 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
             f"no gradient:\n  " + "\n  ".join(exc.paths), exc.paths) from None
     for i in wrt:
         x = graph.inputs[i]
-        graph.mark_output(grads.get(x) or graph.zeros(x.type))
+        gx = grads.get(x)
+        if gx is None:  # a constant of the traced shape: refused at another shape rather than of the wrong one
+            gx = graph.zeros(x.type)
+            mark_traced_sizes(graph, f"the loss does not depend on input {x.name or i}, whose gradient is zeros of "
+                                     "its traced shape")
+        graph.mark_output(gx)
     # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
     _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
@@ -373,6 +378,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             if all(g is None for g in gys):
                 continue
             seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, outs)]
+            if mark and None in gys:
+                mark_traced_sizes(graph, f"an unused output of {node.op} has a zero gradient of its traced shape")
         schema = reg.schemas[node.op]
         in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs

@@ -34,7 +34,7 @@ import numpy as np
 from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import GradientError
-from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
+from ..ir.graph import mark_traced_sizes, Graph, Node, Value, _copy_nodes, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .._args import refuse_unordered
 from ..ir.verify import check_graph
@@ -99,7 +99,10 @@ def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> 
     for i in positions:
         x = vjp.inputs[i]
         g = grads.get(x) if x.type.dtype.is_float else None
-        result.append(g if g is not None else vjp.zeros(x.type))
+        if g is None:  # zeros of the traced shape: refused at another shape rather than of the wrong one
+            g = vjp.zeros(x.type)
+            mark_traced_sizes(vjp, f"input {x.name or i} gets zeros of its traced shape as its gradient")
+        result.append(g)
     vjp.outputs = outputs  # the forward outputs, for the caller that splits
     return vjp, cotangents, result
 

@@ -141,7 +141,8 @@ RESHAPE_LIKE = _like(
     _same_shape_or(shape.RESHAPE, "shape"),
     lambda ctx: ctx.grad_graph(lambda g, x, y, gy: [ops.reshape_like_internal(gy, g), None]),
     "g's elements in x's shape (x read for its shape only): the gradient of reshape at any input size.",
-    [Example(["f32[2, 6]", "f32[3, 4]"]), Example(["f64[12]", "f64[2, 3, 2]"])], view=True,
+    [Example(["f32[2, 6]", "f32[3, 4]"]), Example(["f64[4, 6]", "f64[4, 2, 3]"], note="a batch axis kept")],
+    view=True,
 )
 
 MATMUL_GRAD_LHS_LIKE = _like(

@@ -172,8 +172,9 @@ SQUEEZE = OpSchema(
                                           "size-1 axes")},
     shape_infer=_squeeze_shape,
     kernels={"cpu": _squeeze_kernel},
-    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.expand_dims(gy, axes=_squeezed(ctx))),
-    traits=("view",),  # squeeze() of every size-1 axis: which axes those are depends on the shape
+    # gx = gy in x's shape, read at run time: squeeze() of every size-1 axis drops other axes at other sizes
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.reshape_like_internal(gy, x)),
+    traits=("view", "any_shape_gradient"),
     doc="x without the size-1 axes listed in `axes` (every size-1 axis when omitted), as numpy.squeeze.",
     examples=[Example(["f32[3, 1, 4]"], {"axes": [1]}), Example(["f32[1, 3, 1]"]),
               Example(["f64[1, 1]"], {"axes": [-1, 0]}), Example(["f32[2, 3]"], note="nothing to remove")],
