@@ -145,6 +145,8 @@ def _ce_gradient(ctx: NodeContext):
 
     def grad(logits, labels, y, gy):
         target = ops.one_hot(labels, depth=logits_t.shape[-1], dtype=logits_t.dtype)
+        # the class count is traced: at another one, logits' shape refuses it (rather than broadcast against it)
+        target = ops.reshape_like_internal(target, logits)
         scale = ops.inverse_count_internal(labels, dtype=logits_t.dtype)  # 1/N, N read from the labels' shape
         return [(ops.softmax(logits, axis=-1) - target) * (gy * scale), None]
     return ctx.grad_graph(grad)
