@@ -215,6 +215,7 @@ _LOWER["inverse_count_internal"] = _inverse_count
 SCHEMAS = [SUM_GRAD_LIKE, REDUCE_LIKE, BROADCAST_LIKE, RESHAPE_LIKE, MATMUL_GRAD_LHS_LIKE, MATMUL_GRAD_RHS_LIKE,
            SLICE_GRAD_LIKE, INVERSE_COUNT]
 _SCHEMA = {s.name: s for s in SCHEMAS}
+_PLAIN: set[str] = set()  # ops seen to be neither like ops nor able to carry bodies (names are registry keys)
 
 
 # -- the pass -------------------------------------------------------------------------------------------------
@@ -228,13 +229,21 @@ def _carries_graph(node: Node) -> bool:
 
 def _bind(graph: Graph, ctx: Any) -> Graph:
     """``graph`` with every ``*_like_internal`` node (bodies included) replaced by its attribute form."""
-    if not any(_short(n.op) in _SCHEMA or _carries_graph(n) for n in graph.nodes):
+    kinds: dict[str, Any] = {}  # op -> its like schema, True for an op that may carry bodies, None otherwise
+    for op in {n.op for n in graph.nodes}:
+        schema = _SCHEMA.get(_short(op))
+        kinds[op] = schema if schema is not None else True if op not in _PLAIN else None
+    if not any(kinds.values()):
         return graph
     rw = Rewriter(graph, ctx)
+    lowered: dict[tuple, Any] = {}  # (op, input types, attrs) -> its lowering: one per kind of node
+    read, alias, append = rw.read, rw.alias, rw.new.nodes.append
     for node in graph.nodes:
-        name = _short(node.op)
-        schema = _SCHEMA.get(name)
+        schema = kinds[node.op]
         if schema is None:
+            rw.copy(node)
+            continue
+        if schema is True:
             if _carries_graph(node):
                 attrs = {k: (_bind(a, None) if type(a) is Graph else a) for k, a in node.attrs.items()}
                 if any(attrs[k] is not a for k, a in node.attrs.items()):
@@ -242,25 +251,37 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
                     continue
             rw.copy(node)
             continue
-        ins = rw.read(node.inputs)
-        low = _lowering(schema, tuple(v.type for v in node.inputs), schema.normalize_attrs(node.attrs))
-        if isinstance(low, int):
-            rw.alias(node.outputs[0], ins[low])
-            continue
-        if isinstance(low, np.ndarray):
-            rw.alias(node.outputs[0], rw.new.constant(low))
-            continue
-        target, used, attrs = low
-        prefix = node.op[:len(node.op) - len(name)]  # a qualified name stays qualified
-        made = Node(prefix + target.name, tuple(ins[i] for i in used), target.normalize_attrs(attrs))
+        ins = read(node.inputs)
+        types = tuple([v.type for v in node.inputs])
+        key = (node.op, types, tuple(node.attrs.items()))
+        low = lowered.get(key)
+        if low is None:
+            low = _lowering(schema, types, schema.normalize_attrs(node.attrs))
+            if isinstance(low, tuple):
+                target, used, attrs = low
+                prefix = node.op[:len(node.op) - len(schema.name)]  # a qualified name stays qualified
+                low = (prefix + target.name, used, target.normalize_attrs(attrs))
+            lowered[key] = low
         old = node.outputs[0]
-        made.outputs = (Value(old.type, made, 0, old.name),)
-        rw.new.nodes.append(made)
-        rw.alias(old, made.outputs[0])
+        if isinstance(low, int):
+            alias(old, ins[low])
+        elif isinstance(low, np.ndarray):
+            alias(old, rw.new.constant(low))
+        else:
+            op, used, attrs = low
+            made = Node(op, tuple([ins[i] for i in used]), dict(attrs))
+            made.outputs = (Value(old.type, made, 0, old.name),)
+            append(made)
+            alias(old, made.outputs[0])
     return rw.finish()
 
 
 def bind_shapes(graph: Graph, ctx: Any) -> Graph:
+    schemas = ctx.registry.schemas
+    for op in ctx.ops(graph):  # (memoised) ops that can carry no body and are no like op: nothing to look at
+        if op not in _PLAIN and _short(op) not in _SCHEMA and op in schemas and \
+                not any("graph" in spec.kind for spec in schemas[op].attrs.values()):
+            _PLAIN.add(op)
     shaped = _bind(graph, ctx)
     if shaped is not graph:
         ctx.note("bind_shapes", "gradient ops given the compiled shapes as attributes")
