@@ -112,6 +112,8 @@ TRAITS = {
     "view": "the kernel may return a view of its first input (outputs are copied before leaving run)",
     "accepts_out": "the built kernel takes a trailing out= array (see the module docstring)",
     "broadcasting": "binary op following numpy broadcasting; gradients reduce back to each input's shape",
+    "shape_operand": "the last input is read for its type only; the DecomposeFn writes that shape down as an "
+                     "attribute (a control-flow body's gradient uses that form, so its forward saves nothing for it)",
     "any_shape_gradient": "the GradientFn holds no traced size (no shape attribute, no 1/N constant): a training "
                           "graph re-specialised for new input shapes differentiates correctly at them",
 }

@@ -85,7 +85,8 @@ def _like(name: str, inputs: tuple[str, ...], lower: Callable, gradient: Callabl
     _LOWER[name] = lower
     return OpSchema(name, inputs=inputs, attrs=attrs or {}, shape_infer=_infer, kernels={"cpu": _kernel},
                     gradient=gradient, decomposition=_decomposition, nondiff_inputs=(len(inputs) - 1,),
-                    traits=("any_shape_gradient",) + (("view",) if view else ()), doc=doc, examples=examples)
+                    traits=("any_shape_gradient", "shape_operand") + (("view",) if view else ()), doc=doc,
+                    examples=examples)
 
 
 _LOWER: dict[str, Callable] = {}
@@ -204,7 +205,7 @@ INVERSE_COUNT = OpSchema(
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),  # a function of x's shape only
     decomposition=_decomposition,
     nondiff_inputs=(0,),
-    traits=("any_shape_gradient",),
+    traits=("any_shape_gradient", "shape_operand"),
     doc="numerator / (the number of elements of x over axes), a scalar of dtype, x read for its shape only: a "
         "mean's 1/N in a gradient that stays right at any input size.",
     examples=[Example(["f32[3, 4]"], {"axes": [0], "dtype": "f32"}),
