@@ -202,9 +202,8 @@ INVERSE_COUNT = OpSchema(
            "dtype": AttrSpec("dtype", doc="the dtype of the result")},
     shape_infer=_infer,
     kernels={"cpu": _kernel},
-    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),  # a function of x's shape only
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),  # a function of x's shape only: zero
     decomposition=_decomposition,
-    nondiff_inputs=(0,),
     traits=("any_shape_gradient", "shape_operand"),
     doc="numerator / (the number of elements of x over axes), a scalar of dtype, x read for its shape only: a "
         "mean's 1/N in a gradient that stays right at any input size.",
