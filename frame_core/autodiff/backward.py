@@ -38,7 +38,7 @@ from .._gc import gc_paused, made
 from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, mark_traced_sizes
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
@@ -291,14 +291,19 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     loss = graph.outputs[loss_output_index]
     seeds = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
     try:
-        grads = _backpropagate(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "")
+        grads = _backpropagate(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "", mark=True)
     except MissingGradientError as exc:
         raise MissingGradientError(
             f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
             f"no gradient:\n  " + "\n  ".join(exc.paths), exc.paths) from None
     for i in wrt:
         x = graph.inputs[i]
-        graph.mark_output(grads.get(x) or graph.zeros(x.type))
+        gx = grads.get(x)
+        if gx is None:  # a constant of the traced shape: refused at another shape rather than of the wrong one
+            gx = graph.zeros(x.type)
+            mark_traced_sizes(graph, f"the loss does not depend on input {x.name or i}, whose gradient is zeros of "
+                                     "its traced shape")
+        graph.mark_output(gx)
     # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
     _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
@@ -335,10 +340,14 @@ def _drop_unneeded(graph: Graph, reg: Registry, first: int = 0) -> None:
 
 
 def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg: Registry,
-                   label: str) -> dict[Value, Value]:
+                   label: str, mark: bool = False) -> dict[Value, Value]:
     """Append to ``graph`` the reverse walk from ``seeds`` (value -> its cotangent) to ``sources``; return
-    the accumulated cotangent of every value that got one. ``label`` prefixes node paths in errors."""
+    the accumulated cotangent of every value that got one. ``label`` prefixes node paths in errors. With
+    ``mark``, a chain through an op whose GradientFn may hold traced sizes (no ``any_shape_gradient`` trait)
+    marks ``graph`` so that ``specialize`` refuses it rather than run it wrongly at another size."""
     chain = _chain(graph, set(seeds), sources, reg)
+    if mark:
+        _mark_sized_gradients(graph, chain, reg)
     schemas = reg.schemas
     without = {op for op in {n.op for n in chain} if op not in schemas or schemas[op].gradient is None}
     if without:
@@ -370,6 +379,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             if all(g is None for g in gys):
                 continue
             seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, outs)]
+            if mark and None in gys:
+                mark_traced_sizes(graph, f"an unused output of {node.op} has a zero gradient of its traced shape")
         schema = reg.schemas[node.op]
         in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs
@@ -416,6 +427,16 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                     accumulate = _Accumulator(graph, reg)
                 grads[x] = accumulate(previous, gx)
     return grads
+
+
+def _mark_sized_gradients(graph: Graph, chain: list[Node], reg: Registry) -> None:
+    fixed = sorted({n.op for n in chain if n.op in reg.schemas
+                    and "any_shape_gradient" not in reg.schemas[n.op].traits})
+    if fixed:
+        mark_traced_sizes(graph, f"the gradient{'s' if len(fixed) > 1 else ''} of {', '.join(fixed[:5])}"
+                                 f"{' ...' if len(fixed) > 5 else ''} may hold the traced sizes (no "
+                                 "any_shape_gradient trait); build the training graph again for the new shapes "
+                                 "(value_and_grad and frame-train's TrainStep do)")
 
 
 class _Accumulator:

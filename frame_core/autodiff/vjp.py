@@ -34,7 +34,7 @@ import numpy as np
 from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import GradientError
-from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph
+from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .._args import refuse_unordered
 from ..ir.verify import check_graph
@@ -94,14 +94,49 @@ def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> 
         if y.type.dtype.is_float:
             _accumulate(vjp, seeds, y, gy, reg)
     sources = {vjp.inputs[i] for i in positions if vjp.inputs[i].type.dtype.is_float}
-    grads = _backpropagate(vjp, seeds, sources, reg, f"{label} " if label else "")
+    grads = _backpropagate(vjp, seeds, sources, reg, f"{label} " if label else "", mark=True)
     result = []
     for i in positions:
         x = vjp.inputs[i]
         g = grads.get(x) if x.type.dtype.is_float else None
-        result.append(g if g is not None else vjp.zeros(x.type))
+        if g is None:  # zeros of the traced shape: refused at another shape rather than of the wrong one
+            g = vjp.zeros(x.type)
+            mark_traced_sizes(vjp, f"input {x.name or i} gets zeros of its traced shape as its gradient")
+        result.append(g)
     vjp.outputs = outputs  # the forward outputs, for the caller that splits
+    if label:  # a control-flow body: its forward would otherwise save, per step, values read for their shape only
+        result = _shapes_written_down(vjp, reg, result, first=len(graph.nodes))
     return vjp, cotangents, result
+
+
+def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first: int) -> list[Value]:
+    """Replace (in place, on a graph this module built) every node of an op with the ``shape_operand`` trait by its
+    DecomposeFn, which writes the shape it read from an operand down as an attribute; return ``values`` mapped.
+    Only nodes from position ``first`` on (the reverse walk's; the forward's stay as written) are replaced. A
+    body's shapes are fixed by its op's inputs, so nothing general is lost, and the graph is marked."""
+    from ..ops_registry.schema import NodeContext
+
+    found = {n for n in graph.nodes[first:] if "shape_operand" in getattr(reg.schemas.get(n.op), "traits", ())}
+    if not found:
+        return values
+    mark_traced_sizes(graph, "a control-flow body's gradient holds its traced shapes")
+    lowered: dict[Value, Value] = {}
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        if lowered:
+            node.inputs = tuple([lowered.get(v, v) for v in node.inputs])
+        schema = reg.schemas.get(node.op)
+        if node in found and schema.decomposition is not None:
+            scratch = Graph("lowered")
+            ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
+            outs = inline_graph(scratch, schema.decomposition(ctx), list(node.inputs))
+            nodes.extend(scratch.nodes)
+            lowered.update(zip(node.outputs, outs))
+            continue
+        nodes.append(node)
+    graph.nodes = nodes
+    graph.outputs = [lowered.get(v, v) for v in graph.outputs]
+    return [lowered.get(v, v) for v in values]
 
 
 def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: str = "",

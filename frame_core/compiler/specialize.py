@@ -114,15 +114,15 @@ def specialize(graph: Graph, input_types: Sequence[TensorType | str], *, registr
     _check_inputs(graph, types)
     if all(v.type is t for v, t in zip(graph.inputs, types)):
         return graph
-    from ..frontend.trace import reads_traced_shapes
+    from ..ir.graph import traced_sizes
 
     sizes, changes = _changed_dims(graph, types)
-    if reads_traced_shapes(graph):
-        raise ShapeError(f"graph {graph.name!r} cannot be re-specialised ({'; '.join(changes[:6])}): the function "
-                         "traced into it read a tensor's shape, size or len() (or the tool that built it, an "
-                         "importer say, marked it as holding traced sizes), so its traced sizes may be baked in "
-                         "as numbers. Use shape-free forms (-1 in reshapes, ops.mean rather than sum / x.shape[0], "
-                         "x[-1] and x[2:] rather than sizes) or trace the function again for these shapes")
+    reason = traced_sizes(graph)
+    if reason is not None:
+        raise ShapeError(f"graph {graph.name!r} cannot be re-specialised ({'; '.join(changes[:6])}): {reason}, so "
+                         "its traced sizes may be baked in as numbers. Use shape-free forms (-1 in reshapes, "
+                         "ops.mean rather than sum / x.shape[0], x[-1] and x[2:] rather than sizes) or trace the "
+                         "function again for these shapes")
     reg = registry if registry is not None else current_registry()
     try:
         return _specialize(graph, types, reg, sizes)

@@ -40,7 +40,7 @@ from .._gc import gc_paused, made
 from ..errors import IRError, RegistrationError, UnsizedTensorError, ValuelessTensorError
 from .._text import short_repr
 from ..ir.dtypes import as_dtype
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, Node, Value, mark_traced_sizes, traced_sizes
 from .. import _current_registry as _package_source
 from ..ir import schemas as _schemas
 from ..ir.schemas import default_source
@@ -62,7 +62,8 @@ def current_graph() -> Graph:
 
 # Graphs whose traced function read a tensor's shape, size or length: the traced sizes may be baked in as
 # numbers (``x.sum() / x.shape[0]``), so ``specialize`` refuses them (docs/design-parameters-and-shapes.md).
-_SHAPE_READ: "weakref.WeakSet[Graph]" = weakref.WeakSet()
+# The marks live beside the IR (``ir.graph.mark_traced_sizes``), so that copies and inlinings carry them.
+_READ = ("the function traced into it read a tensor's shape, size or len()")
 
 
 def shape_was_read(graph: Graph, depth: int = 2) -> None:
@@ -75,18 +76,20 @@ def shape_was_read(graph: Graph, depth: int = 2) -> None:
     """
     caller = sys._getframe(depth).f_globals.get("__name__", "")
     if not caller.startswith("frame_"):
-        _SHAPE_READ.add(graph)
+        mark_traced_sizes(graph, _READ)
 
 
-def holds_traced_sizes(graph: Graph) -> None:
+def holds_traced_sizes(graph: Graph, reason: str | None = None) -> None:
     """Record that ``graph`` holds traced sizes as numbers whoever built it (an importer that baked a size into
-    an attribute, say): ``specialize`` then refuses it, as it does a trace that read a shape."""
-    _SHAPE_READ.add(graph)
+    an attribute, say): ``specialize`` then refuses it, as it does a trace that read a shape. ``reason`` says
+    why, for the refusal's message."""
+    mark_traced_sizes(graph, reason or "the tool that built it marked it as holding traced sizes")
 
 
 def reads_traced_shapes(graph: Graph) -> bool:
-    """Whether tracing ``graph`` read a tensor's shape, size or length (see ``Tensor.shape``)."""
-    return graph in _SHAPE_READ
+    """Whether ``graph`` may hold traced sizes as numbers (its trace read a tensor's shape, size or length, or
+    ``holds_traced_sizes`` marked it); ``traced_sizes(graph)`` says why."""
+    return traced_sizes(graph) is not None
 
 
 class Tensor:

@@ -17,6 +17,7 @@ build a new one. ``clone_graph`` is the one copying routine every caller uses
 from __future__ import annotations
 
 import contextvars
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,8 @@ from ..errors import IRError
 from .schemas import SchemaSource, default_source
 from .types import TensorType, as_type
 
-__all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant"]
+__all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
+           "mark_traced_sizes", "traced_sizes"]
 
 #: Constants above this many elements are not inspected for their values (zero tests, folding rules).
 INSPECT_LIMIT = 1 << 16
@@ -367,7 +369,26 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
             raise IRError(f"output of graph {graph.name!r} is not defined in it; run verify() for details")
         clone.outputs.append(vmap[value])
     clone._output_names = dict(graph._output_names)
+    reason = traced_sizes(graph)
+    if reason is not None:
+        mark_traced_sizes(clone, reason)
     return clone
+
+
+# Graphs that may hold traced sizes as plain numbers (a function that read ``x.shape``, a gradient written for the
+# traced shapes), with the reason: ``specialize`` refuses them rather than give a silently wrong answer at another
+# size. A copy or an inlining carries the mark along (docs/design-parameters-and-shapes.md, section 2).
+_TRACED_SIZES: "weakref.WeakKeyDictionary[Graph, str]" = weakref.WeakKeyDictionary()
+
+
+def mark_traced_sizes(graph: Graph, reason: str) -> None:
+    """Record that ``graph`` may hold traced sizes as numbers, and why (the first reason given is kept)."""
+    _TRACED_SIZES.setdefault(graph, reason)
+
+
+def traced_sizes(graph: Graph) -> str | None:
+    """Why ``graph`` may hold traced sizes as numbers, or ``None`` when nothing marked it."""
+    return _TRACED_SIZES.get(graph) if _TRACED_SIZES else None
 
 
 def inline_graph(target: Graph, sub: Graph, arguments: Sequence[Value]) -> list[Value]:
@@ -386,4 +407,7 @@ def inline_graph(target: Graph, sub: Graph, arguments: Sequence[Value]) -> list[
             )
     vmap = dict(zip(sub.inputs, arguments))
     _copy_nodes(sub.nodes, vmap, target)
+    reason = traced_sizes(sub)
+    if reason is not None:
+        mark_traced_sizes(target, reason)
     return [vmap[v] for v in sub.outputs]

@@ -69,7 +69,7 @@ ACCUMULATE = OpSchema(
     shape_infer=_accumulate_shape,
     kernels={"cpu": _accumulate_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda a, b, y, gy: [gy, gy]),  # d(a+b) = (gy, gy)
-    traits=("elementwise", "commutative", "accepts_out"),
+    traits=("elementwise", "commutative", "accepts_out", "any_shape_gradient"),
     doc="Sum of two gradient contributions of the same type (emitted by build_backward_graph).",
     examples=[Example(["f32[3]", "f32[3]"]), Example(["f64[2, 2]", "f64[2, 2]"])],
 )

@@ -112,6 +112,10 @@ TRAITS = {
     "view": "the kernel may return a view of its first input (outputs are copied before leaving run)",
     "accepts_out": "the built kernel takes a trailing out= array (see the module docstring)",
     "broadcasting": "binary op following numpy broadcasting; gradients reduce back to each input's shape",
+    "shape_operand": "the last input is read for its type only; the DecomposeFn writes that shape down as an "
+                     "attribute (a control-flow body's gradient uses that form, so its forward saves nothing for it)",
+    "any_shape_gradient": "the GradientFn holds no traced size (no shape attribute, no 1/N constant): a training "
+                          "graph re-specialised for new input shapes differentiates correctly at them",
 }
 
 
@@ -575,7 +579,10 @@ class OpSchema:
       outputs from ``[x.., y.., tx..]``; without it forward mode derives the JVP from ``gradient`` (the double VJP),
       and the conformance kit checks a declared one against that (see docs/forward-mode.md).
     - ``traits``: names from ``TRAITS`` (``elementwise``, ``commutative``, ``has_side_effect``, ``view``,
-      ``accepts_out``, ``broadcasting``, ``internal``), each a promise the conformance kit checks.
+      ``accepts_out``, ``broadcasting``, ``internal``, ``any_shape_gradient``), each a promise the conformance kit
+      checks (``any_shape_gradient`` not yet: frame's own tests check it for frame's ops). Without it a training
+      graph through the op refuses new input shapes (its gradient may hold the traced sizes;
+      docs/design-parameters-and-shapes.md).
     - ``doc``: one line or more on what the op computes, shown by ``frame ops show``.
     - ``examples``: ``Example`` inputs and attributes, used by the closure audit, the conformance kit and
       ``frame ops show``; give at least one.

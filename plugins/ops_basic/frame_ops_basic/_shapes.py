@@ -58,9 +58,13 @@ def broadcast_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, ...
     return tuple(range(lead)) + tuple(lead + i for i, d in enumerate(dst) if d == 1 and src[lead + i] != 1)
 
 
-def unbroadcast(g, t: TensorType):  # noqa: ANN001, ANN201 - traced Tensors
-    """``g`` summed back to type ``t`` (identity when nothing was broadcast): the gradient of broadcasting."""
-    return g if g.shape == t.shape else ops.reduce_to_shape_internal(g, shape=t.shape)
+def unbroadcast(g, x):  # noqa: ANN001, ANN201 - traced Tensors
+    """``g`` summed back to the shape of the operand ``x``: the gradient of broadcasting.
+
+    The shape is read from ``x``'s type (``reduce_like_internal``), never written down, even where ``g`` has it
+    already: a training graph re-specialised for another batch size then reduces where broadcasting now
+    stretches (an operand traced at batch 1), and compiling drops the reduction where it is an identity."""
+    return ops.reduce_like_internal(g, x)
 
 
 def accumulation_dtype(t: TensorType) -> np.dtype:

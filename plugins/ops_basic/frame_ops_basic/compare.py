@@ -96,7 +96,7 @@ def _where_gradient(ctx: NodeContext):
         if not gy.dtype.is_float:
             return [None, None, None]
         zero = zero_like(gy)
-        return [None, unbroadcast(ops.where(cond, gy, zero), a.type), unbroadcast(ops.where(cond, zero, gy), b.type)]
+        return [None, unbroadcast(ops.where(cond, gy, zero), a), unbroadcast(ops.where(cond, zero, gy), b)]
     return ctx.grad_graph(grad)
 
 
@@ -108,7 +108,7 @@ WHERE = OpSchema(
     kernels={"cpu": _where_kernel},
     gradient=_where_gradient,
     nondiff_inputs=(0,),
-    traits=("elementwise", "broadcasting"),
+    traits=("elementwise", "broadcasting", "any_shape_gradient"),
     doc="a where the boolean cond holds, else b; cond, a and b broadcast (numpy). cond carries no gradient.",
     examples=[
         Example(["bool[3, 4]", "f32[3, 4]", "f32[3, 4]"]),

@@ -52,7 +52,8 @@ def _binary(name: str, ufunc: np.ufunc, gradient: Callable, doc: str, *, commuta
         kernels={"cpu": ufunc_kernel(ufunc)},
         gradient=gradient,
         jvp=jvp,
-        traits=("elementwise", "broadcasting", "accepts_out") + (("commutative",) if commutative else ()),
+        traits=("elementwise", "broadcasting", "accepts_out", "any_shape_gradient")
+        + (("commutative",) if commutative else ()),
         doc=doc,
         examples=examples,
     )
@@ -60,25 +61,25 @@ def _binary(name: str, ufunc: np.ufunc, gradient: Callable, doc: str, *, commuta
 
 # add(a, b) = a + b          ga = gy, gb = gy (each summed over its broadcast axes)
 ADD = _binary("add", np.add, lambda ctx: ctx.grad_graph(
-    lambda a, b, y, gy: [unbroadcast(gy, a.type), unbroadcast(gy, b.type)]),
+    lambda a, b, y, gy: [unbroadcast(gy, a), unbroadcast(gy, b)]),
     "Elementwise a + b with numpy broadcasting.", commutative=True,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da + db))  # dy = da + db
 
 # sub(a, b) = a - b          ga = gy, gb = -gy
 SUB = _binary("sub", np.subtract, lambda ctx: ctx.grad_graph(
-    lambda a, b, y, gy: [unbroadcast(gy, a.type), unbroadcast(-gy, b.type)]),
+    lambda a, b, y, gy: [unbroadcast(gy, a), unbroadcast(-gy, b)]),
     "Elementwise a - b with numpy broadcasting.",
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da - db))  # dy = da - db
 
 # mul(a, b) = a * b          ga = gy * b, gb = gy * a
 MUL = _binary("mul", np.multiply, lambda ctx: ctx.grad_graph(
-    lambda a, b, y, gy: [unbroadcast(gy * b, a.type), unbroadcast(gy * a, b.type)]),
+    lambda a, b, y, gy: [unbroadcast(gy * b, a), unbroadcast(gy * a, b)]),
     "Elementwise a * b with numpy broadcasting.", commutative=True,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da * b + a * db))  # dy = da b + a db
 
 # div(a, b) = a / b          ga = gy / b, gb = -gy * y / b
 DIV = _binary("div", np.divide, lambda ctx: ctx.grad_graph(
-    lambda a, b, y, gy: [unbroadcast(gy / b, a.type), unbroadcast(-(gy * y) / b, b.type)]),
+    lambda a, b, y, gy: [unbroadcast(gy / b, a), unbroadcast(-(gy * y) / b, b)]),
     "Elementwise a / b with numpy broadcasting (floating inputs).", float_only=True,
     examples=_POSITIVE_BINARY_EXAMPLES,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: (da - y * db) / b))  # dy = (da - y db) / b
@@ -125,7 +126,7 @@ def _unary(name: str, kernel: Callable[[NodeContext], Callable], gradient: Calla
         kernels={"cpu": kernel},
         gradient=gradient,
         jvp=jvp,
-        traits=("elementwise", "accepts_out"),
+        traits=("elementwise", "accepts_out", "any_shape_gradient"),
         doc=doc,
         examples=examples,
     )
@@ -192,7 +193,7 @@ RELU_GRAD = OpSchema(
     shape_infer=_relu_grad_shape,
     kernels={"cpu": _relu_grad_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, y, ggx: [None, ops.relu_grad_internal(x, ggx)]),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="gy where x > 0, else 0: the gradient of relu.",
     examples=[Example(["f32[3, 4]", "f32[3, 4]"], min_abs=0.05), Example(["f64[5]", "f64[5]"], min_abs=0.05)],
 )

@@ -70,14 +70,16 @@ def _extremum_kernel(fn: Callable) -> Callable[[NodeContext], Callable]:
 def _extremum_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
     axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
-    kept = reduced_shape(x.shape, axes, True)
+
+    def kept(t):  # noqa: ANN001, ANN202 - t with the reduced axes as size 1 (no size written down: any batch)
+        return t if ctx.attrs["keepdims"] or not axes else ops.expand_dims(t, axes=list(axes))
 
     def grad(x_, y, gy):
         if not gy.dtype.is_float:
             return None
-        winners = ops.cast(ops.equal(x_, ops.reshape(y, shape=kept)), to=gy.dtype)  # 1 where x equals the result
+        winners = ops.cast(ops.equal(x_, kept(y)), to=gy.dtype)  # 1 where x equals the result
         count = ops.sum(winners, axes=axes, keepdims=True)
-        return winners * (ops.reshape(gy, shape=kept) / count)
+        return winners * (kept(gy) / count)
     return ctx.grad_graph(grad)
 
 
@@ -99,7 +101,7 @@ def _extremum(name: str, fn: Callable, doc: str) -> OpSchema:
         shape_infer=_extremum_shape,
         kernels={"cpu": _extremum_kernel(fn)},
         gradient=_extremum_gradient,
-        traits=("accepts_out",),
+        traits=("accepts_out", "any_shape_gradient"),
         doc=doc + " over `axes` (all by default); NaN propagates. The gradient goes to the elements equal to the "
                   "result, split evenly among ties.",
         examples=_REDUCE_EXAMPLES,

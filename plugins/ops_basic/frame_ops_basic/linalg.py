@@ -183,10 +183,9 @@ def _swap(t: TensorType) -> TensorType:
 
 
 def _matmul_gradient(ctx: NodeContext):
-    a, b = ctx.input_types
-    # ga = gy @ b^T, gb = a^T @ gy (each summed over its broadcast batch axes)
-    return ctx.grad_graph(lambda a_, b_, y, gy: [ops.matmul_grad_lhs_internal(gy, b_, shape=a.shape),
-                                                ops.matmul_grad_rhs_internal(a_, gy, shape=b.shape)])
+    # ga = gy @ b^T, gb = a^T @ gy (each summed over its broadcast batch axes, to the operand's shape at run time)
+    return ctx.grad_graph(lambda a, b, y, gy: [ops.matmul_grad_lhs_like_internal(gy, b, a),
+                                              ops.matmul_grad_rhs_like_internal(a, gy, b)])
 
 
 MATMUL = OpSchema(
@@ -196,7 +195,7 @@ MATMUL = OpSchema(
     kernels={"cpu": _matmul_kernel},
     gradient=_matmul_gradient,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.matmul(da, b) + ops.matmul(a, db)),  # da b + a db
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="Matrix product a @ b as numpy defines it: leading (batch) axes broadcast; a 1-D a is a row, a 1-D b a "
         "column, and the axis each adds is dropped from the result.",
     examples=[
@@ -362,7 +361,7 @@ MATMUL_GRAD_LHS = OpSchema(
     shape_infer=_grad_shape(False),
     kernels={"cpu": lambda ctx: _grad_kernel(ctx, False)},
     gradient=lambda ctx: ctx.grad_graph(lambda gy, b, ga, gga: [
-        unbroadcast(ops.matmul(gga, b), gy.type),
+        unbroadcast(ops.matmul(gga, b), gy),
         ops.matmul_grad_rhs_internal(gga, gy, shape=b.shape)]),
     traits=("accepts_out",),
     doc="gy @ b^T reduced to `shape`: the gradient of matmul for its left operand.",
@@ -381,7 +380,7 @@ MATMUL_GRAD_RHS = OpSchema(
     kernels={"cpu": lambda ctx: _grad_kernel(ctx, True)},
     gradient=lambda ctx: ctx.grad_graph(lambda a, gy, gb, ggb: [
         ops.matmul_grad_lhs_internal(gy, ggb, shape=a.shape),
-        unbroadcast(ops.matmul(a, ggb), gy.type)]),
+        unbroadcast(ops.matmul(a, ggb), gy)]),
     traits=("accepts_out",),
     doc="a^T @ gy reduced to `shape`: the gradient of matmul for its right operand.",
     examples=[Example(["f32[3, 4]", "f32[3, 5]"], {"shape": [4, 5]}),

@@ -61,6 +61,7 @@ MSE_LOSS = OpSchema(
     kernels={"cpu": _mse_kernel},
     # gpred = mse_loss_grad_internal(pred, target, gy), gtarget = -gpred
     gradient=lambda ctx: ctx.grad_graph(_mse_gradient),
+    traits=("any_shape_gradient",),
     doc="Mean squared error mean((pred - target)^2) over all elements: a scalar.",
     examples=[Example(["f32[4, 3]", "f32[4, 3]"]), Example(["f64[5]", "f64[5]"]), Example(["f32[]", "f32[]"])],
 )
@@ -89,11 +90,11 @@ def _mse_grad_kernel(ctx: NodeContext) -> Callable:
 
 def _mse_grad_gradient(ctx: NodeContext):
     t = ctx.input_types[0]
-    scale = 2.0 / max(t.size, 1)
     axes = tuple(range(t.rank))
 
     def grads(p, tg, gy, g, ggp):
-        g_pred = ops.sum_grad_internal(gy, input_shape=t.shape, axes=axes) * ggp * scale
+        scale = ops.inverse_count_internal(p, numerator=2.0, dtype=t.dtype)  # 2/N, N read from p's shape
+        g_pred = ops.sum_grad_like_internal(gy, p, axes=axes) * ggp * scale
         g_gy = ops.sum((p - tg) * ggp * scale)
         return [g_pred, -g_pred, g_gy]
     return ctx.grad_graph(grads)
@@ -105,7 +106,7 @@ MSE_LOSS_GRAD = OpSchema(
     shape_infer=_mse_grad_shape,
     kernels={"cpu": _mse_grad_kernel},
     gradient=_mse_grad_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="2 (pred - target) / N * gy: the gradient of mse_loss for pred.",
     examples=[Example(["f32[4, 3]", "f32[4, 3]", "f32[]"]), Example(["f64[5]", "f64[5]", "f64[]"])],
 )
@@ -146,10 +147,12 @@ def _ce_kernel(ctx: NodeContext) -> Callable:
 
 def _ce_gradient(ctx: NodeContext):
     logits_t, labels_t = ctx.input_types
-    scale = 1.0 / labels_t.size
 
     def grad(logits, labels, y, gy):
         target = ops.one_hot(labels, depth=logits_t.shape[-1], dtype=logits_t.dtype)
+        # the class count is traced: at another one, logits' shape refuses it (rather than broadcast against it)
+        target = ops.reshape_like_internal(target, logits)
+        scale = ops.inverse_count_internal(labels, dtype=logits_t.dtype)  # 1/N, N read from the labels' shape
         return [(ops.softmax(logits, axis=-1) - target) * (gy * scale), None]
     return ctx.grad_graph(grad)
 
@@ -163,6 +166,7 @@ CROSS_ENTROPY = OpSchema(
     kernels={"cpu": _ce_kernel},
     gradient=_ce_gradient,
     nondiff_inputs=(1,),
+    traits=("any_shape_gradient",),
     doc="Mean softmax cross-entropy of logits [..., C] against integer labels [...] (classes on the last axis), "
         "computed without overflow: a scalar. A label outside 0..C-1 raises DataError at run time.",
     examples=[Example(["f32[4, 5]", "i64[4]"], low=0.0, high=4.0),

@@ -70,7 +70,7 @@ def _scipy(name: str) -> Callable[[NodeContext], Callable[[np.ndarray], np.ndarr
 def _unary(name: str, kernel: Callable, gradient: Callable, doc: str, examples: list[Example] = _EXAMPLES,
            attrs: dict[str, AttrSpec] | None = None, shape_infer: Callable = float_unary) -> OpSchema:
     return OpSchema(name, inputs=("x",), attrs=attrs, shape_infer=shape_infer, kernels={"cpu": kernel},
-                    gradient=gradient, traits=("elementwise", "accepts_out"), doc=doc, examples=examples)
+                    gradient=gradient, traits=("elementwise", "accepts_out", "any_shape_gradient"), doc=doc, examples=examples)
 
 
 # erf(x)                      gx = gy * 2/sqrt(pi) * exp(-x^2)
@@ -167,7 +167,7 @@ EXPM1 = _unary("expm1", ufunc_kernel(np.expm1), lambda ctx: ctx.grad_graph(lambd
 def _logaddexp_gradient(ctx: NodeContext):
     def grad(a, b, y, gy):
         d = a - b
-        return [unbroadcast(gy * ops.sigmoid(d), a.type), unbroadcast(gy * ops.sigmoid(-d), b.type)]
+        return [unbroadcast(gy * ops.sigmoid(d), a), unbroadcast(gy * ops.sigmoid(-d), b)]
     return ctx.grad_graph(grad)
 
 
@@ -177,7 +177,7 @@ LOGADDEXP = OpSchema(
     shape_infer=float_broadcast,
     kernels={"cpu": ufunc_kernel(np.logaddexp)},
     gradient=_logaddexp_gradient,
-    traits=("elementwise", "broadcasting", "accepts_out", "commutative"),
+    traits=("elementwise", "broadcasting", "accepts_out", "commutative", "any_shape_gradient"),
     doc="log(e ** a + e ** b) elementwise with numpy broadcasting, without overflow (floating inputs). "
         "Gradients gy * sigmoid(a - b) and gy * sigmoid(b - a).",
     examples=[Example(["f32[3, 4]", "f32[3, 4]"], low=-3.0, high=3.0),

@@ -9,16 +9,18 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
-    from . import (compare, convert, creation, elementwise, extrema, linalg, losses, nonlinear, pointwise, random,
-                   reductions, regions, shape, softmax, special)
+    from . import (compare, convert, creation, elementwise, extrema, like, linalg, losses, nonlinear, pointwise,
+                   random, reductions, regions, shape, softmax, special)
 
     return [*elementwise.SCHEMAS, *linalg.SCHEMAS, *reductions.SCHEMAS, *shape.SCHEMAS, *losses.SCHEMAS,
             *special.SCHEMAS, *regions.SCHEMAS, *compare.SCHEMAS, *pointwise.SCHEMAS, *convert.SCHEMAS,
-            *extrema.SCHEMAS, *softmax.SCHEMAS, *nonlinear.SCHEMAS, *creation.SCHEMAS, *random.SCHEMAS]
+            *extrema.SCHEMAS, *softmax.SCHEMAS, *nonlinear.SCHEMAS, *creation.SCHEMAS, *random.SCHEMAS,
+            *like.SCHEMAS]
 
 
 @hookimpl
 def frame_register_passes():
-    from . import outer, simplify
+    from . import like, outer, simplify
 
-    return [*outer.PASSES, *simplify.PASSES]  # (both after fold_constants, in this order)
+    # bind_shapes after infer_types; outer products and simplify_algebra both after fold_constants, in this order
+    return [*like.PASSES, *outer.PASSES, *simplify.PASSES]

@@ -54,7 +54,7 @@ def _extremum_gradient(wins: str, wins_or_ties: str) -> Callable:
             share = (ops.cast(getattr(ops, wins)(a, b), to=gy.dtype) + ops.cast(getattr(ops, wins_or_ties)(a, b),
                                                                                  to=gy.dtype)) * 0.5
             ga = gy * share
-            return [unbroadcast(ga, a.type), unbroadcast(gy - ga, b.type)]
+            return [unbroadcast(ga, a), unbroadcast(gy - ga, b)]
         return ctx.grad_graph(grad)
     return gradient
 
@@ -79,7 +79,7 @@ def _extremum(name: str, ufunc: np.ufunc, wins: str, wins_or_ties: str, doc: str
         gradient=_extremum_gradient(wins, wins_or_ties),
         # not "commutative": on a tie of -0.0 and +0.0 numpy returns b, so op(a, b) and op(b, a) differ in the
         # sign of zero (1 / max(a, b) is +inf or -inf), and CSE would merge them
-        traits=("elementwise", "broadcasting", "accepts_out"),
+        traits=("elementwise", "broadcasting", "accepts_out", "any_shape_gradient"),
         doc=doc + " numpy broadcasting; NaN propagates. Gradient to the winner; a tie splits it evenly (gy/2 each).",
         examples=_BINARY_EXAMPLES,
     )
@@ -103,7 +103,7 @@ def _unary(name: str, ufunc: np.ufunc, gradient: Callable, doc: str) -> OpSchema
         shape_infer=numeric_unary,
         kernels={"cpu": ufunc_kernel(ufunc)},
         gradient=gradient,
-        traits=("elementwise", "accepts_out"),
+        traits=("elementwise", "accepts_out", "any_shape_gradient"),
         doc=doc,
         examples=_UNARY_EXAMPLES,
     )
@@ -195,7 +195,7 @@ CLIP = OpSchema(
     shape_infer=_clip_shape,
     kernels={"cpu": _clip_kernel},
     gradient=_clip_gradient,
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="x limited to [min, max] (either bound may be left out; bounds are rounded to x's dtype). "
         "Gradient gy where min <= x <= max, bounds included (as torch), 0 outside.",
     examples=[Example(["f32[3, 4]"], {"min": -0.5, "max": 0.5}), Example(["f64[8]"], {"min": -0.25}),
@@ -214,7 +214,7 @@ def _pow_gradient(ctx: NodeContext):
         # negative number (no warning, nothing to mask); the exponent's NaN for a < 0 is put in explicitly
         log_a = ops.log(ops.where(a > 0.0, a, one))  # log a where a > 0, else 0
         gb = gy * ops.where(a < 0.0, constant(np.full((), np.nan, gy.dtype.np)), y * log_a)
-        return [unbroadcast(ga, a.type), unbroadcast(gb, b.type)]
+        return [unbroadcast(ga, a), unbroadcast(gb, b)]
     return ctx.grad_graph(grad)
 
 
@@ -225,7 +225,7 @@ POW = OpSchema(
     shape_infer=float_broadcast,
     kernels={"cpu": ufunc_kernel(np.power)},
     gradient=_pow_gradient,
-    traits=("elementwise", "broadcasting", "accepts_out"),
+    traits=("elementwise", "broadcasting", "accepts_out", "any_shape_gradient"),
     doc="a ** b elementwise (floating inputs, numpy broadcasting). A negative base needs an integral exponent "
         "(NaN otherwise); there the exponent's gradient is NaN. See the module docstring for 0 ** b.",
     examples=[
@@ -247,7 +247,7 @@ def _rounding(name: str, ufunc: np.ufunc, doc: str, low: float, high: float) -> 
         shape_infer=float_unary,
         kernels={"cpu": ufunc_kernel(ufunc)},
         gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),
-        traits=("elementwise", "accepts_out"),
+        traits=("elementwise", "accepts_out", "any_shape_gradient"),
         doc=doc + " Floating input (an integer tensor is already whole: no op needed). Its gradient is 0 "
                   "everywhere, the jumps included (as torch).",
         examples=[Example(["f32[3, 4]"], low=low, high=high), Example(["f64[6]"], low=low - 2.0, high=high - 2.0),

@@ -86,16 +86,16 @@ def _reduce_kernel(mean: bool) -> Callable[[NodeContext], Callable]:
 def _sum_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
     axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
-    # gx = sum_grad_internal(gy): gy copied along the reduced axes
-    return ctx.grad_graph(lambda x_, y, gy: ops.sum_grad_internal(gy, input_shape=x.shape, axes=axes))
+    # gx = gy copied along the reduced axes to x's shape (read from x at run time: any batch size)
+    return ctx.grad_graph(lambda x_, y, gy: ops.sum_grad_like_internal(gy, x_, axes=axes))
 
 
 def _mean_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
     axes = normalize_axes(ctx, ctx.attrs["axes"], x.rank)
-    count = math.prod(x.shape[a] for a in axes)
-    # gx = sum_grad_internal(gy) / N
-    return ctx.grad_graph(lambda x_, y, gy: ops.sum_grad_internal(gy, input_shape=x.shape, axes=axes) * (1.0 / max(count, 1)))
+    # gx = expand(gy) * (1 / N), N counted from x's shape at run time (compiled: the constant 1/N, as before)
+    return ctx.grad_graph(lambda x_, y, gy: ops.sum_grad_like_internal(gy, x_, axes=axes)
+                          * ops.inverse_count_internal(x_, axes=axes, dtype=x.dtype))
 
 
 _REDUCE_EXAMPLES = [
@@ -112,7 +112,7 @@ SUM = OpSchema(
     shape_infer=_reduce_shape,
     kernels={"cpu": _reduce_kernel(mean=False)},
     gradient=_sum_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="Sum over `axes` (all axes by default), keeping reduced axes as size 1 with keepdims=True.",
     examples=_REDUCE_EXAMPLES,
 )
@@ -132,7 +132,7 @@ MEAN = OpSchema(
     shape_infer=_mean_shape,
     kernels={"cpu": _reduce_kernel(mean=True)},
     gradient=_mean_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="Mean over `axes` (all axes by default), keeping reduced axes as size 1 with keepdims=True.",
     examples=_REDUCE_EXAMPLES,
 )

@@ -64,7 +64,8 @@ def _numpy_stop(start: int, step: int, length: int, size: int) -> int:
 
 
 # slice(x; starts, stops, steps, axes) -> x[start:stop:step] on each named axis (numpy semantics, a view)
-#   unit steps: gx = pad(gy, before=start, after=n - start - len); otherwise gx = slice_grad_internal(gy)
+#   gx = slice_grad_like_internal(gy, x): compiled, pad(gy, before=start, after=n - start - len) for unit steps,
+#   else slice_grad_internal(gy), with n read from x's shape
 def _spans(ctx: NodeContext) -> list[Span]:
     (x,) = ctx.input_types
     starts, stops, steps = ctx.attrs["starts"], ctx.attrs["stops"], ctx.attrs["steps"]
@@ -87,16 +88,9 @@ def _slice_kernel(ctx: NodeContext) -> Callable:
 
 
 def _slice_gradient(ctx: NodeContext):
-    (x,) = ctx.input_types
-    spans = _spans(ctx)
-    if all(step == 1 for _, step, _ in spans):
-        before = [first for first, _, _ in spans]
-        after = [n - first - length for n, (first, _, length) in zip(x.shape, spans)]
-        return ctx.grad_graph(lambda x_, y, gy: ops.pad(gy, before=before, after=after))
-    starts = [first for first, _, _ in spans]
-    steps = [step for _, step, _ in spans]
-    return ctx.grad_graph(lambda x_, y, gy: ops.slice_grad_internal(gy, input_shape=x.shape, starts=starts,
-                                                                    steps=steps))
+    # the spans are resolved against x's shape at run time: x[-1] at another batch size is another row
+    attrs = {k: ctx.attrs[k] for k in ("starts", "stops", "steps", "axes")}
+    return ctx.grad_graph(lambda x, y, gy: ops.slice_grad_like_internal(gy, x, **attrs))
 
 
 _PER_AXIS = "one entry per axis named by `axes`"
@@ -110,7 +104,7 @@ SLICE = OpSchema(
     shape_infer=lambda ctx: [ctx.input_types[0].with_shape(tuple(length for _, _, length in _spans(ctx)))],
     kernels={"cpu": _slice_kernel},
     gradient=_slice_gradient,
-    traits=("view",),
+    traits=("view", "any_shape_gradient"),
     doc="x[start:stop:step] along each named axis with numpy's semantics (negative indices, clamping, "
         "negative steps); other axes are kept whole. Returns a view.",
     examples=[
@@ -183,7 +177,7 @@ SLICE_GRAD = OpSchema(
 
 
 # pad(x; before, after, axes) -> x inside zeros: `before` zeros ahead of and `after` zeros behind each named axis
-#   gx = slice(gy, starts=before, stops=before + n)
+#   gx = slice(gy, starts=before, stops=-after (to the end for after = 0))
 def _pads(ctx: NodeContext) -> tuple[list[int], list[int]]:
     (x,) = ctx.input_types
     before, after = ctx.attrs["before"], ctx.attrs["after"]
@@ -220,10 +214,14 @@ def _pad_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
+_TO_THE_END = int(np.iinfo(np.int64).max)  # a slice stop meaning "to the end", as x[2:] is traced
+
+
 def _pad_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
-    before, _ = _pads(ctx)
-    stops = [b + n for b, n in zip(before, x.shape)]
+    before, after = _pads(ctx)
+    # counted from the end (to the end when nothing was added there), so that no size of x is written down
+    stops = [-a if a else _TO_THE_END for a in after]
     return ctx.grad_graph(lambda x_, y, gy: ops.slice(gy, starts=before, stops=stops))
 
 
@@ -236,7 +234,7 @@ PAD = OpSchema(
     shape_infer=_pad_shape,
     kernels={"cpu": _pad_kernel},
     gradient=_pad_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="x surrounded by zeros: `before[i]` zeros ahead of and `after[i]` behind the data along each named axis.",
     examples=[Example(["f32[3, 4]"], {"before": [1, 0], "after": [2, 3]}),
               Example(["f64[2, 3]"], {"before": [2], "after": [0], "axes": [-1]}),

@@ -48,8 +48,8 @@ RESHAPE = OpSchema(
     attrs={"shape": AttrSpec("ints", doc="the new shape; one entry may be -1")},
     shape_infer=lambda ctx: [ctx.input_types[0].with_shape(_target(ctx))],
     kernels={"cpu": _reshape_kernel},
-    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.reshape(gy, shape=x.shape)),
-    traits=("view",),
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.reshape_like_internal(gy, x)),  # x's shape at run time
+    traits=("view", "any_shape_gradient"),
     doc="The same elements (row-major order) with a new shape; one size may be -1.",
     examples=[Example(["f32[3, 4]"], {"shape": [2, 6]}), Example(["f32[2, 3, 4]"], {"shape": [-1, 4]}),
               Example(["f64[6]"], {"shape": [2, 3]})],
@@ -84,7 +84,7 @@ TRANSPOSE = OpSchema(
     shape_infer=lambda ctx: [ctx.input_types[0].with_shape(tuple(ctx.input_types[0].shape[p] for p in _perm(ctx)))],
     kernels={"cpu": _transpose_kernel},
     gradient=_transpose_gradient,
-    traits=("view",),
+    traits=("view", "any_shape_gradient"),
     doc="Axes permuted by `perm` (reversed when omitted).",
     examples=[Example(["f32[3, 4]"]), Example(["f32[2, 3, 4]"], {"perm": [1, 2, 0]}), Example(["f64[2, 5]"], {"perm": [-1, 0]})],
 )
@@ -133,7 +133,7 @@ EXPAND_DIMS = OpSchema(
     shape_infer=_expand_dims_shape,
     kernels={"cpu": _expand_dims_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.squeeze(gy, axes=_inserted(ctx))),
-    traits=("view",),
+    traits=("view", "any_shape_gradient"),
     doc="x with new size-1 axes at `axes`, positions in the result as numpy.expand_dims counts them.",
     examples=[Example(["f32[3, 4]"], {"axes": [0]}), Example(["f32[3, 4]"], {"axes": [-1, 1]}),
               Example(["f64[]"], {"axes": [0, 1]}), Example(["f32[2, 3]"], {"axes": []}, note="no axis")],
@@ -172,8 +172,9 @@ SQUEEZE = OpSchema(
                                           "size-1 axes")},
     shape_infer=_squeeze_shape,
     kernels={"cpu": _squeeze_kernel},
-    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.expand_dims(gy, axes=_squeezed(ctx))),
-    traits=("view",),
+    # gx = gy in x's shape, read at run time: squeeze() of every size-1 axis drops other axes at other sizes
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.reshape_like_internal(gy, x)),
+    traits=("view", "any_shape_gradient"),
     doc="x without the size-1 axes listed in `axes` (every size-1 axis when omitted), as numpy.squeeze.",
     examples=[Example(["f32[3, 1, 4]"], {"axes": [1]}), Example(["f32[1, 3, 1]"]),
               Example(["f64[1, 1]"], {"axes": [-1, 0]}), Example(["f32[2, 3]"], note="nothing to remove")],
@@ -198,8 +199,7 @@ def _broadcast_to_kernel(ctx: NodeContext) -> Callable:
 
 def _broadcast_to_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
-    return ctx.grad_graph(lambda x_, y, gy: gy if gy.shape == x.shape else
-                          ops.reduce_to_shape_internal(gy, shape=x.shape))
+    return ctx.grad_graph(lambda x_, y, gy: ops.reduce_like_internal(gy, x_))  # to x's shape at run time
 
 
 BROADCAST_TO = OpSchema(
@@ -209,7 +209,7 @@ BROADCAST_TO = OpSchema(
     shape_infer=_broadcast_to_shape,
     kernels={"cpu": _broadcast_to_kernel},
     gradient=_broadcast_to_gradient,
-    traits=("view",),
+    traits=("view", "any_shape_gradient"),
     doc="x broadcast to `shape` by numpy's rules (new leading axes, size-1 axes stretched), without a copy.",
     examples=[Example(["f32[4]"], {"shape": [2, 3, 4]}), Example(["f32[3, 1]"], {"shape": [3, 4]}),
               Example(["f64[]"], {"shape": [2, 3]}), Example(["f32[2, 3]"], {"shape": [2, 3]}, note="same shape")],

@@ -76,8 +76,10 @@ def _lse_kernel(ctx: NodeContext) -> Callable:
 def _lse_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
     axes = nonempty_axes(ctx, ctx.attrs["axes"], "logsumexp")
-    kept = reduced_shape(x.shape, axes, True)
-    return ctx.grad_graph(lambda x_, y, gy: ops.reshape(gy, shape=kept) * ops.exp(x_ - ops.reshape(y, shape=kept)))
+
+    def kept(t):  # noqa: ANN001, ANN202 - t with the reduced axes as size 1 (no size written down: any batch)
+        return t if ctx.attrs["keepdims"] else ops.expand_dims(t, axes=list(axes))
+    return ctx.grad_graph(lambda x_, y, gy: kept(gy) * ops.exp(x_ - kept(y)))
 
 
 # logsumexp(x; axes, keepdims) = log sum exp x      gx = gy * exp(x - y)
@@ -89,7 +91,7 @@ LOGSUMEXP = OpSchema(
     shape_infer=_lse_shape,
     kernels={"cpu": _lse_kernel},
     gradient=_lse_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="log(sum(exp(x))) over `axes` (all by default), computed without overflow (the maximum is subtracted "
         "first). Gradient: gy * exp(x - y), the softmax over the reduced axes.",
     examples=[
@@ -156,7 +158,7 @@ SOFTMAX = OpSchema(
     shape_infer=_softmax_shape,
     kernels={"cpu": _softmax_kernel(log=False)},
     gradient=_softmax_gradient(log=False),
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="exp(x) / sum(exp(x)) along `axis` (default last), computed without overflow. "
         "Gradient: y * (gy - sum(gy * y, axis)).",
     examples=_SOFTMAX_EXAMPLES,
@@ -170,7 +172,7 @@ LOG_SOFTMAX = OpSchema(
     shape_infer=_softmax_shape,
     kernels={"cpu": _softmax_kernel(log=True)},
     gradient=_softmax_gradient(log=True),
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="x - logsumexp(x, axis) along `axis` (default last), computed without overflow. "
         "Gradient: gy - exp(y) * sum(gy, axis).",
     examples=_SOFTMAX_EXAMPLES,

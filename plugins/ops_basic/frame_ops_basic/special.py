@@ -27,7 +27,7 @@ STOP_GRADIENT = OpSchema(
     # Its zero gradient is its definition (seed 003), not the derivative of the identity forward: numerical
     # checks compare it with the derivative of a constant.
     gradient_surrogate=lambda x: np.zeros_like(x),
-    traits=("view",),
+    traits=("view", "any_shape_gradient"),
     doc="Identity forward, zero gradient: nothing upstream of it receives a gradient through it.",
     examples=[Example(["f32[3, 4]"]), Example(["f64[]"])],
 )
@@ -67,7 +67,7 @@ HEAVISIDE_SURROGATE = OpSchema(
     kernels={"cpu": _heaviside_kernel},
     gradient=_heaviside_gradient,
     gradient_surrogate=_surrogate,
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="Step function (1 where x > 0, else 0) whose gradient is that of sigmoid(alpha * x) "
         "(a surrogate gradient, as used for spiking networks).",
     examples=[Example(["f32[3, 4]"], min_abs=0.05), Example(["f64[6]"], {"alpha": 4.0}, min_abs=0.05)],

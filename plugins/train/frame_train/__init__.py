@@ -14,7 +14,7 @@ a compiled value-and-gradient; ``fit`` is the loop, with a progress bar and JSON
 from __future__ import annotations
 
 from .errors import NonFiniteLossError, OptimizerError, ParameterError, ScheduleError
-from .optimizers import Optimizer, accumulate, adagrad, adam, adamw, chain, lion, rmsprop, sgd
+from .optimizers import Group, Optimizer, accumulate, adagrad, adam, adamw, chain, group, lion, param_groups, rmsprop, sgd
 from .schedules import Schedule, constant, cosine, exponential, linear, piecewise, step_decay, warmup_cosine
 from .step import TrainStep
 from .fit import History, batches, fit
@@ -24,7 +24,8 @@ from .transforms import (Transform, add_decayed_weights, clip_by_global_norm, sc
 
 __all__ = [
     # optimizers
-    "Optimizer", "chain", "accumulate", "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion",
+    "Optimizer", "chain", "accumulate", "param_groups", "group", "Group", "sgd", "adam", "adamw", "rmsprop", "adagrad",
+    "lion",
     # transforms
     "Transform", "add_decayed_weights", "clip_by_global_norm", "scale", "scale_by_adam", "scale_by_learning_rate",
     "scale_by_lion", "scale_by_rms", "scale_by_rss", "trace",

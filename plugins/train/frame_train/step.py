@@ -5,7 +5,7 @@
 ``build_backward_graph``, inlines the optimizer's update graph after the backward pass and compiles the whole
 with ``dynamic_shapes=True`` (any batch size; one compile per new shape signature). A call is one ``run``:
 
-    inputs   [params..., data..., <transform>.<slot>:<param>..., lr, step]
+    inputs   [params..., data..., <transform>.<slot>:<param>..., lr, step]   (lr: one rate per parameter group)
     outputs  [loss, params'..., state'...]
 
 Buffers and aliasing: the step owns the parameter and state arrays. A call hands them to the executable and
@@ -110,7 +110,7 @@ def build_step_graph(loss_graph: Graph, names: Sequence[str], types: Sequence[Te
     accumulated = [f"{ACCUMULATE}.g:{p}" for p in names] if optimizer.every > 1 else []
     for label, t in zip(accumulated, types):
         fused.add_input(t, label)
-    fused.add_input(TensorType(scalar_dtype(dtype), ()), "lr")
+    fused.add_input(TensorType(scalar_dtype(dtype), optimizer.rate_shape), "lr")
     fused.add_input(TensorType(scalar_dtype(dtype), ()), "step")
     values = inline_graph(fused, training, [by_position[i] for i in range(len(loss_graph.inputs))])
     fused.mark_output(values[loss_at], "loss")
@@ -150,7 +150,7 @@ def build_update_graph(optimizer: Optimizer, names: Sequence[str], types: Sequen
     slots = optimizer.slot_names(names)
     for label, t in zip(slots, [t for _ in optimizer.state_keys for t in types]):
         graph.add_input(t, label)
-    graph.add_input(TensorType(scalar_dtype(dtype), ()), "lr")
+    graph.add_input(TensorType(scalar_dtype(dtype), optimizer.rate_shape), "lr")
     graph.add_input(TensorType(scalar_dtype(dtype), ()), "step")
     n, s = len(names), len(slots)
 
@@ -188,7 +188,7 @@ def apply_updates(optimizer: Optimizer, params: Any, grads: Any, state: Any) -> 
     if exe is None:
         exe = optimizer._compiled[key] = fc.compile(build_update_graph(optimizer, names, types))
     dt = scalar_dtype(types[0].dtype).np
-    outs = exe.run([*leaves, *(got[p] for p in names), *arrays, np.asarray(optimizer.learning_rate(count), dt),
+    outs = exe.run([*leaves, *(got[p] for p in names), *arrays, np.asarray(optimizer.rates(count), dt),
                     np.asarray(count + 1, dt)])
     n = len(names)
     return unflatten(treedef, outs[:n]), optimizer.state_tree(treedef, n, outs[n:], count + 1, 0)
@@ -315,11 +315,11 @@ class TrainStep:
         every = self.optimizer.every
         if every > 1 and self._micro + 1 < every:
             outs = self._micro_exe.run([*self._params, *data, *self._state, *self._accumulated,
-                                        self._scalar(0.0), self._scalar(0.0)])
+                                        self._scalar(np.zeros(self.optimizer.rate_shape)), self._scalar(0.0)])
             self._accumulated = outs[1:]
             self._micro += 1
             return float(outs[0])
-        lr = self.optimizer.learning_rate(self._count)
+        lr = self.optimizer.rates(self._count)
         outs = self._apply_exe.run([*self._params, *data, *self._state, *self._accumulated,
                                     self._scalar(lr), self._scalar(self._count + 1)])
         n = len(self._params)
@@ -331,7 +331,7 @@ class TrainStep:
         self._count += 1
         return float(outs[0])
 
-    def _scalar(self, value: float) -> np.ndarray:
+    def _scalar(self, value: Any) -> np.ndarray:
         return np.asarray(value, scalar_dtype(self.dtype).np)
 
     def save(self, path: Any, metadata: dict[str, Any] | None = None) -> None:

@@ -50,6 +50,7 @@ class Context:
     wide_lr: Any = None
     wide_step: Any = None
     dtype: Any = None  # the parameters' DType
+    all_names: Any = None  # every parameter's name, where a parameter group's chain sees only its own
 
     def narrow(self, scalar: Any) -> Any:
         """A scalar computed from ``wide_lr``/``wide_step`` in the parameters' dtype (a no-op unless half precision)."""
@@ -150,11 +151,12 @@ class add_decayed_weights(Transform):  # noqa: N801 - optax's names
         wd = self.weight_decay
         patterns = [self.mask] if isinstance(self.mask, str) else self.mask
         if isinstance(patterns, (list, tuple)):  # a pattern that selects nothing is a typo ('*.weight' for '*.w')
-            unused = [q for q in patterns if not any(fnmatch.fnmatchcase(n, q) for n in updates)]
+            every = ctx.all_names if ctx.all_names is not None else list(updates)  # (a group sees its own only)
+            unused = [q for q in patterns if not any(fnmatch.fnmatchcase(n, q) for n in every)]
             if unused:
                 raise OptimizerError(f"the weight-decay mask pattern{'s' if len(unused) > 1 else ''} {unused} "
                                      f"match{'' if len(unused) > 1 else 'es'} no parameter; the parameters are "
-                                     f"{sorted(updates)[:20]}{' ...' if len(updates) > 20 else ''}")
+                                     f"{sorted(every)[:20]}{' ...' if len(every) > 20 else ''}")
         out = {}
         for name, u in updates.items():
             selected = self._selects(name)
@@ -204,24 +206,33 @@ class scale_by_adam(Transform):  # noqa: N801
 
 
 class trace(Transform):  # noqa: N801
-    """Momentum (torch's SGD buffer, dampening 0): ``buf = momentum * buf + u``; ``u + momentum * buf`` with
-    ``nesterov``, else ``buf`` (slot ``momentum``)."""
+    """Momentum (torch's SGD buffer): ``buf = momentum * buf + (1 - dampening) * u``, except at the first update,
+    where the buffer is ``u`` itself (as torch starts it); ``u + momentum * buf`` with ``nesterov``, else ``buf``
+    (slot ``buf``)."""
 
     name = "momentum"
     slots = ("buf",)
 
-    def __init__(self, momentum: float, nesterov: bool = False) -> None:
+    def __init__(self, momentum: float, nesterov: bool = False, dampening: float = 0.0) -> None:
         self.momentum = _number(momentum, "momentum")
         if not isinstance(nesterov, bool):
             raise OptimizerError(f"nesterov= is True or False, got {nesterov!r:.30}")
         self.nesterov = nesterov
+        self.dampening = _number(dampening, "dampening", high=1.0)
+
+    def prepare(self, ctx: Context) -> Any:
+        if not self.dampening:
+            return None
+        # 1 at the first update (t = 1), 1 - dampening after: 1 - dampening * min(t - 1, 1), t a runtime input
+        t = ctx.wide_step if ctx.wide_step is not None else ctx.step
+        return ctx.narrow(1.0 - ops.minimum(t - 1.0, 1.0) * self.dampening)
 
     def update(self, updates: Tensors, state: dict[str, Tensors], ctx: Context) -> tuple[Tensors, dict[str, Tensors]]:
-        mu = self.momentum
+        mu, share = self.momentum, ctx.prepared
         out: Tensors = {}
         new: dict[str, Tensors] = {"buf": {}}
         for name, u in updates.items():
-            buf = new["buf"][name] = state["buf"][name] * mu + u
+            buf = new["buf"][name] = state["buf"][name] * mu + (u if share is None else u * share)
             out[name] = u + buf * mu if self.nesterov else buf
         return out, new
 
