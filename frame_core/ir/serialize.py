@@ -42,7 +42,7 @@ from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
-from .graph import MAX_NESTING, Graph, Node, Value, nesting_message, walking
+from .graph import MAX_NESTING, Graph, Node, Value, mark_traced_sizes, nesting_message, traced_sizes, walking
 from .types import MAX_DIM, TensorType
 
 from .schemas import SchemaSource, default_source
@@ -122,6 +122,9 @@ def _graph_entries(graph: Graph, qualify: Callable[[str], str]) -> dict[str, Any
     doc["outputs"] = [vid(v) for v in graph.outputs]
     if any(n is not None for n in graph.output_names):
         doc["output_names"] = graph.output_names
+    reason = traced_sizes(graph)
+    if reason is not None:  # the refusal to run at other sizes survives a save and a load
+        doc["traced_sizes"] = reason
     return doc
 
 
@@ -294,7 +297,7 @@ def _type(text: Any, path: str = "") -> TensorType:
 
 
 _DOCUMENT_FIELDS = ("format", "version", "graph")
-_GRAPH_FIELDS = ("name", "inputs", "nodes", "outputs", "output_names")
+_GRAPH_FIELDS = ("name", "inputs", "nodes", "outputs", "output_names", "traced_sizes")
 _NODE_FIELDS = ("op", "inputs", "outputs", "attrs")
 _VALUE_FIELDS = ("id", "type", "name")
 _ATTR_FIELDS = ("kind", "value")
@@ -481,6 +484,12 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
             if name is not None and (not isinstance(name, str) or not name):
                 raise GraphFormatError(f"{path}.output_names[{i}]", f"expected a name or null, got {_short(name)}")
             graph.name_output(i, name)
+    reason = doc.get("traced_sizes")
+    if reason is not None:
+        if not isinstance(reason, str) or not reason:
+            raise GraphFormatError(f"{path}.traced_sizes", f"expected why the graph holds traced sizes (a non-empty "
+                                                           f"string), got {_short(reason)}")
+        mark_traced_sizes(graph, reason)
     return graph
 
 

@@ -122,6 +122,9 @@ def test_a_graph_that_cannot_be_generalised_is_refused_by_name(what, fn, message
     extended, _ = fc.extend_graph(training, lambda x, w, loss, g: w - g)  # a copy keeps the refusal
     with pytest.raises(fc.ShapeError, match=message):
         fc.specialize(extended, ["f64[5, 3]", "f64[3, 2]"])
+    loaded = fc.loads(fc.dumps(training))
+    with pytest.raises(fc.ShapeError, match=message):  # and so does a saved and loaded one
+        fc.specialize(loaded, ["f64[5, 3]", "f64[3, 2]"])
 
 
 # -- every op that declares any_shape_gradient, on its own examples at other sizes --------------------------------
