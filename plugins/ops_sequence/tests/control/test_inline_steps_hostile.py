@@ -1,0 +1,111 @@
+"""Hostile cases for a scan's inline steps (``Executable.scan_steps``): every result must be that of the body's
+runner called once per step (``checks=True`` keeps it) bit for bit, and a plain numpy loop where one is written;
+runs alternate inputs A, B, A so a value left in a reused buffer would show."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import ops
+
+
+def _bits(a: np.ndarray) -> tuple:
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes()
+
+
+def _same(graph: fc.Graph, *runs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Each input list run on the inline executable and the per-step runner, in turn, twice over (A, B, A, B):
+    the results of each run, equal in bits to the runner's."""
+    inline = fc.compile(graph, cache=False, checks=False)
+    runner = fc.compile(graph, cache=False, checks=True)
+    results = []
+    for xs in [*runs, *runs]:
+        got = inline.run([np.array(x, copy=True) for x in xs])
+        want = runner.run([np.array(x, copy=True) for x in xs])
+        assert [_bits(g) for g in got] == [_bits(w) for w in want]
+        results.append([np.array(g, copy=True) for g in got])
+    for k, r in enumerate(results[len(runs):]):  # a second run of the same inputs: the same bits
+        assert [_bits(g) for g in r] == [_bits(g) for g in results[k]]
+    return results
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 40])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lengths_and_directions_against_numpy(length, reverse):
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            new = ops.tanh(x + c @ w)
+            return new, (new, c)
+        last, (news, entering) = ops.scan(step, h, xs, reverse=reverse)
+        return last, news, entering
+    graph = fc.trace(f, "f64[3]", f"f64[{length}, 3]", "f64[3, 3]")
+    r = _rng(length)
+    a = [r.standard_normal(3), r.standard_normal((length, 3)), r.standard_normal((3, 3)) / 2]
+    b = [r.standard_normal(3), r.standard_normal((length, 3)), r.standard_normal((3, 3)) / 2]
+    for xs, got in zip([a, b], _same(graph, a, b)):
+        c = xs[0].copy()
+        news, entering = np.zeros((length, 3)), np.zeros((length, 3))
+        for i in (range(length - 1, -1, -1) if reverse else range(length)):
+            entering[i] = c
+            c = np.tanh(xs[1][i] + c @ xs[2])
+            news[i] = c
+        np.testing.assert_array_equal(got[0], c)
+        np.testing.assert_array_equal(got[1], news)
+        np.testing.assert_array_equal(got[2], entering)
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 9])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_mixed_dtype_carries_and_rank0(length, reverse):
+    def f(a16, b32, c64, n, flag, s, xs):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            a, b, d, k, g, s = c
+            a2 = a * ops.cast(x, to="f16") + a
+            b2 = ops.sin(b) + x
+            d2 = d * 0.5 + ops.cast(ops.sum(b2), to="f64")
+            k2 = k + ops.cast(x > 0, to="i64") * 3
+            g2 = ops.not_equal(g, x[0] > 0)
+            s2 = s + ops.sum(x)
+            return (a2, b2, d2, k2, g2, s2), (a2, b2, d2, k2, g2, s2, s)
+        last, ys = ops.scan(step, (a16, b32, c64, n, flag, s), xs, reverse=reverse)
+        return (*last, *ys)
+    graph = fc.trace(f, "f16[2]", "f32[2]", "f64[]", "i64[2]", "bool[]", "f32[]", f"f32[{length}, 2]")
+
+    def inputs(seed):  # noqa: ANN001, ANN202
+        r = _rng(seed)
+        return [r.standard_normal(2).astype(np.float16), r.standard_normal(2).astype(np.float32),
+                np.array(r.standard_normal()), r.integers(-5, 5, 2), np.array(seed % 2 == 0),
+                np.array(r.standard_normal(), np.float32), r.standard_normal((length, 2)).astype(np.float32)]
+    a, b = inputs(1), inputs(2)
+    for xs, got in zip([a, b], _same(graph, a, b)):
+        a16, b32, c64, n, flag, s = [np.array(v, copy=True) for v in xs[:6]]
+        stacks: list[list[np.ndarray]] = [[] for _ in range(7)]
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        for i in order:
+            x = xs[6][i]
+            a16 = a16 * x.astype(np.float16) + a16
+            b32 = np.sin(b32) + x
+            c64 = c64 * 0.5 + np.float64(np.sum(b32))
+            n = n + (x > 0).astype(np.int64) * 3
+            flag = np.not_equal(flag, x[0] > 0)
+            s_old = s
+            s = np.float32(s + np.sum(x))
+            for st, v in zip(stacks, (a16, b32, c64, n, flag, s, s_old)):
+                st.append(np.array(v))
+        assert [_bits(g) for g in got[:6]] == [_bits(np.asarray(v).astype(t.dtype))
+                                              for v, t in zip((a16, b32, c64, n, flag, s), xs[:6])]
+        for k, st in enumerate(stacks):
+            want = np.zeros((length, *np.shape(xs[k if k < 6 else 5])), np.asarray(xs[k if k < 6 else 5]).dtype)
+            for j, i in enumerate(order):
+                want[i] = st[j]
+            assert got[6 + k].dtype == want.dtype
+            np.testing.assert_array_equal(got[6 + k], want)
