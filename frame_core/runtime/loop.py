@@ -133,7 +133,8 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
         if multi:
             tests.insert(0, f"{result}.__class__ is not tuple or len({result}) != {len(outs)}")
         ns[f"_fix{k}"] = _fixer(exe, k, outs)
-        lines.append(f"            if {' or '.join(tests)}: {result} = _fix{k}({result}, ({', '.join(args)},))")
+        call = "".join(f"{a}, " for a in args)  # a tuple also for a kernel of no inputs (a constant maker)
+        lines.append(f"            if {' or '.join(tests)}: {result} = _fix{k}({result}, ({call}))")
         if multi:
             lines.append(f"            {', '.join(ins.outputs)}, = {result}")
         if ins.frees:

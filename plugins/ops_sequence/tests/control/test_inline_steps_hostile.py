@@ -109,3 +109,69 @@ def test_mixed_dtype_carries_and_rank0(length, reverse):
                 want[i] = st[j]
             assert got[6 + k].dtype == want.dtype
             np.testing.assert_array_equal(got[6 + k], want)
+
+
+ALIASING = {
+    "identity": lambda c, x: (c, c),
+    "twice": lambda c, x: (lambda n: (n, (n, n, c)))(c * x),
+    "constant": lambda c, x: (np.full(3, 2.5), (np.full(3, 2.5), c)),
+    "swap": lambda c, x: ((c[1], c[0] + x), (c[0], c[1])),
+    "input_row": lambda c, x: (x, (x, c)),
+    "carry_is_y_of_other": lambda c, x: ((c[1] * x, c[1]), (c[0], c[1] * x, c[1])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+@pytest.mark.parametrize("length", [0, 1, 2, 5])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_bodies_whose_outputs_alias_their_inputs(name, length, reverse):
+    pair = name in ("swap", "carry_is_y_of_other")
+
+    def f(a, b, xs):  # noqa: ANN001, ANN202
+        last, ys = ops.scan(ALIASING[name], (a, b) if pair else a, xs, reverse=reverse)
+        return (*(last if pair else (last,)), *(ys if isinstance(ys, tuple) else (ys,)))
+    graph = fc.trace(f, "f64[3]", "f64[3]", f"f64[{length}, 3]")
+    r = _rng(7)
+    a = [r.standard_normal(3), r.standard_normal(3), r.standard_normal((length, 3))]
+    b = [r.standard_normal(3), r.standard_normal(3), r.standard_normal((length, 3))]
+    for xs, got in zip([a, b], _same(graph, a, b)):
+        c = (xs[0].copy(), xs[1].copy()) if pair else xs[0].copy()
+        rows: list = []
+        order = list(range(length - 1, -1, -1) if reverse else range(length))
+        for i in order:
+            c, y = ALIASING[name](c, xs[2][i])
+            rows.append([np.array(v, copy=True) for v in (y if isinstance(y, tuple) else (y,))])
+        finals = list(c) if pair else [c]
+        for g, w in zip(got, finals):
+            np.testing.assert_array_equal(g, w)
+        for k, g in enumerate(got[len(finals):]):
+            want = np.zeros((length, 3))
+            for j, i in enumerate(order):
+                want[i] = rows[j][k]
+            np.testing.assert_array_equal(g, want)
+
+
+VIEWS = {
+    "reshape": lambda n, c: ops.reshape(n, shape=(3, 2)),
+    "transpose": lambda n, c: ops.transpose(n),
+    "slice": lambda n, c: n[1:, ::2],
+    "entering_transposed": lambda n, c: ops.transpose(c),
+    "entering_slice": lambda n, c: c[0],
+    # broadcasting, and a kernel of no inputs (zeros) in the body: its check once generated `(,)`, a SyntaxError
+    "broadcast": lambda n, c: n + ops.reshape(c[:, 0], shape=(2, 1)) * 0.0 + ops.zeros(shape=(4, 2, 3), dtype="f32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_per_step_outputs_that_are_views_of_carries(name, reverse):
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            n = ops.tanh(c * w + x)  # x: [3] broadcast over the rows of c
+            return n, (VIEWS[name](n, c), n)
+        return ops.scan(step, h, xs, reverse=reverse)[1]
+    graph = fc.trace(f, "f32[2, 3]", "f32[6, 3]", "f32[2, 1]")
+    r = _rng(11)
+    a = [r.standard_normal(s).astype(np.float32) for s in ((2, 3), (6, 3), (2, 1))]
+    b = [r.standard_normal(s).astype(np.float32) for s in ((2, 3), (6, 3), (2, 1))]
+    _same(graph, a, b)
