@@ -175,3 +175,46 @@ def test_per_step_outputs_that_are_views_of_carries(name, reverse):
     a = [r.standard_normal(s).astype(np.float32) for s in ((2, 3), (6, 3), (2, 1))]
     b = [r.standard_normal(s).astype(np.float32) for s in ((2, 3), (6, 3), (2, 1))]
     _same(graph, a, b)
+
+
+def _nested(kind: str, reverse: bool):  # noqa: ANN202
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            if kind == "scan":
+                inner_last, inner = ops.scan(lambda d, e: (lambda n: (n, (n, d)))(ops.tanh(d * w + e)), c,
+                                             ops.reshape(x, shape=(2, 3)), reverse=not reverse)
+                n = inner_last + ops.sum(inner[0], axes=(0,)) * 0.25
+            elif kind == "loop":
+                n = ops.loop(lambda i, d: (True, ops.sin(d * w) + x[:3]), 3, True, c)
+            else:
+                n = ops.if_else(ops.sum(x) > 0, lambda d: ops.tanh(d * w), lambda d: d * 0.5 - x[3:], c)
+            return n, (n, c)
+        return ops.scan(step, h, xs, reverse=reverse)
+    return f
+
+
+@pytest.mark.parametrize("kind", ["scan", "loop", "if_else"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_nested_control_flow_in_the_body(kind, reverse):
+    f = _nested(kind, reverse)
+
+    def loss(h, xs, w):  # noqa: ANN001, ANN202
+        last, (news, entering) = f(h, xs, w)
+        return ops.sum(last * last) + ops.sum(ops.sin(news)) + ops.sum(entering * news)
+    types = ["f64[3]", "f64[5, 6]", "f64[3]"]
+    r = _rng(5)
+    a = [r.standard_normal(3), r.standard_normal((5, 6)), r.standard_normal(3)]
+    b = [r.standard_normal(3), r.standard_normal((5, 6)), r.standard_normal(3)]
+    _same(fc.trace(lambda *t: (lambda o: (o[0], *o[1]))(f(*t)), *types), a, b)
+    graph = fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1, 2])
+    got = _same(graph, a, b)[0]
+    value = fc.compile(fc.trace(loss, *types), cache=False)
+    for i in (0, 1, 2):  # first derivatives against central differences
+        base = [x.copy() for x in a]
+        num = np.zeros(a[i].shape)
+        for k in np.ndindex(a[i].shape):
+            plus, minus = [x.copy() for x in base], [x.copy() for x in base]
+            plus[i][k] += 1e-6
+            minus[i][k] -= 1e-6
+            num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
+        np.testing.assert_allclose(got[1 + i], num, rtol=1e-5, atol=1e-7)
