@@ -218,3 +218,62 @@ def test_nested_control_flow_in_the_body(kind, reverse):
             minus[i][k] -= 1e-6
             num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
         np.testing.assert_allclose(got[1 + i], num, rtol=1e-5, atol=1e-7)
+
+
+SECOND_ORDER = {
+    "rnn": lambda c, x, w: (lambda n: (n, (n, c)))(ops.tanh(c * w + x)),
+    "identity_then_views": lambda c, x, w: (c, (ops.transpose(ops.reshape(c * x, shape=(3, 1))), c[1:])),
+    "twice": lambda c, x, w: (lambda n: (n, (n, n)))(ops.sin(c) * w + x),
+    "constant_carry": lambda c, x, w: (np.full(3, 0.5), (c * x * w, c)),
+    "broadcast": lambda c, x, w: (lambda n: (n, ops.reshape(n, shape=(3, 1)) * ops.reshape(w, shape=(1, 3))))(
+        ops.tanh(c * x) + w),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND_ORDER))
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length", [1, 2, 6])
+def test_gradients_to_order_two_against_finite_differences(name, reverse, length):
+    from .helpers import hvp_graph
+
+    def loss(h, xs, w):  # noqa: ANN001, ANN202
+        last, ys = ops.scan(lambda c, x: SECOND_ORDER[name](c, x, w), h, xs, reverse=reverse)
+        total = ops.sum(ops.sin(last))
+        for k, y in enumerate(ys if isinstance(ys, tuple) else (ys,)):
+            total = total + ops.sum(ops.tanh(y) * (k + 1.5))
+        return total
+    types = ["f64[3]", f"f64[{length}, 3]", "f64[3]"]
+    r = _rng(length)
+    a = [r.standard_normal(3), r.standard_normal((length, 3)), r.standard_normal(3)]
+    v = [r.standard_normal(3), r.standard_normal((length, 3)), r.standard_normal(3)]
+    hv = _same(hvp_graph(loss, types, [0, 1, 2], v), a, [x * 2 for x in a])[0]
+    grads = fc.compile(fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1, 2]), cache=False)
+    eps = 1e-5
+    plus = grads.run([x + eps * d for x, d in zip(a, v)])[1:]
+    minus = grads.run([x - eps * d for x, d in zip(a, v)])[1:]
+    for k in range(3):
+        np.testing.assert_allclose(hv[5 + k], (plus[k] - minus[k]) / (2 * eps), rtol=1e-5, atol=1e-7)
+    value = fc.compile(fc.trace(loss, *types), cache=False)
+    s = (value.run([x + eps * d for x, d in zip(a, v)])[0] - value.run([x - eps * d for x, d in zip(a, v)])[0])
+    np.testing.assert_allclose(hv[4], s / (2 * eps), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(SECOND_ORDER))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_forward_mode_against_finite_differences(name, reverse):
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        last, ys = ops.scan(lambda c, x: SECOND_ORDER[name](c, x, w), h, xs, reverse=reverse)
+        return (last, *(ys if isinstance(ys, tuple) else (ys,)))
+    types = ["f64[3]", "f64[4, 3]", "f64[3]"]
+    r = _rng(9)
+    a = [r.standard_normal(3), r.standard_normal((4, 3)), r.standard_normal(3)]
+    v = [r.standard_normal(3), r.standard_normal((4, 3)), r.standard_normal(3)]
+    forward = fc.trace(f, *types)
+    n_out = len(forward.outputs)
+    got = _same(fc.build_jvp_graph(forward), [*a, *v], [*v, *a])[0]
+    value = fc.compile(forward, cache=False)
+    eps = 1e-6
+    plus = value.run([x + eps * d for x, d in zip(a, v)])
+    minus = value.run([x - eps * d for x, d in zip(a, v)])
+    for k in range(n_out):
+        np.testing.assert_allclose(got[n_out + k], (plus[k] - minus[k]) / (2 * eps), rtol=1e-6, atol=1e-8)
