@@ -277,3 +277,74 @@ def test_forward_mode_against_finite_differences(name, reverse):
     minus = value.run([x - eps * d for x, d in zip(a, v)])
     for k in range(n_out):
         np.testing.assert_allclose(got[n_out + k], (plus[k] - minus[k]) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
+def _rnn_loss(h, xs, w):  # noqa: ANN001, ANN202
+    last, ys = ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c @ w + x)), h, xs)
+    return ops.sum(last) + ops.sum(ys[0] * ys[1])
+
+
+def test_nan_and_inf_flow_through_the_steps_as_in_the_runner():
+    graph = fc.build_backward_graph(fc.trace(_rnn_loss, "f32[2, 3]", "f32[6, 2, 3]", "f32[3, 3]"), 0, [0, 1, 2])
+    r = _rng(2)
+    clean = [r.standard_normal(s).astype(np.float32) for s in ((2, 3), (6, 2, 3), (3, 3))]
+    dirty = [x.copy() for x in clean]
+    dirty[1][3, 0, 1] = np.nan
+    dirty[1][4, 1, 2] = np.inf
+    dirty[1][5, 1, 0] = -np.inf
+    got = _same(graph, clean, dirty)
+    assert np.isfinite(got[0][0]) and all(np.isfinite(g).all() for g in got[0])
+    assert np.isnan(got[1][0])  # the NaN reaches the loss and every gradient it touches
+    # batch row 0 met the NaN: NaN at every step (forward after it, backward before it); row 1 met only +-inf,
+    # which tanh saturates: finite
+    assert np.isnan(got[1][2][:, 0]).all() and np.isfinite(got[1][2][:, 1]).all()
+
+
+def test_many_runs_alternating_inputs_leave_nothing_behind():
+    graph = fc.build_backward_graph(fc.trace(_rnn_loss, "f64[2, 3]", "f64[5, 2, 3]", "f64[3, 3]"), 0, [0, 1, 2])
+    exe = fc.compile(graph, cache=False)
+    r = _rng(4)
+    runs = [[r.standard_normal(s) for s in ((2, 3), (5, 2, 3), (3, 3))] for _ in range(3)]
+    want = [[_bits(o) for o in fc.compile(graph, cache=False, checks=True).run(xs)] for xs in runs]
+    kept = []
+    for k in range(30):
+        out = exe.run(runs[k % 3])
+        assert [_bits(o) for o in out] == want[k % 3]
+        kept.append((k % 3, out))
+    for k, out in kept:  # results handed out earlier are not written by later runs
+        assert [_bits(o) for o in out] == want[k]
+
+
+def test_two_threads_on_one_executable():
+    graph = fc.build_backward_graph(fc.trace(_rnn_loss, "f64[2, 3]", "f64[40, 2, 3]", "f64[3, 3]"), 0, [0, 1, 2])
+    exe = fc.compile(graph, cache=False)
+    r = _rng(6)
+    runs = [[r.standard_normal(s) for s in ((2, 3), (40, 2, 3), (3, 3))] for _ in range(2)]
+    want = [[_bits(o) for o in fc.compile(graph, cache=False, checks=True).run(xs)] for xs in runs]
+    bad: list = []
+
+    def work(t: int) -> None:
+        for _ in range(15):
+            if [_bits(o) for o in exe.run(runs[t])] != want[t]:
+                bad.append(t)
+    threads = [threading.Thread(target=work, args=(t,)) for t in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def test_dynamic_batch_sizes():
+    """The forward scan (a backward graph does not specialize to another batch size, scan or not: its
+    sum_grad_internal keeps the traced input_shape)."""
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        last, ys = ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c @ w + x)), h, xs)
+        return last, ys[0], ys[1]
+    exe = fc.compile(fc.trace(f, "f32[2, 3]", "f32[5, 2, 3]", "f32[3, 3]"), cache=False, dynamic_shapes=True)
+    r = _rng(8)
+    for batch in (2, 7, 1, 2, 7):
+        xs = [r.standard_normal(s).astype(np.float32) for s in ((batch, 3), (5, batch, 3), (3, 3))]
+        want = fc.compile(fc.trace(f, f"f32[{batch}, 3]", f"f32[5, {batch}, 3]", "f32[3, 3]"),
+                          cache=False, checks=True).run(xs)
+        assert [_bits(o) for o in exe.run(xs)] == [_bits(o) for o in want]
