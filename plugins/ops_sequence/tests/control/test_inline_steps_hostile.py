@@ -348,3 +348,42 @@ def test_dynamic_batch_sizes():
         want = fc.compile(fc.trace(f, f"f32[{batch}, 3]", f"f32[5, {batch}, 3]", "f32[3, 3]"),
                           cache=False, checks=True).run(xs)
         assert [_bits(o) for o in exe.run(xs)] == [_bits(o) for o in want]
+
+
+def _broadcasting_residual_loss(case: str):  # noqa: ANN202
+    """Bodies whose gradient's residual is a cheap chain of per-step outputs of *different* shapes: recomputed
+    on whole stacks, a rank-0 output ([L]) met a [3] constant, and [L, 3] met [L, 2, 1] (at L = 2 broadcasting
+    to the right shape with the wrong values: a silent wrong gradient; at other lengths a GradientError)."""
+    def loss(h, xs):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            if case == "constant":
+                t = ops.tanh(c * x)  # rank 0, stacked
+                return ops.sum(ops.square(t * np.array([1.0, 2.0, 3.0]))) * 0.1, t
+            t1 = ops.tanh(c * x)  # [3]
+            t2 = ops.reshape(ops.tanh(c[:2] + x[1:]), shape=(2, 1))  # [2, 1]
+            return ops.tanh(c + ops.sum(ops.square(t1 + t2), axes=(0,)) * 0.1), (t1, t2)
+        last, ys = ops.scan(step, h, xs)
+        if case == "constant":
+            return ops.sum(last) + ops.sum(ops.sin(ys))
+        return ops.sum(last) + ops.sum(ops.sin(ys[0])) + ops.sum(ys[1])
+    return loss
+
+
+@pytest.mark.parametrize("case", ["constant", "mixed"])
+@pytest.mark.parametrize("length", [1, 2, 3, 4])
+def test_a_residual_chain_over_outputs_of_different_shapes(case, length):
+    loss = _broadcasting_residual_loss(case)
+    types = ["f64[]", f"f64[{length}]"] if case == "constant" else ["f64[3]", f"f64[{length}, 3]"]
+    r = _rng(length)
+    shapes = [(), (length,)] if case == "constant" else [(3,), (length, 3)]
+    a = [np.asarray(r.standard_normal(s)) for s in shapes]
+    got = _same(fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1]), a)[0]
+    value = fc.compile(fc.trace(loss, *types), cache=False)
+    for i in (0, 1):
+        num = np.zeros(a[i].shape)
+        for k in np.ndindex(a[i].shape):
+            plus, minus = [x.copy() for x in a], [x.copy() for x in a]
+            plus[i][k] += 1e-6
+            minus[i][k] -= 1e-6
+            num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
+        np.testing.assert_allclose(got[1 + i], num, rtol=1e-6, atol=1e-8)
