@@ -387,3 +387,37 @@ def test_a_residual_chain_over_outputs_of_different_shapes(case, length):
             minus[i][k] -= 1e-6
             num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
         np.testing.assert_allclose(got[1 + i], num, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("checks", [False, True])
+def test_a_data_error_at_a_later_step_is_named_and_the_next_run_is_clean(checks):
+    def f(h, idx, table):  # noqa: ANN001, ANN202
+        return ops.scan(lambda c, i: (lambda n: (n, n))(ops.tanh(c + ops.gather(table, i, axis=0))), h, idx)
+    graph = fc.trace(f, "f64[3]", "i64[5]", "f64[4, 3]")
+    exe = fc.compile(graph, cache=False, checks=checks)
+    good = [np.zeros(3), np.array([0, 1, 2, 3, 0]), np.arange(12.0).reshape(4, 3) / 10]
+    want = [_bits(o) for o in exe.run(good)]
+    with pytest.raises(fc.DataError, match="gather: index 9 .* out of range"):
+        exe.run([good[0], np.array([0, 1, 2, 9, 0]), good[2]])
+    assert [_bits(o) for o in exe.run(good)] == want
+
+
+def test_a_fused_group_of_several_stacked_outputs_writes_each_into_its_row():
+    def f(h, xs):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            a = ops.tanh(c + x)
+            b = a * a + 1.0
+            d = ops.exp(b * 0.1) - a
+            return d, (a, b, d, c)
+        last, ys = ops.scan(step, h, xs)
+        return (last, *ys)
+    r = _rng(12)
+    runs = [[r.standard_normal(64).astype(np.float32), r.standard_normal((12, 64)).astype(np.float32)]
+            for _ in range(2)]
+    got = _same(fc.trace(f, "f32[64]", "f32[12, 64]"), *runs)
+    for xs, out in zip(runs, got):
+        c = xs[0]
+        for i in range(12):
+            assert out[4][i].tobytes() == c.tobytes()  # the entering carry, filled after the loop
+            c = out[3][i]
+        assert out[0].tobytes() == c.tobytes()
