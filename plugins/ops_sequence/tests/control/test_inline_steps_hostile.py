@@ -421,3 +421,30 @@ def test_a_fused_group_of_several_stacked_outputs_writes_each_into_its_row():
             assert out[4][i].tobytes() == c.tobytes()  # the entering carry, filled after the loop
             c = out[3][i]
         assert out[0].tobytes() == c.tobytes()
+
+
+@pytest.mark.parametrize("kind", ["scan", "loop", "if_else"])
+def test_nested_second_order_and_forward_mode(kind):
+    from .helpers import hvp_graph
+
+    f = _nested(kind, False)
+
+    def loss(h, xs, w):  # noqa: ANN001, ANN202
+        last, (news, entering) = f(h, xs, w)
+        return ops.sum(last * last) + ops.sum(ops.sin(news)) + ops.sum(entering * news)
+    types = ["f64[3]", "f64[3, 6]", "f64[3]"]
+    r = _rng(13)
+    a = [r.standard_normal(3), r.standard_normal((3, 6)), r.standard_normal(3)]
+    v = [r.standard_normal(3), r.standard_normal((3, 6)), r.standard_normal(3)]
+    hv = _same(hvp_graph(loss, types, [0, 1, 2], v), a)[0]
+    grads = fc.compile(fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1, 2]), cache=False)
+    eps = 1e-5
+    plus = grads.run([x + eps * d for x, d in zip(a, v)])[1:]
+    minus = grads.run([x - eps * d for x, d in zip(a, v)])[1:]
+    for k in range(3):
+        np.testing.assert_allclose(hv[5 + k], (plus[k] - minus[k]) / (2 * eps), rtol=1e-5, atol=1e-7)
+    forward = fc.trace(loss, *types)
+    jvp = _same(fc.build_jvp_graph(forward), [*a, *v])[0]
+    value = fc.compile(forward, cache=False)
+    want = (value.run([x + 1e-6 * d for x, d in zip(a, v)])[0] - value.run([x - 1e-6 * d for x, d in zip(a, v)])[0])
+    np.testing.assert_allclose(jvp[1], want / 2e-6, rtol=1e-6)
