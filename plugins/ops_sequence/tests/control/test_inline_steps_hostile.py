@@ -448,3 +448,38 @@ def test_nested_second_order_and_forward_mode(kind):
     value = fc.compile(forward, cache=False)
     want = (value.run([x + 1e-6 * d for x, d in zip(a, v)])[0] - value.run([x - 1e-6 * d for x, d in zip(a, v)])[0])
     np.testing.assert_allclose(jvp[1], want / 2e-6, rtol=1e-6)
+
+
+OUT_KERNELS = {  # ops whose kernels take an ``out`` array: per-step outputs written into their rows, rank 0 too
+    "matmul_vector": lambda c, x, w: c @ x,
+    "matmul_row": lambda c, x, w: ops.reshape(c, shape=(1, 3)) @ x,
+    "sum": lambda c, x, w: ops.sum(c * x),
+    "mean": lambda c, x, w: ops.mean(c * x),
+    "max": lambda c, x, w: ops.max(c * x),
+    "argmax": lambda c, x, w: ops.argmax(c * x),
+    "argmin": lambda c, x, w: ops.argmin(c * x, axis=0),
+    "logsumexp": lambda c, x, w: ops.logsumexp(c * x),
+    "softmax": lambda c, x, w: ops.softmax(c * x),
+    "concat": lambda c, x, w: ops.concat(c, x, axis=0),
+    "stack": lambda c, x, w: ops.stack(c, x, axis=1),
+    "pad": lambda c, x, w: ops.pad(c, before=(1,), after=(2,)),
+    "one_hot": lambda c, x, w: ops.one_hot(ops.argmax(c), depth=4),
+    "cast_int": lambda c, x, w: ops.cast(c * 10, to="i32"),
+    "cast_bool": lambda c, x, w: ops.cast(c, to="bool"),
+    "clip": lambda c, x, w: ops.clip(c, min=-0.5, max=0.5),
+    "greater": lambda c, x, w: c > x,
+    "maximum": lambda c, x, w: ops.maximum(c, w),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_KERNELS))
+def test_out_taking_kernels_write_their_rows(name):
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            n = ops.tanh(c * 0.9 + x)
+            return n, (OUT_KERNELS[name](n, x, w), OUT_KERNELS[name](c, x, w))
+        last, ys = ops.scan(step, h, xs, reverse=name < "m")
+        return (last, *ys)
+    r = _rng(14)
+    _same(fc.trace(f, "f64[3]", "f64[5, 3]", "f64[3]"),
+          *[[r.standard_normal(3), r.standard_normal((5, 3)), r.standard_normal(3)] for _ in range(2)])
