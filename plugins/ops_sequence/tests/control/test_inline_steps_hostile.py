@@ -38,7 +38,7 @@ def _rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-@pytest.mark.parametrize("length", [0, 1, 2, 3, 40])
+@pytest.mark.parametrize("length", [0, 1, 2, 40])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_lengths_and_directions_against_numpy(length, reverse):
     def f(h, xs, w):  # noqa: ANN001, ANN202
@@ -232,7 +232,7 @@ SECOND_ORDER = {
 
 @pytest.mark.parametrize("name", sorted(SECOND_ORDER))
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("length", [1, 2, 6])
+@pytest.mark.parametrize("length", [1, 5])
 def test_gradients_to_order_two_against_finite_differences(name, reverse, length):
     from .helpers import hvp_graph
 
