@@ -483,3 +483,50 @@ def test_out_taking_kernels_write_their_rows(name):
     r = _rng(14)
     _same(fc.trace(f, "f64[3]", "f64[5, 3]", "f64[3]"),
           *[[r.standard_normal(3), r.standard_normal((5, 3)), r.standard_normal(3)] for _ in range(2)])
+
+
+SHAPES_OF_SCANS = {  # (init, xs, body): no carry, no per-step output, no scanned input, checkpointed
+    "no_carry": lambda h, xs, w: ops.scan(lambda c, x: ((), ops.tanh(x * w)), (), xs),
+    "no_output": lambda h, xs, w: ops.scan(lambda c, x: (ops.tanh(c * w + x), None), h, xs),
+    "no_xs": lambda h, xs, w: ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.sin(c * w)), h, None, length=4),
+    "captured": lambda h, xs, w: ops.scan(lambda c, x: (lambda n: (n, n * h))(ops.tanh(c * w + x)), h, xs),
+    "checkpointed": lambda h, xs, w: ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c * w + x)), h, xs,
+                                              checkpoint_every=2),
+}
+
+
+def _flat(result):  # noqa: ANN001, ANN202
+    out = []
+    for part in result:
+        if isinstance(part, tuple):
+            out.extend(part)
+        elif part is not None:
+            out.append(part)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES_OF_SCANS))
+def test_scans_without_carries_outputs_or_xs_and_checkpointed(name):
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        return _flat(SHAPES_OF_SCANS[name](h, xs, w))
+
+    def loss(h, xs, w):  # noqa: ANN001, ANN202
+        total = ops.sum(w)
+        for k, v in enumerate(f(h, xs, w)):
+            total = total + ops.sum(ops.sin(v)) * (k + 1)
+        return total
+    types = ["f64[3]", "f64[5, 3]", "f64[3]"]
+    r = _rng(15)
+    runs = [[r.standard_normal(3), r.standard_normal((5, 3)), r.standard_normal(3)] for _ in range(2)]
+    _same(fc.trace(f, *types), *runs)
+    got = _same(fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1, 2]), *runs)[0]
+    value = fc.compile(fc.trace(loss, *types), cache=False)
+    a = runs[0]
+    for i in (0, 1, 2):
+        num = np.zeros(a[i].shape)
+        for k in np.ndindex(a[i].shape):
+            plus, minus = [x.copy() for x in a], [x.copy() for x in a]
+            plus[i][k] += 1e-6
+            minus[i][k] -= 1e-6
+            num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
+        np.testing.assert_allclose(got[1 + i], num, rtol=1e-6, atol=1e-8)
