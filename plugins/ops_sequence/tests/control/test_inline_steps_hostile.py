@@ -530,3 +530,26 @@ def test_scans_without_carries_outputs_or_xs_and_checkpointed(name):
             minus[i][k] -= 1e-6
             num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
         np.testing.assert_allclose(got[1 + i], num, rtol=1e-6, atol=1e-8)
+
+
+def test_two_threads_on_one_dynamic_executable_with_different_batch_sizes():
+    def f(h, xs, w):  # noqa: ANN001, ANN202
+        last, ys = ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c @ w + x)), h, xs)
+        return last, ys[0], ys[1]
+    exe = fc.compile(fc.trace(f, "f64[2, 3]", "f64[30, 2, 3]", "f64[3, 3]"), cache=False, dynamic_shapes=True)
+    r = _rng(16)
+    runs = [[r.standard_normal(s) for s in ((b, 3), (30, b, 3), (3, 3))] for b in (2, 5)]
+    want = [[_bits(o) for o in fc.compile(fc.trace(f, *[fc.TensorType(x.dtype, x.shape) for x in xs]), cache=False,
+                                          checks=True).run(xs)] for xs in runs]
+    bad: list = []
+
+    def work(t: int) -> None:
+        for _ in range(20):
+            if [_bits(o) for o in exe.run(runs[t])] != want[t]:
+                bad.append(t)
+    threads = [threading.Thread(target=work, args=(t,)) for t in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
