@@ -553,3 +553,30 @@ def test_two_threads_on_one_dynamic_executable_with_different_batch_sizes():
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_forward_mode_through_mixed_dtype_carries():
+    def f(a16, b32, n, flag, xs):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            a, b, k, g = c
+            a2 = a * ops.cast(x, to="f16") + a
+            b2 = ops.sin(b) + x * ops.cast(k, to="f32")
+            k2 = k + ops.cast(x > 0, to="i64")
+            g2 = ops.not_equal(g, x[0] > 0)
+            return (a2, b2, k2, g2), (a2, b2 * ops.cast(g2, to="f32"), k2)
+        last, ys = ops.scan(step, (a16, b32, n, flag), xs, reverse=True)
+        return (*last, *ys)
+    forward = fc.trace(f, "f16[2]", "f32[2]", "i64[2]", "bool[]", "f32[5, 2]")
+    r = _rng(17)
+    xs = [r.standard_normal(2).astype(np.float16), r.standard_normal(2).astype(np.float32), np.array([1, -2]),
+          np.array(True), r.standard_normal((5, 2)).astype(np.float32)]
+    tangents = [np.zeros(2, np.float16), r.standard_normal(2).astype(np.float32),
+                r.standard_normal((5, 2)).astype(np.float32)]
+    got = _same(fc.build_jvp_graph(forward), [*xs, *tangents])[0]
+    value = fc.compile(forward, cache=False)
+    eps = np.float32(1e-3)
+    plus = value.run([xs[0], xs[1] + eps * tangents[1], *xs[2:4], xs[4] + eps * tangents[2]])
+    minus = value.run([xs[0], xs[1] - eps * tangents[1], *xs[2:4], xs[4] - eps * tangents[2]])
+    for k in (1, 5):  # the f32 carry and its stacked product
+        np.testing.assert_allclose(got[7 + k], (plus[k] - minus[k]) / (2 * eps), rtol=2e-3, atol=2e-3)
+    assert not got[7 + 2].any() and not got[7 + 6].any()  # integer outputs: zero tangents
