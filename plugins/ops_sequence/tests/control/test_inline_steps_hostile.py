@@ -580,3 +580,33 @@ def test_forward_mode_through_mixed_dtype_carries():
     for k in (1, 5):  # the f32 carry and its stacked product
         np.testing.assert_allclose(got[7 + k], (plus[k] - minus[k]) / (2 * eps), rtol=2e-3, atol=2e-3)
     assert not got[7 + 2].any() and not got[7 + 6].any()  # integer outputs: zero tangents
+
+
+@pytest.mark.parametrize("outer", ["loop", "if_else"])
+def test_a_scan_inside_a_loop_body_or_a_branch(outer):
+    def inner(c, xs, w):  # noqa: ANN001, ANN202
+        last, ys = ops.scan(lambda d, x: (lambda n: (n, (n, d)))(ops.tanh(d * w + x)), c, xs, reverse=True)
+        return last + ops.sum(ys[0] * ys[1], axes=(0,)) * 0.1
+
+    def loss(h, xs, w):  # noqa: ANN001, ANN202
+        if outer == "loop":
+            out = ops.loop(lambda i, c: (True, inner(c, xs, w)), 3, True, h)
+        else:
+            out = ops.if_else(ops.sum(h) > 0, lambda c: inner(c, xs, w), lambda c: inner(c * 2.0, xs, w), h)
+        return ops.sum(ops.sin(out))
+    types = ["f64[3]", "f64[4, 3]", "f64[3]"]
+    r = _rng(18)
+    runs = [[r.standard_normal(3), r.standard_normal((4, 3)), r.standard_normal(3)] for _ in range(2)]
+    runs[1][0] = -np.abs(runs[0][0])  # the other branch
+    runs[0][0] = np.abs(runs[0][0])
+    got = _same(fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1, 2]), *runs)
+    value = fc.compile(fc.trace(loss, *types), cache=False)
+    for a, out in zip(runs, got):
+        for i in (0, 2):
+            num = np.zeros(3)
+            for k in range(3):
+                plus, minus = [x.copy() for x in a], [x.copy() for x in a]
+                plus[i][k] += 1e-6
+                minus[i][k] -= 1e-6
+                num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
+            np.testing.assert_allclose(out[1 + i], num, rtol=1e-6, atol=1e-8)
