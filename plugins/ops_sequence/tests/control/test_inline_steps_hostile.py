@@ -610,3 +610,40 @@ def test_a_scan_inside_a_loop_body_or_a_branch(outer):
                 minus[i][k] -= 1e-6
                 num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
             np.testing.assert_allclose(out[1 + i], num, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("sa, sb, op, const_shape, length", [
+    ((), (1, 3), "add", None, 3),  # the rank-0 stack [3] broadcast against [3, 1, 3]: wrong values, no error
+    ((3,), (1, 3), "mul", (2, 1), 2),
+    ((2, 1), (3,), "sub", None, 2),
+    ((2, 3), (2, 3), "mul", (3,), 2),  # same shapes, a broadcasting constant: still recomputed
+])
+def test_residual_chains_of_broadcast_operands(sa, sb, op, const_shape, length):
+    const = None if const_shape is None else np.linspace(0.5, 1.5, int(np.prod(const_shape))).reshape(const_shape)
+
+    def loss(h, xs):  # noqa: ANN001, ANN202
+        def step(c, x):  # noqa: ANN001, ANN202
+            na, nb = int(np.prod(sa)), int(np.prod(sb))
+            ta = ops.tanh(ops.reshape(c[:na] * x[:na], shape=sa))
+            tb = ops.tanh(ops.reshape(c[6 - nb:] + x[:nb], shape=sb))
+            z = getattr(ops, op)(ta, tb)
+            z = z if const is None else z * const
+            return ops.tanh(c * 0.5 + ops.sum(ops.square(z)) * 0.1), (ta, tb)
+        last, ys = ops.scan(step, h, xs)
+        return ops.sum(ops.sin(last)) + ops.sum(ops.sin(ys[0])) + ops.sum(ys[1] * ys[1])
+    types = ["f64[6]", f"f64[{length}, 6]"]
+    r = _rng(19)
+    a = [r.standard_normal(6), r.standard_normal((length, 6))]
+    graph = fc.build_backward_graph(fc.trace(loss, *types), 0, [0, 1])
+    if sa == sb:
+        assert any(n.op == "square" for n in graph.nodes)  # recomputed from the stacks
+    got = _same(graph, a)[0]
+    value = fc.compile(fc.trace(loss, *types), cache=False)
+    for i in (0, 1):
+        num = np.zeros(a[i].shape)
+        for k in np.ndindex(a[i].shape):
+            plus, minus = [x.copy() for x in a], [x.copy() for x in a]
+            plus[i][k] += 1e-6
+            minus[i][k] -= 1e-6
+            num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
+        np.testing.assert_allclose(got[1 + i], num, rtol=1e-6, atol=1e-8)
