@@ -336,8 +336,8 @@ def test_two_threads_on_one_executable():
 
 
 def test_dynamic_batch_sizes():
-    """The forward scan (a backward graph does not specialize to another batch size, scan or not: its
-    sum_grad_internal keeps the traced input_shape)."""
+    """The forward scan compiled with dynamic_shapes (a training graph does not specialize, scan or not: its
+    gradient ops keep the traced shapes, docs/design-parameters-and-shapes.md; value_and_grad retraces)."""
     def f(h, xs, w):  # noqa: ANN001, ANN202
         last, ys = ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c @ w + x)), h, xs)
         return last, ys[0], ys[1]
@@ -647,3 +647,22 @@ def test_residual_chains_of_broadcast_operands(sa, sb, op, const_shape, length):
             minus[i][k] -= 1e-6
             num[k] = (value.run(plus)[0] - value.run(minus)[0]) / 2e-6
         np.testing.assert_allclose(got[1 + i], num, rtol=1e-6, atol=1e-8)
+
+
+def test_value_and_grad_through_a_scan_at_several_batch_sizes():
+    def loss(params, xs):  # noqa: ANN001, ANN202
+        w, h0 = params["w"], params["h0"]
+        last, ys = ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c @ w + x)), ops.zeros_like(xs[0]) + h0,
+                            xs)
+        return ops.sum(last) + ops.sum(ys[0] * ys[1])
+    vg = fc.value_and_grad(loss)
+    r = _rng(20)
+    params = {"w": r.standard_normal((3, 3)) / 2, "h0": r.standard_normal(3)}
+    for batch in (2, 5, 2):
+        xs = r.standard_normal((6, batch, 3))
+        value, grads = vg(params, xs)
+        want = fc.compile(fc.build_backward_graph(fc.trace(lambda w, h0, x: loss({"w": w, "h0": h0}, x), "f64[3, 3]",
+                                                           "f64[3]", f"f64[6, {batch}, 3]"), 0, [0, 1]),
+                          cache=False, checks=True).run([params["w"], params["h0"], xs])
+        assert _bits(value) == _bits(want[0])
+        assert _bits(grads["w"]) == _bits(want[1]) and _bits(grads["h0"]) == _bits(want[2])
