@@ -99,13 +99,13 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
         buffers = prog.buffers.get(ins.out_buffer) if ins.out_buffer else None
         outs: list[str | None] = []  # what each output must be (an expression), or None: checked by type
         for m, name in enumerate(ins.outputs):
-            j = row_of.get(name)
+            at = row_of.get(name)
             # several outputs take a tuple of out arrays where the planner gives one (a fused chain's)
-            if takes_out and j is not None and (not multi or ins.op == FUSED_OP or ins.out_buffer is not None):
+            if takes_out and at is not None and (not multi or ins.op == FUSED_OP or ins.out_buffer is not None):
                 outs.append(f"_o{k}_{m}")
-                written.add(j)
+                written.add(at)
                 row = "_i, ..." if ins.node.outputs[m].type.rank == 0 else "_i"  # a 0-d view, not a scalar
-                lines.append(f"            _o{k}_{m} = _y{j}[{row}]")
+                lines.append(f"            _o{k}_{m} = _y{at}[{row}]")
             elif buffers is not None and (buffers[m] if multi else buffers) is not None:
                 ns[f"b{k}_{m}"] = buffers[m] if multi else buffers
                 outs.append(f"b{k}_{m}")
@@ -133,7 +133,8 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
         if multi:
             tests.insert(0, f"{result}.__class__ is not tuple or len({result}) != {len(outs)}")
         ns[f"_fix{k}"] = _fixer(exe, k, outs)
-        lines.append(f"            if {' or '.join(tests)}: {result} = _fix{k}({result}, ({', '.join(args)},))")
+        call = "".join(f"{a}, " for a in args)  # a tuple also for a kernel of no inputs (a constant maker)
+        lines.append(f"            if {' or '.join(tests)}: {result} = _fix{k}({result}, ({call}))")
         if multi:
             lines.append(f"            {', '.join(ins.outputs)}, = {result}")
         if ins.frees:
@@ -181,7 +182,7 @@ def _fixer(exe: "Executable", k: int, outs: list[str | None]) -> Callable[[Any, 
         if problem is not None:
             exe._bad_result(k, problem)
         n = len(exe.program.rows[k][1].inputs)
-        given = args[n] if len(args) > n else None
+        given: Any = args[n] if len(args) > n else None  # the out array(s): given whenever a row is
         values = list(result) if multi else [result]
         for m, is_row in enumerate(rows):
             if is_row:

@@ -408,6 +408,11 @@ def _from_outputs(r: Any, outputs: Sequence[Any]) -> list[Any] | None:
             return True
         if node.op not in _RECOMPUTED_OPS or len(node.outputs) != 1 or len(chain) >= _RECOMPUTED_MOST:
             return False
+        # on whole stacks a per-step operand broadcasts against the step axis: every operand but a constant
+        # (which broadcasts from the right, as per step) must have the node's own shape
+        shape = node.outputs[0].type.shape
+        if any(x.type.shape != shape for x in node.inputs if x.producer is None or x.producer.op != "constant"):
+            return False
         seen.add(id(node))
         if not all(visit(x) for x in node.inputs):
             return False
