@@ -107,7 +107,7 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
         done: dict[int, Any] = {}
         plans = [plan] if check is plan else [plan, check]
 
-        def job(key: int, p: ColumnPlan) -> bool:
+        def job(key: int, p: Any) -> bool:  # (submit takes any plan with ir/n_args/chunks/shapes)
             def install(_: Any, fn: Callable[..., Any] | None, how: str) -> None:
                 if fn is None:
                     tier.state = how if how in ("failed", "off") else "failed"
