@@ -240,6 +240,9 @@ NOT_CLOSED = {
     **{f"native_{norm}_{k}_internal": "a compile-pipeline product made after differentiation; differentiate "
                                       "the graph before compiling it"
        for norm in ("layer_norm", "batch_norm") for k in ("train", "grad_saved")},
+    # ... and of reduce_to_shape_internal's sums over the rows of x[N, C]
+    "native_column_sum_internal": "a compile-pipeline product made after differentiation; differentiate the "
+                                  "graph before compiling it",
 }
 
 

@@ -7,7 +7,8 @@ run frame's numpy code at first; a background thread compiles them with
 llvmlite into explicit-vector machine code and swaps it in; both give the
 same bits. The training pairs of layer_norm and of batch_norm of x[N, C]
 (frame-ops-nn) tier up the same way to compiled row and column kernels
-(``rows.py``). ``FRAME_NATIVE=0`` turns it off. See ``docs/native.md``.
+(``rows.py``), and so do sums over the rows of ``x[N, C]`` (bias gradients:
+``reduce_to_shape_internal``, ``colsums.py``). ``FRAME_NATIVE=0`` turns it off. See ``docs/native.md``.
 
 Public helpers: ``wait(timeout)`` blocks until queued kernels are compiled,
 ``status()`` reports what the compiler has done, ``tier_of(executable)``

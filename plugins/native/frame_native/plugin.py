@@ -9,14 +9,16 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
+    from .colsums import COLUMN_SUM_SCHEMA
     from .rows import ROW_SCHEMAS
     from .tiered import NATIVE
 
-    return [NATIVE, *ROW_SCHEMAS]
+    return [NATIVE, *ROW_SCHEMAS, COLUMN_SUM_SCHEMA]
 
 
 @hookimpl
 def frame_register_passes():
+    from .colsums import compile_column_sums
     from .passes import compile_fused_groups, switched_off
     from .rows import compile_norm_rows
 
@@ -26,4 +28,8 @@ def frame_register_passes():
             PassSpec("compile_norm_rows", compile_norm_rows, after="fuse_elementwise", min_level=2,
                      doc="layer_norm's training pair on float32/float64 tiers up to compiled row kernels in the "
                          "background (the same bits as frame-ops-nn's numpy kernels)",
+                     cache_key=switched_off),
+            PassSpec("compile_column_sums", compile_column_sums, after="fuse_elementwise", min_level=2,
+                     doc="sums of x[N, C] over its rows (reduce_to_shape_internal) on float32/float64 tier up to "
+                         "compiled column sums in the background (the same bits as numpy's add.reduce)",
                      cache_key=switched_off)]
