@@ -19,7 +19,7 @@ for the five parameters (every variant returns just those).
   torch.func's jvp-of-jvp (when installed).
 
 Prints medians of interleaved rounds (each round runs every variant for about
-10 ms in turn), the ratios to numpy and to the best jax, the compile times;
+10 ms, in a shuffled order), the ratios to numpy and to the best jax, the compile times;
 ``--profile`` adds the Taylor step's per-instruction profile
 (``Executable.profile``) and the floating-point work of its matrix products.
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
@@ -193,7 +194,9 @@ def torch_step_fn():
 
 
 def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dict[str, float]:
-    """Median seconds per call: each round runs every variant for about ``batch_seconds`` in turn."""
+    """Median seconds per call: each round runs every variant for about ``batch_seconds``, in an order shuffled
+    per round (jax keeps a thread busy for a while after ``block_until_ready``, so in a fixed order whichever
+    variant follows jax looked 50-80 us slower)."""
     calls = {}
     for name, fn in variants.items():
         fn()
@@ -201,8 +204,12 @@ def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dic
         fn()
         calls[name] = max(1, int(batch_seconds / max(time.perf_counter() - t0, 1e-7)))
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    order = list(variants)
+    shuffle = random.Random(0).shuffle
     for _ in range(rounds):
-        for name, fn in variants.items():
+        shuffle(order)
+        for name in order:
+            fn = variants[name]
             k = calls[name]
             t0 = time.perf_counter()
             for _ in range(k):
