@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, Rewriter, Value, registry
+from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, registry
 
-from .rows import PROBE_ELEMENTS, _TYPES, ColumnPlan
+from .rows import PROBE_ELEMENTS, _TYPES, ColumnPlan, swap_ops
 from .tiered import Tier, calls_before_compile
 
 __all__ = ["COLUMN_SUM_OP", "COLUMN_SUM_SCHEMA", "compile_column_sums", "why_not"]
@@ -195,17 +195,5 @@ def compile_column_sums(graph: Graph, ctx: Any) -> Graph:
               and why_not([v.type for v in n.inputs], tuple(n.attrs["shape"]), pack) is None}
     if not chosen:
         return graph
-    rw = Rewriter(graph, ctx)
-    for node in graph.nodes:
-        if node not in chosen:
-            rw.copy(node)
-            continue
-        new = Node(COLUMN_SUM_OP, rw.read(node.inputs), node.attrs)
-        new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])
-        rw.new.nodes.append(new)
-        for old, value in zip(node.outputs, new.outputs):
-            rw.alias(old, value)
-    ctx.note("compile_column_sums", f"{len(chosen)} column sum{'s' if len(chosen) > 1 else ''} tier up to "
-                                    "compiled kernels")
-    ctx.dropped = list(chosen)
-    return rw.finish()
+    return swap_ops(graph, ctx, list(chosen), lambda node: COLUMN_SUM_OP, "compile_column_sums",
+                    f"{len(chosen)} column sum{'s' if len(chosen) > 1 else ''} tier up to compiled kernels")

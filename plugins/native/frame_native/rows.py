@@ -727,18 +727,26 @@ def compile_norm_rows(graph: Graph, ctx: Any) -> Graph:
               and why_not(n.op, [v.type for v in n.inputs], schemas[n.op].pack) is None]
     if not chosen:
         return graph
+    return swap_ops(graph, ctx, chosen, lambda node: native_name(node.op), "compile_norm_rows",
+                    f"{len(chosen)} normalisation kernel{'s' if len(chosen) > 1 else ''} tier up to compiled row "
+                    "kernels")
+
+
+def swap_ops(graph: Graph, ctx: Any, chosen: list[Node], op_of: Callable[[Node], str], stage: str,
+             note: str) -> Graph:
+    """``graph`` with each node of ``chosen`` replaced by a node of op ``op_of(node)`` with the same inputs,
+    attributes and output types (its compiled twin); ``note`` goes to the compile log under ``stage``."""
     rw = Rewriter(graph, ctx)
     picked = set(chosen)
     for node in graph.nodes:
         if node not in picked:
             rw.copy(node)
             continue
-        new = Node(native_name(node.op), rw.read(node.inputs), node.attrs)
+        new = Node(op_of(node), rw.read(node.inputs), node.attrs)
         new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])
         rw.new.nodes.append(new)
         for old, value in zip(node.outputs, new.outputs):
             rw.alias(old, value)
-    ctx.note("compile_norm_rows", f"{len(chosen)} normalisation kernel{'s' if len(chosen) > 1 else ''} tier up "
-                                  "to compiled row kernels")
+    ctx.note(stage, note)
     ctx.dropped = list(chosen)
     return rw.finish()
