@@ -336,8 +336,9 @@ def test_two_threads_on_one_executable():
 
 
 def test_dynamic_batch_sizes():
-    """The forward scan compiled with dynamic_shapes (a training graph does not specialize, scan or not: its
-    gradient ops keep the traced shapes, docs/design-parameters-and-shapes.md; value_and_grad retraces)."""
+    """The forward scan compiled with dynamic_shapes (a training graph through a scan is refused at another
+    size by name: scan's gradient is not declared any_shape_gradient, docs/design-parameters-and-shapes.md;
+    value_and_grad retraces)."""
     def f(h, xs, w):  # noqa: ANN001, ANN202
         last, ys = ops.scan(lambda c, x: (lambda n: (n, (n, c)))(ops.tanh(c @ w + x)), h, xs)
         return last, ys[0], ys[1]
