@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
-def test_disabling_ops_basic_leaves_the_control_flow_and_native_packs_loaded(invoke):
-    result = invoke("plugins", "list", "--format", "json", env={"FRAME_DISABLE_PLUGINS": "ops_basic"})
+
+@pytest.mark.parametrize("disabled", ["ops_basic", "ops_nn", "ops_basic,ops_nn", "ops_basic,ops_nn,ops_sequence,ops_fft"])
+def test_disabling_the_packs_whose_ops_native_compiles_leaves_every_other_pack_loaded(invoke, disabled):
+    """frame-native's compiled twins (fused groups, norm rows, column sums) stand for other packs' ops: with
+    those packs disabled the twins' examples must still type, and the pack must still load."""
+    result = invoke("plugins", "list", "--format", "json", env={"FRAME_DISABLE_PLUGINS": disabled})
     status = {p["name"]: (p["status"], p["error"]) for p in json.loads(result.stdout)}
-    assert status["ops_basic"][0] == "disabled"
-    for pack in ("ops_sequence", "native"):
-        assert status[pack] == ("loaded", None), status[pack]
+    for pack in status:
+        if pack in disabled.split(","):
+            assert status[pack][0] == "disabled"
+        elif pack in ("ops_sequence", "native", "ops_nn", "ops_fft", "ops_basic"):
+            assert status[pack] == ("loaded", None), (pack, status[pack])
 
 
 def test_the_audit_says_which_body_ops_are_missing_instead_of_blaming_the_pack(invoke):

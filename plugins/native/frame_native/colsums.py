@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, registry
+from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, TensorType, registry
 
 from .rows import PROBE_ELEMENTS, _TYPES, ColumnPlan, swap_ops
 from .tiered import Tier, calls_before_compile
@@ -164,11 +164,21 @@ def _install(tier: Tier, plans: list[ColumnPlan], done: dict, shape: tuple[int, 
     tier.swapped_at = time.perf_counter()
 
 
+def _infer(ctx: Any) -> list[TensorType]:
+    """[C] or [1, C] of x[N, C]'s dtype; on its own, so that the pack loads without frame-ops-basic (whose
+    reduce_to_shape_internal the pass replaces)."""
+    (x,) = ctx.input_types
+    shape = tuple(ctx.attrs["shape"])
+    if x.rank != 2 or shape not in ((x.shape[1],), (1, x.shape[1])):
+        raise ctx.error(f"sums the columns of x[N, C] into [C] or [1, C], got x {x} and shape {list(shape)}")
+    return [TensorType(x.dtype, shape)]
+
+
 COLUMN_SUM_SCHEMA = OpSchema(
     COLUMN_SUM_OP,
     inputs=("x",),
     attrs={"shape": AttrSpec("shape", doc="[C] or [1, C]: the sums of x[N, C]'s columns")},
-    shape_infer=lambda ctx: list(registry().schemas[SOURCE_OP].infer(ctx.input_types, ctx.attrs)),
+    shape_infer=_infer,
     kernels={"cpu": _build},
     not_differentiable="a compile-pipeline product made after differentiation; differentiate the graph before "
                        "compiling it",

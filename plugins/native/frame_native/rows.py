@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, Rewriter, Value, registry
+from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, Rewriter, TensorType, Value, registry
 
 from .tiered import Tier, calls_before_compile
 
@@ -323,6 +323,21 @@ def generate_rows(plan: RowPlan) -> str:
 
 
 # -- the ops and their tiered kernels ---------------------------------------------------------------------
+def _infer(op: str, ctx: Any) -> list[TensorType]:
+    """The original op's shape inference (with all its checks) when frame-ops-nn is loaded. Without it (the
+    pack disabled) the pass never makes these ops, but the registry still checks their examples at load: the
+    output types then follow from the inputs' alone, so frame-native loads whatever else is disabled."""
+    original = registry().schemas.get(op)
+    if original is not None:
+        return list(original.infer(ctx.input_types, ctx.attrs))
+    t = ctx.input_types
+    if op == "layer_norm_train_internal":  # (x, weight, bias) -> y, xhat, rstd
+        return [t[0], t[0], TensorType(t[0].dtype, t[0].shape[:t[0].rank - t[1].rank])]
+    if op == "batch_norm_train_internal":  # (x, weight, bias, rm, rv) -> y, rm, rv, xc, rstd
+        return [t[0], t[3], t[4], t[0], t[1]]
+    return [t[0], t[2], t[2]]  # the grad_saved pair: (xhat|xc, rstd, weight, gy, ...) -> gx, gweight, gbias
+
+
 def _original(op: str) -> OpSchema:
     schema = registry().schemas.get(op)
     if schema is None:
@@ -517,8 +532,6 @@ PROBE_ELEMENTS = 1 << 20
 
 def _probe_types(op: str, types: list) -> list:
     """The input types of the check: ``types`` with fewer rows when the node is large (``PROBE_ELEMENTS``)."""
-    from frame_core import TensorType
-
     x = types[0]
     if x.size <= PROBE_ELEMENTS:
         return types
@@ -683,7 +696,7 @@ def _schema(op: str, examples: list[Example]) -> OpSchema:
         inputs=inputs,
         outputs=outputs,
         attrs=attrs,
-        shape_infer=lambda ctx: list(_original(op).infer(ctx.input_types, ctx.attrs)),
+        shape_infer=lambda ctx: _infer(op, ctx),
         kernels={"cpu": _build_row_kernel(op)},
         not_differentiable="a compile-pipeline product made after differentiation; differentiate the graph "
                            "before compiling it",
