@@ -115,24 +115,10 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
             taken.update(chosen)
     if not merged:
         return graph
-    rw = Rewriter(graph, ctx)
-    bodies: dict[tuple, Graph] = {}
-    copy, append = rw.copy, rw.new.nodes.append
-    unchanged = rw.vmap.keys().isdisjoint
-    for i, node in enumerate(nodes):
-        if node in taken:
-            continue
-        group = merged.get(node)
-        if group is None:
-            if unchanged(node.inputs):
-                append(node)
-            else:
-                copy(node)
-            continue
-        _emit([*group, node], rw, readers, {position[p] for p in group} | {i}, bodies, node.outputs)
     ctx.note("merge_into_consumers", f"merged {len(taken)} producers into {len(merged)} fused groups")
     ctx.dropped = [*taken, *merged]
-    return rw.finish()
+    return _rewrite(graph, ctx, {node: [*group, node] for node, group in merged.items()}, taken, readers, position,
+                    keep_last=True)
 
 
 def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
@@ -176,22 +162,30 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
             taken.update(group)
     if not merged:
         return graph
+    ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
+    ctx.dropped = list(taken)
+    return _rewrite(graph, ctx, merged, taken, readers, position, keep_last=False)
+
+
+def _rewrite(graph: Graph, ctx: CompileContext, groups: dict[Node, list[Node]], taken: set[Node],
+             readers: dict[Value, list[int]], position: dict[Node, int], keep_last: bool) -> Graph:
+    """``graph`` with each group (``groups``: the node at whose place it runs -> its parts, in order) emitted as
+    one fused node there, the other nodes of ``taken`` left out, and every other node kept. With
+    ``keep_last`` the merged node returns the place node's outputs first, in order."""
     rw = Rewriter(graph, ctx)
     bodies: dict[tuple, Graph] = {}
     copy, append = rw.copy, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint
-    for node in nodes:
-        found = merged.get(node)
-        if found is not None:
-            _emit(found, rw, readers, {position[p] for p in found}, bodies)
+    for node in graph.nodes:
+        group = groups.get(node)
+        if group is not None:
+            _emit(group, rw, readers, {position[p] for p in group}, bodies, node.outputs if keep_last else ())
         elif node in taken:
             continue
         elif unchanged(node.inputs):
             append(node)
         else:
             copy(node)
-    ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
-    ctx.dropped = list(taken)
     return rw.finish()
 
 

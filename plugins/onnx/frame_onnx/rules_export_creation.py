@@ -19,7 +19,7 @@ from frame_core import Node
 
 from .export import Exporter, onnx_type
 from .rules_export import RULES, rule
-from .rules_export_grads import _as_channels_of_one, _pool_geometry, _shape, _x
+from .rules_export_grads import _x, max_pool_indices
 
 __all__ = ["RULES"]
 
@@ -113,11 +113,7 @@ def _eye(ex: Exporter, node: Node) -> list[str]:
 @rule("max_pool1d_select_internal", "max_pool2d_select_internal")
 def _max_pool_select(ex: Exporter, node: Node) -> list[str]:
     """g read at the first maximum of each window of x: ``MaxPool``'s ``Indices`` (flat over x) into g."""
-    n = 2 if node.op.startswith("max_pool2d") else 1
-    kernel, strides, pads = _pool_geometry(node, n)
-    x_shape = _shape(node, 0)
-    x = _as_channels_of_one(ex, _x(ex, node, 0), x_shape, n)
-    _, indices = ex.emit("MaxPool", [x], n_out=2, kernel_shape=kernel, strides=strides, pads=pads)
+    indices, _ = max_pool_indices(ex, node)
     flat = ex.ints([-1])
     picked = ex.emit("GatherElements", [ex.emit("Reshape", [_x(ex, node, 1), flat]),
                                         ex.emit("Reshape", [indices, flat])], axis=0)

@@ -137,13 +137,20 @@ def _pool_geometry(node: Node, n: int) -> tuple[list[int], list[int], list[int]]
     return kernel, strides, _onnx_pads(a["padding"], n)
 
 
-@rule("max_pool1d_grad_internal", "max_pool2d_grad_internal")
-def _max_pool_grad(ex: Exporter, node: Node) -> list[str]:
+def max_pool_indices(ex: Exporter, node: Node) -> tuple[str, Sequence[int]]:
+    """``MaxPool``'s ``Indices`` of the pooled x (input 0) of a max-pool gradient node: per window, the flat
+    position in x of its first maximum; and x's shape."""
     n = 2 if node.op.startswith("max_pool2d") else 1
     kernel, strides, pads = _pool_geometry(node, n)
     x_shape = _shape(node, 0)
     x = _as_channels_of_one(ex, _x(ex, node, 0), x_shape, n)
     _, indices = ex.emit("MaxPool", [x], n_out=2, kernel_shape=kernel, strides=strides, pads=pads)
+    return indices, x_shape
+
+
+@rule("max_pool1d_grad_internal", "max_pool2d_grad_internal")
+def _max_pool_grad(ex: Exporter, node: Node) -> list[str]:
+    indices, x_shape = max_pool_indices(ex, node)
     flat = ex.ints([-1])
     size = int(np.prod(x_shape, dtype=np.int64))
     zeros = ex.emit("Expand", [ex.const(0, node.inputs[1].dtype), ex.ints([size])])
