@@ -260,10 +260,37 @@ def test_torch_einsum_attention_equals_torch_and_its_gradient():
     _equals_torch_with_input_gradient(Net(), x, _torch_onnx(Net(), x))
 
 
-def test_einsum_diagonals_are_refused_by_name():
-    model, _ = _model([helper.make_node("Einsum", ["x"], ["y"], equation="ii->i", name="diag")], [("x", _w(3, 3))],
+DIAGONALS = [("ii->i", [(3, 3)]), ("ii->", [(4, 4)]), ("ii", [(4, 4)]), ("bii->bi", [(2, 3, 3)]), ("iij->ji", [(3, 3, 2)]),
+             ("iii->i", [(3, 3, 3)]), ("ijji->ij", [(2, 3, 3, 2)]), ("ii,ij->j", [(3, 3), (3, 4)]),
+             ("...ii->...i", [(2, 4, 4)]), ("bij,bjj->bi", [(2, 3, 4), (2, 4, 4)])]
+
+
+@pytest.mark.parametrize("equation, shapes", DIAGONALS, ids=[e for e, _ in DIAGONALS])
+def test_einsum_diagonals_and_traces_equal_onnxruntime_numpy_and_central_differences(equation, shapes):
+    inputs = [(f"x{k}", _w(*s)) for k, s in enumerate(shapes)]
+    want = np.einsum(equation, *[a for _, a in inputs])
+    model, feeds = _model([helper.make_node("Einsum", [n for n, _ in inputs], ["y"], equation=equation)], inputs,
+                          [_vi("y", list(want.shape))])
+    _, got = _same_as_onnxruntime(model, feeds)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
+    _gradients_match_central_differences(frame_onnx.load(model), feeds)
+
+
+def test_torch_trace_and_diagonal_einsums_equal_torch_and_their_gradient():
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            gram = torch.einsum("bik,bjk->bij", x, x)
+            return torch.einsum("bii->b", gram)[:, None] + torch.einsum("bii->bi", gram)
+    x = torch.randn(2, 3, 4)
+    _equals_torch_with_input_gradient(Net(), x, _torch_onnx(Net(), x))
+
+
+def test_an_einsum_diagonal_of_unequal_axes_is_a_named_error():
+    model, _ = _model([helper.make_node("Einsum", ["x"], ["y"], equation="ii->i", name="diag")], [("x", _w(3, 4))],
                       [_vi("y", [3])])
-    with pytest.raises(frame_onnx.UnsupportedModelError, match="Einsum 'ii->i' repeats index i within one operand"):
+    with pytest.raises(frame_onnx.OnnxFormatError, match="index 'i' is repeated within one operand on axes of sizes 3 and 4"):
         frame_onnx.load(model)
 
 
