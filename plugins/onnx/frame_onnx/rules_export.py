@@ -30,6 +30,8 @@ NOT_EXPORTED = {
     **{f"{norm}_{kind}_internal": "a compiled graph's pairing of a norm with its gradient (pass "
        "reuse_norm_statistics): export the graph before compiling it"
        for norm in ("batch_norm", "layer_norm", "group_norm") for kind in ("train", "grad_saved")},
+    "inv": "ONNX has no matrix inverse (ONNX Runtime's com.microsoft Inverse is outside the standard), so neither "
+           "inv nor det's gradient (which inverts) exports; det itself exports as Det",
 }
 
 
@@ -94,7 +96,7 @@ _SIMPLE = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg",
            "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater", "greater_equal": "GreaterOrEqual",
            "where": "Where", "matmul": "MatMul", "stop_gradient": "Identity", "accumulate_internal": "Add",
            "floor": "Floor", "ceil": "Ceil", "round": "Round", "erf": "Erf",  # ONNX Round: halves to even too
-           "atan": "Atan", "asin": "Asin", "acos": "Acos"}
+           "atan": "Atan", "asin": "Asin", "acos": "Acos", "det": "Det"}
 
 
 def _simple(ex: Exporter, node: Node) -> list[str]:

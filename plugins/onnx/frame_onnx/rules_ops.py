@@ -112,7 +112,7 @@ def _mean(cx: NodeContext) -> Any:
 
 _UNARY = {"Relu": ops.relu, "Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Exp": ops.exp, "Log": ops.log,
           "Sqrt": ops.sqrt, "Neg": ops.neg, "Abs": ops.abs, "Sin": ops.sin, "Cos": ops.cos, "Sign": ops.sign,
-          "Erf": ops.erf, "Atan": ops.atan, "Asin": ops.asin, "Acos": ops.acos}
+          "Erf": ops.erf, "Atan": ops.atan, "Asin": ops.asin, "Acos": ops.acos, "Det": ops.det}
 
 
 @rule(*_UNARY)

@@ -1,6 +1,7 @@
 """Atan, Asin and Acos import as frame's atan/asin/acos; frame's atan/asin/acos export as those ONNX ops and
 atan2 (which ONNX lacks) as atan(y / x) with its quadrant turned: values against ONNX Runtime and numpy, numpy's
-quadrants for signed zeros and infinities in atan2, training graphs to second order on ONNX Runtime."""
+quadrants for signed zeros and infinities in atan2, training graphs to second order on ONNX Runtime. Det in and
+out (frame's det), and inv refused on export with its reason."""
 
 from __future__ import annotations
 
@@ -72,3 +73,23 @@ def test_broadcast_atan2_exports():
     y, x = rng.uniform(-2, 2, (3, 4)).astype(np.float32), rng.uniform(-2, 2, (4,)).astype(np.float32)
     (got,) = _on_ort(fc.trace(ops.atan2, "f32[3, 4]", "f32[4]"), [y, x])
     np.testing.assert_allclose(got, np.arctan2(y, x), rtol=3e-7, atol=1e-7)
+
+
+# -- Det (frame-ops-basic's det; its gradient inverts, which ONNX cannot) ------------------------------------------
+def test_det_imports_and_exports_and_inv_is_refused_with_the_reason():
+    x = (np.random.default_rng(4).uniform(-1, 1, (2, 3, 3)) + 1.5 * np.eye(3)).astype(np.float32)
+    node = helper.make_node("Det", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    imported = frame_onnx.load(model.SerializeToString())
+    np.testing.assert_allclose(imported.run([x])[0], np.linalg.det(x), rtol=1e-6)
+    np.testing.assert_allclose(imported.run([x])[0], ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0],
+                               rtol=1e-5)
+    (exported,) = _on_ort(fc.trace(ops.det, "f32[2, 3, 3]"), [x])
+    np.testing.assert_allclose(exported, np.linalg.det(x), rtol=1e-5)
+    training = fc.build_backward_graph(fc.trace(lambda v: ops.sum(ops.det(v)), "f32[2, 3, 3]"), 0, [0])
+    with pytest.raises(frame_onnx.UnmappedOpError) as info:
+        frame_onnx.to_onnx(training)
+    assert set(info.value.ops) == {"inv"} and "ONNX has no matrix inverse" in info.value.reasons["inv"]
