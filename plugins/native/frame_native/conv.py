@@ -30,6 +30,7 @@ Not compiled: dtypes other than float32/float64, groups, the geometries frame-op
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -244,7 +245,8 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
                     def item(e: str) -> None:
                         v = code.load(t, "%p2", code.index((p_h, sh * wp * g.c), (p_w, sw * g.c), (i, dh * wp * g.c),
                                                            (e, 1)))
-                        code.store(t, "%p1", code.index((p_h, ow * g.depth), (p_w, g.depth), (i, run), (e, 1)), v)
+                        code.store(t, "%p1", code.index((p_h, ow * g.depth), (p_w, g.depth),
+                                                        (i, run), (e, 1)), v)
                     code.loop(run, item)
                 code.loop(g.kh, tap_row)
             code.loop(ow, column)
@@ -258,8 +260,8 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
                     def item(p_w: str) -> None:
                         v = code.load(t, "%p2", code.index((c, hp * wp), (i, dh * wp), (j, dw), (p_h, sh * wp),
                                                            (p_w, sw)))
-                        code.store(t, "%p1", code.index((c, g.kh * g.kw * oh * ow), (i, g.kw * oh * ow), (j, oh * ow),
-                                                        (p_h, ow), (p_w, 1)), v)
+                        code.store(t, "%p1", code.index((c, g.kh * g.kw * oh * ow),
+                                                        (i, g.kw * oh * ow), (j, oh * ow), (p_h, ow), (p_w, 1)), v)
                     code.loop(ow, item)
                 code.loop(oh, position)
             code.loop(g.kw, tap)
@@ -269,32 +271,66 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
 
 def _pool(code: _Code, plan: _Plan, t: str) -> None:
     """out[o, r, q] = relu(max(max(y[o, 2r, 2q], y[o, 2r+1, 2q]), max(y[o, 2r, 2q+1], y[o, 2r+1, 2q+1])) + b[o])
-    with y (%p0) the sample's product [co, oh * ow], b (%p1), out (%p2)."""
+    with y (%p0) the sample's product [co, oh * ow], b (%p1), out (%p2): ``lanes`` outputs at a time from
+    two rows of ``2 lanes`` products (the columns' maximum split into even and odd lanes), then one at a time."""
     g = plan.geo
     (oh, ow), (ph, pw) = g.out, g.pooled
+    lanes = 32 // _size(t)
+    blocks = pw // lanes
+    wide, narrow = f"<{2 * lanes} x {t}>", f"<{lanes} x {t}>"
 
-    def maximum(a: str, b: str) -> str:  # np.maximum(a, b): a if a is NaN, else b if b is NaN, else the larger
+    def maximum(ty: str, a: str, b: str) -> str:  # np.maximum(a, b): a if a is NaN, else b if b is NaN, else the larger
         n = code.fresh("x")
-        code.emit(f"%{n}g = fcmp ogt {t} {a}, {b}", f"%{n}u = fcmp uno {t} {a}, {a}", f"%{n}k = or i1 %{n}g, %{n}u",
-                  f"%{n} = select i1 %{n}k, {t} {a}, {t} {b}")
+        mask = "i1" if ty == t else f"<{ty.split()[0][1:]} x i1>"
+        code.emit(f"%{n}g = fcmp ogt {ty} {a}, {b}", f"%{n}u = fcmp uno {ty} {a}, {a}",
+                  f"%{n}k = or {mask} %{n}g, %{n}u", f"%{n} = select {mask} %{n}k, {ty} {a}, {ty} {b}")
         return f"%{n}"
+
+    def finish(ty: str, m: str, bias: str) -> str:  # + b on the graph's side, then np.maximum(v, 0)
+        n = code.fresh("y")
+        zero = "0.0" if ty == t else "zeroinitializer"
+        mask = "i1" if ty == t else f"<{lanes} x i1>"
+        first, second = (bias, m) if plan.order == "bias_first" else (m, bias)
+        code.emit(f"%{n}a = fadd {ty} {first}, {second}", f"%{n}c = fcmp ugt {ty} %{n}a, {zero}",
+                  f"%{n} = select {mask} %{n}c, {ty} %{n}a, {ty} {zero}")
+        return f"%{n}"
+
+    def vector_load(ty: str, at: str) -> str:
+        p, v = "%" + code.fresh("q"), "%" + code.fresh("v")
+        code.emit(f"{p} = getelementptr {t}, ptr %p0, i64 {at}", f"{v} = load {ty}, ptr {p}, align {_size(t)}")
+        return v
 
     def channel(o: str) -> None:
         bias = code.load(t, "%p1", o)
+        splat = "%" + code.fresh("b")
+        code.emit(f"{splat}i = insertelement {narrow} poison, {t} {bias}, i64 0",
+                  f"{splat} = shufflevector {narrow} {splat}i, {narrow} poison, <{lanes} x i32> zeroinitializer")
 
         def row(r: str) -> None:
+            top = code.index((o, oh * ow), (r, 2 * ow))
+            out = code.index((o, ph * pw), (r, pw))
+
+            def block(k: str) -> None:
+                at = code.index((top, 1), (k, 2 * lanes))
+                m = maximum(wide, vector_load(wide, at), vector_load(wide, code.index((at, 1), const=ow)))
+                even, odd = "%" + code.fresh("e"), "%" + code.fresh("o")
+                pick = lambda first: ", ".join(f"i32 {2 * i + first}" for i in range(lanes))  # noqa: E731
+                code.emit(f"{even} = shufflevector {wide} {m}, {wide} poison, <{lanes} x i32> <{pick(0)}>",
+                          f"{odd} = shufflevector {wide} {m}, {wide} poison, <{lanes} x i32> <{pick(1)}>")
+                value = finish(narrow, maximum(narrow, even, odd), splat)
+                p = "%" + code.fresh("q")
+                code.emit(f"{p} = getelementptr {t}, ptr %p2, i64 {code.index((out, 1), (k, lanes))}",
+                          f"store {narrow} {value}, ptr {p}, align {_size(t)}")
+            code.loop(blocks, block)
+
             def item(q: str) -> None:
-                at = code.index((o, oh * ow), (r, 2 * ow), (q, 2))
+                at = code.index((top, 1), (q, 2), const=2 * blocks * lanes)
                 a, c = code.load(t, "%p0", at), code.load(t, "%p0", code.index((at, 1), const=1))
-                b, d = code.load(t, "%p0", code.index((at, 1), const=ow)), code.load(t, "%p0", code.index((at, 1),
-                                                                                                           const=ow + 1))
-                m = maximum(maximum(a, b), maximum(c, d))
-                n = code.fresh("y")
-                first, second = (bias, m) if plan.order == "bias_first" else (m, bias)
-                code.emit(f"%{n}a = fadd {t} {first}, {second}", f"%{n}c = fcmp ugt {t} %{n}a, 0.0",
-                          f"%{n} = select i1 %{n}c, {t} %{n}a, {t} 0.0")
-                code.store(t, "%p2", code.index((o, ph * pw), (r, pw), (q, 1)), f"%{n}")
-            code.loop(pw, item)
+                b, d = (code.load(t, "%p0", code.index((at, 1), const=ow)),
+                        code.load(t, "%p0", code.index((at, 1), const=ow + 1)))
+                value = finish(t, maximum(t, maximum(t, a, b), maximum(t, c, d)), bias)
+                code.store(t, "%p2", code.index((out, 1), (q, 1), const=blocks * lanes), value)
+            code.loop(pw - blocks * lanes, item)
         code.loop(ph, row)
     code.loop(g.co, channel)
 
@@ -343,14 +379,20 @@ def _numpy_kernel(ctx: NodeContext) -> Callable[..., Any]:
     return kernel
 
 
-def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callable[..., Any],
-            bias_first: bool) -> Callable[..., Any]:
-    """``native(x, w, b)``: per sample, the compiled columns, frame-ops-nn's product, the compiled pool; None when
-    a compiled function refuses an argument (not C-contiguous, ...)."""
-    dtype, descr, ty, matmul = geo.dtype, geo.dtype, np.ndarray, np.matmul
+def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callable[..., Any]) -> Callable[..., Any]:
+    """``native(x, w, b)``: per sample, the compiled columns, frame-ops-nn's product, the compiled pool (the
+    sample's product still in cache: one call over the whole batch, every sample's columns first, was slower);
+    None when a compiled function refuses an argument (not C-contiguous, ...). The buffers are kept between
+    calls (a call that finds them in use, from another thread, makes its own)."""
+    dtype, ty, matmul, batch = geo.dtype, np.ndarray, np.matmul, geo.batch
     (oh, ow), (ph, pw), last = geo.out, geo.pooled, order == "last"
     cols_shape = (oh * ow, geo.depth) if last else (geo.depth, oh * ow)
     scratch_shape = (*geo.padded, geo.c) if last else (geo.c, *geo.padded)
+    lock, kept = threading.Lock(), []
+
+    def buffers() -> tuple:
+        cols = np.empty(cols_shape, dtype)
+        return cols, cols.T if last else cols, np.zeros(scratch_shape, dtype), np.empty((geo.co, oh * ow), dtype)
 
     def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         if last:  # frame-ops-nn's wm: w[co, (i, j, c)]
@@ -358,17 +400,22 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
         else:
             wm = np.asarray(w, dtype).reshape(geo.co, geo.depth)
         bias = np.ascontiguousarray(b).reshape(geo.co)
-        out = np.empty((geo.batch, geo.co, ph, pw), dtype)
-        cols, scratch, y = np.empty(cols_shape, dtype), np.zeros(scratch_shape, dtype), np.empty((geo.co, oh * ow),
-                                                                                                 dtype)
-        operand = cols.T if last else cols
-        for s in range(geo.batch):
-            if columns(ty, descr, x[s], cols, scratch):
-                return None
-            matmul(wm, operand, out=y)
-            if pool(ty, descr, y, bias, out[s]):
-                return None
-        return out
+        out = np.empty((batch, geo.co, ph, pw), dtype)
+        mine = lock.acquire(blocking=False)
+        try:
+            if mine and not kept:
+                kept.append(buffers())
+            cols, operand, scratch, product = kept[0] if mine else buffers()
+            for s in range(batch):
+                if columns(ty, dtype, x[s], cols, scratch):
+                    return None
+                matmul(wm, operand, out=product)
+                if pool(ty, dtype, product, bias, out[s]):
+                    return None
+            return out
+        finally:
+            if mine:
+                lock.release()
     return native
 
 
@@ -408,7 +455,7 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
                     return
                 done[key] = (fn, how)
                 if len(done) == len(plans):
-                    _install(tier, geo, order, bias_first, done, numpy_kernel)
+                    _install(tier, geo, order, done, numpy_kernel)
             return jit.submit(lambda: plan, install)
         tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
         if not all([job(k, p) for k, p in enumerate(plans)]):
@@ -430,10 +477,10 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     return tiered
 
 
-def _install(tier: Tier, geo: Geometry, order: str, bias_first: bool, done: dict,
+def _install(tier: Tier, geo: Geometry, order: str, done: dict,
              numpy_kernel: Callable[..., Any]) -> None:
     """On the compiler thread: check the compiled layer against the numpy kernels, then put it in the slot."""
-    compiled = _native(geo, order, done[0][0], done[1][0], bias_first)
+    compiled = _native(geo, order, done[0][0], done[1][0])
     probe = _probe(geo)
     got, want = compiled(*probe), numpy_kernel(*probe)
     if got is None or np.asarray(got).tobytes() != np.asarray(want).tobytes():
