@@ -168,7 +168,7 @@ def _size(t: str) -> int:
 
 @dataclass
 class _Plan:
-    """One compiled function for jit.submit: ``piece`` is ``"columns"`` or ``"pool"``."""
+    """One compiled function for jit.submit: ``piece`` is ``"columns"``, ``"pool"`` or ``"weights"``."""
 
     piece: str
     geo: Geometry
@@ -186,15 +186,17 @@ class _Plan:
             cols = (oh * ow, g.depth) if self.order == "last" else (g.depth, oh * ow)
             scratch = (hp, wp, g.c) if self.order == "last" else (g.c, hp, wp)
             return [(g.c, g.h, g.w), cols, scratch]
+        if self.piece == "weights":  # w, then frame-ops-nn's channels-last wm
+            return [(g.co, g.c, g.kh, g.kw), (g.co, g.depth)]
         return [(g.co, oh * ow), (g.co,), (g.co, ph, pw)]  # the product of one sample, b, the pooled sample
 
     @property
     def n_inputs(self) -> int:
-        return 1 if self.piece == "columns" else 2
+        return 2 if self.piece == "pool" else 1
 
     @property
     def n_args(self) -> int:
-        return 3
+        return len(self.shapes)
 
     @property
     def chunks(self) -> list[int]:  # codegen._entry calls @chunk0 with every data pointer
@@ -210,13 +212,31 @@ def generate(plan: _Plan) -> str:
 
     t = _TYPES[plan.dtype]
     code = _Code()
-    (_columns if plan.piece == "columns" else _pool)(code, plan, t)
+    {"columns": _columns, "pool": _pool, "weights": _weights}[plan.piece](code, plan, t)
+    params = ", ".join(["ptr %p0"] + [f"ptr noalias %p{k}" for k in range(1, plan.n_args)])
     head = [f"; frame-native conv kernels {CODEGEN_VERSION}-conv1 {plan.piece} {plan.order}",
-            "define internal void @chunk0(ptr %p0, ptr noalias %p1, ptr noalias %p2) #2 {", "go:"]
+            f"define internal void @chunk0({params}) #2 {{", "go:"]
     lines = head + code.lines + ["  ret void", "}"]
     lines += _entry(plan, plan.n_args, plan.shapes)  # type: ignore[arg-type]
     lines.append('attributes #2 = { noinline nounwind "no-builtins" }')  # (no memcpy calls: nothing outside)
     return "\n".join(lines) + "\n"
+
+
+def _run(code: _Code, t: str, src: str, src_at: str, dst: str, dst_at: str, n: int) -> None:
+    """Copy ``n`` contiguous values: vectors of 32 bytes, then the rest one at a time (written out: LLVM unrolls
+    short constant loops before its vectorizer sees them, and then copies one value at a time)."""
+    lanes = 32 // _size(t)
+    vector = f"<{lanes} x {t}>"
+
+    def block(k: str) -> None:
+        p, q, v = "%" + code.fresh("q"), "%" + code.fresh("q"), "%" + code.fresh("v")
+        code.emit(f"{p} = getelementptr {t}, ptr {src}, i64 {code.index((src_at, 1), (k, lanes))}",
+                  f"{v} = load {vector}, ptr {p}, align {_size(t)}",
+                  f"{q} = getelementptr {t}, ptr {dst}, i64 {code.index((dst_at, 1), (k, lanes))}",
+                  f"store {vector} {v}, ptr {q}, align {_size(t)}")
+    code.loop(n // lanes, block)
+    for e in range(n // lanes * lanes, n):
+        code.store(t, dst, code.index((dst_at, 1), const=e), code.load(t, src, code.index((src_at, 1), const=e)))
 
 
 def _columns(code: _Code, plan: _Plan, t: str) -> None:
@@ -224,49 +244,67 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
     g = plan.geo
     top, _, left, _ = g.padding
     (oh, ow), (hp, wp), (sh, sw), (dh, dw) = g.out, g.padded, g.stride, g.dilation
-    last = plan.order == "last"
-
-    def copy_in(c: str) -> None:
-        def row(h: str) -> None:
+    if plan.order == "last":
+        def copy_in(h: str) -> None:  # padded[top + h, left + w, c] = x[c, h, w]: a transpose, one value at a time
             def item(w: str) -> None:
-                v = code.load(t, "%p0", code.index((c, g.h * g.w), (h, g.w), (w, 1)))
-                at = (code.index((h, wp * g.c), (w, g.c), (c, 1), const=(top * wp + left) * g.c) if last
-                      else code.index((c, hp * wp), (h, wp), (w, 1), const=top * wp + left))
-                code.store(t, "%p2", at, v)
+                def channel(c: str) -> None:
+                    v = code.load(t, "%p0", code.index((c, g.h * g.w), (h, g.w), (w, 1)))
+                    code.store(t, "%p2", code.index((h, wp * g.c), (w, g.c), (c, 1), const=(top * wp + left) * g.c), v)
+                code.loop(g.c, channel)
             code.loop(g.w, item)
-        code.loop(g.h, row)
-    code.loop(g.c, copy_in)
-    if last:  # cols[p_h, p_w, i, (j, c)] = padded[p_h sh + i dh, p_w sw + j, c]: runs of kw * c values
-        run = g.kw * g.c
+        code.loop(g.h, copy_in)
+        run = g.kw * g.c  # cols[p_h, p_w, i, (j, c)] = padded[p_h sh + i dh, p_w sw + j, c]: runs of kw * c values
 
         def position(p_h: str) -> None:
             def column(p_w: str) -> None:
                 def tap_row(i: str) -> None:
-                    def item(e: str) -> None:
-                        v = code.load(t, "%p2", code.index((p_h, sh * wp * g.c), (p_w, sw * g.c), (i, dh * wp * g.c),
-                                                           (e, 1)))
-                        code.store(t, "%p1", code.index((p_h, ow * g.depth), (p_w, g.depth),
-                                                        (i, run), (e, 1)), v)
-                    code.loop(run, item)
+                    _run(code, t, "%p2", code.index((p_h, sh * wp * g.c), (p_w, sw * g.c), (i, dh * wp * g.c)),
+                         "%p1", code.index((p_h, ow * g.depth), (p_w, g.depth), (i, run)), run)
                 code.loop(g.kh, tap_row)
             code.loop(ow, column)
         code.loop(oh, position)
         return
 
+    def row_in(c: str) -> None:  # padded[c, top + h, left:left + w] = x[c, h]
+        def row(h: str) -> None:
+            _run(code, t, "%p0", code.index((c, g.h * g.w), (h, g.w)), "%p2",
+                 code.index((c, hp * wp), (h, wp), const=top * wp + left), g.w)
+        code.loop(g.h, row)
+    code.loop(g.c, row_in)
+
     def channel(c: str) -> None:  # cols[c, i, j, p_h, p_w] = padded[c, p_h sh + i dh, p_w sw + j dw]
         def tap_row(i: str) -> None:
             def tap(j: str) -> None:
                 def position(p_h: str) -> None:
+                    src = code.index((c, hp * wp), (i, dh * wp), (j, dw), (p_h, sh * wp))
+                    dst = code.index((c, g.kh * g.kw * oh * ow), (i, g.kw * oh * ow), (j, oh * ow), (p_h, ow))
+                    if sw == 1:
+                        _run(code, t, "%p2", src, "%p1", dst, ow)
+                        return
+
                     def item(p_w: str) -> None:
-                        v = code.load(t, "%p2", code.index((c, hp * wp), (i, dh * wp), (j, dw), (p_h, sh * wp),
-                                                           (p_w, sw)))
-                        code.store(t, "%p1", code.index((c, g.kh * g.kw * oh * ow),
-                                                        (i, g.kw * oh * ow), (j, oh * ow), (p_h, ow), (p_w, 1)), v)
+                        v = code.load(t, "%p2", code.index((src, 1), (p_w, sw)))
+                        code.store(t, "%p1", code.index((dst, 1), (p_w, 1)), v)
                     code.loop(ow, item)
                 code.loop(oh, position)
             code.loop(g.kw, tap)
         code.loop(g.kh, tap_row)
     code.loop(g.c, channel)
+
+
+def _weights(code: _Code, plan: _Plan, t: str) -> None:
+    """frame-ops-nn's channels-last weights: wm[o, (i, j, c)] (%p1) = w[o, c, i, j] (%p0)."""
+    g = plan.geo
+    taps = g.kh * g.kw
+
+    def out_channel(o: str) -> None:
+        def tap(k: str) -> None:
+            def channel(c: str) -> None:
+                v = code.load(t, "%p0", code.index((o, g.depth), (c, taps), (k, 1)))
+                code.store(t, "%p1", code.index((o, g.depth), (k, g.c), (c, 1)), v)
+            code.loop(g.c, channel)
+        code.loop(taps, tap)
+    code.loop(g.co, out_channel)
 
 
 def _pool(code: _Code, plan: _Plan, t: str) -> None:
@@ -379,7 +417,8 @@ def _numpy_kernel(ctx: NodeContext) -> Callable[..., Any]:
     return kernel
 
 
-def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callable[..., Any]) -> Callable[..., Any]:
+def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callable[..., Any],
+            weights: Callable[..., Any] | None) -> Callable[..., Any]:
     """``native(x, w, b)``: per sample, the compiled columns, frame-ops-nn's product, the compiled pool (the
     sample's product still in cache: one call over the whole batch, every sample's columns first, was slower);
     None when a compiled function refuses an argument (not C-contiguous, ...). The buffers are kept between
@@ -395,8 +434,10 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
         return cols, cols.T if last else cols, np.zeros(scratch_shape, dtype), np.empty((geo.co, oh * ow), dtype)
 
     def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-        if last:  # frame-ops-nn's wm: w[co, (i, j, c)]
-            wm = np.ascontiguousarray(np.asarray(w, dtype).transpose(0, 2, 3, 1)).reshape(geo.co, geo.depth)
+        if weights is not None:  # frame-ops-nn's channels-last wm: w[co, (i, j, c)]
+            wm = np.empty((geo.co, geo.depth), dtype)
+            if weights(ty, dtype, w, wm):
+                return None
         else:
             wm = np.asarray(w, dtype).reshape(geo.co, geo.depth)
         bias = np.ascontiguousarray(b).reshape(geo.co)
@@ -439,6 +480,8 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     bias_first = bool(ctx.attrs["bias_first"])
     numpy_kernel = _numpy_kernel(ctx)
     plans = [_Plan("columns", geo, order), _Plan("pool", geo, "bias_first" if bias_first else "bias_second")]
+    if order == "last":
+        plans.append(_Plan("weights", geo, order))
     tier = Tier()
     after, count = calls_before_compile(), [0]
 
@@ -480,7 +523,7 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
 def _install(tier: Tier, geo: Geometry, order: str, done: dict,
              numpy_kernel: Callable[..., Any]) -> None:
     """On the compiler thread: check the compiled layer against the numpy kernels, then put it in the slot."""
-    compiled = _native(geo, order, done[0][0], done[1][0])
+    compiled = _native(geo, order, done[0][0], done[1][0], done[2][0] if 2 in done else None)
     probe = _probe(geo)
     got, want = compiled(*probe), numpy_kernel(*probe)
     if got is None or np.asarray(got).tobytes() != np.asarray(want).tobytes():
