@@ -569,11 +569,19 @@ CONV_POOL_SCHEMA = OpSchema(
 
 
 # -- the pass -----------------------------------------------------------------------------------------
-def _conv_padding(node: Any, geo_in: tuple) -> tuple[int, int, int, int] | None:
-    """conv2d's padding attribute as [top, bottom, left, right], or None for modes this pass leaves alone."""
+def _conv_padding(node: Any, size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int],
+                  dilation: tuple[int, int]) -> tuple[int, int, int, int] | None:
+    """conv2d's padding attribute as [top, bottom, left, right] (frame-ops-nn's rules: 'same' puts the odd
+    position after), or None for what this pass does not read."""
     padding = node.attrs.get("padding", "valid")
     if isinstance(padding, str):
-        return (0, 0, 0, 0) if padding == "valid" else None
+        if padding == "valid":
+            return 0, 0, 0, 0
+        if padding != "same":
+            return None
+        total = [max((-(-n // s) - 1) * s + d * (k - 1) + 1 - n, 0) for n, k, s, d in zip(size, kernel, stride,
+                                                                                             dilation)]
+        return total[0] // 2, total[0] - total[0] // 2, total[1] // 2, total[1] - total[1] // 2
     padding = tuple(int(p) for p in padding)
     if len(padding) == 1:
         return padding * 4  # type: ignore[return-value]
@@ -623,9 +631,11 @@ def _chain(relu: Any, readers: dict, outputs: set, packs: dict) -> tuple | None:
             or bias.type.shape not in ((y_t.shape[1], 1, 1), (1, y_t.shape[1], 1, 1)) \
             or add.outputs[0].type != p_t or relu.outputs[0].type != p_t:
         return None
-    padding, stride, dilation = (_conv_padding(conv, x.type.shape), _pair(conv.attrs.get("stride", (1,))),
-                                 _pair(conv.attrs.get("dilation", (1,))))
-    if padding is None or stride is None or dilation is None:
+    stride, dilation = _pair(conv.attrs.get("stride", (1,))), _pair(conv.attrs.get("dilation", (1,)))
+    if stride is None or dilation is None:
+        return None
+    padding = _conv_padding(conv, x.type.shape[2:], w.type.shape[2:], stride, dilation)
+    if padding is None:
         return None
     geo = Geometry(x.type.dtype.np, *x.type.shape, w.type.shape[0], *w.type.shape[2:], stride=stride,
                    dilation=dilation, padding=padding)
