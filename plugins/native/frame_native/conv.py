@@ -309,11 +309,14 @@ def _weights(code: _Code, plan: _Plan, t: str) -> None:
 
 def _pool(code: _Code, plan: _Plan, t: str) -> None:
     """out[o, r, q] = relu(max(max(y[o, 2r, 2q], y[o, 2r+1, 2q]), max(y[o, 2r, 2q+1], y[o, 2r+1, 2q+1])) + b[o])
-    with y (%p0) the sample's product [co, oh * ow], b (%p1), out (%p2): ``lanes`` outputs at a time from
-    two rows of ``2 lanes`` products (the columns' maximum split into even and odd lanes), then one at a time."""
+    with y (%p0) the sample's product [co, oh * ow], b (%p1), out (%p2): ``lanes`` outputs at a time (a 32- or
+    16-byte vector) from two rows of ``2 lanes`` products (the columns' maximum split into even and odd lanes),
+    then the rest of the row one at a time."""
     g = plan.geo
     (oh, ow), (ph, pw) = g.out, g.pooled
     lanes = 32 // _size(t)
+    if pw < lanes:  # short pooled rows (8 x 8 products): 16-byte vectors
+        lanes //= 2
     blocks = pw // lanes
     wide, narrow = f"<{2 * lanes} x {t}>", f"<{lanes} x {t}>"
 
