@@ -7,17 +7,23 @@ intermediate read by the next member only) into one ``native_conv_pool_internal`
 four original numpy kernels at first and, once the background compiler has built them, two compiled loops
 around the very same matrix product, one sample at a time:
 
-* the sample's columns (im2col) in the layout frame-ops-nn's conv2d multiplies for this geometry: channels
-  last ``[oh * ow, kh * kw * C]`` (frame-ops-nn's ``_forward_channels_last``) or ``[C * kh * kw, oh * ow]``
-  (``_forward_by_sample``), through a zero-bordered copy of the sample; data movement only;
-* the product, ``np.matmul`` with the same operands, shapes, strides and order as frame-ops-nn's, so BLAS
-  computes the same bits;
+* the sample's columns (im2col) ``[K, oh * ow]``, through a zero-bordered copy of the sample, with K in the
+  order frame-ops-nn's conv2d sums for this geometry: ``(i, j, c)`` where it multiplies channels-last columns
+  (``_forward_channels_last``), ``(c, i, j)`` where it multiplies NCHW ones (``_forward_by_sample``); data
+  movement only (runs of 32-byte vectors);
+* the product, ``np.matmul(wm, cols)`` with frame-ops-nn's weights (``w[co, (i, j, c)]``, a compiled
+  transpose, or ``w[co, (c, i, j)]``, a view), shapes and order of the terms. For channels-last columns
+  frame-ops-nn passes ``[oh * ow, K]`` transposed (BLAS's NT form) where this passes ``[K, oh * ow]`` (NN):
+  OpenBLAS packs B into the same panels from either layout and runs the same kernel on them, so the bits are
+  the same (the check below and tests/test_conv_pool.py hold it to that), and the NN form is 5-7% faster on
+  the benchmark CNN's layers (and its columns are copied in runs of ``ow`` values, with no transposing copy of
+  the sample first);
 * the 2 x 2 maximum (rows first, then columns, as frame-ops-nn's tiled pool; NaN spreads as in
   ``np.maximum``), the bias added on the side the graph adds it, and ReLU (``np.maximum(v, 0)``: NaN stays,
   -0.0 gives +0.0), written into the pooled output while the sample's product is still in cache.
 
 Same bits, checked: before the compiled kernel takes over, the compiler thread runs it against the numpy
-kernels on random data of the node's shapes (with a NaN, infinities and -0.0 in x, a -0.0 and a NaN in b);
+kernels (BLAS included) on random data of the node's shapes (with a NaN, infinities and -0.0 in x, a -0.0 and a NaN in b);
 it stays on numpy (state ``failed``, one note) unless every bit agrees. The sign of a zero maximum is the one
 thing numpy's own maximum leaves to its code path; ``+ b`` then ReLU makes every zero +0.0 or ``b`` itself, so
 it never shows in the result.
@@ -183,9 +189,7 @@ class _Plan:
         g = self.geo
         (oh, ow), (hp, wp), (ph, pw) = g.out, g.padded, g.pooled
         if self.piece == "columns":  # x[b], then the columns and the zero-bordered copy of the sample
-            cols = (oh * ow, g.depth) if self.order == "last" else (g.depth, oh * ow)
-            scratch = (hp, wp, g.c) if self.order == "last" else (g.c, hp, wp)
-            return [(g.c, g.h, g.w), cols, scratch]
+            return [(g.c, g.h, g.w), (g.depth, oh * ow), (g.c, hp, wp)]
         if self.piece == "weights":  # w, then frame-ops-nn's channels-last wm
             return [(g.co, g.c, g.kh, g.kw), (g.co, g.depth)]
         return [(g.co, oh * ow), (g.co,), (g.co, ph, pw)]  # the product of one sample, b, the pooled sample
@@ -240,30 +244,12 @@ def _run(code: _Code, t: str, src: str, src_at: str, dst: str, dst_at: str, n: i
 
 
 def _columns(code: _Code, plan: _Plan, t: str) -> None:
-    """x[b] (%p0) into the zero-bordered copy (%p2: its borders stay zero), then the columns (%p1) from it."""
+    """x[b] (%p0) into the zero-bordered copy (%p2: its borders stay zero), then the columns ``[K, oh * ow]``
+    (%p1) from it, one output row of one tap at a time: row ``k = (c, i, j)`` for NCHW columns, ``(i, j, c)`` for
+    channels-last ones."""
     g = plan.geo
     top, _, left, _ = g.padding
     (oh, ow), (hp, wp), (sh, sw), (dh, dw) = g.out, g.padded, g.stride, g.dilation
-    if plan.order == "last":
-        def copy_in(h: str) -> None:  # padded[top + h, left + w, c] = x[c, h, w]: a transpose, one value at a time
-            def item(w: str) -> None:
-                def channel(c: str) -> None:
-                    v = code.load(t, "%p0", code.index((c, g.h * g.w), (h, g.w), (w, 1)))
-                    code.store(t, "%p2", code.index((h, wp * g.c), (w, g.c), (c, 1), const=(top * wp + left) * g.c), v)
-                code.loop(g.c, channel)
-            code.loop(g.w, item)
-        code.loop(g.h, copy_in)
-        run = g.kw * g.c  # cols[p_h, p_w, i, (j, c)] = padded[p_h sh + i dh, p_w sw + j, c]: runs of kw * c values
-
-        def position(p_h: str) -> None:
-            def column(p_w: str) -> None:
-                def tap_row(i: str) -> None:
-                    _run(code, t, "%p2", code.index((p_h, sh * wp * g.c), (p_w, sw * g.c), (i, dh * wp * g.c)),
-                         "%p1", code.index((p_h, ow * g.depth), (p_w, g.depth), (i, run)), run)
-                code.loop(g.kh, tap_row)
-            code.loop(ow, column)
-        code.loop(oh, position)
-        return
 
     def row_in(c: str) -> None:  # padded[c, top + h, left:left + w] = x[c, h]
         def row(h: str) -> None:
@@ -272,24 +258,26 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
         code.loop(g.h, row)
     code.loop(g.c, row_in)
 
-    def channel(c: str) -> None:  # cols[c, i, j, p_h, p_w] = padded[c, p_h sh + i dh, p_w sw + j dw]
-        def tap_row(i: str) -> None:
-            def tap(j: str) -> None:
-                def position(p_h: str) -> None:
-                    src = code.index((c, hp * wp), (i, dh * wp), (j, dw), (p_h, sh * wp))
-                    dst = code.index((c, g.kh * g.kw * oh * ow), (i, g.kw * oh * ow), (j, oh * ow), (p_h, ow))
-                    if sw == 1:
-                        _run(code, t, "%p2", src, "%p1", dst, ow)
-                        return
+    def tap_rows(c: str, i: str, j: str) -> None:  # cols[k, p_h, p_w] = padded[c, p_h sh + i dh, p_w sw + j dw]
+        k = (code.index((i, g.kw * g.c), (j, g.c), (c, 1)) if plan.order == "last"
+             else code.index((c, g.kh * g.kw), (i, g.kw), (j, 1)))
 
-                    def item(p_w: str) -> None:
-                        v = code.load(t, "%p2", code.index((src, 1), (p_w, sw)))
-                        code.store(t, "%p1", code.index((dst, 1), (p_w, 1)), v)
-                    code.loop(ow, item)
-                code.loop(oh, position)
-            code.loop(g.kw, tap)
-        code.loop(g.kh, tap_row)
-    code.loop(g.c, channel)
+        def position(p_h: str) -> None:
+            src = code.index((c, hp * wp), (i, dh * wp), (j, dw), (p_h, sh * wp))
+            dst = code.index((k, oh * ow), (p_h, ow))
+            if sw == 1:
+                _run(code, t, "%p2", src, "%p1", dst, ow)
+                return
+
+            def item(p_w: str) -> None:
+                v = code.load(t, "%p2", code.index((src, 1), (p_w, sw)))
+                code.store(t, "%p1", code.index((dst, 1), (p_w, 1)), v)
+            code.loop(ow, item)
+        code.loop(oh, position)
+    if plan.order == "last":
+        code.loop(g.kh, lambda i: code.loop(g.kw, lambda j: code.loop(g.c, lambda c: tap_rows(c, i, j))))
+    else:
+        code.loop(g.c, lambda c: code.loop(g.kh, lambda i: code.loop(g.kw, lambda j: tap_rows(c, i, j))))
 
 
 def _weights(code: _Code, plan: _Plan, t: str) -> None:
@@ -427,14 +415,12 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
     None when a compiled function refuses an argument (not C-contiguous, ...). The buffers are kept between
     calls (a call that finds them in use, from another thread, makes its own)."""
     dtype, ty, matmul, batch = geo.dtype, np.ndarray, np.matmul, geo.batch
-    (oh, ow), (ph, pw), last = geo.out, geo.pooled, order == "last"
-    cols_shape = (oh * ow, geo.depth) if last else (geo.depth, oh * ow)
-    scratch_shape = (*geo.padded, geo.c) if last else (geo.c, *geo.padded)
+    (oh, ow), (ph, pw) = geo.out, geo.pooled
     lock, kept = threading.Lock(), []
 
     def buffers() -> tuple:
-        cols = np.empty(cols_shape, dtype)
-        return cols, cols.T if last else cols, np.zeros(scratch_shape, dtype), np.empty((geo.co, oh * ow), dtype)
+        return (np.empty((geo.depth, oh * ow), dtype), np.zeros((geo.c, *geo.padded), dtype),
+                np.empty((geo.co, oh * ow), dtype))
 
     def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         if weights is not None:  # frame-ops-nn's channels-last wm: w[co, (i, j, c)]
@@ -449,11 +435,11 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
         try:
             if mine and not kept:
                 kept.append(buffers())
-            cols, operand, scratch, product = kept[0] if mine else buffers()
+            cols, scratch, product = kept[0] if mine else buffers()
             for s in range(batch):
                 if columns(ty, dtype, x[s], cols, scratch):
                     return None
-                matmul(wm, operand, out=product)
+                matmul(wm, cols, out=product)
                 if pool(ty, dtype, product, bias, out[s]):
                     return None
             return out
