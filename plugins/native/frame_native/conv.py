@@ -281,16 +281,32 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
 
 
 def _weights(code: _Code, plan: _Plan, t: str) -> None:
-    """frame-ops-nn's channels-last weights: wm[o, (i, j, c)] (%p1) = w[o, c, i, j] (%p0)."""
+    """frame-ops-nn's channels-last weights: wm[o, (i, j, c)] (%p1) = w[o, c, i, j] (%p0). ``lanes`` channels at a
+    time: their ``lanes * taps`` contiguous weights as one vector, each tap's ``lanes`` values picked out of it
+    by a shuffle and stored as one vector; the channels left over one value at a time."""
     g = plan.geo
-    taps = g.kh * g.kw
+    taps, lanes = g.kh * g.kw, 32 // _size(t)
+    blocks = g.c // lanes
+    wide, narrow = f"<{lanes * taps} x {t}>", f"<{lanes} x {t}>"
 
     def out_channel(o: str) -> None:
+        def block(n: str) -> None:
+            p, v = "%" + code.fresh("q"), "%" + code.fresh("v")
+            code.emit(f"{p} = getelementptr {t}, ptr %p0, i64 {code.index((o, g.depth), (n, lanes * taps))}",
+                      f"{v} = load {wide}, ptr {p}, align {_size(t)}")
+            for k in range(taps):
+                picked, q = "%" + code.fresh("e"), "%" + code.fresh("q")
+                mask = ", ".join(f"i32 {c * taps + k}" for c in range(lanes))
+                code.emit(f"{picked} = shufflevector {wide} {v}, {wide} poison, <{lanes} x i32> <{mask}>",
+                          f"{q} = getelementptr {t}, ptr %p1, i64 {code.index((o, g.depth), (n, lanes), const=k * g.c)}",
+                          f"store {narrow} {picked}, ptr {q}, align {_size(t)}")
+        code.loop(blocks, block)
+
         def tap(k: str) -> None:
             def channel(c: str) -> None:
-                v = code.load(t, "%p0", code.index((o, g.depth), (c, taps), (k, 1)))
-                code.store(t, "%p1", code.index((o, g.depth), (k, g.c), (c, 1)), v)
-            code.loop(g.c, channel)
+                v = code.load(t, "%p0", code.index((o, g.depth), (c, taps), (k, 1), const=blocks * lanes * taps))
+                code.store(t, "%p1", code.index((o, g.depth), (k, g.c), (c, 1), const=blocks * lanes), v)
+            code.loop(g.c - blocks * lanes, channel)
         code.loop(taps, tap)
     code.loop(g.co, out_channel)
 
