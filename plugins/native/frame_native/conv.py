@@ -23,8 +23,9 @@ around the very same matrix product, one sample at a time:
   -0.0 gives +0.0), written into the pooled output while the sample's product is still in cache.
 
 Same bits, checked: before the compiled kernel takes over, the compiler thread runs it against the numpy
-kernels (BLAS included) on random data of the node's shapes (with a NaN, infinities and -0.0 in x, a -0.0 and a NaN in b);
-it stays on numpy (state ``failed``, one note) unless every bit agrees. The sign of a zero maximum is the one
+kernels (BLAS included) on random data of the node's shapes (at most two samples: both run the batch one
+sample at a time), with a NaN, infinities and -0.0 in x, a -0.0 and a NaN in b; it stays on numpy (state
+``failed``, one note) unless every bit agrees. The sign of a zero maximum is the one
 thing numpy's own maximum leaves to its code path; ``+ b`` then ReLU makes every zero +0.0 or ``b`` itself, so
 it never shows in the result.
 
@@ -38,8 +39,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,8 @@ __all__ = ["CONV_POOL_OP", "CONV_POOL_SCHEMA", "compile_conv_pools", "layout"]
 
 CONV_POOL_OP = "native_conv_pool_internal"
 _TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+#: Samples the install check runs (the whole batch when smaller).
+PROBE_SAMPLES = 2
 _SOURCE_PACKS = {"conv2d": "ops_nn", "max_pool2d": "ops_nn", "add": "ops_basic", "relu": "ops_basic"}
 
 
@@ -297,8 +300,9 @@ def _weights(code: _Code, plan: _Plan, t: str) -> None:
             for k in range(taps):
                 picked, q = "%" + code.fresh("e"), "%" + code.fresh("q")
                 mask = ", ".join(f"i32 {c * taps + k}" for c in range(lanes))
+                at = code.index((o, g.depth), (n, lanes), const=k * g.c)
                 code.emit(f"{picked} = shufflevector {wide} {v}, {wide} poison, <{lanes} x i32> <{mask}>",
-                          f"{q} = getelementptr {t}, ptr %p1, i64 {code.index((o, g.depth), (n, lanes), const=k * g.c)}",
+                          f"{q} = getelementptr {t}, ptr %p1, i64 {at}",
                           f"store {narrow} {picked}, ptr {q}, align {_size(t)}")
         code.loop(blocks, block)
 
@@ -381,10 +385,18 @@ def _pool(code: _Code, plan: _Plan, t: str) -> None:
 
 
 # -- the op -------------------------------------------------------------------------------------------
-def _geometry(input_types: list, attrs: dict) -> Geometry:
-    x, w = input_types[0], input_types[1]
-    return Geometry(x.dtype.np, *x.shape, w.shape[0], *w.shape[2:], stride=tuple(attrs["stride"]),
-                    dilation=tuple(attrs["dilation"]), padding=tuple(attrs["padding"]))
+def _geometry(input_types: list, attrs: Mapping[str, Any]) -> Geometry:
+    sh, sw = attrs["stride"]
+    dh, dw = attrs["dilation"]
+    top, bottom, left, right = attrs["padding"]
+    return _layer_geometry(input_types[0], input_types[1], (sh, sw), (dh, dw), (top, bottom, left, right))
+
+
+def _layer_geometry(x: TensorType, w: TensorType, stride: tuple[int, int], dilation: tuple[int, int],
+                    padding: tuple[int, int, int, int]) -> Geometry:
+    batch, c, h, width = x.shape
+    co, _, kh, kw = w.shape
+    return Geometry(x.dtype.np, batch, c, h, width, co, kh, kw, stride, dilation, padding)
 
 
 def _infer(ctx: Any) -> list[TensorType]:
@@ -400,11 +412,11 @@ def _infer(ctx: Any) -> list[TensorType]:
     return [TensorType(x.dtype, (g.batch, g.co, *g.pooled))]
 
 
-def _numpy_kernel(ctx: NodeContext) -> Callable[..., Any]:
+def _numpy_kernel(input_types: list, attrs: Mapping[str, Any]) -> Callable[..., Any]:
     """The four original kernels in turn: conv2d, max_pool2d, add (on the graph's side), relu."""
     schemas = registry().schemas
-    x_t, w_t, b_t = ctx.input_types
-    g = _geometry(list(ctx.input_types), ctx.attrs)
+    x_t, w_t, b_t = input_types
+    g = _geometry(list(input_types), attrs)
 
     def built(op: str, types: list, attrs: dict) -> tuple[Callable[..., Any], TensorType]:
         schema = schemas[op]
@@ -414,7 +426,7 @@ def _numpy_kernel(ctx: NodeContext) -> Callable[..., Any]:
     conv, y_t = built("conv2d", [x_t, w_t], {"stride": g.stride, "padding": g.padding, "dilation": g.dilation,
                                              "groups": 1})
     pool, p_t = built("max_pool2d", [y_t], {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0,)})
-    first = ctx.attrs["bias_first"]
+    first = attrs["bias_first"]
     add, s_t = built("add", [b_t, p_t] if first else [p_t, b_t], {})
     relu, _ = built("relu", [s_t], {})
 
@@ -432,7 +444,7 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
     calls (a call that finds them in use, from another thread, makes its own)."""
     dtype, ty, matmul, batch = geo.dtype, np.ndarray, np.matmul, geo.batch
     (oh, ow), (ph, pw) = geo.out, geo.pooled
-    lock, kept = threading.Lock(), []
+    lock, kept = threading.Lock(), []  # type: tuple[threading.Lock, list[tuple[np.ndarray, ...]]]
 
     def buffers() -> tuple:
         return (np.empty((geo.depth, oh * ow), dtype), np.zeros((geo.c, *geo.padded), dtype),
@@ -483,7 +495,7 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     geo = _geometry(list(ctx.input_types), ctx.attrs)
     order = ctx.attrs["layout"]
     bias_first = bool(ctx.attrs["bias_first"])
-    numpy_kernel = _numpy_kernel(ctx)
+    numpy_kernel = _numpy_kernel(list(ctx.input_types), ctx.attrs)
     plans = [_Plan("columns", geo, order), _Plan("pool", geo, "bias_first" if bias_first else "bias_second")]
     if order == "last":
         plans.append(_Plan("weights", geo, order))
@@ -496,14 +508,14 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
         tier.slot[0] = numpy_kernel
         done: dict[int, Any] = {}
 
-        def job(key: int, plan: _Plan) -> bool:
+        def job(key: int, plan: Any) -> bool:  # (submit takes any plan with ir/n_args/chunks/shapes)
             def install(_: Any, fn: Callable[..., Any] | None, how: str) -> None:
                 if fn is None:
                     tier.state = how if how in ("failed", "off") else "failed"
                     return
                 done[key] = (fn, how)
                 if len(done) == len(plans):
-                    _install(tier, geo, order, done, numpy_kernel)
+                    _install(tier, geo, order, done, numpy_kernel, ctx)
             return jit.submit(lambda: plan, install)
         tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
         if not all([job(k, p) for k, p in enumerate(plans)]):
@@ -525,12 +537,19 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     return tiered
 
 
-def _install(tier: Tier, geo: Geometry, order: str, done: dict,
-             numpy_kernel: Callable[..., Any]) -> None:
-    """On the compiler thread: check the compiled layer against the numpy kernels, then put it in the slot."""
-    compiled = _native(geo, order, done[0][0], done[1][0], done[2][0] if 2 in done else None)
-    probe = _probe(geo)
-    got, want = compiled(*probe), numpy_kernel(*probe)
+def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Callable[..., Any],
+             ctx: NodeContext) -> None:
+    """On the compiler thread: check the compiled layer against the numpy kernels, then put it in the slot. The
+    check runs on at most ``PROBE_SAMPLES`` samples: both run the batch one sample at a time, each the same way."""
+    functions = (done[0][0], done[1][0], done[2][0] if 2 in done else None)
+    compiled = _native(geo, order, *functions)
+    checked, reference = compiled, numpy_kernel
+    if geo.batch > PROBE_SAMPLES:
+        x_t, *rest = ctx.input_types
+        checked = _native(replace(geo, batch=PROBE_SAMPLES), order, *functions)
+        reference = _numpy_kernel([x_t.with_shape((PROBE_SAMPLES, *x_t.shape[1:])), *rest], ctx.attrs)
+    probe = _probe(replace(geo, batch=min(geo.batch, PROBE_SAMPLES)))
+    got, want = checked(*probe), reference(*probe)
     if got is None or np.asarray(got).tobytes() != np.asarray(want).tobytes():
         from . import jit
 
@@ -587,17 +606,17 @@ def _conv_padding(node: Any, size: tuple[int, int], kernel: tuple[int, int], str
         total = [max((-(-n // s) - 1) * s + d * (k - 1) + 1 - n, 0) for n, k, s, d in zip(size, kernel, stride,
                                                                                              dilation)]
         return total[0] // 2, total[0] - total[0] // 2, total[1] // 2, total[1] - total[1] // 2
-    padding = tuple(int(p) for p in padding)
-    if len(padding) == 1:
-        return padding * 4  # type: ignore[return-value]
-    if len(padding) == 2:
-        return padding[0], padding[0], padding[1], padding[1]
-    return padding if len(padding) == 4 else None  # type: ignore[return-value]
+    sizes = [int(p) for p in padding]
+    if len(sizes) == 1:
+        return sizes[0], sizes[0], sizes[0], sizes[0]
+    if len(sizes) == 2:
+        return sizes[0], sizes[0], sizes[1], sizes[1]
+    return (sizes[0], sizes[1], sizes[2], sizes[3]) if len(sizes) == 4 else None
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
-    value = tuple(int(v) for v in value)
-    return (value[0], value[0]) if len(value) == 1 else value if len(value) == 2 else None  # type: ignore[return-value]
+    sizes = [int(v) for v in value]
+    return (sizes[0], sizes[0]) if len(sizes) == 1 else (sizes[0], sizes[1]) if len(sizes) == 2 else None
 
 
 def _pool_2x2(node: Any) -> bool:
@@ -642,8 +661,7 @@ def _chain(relu: Any, readers: dict, outputs: set, packs: dict) -> tuple | None:
     padding = _conv_padding(conv, x.type.shape[2:], w.type.shape[2:], stride, dilation)
     if padding is None:
         return None
-    geo = Geometry(x.type.dtype.np, *x.type.shape, w.type.shape[0], *w.type.shape[2:], stride=stride,
-                   dilation=dilation, padding=padding)
+    geo = _layer_geometry(x.type, w.type, stride, dilation, padding)
     if w.type.shape[1] != geo.c or (geo.batch, geo.co, *geo.out) != y_t.shape \
             or (geo.batch, geo.co, *geo.pooled) != p_t.shape:
         return None  # ('same' padding and the like: the shapes say whether we read the attributes right)

@@ -38,6 +38,7 @@ CASES = {  # name: x shape, w shape, conv2d attributes, the columns frame-ops-nn
     "channels last, odd output": ((2, 16, 11, 11), (40, 16, 3, 3), {}, "last"),
     "channels last, stride 2": ((1, 16, 20, 19), (36, 16, 3, 3), {"stride": 2, "padding": [1, 0, 2, 1]}, "last"),
     "channels last, dilated rows": ((3, 17, 12, 10), (33, 17, 3, 2), {"dilation": [2, 1], "padding": 2}, "last"),
+    "checked on fewer samples": ((5, 16, 8, 8), (40, 16, 3, 3), {"padding": 1}, "last"),
     "by sample, 3 channels": ((2, 3, 17, 18), (8, 3, 3, 3), {"padding": [0, 1, 1, 0]}, "sample"),
     "by sample, stride 2": ((1, 5, 37, 36), (6, 5, 3, 3), {"stride": 2, "dilation": 2}, "sample"),
     "batch 1": ((1, 3, 32, 32), (32, 3, 3, 3), {"padding": 1}, "sample"),
@@ -47,7 +48,8 @@ CASES = {  # name: x shape, w shape, conv2d attributes, the columns frame-ops-nn
 @pytest.mark.parametrize("case, dtype", [
     ("channels last, padded", np.float32), ("channels last, odd output", np.float64),
     ("channels last, stride 2", np.float32), ("channels last, dilated rows", np.float32),
-    ("by sample, 3 channels", np.float64), ("by sample, stride 2", np.float32), ("batch 1", np.float32)])
+    ("by sample, 3 channels", np.float64), ("by sample, stride 2", np.float32), ("batch 1", np.float32),
+    ("checked on fewer samples", np.float64)])
 def test_compiled_layers_give_the_numpy_kernels_bits(case, dtype, same_bits):
     x_shape, w_shape, attrs, order = CASES[case]
     graph = _layer(x_shape, w_shape, np.dtype(dtype).name, **attrs)
@@ -120,8 +122,8 @@ def test_arguments_the_compiled_code_refuses_run_on_numpy(same_bits):
 def test_a_layer_that_disagrees_with_numpy_is_never_swapped_in(monkeypatch):
     real = conv._numpy_kernel
 
-    def shifted(ctx):  # numpy kernels that add one ulp's worth more: other bits than the compiled layer
-        kernel = real(ctx)
+    def shifted(types, attrs):  # numpy kernels that add one ulp's worth more: other bits than the compiled layer
+        kernel = real(types, attrs)
         return lambda x, w, b: np.nextafter(kernel(x, w, b), np.inf)
     monkeypatch.setattr(conv, "_numpy_kernel", shifted)
     exe = fc.compile(_layer((1, 3, 16, 18), (8, 3, 3, 3), padding=1), cache=False)
