@@ -10,6 +10,9 @@ import frame_native
 from frame_core import ops
 from frame_native import conv, jit
 
+# NaN and infinities in the data on purpose: numpy's kernels say so, the compiled ones do not
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
 
 def _layer(x_shape, w_shape, dtype="f32", bias_first=False, pool=2, **attrs) -> fc.Graph:
     """max_pool2d(relu(conv2d(x, w) + b)) as an ONNX import writes it (frame-ops-nn's pool_before_monotone moves
