@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -88,24 +90,27 @@ def test_nan_and_infinities_spread_as_in_numpy(dtype, same_bits):
     same_bits(got, want)
 
 
-def test_the_compiled_pool_reproduces_numpys_maximum_on_every_tie_and_nan(same_bits):
-    """The pool piece alone, on products made of a few values (+-0, +-1, +-inf, NaN) in every combination of a
-    window, against frame-ops-nn's pool, frame-ops-basic's add and relu."""
-    geo = conv.Geometry(np.dtype(np.float32), 1, 1, 20, 20, 7, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_compiled_pool_reproduces_numpys_maximum_on_every_tie_and_nan(dtype, same_bits):
+    """The pool piece alone, on every window of four values among +-0, +-1, +-inf and NaN (7^4 windows, 49 x 49:
+    vectors and the rest of each row one at a time), each with every one of those as the bias, against numpy and
+    against frame-ops-nn's pool with frame-ops-basic's add and relu."""
+    geo = conv.Geometry(np.dtype(dtype), 1, 1, 98, 98, 7, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0))
     box: list = []
     jit.submit(lambda: conv._Plan("pool", geo, "bias_second"), lambda plan, fn, how: box.append(fn))
     assert jit.wait(60) and box[0] is not None
-    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan], np.float32)
-    rng = np.random.default_rng(0)
-    y = values[rng.integers(0, len(values), (7, 20, 20))]
+    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan], dtype)
+    windows = values[np.array(list(itertools.product(range(7), repeat=4)))].reshape(49, 49, 2, 2)  # [r, q, j, i]
+    y = np.broadcast_to(windows.transpose(0, 3, 1, 2).reshape(98, 98), (7, 98, 98)).copy()
     b = values.copy()
-    out = np.empty((7, 10, 10), np.float32)
-    assert box[0](np.ndarray, np.dtype(np.float32), y.reshape(7, 400), b, out) == 0
-    v = y.reshape(7, 10, 2, 10, 2)
+    out = np.empty((7, 49, 49), dtype)
+    assert box[0](np.ndarray, np.dtype(dtype), y.reshape(7, 98 * 98), b, out) == 0
+    v = y.reshape(7, 49, 2, 49, 2)
     pooled = np.maximum(np.maximum(v[:, :, 0, :, 0], v[:, :, 1, :, 0]), np.maximum(v[:, :, 0, :, 1], v[:, :, 1, :, 1]))
-    same_bits(out, np.maximum(pooled + b[:, None, None], np.zeros((), np.float32)))
+    same_bits(out, np.maximum(pooled + b[:, None, None], np.zeros((), dtype)))
+    name = np.dtype(dtype).name
     graph = fc.trace(lambda p, c: ops.relu(ops.add(ops.max_pool2d(p, kernel_size=2), c)),
-                     fc.TensorType("f32", (1, 7, 20, 20)), fc.TensorType("f32", (7, 1, 1)))
+                     fc.TensorType(name, (1, 7, 98, 98)), fc.TensorType(name, (7, 1, 1)))
     same_bits(out, fc.compile(graph, cache=False).run([y[None], b.reshape(7, 1, 1)])[0][0])
 
 
