@@ -118,7 +118,8 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     assert {"simplify_algebra", "fold_spectral_multipliers", "merge_trajectory_recompute", "prune_control_flow",
             "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers",
             "sink_scan_accumulations", "merge_selective_scan_saving", "reuse_norm_statistics",
-            "compile_norm_rows", "pool_before_monotone", "outer_products_as_products", "merge_conv1d_gradients"} <= worked
+            "compile_norm_rows", "pool_before_monotone", "outer_products_as_products",
+            "merge_conv1d_gradients"} <= worked
 
 
 def _fourier_layer(x):  # noqa: ANN001, ANN202
