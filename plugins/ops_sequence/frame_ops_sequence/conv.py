@@ -19,7 +19,9 @@ are the grid shifted by ``k * dilation`` (the positions between samples are comp
 strided rows take window columns of several samples. The input gradient of one sample per product and
 stride 1 is the correlation of the padded gy with the flipped kernel (``_grad_input_correlation``: one
 product of ``C_out/groups * K`` terms per output); elsewhere it multiplies first and adds each tap's rows
-back where it read. float16/bfloat16 are computed in float32 and rounded once.
+back where it read. When a graph needs both gradients, the pass merge_conv1d_gradients (``conv_passes``) runs
+them as one ``conv1d_grads_internal`` node, which takes the weight gradient from the correlation's columns of gy
+(``conv_grads``). float16/bfloat16 are computed in float32 and rounded once.
 Results agree with float64 to a few roundings per sum but are not bitwise those of the earlier per-tap
 batched products (tests/test_conv_paths.py bounds float32 to ``4 sqrt(n)`` roundings of an ``n``-term sum).
 
@@ -320,8 +322,8 @@ def _grad_input_correlation(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, ac
     order (tests/test_conv_paths.py bounds them). The padding is read as zeros times w, so a non-finite w keeps
     the col2im path (0 * inf would be a NaN that torch does not have).
 
-    With ``x``, the same columns also give the weight gradient (``_grads_from_gy_columns``): ``(gx, gw)``, where
-    ``gw`` is None when it must be recomputed from x's windows."""
+    With ``x``, the same columns also give the weight gradient (``conv_grads``): ``(gx, gw)``, where ``gw`` is None
+    when it must be recomputed from x's windows."""
     g, cog, cig, kernel = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.kernel
     extent = geo.dilation * (kernel - 1) + 1
     flipped = np.asarray(w, acc).reshape(g, cog, cig, kernel)[..., ::-1].transpose(0, 2, 1, 3)
@@ -352,52 +354,19 @@ def _grad_input_correlation(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, ac
 
 def conv_grads(x: np.ndarray, gy: np.ndarray, w: np.ndarray, geo: ConvGeometry,
                acc: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """(gx, gw) of one convolution. Where the input gradient is a correlation (``_as_correlation``), its gy
-    columns also give the weight gradient (``_grads_from_gy_columns``); elsewhere the two kernels run in turn."""
+    """(gx, gw) of one convolution. Where the input gradient is a correlation (``_as_correlation``), its columns
+    of the padded gy, cols[o, k', s] = gy[o, s + k' d - (extent - 1 - left)], hold for k = K-1-k' exactly the
+    gy[o, t] that meets x[c, s] in gw[o, c, k] = sum_t gy[o, t] x_pad[c, t + k d - left] (s = t + k d - left); so
+    gw[o, c, k] = cols[o, K-1-k, :] . x[c, :], one more product over the same columns (B 32, 64 -> 64, L 512, K 5:
+    both gradients in 28.9 ms against 30.4 ms for the two kernels, which build columns twice). The sum runs over
+    x's positions s instead of gy's t, so its last bits differ from conv_grad_weight's (tests/test_conv_paths.py
+    bounds them). The columns also pair gy's zero padding with x values no window reads against that tap: 0 * inf
+    there is a NaN that torch does not have, so a weight gradient with a NaN is recomputed from x's windows (which
+    read only what the convolution reads). Elsewhere the two kernels run in turn, with their own bits."""
     if _as_correlation(geo) and np.isfinite(w).all():
         gx, gw = _grad_input_correlation(gy, w, geo, acc, x)
         return gx, conv_grad_weight(x, gy, geo, acc) if gw is None else gw
     return conv_grad_input(gy, w, geo, acc), conv_grad_weight(x, gy, geo, acc)
-
-
-# _grads_from_gy_columns: the columns of the padded gy that the input gradient reads, cols[o, k', s] = gy[o, s +
-# k' d - (extent - 1 - left)], hold for k = K-1-k' exactly the gy[o, t] that meets x[c, s] in gw[o, c, k] = sum_t
-# gy[o, t] x_pad[c, t + k d - left] (s = t + k d - left); so gw[o, c, k] = cols[o, K-1-k, :] . x[c, :], one more
-# product over the same columns (B 32, 64 -> 64, L 512, K 5: the two gradients in 28.9 ms against 30.4 ms for
-# the two kernels, which build columns twice). The sum runs over x's positions s instead of gy's t, so its last
-# bits differ from conv_grad_weight's (tests/test_conv_paths.py bounds them). The columns also pair gy's zero
-# padding with the x values no window reads against that tap: 0 * inf there is a NaN that torch does not have,
-# so a weight gradient with a NaN is recomputed from x's windows (which read only what the convolution reads).
-
-
-def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
-    """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: one product per chunk and
-    group, summed over the chunks."""
-    if _on_grid(geo):
-        gw = _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
-        if not np.isnan(gw).any():
-            return gw
-        # the grid's dropped columns hold gy = 0 against x values no window reads: 0 * inf or a NaN there made a
-        # NaN that torch does not have; the windows read only what the convolution reads
-    g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
-    gy = np.asarray(gy, acc)
-    gw = np.zeros((g, cog, cig * geo.kernel), acc)
-    part = np.empty((cog, cig * geo.kernel), acc)
-    if _one_sample_per_product(geo):
-        columns = _input_columns(geo, acc)
-        for b in range(geo.batch):
-            cols, rows = columns.of(x[b]), gy[b].reshape(g, cog, geo.out_length)
-            for k in range(g):
-                np.matmul(rows[k], cols[k].T, out=part)
-                gw[k] += part
-        return gw.reshape(geo.c_out, cig, geo.kernel)
-    view = _windows(x, geo, acc)
-    for first, stop in _chunks(geo):
-        cols, rows = _columns(view[first:stop], geo, acc), _rows(gy[first:stop], geo)
-        for k in range(g):
-            np.matmul(rows[k], cols[k].T, out=part)
-            gw[k] += part
-    return gw.reshape(geo.c_out, cig, geo.kernel)
 
 
 # -- conv1d ------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ merge_conv1d_gradients (after ``eliminate_dead_nodes``)
     conv1d's GradientFn makes two nodes on the same ``gy``: ``conv1d_grad_input_internal(gy, w)`` and
     ``conv1d_grad_weight_internal(x, gy)``. When both are live (the input needs a gradient too: every layer
     but the first), they become one ``conv1d_grads_internal(x, gy, w)`` node, whose kernel builds gy's
-    columns once for both products where the input gradient is a correlation (``conv._grads_from_gy_columns``;
+    columns once for both products where the input gradient is a correlation (``conv.conv_grads``;
     the input gradient keeps its bits, the weight gradient's last bits change, bounded by
     tests/test_conv_paths.py). The node stands where the first of the two stood; a pair whose second node reads
     a value made between the two is left alone. Without this pass (``opt_level=0``, or
