@@ -369,6 +369,36 @@ def conv_grads(x: np.ndarray, gy: np.ndarray, w: np.ndarray, geo: ConvGeometry,
     return conv_grad_input(gy, w, geo, acc), conv_grad_weight(x, gy, geo, acc)
 
 
+def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+    """gw[o, c, k] = sum_{b, t} gy[b, o, t] x_pad[b, c, k * dilation + t * stride]: one product per chunk and
+    group, summed over the chunks."""
+    if _on_grid(geo):
+        gw = _grid_grad_weight(np.asarray(x), np.asarray(gy), geo, acc)
+        if not np.isnan(gw).any():
+            return gw
+        # the grid's dropped columns hold gy = 0 against x values no window reads: 0 * inf or a NaN there made a
+        # NaN that torch does not have; the windows read only what the convolution reads
+    g, cog, cig = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups
+    gy = np.asarray(gy, acc)
+    gw = np.zeros((g, cog, cig * geo.kernel), acc)
+    part = np.empty((cog, cig * geo.kernel), acc)
+    if _one_sample_per_product(geo):
+        columns = _input_columns(geo, acc)
+        for b in range(geo.batch):
+            cols, rows = columns.of(x[b]), gy[b].reshape(g, cog, geo.out_length)
+            for k in range(g):
+                np.matmul(rows[k], cols[k].T, out=part)
+                gw[k] += part
+        return gw.reshape(geo.c_out, cig, geo.kernel)
+    view = _windows(x, geo, acc)
+    for first, stop in _chunks(geo):
+        cols, rows = _columns(view[first:stop], geo, acc), _rows(gy[first:stop], geo)
+        for k in range(g):
+            np.matmul(rows[k], cols[k].T, out=part)
+            gw[k] += part
+    return gw.reshape(geo.c_out, cig, geo.kernel)
+
+
 # -- conv1d ------------------------------------------------------------------------------------------
 _CONV_ATTRS = {
     "stride": AttrSpec("int", 1, "step between windows"),
