@@ -27,30 +27,34 @@ def _short(node: Node) -> str:
 
 
 def _pairs(graph: Graph) -> dict[Node, Node]:
-    """First node -> second node of each grad_input / grad_weight pair of one convolution (same gy, w's kernel
-    size, x's length and attributes), the second reading nothing made between the two."""
-    inputs: dict[tuple, Node] = {}
-    weights: dict[tuple, Node] = {}
+    """First node -> second node of each grad_input / grad_weight pair on the same gy (with the same input
+    channels, input length, kernel size and attributes), the second reading nothing made between the two. Two
+    convolutions whose outputs share a gradient (``conv(x1, w1) + conv(x2, w2)``) may pair one's input gradient
+    with the other's weight gradient: the merged node computes exactly the two ops, so that is as good."""
+    inputs: dict[tuple, list[Node]] = {}
+    weights: dict[tuple, list[Node]] = {}
     made_at = {v: i for i, node in enumerate(graph.nodes) for v in node.outputs}
     where = {node: i for i, node in enumerate(graph.nodes)}
     for node in graph.nodes:
         short = _short(node)
         if short == "conv1d_grad_input_internal":
             gy, w = node.inputs
-            key = (gy, node.attrs["length"], w.type.shape[2], *(str(node.attrs[a]) for a in _ATTRS))
-            inputs.setdefault(key, node)
+            c_in = w.type.shape[1] * node.attrs["groups"]
+            key = (gy, c_in, node.attrs["length"], w.type.shape[2], *(str(node.attrs[a]) for a in _ATTRS))
+            inputs.setdefault(key, []).append(node)
         elif short == "conv1d_grad_weight_internal":
             x, gy = node.inputs
-            key = (gy, x.type.shape[2], node.attrs["kernel_size"], *(str(node.attrs[a]) for a in _ATTRS))
-            weights.setdefault(key, node)
+            key = (gy, x.type.shape[1], x.type.shape[2], node.attrs["kernel_size"],
+                   *(str(node.attrs[a]) for a in _ATTRS))
+            weights.setdefault(key, []).append(node)
     pairs = {}
-    for key, grad_input in inputs.items():
-        grad_weight = weights.get(key)
-        if grad_weight is None or grad_weight.inputs[0].type.dtype is not grad_input.inputs[0].type.dtype:
-            continue
-        first, second = sorted((grad_input, grad_weight), key=where.__getitem__)
-        if all(made_at.get(v, -1) < where[first] for v in second.inputs):
-            pairs[first] = second
+    for key, grad_inputs in inputs.items():
+        for grad_input, grad_weight in zip(grad_inputs, weights.get(key, ())):
+            if grad_weight.inputs[0].type.dtype is not grad_input.inputs[0].type.dtype:
+                continue
+            first, second = sorted((grad_input, grad_weight), key=where.__getitem__)
+            if all(made_at.get(v, -1) < where[first] for v in second.inputs):
+                pairs[first] = second
     return pairs
 
 

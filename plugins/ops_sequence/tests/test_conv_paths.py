@@ -158,3 +158,24 @@ def test_the_merged_node_matches_its_two_ops_on_every_path(case):
                             attrs.get("groups", 1), left, right, (x_shape[2] + left + right - extent) // stride + 1)
     if not conv._as_correlation(geo):
         assert np.array_equal(gw, gw_apart)
+
+
+def test_convolutions_sharing_an_output_gradient_pair_only_matching_gradients():
+    """Convolutions added together share gy: each merged node must pair gradients of matching shapes (an input
+    gradient of 3 channels with a weight gradient of an x with 3 channels), whichever convolution they come
+    from, and two convolutions of the same shapes make two merged nodes."""
+    rng = np.random.default_rng(13)
+    shapes = ((2, 3, 520), (4, 3, 5), (2, 5, 520), (4, 5, 5), (2, 3, 520), (4, 3, 5), (2, 4, 520))
+    arrays = [rng.standard_normal(s) for s in shapes]
+
+    def loss(x1, w1, x2, w2, x3, w3, g):  # noqa: ANN001, ANN202 - traced tensors
+        y = ops.conv1d(x1, w1, padding="same") + ops.conv1d(x2, w2, padding="same")
+        return ops.sum((y + ops.conv1d(x3, w3, padding="same")) * g)
+    graph = fc.trace(loss, *(fc.TensorType("f64", s) for s in shapes))
+    backward = fc.build_backward_graph(graph, 0, list(range(6)))
+    merged = fc.compile(backward, cache=False)
+    assert _ops(merged).count("conv1d_grads_internal") == 3
+    got = merged.run(arrays)[1:]
+    want = fc.compile(backward, cache=False, disable=["merge_conv1d_gradients"]).run(arrays)[1:]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
