@@ -10,6 +10,7 @@ type of an operand instead (the forward value whose shape the gradient must have
     matmul_grad_lhs_like_internal(gy, b, a)      matmul_grad_lhs_internal(gy, b; shape=a.shape)
     matmul_grad_rhs_like_internal(a, gy, b)      matmul_grad_rhs_internal(a, gy; shape=b.shape)
     slice_grad_like_internal(gy, x; slice attrs) slice's gradient at x's shape (a pad, or slice_grad_internal)
+    concat_grad_like_internal(gy, xs..; axis, index) slice(gy; the span of xs[index] along axis): concat's gradient
     inverse_count_internal(x; axes, numerator)   the constant numerator / (elements of x over axes): mean's 1/N
 
 ``specialize`` re-infers them from the new operand types, so a training graph compiled with
@@ -194,6 +195,48 @@ SLICE_GRAD_LIKE = _like(
     attrs={k: regions.SLICE.attrs[k] for k in ("starts", "stops", "steps", "axes")},
 )
 
+def _concat_grad_lower(types: tuple[TensorType, ...], attrs: Any, ctx: NodeContext) -> Any:
+    gy, *xs = types
+    axis, index = attrs["axis"], attrs["index"]
+    if not 0 <= index < len(xs) or not all(x.rank == gy.rank for x in xs) or not 0 <= axis < gy.rank:
+        raise ctx.error(f"index {index} and axis {axis} must name one of the {len(xs)} joined inputs of gy's rank "
+                        f"{gy.rank} and one of its axes, got gy {gy} and inputs {[str(x) for x in xs]}")
+    start = sum(x.shape[axis] for x in xs[:index])
+    if sum(x.shape[axis] for x in xs) != gy.shape[axis]:
+        raise ctx.error(f"gy {gy} is not the concatenation of {[str(x) for x in xs]} along axis {axis}")
+    return (regions.SLICE, (0,), {"starts": [start], "stops": [start + xs[index].shape[axis]], "axes": [axis]})
+
+
+def _concat_grad_gradient(ctx: NodeContext) -> Graph:
+    axis, index, n = ctx.attrs["axis"], ctx.attrs["index"], len(ctx.input_types) - 1
+
+    def gradient(gy: Value, *rest: Value) -> list[Any]:
+        # the adjoint of taking block `index` out: ggx in that block, zeros of the other inputs' shapes beside it
+        xs, ggx = rest[:n], rest[n + 1]
+        blocks = [ggx if i == index else ops.zeros_like(x) for i, x in enumerate(xs)]
+        return [ops.concat(*blocks, axis=axis), *[None] * n]
+    return ctx.grad_graph(gradient)
+
+
+CONCAT_GRAD_LIKE = OpSchema(
+    "concat_grad_like_internal",
+    inputs=("gy", "xs"),
+    variadic=True,
+    attrs={"axis": AttrSpec("int", doc="the joined axis, non-negative"),
+           "index": AttrSpec("int", doc="which of xs the block belongs to")},
+    shape_infer=_infer,
+    kernels={"cpu": _kernel},
+    gradient=_concat_grad_gradient,
+    decomposition=_decomposition,
+    traits=("any_shape_gradient", "shape_operand", "view"),
+    doc="The block of gy that xs[index] filled when xs were joined along axis (xs read for their shapes only): "
+        "concat's gradient at any input size.",
+    examples=[Example(["f32[6, 3]", "f32[2, 3]", "f32[4, 3]"], {"axis": 0, "index": 1}),
+              Example(["f64[2, 6]", "f64[2, 3]", "f64[2, 1]", "f64[2, 2]"], {"axis": 1, "index": 1}),
+              Example(["f64[3]", "f64[3]"], {"axis": 0, "index": 0}, note="one input")],
+)
+_LOWER["concat_grad_like_internal"] = _concat_grad_lower
+
 INVERSE_COUNT = OpSchema(
     "inverse_count_internal",
     inputs=("x",),
@@ -213,7 +256,7 @@ INVERSE_COUNT = OpSchema(
 _LOWER["inverse_count_internal"] = _inverse_count
 
 SCHEMAS = [SUM_GRAD_LIKE, REDUCE_LIKE, BROADCAST_LIKE, RESHAPE_LIKE, MATMUL_GRAD_LHS_LIKE, MATMUL_GRAD_RHS_LIKE,
-           SLICE_GRAD_LIKE, INVERSE_COUNT]
+           SLICE_GRAD_LIKE, CONCAT_GRAD_LIKE, INVERSE_COUNT]
 _SCHEMA = {s.name: s for s in SCHEMAS}
 _PLAIN: set[str] = set()  # ops seen to be neither like ops nor able to carry bodies (names are registry keys)
 

@@ -93,7 +93,7 @@ COMPLEX_MUL = OpSchema(
     kernels={"cpu": lambda ctx: _complex_result(ctx, np.multiply)},
     gradient=_complex_mul_gradient,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.complex_mul(da, b) + ops.complex_mul(a, db)),
-    traits=("accepts_out", "commutative"),
+    traits=("accepts_out", "commutative", "any_shape_gradient"),
     doc="The complex product of packed a and b: (a_re b_re - a_im b_im, a_re b_im + a_im b_re); the complex "
         "axes broadcast as in numpy. An operand whose last axis is 1 is real: it scales re and im alike "
         "(one pass over complex numbers, where a broadcast `mul` would loop over pairs).",
@@ -126,7 +126,7 @@ CONJ = OpSchema(
     kernels={"cpu": _conj_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda z, y, gy: ops.conj(gy)),
     jvp=lambda ctx: ctx.jvp_graph(lambda z, y, dz: ops.conj(dz)),
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="The complex conjugate of packed z: (re, -im).",
     examples=[Example(["f32[3, 2]"]), Example(["f64[2, 3, 2]"]), Example(["f32[2]"], note="a complex scalar")],
 )
@@ -177,7 +177,7 @@ COMPLEX_MATMUL = OpSchema(
     kernels={"cpu": lambda ctx: _complex_result(ctx, _matmul)},
     gradient=_complex_matmul_gradient,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.complex_matmul(da, b) + ops.complex_matmul(a, db)),
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="The complex matrix product of packed a [..., m, k, 2] and b [..., k, n, 2] -> [..., m, n, 2]; batch axes "
         "broadcast. With modes as the batch axis it mixes channels per Fourier mode (FNO).",
     examples=[Example(["f32[3, 4, 2]", "f32[4, 5, 2]"]), Example(["f32[6, 2, 3, 2]", "f32[6, 3, 4, 2]"], note="batched"),

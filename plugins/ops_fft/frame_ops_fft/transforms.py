@@ -177,6 +177,7 @@ IRFFT = OpSchema(
     kernels={"cpu": _irfft_kernel},
     gradient=_irfft_gradient,
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The real signal of length n whose half spectrum is the packed z along `axis` (numpy.fft.irfft; "
         "Im of the DC and Nyquist bins is ignored). n must match the bins: no silent crop or pad.",
     examples=[Example(["f32[3, 5, 2]"], {"n": 8}), Example(["f64[2, 4, 2]"], {"n": 7, "norm": "ortho"}, note="odd n"),
@@ -226,6 +227,7 @@ FFT = OpSchema(
     kernels={"cpu": _c2c_kernel(forward=True)},
     gradient=_c2c_gradient("ifft"),
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The discrete Fourier transform of packed complex z along `axis` (numpy.fft.fft), packed.",
     examples=_C2C_EXAMPLES,
 )
@@ -238,6 +240,7 @@ IFFT = OpSchema(
     kernels={"cpu": _c2c_kernel(forward=False)},
     gradient=_c2c_gradient("fft"),
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The inverse discrete Fourier transform of packed complex z along `axis` (numpy.fft.ifft), packed.",
     examples=_C2C_EXAMPLES,
 )

@@ -100,6 +100,15 @@ _POOL_ATTRS = {
 }
 
 
+def _gradient_attrs(ctx: NodeContext, geo: PoolGeometry) -> dict:
+    """The window attributes a max-pool gradient op gets: padding resolved to sizes, except 'same', which stays
+    'same' (its pads depend on the input size once stride > 1: a training graph at another size reads them again)."""
+    attrs = geo.attrs()
+    if ctx.attrs["padding"] == "same":
+        attrs["padding"] = "same"
+    return attrs
+
+
 def _pooled_shape(ctx: NodeContext) -> list[TensorType]:
     x = require_float(ctx, 0)
     return [x.with_shape(x.shape[:-2] + pool_geometry(ctx, x).out)]
@@ -196,7 +205,8 @@ MAX_POOL2D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _max_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.max_pool2d_grad_internal(
-        x, gy, **pool_geometry(ctx, ctx.input_types[0]).attrs())),
+        x, gy, **_gradient_attrs(ctx, pool_geometry(ctx, ctx.input_types[0])))),
+    traits=("any_shape_gradient",),
     doc="Maximum over 2-D windows of the last two axes (padding counts as -inf). Ties: the first maximum of a "
         "window receives the gradient; NaN propagates.",
     examples=[
@@ -253,7 +263,8 @@ MAX_POOL2D_GRAD = OpSchema(
     shape_infer=_max_grad_shape,
     kernels={"cpu": _max_grad_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, gx, ggx: [
-        None, ops.max_pool2d_select_internal(x, ggx, **_pair_geometry(ctx).attrs())]),
+        None, ops.max_pool2d_select_internal(x, ggx, **_gradient_attrs(ctx, _pair_geometry(ctx)))]),
+    traits=("any_shape_gradient",),
     doc="gy added at the argmax of each window of x: max_pool2d's gradient.",
     examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 3, 2]"], {"kernel_size": 2}),
               Example(["f64[2, 7, 5]", "f64[2, 4, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
@@ -286,7 +297,8 @@ MAX_POOL2D_SELECT = OpSchema(
     shape_infer=_select_shape,
     kernels={"cpu": _select_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, g, y, gy: [
-        None, ops.max_pool2d_grad_internal(x, gy, **pool_geometry(ctx, ctx.input_types[0]).attrs())]),
+        None, ops.max_pool2d_grad_internal(x, gy, **_gradient_attrs(ctx, pool_geometry(ctx, ctx.input_types[0])))]),
+    traits=("any_shape_gradient",),
     doc="g read at the argmax of each window of x: the transpose of max_pool2d_grad_internal.",
     examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 6, 4]"], {"kernel_size": 2}),
               Example(["f64[2, 7, 5]", "f64[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],

@@ -68,6 +68,15 @@ _POOL_ATTRS = {
 }
 
 
+def _gradient_attrs(ctx: NodeContext, geo: PoolGeometry) -> dict:
+    """The window attributes a max-pool gradient op gets: padding resolved to sizes, except 'same', which stays
+    'same' (its pads depend on the input size once stride > 1: a training graph at another size reads them again)."""
+    attrs = geo.attrs()
+    if ctx.attrs["padding"] == "same":
+        attrs["padding"] = "same"
+    return attrs
+
+
 def _pooled_shape(ctx: NodeContext) -> list[TensorType]:
     x = require_float(ctx, 0)
     return [x.with_shape(x.shape[:-1] + (_geometry(ctx, x).out_length,))]
@@ -112,7 +121,7 @@ def _max_kernel(ctx: NodeContext) -> Callable:
 
 
 def _max_gradient(ctx: NodeContext):
-    attrs = _geometry(ctx, ctx.input_types[0]).attrs()
+    attrs = _gradient_attrs(ctx, _geometry(ctx, ctx.input_types[0]))
     # gx = gy scattered to each window's (first) argmax
     return ctx.grad_graph(lambda x, y, gy: ops.max_pool1d_grad_internal(x, gy, **attrs))
 
@@ -124,6 +133,7 @@ MAX_POOL1D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _max_kernel},
     gradient=_max_gradient,
+    traits=("any_shape_gradient",),
     doc="Maximum over windows of the last axis (padding counts as -inf). Ties: the first maximum of a window "
         "receives the gradient; NaN propagates.",
     examples=[
@@ -168,7 +178,8 @@ MAX_POOL1D_GRAD = OpSchema(
     shape_infer=_max_grad_shape,
     kernels={"cpu": _max_grad_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, gx, ggx: [
-        None, ops.max_pool1d_select_internal(x, ggx, **_pair_geometry(ctx).attrs())]),
+        None, ops.max_pool1d_select_internal(x, ggx, **_gradient_attrs(ctx, _pair_geometry(ctx)))]),
+    traits=("any_shape_gradient",),
     doc="gy added at the argmax of each window of x: max_pool1d's gradient.",
     examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 4]"], {"kernel_size": 2}),
               Example(["f64[2, 7]", "f64[2, 4]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1]})],
@@ -202,7 +213,8 @@ MAX_POOL1D_SELECT = OpSchema(
     shape_infer=_select_shape,
     kernels={"cpu": _select_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, g, y, gy: [
-        None, ops.max_pool1d_grad_internal(x, gy, **_geometry(ctx, ctx.input_types[0]).attrs())]),
+        None, ops.max_pool1d_grad_internal(x, gy, **_gradient_attrs(ctx, _geometry(ctx, ctx.input_types[0])))]),
+    traits=("any_shape_gradient",),
     doc="g read at the argmax of each window of x: the transpose of max_pool1d_grad_internal.",
     examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 8]"], {"kernel_size": 2}),
               Example(["f64[2, 7]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1]})],

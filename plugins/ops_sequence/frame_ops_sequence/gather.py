@@ -213,6 +213,7 @@ SCATTER_ADD = OpSchema(
     kernels={"cpu": _scatter_kernel},
     gradient=_scatter_gradient,
     nondiff_inputs=(1,),
+    traits=("any_shape_gradient",),
     doc="Zeros with `size` entries along `axis`, plus each slice of `updates` added at its index; duplicate indices "
         "accumulate. The adjoint of gather (its gradient for the table). Indices must lie in 0..size-1.",
     examples=[
