@@ -55,17 +55,12 @@ def _onnx_pads(padding: Any, n: int) -> list[int]:
 def _spatial(node: Node, n: int) -> tuple[list[int], list[int], list[int]]:
     """(strides, dilations, ONNX pads) of a frame conv/pool node with ``n`` spatial axes."""
     a = node.attrs
-    strides, dilations = _per_axis(a.get("stride"), 1, n), _per_axis(a.get("dilation"), 1, n)
-    if a["padding"] == "same":  # a gradient of a 'same' conv of x (input 0), its kernel the output's last axes
-        kernel = node.outputs[0].shape[-n:]
-        return strides, dilations, _same_pads(_shape(node, 0)[-n:], [d * (k - 1) + 1 for d, k in zip(dilations, kernel)],
-                                              strides)
-    return strides, dilations, _onnx_pads(a["padding"], n)
+    return _per_axis(a.get("stride"), 1, n), _per_axis(a.get("dilation"), 1, n), _onnx_pads(a["padding"], n)
 
 
 def _same_pads(size: Sequence[int], extent: Sequence[int], stride: Sequence[int]) -> list[int]:
     """'same' padding (output ceil(size / stride), the odd position after) as ONNX's [befores..., afters...]:
-    a gradient of a strided 'same' op keeps the mode, its pads read from the input's size."""
+    a max-pool gradient keeps the mode (its pads follow the input's size), read here from x's shape."""
     total = [max((-(-s // t) - 1) * t + e - s, 0) for s, e, t in zip(size, extent, stride)]
     return [p // 2 for p in total] + [p - p // 2 for p in total]
 

@@ -78,12 +78,12 @@ def _complex_mul_shape(ctx: NodeContext) -> list[TensorType]:
 def _complex_mul_gradient(ctx: NodeContext):
     a, b = ctx.input_types
 
-    def part(g, operand: TensorType, other):  # noqa: ANN001, ANN202 - traced Tensors
+    def part(g, operand: TensorType, value, other):  # noqa: ANN001, ANN202 - traced Tensors
         g = ops.complex_mul(g, ops.conj(other) if other.shape[-1] == 2 else other)
         if operand.shape[-1] == 1 and g.shape[-1] == 2:
             g = ops.slice(g, starts=[0], stops=[1], axes=[-1])  # dL/d(real operand) = Re(G conj(other))
-        return unbroadcast(g, operand)
-    return ctx.grad_graph(lambda a_, b_, y, gy: [part(gy, a, b_), part(gy, b, a_)])
+        return unbroadcast(g, value)
+    return ctx.grad_graph(lambda a_, b_, y, gy: [part(gy, a, a_, b_), part(gy, b, b_, a_)])
 
 
 COMPLEX_MUL = OpSchema(
@@ -165,9 +165,8 @@ def _adjoint(t):  # noqa: ANN001, ANN201 - a traced Tensor
 
 
 def _complex_matmul_gradient(ctx: NodeContext):
-    a, b = ctx.input_types
-    return ctx.grad_graph(lambda a_, b_, y, gy: [unbroadcast(ops.complex_matmul(gy, _adjoint(b_)), a),
-                                                 unbroadcast(ops.complex_matmul(_adjoint(a_), gy), b)])
+    return ctx.grad_graph(lambda a_, b_, y, gy: [unbroadcast(ops.complex_matmul(gy, _adjoint(b_)), a_),
+                                                 unbroadcast(ops.complex_matmul(_adjoint(a_), gy), b_)])
 
 
 COMPLEX_MATMUL = OpSchema(

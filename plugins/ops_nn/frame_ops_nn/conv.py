@@ -535,7 +535,8 @@ def _conv2d_gradient(ctx: NodeContext):
     # gx = conv_transpose2d(gy, w) back to x's size, gw = conv2d_grad_weight_internal(x, gy), in their forms that
     # read x's and w's shapes (pads for 'same', output_padding, the kernel) from the operands
     return ctx.grad_graph(lambda x, w, y, gy: [
-        ops.conv2d_grad_input_like_internal(gy, w, x, **attrs), ops.conv2d_grad_weight_like_internal(x, gy, w, **attrs)])
+        ops.conv2d_grad_input_like_internal(gy, w, x, **attrs),
+        ops.conv2d_grad_weight_like_internal(x, gy, w, **attrs)])
 
 
 CONV2D = OpSchema(
