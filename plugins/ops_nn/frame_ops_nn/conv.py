@@ -547,6 +547,7 @@ CONV2D = OpSchema(
         (ctx.input_types[0].shape[0], _conv2d_geometry(ctx).c_out, *_conv2d_geometry(ctx).out))],
     kernels={"cpu": _conv2d_kernel},
     gradient=_conv2d_gradient,
+    traits=("any_shape_gradient",),
     doc="2-D cross-correlation of x[B, C_in, H, W] with w[C_out, C_in/groups, kh, kw] (torch.nn.functional.conv2d "
         "without bias): stride, dilation, groups, and padding 'valid', 'same' or sizes.",
     examples=[
