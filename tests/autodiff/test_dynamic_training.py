@@ -205,8 +205,11 @@ def test_any_shape_gradient_holds_at_other_sizes(op):
                 refused += 1  # refused by name (one_hot's depth at another class count, say): never wrong
                 continue
             arrays = _arrays(example, [*wanted, *cotangents], rng)
+            try:
+                want = fc.compile(fresh).run(arrays)
+            except fc.DataError:
+                continue  # indices drawn for the traced sizes, out of range of a smaller table: nothing to compare
             got = fc.compile(specialised).run(arrays)
-            want = fc.compile(fresh).run(arrays)
             tolerance = 1e-12 if all(t.dtype.name == "f64" for t in wanted if t.dtype.is_float) else 1e-5
             for a, b in zip(got, want):
                 assert a.shape == b.shape, f"{op} {example.inputs}: size {old} -> {new}"

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, PassSpec, Rewriter, ShapeError, \
-    TensorType, Value, ops
+    TensorType, Value, inline_graph, ops
 
 from . import linalg, reductions, regions, shape
 from ._shapes import normalize_axes
@@ -259,6 +259,9 @@ SCHEMAS = [SUM_GRAD_LIKE, REDUCE_LIKE, BROADCAST_LIKE, RESHAPE_LIKE, MATMUL_GRAD
            SLICE_GRAD_LIKE, CONCAT_GRAD_LIKE, INVERSE_COUNT]
 _SCHEMA = {s.name: s for s in SCHEMAS}
 _PLAIN: set[str] = set()  # ops seen to be neither like ops nor able to carry bodies (names are registry keys)
+#: other packs' ops that read a shape from an operand (trait shape_operand, a DecomposeFn): lowered through their
+#: DecomposeFn, which writes that shape down (conv2d_grad_input_like_internal -> conv_transpose2d, say)
+_DECOMPOSED: dict[str, OpSchema] = {}
 
 
 # -- the pass -------------------------------------------------------------------------------------------------
@@ -275,8 +278,8 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     kinds: dict[str, Any] = {}  # op -> its like schema, True for an op that may carry bodies, None otherwise
     for op in {n.op for n in graph.nodes}:
         schema = _SCHEMA.get(_short(op))
-        kinds[op] = schema if schema is not None else True if op not in _PLAIN else None
-    if not any(kinds.values()):
+        kinds[op] = schema if schema is not None else True if op not in _PLAIN and op not in _DECOMPOSED else None
+    if not any(kinds.values()) and not any(op in _DECOMPOSED for op in kinds):
         return graph
     rw = Rewriter(graph, ctx)
     lowered: dict[tuple, Any] = {}  # (op, input types, attrs) -> its lowering: one per kind of node
@@ -284,6 +287,9 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     for node in graph.nodes:
         schema = kinds[node.op]
         if schema is None:
+            if node.op in _DECOMPOSED:
+                _decompose(rw, node, lowered)
+                continue
             rw.copy(node)
             continue
         if schema is True:
@@ -319,12 +325,28 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     return rw.finish()
 
 
+def _decompose(rw: Rewriter, node: Node, lowered: dict[tuple, Any]) -> None:
+    """``node`` replaced by its op's DecomposeFn graph (one per kind of node), inlined on the mapped inputs."""
+    types = tuple([v.type for v in node.inputs])
+    key = (node.op, types, tuple(node.attrs.items()))
+    sub = lowered.get(key)
+    if sub is None:
+        schema = _DECOMPOSED[node.op]
+        sub = lowered[key] = schema.decomposition(NodeContext(schema, types, node.attrs,
+                                                              [v.type for v in node.outputs]))
+    for old, new in zip(node.outputs, inline_graph(rw.new, sub, list(rw.read(node.inputs)))):
+        rw.alias(old, new)
+
+
 def bind_shapes(graph: Graph, ctx: Any) -> Graph:
     schemas = ctx.registry.schemas
     for op in ctx.ops(graph):  # (memoised) ops that can carry no body and are no like op: nothing to look at
-        if op not in _PLAIN and _short(op) not in _SCHEMA and op in schemas and \
-                not any("graph" in spec.kind for spec in schemas[op].attrs.values()):
-            _PLAIN.add(op)
+        if op not in _PLAIN and op not in _DECOMPOSED and _short(op) not in _SCHEMA and op in schemas:
+            schema = schemas[op]
+            if "shape_operand" in schema.traits and schema.decomposition is not None:
+                _DECOMPOSED[op] = schema
+            elif not any("graph" in spec.kind for spec in schema.attrs.values()):
+                _PLAIN.add(op)
     shaped = _bind(graph, ctx)
     if shaped is not graph:
         ctx.note("bind_shapes", "gradient ops given the compiled shapes as attributes")
