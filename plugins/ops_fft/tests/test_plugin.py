@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import frame_core
 from frame_core.cli.main import app
 
-OPS = {"rfft", "irfft", "fft", "ifft", "complex_mul", "conj", "complex_matmul"}
+OPS = {"rfft", "irfft", "fft", "ifft", "complex_mul", "conj", "complex_matmul", "rfft_grad_like_internal"}
 PACKAGE = Path(__file__).resolve().parents[1] / "frame_ops_fft"
 
 

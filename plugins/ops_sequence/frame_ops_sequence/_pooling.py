@@ -246,11 +246,8 @@ def _avg_kernel(ctx: NodeContext) -> Callable:
 
 
 def _avg_gradient(ctx: NodeContext):
-    geo = _geometry(ctx, ctx.input_types[0])
-    include = ctx.attrs["count_include_pad"]
-    # gx = gy / divisor spread back over each window
-    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool1d_grad_internal(
-        gy, length=geo.length, count_include_pad=include, **geo.attrs()))
+    # gx = gy / divisor spread back over each window: avg_pool1d_grad_internal, its length and pads read from x
+    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool1d_grad_like_internal(gy, x, **ctx.attrs))
 
 
 AVG_POOL1D = OpSchema(
@@ -260,6 +257,7 @@ AVG_POOL1D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _avg_kernel},
     gradient=_avg_gradient,
+    traits=("any_shape_gradient",),
     doc="Mean over windows of the last axis; zero padding counts in the mean unless count_include_pad=False.",
     examples=[
         Example(["f32[2, 3, 8]"], {"kernel_size": 2}),
@@ -309,4 +307,37 @@ AVG_POOL1D_GRAD = OpSchema(
                                       "count_include_pad": False})],
 )
 
-SCHEMAS = [MAX_POOL1D, MAX_POOL1D_GRAD, MAX_POOL1D_SELECT, AVG_POOL1D, AVG_POOL1D_GRAD]
+# avg_pool1d_grad_like_internal(gy, x) = avg_pool1d_grad_internal(gy; length=x's L, pads resolved), x read for its
+#   shape only (compiled or exported: that op, the DecomposeFn); second order: avg_pool1d(ggx)
+def _avg_like_attrs(ctx: NodeContext) -> dict:
+    gy, x = ctx.input_types
+    geo = _geometry(ctx, x)
+    if gy.shape != x.shape[:-1] + (geo.out_length,) or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be x {x} pooled, {x.dtype.name}{list(x.shape[:-1] + (geo.out_length,))}, got {gy}")
+    return {**geo.attrs(), "length": geo.length, "count_include_pad": ctx.attrs["count_include_pad"]}
+
+
+def _avg_like_kernel(ctx: NodeContext) -> Callable:
+    attrs = AVG_POOL1D_GRAD.normalize_attrs(_avg_like_attrs(ctx))
+    inner = _avg_grad_kernel(NodeContext(AVG_POOL1D_GRAD, ctx.input_types[:1], attrs, ctx.output_types))
+    return lambda gy, x: inner(gy)
+
+
+AVG_POOL1D_GRAD_LIKE = OpSchema(
+    "avg_pool1d_grad_like_internal",
+    inputs=("gy", "x"),
+    attrs=_AVG_ATTRS,
+    shape_infer=lambda ctx: [_avg_like_attrs(ctx) and ctx.input_types[1]],
+    kernels={"cpu": _avg_like_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, x, gx, ggx: [ops.avg_pool1d(ggx, **ctx.attrs), None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda gy, x: ops.avg_pool1d_grad_internal(gy, **_avg_like_attrs(ctx))),
+    nondiff_inputs=(1,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="avg_pool1d's gradient at x's length (x read for its shape only): gy spread over each window.",
+    examples=[Example(["f32[2, 3, 4]", "f32[2, 3, 8]"], {"kernel_size": 2}),
+              Example(["f64[2, 4]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": "same",
+                                                  "count_include_pad": False})],
+)
+
+SCHEMAS = [MAX_POOL1D, MAX_POOL1D_GRAD, MAX_POOL1D_SELECT, AVG_POOL1D, AVG_POOL1D_GRAD, AVG_POOL1D_GRAD_LIKE]
