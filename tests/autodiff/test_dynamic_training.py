@@ -230,3 +230,23 @@ def test_the_compiled_program_is_the_attribute_forms():
 
     lowered = _bind(training, None)
     assert not any(re.search("_like_internal|inverse_count", n.op) for n in lowered.nodes)
+
+
+def test_a_forward_mode_graph_runs_at_any_batch_bit_for_bit():
+    # the derived JVPs (max, logsumexp, cross_entropy) transpose GradientFns that read shapes from operands: a JVP
+    # graph re-specialised at another batch reads them again, where it used to hold the traced ones
+    jvp = fc.compile(fc.build_jvp_graph(traced(8), [0, 2, 3, 4, 5]), dynamic_shapes=True)
+    for batch in (8, 13, 1):
+        x, labels = data(batch)
+        tangents = [RNG.standard_normal(x.shape), *(RNG.standard_normal(w.shape) for w in WEIGHTS)]
+        got = jvp.run([x, labels, *WEIGHTS, *tangents])
+        want = fc.compile(fc.build_jvp_graph(traced(batch), [0, 2, 3, 4, 5])).run([x, labels, *WEIGHTS, *tangents])
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and a.tobytes() == b.tobytes(), f"batch {batch}"
+        if batch == 13:  # against a central difference along the tangent
+            value = fc.compile(traced(batch))
+
+            def at(t):
+                return float(value.run([x + t * tangents[0], labels, *(w + t * d for w, d in
+                                                                        zip(WEIGHTS, tangents[1:]))])[0])
+            np.testing.assert_allclose(got[1], (at(1e-6) - at(-1e-6)) / 2e-6, rtol=1e-6)
