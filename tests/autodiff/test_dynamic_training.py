@@ -250,3 +250,34 @@ def test_a_forward_mode_graph_runs_at_any_batch_bit_for_bit():
                 return float(value.run([x + t * tangents[0], labels, *(w + t * d for w, d in
                                                                         zip(WEIGHTS, tangents[1:]))])[0])
             np.testing.assert_allclose(got[1], (at(1e-6) - at(-1e-6)) / 2e-6, rtol=1e-6)
+
+
+def test_value_and_grad_re_specialises_its_training_graph_when_every_op_allows(monkeypatch):
+    from frame_core.autodiff import backward
+
+    calls = []
+    real = backward.build_backward_graph
+    monkeypatch.setattr(backward, "build_backward_graph", lambda *a, **k: calls.append(1) or real(*a, **k))
+    params = dict(zip(["w1", "b1", "w2", "b2"], WEIGHTS))
+
+    def loss(p, x, labels):
+        return mlp_loss(x, labels, p["w1"], p["b1"], p["w2"], p["b2"])
+    step = fc.value_and_grad(loss)
+    for batch in (8, 13, 1):
+        x, labels = data(batch)
+        value, grads = step(params, x, labels)
+        want = fc.compile(real(traced(batch), 0, [2, 3, 4, 5])).run([x, labels, *WEIGHTS])
+        assert value.tobytes() == want[0].tobytes()
+        for k, name in enumerate(["w1", "b1", "w2", "b2"]):
+            assert grads[name].tobytes() == want[1 + k].tobytes(), f"batch {batch}"
+    assert len(calls) == 1 and step.traces == 1  # differentiated once, re-specialised for 13 and 1
+
+    calls.clear()  # batch_norm's running averages get zero cotangents of the traced shape: derived again
+
+    def normed(p, x):
+        y, _, _ = ops.batch_norm(x @ p["w"], np.ones(HIDDEN), np.zeros(HIDDEN), np.zeros(HIDDEN), np.ones(HIDDEN))
+        return ops.sum(ops.square(y))
+    held = fc.value_and_grad(normed)
+    for batch in (4, 6):
+        held({"w": WEIGHTS[0]}, RNG.standard_normal((batch, IN)))
+    assert len(calls) == 2
