@@ -341,10 +341,10 @@ def _decompose(rw: Rewriter, node: Node, lowered: dict[tuple, Any]) -> None:
 def bind_shapes(graph: Graph, ctx: Any) -> Graph:
     schemas = ctx.registry.schemas
     for op in ctx.ops(graph):  # (memoised) ops that can carry no body and are no like op: nothing to look at
-        if op not in _PLAIN and op not in _DECOMPOSED and _short(op) not in _SCHEMA and op in schemas:
+        if op not in _PLAIN and _short(op) not in _SCHEMA and op in schemas:
             schema = schemas[op]
             if "shape_operand" in schema.traits and schema.decomposition is not None:
-                _DECOMPOSED[op] = schema
+                _DECOMPOSED[op] = schema  # (this registry's schema, looked up again at every compile)
             elif not any("graph" in spec.kind for spec in schema.attrs.values()):
                 _PLAIN.add(op)
     shaped = _bind(graph, ctx)
