@@ -4,9 +4,9 @@
 on the loss's chain declares ``any_shape_gradient`` they re-specialise the training graph itself
 (``specialize(training, types)``); before, and still for other graphs, they specialised the forward graph and
 ran ``build_backward_graph`` again (``derive(specialize(forward, types))``). Both give the same compiled program
-(checked here, bit for bit); this times the graph work plus the compile for each, on a 784-256-256-10 MLP and a
-small CNN (conv2d, group_norm, max_pool2d, layer_norm, cross_entropy), interleaved rounds, medians of wall and
-CPU time, and the ratio. One BLAS thread unless ``--blas-threads N`` says otherwise.
+(checked here, bit for bit); this times the graph work plus the compile for each, and the graph work alone, on
+a 784-256-256-10 MLP and a small CNN (conv2d, group_norm, max_pool2d, layer_norm, cross_entropy): interleaved
+rounds, medians of CPU time (the machine is shared) and wall time, and the ratios. One BLAS thread unless ``--blas-threads N`` says otherwise.
 
     python benchmarks/any_shape_rebuild.py [--rounds 9] [--blas-threads 1]
 """
@@ -77,14 +77,19 @@ def compare(name: str, build, traced: int, other: int, rounds: int) -> None:  # 
     args = [rng.standard_normal(t.shape).astype(t.dtype.np) if t.dtype.is_float else
             rng.integers(0, 10, t.shape) for t in types]
     same = all(a.tobytes() == b.tobytes() for a, b in zip(respecialise().run(args), derive_again().run(args)))
-    times: dict[str, list[tuple[float, float]]] = {"respecialise": [], "derive": []}
+    variants = {"respecialise": respecialise, "derive": derive_again,  # graph work + compile
+                "respecialise graph": lambda: fc.specialize(training, types),  # graph work only
+                "derive graph": lambda: fc.build_backward_graph(fc.specialize(forward, types), 0, wrt)}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
     for _ in range(rounds):  # interleaved
-        times["respecialise"].append(timed(respecialise))
-        times["derive"].append(timed(derive_again))
+        for key, fn in variants.items():
+            times[key].append(timed(fn))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
     (rw, rc), (dw, dc) = med["respecialise"], med["derive"]
-    print(f"{name:4s} {len(training.nodes):6d} {traced:4d}->{other:<4d} {dw * 1e3:9.1f} {rw * 1e3:9.1f} {rw / dw:7.2f}x"
-          f" {dc * 1e3:9.1f} {rc * 1e3:9.1f} {rc / dc:7.2f}x  {'same bits' if same else 'BITS DIFFER'}")
+    (gw, gc), (ew, ec) = med["respecialise graph"], med["derive graph"]
+    print(f"{name:4s} {len(training.nodes):6d} {traced:4d}->{other:<4d} {dc * 1e3:9.1f} {rc * 1e3:9.1f} {rc / dc:7.2f}x"
+          f" {ec * 1e3:9.2f} {gc * 1e3:9.2f} {gc / ec:7.2f}x  wall {dw * 1e3:.1f} -> {rw * 1e3:.1f} ms  "
+          f"{'same bits' if same else 'BITS DIFFER'}")
 
 
 def main() -> None:
@@ -93,7 +98,8 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=1, help="(read by _env before numpy loads)")
     args = parser.parse_args()
     print(describe_environment())
-    print("model nodes  batch    derive ms  respec ms  ratio  derive cpu respec cpu  ratio   (graph work + compile)")
+    print("CPU ms, medians: graph work + compile (derive again, re-specialise, ratio), then graph work alone")
+    print("model nodes  batch     derive    respec   ratio   derive g  respec g   ratio")
     compare("mlp", mlp, 128, 77, args.rounds)
     compare("cnn", cnn, 32, 13, args.rounds)
 
