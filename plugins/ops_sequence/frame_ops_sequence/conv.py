@@ -434,14 +434,18 @@ def _conv_kernel(ctx: NodeContext) -> Callable:
     return lambda x, w: as_out(conv_forward(x, w, geo, acc), y_t)
 
 
+def _as_given(ctx: NodeContext) -> dict:
+    """The node's stride, padding, dilation and groups as written ('same' stays 'same', resolved at each size)."""
+    return {k: ctx.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
 def _conv_gradient(ctx: NodeContext):
-    x_t, w_t = ctx.input_types
-    geo = _geometry(ctx, x_t, w_t.shape)
-    attrs = geo.attrs()
-    # gx = conv1d_grad_input_internal(gy, w) (the transposed conv), gw = conv1d_grad_weight_internal(x, gy)
+    attrs = _as_given(ctx)
+    # gx = conv1d_grad_input_internal(gy, w) (the transposed conv), gw = conv1d_grad_weight_internal(x, gy), in
+    # their forms that read x's length and w's kernel from the operands (any batch and length)
     return ctx.grad_graph(lambda x, w, y, gy: [
-        ops.conv1d_grad_input_internal(gy, w, length=geo.length, **attrs),
-        ops.conv1d_grad_weight_internal(x, gy, kernel_size=geo.kernel, **attrs)])
+        ops.conv1d_grad_input_like_internal(gy, w, x, **attrs),
+        ops.conv1d_grad_weight_like_internal(x, gy, w, **attrs)])
 
 
 CONV1D = OpSchema(
@@ -451,6 +455,7 @@ CONV1D = OpSchema(
     shape_infer=_conv_shape,
     kernels={"cpu": _conv_kernel},
     gradient=_conv_gradient,
+    traits=("any_shape_gradient",),
     doc="1-D cross-correlation of x[B, C_in, L] with w[C_out, C_in/groups, K] (as torch.nn.functional.conv1d, "
         "no bias): stride, dilation, groups, and padding 'valid', 'same', 'causal' or sizes.",
     examples=[
@@ -623,4 +628,77 @@ CONV1D_GRADS = OpSchema(
     ],
 )
 
-SCHEMAS = [CONV1D, CONV1D_GRAD_INPUT, CONV1D_GRAD_WEIGHT, CONV1D_GRADS, *POOL_SCHEMAS]
+
+# -- the forms that read x's length and w's kernel from operands (read for their shapes only) ----------------------
+#   conv1d_grad_input_like_internal(gy, w, x) = conv1d_grad_input_internal(gy, w; length=x's L, pads resolved)
+#   conv1d_grad_weight_like_internal(x, gy, w) = conv1d_grad_weight_internal(x, gy; kernel_size=w's K, pads resolved)
+#   Compiled or exported, they are those ops (their DecomposeFns, lowered by bind_shapes).
+def _input_like_attrs(ctx: NodeContext) -> dict:
+    gy, w, x = ctx.input_types
+    geo = _geometry(ctx, x, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length) or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be conv1d's output {x.dtype.name}{[geo.batch, geo.c_out, geo.out_length]} for x {x}, "
+                        f"got {gy}")
+    return {**geo.attrs(), "length": geo.length}
+
+
+def _weight_like_attrs(ctx: NodeContext) -> dict:
+    x, gy, w = ctx.input_types
+    geo = _geometry(ctx, x, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length) or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be conv1d's output {x.dtype.name}{[geo.batch, geo.c_out, geo.out_length]} for x {x} "
+                        f"and w {w}, got {gy}")
+    return {**geo.attrs(), "kernel_size": geo.kernel}
+
+
+def _lowered_kernel(target: OpSchema, attrs_of: Callable, build: Callable) -> Callable:
+    def kernel_of(ctx: NodeContext) -> Callable:
+        inner = build(NodeContext(target, ctx.input_types[:2], target.normalize_attrs(attrs_of(ctx)), ctx.output_types))
+        return lambda a, b, like: inner(a, b)
+    return kernel_of
+
+
+CONV1D_GRAD_INPUT_LIKE = OpSchema(
+    "conv1d_grad_input_like_internal",
+    inputs=("gy", "w", "x"),
+    attrs=_CONV_ATTRS,
+    shape_infer=lambda ctx: [_input_like_attrs(ctx) and ctx.input_types[2]],
+    kernels={"cpu": _lowered_kernel(CONV1D_GRAD_INPUT, _input_like_attrs, _grad_input_kernel)},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, w, x, gx, ggx: [
+        ops.conv1d(ggx, w, **_as_given(ctx)), ops.conv1d_grad_weight_like_internal(ggx, gy, w, **_as_given(ctx)),
+        None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda gy, w, x: ops.conv1d_grad_input_internal(gy, w, **_input_like_attrs(ctx))),
+    nondiff_inputs=(2,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="conv1d's gradient for x at x's length (x read for its shape only): the transposed convolution.",
+    examples=[
+        Example(["f32[2, 4, 5]", "f32[4, 3, 3]", "f32[2, 3, 7]"]),
+        Example(["f32[2, 6, 5]", "f32[6, 2, 3]", "f32[2, 4, 9]"], {"stride": 2, "padding": "same", "groups": 2}),
+        Example(["f64[1, 3, 8]", "f64[3, 2, 2]", "f64[1, 2, 8]"], {"dilation": 3, "padding": "causal"}),
+    ],
+)
+
+CONV1D_GRAD_WEIGHT_LIKE = OpSchema(
+    "conv1d_grad_weight_like_internal",
+    inputs=("x", "gy", "w"),
+    attrs=_CONV_ATTRS,
+    shape_infer=lambda ctx: [_weight_like_attrs(ctx) and ctx.input_types[2]],
+    kernels={"cpu": _lowered_kernel(CONV1D_GRAD_WEIGHT, _weight_like_attrs, _grad_weight_kernel)},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, gy, w, gw, ggw: [
+        ops.conv1d_grad_input_like_internal(gy, ggw, x, **_as_given(ctx)), ops.conv1d(x, ggw, **_as_given(ctx)),
+        None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda x, gy, w: ops.conv1d_grad_weight_internal(x, gy, **_weight_like_attrs(ctx))),
+    nondiff_inputs=(2,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="conv1d's gradient for w, of w's shape (w read for its shape only): x correlated with gy.",
+    examples=[
+        Example(["f32[2, 3, 7]", "f32[2, 4, 5]", "f32[4, 3, 3]"]),
+        Example(["f32[2, 4, 9]", "f32[2, 6, 5]", "f32[6, 2, 3]"], {"stride": 2, "padding": "same", "groups": 2}),
+        Example(["f64[1, 2, 8]", "f64[1, 3, 8]", "f64[3, 2, 2]"], {"dilation": 3, "padding": "causal"}),
+    ],
+)
+
+SCHEMAS = [CONV1D, CONV1D_GRAD_INPUT, CONV1D_GRAD_WEIGHT, CONV1D_GRADS, CONV1D_GRAD_INPUT_LIKE,
+           CONV1D_GRAD_WEIGHT_LIKE, *POOL_SCHEMAS]
