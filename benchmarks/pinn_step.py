@@ -19,7 +19,9 @@ for the five parameters (every variant returns just those).
   torch.func's jvp-of-jvp (when installed).
 
 Prints medians of interleaved rounds (each round runs every variant for about
-10 ms, in a shuffled order), the ratios to numpy and to the best jax, the compile times;
+10 ms, in a shuffled order), the ratios to numpy and to the best jax, the compile times,
+then the same in process CPU time (every thread of the process counts: jax's too), the
+measure to quote when the shared machine is loaded;
 ``--profile`` adds the Taylor step's per-instruction profile
 (``Executable.profile``) and the floating-point work of its matrix products.
 
