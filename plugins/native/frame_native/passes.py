@@ -166,7 +166,7 @@ def _emit_split(node: Node, cut: Cut, rw: Rewriter) -> None:
     prefix, split = cut
     inputs = rw.read(node.inputs)
     numpy_body = split.numpy_body if split is not None else node.attrs["body"]
-    numpy_inputs = [inputs[i] for _, i in split.numpy_inputs] if split is not None else inputs
+    numpy_inputs = [inputs[i] for _, i in split.numpy_inputs] if split is not None else list(inputs)
     if prefix is None:
         first = _new_node(FUSED_OP, numpy_inputs, numpy_body, rw)
         made = list(first.outputs)

@@ -40,7 +40,8 @@ def _cone(body: Graph, value: Value) -> list[Node]:
     return [n for n in body.nodes if n in need]
 
 
-def _candidate(graph_outputs: set[Value], readers: dict[Value, list[Node]], p: Node, j: int) -> tuple[Node, list[Node]] | None:
+def _candidate(graph_outputs: set[Value], readers: dict[Value, list[Node]], p: Node,
+               j: int) -> tuple[Node, list[Node]] | None:
     """(G, the members to copy) when ``p``'s export ``j`` can be recomputed by its one reader G, else None."""
     v = p.outputs[j]
     rs = readers.get(v, [])

@@ -39,7 +39,8 @@ def bits_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
     for a, b in zip(got, want):
         a, b = np.asarray(a), np.asarray(b)
         both_nan = np.isnan(a) & np.isnan(b)  # (a NaN's sign and payload are left open: see test_tiering)
-        np.testing.assert_array_equal(np.where(both_nan, 0, a).view(np.uint32), np.where(both_nan, 0, b).view(np.uint32))
+        np.testing.assert_array_equal(np.where(both_nan, 0, a).view(np.uint32),
+                                      np.where(both_nan, 0, b).view(np.uint32))
 
 
 def test_the_later_group_recomputes_one_minus_y_squared_with_the_same_bits():
