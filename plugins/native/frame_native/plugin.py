@@ -22,10 +22,15 @@ def frame_register_passes():
     from .colsums import compile_column_sums
     from .conv import compile_conv_pools
     from .passes import compile_fused_groups, switched_off
+    from .remat import recompute_in_readers
     from .rows import compile_norm_rows
 
     return [PassSpec("compile_fused_groups", compile_fused_groups, after="fuse_elementwise", min_level=2,
                      doc="fused groups of exactly rounded ops tier up to compiled native code in the background",
+                     cache_key=switched_off),
+            PassSpec("recompute_in_readers", recompute_in_readers, after="fuse_elementwise", min_level=2,
+                     doc="a compiled group recomputes a cheap value it is the only reader of, from values it "
+                         "reads anyway, instead of reading it back (the same bits; one write and one read less)",
                      cache_key=switched_off),
             PassSpec("compile_norm_rows", compile_norm_rows, after="fuse_elementwise", min_level=2,
                      doc="layer_norm's training pair on float32/float64 tiers up to compiled row kernels in the "
