@@ -6,9 +6,12 @@ The function-level entry point for the common case (docs/design-parameters-and-s
     loss, grads = step(params, x, y)       # grads: the same tree as params
 
 Built only from the graph transforms: ``trace_params`` (the parameters become graph inputs named by
-path), ``build_backward_graph`` w.r.t. those inputs, ``compile``. One trace serves every batch size:
-a new shape signature specialises the traced forward graph and differentiates it again (no Python is
-re-traced). A new tree structure, or new dtypes or ranks, traces again.
+path), ``build_backward_graph`` w.r.t. those inputs, ``compile``. One trace and one training graph serve
+every batch size: a new shape signature re-specialises the training graph and compiles it (``bind_shapes``
+gives the program a trace at those sizes gives, bit for bit). A training graph that holds traced sizes
+(an op on its chain lacks ``any_shape_gradient``), or whose re-specialisation an op refuses, falls back to
+specialising the traced forward graph and differentiating it again (no Python is re-traced either way).
+A new tree structure, or new dtypes or ranks, traces again.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import ParameterError, ShapeError
 from ..ir.graph import Graph
 from ..ir.types import TensorType
 
@@ -71,6 +74,7 @@ class ValueAndGrad:
         self._traces: OrderedDict[Any, _Traced] = OrderedDict()
         self._maxsize = maxsize
         self.traces = 0  # how often fn was traced (a new structure, dtype or rank)
+        self.derivations = 0  # how often a backward pass was built (each trace, and each shape it was refused at)
 
     # -- tracing ------------------------------------------------------------------------------------
     def _trace(self, treedef: Any, leaves: list[Any], data: list[Any]) -> _Traced:
@@ -104,13 +108,19 @@ class ValueAndGrad:
         forward.name_output(0, "loss")
 
         def derive(graph: Graph) -> Graph:
+            self.derivations += 1
             return build_backward_graph(graph, 0, list(range(len(names))),
                                         names=[f"grad(loss, {n})" for n in names])
 
+        def respecialized(types: list[TensorType]) -> Graph:
+            try:  # the training graph itself, unless it holds traced sizes or an op refuses the new ones
+                return specialize(training, types)
+            except ShapeError:
+                return derive(specialize(forward, types))
+
         training = derive(forward)
         base = compile_graph(training, **self._options)
-        exe = DynamicExecutable(base, lambda types: derive(specialize(forward, types)),
-                                dict(self._options, cache=True))
+        exe = DynamicExecutable(base, respecialized, dict(self._options, cache=True))
         n_aux = len(forward.outputs) - 1
         return _Traced(forward, training, exe, names, aux.get("def"), n_aux)
 
