@@ -47,6 +47,18 @@ def _as_array(value: Any) -> Any:
                              f"{type(value).__name__} could not be read: {str(exc)[:200]}") from None
 
 
+def _respecialized(training: Graph, types: list[TensorType], rederive: Callable[[list[TensorType]], Graph]) -> Graph:
+    """The training graph for a new shape signature: ``training`` itself re-specialised, unless it holds traced
+    sizes or an op refuses the new ones; then ``rederive(types)`` (the forward graph specialised and
+    differentiated again), whose errors are the per-shape path's."""
+    from ..compiler.specialize import specialize
+
+    try:
+        return specialize(training, types)
+    except ShapeError:
+        return rederive(types)
+
+
 class _Traced:
     """One trace: the forward and training graphs and their executable, for one structure and signature."""
 
@@ -112,15 +124,11 @@ class ValueAndGrad:
             return build_backward_graph(graph, 0, list(range(len(names))),
                                         names=[f"grad(loss, {n})" for n in names])
 
-        def respecialized(types: list[TensorType]) -> Graph:
-            try:  # the training graph itself, unless it holds traced sizes or an op refuses the new ones
-                return specialize(training, types)
-            except ShapeError:
-                return derive(specialize(forward, types))
-
         training = derive(forward)
         base = compile_graph(training, **self._options)
-        exe = DynamicExecutable(base, respecialized, dict(self._options, cache=True))
+        exe = DynamicExecutable(base, lambda types: _respecialized(training, types,
+                                                                   lambda t: derive(specialize(forward, t))),
+                                dict(self._options, cache=True))
         n_aux = len(forward.outputs) - 1
         return _Traced(forward, training, exe, names, aux.get("def"), n_aux)
 
