@@ -176,3 +176,21 @@ def test_mlp_variable_batch_equals_torch():
         opt.step()
         for n, t in zip(names, tensors):
             np.testing.assert_allclose(step.params[n[:2]][n[3:]], t.detach().numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_a_loss_that_read_a_size_is_refused_by_name_as_before():
+    """A trace that read x.shape may hold the traced size as a number: neither the reused graph nor the
+    per-shape path may serve another batch size, and the error says why."""
+    def loss(p, x, y):
+        return ops.sum(ops.square(x @ p["w"] - y)) / x.shape[0]
+
+    x, y = mlp_data(np.float64)
+    p0 = {"w": np.ones((6, 3))}
+    step = ft.TrainStep(loss, p0, ft.adam(1e-2))
+    vg = fc.value_and_grad(loss)
+    step(x, y)
+    vg(p0, x, y)
+    for run in (lambda: step(x[:7], y[:7]), lambda: vg(p0, x[:7], y[:7])):
+        with pytest.raises(fc.ShapeError, match="read a tensor's shape"):
+            run()
+    assert step.count == 1 and step.derivations == 1 and vg.derivations == 1
