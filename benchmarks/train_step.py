@@ -7,12 +7,14 @@
    parameters and state donated. Interleaved rounds, medians, ratios.
 2. A warm-up-cosine schedule over 1000 steps of epochs with a short last batch: compile-cache misses after
    the first step of each shape signature (must be 0).
-3. The first run at a new batch size (re-specialise the loss graph, derive backward + update, compile)
-   against a full re-trace + compile of a new step.
+3. The first run at a new batch size: the one training graph re-specialised and compiled (reuse) against
+   re-specialising the loss graph and deriving backward + update again (the per-shape path, which graphs
+   holding traced sizes still take), for TrainStep and value_and_grad, and a full re-trace + compile.
+4. Steady state over batches 128, 128, 77, 128, 1 (every shape compiled) against batch 128 only.
 
 One BLAS thread (and one torch/XLA thread) unless ``--blas-threads N`` says otherwise.
 
-    python benchmarks/train_step.py [--batches 16 128 1024] [--rounds 7] [--blas-threads 1]
+    python benchmarks/train_step.py [--batches 16 128 1024] [--rounds 7] [--blas-threads 1] [--new-batch-only]
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ if not any(a.startswith("--blas-threads") for a in sys.argv[1:]):
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+from typing import Any  # noqa: E402
 
 from _env import describe_environment  # noqa: E402  (before numpy: malloc settings, BLAS threads)
 
@@ -226,25 +230,93 @@ def schedule_run(total_steps: int = 1000, batch: int = 128) -> None:
           "distinct learning rates, none compiled")
 
 
-def new_batch_cost(batch: int = 128, other: int = 77, repeat: int = 3) -> None:
-    print(f"\n3. first run at a new batch size ({other}, traced at {batch}) against a full re-trace + compile")
+@contextlib.contextmanager
+def per_shape_derivation():
+    """The path before the one training graph was reused: every new shape signature specialises the loss graph
+    and derives backward (+ update) again. (Replaces the two functions that choose, for the comparison only.)"""
+    import frame_train._spine as spine
+    import frame_core.autodiff.value_and_grad as vg
+
+    saved = spine.respecialized, vg._respecialized
+    spine.respecialized = lambda graph, types, rebuild: rebuild(types)
+    vg._respecialized = lambda training, types, rederive: rederive(types)
+    try:
+        yield
+    finally:
+        spine.respecialized, vg._respecialized = saved
+
+
+def new_batch_cost(batch: int = 128, other: int = 77, repeat: int = 9) -> None:
+    print(f"\n3. first run at a new batch size ({other}, traced at {batch}): the one training graph re-specialised "
+          "(reuse) against\n   deriving backward + update again for the shape (per shape, as before), and a full "
+          "re-trace + compile; median ms (CPU ms)")
     rng = np.random.default_rng(3)
     x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
     t = rng.standard_normal((batch, SIZES[-1])).astype(np.float32)
-    new_size, full = [], []
-    for _ in range(repeat):
+    timings: dict[str, list[tuple[float, float]]] = {k: [] for k in ("step reuse", "step per shape", "step full",
+                                                                     "vg reuse", "vg per shape")}
+
+    def timed(label: str, run) -> None:
         fc.compile_cache.clear()
-        step = ft.TrainStep(mlp_loss, init(rng), ft.adam(1e-3))
-        start = time.perf_counter()
-        step(x, t)
-        full.append(time.perf_counter() - start)
-        fc.compile_cache.clear()
-        start = time.perf_counter()
-        step(x[:other], t[:other])
-        new_size.append(time.perf_counter() - start)
-    a, b = statistics.median(new_size), statistics.median(full)
-    print(f"   new batch size: {a * 1e3:.1f} ms (specialise + derive + compile + run); full trace + compile + run: "
-          f"{b * 1e3:.1f} ms; ratio {a / b:.2f}")
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        timings[label].append((time.perf_counter() - wall, time.process_time() - cpu))
+
+    for _ in range(repeat):  # interleaved: each round times every variant once
+        for per_shape in (False, True):
+            step = ft.TrainStep(mlp_loss, init(rng), ft.adam(1e-3))
+            vg = fc.value_and_grad(mlp_loss)
+            params = init(rng)
+            fc.compile_cache.clear()
+            if per_shape:
+                timed("step full", lambda: step(x, t))
+            else:
+                step(x, t)
+            vg(params, x, t)
+            suffix = "per shape" if per_shape else "reuse"
+            with per_shape_derivation() if per_shape else contextlib.nullcontext():
+                timed(f"step {suffix}", lambda: step(x[:other], t[:other]))
+                timed(f"vg {suffix}", lambda: vg(params, x[:other], t[:other]))
+            assert step.derivations == (2 if per_shape else 1), step.derivations
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in timings.items()}
+    for what in ("step", "vg"):
+        (rw, rc), (pw, pc) = med[f"{what} reuse"], med[f"{what} per shape"]
+        name = "TrainStep" if what == "step" else "value_and_grad"
+        print(f"   {name:>14}: reuse {rw * 1e3:7.1f} ({rc * 1e3:7.1f}), per shape {pw * 1e3:7.1f} ({pc * 1e3:7.1f}); "
+              f"reuse / per shape {rw / pw:.2f} ({rc / pc:.2f} CPU)")
+    fw, fcpu = med["step full"]
+    print(f"   {'full trace':>14}: {fw * 1e3:7.1f} ({fcpu * 1e3:7.1f}) (trace + derive + compile + first run of a new "
+          f"TrainStep); reuse / full {med['step reuse'][0] / fw:.2f} ({med['step reuse'][1] / fcpu:.2f} CPU)")
+
+
+def variable_batch_rows(batch: int = 128, rounds: int = 7) -> None:
+    print("\n4. steady state with variable batches (every shape compiled already), median ms per step")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
+    t = rng.standard_normal((batch, SIZES[-1])).astype(np.float32)
+    sizes = (batch, batch, 77, batch, 1)
+    params = init(rng)
+    reused, derived, fixed = (ft.TrainStep(mlp_loss, params, ft.adam(1e-3)) for _ in range(3))
+    for b in sizes:
+        reused(x[:b], t[:b])
+        with per_shape_derivation():
+            derived(x[:b], t[:b])
+    fixed(x, t)
+    assert (reused.derivations, derived.derivations) == (1, 3)
+
+    def cycle(step) -> Any:
+        def run() -> None:
+            for b in sizes:
+                step(x[:b], t[:b])
+        return run
+
+    def same() -> None:
+        for _ in sizes:
+            fixed(x, t)
+    med = interleaved({"reuse": cycle(reused), "per shape": cycle(derived), "fixed": same}, 3, rounds)
+    r, d, f = (med[k] / len(sizes) * 1e3 for k in ("reuse", "per shape", "fixed"))
+    print(f"   batches {sizes}: one graph re-specialised {r:.3f} ms a step, derived per shape {d:.3f} ms a step "
+          f"(ratio {r / d:.2f}); batch {batch} only {f:.3f} ms a step (rows {sum(sizes)} against {batch * len(sizes)})")
 
 
 def main() -> None:
@@ -252,13 +324,16 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 128, 1024])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--blas-threads", type=int, default=1, help="(read by _env before numpy loads)")
-    parser.add_argument("--skip-steps", action="store_true", help="only parts 2 and 3")
+    parser.add_argument("--skip-steps", action="store_true", help="only parts 2, 3 and 4")
+    parser.add_argument("--new-batch-only", action="store_true", help="only parts 3 and 4")
     args = parser.parse_args()
     print(describe_environment())
-    if not args.skip_steps:
+    if not (args.skip_steps or args.new_batch_only):
         step_table(args.batches, args.rounds)
-    schedule_run()
+    if not args.new_batch_only:
+        schedule_run()
     new_batch_cost()
+    variable_batch_rows()
 
 
 if __name__ == "__main__":

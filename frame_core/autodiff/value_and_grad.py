@@ -6,11 +6,12 @@ The function-level entry point for the common case (docs/design-parameters-and-s
     loss, grads = step(params, x, y)       # grads: the same tree as params
 
 Built only from the graph transforms: ``trace_params`` (the parameters become graph inputs named by
-path), ``build_backward_graph`` w.r.t. those inputs, ``compile``. One trace serves every batch size:
-a new shape signature re-specialises the training graph when every op on its chain declares
-``any_shape_gradient``, else specialises the traced forward graph and differentiates it again (no Python is
-re-traced either way; the compiled programs are the same). A new tree structure, or new dtypes or ranks,
-traces again.
+path), ``build_backward_graph`` w.r.t. those inputs, ``compile``. One trace and one training graph serve
+every batch size: a new shape signature re-specialises the training graph and compiles it (``bind_shapes``
+gives the program a trace at those sizes gives, bit for bit). A training graph that holds traced sizes
+(an op on its chain lacks ``any_shape_gradient``), or whose re-specialisation an op refuses, falls back to
+specialising the traced forward graph and differentiating it again (no Python is re-traced either way).
+A new tree structure, or new dtypes or ranks, traces again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import ParameterError, ShapeError
 from ..ir.graph import Graph
 from ..ir.types import TensorType
 
@@ -44,6 +45,18 @@ def _as_array(value: Any) -> Any:
     except (TypeError, ValueError, RuntimeError) as exc:  # a torch tensor that requires grad, say
         raise ParameterError(f"parameters and data are arrays (numpy, or anything numpy.asarray reads); "
                              f"{type(value).__name__} could not be read: {str(exc)[:200]}") from None
+
+
+def _respecialized(training: Graph, types: list[TensorType], rederive: Callable[[list[TensorType]], Graph]) -> Graph:
+    """The training graph for a new shape signature: ``training`` itself re-specialised, unless it holds traced
+    sizes or an op refuses the new ones; then ``rederive(types)`` (the forward graph specialised and
+    differentiated again), whose errors are the per-shape path's."""
+    from ..compiler.specialize import specialize
+
+    try:
+        return specialize(training, types)
+    except ShapeError:
+        return rederive(types)
 
 
 class _Traced:
@@ -73,12 +86,12 @@ class ValueAndGrad:
         self._traces: OrderedDict[Any, _Traced] = OrderedDict()
         self._maxsize = maxsize
         self.traces = 0  # how often fn was traced (a new structure, dtype or rank)
+        self.derivations = 0  # how often a backward pass was built (each trace, and each shape it was refused at)
 
     # -- tracing ------------------------------------------------------------------------------------
     def _trace(self, treedef: Any, leaves: list[Any], data: list[Any]) -> _Traced:
         from ..compiler.api import compile as compile_graph
         from ..compiler.specialize import specialize
-        from ..ir.graph import traced_sizes
         from ..params import trace_params, unflatten, _optree
         from ..runtime.dynamic import DynamicExecutable
         from .backward import build_backward_graph
@@ -107,18 +120,15 @@ class ValueAndGrad:
         forward.name_output(0, "loss")
 
         def derive(graph: Graph) -> Graph:
+            self.derivations += 1
             return build_backward_graph(graph, 0, list(range(len(names))),
                                         names=[f"grad(loss, {n})" for n in names])
 
         training = derive(forward)
         base = compile_graph(training, **self._options)
-        if traced_sizes(training) is None:  # every gradient on the chain reads its sizes: re-specialise it
-            def regraph(types: list[TensorType]) -> Graph:
-                return specialize(training, types)
-        else:  # a gradient may hold the traced sizes: specialise the forward graph and differentiate it again
-            def regraph(types: list[TensorType]) -> Graph:
-                return derive(specialize(forward, types))
-        exe = DynamicExecutable(base, regraph, dict(self._options, cache=True))
+        exe = DynamicExecutable(base, lambda types: _respecialized(training, types,
+                                                                   lambda t: derive(specialize(forward, t))),
+                                dict(self._options, cache=True))
         n_aux = len(forward.outputs) - 1
         return _Traced(forward, training, exe, names, aux.get("def"), n_aux)
 

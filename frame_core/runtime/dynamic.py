@@ -39,8 +39,8 @@ class DynamicExecutable:
     """An executable for ``graph`` at any input dimensions (dtypes and ranks fixed).
 
     ``build(input_types)`` gives the graph for a new shape signature: ``compile`` passes
-    ``specialize``; ``value_and_grad`` specialises the forward graph and differentiates it again
-    (a training graph's gradient ops hold traced shapes as attributes).
+    ``specialize``; ``value_and_grad`` re-specialises its training graph, or specialises the forward
+    graph and differentiates it again when the training graph holds traced sizes.
 
     ``run``, ``__call__`` and the dict-by-name form behave as ``Executable``'s; every other attribute
     (``graph``, ``input_types``, ``profile``, ...) is the traced executable's.

@@ -17,7 +17,7 @@ from frame_core.params import flatten, trace_params, unflatten
 
 from .errors import ParameterError
 
-__all__ = ["flatten", "unflatten", "trace_params", "type_of", "compile_rebuilt"]
+__all__ = ["flatten", "unflatten", "trace_params", "type_of", "compile_rebuilt", "respecialized"]
 
 
 def type_of(value: Any, what: str) -> TensorType:
@@ -33,13 +33,24 @@ def type_of(value: Any, what: str) -> TensorType:
 
 
 def compile_rebuilt(graph: Graph, rebuild: Callable[[list[TensorType]], Graph]) -> Any:
-    """An executable of ``graph`` for any input dimensions: a new shape signature compiles ``rebuild(types)``.
+    """An executable of ``graph`` for any input dimensions, compiling one program per new shape signature.
 
-    A graph holding a backward pass is re-specialised when every op on its chain declares
-    ``any_shape_gradient``; otherwise (``specialize`` refuses it) the caller re-specialises the forward graph
-    and derives the rest again, as ``value_and_grad`` does. One compile per new signature, in the core's
-    bounded cache.
+    A training graph whose gradients read every size from an operand (each op on its chain declares
+    ``any_shape_gradient``, so ``build_backward_graph`` left it unmarked) is re-specialised as it is: the
+    compile's ``bind_shapes`` gives the program a trace at the new sizes gives, bit for bit, with no backward
+    pass derived again. A graph that holds traced sizes (or whose re-specialisation an op refuses: a
+    cross-entropy at another class count, say) compiles ``rebuild(types)`` instead, where the caller
+    re-specialises the forward graph and derives the rest again, as ``value_and_grad`` does; its errors are
+    the per-shape path's. One compile per new signature, in the core's bounded cache.
     """
     from frame_core import DynamicExecutable
 
-    return DynamicExecutable(fc.compile(graph), rebuild, {"cache": True})
+    return DynamicExecutable(fc.compile(graph), lambda types: respecialized(graph, types, rebuild), {"cache": True})
+
+
+def respecialized(graph: Graph, types: list[TensorType], rebuild: Callable[[list[TensorType]], Graph]) -> Graph:
+    """``graph`` specialised to ``types`` when it allows it, else ``rebuild(types)`` (see ``compile_rebuilt``)."""
+    try:
+        return fc.specialize(graph, types)
+    except fc.ShapeError:
+        return rebuild(types)

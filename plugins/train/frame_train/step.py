@@ -3,7 +3,10 @@
 ``TrainStep(loss, params, optimizer)`` traces ``loss(params, *data)`` at the first call (or takes a loss
 ``Graph`` whose inputs are named by the flattened parameter names), differentiates it with
 ``build_backward_graph``, inlines the optimizer's update graph after the backward pass and compiles the whole
-with ``dynamic_shapes=True`` (any batch size; one compile per new shape signature). A call is one ``run``:
+for any batch size: a new shape signature re-specialises that one fused graph and compiles it (one compile per
+signature), unless the graph holds traced sizes (an op on its chain lacks ``any_shape_gradient``) or refuses
+the new sizes; then the loss graph is re-specialised and the step derived again for them, as before (the same
+bits either way; docs/design-parameters-and-shapes.md). A call is one ``run``:
 
     inputs   [params..., data..., <transform>.<slot>:<param>..., lr, step]   (lr: one rate per parameter group)
     outputs  [loss, params'..., state'...]
@@ -24,7 +27,7 @@ from typing import Any
 import numpy as np
 
 import frame_core as fc
-from frame_core import Graph, ShapeError, TensorType, inline_graph
+from frame_core import Graph, TensorType, inline_graph
 
 from ._spine import compile_rebuilt, flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError, ParameterError
@@ -226,6 +229,7 @@ class TrainStep:
         self.graph: Graph | None = None  # the fused graph, once built
         self.loss_graph: Graph | None = None
         self.n_data: int | None = None
+        self.derivations = 0  # fused graphs built (backward + update derived): 1 (2 with accumulation) + fallbacks
 
     # -- the buffers ----------------------------------------------------------------------------------------------
     @property
@@ -286,16 +290,14 @@ class TrainStep:
         def compiled(apply: bool) -> Any:
             graph, _ = build_step_graph(loss_graph, self.names, self.types, self.optimizer, apply=apply)
 
-            def rebuild(types: list[TensorType]) -> Graph:  # a new batch size
-                try:  # every gradient on the chain reads its sizes (any_shape_gradient): the step graph itself
-                    return specialize(graph, types)
-                except ShapeError:  # it may hold the traced sizes: specialise the loss, derive again
-                    pass
+            def rebuild(types: list[TensorType]) -> Graph:  # the fused graph refused new sizes: derive again
                 loss_types: list[Any] = [None] * len(loss_graph.inputs)
                 for k, i in enumerate(loss_order):
                     loss_types[i] = types[k]
-                return build_step_graph(specialize(loss_graph, loss_types), self.names, self.types,
-                                        self.optimizer, apply=apply)[0]
+                specialized = specialize(loss_graph, loss_types)
+                self.derivations += 1
+                return build_step_graph(specialized, self.names, self.types, self.optimizer, apply=apply)[0]
+            self.derivations += 1
             return graph, compile_rebuilt(graph, rebuild)
 
         self.loss_graph = loss_graph
