@@ -150,7 +150,7 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     strict = state.strict if strict is None else strict
     reg = load_registry(strict=False, audit=False)
     if deep:
-        run_closure_audit(reg, deep=True)
+        run_closure_audit(reg, deep=True, collect=False)  # the command ends soon after: no collection
     else:
         from ..ops_registry import audit_cache  # (and its hashing and JSON: not for the deep audit)
 

@@ -293,7 +293,20 @@ def main() -> None:
     code's printf, a child process a pack starts), which would corrupt ``--format json``.
     """
     _own_stdout()
-    app(prog_name="frame")
+    try:
+        app(prog_name="frame")
+    finally:
+        _skip_final_collection()
+
+
+def _skip_final_collection() -> None:
+    """Move every object into the collector's permanent generation as the process ends: the interpreter's
+    shutdown then does not walk them all in one last cyclic collection (about 0.9x an `import numpy` after
+    `frame audit gradients`, whose micro-graphs leave a large heap). Nothing else changes: atexit handlers
+    run, streams are flushed and closed, objects freed by reference counting are freed as before."""
+    import gc
+
+    gc.freeze()
 
 
 def _own_stdout() -> None:
