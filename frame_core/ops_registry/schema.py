@@ -289,11 +289,17 @@ def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
     return micro
 
 
+#: Arrays of at most this many bytes are keyed by their bytes (_plain_key); a larger one makes a key of None.
+_ARRAY_KEY_BYTES = 1024
+
+
 def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
     """An exact hashable key of ``attrs`` when every value is plain: ``None``, an int, bool, str, float (by its
-    bits: -0.0 is not 0.0) or DType, or a tuple or list of ints or of strs; ``None`` otherwise (arrays, graphs,
-    numpy scalars). Each value carries its class (and a sequence its own and its items'), so ``1``, ``1.0`` and
-    ``True``, or ``[1]`` and ``(1,)``, never share a key."""
+    bits: -0.0 is not 0.0) or DType, a tuple or list of ints or of strs, or a small numpy array of booleans,
+    integers or floats (by its dtype with byte order, shape and bytes: the constants of gradient micro-graphs,
+    made by the thousand while the closure audit runs); ``None`` otherwise (larger arrays, graphs, numpy scalars).
+    Each value carries its class (and a sequence its own and its items'), so ``1``, ``1.0`` and ``True``, or
+    ``[1]`` and ``(1,)``, never share a key."""
     if not attrs:
         return ()
     parts: list[tuple[Any, ...]] = []
@@ -303,6 +309,10 @@ def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
             parts.append((name, kind, value))
         elif kind is float:
             parts.append((name, kind, value.hex()))
+        elif kind is np.ndarray:
+            if value.nbytes > _ARRAY_KEY_BYTES or value.dtype.kind not in "biuf":
+                return None
+            parts.append((name, kind, value.dtype.str, value.shape, value.tobytes()))
         elif kind is tuple or kind is list:
             items = value if kind is tuple else tuple(value)
             first = items[0].__class__ if items else None
