@@ -54,8 +54,10 @@ def parse(argv: Sequence[str]) -> tuple[tuple[str, str], dict[str, bool], dict[s
     while i < len(argv) and argv[i] in _GROUP_FLAGS:
         group[_GROUP_FLAGS[argv[i]]] = True
         i += 1
-    name = tuple(argv[i:i + 2])
-    command = _COMMANDS.get(name)  # type: ignore[call-overload]
+    if len(argv) < i + 2:
+        return None
+    name = (argv[i], argv[i + 1])
+    command = _COMMANDS.get(name)
     if command is None:
         return None
     params = dict(command.defaults)
@@ -90,11 +92,16 @@ def parse(argv: Sequence[str]) -> tuple[tuple[str, str], dict[str, bool], dict[s
             params[param] = [*(params[param] or []), parsed]
         else:  # the last one counts, as in typer
             params[param] = parsed
-    return name, group, params  # type: ignore[return-value]
+    return name, group, params
 
 
 def route(argv: Sequence[str]) -> int | None:
-    """Run ``frame *argv`` without typer and return its exit status, or None when typer must run it."""
+    """Run ``frame *argv`` without typer and return its exit status, or None when typer must run it (also on
+    Windows, where click expands wildcards in arguments, and for a shell-completion request)."""
+    import os
+
+    if sys.platform == "win32" or "_FRAME_COMPLETE" in os.environ:
+        return None
     parsed = parse(argv)
     if parsed is None:
         return None
