@@ -468,6 +468,11 @@ def _example_values(values: Sequence[np.ndarray], types: Sequence[TensorType]) -
     return fixed
 
 
+#: ``frontend.trace.trace_gradient`` once a GradientFn has traced (NodeContext.grad_graph): an import inside a
+#: function costs microseconds each time it runs, and the deep audit traces some 1,800 micro-graphs.
+_trace_gradient: Callable[..., Graph] | None = None
+
+
 class NodeContext:
     """What shape inference, kernel builders, GradientFns and DecomposeFns see of one node.
 
@@ -526,10 +531,11 @@ class NodeContext:
         Return a single tensor when the op has one input. Python scalars and
         ``None`` are accepted: ``None`` means a zero gradient of the input's type.
         """
-        from ..frontend.trace import trace_gradient
-
+        global _trace_gradient
+        if _trace_gradient is None:  # bound on first use (frontend.trace imports this module's package)
+            from ..frontend.trace import trace_gradient as _trace_gradient
         with op_scope(self.schema.namespace):  # short names mean this pack's own ops first
-            return trace_gradient(fn, self)
+            return _trace_gradient(fn, self)
 
     def jvp_graph(self, fn: Callable[..., Any]) -> Graph:
         """Trace ``fn(*xs, *ys, *dxs)`` into a JvpFn micro-graph; ``fn`` returns one tangent per output (a bare
