@@ -6,13 +6,14 @@ import within 1.2x of numpy's, import + registry + audit within 1.5x.
 Also times `frame ops list` and `frame audit gradients` (issue 21: within 2.0x and 2.5x; the audit always
 audits afresh).
 
-    python benchmarks/startup.py [--runs N] [--instructions]
+    python benchmarks/startup.py [--runs N] [--instructions] [--phases]
 
 ``--instructions`` also counts the instructions each case executes (valgrind's cachegrind, one run each,
 PYTHONHASHSEED=0): unlike times, the count does not move with the load of a shared machine, so it tells
 whether a change made start-up cheaper when two-core machines shared by several people make wall and CPU
 times swing by 20%. It counts work, not waiting (file reads, page faults): a ratio of counts is larger than
-the ratio of times for Python-heavy cases such as the audit.
+the ratio of times for Python-heavy cases such as the audit. ``--phases`` splits the audit command's CPU time
+into its phases (imports, packs, the deep audit, the report).
 """
 
 from __future__ import annotations
@@ -66,10 +67,50 @@ def instructions(argv: list[str]) -> int | None:
     return None
 
 
+#: What `frame audit gradients` does, phase by phase, in one fresh process: the CPU seconds after each.
+PHASES = """
+import sys, time, gc
+marks = [("interpreter", time.process_time())]
+import numpy
+marks.append(("import numpy", time.process_time()))
+import frame_core
+from frame_core.cli import audit, _common
+marks.append(("import frame_core + CLI", time.process_time()))
+from frame_core.ops_registry.loader import load_registry
+from frame_core.ops_registry.closure import run_closure_audit
+reg = load_registry(strict=False, audit=False)
+marks.append(("packs: discover, import, register", time.process_time()))
+run_closure_audit(reg, deep=True, collect=False)
+marks.append(("deep closure audit", time.process_time()))
+report = audit.collect_audit(reg, order=1, numeric=False, pack=None, strict=False)
+text = audit._render_text(report)
+marks.append(("report and its text", time.process_time()))
+gc.freeze()
+print(";".join(f"{name}={t}" for name, t in marks))
+"""
+
+
+def phases(py: str, runs: int, cpu_base: float) -> None:
+    """Median CPU milliseconds of each phase of the audit (process start-up up to the first mark included)."""
+    samples: dict[str, list[float]] = {}
+    for _ in range(runs):
+        out = subprocess.run([py, "-c", PHASES], check=True, capture_output=True, text=True, env=ENV).stdout
+        marks = [(name, float(t)) for name, t in (item.split("=") for item in out.strip().split(";"))]
+        for (name, t), (_, before) in zip(marks, [("", 0.0), *marks]):
+            samples.setdefault(name, []).append(t - before)
+    print(f"{'frame audit gradients, by phase':36} {'cpu ms':>8} {'x numpy':>8}   (medians of {runs} processes; "
+          "exit not included)")
+    for name, values in samples.items():
+        ms = statistics.median(values)
+        print(f"  {name:34} {ms * 1e3:8.1f} {ms / cpu_base:7.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
+    parser.add_argument("--phases", action="store_true",
+                        help="also split `frame audit gradients` into its phases (CPU ms, medians of --runs processes)")
     args = parser.parse_args()
     py = sys.executable
     cases = {
@@ -93,6 +134,8 @@ def main() -> None:
           "interleaved fresh processes)")
     for name, t in results.items():
         print(f"{name:28} {t * 1e3:9.1f} {t / base:8.2f}x {cpu[name] * 1e3:9.1f} {cpu[name] / cpu_base:8.2f}x")
+    if args.phases:
+        phases(py, args.runs, cpu_base)
     if args.instructions:
         counts = {name: instructions(argv) for name, argv in cases.items()}
         if counts["import numpy"] is None:

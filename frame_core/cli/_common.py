@@ -8,26 +8,26 @@ any ``FrameError`` and any unexpected exception into a message on stderr and
 an exit status, never a traceback (``--verbose`` or ``FRAME_DEBUG=1`` shows one for bugs,
 and the whole traceback of a pack that failed to load).
 
-This module imports neither rich nor the compiler: ``frame ops list`` must
-start fast (issue 5: within 2.5x of ``python -c "import numpy"``).
+This module imports neither typer, rich nor the compiler: ``frame ops list`` and ``frame audit gradients``
+must start fast (issue 21: within 2.0x and 2.5x of ``python -c "import numpy"``), and ``entry.route`` runs
+them without typer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import PackRecord, Registry
 
 __all__ = [
-    "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "CliFailure", "guarded", "state", "load",
+    "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "CliFailure", "guarded", "call_guarded", "one_pack", "state", "load",
     "emit_json", "echo", "warn", "debugging", "show_tracebacks", "format_table", "resolve_pack", "plugin_problems", "failed_pack", "strict_failure",
 ]
 
@@ -65,14 +65,47 @@ def echo(text: str = "") -> None:
     """One line (or block) of output on stdout (a lone surrogate from a loaded name is escaped, never fatal)."""
     from .._text import printable
 
-    typer.echo(printable(text), file=state.stdout if state.stdout is not None else sys.stdout)
+    _echo(printable(text), state.stdout if state.stdout is not None else sys.stdout)
 
 
 def warn(text: str) -> None:
     """A diagnostic on stderr."""
     from .._text import printable
 
-    typer.echo(printable(text), err=True)
+    _echo(printable(text), None)
+
+
+def _echo(text: str, file: Any) -> None:
+    """``typer.echo(text, file=file)`` (``err=True`` when ``file`` is None), without importing typer where that
+    is a plain write and flush: no escape sequence to strip from output that is not a terminal, not Windows
+    (colour wrapping), and a stderr that click would use as it is (a text stream with an encoding other than
+    ASCII and an ``errors`` setting; click re-wraps any other). Everything else is click's own echo."""
+    if file is None:
+        file = sys.stderr
+        encoding, errors = getattr(file, "encoding", None), getattr(file, "errors", None)
+        plain = type(file) is io.TextIOWrapper and encoding is not None and errors is not None and _not_ascii(encoding)
+    else:
+        plain = True
+    if plain and "\x1b" not in text and sys.platform != "win32":
+        file.write(text + "\n")
+        file.flush()
+        return
+    import typer
+
+    if file is sys.stderr:
+        typer.echo(text, err=True)
+    else:
+        typer.echo(text, file=file)
+
+
+def _not_ascii(encoding: str) -> bool:
+    """Whether click would keep a stream of this encoding (it re-wraps ASCII ones: ``is_ascii_encoding``)."""
+    import codecs
+
+    try:
+        return codecs.lookup(encoding).name != "ascii"
+    except LookupError:
+        return True
 
 
 def emit_json(data: Any) -> None:
@@ -103,36 +136,76 @@ def guarded(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ..errors import FrameError
+        import typer
 
-        state.stdout = sys.stdout
-        try:
-            with contextlib.redirect_stdout(sys.stderr):  # a pack's print() lands on stderr, never in our output
-                return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, typer.TyperException):
-            raise
-        except BrokenPipeError:  # `frame ops list | head`: the reader left; stop quietly, like other tools
-            _silence_stdout()
-            raise typer.Exit(EXIT_OK) from None
-        except CliFailure as failure:
-            warn(failure.message)
-            raise typer.Exit(failure.code) from None
-        except FrameError as exc:
-            warn(f"error: {exc}")
-            raise typer.Exit(EXIT_USAGE) from None
-        except (Exception, SystemExit) as exc:  # a bug in frame or in a pack: one paragraph, not a traceback
-            if debugging():
-                import traceback
-
-                traceback.print_exc()
-            warn(f"internal error: {type(exc).__name__}: {exc}\n"
-                 "This is a bug in frame or in a pack; rerun with --verbose (or FRAME_DEBUG=1) for the traceback "
-                 "and report it.")
-            raise typer.Exit(EXIT_USAGE) from None
-        finally:
-            state.stdout = None
+        result, code = call_guarded(fn, *args, **kwargs)
+        if code is not None:
+            raise typer.Exit(code)
+        return result
 
     return wrapper  # type: ignore[return-value]
+
+
+def call_guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int | None]:
+    """What :func:`guarded` does, without typer: ``(fn's result, None)``, or ``(None, exit status)`` after the
+    failure's message went to stderr. typer's own exceptions (``typer.Exit`` from a command body) pass through."""
+    from ..errors import FrameError
+
+    state.stdout = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # a pack's print() lands on stderr, never in our output
+            return fn(*args, **kwargs), None
+    except BrokenPipeError:  # `frame ops list | head`: the reader left; stop quietly, like other tools
+        _silence_stdout()
+        return None, EXIT_OK
+    except CliFailure as failure:
+        warn(failure.message)
+        return None, failure.code
+    except FrameError as exc:
+        warn(f"error: {exc}")
+        return None, EXIT_USAGE
+    except (Exception, SystemExit) as exc:  # a bug in frame or in a pack: one paragraph, not a traceback
+        if _typer_control(exc):
+            raise
+        if debugging():
+            import traceback
+
+            traceback.print_exc()
+        warn(f"internal error: {type(exc).__name__}: {exc}\n"
+             "This is a bug in frame or in a pack; rerun with --verbose (or FRAME_DEBUG=1) for the traceback "
+             "and report it.")
+        return None, EXIT_USAGE
+    finally:
+        state.stdout = None
+
+
+def _typer_control(exc: BaseException) -> bool:
+    """Whether ``exc`` is typer's (``Exit``, ``Abort``, a ``TyperException``): typer, not the guard, ends the
+    command then. Without typer imported, nothing can have raised one."""
+    typer = sys.modules.get("typer")
+    return typer is not None and isinstance(exc, (typer.Exit, typer.Abort, typer.TyperException))
+
+
+def one_pack(packs: list[str] | None) -> str | None:
+    """The one ``--pack`` given (typer alone would keep the last of several, silently showing less)."""
+    if not packs:
+        return None
+    if len(set(packs)) > 1:
+        raise CliFailure(f"error: --pack takes one pack, got {', '.join(map(repr, packs))}; run the command once per "
+                         "pack, or leave --pack out for every pack", EXIT_USAGE)
+    return packs[0]
+
+
+def silence_streams() -> None:
+    """Point stdout and stderr at /dev/null after the reader of a pipe left (what click's standalone mode does
+    with its flush wrapper): the interpreter's final flush then fails on neither."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False) -> "Registry":
@@ -150,7 +223,7 @@ def load(*, strict: bool | None = None, quiet: bool = False, deep: bool = False)
     strict = state.strict if strict is None else strict
     reg = load_registry(strict=False, audit=False)
     if deep:
-        run_closure_audit(reg, deep=True)
+        run_closure_audit(reg, deep=True, collect=False)  # the command ends soon after: no collection
     else:
         from ..ops_registry import audit_cache  # (and its hashing and JSON: not for the deep audit)
 

@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from ._common import EXIT_USAGE, echo, guarded, state, warn
+from ._common import EXIT_USAGE, echo, guarded, one_pack, state, warn
+from .entry import main
 
 __all__ = ["app", "main"]
 
@@ -32,18 +33,6 @@ class AuditFormat(str, Enum):
 FormatOption = Annotated[ListFormat, typer.Option("--format", "-f", help="text (a table) or json (to stdout).")]
 PackOption = Annotated[list[str] | None, typer.Option("--pack", "-p",
                                                      help="Only this pack (its name or distribution).")]
-
-
-def _one_pack(packs: list[str] | None) -> str | None:
-    """The one ``--pack`` given (typer alone would keep the last of several, silently showing less)."""
-    if not packs:
-        return None
-    if len(set(packs)) > 1:
-        from ._common import CliFailure
-
-        raise CliFailure(f"error: --pack takes one pack, got {', '.join(map(repr, packs))}; run the command once per "
-                         "pack, or leave --pack out for every pack", EXIT_USAGE)
-    return packs[0]
 VerifyOption = Annotated[bool, typer.Option("--verify/--no-verify", help="Check the graph against the installed ops.")]
 
 app = typer.Typer(
@@ -118,7 +107,7 @@ def ops_list(
     """List ops: pack, gradient (yes, no, missing), closure order, kernels."""
     from .listing import ops_list as run
 
-    run(fmt.value, _one_pack(pack), internal, missing_gradient)
+    run(fmt.value, one_pack(pack), internal, missing_gradient)
 
 
 @ops_app.command("show")
@@ -148,7 +137,7 @@ def audit_gradients(
     """Gradient coverage per pack and closure order per op; exit 1 on findings (for CI)."""
     from .audit import audit_gradients as run
 
-    raise typer.Exit(run(order, numeric, _one_pack(pack), strict, fmt.value))
+    raise typer.Exit(run(order, numeric, one_pack(pack), strict, fmt.value))
 
 
 @graph_app.command("show")
@@ -282,52 +271,6 @@ def plot(
         raise CliFailure("error: frame plot comes with the frame-train distribution: pip install 'frame-train[plot]'",
                          EXIT_USAGE) from None
     echo(f"wrote {plot_metrics(path, output, title)}")
-
-
-def main() -> None:
-    """Console-script entry point (``frame``).
-
-    Our output gets the process's standard output to itself: file descriptor 1 points at stderr while
-    ``frame`` runs and ``sys.stdout`` writes to a duplicate of the real one. ``guarded`` already sends a
-    pack's ``print()`` to stderr; this also catches what bypasses ``sys.stdout`` (``os.write(1, ...)``, C
-    code's printf, a child process a pack starts), which would corrupt ``--format json``.
-    """
-    _own_stdout()
-    app(prog_name="frame")
-
-
-def _own_stdout() -> None:
-    import io
-    import os
-    import sys
-
-    for fd in (1, 2):  # started with stdout or stderr closed (`frame ... >&-`): the next file opened would get
-        try:           # that descriptor and receive our output; hold it with /dev/null instead
-            os.fstat(fd)
-        except OSError:
-            try:
-                null = os.open(os.devnull, os.O_WRONLY)
-                if null != fd:
-                    os.dup2(null, fd)
-                    os.close(null)
-            except OSError:
-                pass
-    if sys.stderr is None:  # Python found no stderr at start-up: diagnostics go nowhere, not into stdout
-        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    if sys.stdout is None:  # nor a stdout: our output goes nowhere, never to stderr
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
-        return
-    try:
-        sys.stdout.flush()
-        real = os.dup(1)
-        os.dup2(2, 1)
-    except (OSError, ValueError, AttributeError):  # no fd 1 or 2 (a closed stream): nothing to protect
-        return
-    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    errors = getattr(sys.stdout, "errors", None) or "strict"
-    line_buffering = bool(getattr(sys.stdout, "line_buffering", False))  # a terminal stays line-buffered
-    sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
-                                  line_buffering=line_buffering)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .._gc import gc_paused, made
-from ..errors import IRError, RegistrationError, UnsizedTensorError, ValuelessTensorError
+from ..errors import FrameError, IRError, RegistrationError, UnsizedTensorError, ValuelessTensorError
 from .._text import short_repr
 from ..ir.dtypes import as_dtype
 from ..ir.graph import Graph, Node, Value, mark_traced_sizes, traced_sizes
@@ -620,8 +620,6 @@ def _lift(x: Any, graph: Graph, like: Any, op: str, position: int, other: str = 
 
 def _positional_hint(x: Any, op: str) -> str:
     """What a user passing a list of tensors, or an attribute by position, most likely meant (for ``_lift``)."""
-    from ..errors import FrameError
-
     try:
         schema = default_source().get(op)
     except FrameError:
@@ -763,9 +761,6 @@ def _apply_weak(op: str, inputs: Sequence[Any], attrs: dict[str, Any], graph: Gr
 def _nondiff_positions(op: str) -> frozenset[int]:
     """The inputs of ``op`` whose dtype is not the data's (a condition, labels): a scalar there neither
     follows nor sets the dtype of the other operands. Empty for an unknown op (``add_node`` reports it)."""
-    from ..errors import FrameError
-    from ..ir.schemas import default_source
-
     try:
         return frozenset(getattr(default_source().get(op), "nondiff_inputs", ()))
     except FrameError:

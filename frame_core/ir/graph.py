@@ -25,7 +25,9 @@ import numpy as np
 
 from .._args import is_traced_tensor, refuse_unordered
 from ..errors import IRError
+from .dtypes import as_dtype
 from .schemas import SchemaSource, default_source
+from .tensors import zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
@@ -172,17 +174,13 @@ class Graph:
         The graph keeps a read-only copy (unless ``value`` is already immutable):
         changing the caller's array later does not change the graph.
         """
-        from .dtypes import as_dtype
-
         array = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).np)
         # qualified: inside a pack's scope, a pack op that happens to be called `constant` must not be picked
         return self.add_node("core::constant", (), {"value": array}).outputs[0]
 
     def zeros(self, type: TensorType | str) -> Value:
         """Append a zero constant of ``type`` (stored as a one-element broadcast) and return its value."""
-        from .tensors import zeros
-
-        return self.constant(zeros(as_type(type)))
+        return self.constant(zero_array(as_type(type)))
 
     def mark_output(self, value: Value, name: str | None = None) -> int:
         """Mark ``value`` as the next output (named ``name`` if given); return its output index."""

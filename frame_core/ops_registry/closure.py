@@ -143,7 +143,7 @@ def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
     return nodes
 
 
-def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInfo]:
+def run_closure_audit(reg: Registry, deep: bool = False, *, collect: bool = True) -> dict[str, ClosureInfo]:
     """Audit every GradientFn of ``reg``; store and return ``reg.closure``. Failing packs are unloaded.
 
     The start-up audit instantiates each GradientFn on its op's own examples
@@ -151,6 +151,10 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
     is audited on its own examples). ``deep=True`` (``frame audit
     gradients``, the test suite) also instantiates every op inside a
     micro-graph with the exact types and attributes it has there, recursively.
+
+    ``collect=False`` leaves the audit's garbage (its micro-graphs) to the collector's own schedule instead of
+    freeing it with one young collection at the end: for a process that ends soon after (``frame audit
+    gradients``), where that walk of about a hundred thousand objects would free memory nobody uses again.
     """
     # every distinct shape question and GradientFn node once (schema.inference_memo); no cyclic collections
     # meanwhile: the micro-graphs (cycles of nodes and values) are garbage by the thousand, and one collection
@@ -159,7 +163,8 @@ def run_closure_audit(reg: Registry, deep: bool = False) -> dict[str, ClosureInf
         try:
             return _audit(reg, deep)
         finally:
-            gc.collect(0)
+            if collect:
+                gc.collect(0)
 
 
 def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:

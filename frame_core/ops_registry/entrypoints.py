@@ -96,6 +96,9 @@ def _name_version(meta_dir: str) -> tuple[str, str]:
     return name, version.split("-")[0] or "?"
 
 
+_METADATA = (".dist-info", ".egg-info")
+
+
 def _scan(group: str) -> list[EntryPoint] | None:
     seen: set[str] = set()
     found: list[EntryPoint] = []
@@ -105,13 +108,11 @@ def _scan(group: str) -> list[EntryPoint] | None:
             if os.path.exists(directory):
                 return None  # a zip archive or an egg: let importlib.metadata handle the whole path
             continue
-        try:
-            names = sorted(os.listdir(directory))
+        try:  # only the metadata folders, sorted: a folder on sys.path (the stdlib's, a checkout) has thousands
+            names = sorted([item for item in os.listdir(directory) if item.endswith(_METADATA)])
         except OSError:
             continue
         for item in names:
-            if not (item.endswith(".dist-info") or item.endswith(".egg-info")):
-                continue
             meta_dir = os.path.join(directory, item)
             key = normalize(item.rsplit(".", 1)[0].split("-", 1)[0])
             if key in seen:

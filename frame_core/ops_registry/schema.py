@@ -289,11 +289,17 @@ def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
     return micro
 
 
+#: Arrays of at most this many bytes are keyed by their bytes (_plain_key); a larger one makes a key of None.
+_ARRAY_KEY_BYTES = 1024
+
+
 def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
     """An exact hashable key of ``attrs`` when every value is plain: ``None``, an int, bool, str, float (by its
-    bits: -0.0 is not 0.0) or DType, or a tuple or list of ints or of strs; ``None`` otherwise (arrays, graphs,
-    numpy scalars). Each value carries its class (and a sequence its own and its items'), so ``1``, ``1.0`` and
-    ``True``, or ``[1]`` and ``(1,)``, never share a key."""
+    bits: -0.0 is not 0.0) or DType, a tuple or list of ints or of strs, or a small numpy array of booleans,
+    integers or floats (by its dtype with byte order, shape and bytes: the constants of gradient micro-graphs,
+    made by the thousand while the closure audit runs); ``None`` otherwise (larger arrays, graphs, numpy scalars).
+    Each value carries its class (and a sequence its own and its items'), so ``1``, ``1.0`` and ``True``, or
+    ``[1]`` and ``(1,)``, never share a key."""
     if not attrs:
         return ()
     parts: list[tuple[Any, ...]] = []
@@ -303,6 +309,10 @@ def _plain_key(attrs: Mapping[str, Any]) -> tuple | None:
             parts.append((name, kind, value))
         elif kind is float:
             parts.append((name, kind, value.hex()))
+        elif kind is np.ndarray:
+            if value.nbytes > _ARRAY_KEY_BYTES or value.dtype.kind not in "biuf":
+                return None
+            parts.append((name, kind, value.dtype.str, value.shape, value.tobytes()))
         elif kind is tuple or kind is list:
             items = value if kind is tuple else tuple(value)
             first = items[0].__class__ if items else None
@@ -458,6 +468,11 @@ def _example_values(values: Sequence[np.ndarray], types: Sequence[TensorType]) -
     return fixed
 
 
+#: ``frontend.trace.trace_gradient`` once a GradientFn has traced (NodeContext.grad_graph): an import inside a
+#: function costs microseconds each time it runs, and the deep audit traces some 1,800 micro-graphs.
+_trace_gradient: Callable[..., Graph] | None = None
+
+
 class NodeContext:
     """What shape inference, kernel builders, GradientFns and DecomposeFns see of one node.
 
@@ -516,10 +531,11 @@ class NodeContext:
         Return a single tensor when the op has one input. Python scalars and
         ``None`` are accepted: ``None`` means a zero gradient of the input's type.
         """
-        from ..frontend.trace import trace_gradient
-
+        global _trace_gradient
+        if _trace_gradient is None:  # bound on first use (frontend.trace imports this module's package)
+            from ..frontend.trace import trace_gradient as _trace_gradient
         with op_scope(self.schema.namespace):  # short names mean this pack's own ops first
-            return trace_gradient(fn, self)
+            return _trace_gradient(fn, self)
 
     def jvp_graph(self, fn: Callable[..., Any]) -> Graph:
         """Trace ``fn(*xs, *ys, *dxs)`` into a JvpFn micro-graph; ``fn`` returns one tangent per output (a bare

@@ -53,15 +53,17 @@ def test_a_failure_is_never_stored():
     assert calls == [5, 5]
 
 
-def test_arrays_are_not_keyed_and_nothing_outlives_the_block():
+def test_large_arrays_are_not_keyed_and_nothing_outlives_the_block():
     calls: list = []
     op = counting_op(calls)
     with inference_memo():
         for _ in range(2):
-            op.infer([F3], {"k": 2, "v": np.zeros(2)})  # an array attribute: asked each time
+            op.infer([F3], {"k": 2, "v": np.zeros(129)})  # an array attribute over 1 kB: asked each time
+        for _ in range(2):
+            op.infer([F3], {"k": 3, "v": np.zeros(2)})  # a small one, keyed by its bytes: asked once
         op.infer([F3], {"k": 4, "v": None})
     op.infer([F3], {"k": 4, "v": None})  # outside the block: asked again
-    assert calls == [2, 2, 4, 4]
+    assert calls == [2, 2, 3, 4, 4]
 
 
 def test_normalised_attributes_come_back_as_a_fresh_dict_each_time():
@@ -75,16 +77,27 @@ def test_normalised_attributes_come_back_as_a_fresh_dict_each_time():
 @pytest.mark.parametrize("a, b", [
     ({"k": 1}, {"k": True}), ({"k": 1}, {"k": 1.0}), ({"k": 0.0}, {"k": -0.0}), ({"k": [1]}, {"k": (1,)}),
     ({"k": (1, 2)}, {"k": (1.0, 2)}), ({"k": ("a",)}, {"k": (1,)}), ({"k": 1}, {"k": "1"}),
+    ({"v": np.zeros(2)}, {"v": np.zeros(2, np.float32)}), ({"v": np.zeros(2)}, {"v": np.zeros((2, 1))}),
+    ({"v": np.zeros(2)}, {"v": -np.zeros(2)}), ({"v": np.zeros(2)}, {"v": np.zeros(2).astype(">f8")}),
+    ({"v": np.zeros(2, bool)}, {"v": np.zeros(2, np.uint8)}), ({"v": np.zeros(1)}, {"v": 0.0}),
 ])
 def test_plain_keys_tell_apart_values_that_compare_equal(a, b):
     ka, kb = _plain_key(a), _plain_key(b)
     assert ka != kb or ka is None
 
 
-@pytest.mark.parametrize("attrs", [{"v": np.zeros(1)}, {"k": (1, True)}, {"k": [np.int64(1)]}, {"k": object()},
+@pytest.mark.parametrize("attrs", [{"v": np.zeros(129)}, {"v": np.array([None])}, {"v": np.zeros(1, complex)},
+                                   {"v": np.ma.zeros(1)}, {"k": (1, True)}, {"k": [np.int64(1)]}, {"k": object()},
                                    {"k": (1, "a")}, {"k": ("a", 1)}, {"k": [1, 2.0]}, {"k": (1.0,)}, {"k": (None,)}])
 def test_values_that_are_not_plain_have_no_key(attrs):
     assert _plain_key(attrs) is None
+
+
+def test_small_arrays_are_keyed_by_dtype_shape_and_bytes():
+    a = np.arange(3, dtype=np.float32)
+    assert _plain_key({"v": a}) == _plain_key({"v": a.copy()}) == (("v", np.ndarray, "<f4", (3,), a.tobytes()),)
+    view = np.broadcast_to(np.float32(0), (2, 3))  # a zero-stride view: keyed by the values it shows
+    assert _plain_key({"v": view}) == _plain_key({"v": np.zeros((2, 3), np.float32)})
 
 
 def test_sequences_of_one_plain_class_are_keyed_with_it():
@@ -117,12 +130,14 @@ def test_each_distinct_gradient_node_is_instantiated_once_inside_the_memo():
         other_type = instantiate_gradient(op, op.context([f4], {"k": 2}))
         other_attr = instantiate_gradient(op, op.context([F3], {"k": 3}))
         arrays = [instantiate_gradient(op, op.context([F3], {"v": np.ones(3)})) for _ in range(2)]
+        large = [instantiate_gradient(op, op.context([F3], {"v": np.ones(200)})) for _ in range(2)]
     assert again is first and len({id(other_type), id(other_attr), id(first)}) == 3
-    assert arrays[0] is not arrays[1]  # an array attribute is never keyed
-    assert [v.type for v in first.inputs] == [F3, F3, F3] and len(calls) == 2 + 3 + 2
+    assert arrays[0] is arrays[1]  # a small array attribute is keyed by its bytes
+    assert large[0] is not large[1]  # a large one is never keyed
+    assert [v.type for v in first.inputs] == [F3, F3, F3] and len(calls) == 2 + 3 + 1 + 2
     with inference_memo():  # nothing outlives the block
         instantiate_gradient(op, op.context([F3], {"k": 2}))
-    assert len(calls) == 8
+    assert len(calls) == 9
 
 
 def test_a_gradient_that_raises_is_asked_again_each_time():
