@@ -419,7 +419,10 @@ def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray
     event = x_type.shape[batch_dims:]
     d = int(np.prod(event, dtype=np.int64))
     if operator is None:
-        return np.eye(d).reshape(d, *event), None
+        return _at_least_one(np.eye(d).reshape(d, *event), None)
+    if np.iscomplexobj(operator):
+        raise TangentError(f"operator= is a real symmetric [d, d] matrix, got complex values "
+                           f"({np.asarray(operator).dtype}); pass its real part if that is what you mean")
     try:
         a = np.asarray(operator, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -431,11 +434,20 @@ def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray
     if not np.all(np.isfinite(a)):
         raise TangentError("operator= holds non-finite numbers")
     s, v = np.linalg.eigh((a + a.T) / 2)
-    keep = np.abs(s) > 1e-12 * max(1.0, float(np.max(np.abs(s))))
+    # eigenvalues below eigh's rounding (relative to the largest) are zero; a small A (1e-14 I) keeps its own scale
+    keep = np.abs(s) > 1e-12 * float(np.max(np.abs(s), initial=0.0))
     s, v = s[keep], v[:, keep]
     dirs = (v * np.sqrt(np.abs(s))).T.reshape(-1, *event)
     weights = np.sign(s)
-    return dirs, (None if np.all(weights > 0) else weights)
+    return _at_least_one(dirs, None if np.all(weights > 0) else weights)
+
+
+def _at_least_one(dirs: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(dirs, weights)``, or one zero direction when there is none (``A = 0``, or a point with no coordinates):
+    the operator is then zero, and the walk keeps its one-direction layout."""
+    if dirs.shape[0]:
+        return dirs, weights
+    return np.zeros((1, *dirs.shape[1:])), None
 
 
 def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | str] | None = None, *,

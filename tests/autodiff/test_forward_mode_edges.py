@@ -1,0 +1,81 @@
+"""Edge cases of forward mode and the one-pass operators found by hostile QA (issue 20): empty inputs and
+outputs, operators with no direction left, small operators, and bad arguments. References are closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frame_core as fc
+from frame_core import ops
+from frame_core.errors import TangentError
+
+RNG = np.random.default_rng(23)
+
+
+def _run(graph, *arrays):
+    return fc.compile(graph, cache=False).run(list(arrays))
+
+
+@pytest.mark.parametrize("helper", [fc.jacfwd, fc.jacrev])
+def test_a_jacobian_with_an_empty_input_or_output_is_an_empty_array(helper):
+    """No element of x (jacfwd) or of y (jacrev) left no sweep to stack: ``stack`` of nothing was a ShapeError."""
+    g = fc.trace(lambda x, w: ops.sin(x) @ w, "f64[0, 3]", "f64[3, 2]")
+    x, w = np.zeros((0, 3)), RNG.standard_normal((3, 2))
+    for i, shape in ((0, (0, 2, 0, 3)), (1, (0, 2, 3, 2))):
+        jac = _run(helper(g, i), x, w)[-1]
+        assert jac.shape == shape and jac.dtype == np.float64
+    # an empty input that the output does not need: a non-empty Jacobian of zeros
+    g = fc.trace(lambda x, e: ops.sin(x) + ops.sum(e), "f64[2]", "f64[0]")
+    x = RNG.standard_normal(2)
+    np.testing.assert_array_equal(_run(helper(g, 1), x, np.zeros(0))[-1], np.zeros((2, 0)))
+    np.testing.assert_allclose(_run(helper(g, 0), x, np.zeros(0))[-1], np.diag(np.cos(x)), rtol=1e-15)
+
+
+def test_hessian_and_hvp_of_an_empty_input():
+    g = fc.trace(lambda x: ops.sum(ops.sin(x)), "f64[0]")
+    value, grad, hess = _run(fc.hessian(g, 0), np.zeros(0))
+    assert value == 0.0 and grad.shape == (0,) and hess.shape == (0, 0)
+    assert _run(fc.hvp(g, 0), np.zeros(0), np.zeros(0))[-1].shape == (0,)
+
+
+def _points():
+    g = fc.trace(lambda x, w: ops.sum(ops.sin(x * w) * x, axes=[-1]), "f64[4, 3]", "f64[3]")
+    x, w = RNG.uniform(-1, 1, (4, 3)), RNG.uniform(-1, 1, 3)
+    exact = np.sum(2 * w * np.cos(w * x) - w * w * x * np.sin(w * x), axis=-1)  # d2/dx2 of x sin(w x), per point
+    return g, x, w, exact
+
+
+def test_a_zero_operator_gives_zero_and_a_tiny_one_keeps_its_scale():
+    """A = 0 left no eigen-direction (an IndexError); A = 1e-14 I lost every direction to an absolute cut-off and
+    gave 0 instead of 1e-14 times the Laplacian."""
+    g, x, w, exact = _points()
+    u, jac, zero = _run(fc.build_laplacian_graph(g, 0, operator=np.zeros((3, 3)), batch_dims=1), x, w)
+    np.testing.assert_array_equal(zero, np.zeros(4))
+    assert jac.shape == (1, 4) and not np.any(jac)
+    tiny = _run(fc.build_laplacian_graph(g, 0, operator=1e-14 * np.eye(3), batch_dims=1), x, w)[-1]
+    np.testing.assert_allclose(tiny, 1e-14 * exact, rtol=1e-12)
+    # a rank-one operator with one tiny and one large eigenvalue keeps both
+    a = np.diag([1e-13, 0.0, 2.0])
+    got = _run(fc.build_laplacian_graph(g, 0, operator=a, batch_dims=1), x, w)[-1]
+    per_coordinate = 2 * w * np.cos(w * x) - w * w * x * np.sin(w * x)
+    np.testing.assert_allclose(got, per_coordinate @ np.diag(a), rtol=1e-12)
+
+
+def test_points_without_coordinates_have_a_zero_laplacian():
+    g = fc.trace(lambda x, w: ops.sum(x * w, axes=[-1]) + 1.0, "f64[4, 0]", "f64[0]")
+    u, jac, lap = _run(fc.build_laplacian_graph(g, 0, batch_dims=1), np.zeros((4, 0)), np.zeros(0))
+    np.testing.assert_array_equal(lap, np.zeros(4))
+    assert jac.shape == (1, 4)
+
+
+def test_a_complex_operator_is_a_tangent_error_not_a_silently_dropped_imaginary_part():
+    g, *_ = _points()
+    with pytest.raises(TangentError, match="complex"):
+        fc.build_laplacian_graph(g, 0, operator=np.eye(3) * 1j, batch_dims=1)
+
+
+def test_jvp_inputs_checks_the_number_of_primals():
+    g = fc.trace(lambda x, w: ops.sin(x) * w, "f64[3]", "f64[3]")
+    with pytest.raises(TangentError, match="1 primals were given for the 2 inputs"):
+        fc.jvp_inputs(g, [np.zeros(3)], [np.ones(3), np.ones(3)])
