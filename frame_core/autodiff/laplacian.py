@@ -215,7 +215,9 @@ class _Builder:
                 first, second = (aligned[i], other) if i == 0 else (other, aligned[i])
                 g = self.add(g, self.apply(op, first, second))
             if li is not None:
-                li = li if op == "matmul" else self.align_l(li, rank)
+                li = self.align_l(li, node.inputs[i].type.rank if op == "matmul" else rank)
+                if op == "matmul" and li.type.shape[axis] != node.inputs[i].type.shape[axis]:  # a row: as for G
+                    li = self.apply("broadcast_to", li, shape=(*li.type.shape[:-2], *node.inputs[i].type.shape[-2:]))
                 if op == "matmul" and i == 0 and other.type.rank == 2 and li.type.rank > 2:
                     l_ = self.add(l_, self.flat_matmul(li, other))
                 else:
@@ -317,7 +319,9 @@ class _Builder:
         ls = [state[node.inputs[i]][1] for i in active]
         jl = None
         if any(v is not None for v in ls):
-            filled = [v if v is not None else graph.zeros(node.inputs[i].type) for v, i in zip(ls, active)]
+            # an L may be a row (size-1 axes) where it is the same for every point, as x * x of the seed is
+            filled = [self._full(v, node.inputs[i].type) if v is not None else graph.zeros(node.inputs[i].type)
+                      for v, i in zip(ls, active)]
             jl = inline_graph(graph, first, [*node.inputs, *filled])[m:]
         result: list[tuple[Value | None, Value | None] | None] = []
         for j, y in enumerate(node.outputs):
@@ -331,6 +335,11 @@ class _Builder:
                 l_ = self.apply("add", l_, jl[j])
             result.append((g, l_))
         return result
+
+    def _full(self, l_: Value, t: Any) -> Value:
+        """An ``L`` value (the primal's rank or less, size-1 axes where it does not vary) as the primal's type ``t``."""
+        l_ = self.align_l(l_, t.rank)
+        return l_ if l_.type.shape == t.shape else self.apply("broadcast_to", l_, shape=t.shape)
 
     def _direction(self, g: Value, k: int, t: Any) -> Value:
         """Row ``k`` of ``g`` (leading K axis), broadcast to the primal's type ``t``."""

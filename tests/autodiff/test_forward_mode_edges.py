@@ -79,3 +79,17 @@ def test_jvp_inputs_checks_the_number_of_primals():
     g = fc.trace(lambda x, w: ops.sin(x) * w, "f64[3]", "f64[3]")
     with pytest.raises(TangentError, match="1 primals were given for the 2 inputs"):
         fc.jvp_inputs(g, [np.zeros(3)], [np.ones(3), np.ones(3)])
+
+
+def test_a_second_derivative_that_is_the_same_for_every_point_feeds_ops_without_special_rules():
+    """x * x of the Taylor seed (one row of ones) has u'' = 2 as a row; ``sum`` (the generic rule) and the right
+    operand of a matmul needed it in full (an IRError and a ShapeError)."""
+    x, m = RNG.uniform(-1, 1, (4, 3)), RNG.uniform(-1, 1, (4, 4))
+    g = fc.trace(lambda x, m: ops.sum(x * x, axes=[-1]) + ops.sum(m @ (x * x), axes=[-1]), "f64[4, 3]", "f64[4, 4]")
+    ones = np.ones((4, 3))
+    u, d1, d2 = _run(fc.build_taylor_graph(g, 0, 2), x, m)   # along the all-ones direction of x
+    np.testing.assert_allclose(d1, np.sum(2 * x + 2 * m @ x, axis=-1), rtol=1e-13)
+    np.testing.assert_allclose(d2, np.sum(2 * ones + 2 * m @ ones, axis=-1), rtol=1e-13)
+    for batch_dims in (0, 1):  # with batch_dims=1, m mixes points: the operator sums over every point's coordinates
+        lap = _run(fc.build_laplacian_graph(g, 0, batch_dims=batch_dims), x, m)[-1]
+        np.testing.assert_allclose(lap, np.sum(2 * ones + 2 * m @ ones, axis=-1), rtol=1e-13)
