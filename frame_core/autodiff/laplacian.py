@@ -34,7 +34,8 @@ Both results are ordinary graphs: ``build_backward_graph`` differentiates them a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -240,7 +241,8 @@ class _Builder:
         xs = [single.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
         (y,) = single.add_node(node.op, xs, dict(node.attrs), registry=self.reg).outputs
         single.mark_output(y)
-        first = build_jvp_graph(single, active, registry=self.reg)
+        with _naming(self.graph, node):
+            first = build_jvp_graph(single, active, registry=self.reg)
         # bind the tangents to ones, one input at a time: f_a = J e_a (the Jacobian of an elementwise op is diagonal)
         result = Graph(f"{node.op}_derivatives")
         rxs = [result.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
@@ -302,8 +304,9 @@ class _Builder:
             made_node = single.add_node(node.op, xs, dict(node.attrs), registry=self.reg)
             for y in made_node.outputs:
                 single.mark_output(y)
-            first = build_jvp_graph(single, active, registry=self.reg)       # (xs, dxs) -> (ys, dys)
-            second = build_jvp_graph(first, active, registry=self.reg)       # (xs, dxs, txs) -> (ys, dys, tys, tdys)
+            with _naming(self.graph, node):
+                first = build_jvp_graph(single, active, registry=self.reg)   # (xs, dxs) -> (ys, dys)
+                second = build_jvp_graph(first, active, registry=self.reg)   # (xs, dxs, txs) -> (ys, dys, tys, tdys)
             cached = self.generic_cache[key] = (first, second)
         first, second = cached
         m = len(node.outputs)
@@ -373,6 +376,20 @@ class _Builder:
             if l_.type.shape != shape:
                 l_ = self.apply("broadcast_to", l_, shape=shape)
         return g, l_
+
+
+@contextmanager
+def _naming(graph: Graph, node: Node) -> Iterator[None]:
+    """Report an op without a forward rule that the forward rule of ``node`` (built on a one-node graph, where
+    the node is node 0) runs into at ``node``'s place in ``graph``: ``node 7 (loop) > node 0 (nograd)``."""
+    try:
+        yield
+    except MissingGradientError as exc:
+        where = f"node {graph.nodes.index(node)} ({node.op})"
+        paths = [where + p[len(f"node 0 ({node.op})"):] if p.startswith(f"node 0 ({node.op})") else f"{where} > {p}"
+                 for p in exc.paths]
+        raise MissingGradientError(f"the forward rule of {where} needs {len(paths)} op(s) that have none:\n  "
+                                   + "\n  ".join(paths), paths) from None
 
 
 def _tidy(graph: Graph) -> None:
@@ -619,7 +636,8 @@ def _taylor_generic(graph: Graph, chain: list[Node], x: Value, order: int, reg: 
             # (the tangent of x is x_1, of x_q is x_(q+1))
             for j in range(order):
                 wrt = [*active, *range(len(node.inputs), len(current.inputs))]
-                step = build_jvp_graph(current, wrt, registry=reg)
+                with _naming(graph, node):
+                    step = build_jvp_graph(current, wrt, registry=reg)
                 step.outputs = step.outputs[len(step.outputs) - m:]   # only the new coefficient
                 step._output_names = {}
                 _drop_unneeded_after(step, 0, reg)

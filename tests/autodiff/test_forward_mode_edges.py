@@ -93,3 +93,18 @@ def test_a_second_derivative_that_is_the_same_for_every_point_feeds_ops_without_
     for batch_dims in (0, 1):  # with batch_dims=1, m mixes points: the operator sums over every point's coordinates
         lap = _run(fc.build_laplacian_graph(g, 0, batch_dims=batch_dims), x, m)[-1]
         np.testing.assert_allclose(lap, np.sum(2 * ones + 2 * m @ ones, axis=-1), rtol=1e-13)
+
+
+@pytest.mark.parametrize("build", [lambda g: fc.build_laplacian_graph(g, 0), lambda g: fc.build_taylor_graph(g, 0, 3)],
+                         ids=["laplacian", "taylor3"])
+def test_an_op_without_a_forward_rule_inside_a_loop_is_named_at_the_users_node(registry_with_nograd, build):
+    """The one-pass operators build each node's rule on a one-node graph; the error named that graph's node 0."""
+    from frame_core.errors import MissingGradientError
+
+    with fc.use_registry(registry_with_nograd):
+        g = fc.trace(lambda x: ops.sum(ops.loop(lambda i, s: (True, ops.nograd(s) * ops.sin(s)), 2, True, x * 2.0)),
+                     "f64[3]")
+        loop = next(i for i, n in enumerate(g.nodes) if n.op == "loop")
+        with pytest.raises(MissingGradientError) as info:
+            build(g)
+    assert loop != 0 and info.value.paths[0].startswith(f"node {loop} (loop) > node 0 (nograd)")
