@@ -108,3 +108,14 @@ def test_an_op_without_a_forward_rule_inside_a_loop_is_named_at_the_users_node(r
         with pytest.raises(MissingGradientError) as info:
             build(g)
     assert loop != 0 and info.value.paths[0].startswith(f"node {loop} (loop) > node 0 (nograd)")
+
+
+@pytest.mark.parametrize("helper", ["jacfwd", "jacrev"])
+def test_jacobian_helpers_say_what_they_were_building(registry_with_nograd, helper):
+    from frame_core.errors import MissingGradientError
+
+    with fc.use_registry(registry_with_nograd):
+        g = fc.trace(lambda x: ops.nograd(x) * ops.sin(x), "f64[3]")
+        with pytest.raises(MissingGradientError, match=rf"cannot build {helper}\(output 0, x\): 1 op\(s\)") as info:
+            getattr(fc, helper)(g, 0)
+    assert info.value.paths[0].startswith("node 0 (nograd)")
