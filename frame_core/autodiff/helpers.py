@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._gc import gc_paused
-from ..errors import GradientError, TangentError
+from ..errors import GradientError, MissingGradientError, TangentError
 from ..ir.graph import Graph, Value, clone_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .backward import _backpropagate, _output_position, build_backward_graph, input_position, output_label
@@ -85,10 +85,19 @@ def _jacobian(graph: Graph, wrt: int | str, output: int | str, registry: Registr
         n = len(result.nodes)
         parts = []
         for e in _basis(seed.type):
-            found = sweep(result, {seed: result.constant(e)}, {target}, reg, "")
+            try:
+                found = sweep(result, {seed: result.constant(e)}, {target}, reg, "")
+            except MissingGradientError as exc:
+                raise MissingGradientError(
+                    f"cannot build jac{mode}({output_label(graph, k)}, {x.name or f'input {i}'}): {len(exc.paths)} "
+                    f"op(s) on the chain have no {'forward rule' if mode == 'fwd' else 'gradient'}:\n  "
+                    + "\n  ".join(exc.paths), exc.paths) from None
             parts.append(found.get(target) or result.constant(np.zeros(target.type.shape, target.type.dtype.np)))
         label = f"jac{mode}({output_label(graph, k)}, {x.name or f'input {i}'})"
-        if mode == "rev":
+        if not parts:  # x or y has no elements: no sweep to stack, the Jacobian is empty
+            dtype = (y if mode == "fwd" else x).type.dtype.np
+            result.mark_output(result.constant(np.zeros(y.type.shape + x.type.shape, dtype)), label)
+        elif mode == "rev":
             _assemble(result, parts, y.type.shape, x.type.shape, label)
         else:
             jac = parts[0] if len(parts) == 1 else result.apply("stack", *parts, axis=-1)  # y.shape + [x.size]

@@ -348,6 +348,9 @@ def jvp_inputs(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
     tangent checked against its primal's type (``TangentError`` saying which and what to pass)."""
     positions = _wrt_positions(graph, wrt)
     primals, tangents = list(primals), list(tangents)
+    if len(primals) != len(graph.inputs):
+        raise TangentError(f"{len(primals)} primals were given for the {len(graph.inputs)} inputs of graph "
+                           f"{graph.name!r}; give one per input, in order, then the tangents")
     if len(tangents) != len(positions):
         raise TangentError(f"{len(tangents)} tangents were given for {len(positions)} wrt inputs; give one per wrt "
                            "input, in wrt order")

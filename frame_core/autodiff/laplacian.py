@@ -34,7 +34,8 @@ Both results are ordinary graphs: ``build_backward_graph`` differentiates them a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -215,7 +216,9 @@ class _Builder:
                 first, second = (aligned[i], other) if i == 0 else (other, aligned[i])
                 g = self.add(g, self.apply(op, first, second))
             if li is not None:
-                li = li if op == "matmul" else self.align_l(li, rank)
+                li = self.align_l(li, node.inputs[i].type.rank if op == "matmul" else rank)
+                if op == "matmul" and li.type.shape[axis] != node.inputs[i].type.shape[axis]:  # a row: as for G
+                    li = self.apply("broadcast_to", li, shape=(*li.type.shape[:-2], *node.inputs[i].type.shape[-2:]))
                 if op == "matmul" and i == 0 and other.type.rank == 2 and li.type.rank > 2:
                     l_ = self.add(l_, self.flat_matmul(li, other))
                 else:
@@ -238,7 +241,8 @@ class _Builder:
         xs = [single.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
         (y,) = single.add_node(node.op, xs, dict(node.attrs), registry=self.reg).outputs
         single.mark_output(y)
-        first = build_jvp_graph(single, active, registry=self.reg)
+        with _naming(self.graph, node):
+            first = build_jvp_graph(single, active, registry=self.reg)
         # bind the tangents to ones, one input at a time: f_a = J e_a (the Jacobian of an elementwise op is diagonal)
         result = Graph(f"{node.op}_derivatives")
         rxs = [result.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
@@ -300,8 +304,9 @@ class _Builder:
             made_node = single.add_node(node.op, xs, dict(node.attrs), registry=self.reg)
             for y in made_node.outputs:
                 single.mark_output(y)
-            first = build_jvp_graph(single, active, registry=self.reg)       # (xs, dxs) -> (ys, dys)
-            second = build_jvp_graph(first, active, registry=self.reg)       # (xs, dxs, txs) -> (ys, dys, tys, tdys)
+            with _naming(self.graph, node):
+                first = build_jvp_graph(single, active, registry=self.reg)   # (xs, dxs) -> (ys, dys)
+                second = build_jvp_graph(first, active, registry=self.reg)   # (xs, dxs, txs) -> (ys, dys, tys, tdys)
             cached = self.generic_cache[key] = (first, second)
         first, second = cached
         m = len(node.outputs)
@@ -317,7 +322,9 @@ class _Builder:
         ls = [state[node.inputs[i]][1] for i in active]
         jl = None
         if any(v is not None for v in ls):
-            filled = [v if v is not None else graph.zeros(node.inputs[i].type) for v, i in zip(ls, active)]
+            # an L may be a row (size-1 axes) where it is the same for every point, as x * x of the seed is
+            filled = [self._full(v, node.inputs[i].type) if v is not None else graph.zeros(node.inputs[i].type)
+                      for v, i in zip(ls, active)]
             jl = inline_graph(graph, first, [*node.inputs, *filled])[m:]
         result: list[tuple[Value | None, Value | None] | None] = []
         for j, y in enumerate(node.outputs):
@@ -331,6 +338,11 @@ class _Builder:
                 l_ = self.apply("add", l_, jl[j])
             result.append((g, l_))
         return result
+
+    def _full(self, l_: Value, t: Any) -> Value:
+        """An ``L`` value (the primal's rank or less, size-1 axes where it does not vary) as the primal's type ``t``."""
+        l_ = self.align_l(l_, t.rank)
+        return l_ if l_.type.shape == t.shape else self.apply("broadcast_to", l_, shape=t.shape)
 
     def _direction(self, g: Value, k: int, t: Any) -> Value:
         """Row ``k`` of ``g`` (leading K axis), broadcast to the primal's type ``t``."""
@@ -364,6 +376,20 @@ class _Builder:
             if l_.type.shape != shape:
                 l_ = self.apply("broadcast_to", l_, shape=shape)
         return g, l_
+
+
+@contextmanager
+def _naming(graph: Graph, node: Node) -> Iterator[None]:
+    """Report an op without a forward rule that the forward rule of ``node`` (built on a one-node graph, where
+    the node is node 0) runs into at ``node``'s place in ``graph``: ``node 7 (loop) > node 0 (nograd)``."""
+    try:
+        yield
+    except MissingGradientError as exc:
+        where = f"node {graph.nodes.index(node)} ({node.op})"
+        paths = [where + p[len(f"node 0 ({node.op})"):] if p.startswith(f"node 0 ({node.op})") else f"{where} > {p}"
+                 for p in exc.paths]
+        raise MissingGradientError(f"the forward rule of {where} needs {len(paths)} op(s) that have none:\n  "
+                                   + "\n  ".join(paths), paths) from None
 
 
 def _tidy(graph: Graph) -> None:
@@ -419,7 +445,10 @@ def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray
     event = x_type.shape[batch_dims:]
     d = int(np.prod(event, dtype=np.int64))
     if operator is None:
-        return np.eye(d).reshape(d, *event), None
+        return _at_least_one(np.eye(d).reshape(d, *event), None)
+    if np.iscomplexobj(operator):
+        raise TangentError(f"operator= is a real symmetric [d, d] matrix, got complex values "
+                           f"({np.asarray(operator).dtype}); pass its real part if that is what you mean")
     try:
         a = np.asarray(operator, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -431,11 +460,20 @@ def _directions(x_type: Any, batch_dims: int, operator: Any) -> tuple[np.ndarray
     if not np.all(np.isfinite(a)):
         raise TangentError("operator= holds non-finite numbers")
     s, v = np.linalg.eigh((a + a.T) / 2)
-    keep = np.abs(s) > 1e-12 * max(1.0, float(np.max(np.abs(s))))
+    # eigenvalues below eigh's rounding (relative to the largest) are zero; a small A (1e-14 I) keeps its own scale
+    keep = np.abs(s) > 1e-12 * float(np.max(np.abs(s), initial=0.0))
     s, v = s[keep], v[:, keep]
     dirs = (v * np.sqrt(np.abs(s))).T.reshape(-1, *event)
     weights = np.sign(s)
-    return dirs, (None if np.all(weights > 0) else weights)
+    return _at_least_one(dirs, None if np.all(weights > 0) else weights)
+
+
+def _at_least_one(dirs: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(dirs, weights)``, or one zero direction when there is none (``A = 0``, or a point with no coordinates):
+    the operator is then zero, and the walk keeps its one-direction layout."""
+    if dirs.shape[0]:
+        return dirs, weights
+    return np.zeros((1, *dirs.shape[1:])), None
 
 
 def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | str] | None = None, *,
@@ -598,7 +636,8 @@ def _taylor_generic(graph: Graph, chain: list[Node], x: Value, order: int, reg: 
             # (the tangent of x is x_1, of x_q is x_(q+1))
             for j in range(order):
                 wrt = [*active, *range(len(node.inputs), len(current.inputs))]
-                step = build_jvp_graph(current, wrt, registry=reg)
+                with _naming(graph, node):
+                    step = build_jvp_graph(current, wrt, registry=reg)
                 step.outputs = step.outputs[len(step.outputs) - m:]   # only the new coefficient
                 step._output_names = {}
                 _drop_unneeded_after(step, 0, reg)

@@ -33,7 +33,9 @@ decomposition      for an op with a DecomposeFn: the op compiled with ``decompos
 jvp_transpose      forward mode and reverse mode of the op are transposes of each other:
                    ``<J v, u> == <v, J^T u>`` for random ``v``, ``u`` (the dot-product test), to the
                    example dtype's tolerance; the JVP is the op's JvpFn or the one derived from its GradientFn.
-jvp_direct         for an op with a JvpFn: it agrees with the JVP derived from the GradientFn.
+jvp_direct         for an op with a JvpFn: it agrees with the JVP derived from the GradientFn, or, for
+                   an internal op with a JvpFn and no GradientFn, with central differences of its
+                   kernel along the same tangents, in float64.
 any_shape_gradient for an op with that trait: its VJP traced at the example, re-specialised for another batch
                    size (the leading axis of the inputs of rank >= 2 that share the first such input's, + 2 and
                    1), equals a VJP traced at that size (a refusal or a difference fails, naming the sizes).
@@ -82,7 +84,7 @@ CHECKS = {
     "has_side_effect": "an op with side effects has no GradientFn",
     "decomposition": "compile(decompose=[op]) gives the kernel's outputs (types, and values within rounding)",
     "jvp_transpose": "forward and reverse mode are transposes: <J v, u> == <v, J^T u> (dot-product test)",
-    "jvp_direct": "a declared JvpFn agrees with the JVP derived from the GradientFn",
+    "jvp_direct": "a declared JvpFn agrees with the JVP derived from the GradientFn (or central differences)",
     "any_shape_gradient": "the VJP traced at the example and run at another batch size equals one traced there",
 }
 
@@ -183,7 +185,10 @@ def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
         cases += [case(trait, i) for trait in _TRAIT_CHECKS if trait in schema.traits]
         if schema.decomposition is not None:
             cases.append(case("decomposition", i))
+        floating = any(t.dtype.is_float for k, t in enumerate(example.inputs) if k not in schema.nondiff_inputs)
         if schema.gradient is None:
+            if schema.jvp is not None and floating:  # a forward-only op: its JvpFn is checked numerically
+                cases.append(case("jvp_direct", i))
             continue
         cases.append(case("gradient_contract", i))
         if "any_shape_gradient" in schema.traits:
@@ -191,7 +196,7 @@ def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
         # every order up to the requested one gets a case: those past the op's closure order report it (xfail with
         # the chain that stops it) instead of vanishing, so a suite is never green in silence (issue 17)
         cases += [case(gradient_check_name(k), i) for k in range(1, order + 1)]
-        if any(t.dtype.is_float for k, t in enumerate(example.inputs) if k not in schema.nondiff_inputs):
+        if floating:
             cases.append(case("jvp_transpose", i))
             if schema.jvp is not None:
                 cases.append(case("jvp_direct", i))
@@ -597,13 +602,13 @@ def _check_jvp_direct(schema: OpSchema, index: int, rng: np.random.Generator, re
     example = schema.examples[index]
     if schema.jvp is None:
         return [], "no JvpFn"
+    if schema.gradient is None:
+        return _check_jvp_numeric(schema, index, rng, reg)
     ctx = schema.context(example.inputs, example.attrs)
     with use_registry(reg):
         direct = direct_jvp_graph(schema, ctx)
         with op_scope(schema.namespace):
-            micro = schema.gradient(ctx) if schema.gradient is not None else None
-        if micro is None:
-            return [], "no GradientFn to derive a JVP from"
+            micro = schema.gradient(ctx)
         derived = derived_jvp_graph(micro, ctx, reg)
     xs = example.sample(rng)
     _, ys = _evaluate(schema, example.inputs, example.attrs, [x.copy() for x in xs])
@@ -622,6 +627,50 @@ def _check_jvp_direct(schema: OpSchema, index: int, rng: np.random.Generator, re
         if not err <= tol * scale:
             problems.append(f"output {j}: the JvpFn and the derived JVP differ by {err:.3g} (allowed {tol * scale:.3g})")
     return problems, f"JvpFn agrees with the derived JVP on {len(a)} output(s)"
+
+
+def _check_jvp_numeric(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    """A JvpFn with no GradientFn to compare with: the tangents it gives against central differences of the
+    kernel along the same tangents, in float64 (the example's dtype if the op refuses float64)."""
+    from ..autodiff.jvp import direct_jvp_graph
+    from ..compiler.api import compile
+    from .numeric import STEP, TOLERANCE
+
+    example = schema.examples[index]
+    types = [retype_type(t, "f64") for t in example.inputs]
+    try:
+        ctx = schema.context(types, example.attrs)
+        ctx.output_types
+    except FrameError:
+        types = list(example.inputs)
+        ctx = schema.context(types, example.attrs)
+    xs = example.sample(rng, dtype_override=as_dtype("f64") if types != list(example.inputs) else None)
+    xs = [x.astype(t.dtype.np) for x, t in zip(xs, types)]
+    active = [k for k, t in enumerate(types) if t.dtype.is_float and k not in schema.nondiff_inputs]
+    dxs = [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) if k in active else np.zeros(t.shape, t.dtype.np)
+           for k, t in enumerate(types)]
+    with use_registry(reg):
+        direct = direct_jvp_graph(schema, ctx)
+    _, ys = _evaluate(schema, types, example.attrs, [x.copy() for x in xs])
+    got = compile(direct, opt_level=0, cache=False, registry=reg).run([*xs, *ys, *dxs])
+    h = STEP * max([1.0, *(float(np.max(np.abs(xs[k]), initial=0.0)) for k in active)])
+    moved = [[x + sign * h * d if k in active else x.copy() for k, (x, d) in enumerate(zip(xs, dxs))]
+             for sign in (1.0, -1.0)]
+    plus, minus = (_evaluate(schema, types, example.attrs, m)[1] for m in moved)
+    low = any(t.dtype is not as_dtype("f64") for k, t in enumerate(types) if k in active)
+    tol = max(_jvp_tolerance(example, [t.dtype for t in types if t.dtype.is_float]) if low else TOLERANCE[1],
+              example.tolerance or 0.0)
+    problems = []
+    for j, (t, a, p, m) in enumerate(zip(ctx.output_types, got, plus, minus)):
+        if not t.dtype.is_float:
+            continue
+        numeric = (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / (2.0 * h)
+        scale = max(float(np.max(np.abs(numeric), initial=0.0)), 1.0)
+        err = float(np.max(np.abs(np.asarray(a, np.float64) - numeric), initial=0.0))
+        if not err <= tol * scale:
+            problems.append(f"output {j}: the JvpFn and central differences of the kernel differ by {err:.3g} "
+                            f"(allowed {tol * scale:.3g}); with no GradientFn, nothing else checks the JvpFn")
+    return problems, f"JvpFn agrees with central differences on {len(got)} output(s) (no GradientFn)"
 
 
 def _check_any_shape_gradient(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:

@@ -11,6 +11,8 @@ and the kit's loss contraction use). Each wrong op is wrong in exactly one way:
   in float16/bfloat16 (a low-precision-only bug);
 - ``fx_step_bad_surrogate``: the GradientFn is not the derivative of the
   declared ``gradient_surrogate`` (ARCH-066 exception misused);
+- ``fx_sin_bad_jvp``, ``fx_mul_bad_jvp``: right GradientFn, wrong declared JvpFn (the JVP checks only);
+- ``fx_tanh_fwd_bad_internal``: a JvpFn and no GradientFn, the JvpFn wrong (central differences catch it);
 - ``fx_abs``: gradient uses ``fx_sign_internal``, which has no GradientFn
   (closure order 1);
 - trait liars: ``fx_not_elementwise``, ``fx_ignores_out``, ``fx_wrong_shape``,
@@ -117,6 +119,22 @@ FX_F32_ONLY = _unary("fx_f32_only", lambda x: x * x.dtype.type(3),
                      lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * 3.0), shape=_no_half)
 
 
+# right GradientFns, wrong declared JvpFns: the kit's dot-product test and its JvpFn-against-derived check catch them
+FX_SIN_BAD_JVP = _unary("fx_sin_bad_jvp", np.sin, lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * ops.cos(x)),
+                        jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * ops.sin(x)))  # wrong: sin, not cos
+FX_MUL_BAD_JVP = OpSchema("fx_mul_bad_jvp", inputs=("a", "b"), shape_infer=_pair_same,
+                          kernels={"cpu": lambda ctx: np.multiply},
+                          gradient=lambda ctx: ctx.grad_graph(lambda a, b, y, gy: [gy * b, gy * a]),
+                          jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: da * b),  # wrong: forgets a * db
+                          examples=[Example(["f64[2, 3]", "f64[2, 3]"])])
+
+# forward-only internal ops (a JvpFn, no GradientFn): only central differences can check the JvpFn
+FX_TANH_FWD = _unary("fx_tanh_fwd_internal", np.tanh,
+                     jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * (1.0 - y * y)))
+FX_TANH_FWD_BAD = _unary("fx_tanh_fwd_bad_internal", np.tanh,
+                         jvp=lambda ctx: ctx.jvp_graph(lambda x, y, dx: dx * (1.0 - x * x)))  # wrong: x, not y
+
+
 def _step(x: np.ndarray) -> np.ndarray:
     return (x > 0).astype(x.dtype)
 
@@ -173,13 +191,14 @@ FX_CAST = OpSchema("fx_cast_internal", inputs=("n",), shape_infer=lambda ctx: [c
                    kernels={"cpu": lambda ctx: lambda n: n.astype(np.float64)},
                    examples=[Example(["i64[3]"])])
 
-SCHEMAS = [FX_SIN, FX_SIN_WRONG_SIGN, FX_SIN_IGNORES_GY, FX_CUBE, FX_CUBE_GRAD, FX_CUBE_BAD2, FX_CUBE_GRAD_BAD, FX_SCALE, FX_SCALE_GRAD,
+SCHEMAS = [FX_SIN, FX_SIN_WRONG_SIGN, FX_SIN_IGNORES_GY, FX_SIN_BAD_JVP, FX_MUL_BAD_JVP, FX_TANH_FWD,
+           FX_TANH_FWD_BAD, FX_CUBE, FX_CUBE_GRAD, FX_CUBE_BAD2, FX_CUBE_GRAD_BAD, FX_SCALE, FX_SCALE_GRAD,
            FX_F32_ONLY, FX_STEP, FX_STEP_BAD_SURROGATE, FX_SIGN, FX_ABS, FX_ADD2, FX_FLATTEN,
            FX_NOT_ELEMENTWISE, FX_IGNORES_OUT, FX_WRONG_SHAPE, FX_MUTATES, FX_NOT_COMMUTATIVE, FX_BAD_VIEW,
            FX_CAST]
 
 #: Fixture ops whose every conformance case must pass.
-RIGHT_OPS = ["fx_sin", "fx_cube", "fx_cube_grad_internal", "fx_f32_only", "fx_step", "fx_add2", "fx_flatten"]
+RIGHT_OPS = ["fx_sin", "fx_tanh_fwd_internal", "fx_cube", "fx_cube_grad_internal", "fx_f32_only", "fx_step", "fx_add2", "fx_flatten"]
 
 
 def _plugin_module() -> types.ModuleType:

@@ -38,6 +38,9 @@ def test_right_ops_pass_every_case(kit, op):
 WRONG = [
     ("fx_sin_wrong_sign", {"gradient_order1"}),
     ("fx_sin_ignores_gy", {"gradient_order1", "jvp_transpose"}),  # not linear in gy: its derived JVP is no transpose
+    ("fx_sin_bad_jvp", {"jvp_transpose", "jvp_direct"}),  # a third-party pack's wrong JvpFn
+    ("fx_mul_bad_jvp", {"jvp_transpose", "jvp_direct"}),  # wrong in one input's tangent only
+    ("fx_tanh_fwd_bad_internal", {"jvp_direct"}),  # no GradientFn: its JvpFn against central differences
     ("fx_cube_bad2", {"gradient_order2"}),
     ("fx_scale", {"gradient_f16", "gradient_bf16"}),
     ("fx_step_bad_surrogate", {"gradient_order1"}),
