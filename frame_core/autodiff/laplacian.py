@@ -554,6 +554,10 @@ def _laplacian(graph: Graph, i: int, selected: list[int], dirs: np.ndarray, weig
     return result
 
 
+#: the highest order build_taylor_graph takes: its generic rule nests JVPs, so the graph grows geometrically
+MAX_TAYLOR_ORDER = 8
+
+
 def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Sequence[int | str] | None = None, *,
                        registry: Registry | None = None) -> Graph:
     """``graph`` plus ``u', u'', ..., u^(order)`` of each selected output along the all-ones direction of input
@@ -562,13 +566,20 @@ def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Se
     For ``x`` holding independent scalar points (shape ``[N]`` or ``[N, 1]``, ``u[n]`` depending on ``x[n]``
     alone) these are the pointwise derivatives ``d^j u/dx^j``. Outputs: ``graph``'s outputs, then for each
     selected output ``d1(<output>, <input>)``, ..., ``d<order>(...)`` (all orders of the first output, then of
-    the next). Errors as ``build_laplacian_graph``; ``order`` is an int >= 1.
+    the next). Errors as ``build_laplacian_graph``; ``order`` is an int from 1 to ``MAX_TAYLOR_ORDER`` (8: above
+    order 2 the rules nest JVPs and the graph grows about 2.8x per order; a larger order is a ``TangentError``
+    saying so, not a build that never ends).
     """
     what = "build_taylor_graph"
     i = _check_wrt(graph, wrt, what)
     selected = _check_outputs(graph, outputs, what)
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
         raise TangentError(f"{what}: order is the highest derivative wanted, an int >= 1, got {order!r}")
+    if order > MAX_TAYLOR_ORDER:
+        raise TangentError(f"{what}: order {order} is above {MAX_TAYLOR_ORDER}: above order 2 each op's coefficient "
+                           "rule is the JVP of the one below, so the graph grows about 2.8x per order (order 7: "
+                           "about 6,000 nodes for a 3-layer MLP, order 9: about 48,000); differentiate the order-"
+                           f"{MAX_TAYLOR_ORDER} outputs again with build_jvp_graph if you need more")
     if registry is not None and not isinstance(registry, Registry):
         raise GradientError(f"registry= takes a frame_core Registry, got {type(registry).__name__}")
     reg = registry if registry is not None else current_registry()

@@ -119,3 +119,27 @@ def test_jacobian_helpers_say_what_they_were_building(registry_with_nograd, help
         with pytest.raises(MissingGradientError, match=rf"cannot build {helper}\(output 0, x\): 1 op\(s\)") as info:
             getattr(fc, helper)(g, 0)
     assert info.value.paths[0].startswith("node 0 (nograd)")
+
+
+def test_a_taylor_order_above_the_cap_is_refused_at_once_not_built_for_ever():
+    import time
+
+    from frame_core.autodiff.laplacian import MAX_TAYLOR_ORDER
+
+    graph = fc.trace(lambda x: ops.tanh(ops.tanh(x * 2.0) * 3.0), "f64[5]")
+    start = time.process_time()
+    for order in (MAX_TAYLOR_ORDER + 1, 10**9):
+        with pytest.raises(fc.TangentError, match=f"order {order} is above {MAX_TAYLOR_ORDER}"):
+            fc.build_taylor_graph(graph, 0, order=order)
+    assert time.process_time() - start < 1.0  # refused before anything is built
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    x = np.linspace(-1, 1, 5)
+    taylor = fc.compile(fc.build_taylor_graph(graph, 0, order=5)).run([x])
+
+    def u(v):
+        return jax.numpy.tanh(jax.numpy.tanh(v * 2.0) * 3.0)
+    derivative = u
+    for _ in range(5):
+        derivative = jax.grad(derivative)
+    np.testing.assert_allclose(taylor[-1], jax.vmap(derivative)(x), rtol=1e-9, atol=1e-6)
