@@ -88,7 +88,10 @@ def _jacobian(graph: Graph, wrt: int | str, output: int | str, registry: Registr
             found = sweep(result, {seed: result.constant(e)}, {target}, reg, "")
             parts.append(found.get(target) or result.constant(np.zeros(target.type.shape, target.type.dtype.np)))
         label = f"jac{mode}({output_label(graph, k)}, {x.name or f'input {i}'})"
-        if mode == "rev":
+        if not parts:  # a size-0 seed: no sweep to stack, the Jacobian is empty
+            empty = np.zeros(y.type.shape + x.type.shape, y.type.dtype.np)
+            result.mark_output(result.constant(empty), label)
+        elif mode == "rev":
             _assemble(result, parts, y.type.shape, x.type.shape, label)
         else:
             jac = parts[0] if len(parts) == 1 else result.apply("stack", *parts, axis=-1)  # y.shape + [x.size]
