@@ -475,10 +475,11 @@ def resolve_reshape(src: tuple[int, ...], target: list[int], allowzero: bool = F
 
 def reshape_keeping_batch(x: Any, shape: list[int]) -> Any:
     """``reshape(x, shape)`` where a leading size equal to ``x``'s leading size is written -1: the batch axis
-    stays the batch axis when the graph later runs at another batch size (dynamic shapes)."""
+    stays the batch axis when the graph later runs at another batch size (dynamic shapes). Not where the rest
+    holds a 0: -1 beside a 0 is ambiguous (any size fits 0 elements), so the sizes stay as given."""
     if list(shape) == list(shape_of(x)):
         return x
-    if shape and rank_of(x) and shape[0] == shape_of(x)[0] and shape[0] > 0:
+    if shape and rank_of(x) and shape[0] == shape_of(x)[0] and shape[0] > 0 and 0 not in shape[1:]:
         shape = [-1, *shape[1:]]
     return ops.reshape(x, shape=shape)
 

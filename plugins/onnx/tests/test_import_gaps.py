@@ -406,3 +406,20 @@ def test_the_audit_reports_the_new_ops_with_their_frame_ops_and_orders():
     assert rows["'hardmax'"]["status"] == "imported" and rows["'pool'"]["status"] == "imported"
     assert rows["'crop'"]["status"] == "unsupported" and "tf_crop_and_resize" in rows["'crop'"]["reason"]
     assert [f["node"] for f in report["findings"] if f["kind"] == "unsupported"] == ["'crop'"]
+
+
+@pytest.mark.parametrize("equation, shape", [("bii->b", (2, 0, 0)), ("bii->bi", (3, 0, 0))])
+def test_an_einsum_diagonal_of_empty_axes_is_empty(equation, shape):
+    """The merged diagonal axes hold 0 elements: the batch size stays written (a -1 beside a 0 is ambiguous)."""
+    x = _w(*shape)
+    want = np.einsum(equation, x)
+    model, feeds = _model([helper.make_node("Einsum", ["x"], ["y"], equation=equation)], [("x", x)],
+                          [_vi("y", list(want.shape))])
+    got = frame_onnx.load(model).run([x])[0]
+    assert got.shape == want.shape
+
+
+def test_flatten_of_an_empty_inner_axis_keeps_the_batch():
+    x = np.zeros((2, 0, 3), np.float32)
+    model, _ = _model([helper.make_node("Flatten", ["x"], ["y"], axis=1)], [("x", x)], [_vi("y", [2, 0])])
+    assert frame_onnx.load(model).run([x])[0].shape == (2, 0)
