@@ -336,12 +336,15 @@ def _pool(code: _Code, plan: _Plan, t: str) -> None:
         return f"%{n}"
 
     def finish(ty: str, m: str, bias: str) -> str:  # + b on the graph's side, then np.maximum(v, 0)
+        # Where both terms are NaN numpy's add keeps the first one's (x86 keeps its first source operand);
+        # LLVM may swap fadd's operands, so a NaN first term is selected explicitly (its sign and payload).
         n = code.fresh("y")
         zero = "0.0" if ty == t else "zeroinitializer"
         mask = "i1" if ty == t else f"<{lanes} x i1>"
         first, second = (bias, m) if plan.order == "bias_first" else (m, bias)
-        code.emit(f"%{n}a = fadd {ty} {first}, {second}", f"%{n}c = fcmp ugt {ty} %{n}a, {zero}",
-                  f"%{n} = select {mask} %{n}c, {ty} %{n}a, {ty} {zero}")
+        code.emit(f"%{n}s = fadd {ty} {first}, {second}", f"%{n}n = fcmp uno {ty} {first}, {first}",
+                  f"%{n}a = select {mask} %{n}n, {ty} {first}, {ty} %{n}s",
+                  f"%{n}c = fcmp ugt {ty} %{n}a, {zero}", f"%{n} = select {mask} %{n}c, {ty} %{n}a, {ty} {zero}")
         return f"%{n}"
 
     def vector_load(ty: str, at: str) -> str:

@@ -90,6 +90,24 @@ def test_nan_and_infinities_spread_as_in_numpy(dtype, same_bits):
     same_bits(got, want)
 
 
+
+@pytest.mark.parametrize("bias_first", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_two_nans_meeting_in_the_bias_add_keep_numpys_sign(dtype, bias_first, same_bits):
+    """inf - inf in the product is a -NaN; with a +NaN bias numpy's add keeps its first term's NaN, and so
+    does the compiled add (LLVM was free to swap fadd's operands)."""
+    x_shape, w_shape = (1, 16, 10, 17), (8, 16, 3, 1)
+    graph = _layer(x_shape, w_shape, np.dtype(dtype).name, bias_first=bias_first)
+    exe, ref = fc.compile(graph, cache=False), fc.compile(graph, cache=False, disable=["compile_conv_pools"])
+    x, w, b = _data(x_shape, w_shape, dtype, seed=0)
+    exe.run([x, w, b])
+    assert frame_native.wait(60) and frame_native.tier_of(exe) == ["native"]
+    x[0, 0, 0, 0], x[0, 1, 0, 0] = np.inf, -np.inf
+    b[0], b[1] = np.nan, -np.nan
+    got, want = exe.run([x, w, b])[0], ref.run([x, w, b])[0]
+    assert np.isnan(want).sum() > 1
+    same_bits(got, want)
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_compiled_pool_reproduces_numpys_maximum_on_every_tie_and_nan(dtype, same_bits):
     """The pool piece alone, on every window of four values among +-0, +-1, +-inf and NaN (7^4 windows, 49 x 49:
