@@ -225,7 +225,8 @@ def test_bad_arguments_are_gradient_errors():
 
 
 @pytest.mark.parametrize("jac", [fc.jacfwd, fc.jacrev])
-@pytest.mark.parametrize("fn, sig, shape", [(ops.sin, "f64[0]", (0, 0)), (lambda v: ops.sum(ops.sin(v)), "f64[0, 2]", (0, 2)),
+@pytest.mark.parametrize("fn, sig, shape", [(ops.sin, "f64[0]", (0, 0)),
+                                            (lambda v: ops.sum(ops.sin(v)), "f64[0, 2]", (0, 2)),
                                             (lambda v: ops.reshape(v, shape=[0]), "f64[2, 0]", (0, 2, 0))])
 def test_the_jacobian_of_an_empty_input_or_output_is_empty(jac, fn, sig, shape):
     """A size-0 seed has no sweep to stack: the Jacobian is an empty constant of y.shape + x.shape."""
