@@ -423,3 +423,12 @@ def test_flatten_of_an_empty_inner_axis_keeps_the_batch():
     x = np.zeros((2, 0, 3), np.float32)
     model, _ = _model([helper.make_node("Flatten", ["x"], ["y"], axis=1)], [("x", x)], [_vi("y", [2, 0])])
     assert frame_onnx.load(model).run([x])[0].shape == (2, 0)
+
+
+@pytest.mark.parametrize("op, attrs, shape, out", [("DepthToSpace", {"mode": "DCR"}, (2, 4, 0, 3), [2, 1, 0, 6]),
+                                                   ("DepthToSpace", {"mode": "CRD"}, (2, 4, 3, 0), [2, 1, 6, 0]),
+                                                   ("SpaceToDepth", {}, (2, 1, 0, 4), [2, 4, 0, 2])])
+def test_depth_and_space_of_empty_images_keep_their_shapes(op, attrs, shape, out):
+    x = np.zeros(shape, np.float32)
+    model, _ = _model([helper.make_node(op, ["x"], ["y"], blocksize=2, **attrs)], [("x", x)], [_vi("y", out)])
+    assert frame_onnx.load(model).run([x])[0].shape == tuple(out)
