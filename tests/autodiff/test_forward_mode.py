@@ -222,3 +222,13 @@ def test_bad_arguments_are_gradient_errors():
         fc.build_jvp_graph("g")
     with pytest.raises(TangentError, match="only floating inputs"):
         fc.hvp(fc.trace(lambda k: ops.cast(k, to="f64"), "i64[2]"), 0)
+
+
+@pytest.mark.parametrize("jac", [fc.jacfwd, fc.jacrev])
+@pytest.mark.parametrize("fn, sig, shape", [(ops.sin, "f64[0]", (0, 0)),
+                                            (lambda v: ops.sum(ops.sin(v)), "f64[0, 2]", (0, 2)),
+                                            (lambda v: ops.reshape(v, shape=[0]), "f64[2, 0]", (0, 2, 0))])
+def test_the_jacobian_of_an_empty_input_or_output_is_empty(jac, fn, sig, shape):
+    """A size-0 seed has no sweep to stack: the Jacobian is an empty constant of y.shape + x.shape."""
+    x = np.zeros(fc.as_type(sig).shape)
+    assert fc.compile(jac(fc.trace(fn, sig), 0)).run([x])[-1].shape == shape

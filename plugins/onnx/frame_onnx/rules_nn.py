@@ -18,7 +18,7 @@ import numpy as np
 from frame_core import ops
 
 from ._import import NodeContext, Unsupported, rule
-from .rules_ops import invalid, like, norm_axis, np_dtype, rank_of, shape_of
+from .rules_ops import invalid, like, norm_axis, np_dtype, rank_of, reshape_keeping_batch, shape_of
 
 __all__: list[str] = []
 
@@ -132,9 +132,10 @@ def _conv_im2col(x: Any, w: Any, strides: list[int], dilations: list[int], befor
     o, kernel = shape_of(w)[0], list(shape_of(w)[2:])
     taps, out = _taps(_pad_spatial(x, before, after), kernel, strides, dilations)
     k = int(np.prod(kernel))
-    cols = ops.reshape(ops.stack(*taps, axis=2), shape=[-1, c * k, int(np.prod(out))])  # [B, C*K, prod(out)]
+    stacked = ops.stack(*taps, axis=2)
+    cols = reshape_keeping_batch(stacked, [shape_of(stacked)[0], c * k, int(np.prod(out))])  # [B, C*K, prod(out)]
     y = ops.matmul(ops.reshape(w, shape=[o, c * k]), cols)                               # [B, O, prod(out)]
-    return ops.reshape(y, shape=[-1, o, *out])
+    return reshape_keeping_batch(y, [shape_of(y)[0], o, *out])
 
 
 @rule("MaxPool", "AveragePool")
@@ -271,11 +272,11 @@ def _group_norm(cx: NodeContext) -> Any:
     if _have("group_norm"):
         return ops.group_norm(x, scale, bias, num_groups=groups, eps=eps)
     shape = list(shape_of(x))
-    grouped = ops.reshape(x, shape=[-1, groups, int(np.prod(shape[1:], dtype=np.int64)) // groups])
+    grouped = reshape_keeping_batch(x, [shape[0], groups, int(np.prod(shape[1:], dtype=np.int64)) // groups])
     centred = grouped - ops.mean(grouped, axes=[2], keepdims=True)
     y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=[2], keepdims=True) + eps)
     channel = [c] + [1] * (len(shape) - 2)
-    return (ops.reshape(y, shape=[-1, *shape[1:]]) * ops.reshape(scale, shape=channel)
+    return (reshape_keeping_batch(y, shape) * ops.reshape(scale, shape=channel)
             + ops.reshape(bias, shape=channel))
 
 

@@ -475,10 +475,11 @@ def resolve_reshape(src: tuple[int, ...], target: list[int], allowzero: bool = F
 
 def reshape_keeping_batch(x: Any, shape: list[int]) -> Any:
     """``reshape(x, shape)`` where a leading size equal to ``x``'s leading size is written -1: the batch axis
-    stays the batch axis when the graph later runs at another batch size (dynamic shapes)."""
+    stays the batch axis when the graph later runs at another batch size (dynamic shapes). Not where the rest
+    holds a 0: -1 beside a 0 is ambiguous (any size fits 0 elements), so the sizes stay as given."""
     if list(shape) == list(shape_of(x)):
         return x
-    if shape and rank_of(x) and shape[0] == shape_of(x)[0] and shape[0] > 0:
+    if shape and rank_of(x) and shape[0] == shape_of(x)[0] and shape[0] > 0 and 0 not in shape[1:]:
         shape = [-1, *shape[1:]]
     return ops.reshape(x, shape=shape)
 
@@ -606,24 +607,24 @@ def _gather_elements(cx: NodeContext) -> Any:
 @rule("DepthToSpace", "SpaceToDepth")
 def _depth_space(cx: NodeContext) -> Any:
     """Blocks of channels moved to pixels (DepthToSpace, DCR or CRD order) or back: a reshape, a transpose and a
-    reshape, the batch axis left as -1."""
+    reshape, the batch axis left as -1 (written where the other axes hold 0 elements: reshape_keeping_batch)."""
     x = cx.input(0)
     if rank_of(x) != 4:
         raise invalid(cx, f"the input must be [N, C, H, W], got rank {rank_of(x)}")
     bs = cx.attr("blocksize", "int")
-    _, c, h, w = shape_of(x)
+    n, c, h, w = shape_of(x)
     if cx.node.op_type == "SpaceToDepth":
         if bs is None or bs < 1 or h % bs or w % bs:
             raise invalid(cx, f"blocksize {bs} must divide the height {h} and width {w}")
-        y = ops.reshape(x, shape=[-1, c, h // bs, bs, w // bs, bs])
-        return ops.reshape(ops.transpose(y, perm=[0, 3, 5, 1, 2, 4]), shape=[-1, c * bs * bs, h // bs, w // bs])
+        y = reshape_keeping_batch(x, [n, c, h // bs, bs, w // bs, bs])
+        return reshape_keeping_batch(ops.transpose(y, perm=[0, 3, 5, 1, 2, 4]), [n, c * bs * bs, h // bs, w // bs])
     if bs is None or bs < 1 or c % (bs * bs):
         raise invalid(cx, f"blocksize {bs} squared must divide the {c} channels")
     if cx.attr("mode", "string", "DCR") == "DCR":
-        y = ops.transpose(ops.reshape(x, shape=[-1, bs, bs, c // (bs * bs), h, w]), perm=[0, 3, 4, 1, 5, 2])
+        y = ops.transpose(reshape_keeping_batch(x, [n, bs, bs, c // (bs * bs), h, w]), perm=[0, 3, 4, 1, 5, 2])
     else:
-        y = ops.transpose(ops.reshape(x, shape=[-1, c // (bs * bs), bs, bs, h, w]), perm=[0, 1, 4, 2, 5, 3])
-    return ops.reshape(y, shape=[-1, c // (bs * bs), h * bs, w * bs])
+        y = ops.transpose(reshape_keeping_batch(x, [n, c // (bs * bs), bs, bs, h, w]), perm=[0, 1, 4, 2, 5, 3])
+    return reshape_keeping_batch(y, [n, c // (bs * bs), h * bs, w * bs])
 
 
 @rule("OneHot")

@@ -406,3 +406,29 @@ def test_the_audit_reports_the_new_ops_with_their_frame_ops_and_orders():
     assert rows["'hardmax'"]["status"] == "imported" and rows["'pool'"]["status"] == "imported"
     assert rows["'crop'"]["status"] == "unsupported" and "tf_crop_and_resize" in rows["'crop'"]["reason"]
     assert [f["node"] for f in report["findings"] if f["kind"] == "unsupported"] == ["'crop'"]
+
+
+@pytest.mark.parametrize("equation, shape", [("bii->b", (2, 0, 0)), ("bii->bi", (3, 0, 0))])
+def test_an_einsum_diagonal_of_empty_axes_is_empty(equation, shape):
+    """The merged diagonal axes hold 0 elements: the batch size stays written (a -1 beside a 0 is ambiguous)."""
+    x = _w(*shape)
+    want = np.einsum(equation, x)
+    model, feeds = _model([helper.make_node("Einsum", ["x"], ["y"], equation=equation)], [("x", x)],
+                          [_vi("y", list(want.shape))])
+    got = frame_onnx.load(model).run([x])[0]
+    assert got.shape == want.shape
+
+
+def test_flatten_of_an_empty_inner_axis_keeps_the_batch():
+    x = np.zeros((2, 0, 3), np.float32)
+    model, _ = _model([helper.make_node("Flatten", ["x"], ["y"], axis=1)], [("x", x)], [_vi("y", [2, 0])])
+    assert frame_onnx.load(model).run([x])[0].shape == (2, 0)
+
+
+@pytest.mark.parametrize("op, attrs, shape, out", [("DepthToSpace", {"mode": "DCR"}, (2, 4, 0, 3), [2, 1, 0, 6]),
+                                                   ("DepthToSpace", {"mode": "CRD"}, (2, 4, 3, 0), [2, 1, 6, 0]),
+                                                   ("SpaceToDepth", {}, (2, 1, 0, 4), [2, 4, 0, 2])])
+def test_depth_and_space_of_empty_images_keep_their_shapes(op, attrs, shape, out):
+    x = np.zeros(shape, np.float32)
+    model, _ = _model([helper.make_node(op, ["x"], ["y"], blocksize=2, **attrs)], [("x", x)], [_vi("y", out)])
+    assert frame_onnx.load(model).run([x])[0].shape == tuple(out)

@@ -3,7 +3,9 @@ names; the kernels are numpy's ``arctan``, ``arcsin``, ``arccos``, ``arctan2``).
 
 Every GradientFn and JvpFn is written with ops of this pack (``sqrt``, ``square``, arithmetic), each closed
 itself, so all four are differentiable to any order. At the ends of ``asin``'s and ``acos``'s domain (``|x| = 1``)
-the derivative is infinite, as in torch; outside it the value is NaN. ``atan2`` at ``(0, 0)`` is 0 (numpy and torch)
+the derivative is infinite, as in torch, and so is the second; outside it the value is NaN. ``sqrt(1 - x^2)``
+is written ``(1 - x)(1 + x)`` for ``0.5 <= |x| < 1`` (accurate next to 1) and ``1 - x^2`` elsewhere (its
+derivative ``-2x`` exact near 0 and finite at 1). ``atan2`` at ``(0, 0)`` is 0 (numpy and torch)
 and so is its gradient there, as torch's (jax's is NaN): the denominator ``x^2 + y^2`` is taken as 1 where it is 0,
 and both numerators are then 0. Where ``x^2 + y^2`` underflows although the point is not 0 (``|x|, |y|`` below
 about 1e-154 in float64, 1e-19 in float32), the gradient is not accurate (torch's is 0 there).
@@ -34,8 +36,16 @@ def _one_plus_square(x):  # noqa: ANN001, ANN202 - a traced Tensor
     return ops.square(x) + 1.0
 
 
-def _cos_of_asin(x):  # noqa: ANN001, ANN202 - sqrt(1 - x^2), written (1 - x)(1 + x) so it keeps its accuracy near |x| = 1
-    return ops.sqrt((1.0 - x) * (x + 1.0))
+def _cos_of_asin(x):  # noqa: ANN001, ANN202 - a traced Tensor
+    """sqrt(1 - x^2): written (1 - x)(1 + x) for 0.5 <= |x| < 1, which keeps its accuracy next to 1, and
+    1 - x^2 elsewhere. Below 0.5 the product's derivative -(1 + x) + (1 - x) loses the relative accuracy of
+    -2x (second order near 0 off by eps / |x|); at |x| = 1 it multiplies an infinite gradient by its zero factor
+    (NaN where torch's second derivative is +-inf). Both forms are exact 0 at |x| = 1 and within an ulp
+    below 0.5."""
+    a = ops.abs(x)
+    plain = 1.0 - ops.square(x)
+    near_one = ops.where(ops.less(a, ops.ones_like(a)), (1.0 - x) * (x + 1.0), plain)
+    return ops.sqrt(ops.where(ops.greater_equal(a, ops.ones_like(a) * 0.5), near_one, plain))
 
 
 # atan(x)                    gx = gy / (1 + x^2)

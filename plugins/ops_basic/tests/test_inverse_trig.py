@@ -158,3 +158,21 @@ def test_forward_mode_matches_the_derivative():
         jvp = fc.build_jvp_graph(fc.trace(fn, "f64[7]"), [0])
         y, ty = fc.compile(jvp).run([x, dx])
         np.testing.assert_allclose(ty, deriv(x) * dx, rtol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["asin", "acos"])
+def test_second_order_is_accurate_near_zero_and_infinite_at_the_ends_as_torch(name):
+    """sqrt(1 - x^2) is 1 - x^2 below |x| = 0.5 and at |x| = 1: the product form's derivative lost eps / |x| of
+    the second derivative near 0 and gave NaN (inf * 0) at the ends."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
+    x = np.array([1e-10, -2e-8, 1e-3, 0.3, 0.5, -0.5, 0.7, -0.999, 1.0, -1.0, 0.0])
+    fn, tfn = getattr(ops, name), getattr(torch, name)
+    first = fc.build_backward_graph(fc.trace(lambda v: ops.sum(fn(v)), f"f64[{len(x)}]"), 0, [0])
+    extended, k = fc.extend_graph(first, lambda v, value, g: ops.sum(g))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        outs = fc.compile(fc.build_backward_graph(extended, k, [0])).run([x])
+    t = torch.tensor(x, requires_grad=True)
+    (tg,) = torch.autograd.grad(tfn(t).sum(), t, create_graph=True)
+    (th,) = torch.autograd.grad(tg.sum(), t)
+    np.testing.assert_allclose(outs[1], tg.detach().numpy(), rtol=1e-12)  # (torch: 1 - x*x at -0.999)
+    np.testing.assert_allclose(outs[-1], th.numpy(), rtol=1e-12)  # +-inf at +-1; the product form: 8e-8 at 1e-10
