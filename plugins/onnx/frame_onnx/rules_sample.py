@@ -55,7 +55,8 @@ def _source(g: Any, size: int, align_corners: bool, padding: str) -> Any:
 def _grid_sample(cx: NodeContext) -> Any:
     """``X [N, C, H, W]`` sampled at ``grid [N, Ho, Wo, 2]`` (x then y, normalised to [-1, 1]) into
     ``[N, C, Ho, Wo]``: bilinear (the four neighbours weighted) or nearest (halves to even), with zeros, border
-    or reflection padding. Cubic sampling and inputs of other ranks are refused."""
+    or reflection padding. A NaN grid coordinate samples nothing (0; torch gives NaN or reads pixel 0 there,
+    depending on the modes). Cubic sampling and inputs of other ranks are refused."""
     x, grid = cx.input(0), cx.input(1)
     mode = cx.attr("mode", "string", "bilinear")
     if mode not in _MODES:
@@ -83,8 +84,10 @@ def _grid_sample(cx: NodeContext) -> Any:
         """The input at integer-valued positions ``(px, py)`` (out-of-range ones read as 0) times ``weight``."""
         kx, ky = ops.clip(px, min=0.0, max=float(w - 1)), ops.clip(py, min=0.0, max=float(h - 1))
         zero = ops.zeros_like(weight)
-        weight = ops.where(ops.equal(kx, px), ops.where(ops.equal(ky, py), weight, zero), zero)
-        at = ops.expand_dims(ops.cast(ky, to="i64") * np.int64(w) + ops.cast(kx, to="i64"), axes=[1]) + planes
+        inside = ops.where(ops.equal(kx, px), ops.equal(ky, py), np.array(False))  # (a NaN position equals nothing)
+        weight = ops.where(inside, weight, zero)
+        cols, rows = ops.where(inside, kx, zero), ops.where(inside, ky, zero)  # NaN positions read pixel 0, weighted 0
+        at = ops.expand_dims(ops.cast(rows, to="i64") * np.int64(w) + ops.cast(cols, to="i64"), axes=[1]) + planes
         return ops.gather(flat_x, at, axis=0) * ops.expand_dims(weight, axes=[1])
 
     if mode == "nearest":

@@ -90,3 +90,17 @@ def test_the_audit_reports_grid_sample_closed_to_second_order():
     report = frame_onnx.audit(_exported(_net("bilinear", "zeros", False), x, g), order=2)
     (row,) = [n for n in report["nodes"] if n["op_type"] == "GridSample"]
     assert row["status"] == "imported" and "gather" in row["frame_ops"] and row["order"] == "closed"
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_a_nan_or_infinite_grid_coordinate_is_no_error(mode, padding):
+    x = torch.randn(1, 2, 3, 3)
+    g = torch.tensor([[[[float("nan"), 0.2], [0.1, float("inf")], [-float("inf"), 0.0], [0.3, -0.4]]]])
+    net = _net(mode, padding, False)
+    got = frame_onnx.load(_exported(net, x, g)).run([x.numpy(), g.numpy()])[0]
+    assert got.shape == (1, 2, 1, 4)
+    assert (got[..., 0] == 0).all()  # a NaN coordinate samples nothing
+    np.testing.assert_allclose(got[..., 3], net(x, g).numpy()[..., 3], rtol=1e-5, atol=1e-6)  # finite ones as torch
+    if padding == "border":  # infinities clamp to the edge, as torch's
+        np.testing.assert_allclose(got[..., 1:], net(x, g).numpy()[..., 1:], rtol=1e-5, atol=1e-6)
