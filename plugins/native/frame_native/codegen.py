@@ -8,7 +8,9 @@ member, in graph order, with no fused multiply-add (LLVM contracts ``fmul``
 and ``fadd`` only under the ``contract`` flag, which is never written), so a
 compiled kernel's results are numpy's bit for bit. Transcendental functions
 (tanh, exp, ...) differ from numpy's SIMD versions by an ulp and are left
-to numpy: a body that holds one is not compiled.
+to numpy: a body that holds one is not compiled. Under ``compile(fast_math=True)``
+float32 tanh becomes ``fast_tanh_internal`` (``approx.py``), a fixed sequence of
+exactly rounded operations that numpy's tier runs too, and compiles.
 
 Layout of the kernel ``i32 kernel(ndarray_type, dtype, x0, ..., y0, ...)``:
 every argument is a ``PyObject*``; the kernel reads numpy's C struct of an
@@ -39,6 +41,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from frame_core import Graph, Value
+
+from . import approx
+from .approx import APPROXIMATE
 
 __all__ = ["EXACT", "CHUNK", "MAX_INLINE_CONSTANT", "MAX_ARRAYS", "Plan", "why_not", "plan_body", "generate", "CODEGEN_VERSION"]
 
@@ -125,7 +130,7 @@ def why_not(body: Graph, packs: dict[str, str | None]) -> str | None:
     if out_t.size == 0:
         return "no elements"
     for node in members:
-        allowed = EXACT.get(node.op)
+        allowed = EXACT.get(node.op) or APPROXIMATE.get(node.op)
         if allowed is None:
             return f"op {node.op} (not exactly rounded, or not known here)"
         if packs.get(node.op) not in allowed:
@@ -310,7 +315,9 @@ def _emit(L: list[str], name: str, op: str, xs: list[str], ty: str, t: str, lane
     elif op == "relu_grad_internal":  # numpy's gy * (x > 0): the mask is 1.0 or 0.0, then one multiply
         L += [f"  {name}c = fcmp ogt {ty} {xs[0]}, {zero}", f"  {name}k = select {cmp} {name}c, {ty} {one}, {ty} {zero}",
               f"  {name} = fmul {ty} {xs[1]}, {name}k"]
-    else:  # plan_body admits only EXACT ops
+    elif op in APPROXIMATE:  # compile(fast_math=True) only (approx.py): exactly rounded steps, numpy's tier too
+        return approx.emit(L, name, xs[0], ty, t, lanes)
+    else:  # plan_body admits only EXACT and APPROXIMATE ops
         raise ValueError(f"no code for op {op!r}")
     return name
 

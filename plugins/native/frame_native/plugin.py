@@ -9,11 +9,12 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
+    from .approx import FAST_TANH
     from .colsums import COLUMN_SUM_SCHEMA
     from .rows import ROW_SCHEMAS
     from .tiered import NATIVE
 
-    return [NATIVE, *ROW_SCHEMAS, COLUMN_SUM_SCHEMA]
+    return [NATIVE, *ROW_SCHEMAS, COLUMN_SUM_SCHEMA, FAST_TANH]
 
 
 @hookimpl
