@@ -20,9 +20,9 @@ def _floats(bits: np.ndarray) -> np.ndarray:
 
 
 def _sweep() -> np.ndarray:
-    """Positive float32 values: every 509th bit pattern up to inf, every subnormal's neighbourhood of 0 and of the
+    """Positive float32 values: every 2039th bit pattern up to inf, every subnormal's neighbourhood of 0 and of the
     smallest normal, and every float32 around the clamp and around 1 (where the result meets 1)."""
-    dense = np.arange(0, 0x7F800000, 509, dtype=np.int64)
+    dense = np.arange(0, 0x7F800000, 2039, dtype=np.int64)
     edges = [np.arange(0, 4096), np.arange(0x007FF000, 0x00801000),                     # subnormals, smallest normals
              np.arange(0x41120000 - 8192, 0x41120000 + 8192),                          # the clamp, 9.125
              np.arange(0x41000000, 0x41000000 + 40000, 3)]                             # 8.0 up: results next to 1
