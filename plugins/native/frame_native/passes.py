@@ -57,11 +57,9 @@ def enabled() -> str | None:
 
 
 def _verdict(body: Graph, packs: dict[str, str | None], schemas: Any) -> str | None:
-    from .approx import APPROXIMATE
     from .codegen import EXACT, why_not
 
-    other = next((n.op for n in body.nodes if n.op not in EXACT and n.op not in APPROXIMATE and n.op != "constant"),
-                 None)
+    other = next((n.op for n in body.nodes if n.op not in EXACT and n.op != "constant"), None)
     if other is not None:  # most rejections: an op that is not compiled (tanh, exp, ...)
         return f"op {other}"
     for n in body.nodes:
@@ -156,10 +154,9 @@ def _approximations(fused: list[Node], packs: dict[str, str | None], schemas: An
 
 def _native_split(body: Graph, packs: dict[str, str | None], schemas: Any) -> Split | None:
     """``body`` split after its numpy-only members (``split_body``) when the rest compiles, else None."""
-    from .approx import APPROXIMATE
     from .codegen import EXACT
 
-    split = split_body(body, EXACT.keys() | APPROXIMATE.keys())
+    split = split_body(body, EXACT)
     if split is None or _verdict(split.native_body, packs, schemas) is not None:
         return None
     return split
