@@ -82,12 +82,12 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         return graph
     schemas = ctx.registry.schemas
     packs: dict[str, str | None] = {}
+    approximated = _approximations(fused, packs, schemas) if getattr(ctx, "fast_math", False) else {}
     reasons: Counter = Counter()
     chosen = set()
     splits: dict[Node, Split] = {}
     verdicts: dict[int, str | None] = {}  # fusion shares one body among groups of one structure
     cut: dict[int, Split | None] = {}  # ... and its split, made once per body
-    approximated = _approximations(fused, packs, schemas) if getattr(ctx, "fast_math", False) else {}
     for node in fused:
         body = approximated.get(node) or node.attrs["body"]
         reason = verdicts.get(id(body), "")
