@@ -68,6 +68,24 @@ def _verdict(body: Graph, packs: dict[str, str | None], schemas: Any) -> str | N
     return why_not(body, packs)
 
 
+def _approximations(fused: list[Node], packs: dict[str, str | None], schemas: Any) -> dict[Node, Graph]:
+    """Under ``compile(fast_math=True)``: each fused node whose body holds a float32 tanh, to the body with
+    ``fast_tanh_internal`` in its place (``approx.py``; made once per shared body)."""
+    from .approx import approximate_body
+
+    if "tanh" not in packs:
+        packs["tanh"] = schemas["tanh"].pack if "tanh" in schemas else None
+    made: dict[int, Graph | None] = {}
+    result = {}
+    for node in fused:
+        body = node.attrs["body"]
+        if id(body) not in made:
+            made[id(body)] = approximate_body(body, packs)
+        if made[id(body)] is not None:
+            result[node] = made[id(body)]
+    return result
+
+
 def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     fused = [n for n in graph.nodes if n.op == FUSED_OP] if FUSED_OP in ctx.ops(graph) else []
     if not fused or ctx.backend != "cpu":
@@ -132,24 +150,6 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
     ctx.dropped = [*chosen, *splits]  # (replaced; the pipeline releases them)
     return rw.finish()
-
-
-def _approximations(fused: list[Node], packs: dict[str, str | None], schemas: Any) -> dict[Node, Graph]:
-    """Under ``compile(fast_math=True)``: each fused node whose body holds a float32 tanh, to the body with
-    ``fast_tanh_internal`` in its place (``approx.py``; made once per shared body)."""
-    from .approx import approximate_body
-
-    if "tanh" not in packs:
-        packs["tanh"] = schemas["tanh"].pack if "tanh" in schemas else None
-    made: dict[int, Graph | None] = {}
-    result = {}
-    for node in fused:
-        body = node.attrs["body"]
-        if id(body) not in made:
-            made[id(body)] = approximate_body(body, packs)
-        if made[id(body)] is not None:
-            result[node] = made[id(body)]
-    return result
 
 
 def _native_split(body: Graph, packs: dict[str, str | None], schemas: Any) -> Split | None:
