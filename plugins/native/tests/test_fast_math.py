@@ -155,3 +155,13 @@ def test_fast_math_must_be_a_bool():
     graph = fc.trace(lambda a: ops.tanh(a), "f32[3]")
     with pytest.raises(fc.CompileError, match="fast_math= is True or False"):
         fc.compile(graph, fast_math="yes")
+
+
+def test_dynamic_shapes_keep_fast_math(same_bits):
+    graph = fc.trace(lambda a, b: ops.tanh(a * b), "f32[4, 8]", "f32[]")
+    exe = fc.compile(graph, dynamic_shapes=True, fast_math=True)
+    x = np.linspace(-6, 6, 512 * 8, dtype=np.float32).reshape(512, 8)  # another batch: re-specialised
+    two = np.float32(2.0)
+    got = exe.run([x, two])[0]
+    same_bits(got, tanh_f32(x * two))
+    assert not np.array_equal(got, np.tanh(x * two))
