@@ -80,7 +80,10 @@ def _wait_native(exe, runs, args):
 
 
 def test_compiled_code_gives_the_numpy_tiers_bits(same_bits):
-    x = np.concatenate([_sweep()[::7], -_sweep()[::11], np.float32([np.nan, -np.inf, -0.0])])[:40001]  # odd length
+    sweep = _sweep()
+    specials = np.float32([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30])
+    x = np.concatenate([specials, sweep[::50], -sweep[::51]])[:40001]  # odd length: the scalar remainder loop too
+    assert x.size == 40001 and np.isnan(x).sum() == 2 and np.nanmin(x) < -9 and np.nanmax(x) > 9
     graph = fc.trace(lambda a, b: ops.tanh(a * b), "f32[40001]", "f32[]")
     one = np.float32(1.0)
     exe = fc.compile(graph, cache=False, fast_math=True)
@@ -165,3 +168,21 @@ def test_dynamic_shapes_keep_fast_math(same_bits):
     got = exe.run([x, two])[0]
     same_bits(got, tanh_f32(x * two))
     assert not np.array_equal(got, np.tanh(x * two))
+
+
+def test_the_approximation_compiles_to_vector_code_without_calls_or_fma():
+    from frame_native import codegen
+
+    exe = fc.compile(fc.trace(lambda a: ops.tanh(a * 2.0), "f32[256]"), cache=False, fast_math=True)
+    body = exe.instructions[0].node.attrs["body"]
+    plan = codegen.plan_body(body, {"mul": "ops_basic", FAST_TANH_OP: "native"})
+    llvm = jit._setup(jit._state)
+    assert llvm is not None
+    width = llvm.width_bytes // 4
+    text = codegen.generate(plan, width)
+    module = llvm.llvm.parse_assembly(text)
+    builder = llvm.llvm.create_pass_builder(llvm.tm, llvm.llvm.create_pipeline_tuning_options(2))
+    builder.getModulePassManager().run(module, builder)
+    assembly = llvm.tm.emit_assembly(module).lower()
+    assert "divps" in assembly  # the ratio, on vectors (no table, no branch per element)
+    assert "fma" not in assembly and "call" not in assembly.split("kernel:")[0]  # numpy's tier's bits; no libm
