@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from frame_core import Example, Graph, NodeContext, OpSchema, Value
+from frame_core import Example, Graph, Node, NodeContext, OpSchema, Rewriter, Value
 
-__all__ = ["FAST_TANH_OP", "FAST_TANH", "APPROXIMATE", "tanh_f32", "emit", "approximate_body"]
+__all__ = ["FAST_TANH_OP", "FAST_TANH", "APPROXIMATE", "tanh_f32", "emit", "approximate_body", "compile_lone_tanh"]
 
 FAST_TANH_OP = "fast_tanh_internal"
 
@@ -158,3 +158,47 @@ def approximate_body(body: Graph, packs: dict[str, str | None]) -> Graph | None:
     for v in body.outputs:
         g.mark_output(new[v])
     return g
+
+
+def _one_tanh(t: Any) -> Graph:
+    g = Graph("fast_tanh")
+    x = g.add_input(t)
+    g.mark_output(g.add_node(FAST_TANH_OP, [x], {}, [t]).outputs[0])
+    return g
+
+
+def compile_lone_tanh(graph: Graph, ctx: Any) -> Graph:
+    """Under ``compile(fast_math=True)``: a float32 ``tanh`` that no fused group holds (``tanh(x @ w)`` in an
+    inference graph) becomes a ``native_fused_internal`` group of one ``fast_tanh_internal``, as the ones in
+    groups do (``compile_fused_groups``); the approximation costs a fifth of numpy's tanh, so a group of one
+    pays for its call. Without ``fast_math`` the graph is returned as it is."""
+    if not getattr(ctx, "fast_math", False) or ctx.backend != "cpu" or "tanh" not in ctx.ops(graph):
+        return graph
+    schema = ctx.registry.schemas.get("tanh")
+    if schema is None or schema.pack != "ops_basic":
+        return graph
+    from .passes import enabled
+    from .tiered import NATIVE_OP
+
+    lone = {n for n in graph.nodes if n.op == "tanh" and n.outputs[0].type.dtype.name == "float32"
+            and n.outputs[0].type.size > 0}
+    if not lone or enabled() is not None:
+        return graph
+    rw = Rewriter(graph, ctx)
+    bodies: dict[Any, Graph] = {}  # one body per type: groups of one structure share one kernel
+    for node in graph.nodes:
+        if node not in lone:
+            if rw.vmap.keys().isdisjoint(node.inputs):
+                rw.new.nodes.append(node)
+            else:
+                rw.copy(node)
+            continue
+        t = node.outputs[0].type
+        body = bodies.get(t) or bodies.setdefault(t, _one_tanh(t))
+        new = Node(NATIVE_OP, rw.read(node.inputs), {"body": body})
+        new.outputs = (Value(t, new, 0),)
+        rw.new.nodes.append(new)
+        rw.alias(node.outputs[0], new.outputs[0])
+    ctx.note("compile_lone_tanh", f"{len(lone)} float32 tanh outside fused groups approximated (fast_math)")
+    ctx.dropped = list(lone)
+    return rw.finish()

@@ -19,6 +19,7 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
+    from .approx import compile_lone_tanh
     from .colsums import compile_column_sums
     from .passes import compile_fused_groups, switched_off
     from .rows import compile_norm_rows
@@ -33,4 +34,8 @@ def frame_register_passes():
             PassSpec("compile_column_sums", compile_column_sums, after="fuse_elementwise", min_level=2,
                      doc="sums of x[N, C] over its rows (reduce_to_shape_internal) on float32/float64 tier up to "
                          "compiled column sums in the background (the same bits as numpy's add.reduce)",
+                     cache_key=switched_off),
+            PassSpec("compile_lone_tanh", compile_lone_tanh, after="fuse_elementwise", min_level=2,
+                     doc="under compile(fast_math=True), a float32 tanh outside fused groups becomes a compiled "
+                         "group of the approximation (fast_tanh_internal, docs/fast-math.md)",
                      cache_key=switched_off)]

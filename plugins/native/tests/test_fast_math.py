@@ -186,3 +186,19 @@ def test_the_approximation_compiles_to_vector_code_without_calls_or_fma():
     assembly = llvm.tm.emit_assembly(module).lower()
     assert "divps" in assembly  # the ratio, on vectors (no table, no branch per element)
     assert "fma" not in assembly and "call" not in assembly.split("kernel:")[0]  # numpy's tier's bits; no libm
+
+
+def test_a_tanh_outside_fused_groups_is_approximated_too(same_bits):
+    graph = fc.trace(lambda x, w, v: ops.tanh(x @ w) @ v, "f32[32, 16]", "f32[16, 24]", "f32[24, 4]")
+    rng = np.random.default_rng(4)
+    x, w, v = (rng.standard_normal(s).astype(np.float32) for s in ((32, 16), (16, 24), (24, 4)))
+    default = fc.compile(graph, cache=False)
+    assert "tanh" in [ins.op for ins in default.instructions]
+    same_bits(default.run([x, w, v])[0], np.tanh(x @ w) @ v)
+    fast = fc.compile(graph, cache=False, fast_math=True)
+    assert [ins.op for ins in fast.instructions] == ["matmul", "native_fused_internal", "matmul"]
+    first = fast.run([x, w, v])[0]
+    same_bits(first, tanh_f32(x @ w) @ v)
+    _wait_native(fast, 2, [x, w, v])
+    assert frame_native.tier_of(fast) == ["native"]
+    same_bits(fast.run([x, w, v])[0], first)
