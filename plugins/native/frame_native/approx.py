@@ -3,7 +3,8 @@
 numpy's float32 tanh (its own SIMD code) costs about 4 ns an element here, and
 frame-native does not compile it: its kernels promise numpy's bits. With
 ``fast_math=True`` the ``compile_fused_groups`` pass replaces every float32
-``tanh`` member of a fused group by this op, and the group compiles. The
+``tanh`` member of a fused group by this op, and the group compiles (a float32
+``tanh`` outside any group becomes a group of its own: ``compile_lone_tanh``). The
 approximation, as XLA's (jax.jit) does for its tanh, is a clamp and a ratio
 of two polynomials, with no table and no branch, so LLVM vectorises it::
 
