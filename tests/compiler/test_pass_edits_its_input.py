@@ -100,6 +100,9 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     graphs.append(fc.build_backward_graph(fc.trace(
         lambda x, w, b: ops.sum(ops.batch_norm(x, w, b, np.zeros(6), np.ones(6))[0] * x), "f64[4, 6]", "f64[6]",
         "f64[6]"), 0, [0, 1, 2]))
+    # merge_conv1d_gradients (a convolution's input and weight gradients)
+    graphs.append(fc.build_backward_graph(fc.trace(lambda x, w: ops.sum(ops.conv1d(x, w, padding="same") * x),
+                                                   "f64[2, 3, 8]", "f64[3, 3, 3]"), 0, [0, 1]))
     # pool_before_monotone (an inference graph: the pool moves before the bias and the ReLU)
     graphs.append(fc.trace(lambda x, b: ops.max_pool2d(ops.relu(x + b), kernel_size=2), "f64[2, 3, 4, 4]",
                            "f64[3, 1, 1]"))
@@ -115,7 +118,8 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     assert {"simplify_algebra", "fold_spectral_multipliers", "merge_trajectory_recompute", "prune_control_flow",
             "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers",
             "sink_scan_accumulations", "merge_selective_scan_saving", "reuse_norm_statistics",
-            "compile_norm_rows", "pool_before_monotone", "outer_products_as_products"} <= worked
+            "compile_norm_rows", "pool_before_monotone", "outer_products_as_products",
+            "merge_conv1d_gradients"} <= worked
 
 
 def _fourier_layer(x):  # noqa: ANN001, ANN202
