@@ -20,12 +20,12 @@ def _floats(bits: np.ndarray) -> np.ndarray:
 
 
 def _sweep() -> np.ndarray:
-    """Positive float32 values: every 2039th bit pattern up to inf, every subnormal's neighbourhood of 0 and of the
-    smallest normal, and every float32 around the clamp and around 1 (where the result meets 1)."""
+    """Positive float32 values: every 2039th bit pattern up to inf, the 4096 smallest subnormals, the 8192 values
+    either side of the smallest normal and of the clamp (9.125), every third value from 8.0 up (results next to 1)
+    and every value from 4.0 up for 2^17 steps (where the largest errors lie)."""
     dense = np.arange(0, 0x7F800000, 2039, dtype=np.int64)
-    edges = [np.arange(0, 4096), np.arange(0x007FF000, 0x00801000),                     # subnormals, smallest normals
-             np.arange(0x41120000 - 8192, 0x41120000 + 8192),                          # the clamp, 9.125
-             np.arange(0x41000000, 0x41000000 + 40000, 3)]                             # 8.0 up: results next to 1
+    edges = [np.arange(0, 4096), np.arange(0x007FF000, 0x00801000), np.arange(0x41120000 - 8192, 0x41120000 + 8192),
+             np.arange(0x41000000, 0x41000000 + 40000, 3), np.arange(0x40800000, 0x40800000 + (1 << 17))]
     return _floats(np.concatenate([dense, *[e.astype(np.int64) for e in edges]]))
 
 
