@@ -147,7 +147,7 @@ def compile(  # noqa: A001 - the name users expect
     compile cache. ``dynamic_shapes=True`` returns a ``DynamicExecutable`` that also runs inputs of
     other dimensions (same dtypes and ranks), re-specialising the graph once per new shape signature
     (docs/design-parameters-and-shapes.md). ``fast_math=True`` lets packs run an approximation of a function in
-    place of numpy's (frame-native: float32 tanh within 6 ulp, as XLA's; docs/fast-math.md); the default
+    place of numpy's (frame-native: float32 tanh within 7 ulp, XLA's 5; docs/fast-math.md); the default
     computes numpy's bits.
     """
     from ..ops_registry.registry import Registry, registry as current, use_registry

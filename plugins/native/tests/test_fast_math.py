@@ -1,4 +1,4 @@
-"""``compile(fast_math=True)``: float32 tanh by ``approx.tanh_f32`` (at most 6 ulp), compiled in fused groups and in
+"""``compile(fast_math=True)``: float32 tanh by ``approx.tanh_f32`` (at most 7 ulp), compiled in fused groups and in
 scan bodies, the same bits on both tiers; without the option every result stays numpy's bit for bit."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from frame_core import ops
 from frame_native import jit
 from frame_native.approx import CLAMP, FAST_TANH_OP, P, Q, tanh_f32
 
-MAX_ULP = 6
+MAX_ULP = 7  # over every float32 (benchmarks/tanh_accuracy.py): 7 at one value, 6 at 21
 
 
 def _floats(bits: np.ndarray) -> np.ndarray:
@@ -25,7 +25,8 @@ def _sweep() -> np.ndarray:
     and every value from 4.0 up for 2^17 steps (where the largest errors lie)."""
     dense = np.arange(0, 0x7F800000, 2039, dtype=np.int64)
     edges = [np.arange(0, 4096), np.arange(0x007FF000, 0x00801000), np.arange(0x41120000 - 8192, 0x41120000 + 8192),
-             np.arange(0x41000000, 0x41000000 + 40000, 3), np.arange(0x40800000, 0x40800000 + (1 << 17))]
+             np.arange(0x41000000, 0x41000000 + 40000, 3), np.arange(0x40800000, 0x40800000 + (1 << 17)),
+             np.array([0x40BD67BA])]  # 5.9189119: the one float32 off by 7 ulp (an exhaustive sweep found it)
     return _floats(np.concatenate([dense, *[e.astype(np.int64) for e in edges]]))
 
 
@@ -39,11 +40,11 @@ def ulp_error(got: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.abs(_ordered(got) - _ordered(np.tanh(x.astype(np.float64)).astype(np.float32)))
 
 
-def test_tanh_f32_is_within_6_ulp_and_odd():
+def test_tanh_f32_is_within_7_ulp_and_odd():
     x = _sweep()
     got = tanh_f32(x)
     err = ulp_error(got, x)
-    assert err.max() <= MAX_ULP, (err.max(), x[err.argmax()])
+    assert err.max() == MAX_ULP, (err.max(), x[err.argmax()])  # the bound is attained, not exceeded
     assert err.max() >= 2  # an approximation (numpy's own tanh is within 1 ulp here): the sweep sees it
     assert np.all(np.abs(got) <= 1.0)  # so 1 - t * t, tanh's gradient, is never negative
     np.testing.assert_array_equal(tanh_f32(-x).view(np.uint32), (-got).view(np.uint32))  # exactly odd
