@@ -5,6 +5,9 @@ gradients with respect to ``h0, Wx, Wh, b``. frame runs the training graph
 ``build_backward_graph`` makes from the traced ``scan`` (one compiled
 executable); numpy is backpropagation through time derived by hand (it keeps
 the hidden states, as frame's trajectory does); torch is eager autograd.
+"frame fast_math" is the same graph compiled with ``fast_math=True``: float32
+tanh approximated (within 7 ulp; jax.jit's within 5) and compiled by frame-native,
+inside the scan bodies (docs/fast-math.md).
 
 Also reported:
 - the runtime's overhead per loop iteration: a scan whose body is one scalar
@@ -46,13 +49,13 @@ def rnn_loss(h0, xs, wx, wh, b, r):  # noqa: ANN001, ANN201 - traced tensors
     return ops.sum(hs * r)
 
 
-def frame_step(hidden: int, steps: int, batch: int, dtype: str) -> tuple[fc.Executable, float]:
+def frame_step(hidden: int, steps: int, batch: int, dtype: str, fast_math: bool = False) -> tuple[fc.Executable, float]:
     d = dtype
     types = [f"{d}[{batch}, {hidden}]", f"{d}[{steps}, {batch}, {INPUT}]", f"{d}[{INPUT}, {hidden}]",
              f"{d}[{hidden}, {hidden}]", f"{d}[{hidden}]", f"{d}[{steps}, {batch}, {hidden}]"]
     t0 = time.perf_counter()
     training = fc.build_backward_graph(fc.trace(rnn_loss, *types), 0, [0, 2, 3, 4])
-    exe = fc.compile(training, cache=False)
+    exe = fc.compile(training, cache=False, fast_math=fast_math)
     return exe, time.perf_counter() - t0
 
 
@@ -198,6 +201,19 @@ def main() -> None:
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=2e-3 if dt == np.float32 else 1e-9, atol=1e-5)
     fns = {"numpy": lambda: numpy_step(*inputs), "frame": lambda: exe.run(inputs)}
+    # compile(fast_math=True): float32 tanh approximated (<= 7 ulp; jax.jit's <= 5) and compiled by frame-native
+    fast, _ = frame_step(h, s, bsz, args.dtype, fast_math=True)
+    for a, b in zip(fast.run(inputs), want):
+        np.testing.assert_allclose(a, b, rtol=2e-3 if dt == np.float32 else 1e-9, atol=1e-5)
+    fns["frame fast_math"] = lambda: fast.run(inputs)
+    try:  # with frame-native installed: time the steady state, its kernels compiled
+        import frame_native
+    except ImportError:
+        frame_native = None
+    if frame_native is not None:
+        for _ in range(3):
+            exe.run(inputs), fast.run(inputs)
+        frame_native.wait(120)
     torch_step = torch_step_fn()
     if torch_step is not None:
         import torch
@@ -215,10 +231,12 @@ def main() -> None:
     cpu: dict[str, float] = {}
     med = interleaved(fns, args.repeat, cpu)
     print(f"RNN hidden {h}, {s} steps, batch {bsz}, {args.dtype}: forward + backward, median of {args.repeat}")
-    print(f"  {'':8s} {'wall ms':>9s} {'cpu ms':>9s} {'wall x':>7s} {'cpu x':>7s}   (x = time / numpy)")
+    jax_t = med.get("jax.jit")
+    print(f"  {'':15s} {'wall ms':>9s} {'cpu ms':>9s} {'wall x':>7s} {'cpu x':>7s}   (x = time / numpy)"
+          + ("   wall / jax.jit" if jax_t else ""))
     for name, t in med.items():
-        print(f"  {name:8s} {t * 1e3:9.2f} {cpu[name] * 1e3:9.2f} {t / med['numpy']:6.2f}x "
-              f"{cpu[name] / cpu['numpy']:6.2f}x")
+        print(f"  {name:15s} {t * 1e3:9.2f} {cpu[name] * 1e3:9.2f} {t / med['numpy']:6.2f}x "
+              f"{cpu[name] / cpu['numpy']:6.2f}x" + (f"   {t / jax_t:6.2f}x" if jax_t else ""))
     print(f"  training graph (trace + build_backward_graph + compile, bodies included): {compile_s * 1e3:.1f} ms "
           f"(median of 5; the first in the process {first_compile * 1e3:.1f} ms, with imports)")
     per_step, kernel = overhead_per_iteration()

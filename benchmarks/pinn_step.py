@@ -7,7 +7,10 @@ for the five parameters (every variant returns just those).
 
 * frame Taylor: u'' by one univariate Taylor pass (``build_taylor_graph``,
   order 2), the parameter gradients by ``build_backward_graph``; one compiled
-  executable. This is frame's formulation of the step.
+  executable. This is frame's formulation of the step. "frame Taylor fast_math":
+  the same graph compiled with ``fast_math=True`` (float32 tanh approximated
+  within 7 ulp and compiled by frame-native, as jax.jit approximates its tanh;
+  docs/fast-math.md).
 * frame reverse^3: u'' by two applications of ``build_backward_graph`` (a
   full-ones contraction of du/dx in between), the parameter gradients by a
   third, as in ``tests/autodiff/test_pinn.py``.
@@ -226,9 +229,9 @@ def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01,
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def _compiled(graph: fc.Graph) -> tuple[fc.Executable, float]:
+def _compiled(graph: fc.Graph, fast_math: bool = False) -> tuple[fc.Executable, float]:
     t0 = time.perf_counter()
-    exe = fc.compile(graph, cache=False)
+    exe = fc.compile(graph, cache=False, fast_math=fast_math)
     return exe, time.perf_counter() - t0
 
 
@@ -264,7 +267,9 @@ def main() -> None:
     from forward_laplacian import only_outputs
     reverse, _ = _compiled(only_outputs(reverse_graph, [loss_index, *range(-5, 0)]))
     compile_times["frame reverse^3"] = time.perf_counter() - t0
-    for exe in (taylor, reverse):
+    # the same graph under compile(fast_math=True): float32 tanh approximated (<= 7 ulp; jax's <= 5) and compiled
+    taylor_fast, compile_times["frame Taylor fast_math"] = _compiled(taylor_graph, fast_math=True)
+    for exe in (taylor, reverse, taylor_fast):
         outs = exe.run(inputs)
         np.testing.assert_allclose(outs[0], loss, rtol=2e-4)
         for got, want in zip(outs[1:], grads):
@@ -275,16 +280,17 @@ def main() -> None:
         frame_native = None
     if frame_native is not None:
         for _ in range(3):
-            taylor.run(inputs), reverse.run(inputs)
+            taylor.run(inputs), reverse.run(inputs), taylor_fast.run(inputs)
         frame_native.wait(120)
-        tiers = frame_native.tier_of(taylor)
-        print(f"frame-native: {tiers.count('native')} of {len(tiers)} tiered groups of the Taylor step compiled")
+        for label, exe in (("Taylor step", taylor), ("Taylor step under fast_math", taylor_fast)):
+            tiers = frame_native.tier_of(exe)
+            print(f"frame-native: {tiers.count('native')} of {len(tiers)} tiered groups of the {label} compiled")
     print(f"frame Taylor: {len(taylor_graph.nodes)} nodes -> {len(taylor.instructions)} instructions, transforms + "
           f"compile {compile_times['frame Taylor']:.3f} s (compile {taylor_compile:.3f} s); frame reverse^3: "
           f"{len(reverse.instructions)} instructions; both agree with the hand-written numpy")
 
     variants = {"numpy": lambda: numpy_step(*inputs), "frame Taylor": lambda: taylor.run(inputs),
-                "frame reverse^3": lambda: reverse.run(inputs)}
+                "frame reverse^3": lambda: reverse.run(inputs), "frame Taylor fast_math": lambda: taylor_fast.run(inputs)}
     try:
         import jax
     except ImportError:
@@ -332,9 +338,11 @@ def main() -> None:
         print(f"Taylor step's matrix products: {len(flops)} ({len(large)} of [n, h] x [h, h] size, "
               f"{sum(flops) / 1e6:.1f} MFLOP); hand numpy {NUMPY_LARGE_PRODUCTS} of that size "
               f"({NUMPY_LARGE_PRODUCTS * 2 * n * h * h / 1e6:.1f} MFLOP) plus small ones")
-        report = taylor.profile(inputs, repeat=200)
-        print(report.top(15))
-        print({k: round(v * 1e6, 1) for k, v in report.by_op().items()})
+        for label, exe in (("Taylor step", taylor), ("Taylor step under fast_math", taylor_fast)):
+            report = exe.profile(inputs, repeat=200)
+            print(f"{label}:")
+            print(report.top(15))
+            print({k: round(v * 1e6, 1) for k, v in report.by_op().items()})
 
 
 if __name__ == "__main__":

@@ -134,6 +134,7 @@ def compile(  # noqa: A001 - the name users expect
     cache: bool = True,
     registry: "Registry | None" = None,
     dynamic_shapes: bool = False,
+    fast_math: bool = False,
 ) -> "Executable":
     """Compile ``graph`` for ``backend`` through the pipeline (see ``frame_core.compiler.pipeline``).
 
@@ -145,7 +146,9 @@ def compile(  # noqa: A001 - the name users expect
     (without it only the first run's are checked). Identical graphs hit the
     compile cache. ``dynamic_shapes=True`` returns a ``DynamicExecutable`` that also runs inputs of
     other dimensions (same dtypes and ranks), re-specialising the graph once per new shape signature
-    (docs/design-parameters-and-shapes.md).
+    (docs/design-parameters-and-shapes.md). ``fast_math=True`` lets packs run an approximation of a function in
+    place of numpy's (frame-native: float32 tanh within 7 ulp, XLA's 5; docs/fast-math.md); the default
+    computes numpy's bits.
     """
     from ..ops_registry.registry import Registry, registry as current, use_registry
     from ..runtime.executable import Executable
@@ -163,7 +166,8 @@ def compile(  # noqa: A001 - the name users expect
     if registry is not None and not isinstance(registry, Registry):
         raise CompileError(f"registry= takes a frame_core Registry (frame_core.registry(), load_registry(...)), got "
                            f"{type(registry).__name__} {short_repr(registry)}")
-    for flag, value in (("checks", checks), ("cache", cache), ("dynamic_shapes", dynamic_shapes)):
+    for flag, value in (("checks", checks), ("cache", cache), ("dynamic_shapes", dynamic_shapes),
+                        ("fast_math", fast_math)):
         if value is not None and not isinstance(value, bool):
             raise CompileError(f"{flag}= is True or False, got {short_repr(value)}")
     if dynamic_shapes:
@@ -171,7 +175,7 @@ def compile(  # noqa: A001 - the name users expect
         from .specialize import specialize
 
         options = dict(backend=backend, opt_level=opt_level, disable=disable, decompose=decompose, checks=checks,
-                       cache=cache, registry=registry)
+                       cache=cache, registry=registry, fast_math=fast_math)
         base = compile(graph, **options)  # type: ignore[arg-type]
         return DynamicExecutable(base, lambda types: specialize(graph, types, registry=registry),  # type: ignore[return-value]
                                  options)
@@ -187,14 +191,14 @@ def compile(  # noqa: A001 - the name users expect
         # what plugin passes read besides the graph (FRAME_NATIVE=0, say): a changed switch misses the cache
         switches = tuple([_switch(spec) for spec in reg.passes if spec.cache_key is not None])
         key = (graph_key(graph), tuple([v.name for v in graph.inputs]), tuple(graph.output_names), backend,
-               opt_level, disable, decompose, checks, reg, switches)
+               opt_level, disable, decompose, checks, reg, switches, fast_math)
         hit = compile_cache.get(key)
         if hit is not None:
             return hit
     elif _has_bodies(graph):  # without the cache nothing reads the key, but building it refuses a body that
         graph_key(graph)      # holds its own graph (an IRError before verify, as with the cache)
     ctx = CompileContext(backend=backend, registry=reg, opt_level=opt_level, decompose=decompose, checks=checks,
-                         disable=disable)
+                         disable=disable, fast_math=fast_math)
     # DecomposeFns, plugin passes and kernel builders look ops up in the current registry: make it `reg`
     current_reg = use_registry(reg) if registry is not None else nullcontext()
     token = _active.set(ctx)
@@ -219,7 +223,7 @@ def compile_subgraph(graph: Graph, backend: str | None = None) -> "Executable":
     The sub-graph goes through the whole pipeline (verify, folding, CSE,
     dead-node elimination, fusion, memory planning) with the options of the
     compile in progress: its registry, ``opt_level``, ``disable``,
-    ``decompose`` and ``checks``, and its backend unless ``backend`` is given.
+    ``decompose``, ``checks`` and ``fast_math``, and its backend unless ``backend`` is given.
     Outside a compile (the conformance kit calling a kernel builder directly)
     the defaults and the current registry apply. The executable is never
     shared through the compile cache: the kernel owns it, so it may run it
@@ -235,4 +239,5 @@ def compile_subgraph(graph: Graph, backend: str | None = None) -> "Executable":
     if ctx is None:
         return compile(graph, backend or "cpu", cache=False)
     return compile(graph, backend or ctx.backend, opt_level=ctx.opt_level, disable=ctx.disable,
-                   decompose=ctx.decompose, checks=ctx.checks, cache=False, registry=ctx.registry)
+                   decompose=ctx.decompose, checks=ctx.checks, cache=False, registry=ctx.registry,
+                   fast_math=ctx.fast_math)

@@ -33,6 +33,7 @@ class CompileContext:
     decompose: frozenset[str] = frozenset()
     checks: bool = False
     disable: frozenset[str] = frozenset()
+    fast_math: bool = False  # compile(fast_math=True): packs may approximate functions (docs/fast-math.md)
     log: list[tuple[str, str]] = field(default_factory=list)
     types_checked: Any = field(default=None, repr=False, compare=False)
     protected: Any = field(default=None, repr=False, compare=False)

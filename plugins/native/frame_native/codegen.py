@@ -8,7 +8,9 @@ member, in graph order, with no fused multiply-add (LLVM contracts ``fmul``
 and ``fadd`` only under the ``contract`` flag, which is never written), so a
 compiled kernel's results are numpy's bit for bit. Transcendental functions
 (tanh, exp, ...) differ from numpy's SIMD versions by an ulp and are left
-to numpy: a body that holds one is not compiled.
+to numpy: a body that holds one is not compiled. Under ``compile(fast_math=True)``
+float32 tanh becomes ``fast_tanh_internal`` (``approx.py``), a fixed sequence of
+exactly rounded operations that numpy's tier runs too, and compiles.
 
 Layout of the kernel ``i32 kernel(ndarray_type, dtype, x0, ..., y0, ...)``:
 every argument is a ``PyObject*``; the kernel reads numpy's C struct of an
@@ -43,6 +45,9 @@ import numpy as np
 
 from frame_core import Graph, Value
 
+from . import approx
+from .approx import APPROXIMATE
+
 __all__ = ["EXACT", "CHUNK", "MAX_INLINE_CONSTANT", "MAX_ARRAYS", "Plan", "why_not", "plan_body", "generate", "CODEGEN_VERSION"]
 
 #: Bump when the generated code changes meaning: it is part of every cache key.
@@ -54,6 +59,8 @@ EXACT = {
     "add": ("ops_basic",), "accumulate_internal": ("core", "ops_basic"), "sub": ("ops_basic",),
     "mul": ("ops_basic",), "div": ("ops_basic",), "neg": ("ops_basic",), "square": ("ops_basic",),
     "sqrt": ("ops_basic",), "relu": ("ops_basic",), "relu_grad_internal": ("ops_basic",),
+    # compile(fast_math=True)'s tanh (approx.py): exactly rounded steps, which numpy's tier runs alike
+    **APPROXIMATE,
 }
 
 #: Most members per generated function (see the module docstring).
@@ -347,6 +354,8 @@ def _emit(L: list[str], name: str, op: str, xs: list[str], ty: str, t: str, lane
     elif op == "relu_grad_internal":  # numpy's gy * (x > 0): the mask is 1.0 or 0.0, then one multiply
         L += [f"  {name}c = fcmp ogt {ty} {xs[0]}, {zero}", f"  {name}k = select {cmp} {name}c, {ty} {one}, {ty} {zero}",
               f"  {name} = fmul {ty} {xs[1]}, {name}k"]
+    elif op in APPROXIMATE:  # compile(fast_math=True) only (approx.py): exactly rounded steps, numpy's tier too
+        return approx.emit(L, name, xs[0], ty, t, lanes)
     else:  # plan_body admits only EXACT ops
         raise ValueError(f"no code for op {op!r}")
     return name

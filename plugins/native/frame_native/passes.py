@@ -8,6 +8,10 @@ is left alone. The pass does no compiling itself (that happens in the
 background, after the group has run on numpy), so it adds a scan of the
 fused nodes to ``compile``, nothing more.
 
+Under ``compile(fast_math=True)`` each float32 ``tanh`` member of a group is
+first replaced by ``fast_tanh_internal`` (``approx.py``, a clamped rational
+approximation that both tiers compute alike), so groups holding tanh compile.
+
 Switched off by ``FRAME_NATIVE=0`` (read at every compile), by
 ``FRAME_DISABLE_PLUGINS=native``, in a forked child, and when llvmlite is not
 installed (a one-line note).
@@ -64,6 +68,24 @@ def _verdict(body: Graph, packs: dict[str, str | None], schemas: Any) -> str | N
     return why_not(body, packs)
 
 
+def _approximations(fused: list[Node], packs: dict[str, str | None], schemas: Any) -> dict[Node, Graph]:
+    """Under ``compile(fast_math=True)``: each fused node whose body holds a float32 tanh, to the body with
+    ``fast_tanh_internal`` in its place (``approx.py``; made once per shared body)."""
+    from .approx import approximate_body
+
+    if "tanh" not in packs:
+        packs["tanh"] = schemas["tanh"].pack if "tanh" in schemas else None
+    made: dict[int, Graph | None] = {}
+    result = {}
+    for node in fused:
+        body = node.attrs["body"]
+        if id(body) not in made:
+            made[id(body)] = approximate_body(body, packs)
+        if made[id(body)] is not None:
+            result[node] = made[id(body)]
+    return result
+
+
 def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     fused = [n for n in graph.nodes if n.op == FUSED_OP] if FUSED_OP in ctx.ops(graph) else []
     if not fused or ctx.backend != "cpu":
@@ -78,13 +100,14 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         return graph
     schemas = ctx.registry.schemas
     packs: dict[str, str | None] = {}
+    approximated = _approximations(fused, packs, schemas) if getattr(ctx, "fast_math", False) else {}
     reasons: Counter = Counter()
     chosen = set()
     splits: dict[Node, Cut] = {}
     verdicts: dict[int, str | None] = {}  # fusion shares one body among groups of one structure
     cut: dict[int, Cut | None] = {}  # ... and its split, made once per body
     for node in fused:
-        body = node.attrs["body"]
+        body = approximated.get(node) or node.attrs["body"]
         reason = verdicts.get(id(body), "")
         if reason == "":
             reason = verdicts[id(body)] = _verdict(body, packs, schemas)
@@ -115,7 +138,8 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
             else:
                 copy(node)
             continue
-        new = Node(NATIVE_OP, rw.read(node.inputs), node.attrs)  # the same body (fusion put its constants in it)
+        body = approximated.get(node)  # (fast_math: its float32 tanh approximated) or the same body, with its constants
+        new = Node(NATIVE_OP, rw.read(node.inputs), node.attrs if body is None else {**node.attrs, "body": body})
         new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])
         rw.new.nodes.append(new)
         for old, value in zip(node.outputs, new.outputs):

@@ -9,16 +9,18 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
+    from .approx import FAST_TANH
     from .colsums import COLUMN_SUM_SCHEMA
     from .conv import CONV_POOL_SCHEMA
     from .rows import ROW_SCHEMAS
     from .tiered import NATIVE
 
-    return [NATIVE, *ROW_SCHEMAS, COLUMN_SUM_SCHEMA, CONV_POOL_SCHEMA]
+    return [NATIVE, *ROW_SCHEMAS, COLUMN_SUM_SCHEMA, CONV_POOL_SCHEMA, FAST_TANH]
 
 
 @hookimpl
 def frame_register_passes():
+    from .approx import compile_lone_tanh
     from .colsums import compile_column_sums
     from .conv import compile_conv_pools
     from .passes import compile_fused_groups, switched_off
@@ -43,4 +45,8 @@ def frame_register_passes():
             PassSpec("compile_conv_pools", compile_conv_pools, before="fuse_elementwise", min_level=2,
                      doc="an inference layer relu(max_pool2d(conv2d(x, w), 2) + b) tiers up to compiled columns and "
                          "pool around frame-ops-nn's matrix product, one sample at a time (the same bits)",
+                     cache_key=switched_off),
+            PassSpec("compile_lone_tanh", compile_lone_tanh, after="fuse_elementwise", min_level=2,
+                     doc="under compile(fast_math=True), a float32 tanh outside fused groups becomes a compiled "
+                         "group of the approximation (fast_tanh_internal, docs/fast-math.md)",
                      cache_key=switched_off)]
