@@ -126,12 +126,10 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
     (within ``WINDOW`` nodes) and read one of its values; the merged node runs at the last
     one's place, so the scan stops at the first other node that reads a value of the group."""
     nodes = graph.nodes
-    readers = _readers(graph)
     kind = _kinds(fusable)
     taken: set[Node] = set()
     merged: dict[Node, list[Node]] = {}  # the last node of a group -> the group, in order
-    position = {node: i for i, node in enumerate(nodes)}
-    position_of = position.__getitem__
+    readers: dict[Value, list[int]] | None = None  # made when the first candidate turns up: most graphs have none
     for i, node in enumerate(nodes):
         if node.op != FUSED_OP or node in taken:
             continue
@@ -140,7 +138,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         group = [node]
         made = set(node.outputs)
         seen = 0
-        j = i
+        j = last = i  # (last: the position of the group's last node)
         while seen < WINDOW and j + 1 < len(nodes):
             j += 1
             other = nodes[j]
@@ -151,17 +149,22 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
             if uses_group and other not in taken and kind(other) == t and not (flat and _strided(other, t.shape)):
                 group.append(other)
                 made.update(other.outputs)
+                last = j
             elif uses_group:  # it needs the group's values before the group's last member: stop here
                 break
-        last = position_of(group[-1]) if len(group) > 1 else i
-        members = set(group)
+        if len(group) == 1:
+            continue
+        if readers is None:
+            readers = _readers(graph)
         moved = group[:-1]
-        if len(group) > 1 and _stretched([v for p in moved for v in p.inputs], readers, last, members) <= \
+        if _stretched([v for p in moved for v in p.inputs], readers, last, set(group)) <= \
                 sum(v.type.nbytes for p in moved for v in p.outputs):
             merged[group[-1]] = group
             taken.update(group)
     if not merged:
         return graph
+    assert readers is not None  # (a merge needs a candidate)
+    position = {node: i for i, node in enumerate(nodes)}
     ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
     ctx.dropped = list(taken)
     return _rewrite(graph, ctx, merged, taken, readers, position, keep_last=False)

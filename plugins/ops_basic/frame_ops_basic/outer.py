@@ -22,6 +22,10 @@ from frame_core import Graph, PassSpec, Rewriter
 from ._shapes import accumulation_dtype
 
 
+#: The ops ``_is_outer`` may accept: a walk tests the op first, in C, and calls ``_is_outer`` only for these.
+_OUTER_OPS = frozenset({"matmul", "matmul_grad_rhs_internal"})
+
+
 def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
     if node.op == "matmul_grad_rhs_internal":  # a^T @ gy with a one-row a: the gradient of the product above
         a, gy = (v.type for v in node.inputs)
@@ -40,7 +44,9 @@ def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
 
 def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     nodes = graph.nodes
-    first = next((i for i, node in enumerate(nodes) if _is_outer(node)), None)
+    if _OUTER_OPS.isdisjoint(ctx.ops(graph)):
+        return graph
+    first = next((i for i, node in enumerate(nodes) if node.op in _OUTER_OPS and _is_outer(node)), None)
     if first is None:
         return graph
     rw = Rewriter(graph, ctx)
@@ -48,7 +54,7 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
     zeros: dict = {}  # one +0.0 constant per dtype
     rewritten = []
     for node in nodes[first:]:
-        if not _is_outer(node):
+        if node.op not in _OUTER_OPS or not _is_outer(node):
             rw.copy(node)
             continue
         a, b = rw.read(node.inputs)
