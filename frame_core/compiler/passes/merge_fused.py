@@ -101,7 +101,7 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
             p = frontier.pop()
             if p is None or p in inside or p in taken or kind(p) != t or (flat and _strided(p, t.shape)):
                 continue
-            if all(r > here or nodes[r] in inside for v in p.outputs for r in readers.get(v, ())):
+            if _read_from(p, readers, here, nodes, inside):
                 chosen.append(p)
                 inside.add(p)
                 frontier.extend([v.producer for v in p.inputs])
@@ -119,6 +119,15 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
     ctx.dropped = [*taken, *merged]
     return _rewrite(graph, ctx, {node: [*group, node] for node, group in merged.items()}, taken, readers, position,
                     keep_last=True)
+
+
+def _read_from(p: Node, readers: dict[Value, list[int]], here: int, nodes: list[Node], inside: set[Node]) -> bool:
+    """Whether every reader of ``p``'s outputs runs after position ``here`` or is one of ``inside``."""
+    for v in p.outputs:
+        for r in readers.get(v, ()):
+            if r <= here and nodes[r] not in inside:
+                return False
+    return True
 
 
 def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
@@ -235,8 +244,7 @@ def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: 
         for j, v in enumerate(p.outputs):
             made[v] = (k, j)
     outer = list(external)
-    exports = [v for p in parts for v in p.outputs
-               if v in keep or any(r not in at for r in readers.get(v, ()))]
+    exports = [v for p in parts for v in p.outputs if v in keep or not at.issuperset(readers.get(v, ()))]
     key = (tuple(structure), tuple([v.type for v in outer]), tuple([made[v] for v in exports]))
     body = bodies.get(key)
     if body is None:

@@ -230,7 +230,7 @@ def _carries_graph(node: Node) -> bool:
 def _bind(graph: Graph, ctx: Any) -> Graph:
     """``graph`` with every ``*_like_internal`` node (bodies included) replaced by its attribute form."""
     kinds: dict[str, Any] = {}  # op -> its like schema, True for an op that may carry bodies, None otherwise
-    for op in {n.op for n in graph.nodes}:
+    for op in (ctx.ops(graph) if ctx is not None else {n.op for n in graph.nodes}):
         schema = _SCHEMA.get(_short(op))
         kinds[op] = schema if schema is not None else True if op not in _PLAIN else None
     if not any(kinds.values()):
@@ -238,10 +238,14 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     rw = Rewriter(graph, ctx)
     lowered: dict[tuple, Any] = {}  # (op, input types, attrs) -> its lowering: one per kind of node
     read, alias, append = rw.read, rw.alias, rw.new.nodes.append
+    unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten: kept as it is (what copy would do)
     for node in graph.nodes:
         schema = kinds[node.op]
         if schema is None:
-            rw.copy(node)
+            if unchanged(node.inputs):
+                append(node)
+            else:
+                rw.copy(node)
             continue
         if schema is True:
             if _carries_graph(node):
