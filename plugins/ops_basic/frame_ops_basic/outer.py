@@ -44,9 +44,11 @@ def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
 
 def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     nodes = graph.nodes
-    if _OUTER_OPS.isdisjoint(ctx.ops(graph)):
-        return graph
-    first = next((i for i, node in enumerate(nodes) if node.op in _OUTER_OPS and _is_outer(node)), None)
+    first = None
+    for i, node in enumerate(nodes):  # (a plain loop: most graphs have no outer product, and it walks them all)
+        if node.op in _OUTER_OPS and _is_outer(node):
+            first = i
+            break
     if first is None:
         return graph
     rw = Rewriter(graph, ctx)
