@@ -138,6 +138,20 @@ def median_times(fns, repeat: int, cpu: list[float] | None = None) -> list[float
     return [statistics.median(ts) for ts in times]
 
 
+def settle(exe, argv) -> str:
+    """Run a compiled graph until frame-native (when installed) has compiled its kernels, so that the timings are
+    of the steady state (onnxruntime's session creation is outside them too); the tiers reached, for the log."""
+    for _ in range(3):
+        exe.run(argv)
+    try:
+        import frame_native
+    except ImportError:
+        return "frame-native not installed"
+    frame_native.wait(120)
+    tiers = frame_native.tier_of(exe)
+    return ", ".join(f"{tiers.count(t)} {t}" for t in sorted(set(tiers))) or "no tiered kernels"
+
+
 def import_and_compile(data: bytes, dims: dict[str, int], probe: bool | str = True) -> float:
     t0 = time.perf_counter()
     if probe == "twice":
@@ -164,11 +178,25 @@ def import_twice(data: bytes, dims: dict[str, int]):
     return model
 
 
+def cpu_profile(exe, argv, repeat: int) -> str:
+    """``exe.profile`` with CPU time around each instruction (the machine is shared: wall time is skewed by load)."""
+    from types import SimpleNamespace
+
+    from frame_core.runtime import executable
+
+    executable.time = SimpleNamespace(perf_counter=time.process_time)  # the profile's clock, in that module only
+    try:
+        return str(exe.profile(argv, repeat=repeat))
+    finally:
+        executable.time = time
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--import-rounds", type=int, default=7, help="interleaved rounds of the import timings")
     parser.add_argument("--import-only", action="store_true", help="skip the inference timings")
+    parser.add_argument("--profile", action="store_true", help="also print the cnn's time per instruction (CPU time)")
     args = parser.parse_args()
     print(f"threads: {THREADS}")
 
@@ -215,6 +243,7 @@ def main() -> None:
         model = frame_onnx.load(data, dims=dims)
         exe = fc.compile(model.graph)
         argv = model.arguments([x])
+        tiers = settle(exe, argv)
         session = ort_session(data)
         fns, cpu = [lambda: exe.run(argv), lambda: session.run(None, {"x": x})], []
         if data is cnn_data:  # what no im2col kernel on this BLAS can go below, interleaved with the two
@@ -235,7 +264,9 @@ def main() -> None:
                 return h @ p["fc2.weight"].T + p["fc2.bias"]
             numpy_time = median_time(by_hand, args.repeat)
             line += f"   numpy {numpy_time * 1e3:8.3f} ms (frame / numpy {ours / numpy_time:4.2f})"
-        print(line)
+        print(line + f"   [tiered kernels: {tiers}]")
+        if args.profile and data is cnn_data:
+            print(cpu_profile(exe, argv, args.repeat))
 
 
 if __name__ == "__main__":

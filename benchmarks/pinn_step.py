@@ -19,7 +19,9 @@ for the five parameters (every variant returns just those).
   torch.func's jvp-of-jvp (when installed).
 
 Prints medians of interleaved rounds (each round runs every variant for about
-10 ms, in a shuffled order), the ratios to numpy and to the best jax, the compile times;
+10 ms, in a shuffled order), the ratios to numpy and to the best jax, the compile times,
+then the same in process CPU time (every thread of the process counts: jax's too), the
+measure to quote when the shared machine is loaded;
 ``--profile`` adds the Taylor step's per-instruction profile
 (``Executable.profile``) and the floating-point work of its matrix products.
 
@@ -193,10 +195,12 @@ def torch_step_fn():
     return step
 
 
-def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dict[str, float]:
+def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01,
+                cpu: dict[str, float] | None = None) -> dict[str, float]:
     """Median seconds per call: each round runs every variant for about ``batch_seconds``, in an order shuffled
     per round (jax keeps a thread busy for a while after ``block_until_ready``, so in a fixed order whichever
-    variant follows jax looked 50-80 us slower)."""
+    variant follows jax looked 50-80 us slower). ``cpu``, when given, receives the median CPU seconds per call
+    (the process's, every thread of it: a loaded machine stretches wall time, not CPU time)."""
     calls = {}
     for name, fn in variants.items():
         fn()
@@ -204,6 +208,7 @@ def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dic
         fn()
         calls[name] = max(1, int(batch_seconds / max(time.perf_counter() - t0, 1e-7)))
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in variants}
     order = list(variants)
     shuffle = random.Random(0).shuffle
     for _ in range(rounds):
@@ -211,10 +216,13 @@ def interleaved(variants: dict, rounds: int, batch_seconds: float = 0.01) -> dic
         for name in order:
             fn = variants[name]
             k = calls[name]
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             for _ in range(k):
                 fn()
             samples[name].append((time.perf_counter() - t0) / k)
+            cpu_samples[name].append((time.process_time() - c0) / k)
+    if cpu is not None:
+        cpu.update({name: statistics.median(s) for name, s in cpu_samples.items()})
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
@@ -303,16 +311,21 @@ def main() -> None:
         func_step = torch_pinn()
         tparams = [torch.from_numpy(p.copy()) for p in params]
         variants["torch.func jvp-of-jvp"] = lambda: func_step(tparams, *targs[:3])
-    times = interleaved(variants, args.rounds)
+    cpu: dict[str, float] = {}
+    times = interleaved(variants, args.rounds, cpu=cpu)
     base = times["numpy"]
     jax_names = [name for name in times if name.startswith("jax")]
     best_jax = min(jax_names, key=times.get) if jax_names else None
     print(f"PINN u'' step, {n} points, {h} hidden, float32; median of {args.rounds} interleaved rounds; "
-          f"load avg {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end")
+          f"load avg {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end; wall time, then CPU time")
     for name, t in times.items():
         extra = f"  {t / times[best_jax]:5.2f}x {best_jax}" if best_jax else ""
         extra += f"   compile {compile_times[name]:.2f} s" if name in compile_times else ""
         print(f"  {name:22} {t * 1e6:9.1f} us   {t / base:5.2f}x numpy{extra}")
+    best_cpu = min(jax_names, key=cpu.get) if jax_names else None
+    for name, t in cpu.items():
+        extra = f"  {t / cpu[best_cpu]:5.2f}x {best_cpu}" if best_cpu else ""
+        print(f"  {name:22} {t * 1e6:9.1f} us   {t / cpu['numpy']:5.2f}x numpy{extra}   (CPU)")
     if args.profile:
         flops = product_flops(taylor)
         large = [f for f in flops if f >= 2 * n * h * h]

@@ -2,7 +2,8 @@
 
 - conv1d forward+backward, x[32, 64, 512] * w[64, 64, 5], padding "same":
   frame's compiled training graph, a hand-written numpy im2col reference, and
-  torch's native conv1d (goal: frame no slower than torch), and the three products alone (the floor).
+  torch's native conv1d given the output gradient (goal: frame no slower than torch), torch computing frame's
+  loss ``sum(y * g)`` and its gradient too (the same work as frame's graph), and the three products alone.
 - selective_scan forward+backward, batch 8, D 64, N 16, L 256 (variable B and
   C, D, z, delta_bias, softplus): frame, a hand-written numpy loop (the same
   backward written by hand), and torch autograd through the reference loop of
@@ -138,6 +139,11 @@ def bench_conv(repeat: int) -> None:
             tx.grad = tw.grad = None
             torch.nn.functional.conv1d(tx, tw, padding="same").backward(tg)
         variants["torch conv1d (native)"] = torch_native
+
+        def torch_same_loss():  # the work of frame's graph: the loss sum(y * g) and its gradient too
+            tx.grad = tw.grad = None
+            (torch.nn.functional.conv1d(tx, tw, padding="same") * tg).sum().backward()
+        variants["torch conv1d, frame's loss sum(y * g)"] = torch_same_loss
         check = train.run([x, w, g])
         torch_native()
         err = max(np.abs(a - b.numpy()).max() / np.abs(b.numpy()).max() for a, b in zip(check[1:], (tx.grad, tw.grad)))
@@ -146,6 +152,10 @@ def bench_conv(repeat: int) -> None:
     medians = interleaved(variants, repeat, cpu)
     report(f"conv1d forward+backward, x[{b}, {c}, {length}] * w[{c}, {c}, {k}] (float32)", medians,
            "torch conv1d (native)" if torch is not None else "numpy im2col by hand", cpu)
+    if torch is not None:
+        same, frame = "torch conv1d, frame's loss sum(y * g)", "frame (compiled training graph)"
+        print(f"  frame / torch computing the same loss: {medians[frame] / medians[same]:.2f}x wall, "
+              f"{cpu[frame] / cpu[same]:.2f}x cpu (the rows above: torch is given the output gradient g)")
 
 
 # -- selective_scan ---------------------------------------------------------------------------------

@@ -282,14 +282,16 @@ def derived_jvp_graph(micro: Graph, ctx: NodeContext, reg: Registry) -> Graph:
     from .vjp import build_vjp_graph
 
     n, m = len(ctx.input_types), len(ctx.output_types)
-    transpose = build_vjp_graph(micro, wrt=list(range(n + m, n + 2 * m)), label=f"GradientFn of {ctx.op} >",
-                                registry=reg)
+    # no label: a labelled VJP is a control-flow body's, whose shape-reading ops are written down at the traced
+    # shapes; here they stay, so a JVP graph re-specialised at another batch size reads them again
+    transpose = build_vjp_graph(micro, wrt=list(range(n + m, n + 2 * m)), registry=reg)
     rule = Graph(f"{ctx.op}_jvp")
     xs = [rule.add_input(t, f"x{i}") for i, t in enumerate(ctx.input_types)]
     ys = [rule.add_input(t, f"y{j}") for j, t in enumerate(ctx.output_types)]
     dxs = [rule.add_input(t, f"dx{i}") for i, t in enumerate(ctx.input_types)]
-    gys = [rule.zeros(t) for t in ctx.output_types]
-    rule.outputs = inline_graph(rule, transpose, [*xs, *ys, *gys, *dxs])
+    # the transpose at gy = y, not at a zero constant of the traced shape: a GradientFn is linear in gy, so its
+    # transpose never reads gy's value, only its shape, which y gives at any size
+    rule.outputs = inline_graph(rule, transpose, [*xs, *ys, *ys, *dxs])
     keep_needed(rule)
     return rule
 

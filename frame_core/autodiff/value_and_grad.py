@@ -7,8 +7,10 @@ The function-level entry point for the common case (docs/design-parameters-and-s
 
 Built only from the graph transforms: ``trace_params`` (the parameters become graph inputs named by
 path), ``build_backward_graph`` w.r.t. those inputs, ``compile``. One trace serves every batch size:
-a new shape signature specialises the traced forward graph and differentiates it again (no Python is
-re-traced). A new tree structure, or new dtypes or ranks, traces again.
+a new shape signature re-specialises the training graph when every op on its chain declares
+``any_shape_gradient``, else specialises the traced forward graph and differentiates it again (no Python is
+re-traced either way; the compiled programs are the same). A new tree structure, or new dtypes or ranks,
+traces again.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class ValueAndGrad:
     def _trace(self, treedef: Any, leaves: list[Any], data: list[Any]) -> _Traced:
         from ..compiler.api import compile as compile_graph
         from ..compiler.specialize import specialize
+        from ..ir.graph import traced_sizes
         from ..params import trace_params, unflatten, _optree
         from ..runtime.dynamic import DynamicExecutable
         from .backward import build_backward_graph
@@ -109,8 +112,13 @@ class ValueAndGrad:
 
         training = derive(forward)
         base = compile_graph(training, **self._options)
-        exe = DynamicExecutable(base, lambda types: derive(specialize(forward, types)),
-                                dict(self._options, cache=True))
+        if traced_sizes(training) is None:  # every gradient on the chain reads its sizes: re-specialise it
+            def regraph(types: list[TensorType]) -> Graph:
+                return specialize(training, types)
+        else:  # a gradient may hold the traced sizes: specialise the forward graph and differentiate it again
+            def regraph(types: list[TensorType]) -> Graph:
+                return derive(specialize(forward, types))
+        exe = DynamicExecutable(base, regraph, dict(self._options, cache=True))
         n_aux = len(forward.outputs) - 1
         return _Traced(forward, training, exe, names, aux.get("def"), n_aux)
 

@@ -580,8 +580,8 @@ class OpSchema:
       and the conformance kit checks a declared one against that (see docs/forward-mode.md).
     - ``traits``: names from ``TRAITS`` (``elementwise``, ``commutative``, ``has_side_effect``, ``view``,
       ``accepts_out``, ``broadcasting``, ``internal``, ``any_shape_gradient``), each a promise the conformance kit
-      checks (``any_shape_gradient`` not yet: frame's own tests check it for frame's ops). Without it a training
-      graph through the op refuses new input shapes (its gradient may hold the traced sizes;
+      checks (``any_shape_gradient``: the VJP traced at an example, run at another batch size). Without it a
+      training graph through the op refuses new input shapes (its gradient may hold the traced sizes;
       docs/design-parameters-and-shapes.md).
     - ``doc``: one line or more on what the op computes, shown by ``frame ops show``.
     - ``examples``: ``Example`` inputs and attributes, used by the closure audit, the conformance kit and

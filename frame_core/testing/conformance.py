@@ -34,6 +34,9 @@ jvp_transpose      forward mode and reverse mode of the op are transposes of eac
                    ``<J v, u> == <v, J^T u>`` for random ``v``, ``u`` (the dot-product test), to the
                    example dtype's tolerance; the JVP is the op's JvpFn or the one derived from its GradientFn.
 jvp_direct         for an op with a JvpFn: it agrees with the JVP derived from the GradientFn.
+any_shape_gradient for an op with that trait: its VJP traced at the example, re-specialised for another batch
+                   size (the leading axis of the inputs of rank >= 2 that share the first such input's, + 2 and
+                   1), equals a VJP traced at that size (a refusal or a difference fails, naming the sizes).
 
 ``conformance_tests(pack)`` turns the cases into a parametrised pytest test
 (ids such as ``relu-gradient_order2-ex1``); assign it to a module-level name.
@@ -80,6 +83,7 @@ CHECKS = {
     "decomposition": "compile(decompose=[op]) gives the kernel's outputs (types, and values within rounding)",
     "jvp_transpose": "forward and reverse mode are transposes: <J v, u> == <v, J^T u> (dot-product test)",
     "jvp_direct": "a declared JvpFn agrees with the JVP derived from the GradientFn",
+    "any_shape_gradient": "the VJP traced at the example and run at another batch size equals one traced there",
 }
 
 #: Traits whose behaviour has a check of its own, run per example (``has_side_effect`` is per op).
@@ -182,6 +186,8 @@ def _op_cases(pack: str, schema: OpSchema, order: int, seed: int, reg: Registry,
         if schema.gradient is None:
             continue
         cases.append(case("gradient_contract", i))
+        if "any_shape_gradient" in schema.traits:
+            cases.append(case("any_shape_gradient", i))
         # every order up to the requested one gets a case: those past the op's closure order report it (xfail with
         # the chain that stops it) instead of vanishing, so a suite is never green in silence (issue 17)
         cases += [case(gradient_check_name(k), i) for k in range(1, order + 1)]
@@ -618,6 +624,78 @@ def _check_jvp_direct(schema: OpSchema, index: int, rng: np.random.Generator, re
     return problems, f"JvpFn agrees with the derived JVP on {len(a)} output(s)"
 
 
+def _check_any_shape_gradient(schema: OpSchema, index: int, rng: np.random.Generator, reg: Registry) -> Outcome:
+    """The promise of ``any_shape_gradient``: the op's VJP traced at the example's shapes and re-specialised for
+    another batch size (the leading axis of every input of rank 2 or more whose leading size is the first such
+    input's) gives what a VJP
+    traced at that size gives. A GradientFn that writes a traced size down (a shape attribute, a 1/N constant)
+    computes at the old size: refused, or a wrong gradient."""
+    from ..autodiff.vjp import build_vjp_graph
+    from ..compiler.api import compile
+    from ..compiler.specialize import specialize
+    from ..ir.graph import is_zero_constant
+    from ..ops_registry.schema import Example
+    from .opcheck import op_graph
+
+    example = schema.examples[index]
+    types = list(example.inputs)
+    lead = next((t.shape[0] for t in types if t.rank > 1), 0)  # (a vector's one axis may be no batch: [re, im])
+    wrt = [k for k, t in enumerate(types) if t.dtype.is_float and k not in schema.nondiff_inputs]
+    if example.values is not None or not lead or not wrt:
+        return [], "nothing to resize (fixed values, no leading axis or no floating input)"
+
+    def vjp(ts: list[TensorType]) -> tuple[Any, Any]:
+        with use_registry(reg):
+            forward = op_graph(schema, ts, example.attrs, registry=reg)
+            graph = build_vjp_graph(forward, wrt, registry=reg)
+        return forward, graph
+
+    traced_forward, traced = vjp(types)
+    # an input whose gradient is zero everywhere gets zeros of its traced shape (refused at any other): left out
+    live = [k for k, g in zip(wrt, traced.outputs)
+            if not (g.producer is not None and g.producer.op.endswith("constant") and is_zero_constant(g))]
+    if not live:
+        return [], "the gradient is zero everywhere (a constant of the traced shape): nothing to check"
+    if live != wrt:
+        wrt = live
+        traced_forward, traced = vjp(types)
+    problems, checked = [], []
+    for size in [lead + 2] + ([1] if lead > 1 else []):
+        resized = [t.with_shape((size, *t.shape[1:])) if t.rank > 1 and t.shape[0] == lead else t for t in types]
+        try:
+            forward, fresh = vjp(resized)
+        except FrameError:
+            continue  # the op takes no inputs of these shapes: nothing to compare
+        cotangents = [v.type for v in forward.outputs]
+        if [t.rank for t in cotangents] != [v.type.rank for v in traced_forward.outputs]:
+            continue
+        where = f"batch {lead} -> {size} (inputs {', '.join(map(str, resized))})"
+        try:
+            specialised = specialize(traced, [*resized, *cotangents], registry=reg)
+        except ShapeError as exc:
+            problems.append(f"{where}: the gradient traced at batch {lead} is refused: {str(exc).splitlines()[0]}")
+            continue
+        arrays = Example(resized, example.attrs, low=example.low, high=example.high,
+                         min_abs=example.min_abs).sample(rng)
+        arrays += [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) for t in cotangents]
+        try:
+            want = compile(fresh, cache=False, registry=reg).run([a.copy() for a in arrays])
+        except FrameError:
+            continue  # (indices drawn out of range of a resized table, say)
+        got = compile(specialised, cache=False, registry=reg).run(arrays)
+        for k, (g, w) in zip(wrt, zip(got, want)):
+            if not _close(g, w):
+                problems.append(f"{where}: the gradient for input {k} traced at batch {lead} gives {_describe(g)}, "
+                                f"traced at {size} {_describe(w)}" + (
+                                    f"; largest difference {np.max(np.abs(g.astype(np.float64) - w)):.3g}"
+                                    if g.shape == w.shape else ""))
+        checked.append(size)
+    if problems:
+        problems.append("the GradientFn holds a traced size: read it from an operand (a *_like_internal op, "
+                        "docs/pack-author-guide.md) or remove the any_shape_gradient trait")
+    return problems, f"the gradient traced at batch {lead} equals one traced at batch {checked or 'none'}"
+
+
 _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "schema": _check_schema,
     "examples": _check_examples,
@@ -632,4 +710,5 @@ _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "decomposition": _check_decomposition,
     "jvp_transpose": _check_jvp_transpose,
     "jvp_direct": _check_jvp_direct,
+    "any_shape_gradient": _check_any_shape_gradient,
 }

@@ -66,7 +66,8 @@ def test_the_passes_of_the_packs_shipped_here_leave_the_callers_graph_alone():
     control-flow passes (scan, loop, an RNN's weight gradients), selective_scan's merge, frame-native's
     compile_fused_groups (a chain), frame-ops-nn's reuse_norm_statistics and frame-native's compile_norm_rows
     (layer and batch norm with gradients), frame-ops-nn's pool_before_monotone (a max pool after a bias and
-    ReLU), outer_products_as_products (an [n, 1] @ [1, h] product)."""
+    ReLU), outer_products_as_products (an [n, 1] @ [1, h] product), frame-native's recompute_in_readers (1 - y*y
+    read again after a product)."""
     from frame_ops_fft import spectral_derivative
 
     from frame_core.ops_registry.loader import discover_entry_points, load_registry
@@ -85,6 +86,7 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
         fc.trace(lambda x: ops.sum(ops.relu(x * 2.0 - 1.0) + x * x), "f32[64]"),
         fc.trace(lambda x: ops.sum(ops.square(_fourier_layer(x))), "f64[2, 3, 16]"),
         fc.trace(lambda x, w: ops.sum(ops.tanh(x @ w)), "f32[8, 1]", "f32[1, 4]"),  # outer_products_as_products
+        fc.trace(_recomputed, "f32[16, 8]", "f32[8, 8]", "f32[16, 8]"),  # recompute_in_readers
     ]
     graphs += [fc.build_backward_graph(g, 0, [0]) for g in graphs]
     # sink_scan_accumulations (an RNN's weight gradients), merge_selective_scan_saving (selective_scan's gradient)
@@ -100,6 +102,9 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     graphs.append(fc.build_backward_graph(fc.trace(
         lambda x, w, b: ops.sum(ops.batch_norm(x, w, b, np.zeros(6), np.ones(6))[0] * x), "f64[4, 6]", "f64[6]",
         "f64[6]"), 0, [0, 1, 2]))
+    # merge_conv1d_gradients (a convolution's input and weight gradients)
+    graphs.append(fc.build_backward_graph(fc.trace(lambda x, w: ops.sum(ops.conv1d(x, w, padding="same") * x),
+                                                   "f64[2, 3, 8]", "f64[3, 3, 3]"), 0, [0, 1]))
     # pool_before_monotone (an inference graph: the pool moves before the bias and the ReLU)
     graphs.append(fc.trace(lambda x, b: ops.max_pool2d(ops.relu(x + b), kernel_size=2), "f64[2, 3, 4, 4]",
                            "f64[3, 1, 1]"))
@@ -115,7 +120,15 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     assert {"simplify_algebra", "fold_spectral_multipliers", "merge_trajectory_recompute", "prune_control_flow",
             "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers",
             "sink_scan_accumulations", "merge_selective_scan_saving", "reuse_norm_statistics",
-            "compile_norm_rows", "pool_before_monotone", "outer_products_as_products"} <= worked
+            "compile_norm_rows", "pool_before_monotone", "outer_products_as_products",
+            "merge_conv1d_gradients", "recompute_in_readers"} <= worked
+
+
+def _recomputed(x, w, dx):  # noqa: ANN001, ANN202 - frame-native's recompute_in_readers: 1 - y*y read after a product
+    y = ops.tanh(x)
+    t = 1.0 - y * y
+    d = (t * dx) @ w
+    return ops.sum(d * t * 3.0 + y * d)
 
 
 def _fourier_layer(x):  # noqa: ANN001, ANN202

@@ -243,6 +243,9 @@ NOT_CLOSED = {
     # ... and of reduce_to_shape_internal's sums over the rows of x[N, C]
     "native_column_sum_internal": "a compile-pipeline product made after differentiation; differentiate the "
                                   "graph before compiling it",
+    # ... and of an inference convolution layer, relu(max_pool2d(conv2d(x, w), 2) + b)
+    "native_conv_pool_internal": "a compile-pipeline product made after differentiation; differentiate the "
+                                 "graph before compiling it",
 }
 
 

@@ -8,7 +8,9 @@ llvmlite into explicit-vector machine code and swaps it in; both give the
 same bits. The training pairs of layer_norm and of batch_norm of x[N, C]
 (frame-ops-nn) tier up the same way to compiled row and column kernels
 (``rows.py``), and so do sums over the rows of ``x[N, C]`` (bias gradients:
-``reduce_to_shape_internal``, ``colsums.py``). ``FRAME_NATIVE=0`` turns it off. See ``docs/native.md``.
+``reduce_to_shape_internal``, ``colsums.py``), and so does an inference CNN layer
+``relu(max_pool2d(conv2d(x, w), 2) + b)``: its columns and pool around frame-ops-nn's own matrix product
+(``conv.py``). ``FRAME_NATIVE=0`` turns it off. See ``docs/native.md``.
 
 Public helpers: ``wait(timeout)`` blocks until queued kernels are compiled,
 ``status()`` reports what the compiler has done, ``tier_of(executable)``

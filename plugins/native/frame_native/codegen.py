@@ -19,11 +19,14 @@ subclass, not a numpy scalar) of the group's dtype and shape and
 C-contiguous and aligned, so the caller can fall back to numpy, and 0 when it has
 written every output.
 
-Values are read three ways: *full* (the output's shape: element i), *scalar*
-(one element, splat into a vector once) and *periodic* (a trailing part of
-the output's shape, broadcast over the leading axes: element i mod P). The
-loops are a row loop over N / P rows and, inside it, a vector loop of
-``width`` lanes plus a scalar loop for the P mod ``width`` remainder.
+Values are read four ways: *full* (the output's shape: element i), *scalar*
+(one element, splat into a vector once), *periodic* (a trailing part of
+the output's shape, broadcast over the leading axes: element i mod P) and
+*column* (a leading part of the output's shape, broadcast over the trailing
+axes: element i div P, read once per row and splat; ``x[n, 1] * w[1, h]``,
+an outer product, reads x this way and w periodically). The loops are a row
+loop over N / P rows and, inside it, a vector loop of ``width`` lanes plus a
+scalar loop for the P mod ``width`` remainder.
 Constants of the body become private globals holding their exact bit
 patterns. Bodies longer than ``CHUNK`` members are split into several
 functions, each a full pass over the data, that hand values to each other
@@ -68,7 +71,7 @@ _LLVM_TYPE = {np.dtype(np.float32): ("float", "f32", 4, "i32"), np.dtype(np.floa
 class Operand:
     """One array the kernel reads: a body input (``param``), or a constant (``constant``)."""
 
-    kind: str            # "full", "scalar" or "periodic"
+    kind: str            # "full", "scalar", "periodic" or "column"
     param: int = -1      # position among the kernel's array arguments, or -1 for an inlined constant
     constant: np.ndarray | None = None
 
@@ -113,6 +116,31 @@ def _period(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
     return math.prod(stripped)
 
 
+def _column(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
+    """Elements per row when ``shape`` is ``out``'s leading axes followed by ones (a column broadcast across the
+    trailing axes: ``[n, 1]`` in ``[n, h]`` repeats each element h times), else None."""
+    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
+    if len(padded) != len(out):
+        return None
+    k = len(out)
+    while k and padded[k - 1] == 1:
+        k -= 1
+    if k == 0 or k == len(out) or padded[:k] != out[:k]:
+        return None
+    return math.prod(out[k:])
+
+
+def _reading(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[str, int] | None:
+    """How an operand of ``shape`` is read in a group of output shape ``out``: its kind and period (elements per
+    row; 1 for a scalar, the size for a full operand), or None when it cannot be read by the row loop."""
+    size = math.prod(out)
+    p = _period(shape, out)
+    if p is not None:
+        return ("full" if p == size else "scalar" if p == 1 else "periodic"), p
+    c = _column(shape, out)
+    return None if c is None else ("column", c)
+
+
 def why_not(body: Graph, packs: dict[str, str | None]) -> str | None:
     """Why ``body`` cannot be compiled (a short reason), or None when it can. Cheap: a scan of the members,
     the dtypes and the operands' shapes. ``packs`` maps each op name to the pack that registered it."""
@@ -136,11 +164,11 @@ def why_not(body: Graph, packs: dict[str, str | None]) -> str | None:
     for v in _operands(body):
         if v.type.dtype != out_t.dtype:
             return f"an operand of dtype {v.type.dtype.name}"
-        p = _period(v.type.shape, out_t.shape)
-        if p is None:
+        reading = _reading(v.type.shape, out_t.shape)
+        if reading is None:
             return f"an operand of shape {list(v.type.shape)} broadcast across inner axes of {list(out_t.shape)}"
-        if 1 < p < out_t.size:
-            periods.add(p)
+        if reading[0] in ("periodic", "column"):
+            periods.add(reading[1])
     if len(periods) > 1:
         return f"operands repeat with different periods {sorted(periods)}"
     arrays = len(body.inputs) + len(body.outputs) + 1 + sum(
@@ -169,11 +197,11 @@ def plan_body(body: Graph, packs: dict[str, str | None]) -> Plan | str:
     position = {v: i for i, v in enumerate(body.inputs)}
     period = size
     for v in _operands(body):
-        p = _period(v.type.shape, out_t.shape)
-        assert p is not None  # why_not checked it
-        op = operands[v] = Operand("full" if p == size else "scalar" if p == 1 else "periodic")
-        if op.kind == "periodic":
-            period = p
+        reading = _reading(v.type.shape, out_t.shape)
+        assert reading is not None  # why_not checked it
+        op = operands[v] = Operand(reading[0])
+        if op.kind in ("periodic", "column"):
+            period = reading[1]
         if v in position:
             op.param = position[v]
             continue
@@ -238,6 +266,12 @@ class _Writer:
         rows, period = p.size // p.period, p.period
         vend = period - period % w
         L += ["  br label %row", "row:", "  %r = phi i64 [0, %go], [%rn, %rowend]", f"  %base = mul i64 %r, {period}"]
+        for j, v in enumerate(self.reads):  # a column operand: one element per row, splat
+            if self.kind(v) == "column":
+                L += [f"  %cp{j} = getelementptr {t}, ptr {self.ptr(v)}, i64 %r",
+                      f"  %c{j} = load {t}, ptr %cp{j}, align {self.size}",
+                      f"  %ct{j} = insertelement {vt} poison, {t} %c{j}, i64 0",
+                      f"  %cv{j} = shufflevector {vt} %ct{j}, {vt} poison, <{w} x i32> zeroinitializer"]
         L.append("  br label %vloop" if vend else "  br label %vdone")
         if vend:
             L += ["vloop:", "  %vj = phi i64 [0, %row], [%vjn, %vloop]"]
@@ -270,6 +304,9 @@ class _Writer:
             kind = self.kind(v)
             if kind == "scalar":
                 value[v] = f"%sv{k}" if lanes > 1 else f"%s{k}"
+                continue
+            if kind == "column":
+                value[v] = f"%cv{k}" if lanes > 1 else f"%c{k}"
                 continue
             index = f"%{tag}ix" if kind == "full" else j
             L += [f"  %{tag}p{k} = getelementptr {t}, ptr {self.ptr(v)}, i64 {index}",

@@ -21,7 +21,7 @@ from typing import Any
 
 from frame_core import FUSED_OP, Graph, Node, Rewriter, Value, env_flag
 
-from .split import Split, split_body
+from .split import Prefix, Split, split_body, split_prefix
 from .tiered import NATIVE_OP
 
 __all__ = ["compile_fused_groups", "enabled", "switched_off"]
@@ -80,9 +80,9 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     packs: dict[str, str | None] = {}
     reasons: Counter = Counter()
     chosen = set()
-    splits: dict[Node, Split] = {}
+    splits: dict[Node, Cut] = {}
     verdicts: dict[int, str | None] = {}  # fusion shares one body among groups of one structure
-    cut: dict[int, Split | None] = {}  # ... and its split, made once per body
+    cut: dict[int, Cut | None] = {}  # ... and its split, made once per body
     for node in fused:
         body = node.attrs["body"]
         reason = verdicts.get(id(body), "")
@@ -91,7 +91,7 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         if reason is None:
             chosen.add(node)
             continue
-        if reason.startswith("op ") and id(body) not in cut:  # a numpy-only op: compile the members after it
+        if reason.startswith("op ") and id(body) not in cut:  # a numpy-only op: compile the members around it
             cut[id(body)] = _native_split(body, packs, schemas)
         split = cut.get(id(body))
         if split is not None:
@@ -128,24 +128,58 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     return rw.finish()
 
 
-def _native_split(body: Graph, packs: dict[str, str | None], schemas: Any) -> Split | None:
-    """``body`` split after its numpy-only members (``split_body``) when the rest compiles, else None."""
+#: How a group with a numpy-only op is cut: a compiled prefix (``split_prefix``) of its numpy part, and a
+#: compiled part after it (``split_body``); at least one of the two.
+Cut = tuple[Prefix | None, Split | None]
+
+
+def _broadcast(node: Node) -> bool:
+    """Whether ``node`` reads an operand broadcast across rows (neither a scalar nor of its own size)."""
+    size = node.outputs[0].type.size
+    return any(v.type.size not in (1, size) for v in node.inputs)
+
+
+def _native_split(body: Graph, packs: dict[str, str | None], schemas: Any) -> Cut | None:
+    """``body`` cut around its numpy-only members where the parts compile, else None: the members after them
+    (``split_body``) and the members before them that numpy would run slower (``split_prefix``)."""
     from .codegen import EXACT
 
     split = split_body(body, EXACT)
-    if split is None or _verdict(split.native_body, packs, schemas) is not None:
-        return None
-    return split
+    if split is not None and _verdict(split.native_body, packs, schemas) is not None:
+        split = None
+    prefix = split_prefix(split.numpy_body if split is not None else body, EXACT, _broadcast)
+    if prefix is not None and _verdict(prefix.native_body, packs, schemas) is not None:
+        prefix = None
+    return None if prefix is None and split is None else (prefix, split)
 
 
-def _emit_split(node: Node, split: Split, rw: Rewriter) -> None:
-    """``node`` as two nodes: a fused numpy group, then the compiled group reading its outputs."""
+def _new_node(op: str, inputs: list[Value], body: Graph, rw: Rewriter) -> Node:
+    node = Node(op, tuple(inputs), {"body": body})
+    node.outputs = tuple([Value(v.type, node, j) for j, v in enumerate(body.outputs)])
+    rw.new.nodes.append(node)
+    return node
+
+
+def _emit_split(node: Node, cut: Cut, rw: Rewriter) -> None:
+    """``node`` as two or three nodes: a compiled prefix, the fused numpy group, then the compiled group
+    reading its outputs."""
+    prefix, split = cut
     inputs = rw.read(node.inputs)
-    first = Node(FUSED_OP, tuple(inputs[i] for _, i in split.numpy_inputs), {"body": split.numpy_body})
-    first.outputs = tuple([Value(v.type, first, j) for j, v in enumerate(split.numpy_body.outputs)])
-    second = Node(NATIVE_OP, tuple(inputs[i] if kind == "input" else first.outputs[i]
-                                   for kind, i in split.native_inputs), {"body": split.native_body})
-    second.outputs = tuple([Value(v.type, second, j) for j, v in enumerate(split.native_body.outputs)])
-    rw.new.nodes.extend((first, second))
+    numpy_body = split.numpy_body if split is not None else node.attrs["body"]
+    numpy_inputs = [inputs[i] for _, i in split.numpy_inputs] if split is not None else list(inputs)
+    if prefix is None:
+        first = _new_node(FUSED_OP, numpy_inputs, numpy_body, rw)
+        made = list(first.outputs)
+    else:
+        early = _new_node(NATIVE_OP, [numpy_inputs[i] for _, i in prefix.native_inputs], prefix.native_body, rw)
+        rest = _new_node(FUSED_OP, [numpy_inputs[i] if kind == "input" else early.outputs[i]
+                                    for kind, i in prefix.rest_inputs], prefix.rest_body, rw)
+        made = [(early if part == "native" else rest).outputs[j] for part, j in prefix.outputs]
+    if split is None:
+        for old, value in zip(node.outputs, made):
+            rw.alias(old, value)
+        return
+    second = _new_node(NATIVE_OP, [inputs[i] if kind == "input" else made[i] for kind, i in split.native_inputs],
+                       split.native_body, rw)
     for old, (part, j) in zip(node.outputs, split.outputs):
-        rw.alias(old, (first if part == "numpy" else second).outputs[j])
+        rw.alias(old, made[j] if part == "numpy" else second.outputs[j])

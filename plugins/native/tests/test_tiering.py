@@ -146,11 +146,16 @@ def test_signed_zeros_infinities_and_nans_propagate_as_in_numpy(same_bits):
 @pytest.mark.parametrize("shapes, compiled", [
     (("f32[4, 8]", "f32[8]", "f32[]"), True),       # row broadcast and a scalar
     (("f32[4, 8]", "f32[1, 8]", "f32[1, 1]"), True),
-    (("f32[4, 8]", "f32[4, 1]", "f32[]"), False),   # a column broadcast: not compiled
+    (("f32[4, 8]", "f32[4, 1]", "f32[]"), True),    # a column broadcast: one element per row
+    (("f32[4, 8]", "f32[4, 1]", "f32[1, 8]"), True),  # ... with a row broadcast: an outer product
+    (("f32[2, 4, 8]", "f32[2, 1, 1]", "f32[4, 8]"), True),
+    (("f64[3, 5]", "f64[3, 1]", "f64[3, 5]"), True),
+    (("f32[2, 4, 8]", "f32[2, 1, 8]", "f32[]"), False),  # broadcast across a middle axis: not compiled
+    (("f32[2, 4, 8]", "f32[2, 4, 1]", "f32[4, 8]"), False),  # a column per 8, a period of 32
     (("f32[2, 4, 8]", "f32[4, 8]", "f32[8]"), False),  # two different periods
     (("f64[3, 5]", "f64[3, 5]", "f64[5]"), True),
 ])
-def test_broadcast_operands_compile_when_they_repeat_along_leading_axes(shapes, compiled, same_bits):
+def test_broadcast_operands_compile_when_they_repeat_along_leading_or_trailing_axes(shapes, compiled, same_bits):
     g = fc.trace(lambda a, b, c: ops.relu(a * b + c) - b, *shapes)
     exe = fc.compile(g, cache=False)
     assert bool(tiered_kernels(exe)) is compiled
@@ -160,6 +165,7 @@ def test_broadcast_operands_compile_when_they_repeat_along_leading_axes(shapes, 
     want = fc.compile(g, opt_level=0, cache=False).run(inputs)[0]
     first = exe.run(inputs)[0].copy()
     frame_native.wait(60)
+    assert all(k.native.state == "native" for k in tiered_kernels(exe))
     same_bits(first, want)
     same_bits(exe.run(inputs)[0], want)
 
@@ -191,6 +197,40 @@ def test_a_group_with_a_numpy_only_op_compiles_the_members_after_it(same_bits):
     before, after = run_both_tiers(exe, inputs)
     same_bits(before[0], want)
     same_bits(after[0], want)
+
+
+def test_the_broadcasts_before_a_numpy_only_op_compile_as_a_prefix(same_bits):
+    """``tanh(x w + 0 + b)`` of a layer with one input feature (the ``[n, 1] @ [1, h]`` product is a broadcast
+    multiply, plus 0.0): numpy runs the outer product and the bias add row by row, so they form a compiled group
+    that runs first, the tanh stays on numpy and the members after it compile as before. Same bits, for values
+    that test the rounding (subnormals, signed zeros, infinities, NaN)."""
+    def fn(x, w, b, dx):
+        y = ops.tanh(x * w + 0.0 + b)
+        t = 1.0 - y * y
+        return t * dx * w + y
+    g = fc.trace(fn, "f32[16, 1]", "f32[1, 12]", "f32[12]", "f32[16, 12]")
+    exe = fc.compile(g, cache=False)
+    assert [i.op for i in exe.instructions] == [NATIVE, "fused_elementwise_internal", NATIVE]
+    numpy_part = exe.instructions[1].node.attrs["body"]
+    assert [n.op for n in numpy_part.nodes if n.op != "constant"] == ["tanh"]
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((16, 1)).astype(np.float32)
+    x[:6, 0] = [0.0, -0.0, np.inf, np.nan, 1e-40, -3e38]
+    w = rng.standard_normal((1, 12)).astype(np.float32)
+    w[0, :3] = [-0.0, 1e-30, 2e5]
+    inputs = [x, w, rng.standard_normal(12).astype(np.float32), rng.standard_normal((16, 12)).astype(np.float32)]
+    with np.errstate(all="ignore"):
+        want = fc.compile(g, opt_level=0, cache=False).run(inputs)[0]
+        before, after = run_both_tiers(exe, inputs)
+    assert all(k.native.state == "native" for k in tiered_kernels(exe))
+    same_bits(before[0], want, nan_payloads=False)
+    same_bits(after[0], want, nan_payloads=False)
+
+
+def test_one_full_size_member_before_a_numpy_only_op_stays_on_numpy():
+    """A prefix of one member over full arrays saves no pass over memory and would cost a kernel call."""
+    exe = fc.compile(fc.trace(lambda x, y: ops.tanh(x + y) * y * y, "f32[4, 8]", "f32[4, 8]"), cache=False)
+    assert [i.op for i in exe.instructions] == ["fused_elementwise_internal", NATIVE]
 
 
 def test_a_strided_input_falls_back_to_numpy_for_that_call(same_bits):

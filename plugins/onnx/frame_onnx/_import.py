@@ -160,7 +160,7 @@ def rule(*op_types: str, domain: str = "") -> Callable[[Rule], Rule]:
 
 def import_rules() -> dict[tuple[str, str], Rule]:
     """Every import rule: the built-in ones and those packs give through ``frame_onnx_import_rules``."""
-    from . import rules_control, rules_math, rules_nn, rules_ops  # noqa: F401 - they register themselves
+    from . import rules_control, rules_math, rules_nn, rules_ops, rules_sample  # noqa: F401 - they register themselves
     from .hooks import plugin_import_rules
 
     return {**_RULES, **plugin_import_rules()}

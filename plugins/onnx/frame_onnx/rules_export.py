@@ -30,6 +30,8 @@ NOT_EXPORTED = {
     **{f"{norm}_{kind}_internal": "a compiled graph's pairing of a norm with its gradient (pass "
        "reuse_norm_statistics): export the graph before compiling it"
        for norm in ("batch_norm", "layer_norm", "group_norm") for kind in ("train", "grad_saved")},
+    "inv": "ONNX has no matrix inverse (ONNX Runtime's com.microsoft Inverse is outside the standard), so neither "
+           "inv nor det's gradient (which inverts) exports; det itself exports as Det",
 }
 
 
@@ -93,7 +95,8 @@ _SIMPLE = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg",
            "abs": "Abs", "sign": "Sign", "maximum": "Max", "minimum": "Min", "pow": "Pow", "equal": "Equal",
            "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater", "greater_equal": "GreaterOrEqual",
            "where": "Where", "matmul": "MatMul", "stop_gradient": "Identity", "accumulate_internal": "Add",
-           "floor": "Floor", "ceil": "Ceil", "round": "Round", "erf": "Erf"}  # ONNX Round: halves to even too
+           "floor": "Floor", "ceil": "Ceil", "round": "Round", "erf": "Erf",  # ONNX Round: halves to even too
+           "atan": "Atan", "asin": "Asin", "acos": "Acos", "det": "Det"}
 
 
 def _simple(ex: Exporter, node: Node) -> list[str]:
@@ -102,6 +105,30 @@ def _simple(ex: Exporter, node: Node) -> list[str]:
 
 for _name in _SIMPLE:
     RULES[_name] = _simple
+
+
+@rule("atan2")
+def _atan2(ex: Exporter, node: Node) -> list[str]:
+    """ONNX has no Atan2: ``atan(y / x)``, plus or minus pi where ``x`` is negative (or -0) by the sign of ``y``.
+
+    A sign is read as ``v < 0 or 1 / v < 0``, so -0 counts as negative, as numpy's quadrants want. Where both are
+    0 the ratio is ``y`` itself (so the angle is a signed 0, or pi with y's sign), and where both are infinite it is
+    ``sign(y) sign(x)`` (the diagonals). Values agree with numpy's to a few ulp and in every quadrant, but ONNX
+    Runtime's ``Where`` returns a selected -0 as +0, so a -0 angle may come back as +0."""
+    y, x = _in(ex, node, 0), _in(ex, node, 1)
+    dtype = _t(node).dtype
+    zero, one, pi = ex.const(0, dtype), ex.const(1, dtype), ex.const(math.pi, dtype)
+
+    def negative(v: str) -> str:
+        return ex.emit("Or", [ex.emit("Less", [v, zero]), ex.emit("Less", [ex.emit("Div", [one, v]), zero])])
+
+    zeros = ex.emit("And", [ex.emit("Equal", [y, zero]), ex.emit("Equal", [x, zero])])
+    infinities = ex.emit("And", [ex.emit("IsInf", [y]), ex.emit("IsInf", [x])])
+    diagonal = ex.emit("Mul", [ex.emit("Sign", [y]), ex.emit("Sign", [x])])
+    ratio = ex.emit("Where", [zeros, y, ex.emit("Where", [infinities, diagonal, ex.emit("Div", [y, x])])])
+    turn = ex.emit("Where", [negative(y), ex.emit("Neg", [pi]), pi])
+    angle = ex.emit("Atan", [ratio])
+    return [ex.emit("Where", [negative(x), ex.emit("Add", [angle, turn]), angle])]
 
 
 @rule("square")

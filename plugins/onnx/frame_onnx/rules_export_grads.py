@@ -58,6 +58,13 @@ def _spatial(node: Node, n: int) -> tuple[list[int], list[int], list[int]]:
     return _per_axis(a.get("stride"), 1, n), _per_axis(a.get("dilation"), 1, n), _onnx_pads(a["padding"], n)
 
 
+def _same_pads(size: Sequence[int], extent: Sequence[int], stride: Sequence[int]) -> list[int]:
+    """'same' padding (output ceil(size / stride), the odd position after) as ONNX's [befores..., afters...]:
+    a max-pool gradient keeps the mode (its pads follow the input's size), read here from x's shape."""
+    total = [max((-(-s // t) - 1) * t + e - s, 0) for s, e, t in zip(size, extent, stride)]
+    return [p // 2 for p in total] + [p - p // 2 for p in total]
+
+
 def _per_axis(value: Any, default: int, n: int) -> list[int]:
     """An int or a list of ints (one for every axis, or ``n``) as ``n`` ints."""
     if value is None:
@@ -134,6 +141,8 @@ def _pool_geometry(node: Node, n: int) -> tuple[list[int], list[int], list[int]]
     a = node.attrs
     kernel = _per_axis(a["kernel_size"], 1, n)
     strides = kernel if a.get("stride") is None else _per_axis(a["stride"], 1, n)
+    if a["padding"] == "same":  # (a max-pool gradient of x, input 0)
+        return kernel, strides, _same_pads(_shape(node, 0)[-n:], kernel, strides)
     return kernel, strides, _onnx_pads(a["padding"], n)
 
 

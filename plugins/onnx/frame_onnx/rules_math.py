@@ -1,5 +1,5 @@
-"""Import rules of ONNX ops frame has no single op for, written with frame ops: ``Einsum`` (products, transposes
-and sums), ``TopK`` (rounds of arg-extremum and masks), ``ReduceProd`` (a tree of products), ``Hardmax``, and
+"""Import rules of ONNX ops frame has no single op for, written with frame ops: ``Einsum`` (diagonals, products,
+transposes and sums), ``TopK`` (rounds of arg-extremum and masks), ``ReduceProd`` (a tree of products), ``Hardmax``, and
 ``Tan`` and the hyperbolic functions (exp, expm1, log1p and sqrt in forms accurate near 0).
 
 Each differentiates as the frame ops it becomes: an einsum like the matmuls and sums it maps to, TopK's values
@@ -50,10 +50,6 @@ def _einsum_terms(equation: str, ranks: list[int], cx: NodeContext) -> tuple[lis
     for term, got, rank in zip(terms, ins, ranks):
         if len(got) != rank:
             raise invalid(cx, f"equation {equation!r}: term {term!r} has {len(got)} axes, its operand {rank}")
-        repeated = sorted({lab for lab in got if got.count(lab) > 1})
-        if repeated:
-            raise Unsupported(f"Einsum {equation!r} repeats index {', '.join(repeated)} within one operand (a diagonal "
-                              "or trace); frame maps products, transposes and sums")
     if arrow:
         out = labels(rhs, None)
     else:
@@ -65,6 +61,29 @@ def _einsum_terms(equation: str, ranks: list[int], cx: NodeContext) -> tuple[lis
         raise invalid(cx, f"equation {equation!r}: the output must name each index once, and only indices of the "
                           "operands")
     return ins, out
+
+
+def _diagonals(x: Any, labels: list[str], equation: str, cx: NodeContext) -> tuple[Any, list[str]]:
+    """``x`` reduced to its diagonal along each index repeated within it (``ii`` -> ``i``): the two axes moved
+    last, merged, and every ``n + 1``-th element sliced out (a copy of the diagonal; its gradient a strided
+    scatter). A trace is this diagonal, summed later like any index the output does not hold."""
+    while True:
+        repeated = next((lab for lab in labels if labels.count(lab) > 1), None)
+        if repeated is None:
+            return x, labels
+        p = labels.index(repeated)
+        q = labels.index(repeated, p + 1)
+        shape = shape_of(x)
+        if shape[p] != shape[q]:
+            raise invalid(cx, f"equation {equation!r}: index {repeated!r} is repeated within one operand on axes of "
+                              f"sizes {shape[p]} and {shape[q]}; a diagonal needs equal sizes")
+        n = shape[p]
+        rest = [k for k in range(len(labels)) if k not in (p, q)]
+        if rest + [p, q] != list(range(len(labels))):
+            x = ops.transpose(x, perm=rest + [p, q])
+        x = reshape_keeping_batch(x, [*(shape[k] for k in rest), n * n])
+        x = ops.slice(x, starts=[0], stops=[n * n], steps=[n + 1], axes=[-1])
+        labels = [labels[k] for k in rest] + [repeated]
 
 
 def _sum_out(x: Any, labels: list[str], needed: set[str]) -> tuple[Any, list[str]]:
@@ -115,13 +134,16 @@ def _contract(a: Any, la: list[str], b: Any, lb: list[str], keep: set[str]) -> t
 
 @rule("Einsum")
 def _einsum(cx: NodeContext) -> Any:
-    """Operands folded in from the left, each pair by ``_contract``; a label is summed as soon as no later operand
-    and not the output holds it. Diagonals and traces (an index repeated within one operand) are refused."""
+    """Each operand first reduced to its diagonals (an index repeated within it), then operands folded in from the
+    left, each pair by ``_contract``; a label is summed as soon as no later operand and not the output holds it
+    (a trace is a diagonal summed)."""
     equation = cx.attr("equation", "string")
     if equation is None:
         raise invalid(cx, "Einsum needs its equation attribute")
     xs = [cx.input(i) for i in range(len(cx))]
     terms, out = _einsum_terms(equation, [rank_of(x) for x in xs], cx)
+    for k, (x, labels) in enumerate(zip(xs, terms)):
+        xs[k], terms[k] = _diagonals(x, labels, equation, cx)
     y, labels = xs[0], terms[0]
     for k in range(1, len(xs)):
         keep = set(out).union(*[set(t) for t in terms[k + 1:]])

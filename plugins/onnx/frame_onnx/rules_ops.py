@@ -112,7 +112,7 @@ def _mean(cx: NodeContext) -> Any:
 
 _UNARY = {"Relu": ops.relu, "Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Exp": ops.exp, "Log": ops.log,
           "Sqrt": ops.sqrt, "Neg": ops.neg, "Abs": ops.abs, "Sin": ops.sin, "Cos": ops.cos, "Sign": ops.sign,
-          "Erf": ops.erf}
+          "Erf": ops.erf, "Atan": ops.atan, "Asin": ops.asin, "Acos": ops.acos, "Det": ops.det}
 
 
 @rule(*_UNARY)
@@ -825,13 +825,14 @@ def _pad_from_edges(x: Any, axis: int, before: int, after: int, mode: str) -> An
 
 @rule("Resize", "Upsample")
 def _resize(cx: NodeContext) -> Any:
-    """Resizing one axis at a time: nearest as a ``gather`` of source rows, linear as the two neighbouring rows'
-    ``gather``s weighted; rows and weights are computed while importing by ONNX's coordinate transformation
-    (torch's ``nn.Upsample`` and ``F.interpolate`` in nearest, (bi)linear and trilinear modes)."""
+    """Resizing one axis at a time: nearest as a ``gather`` of source rows, linear and cubic as the weighted sum
+    of the ``gather``s of the 2 or 4 neighbouring rows; rows and weights are computed while importing by ONNX's
+    coordinate transformation (torch's ``nn.Upsample`` and ``F.interpolate`` in nearest, (bi)linear, bicubic and
+    trilinear modes)."""
     x = cx.input(0)
     mode = cx.attr("mode", "string", "nearest")
-    if mode not in ("nearest", "linear"):
-        raise Unsupported(f"resize mode {mode!r} (frame imports nearest and linear)")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"resize mode {mode!r} (frame imports nearest, linear and cubic)")
     shape, rank = shape_of(x), rank_of(x)
     if cx.node.op_type == "Upsample" or cx.opset < 11:  # Upsample, and Resize before opset 11: (X, scales)
         scales, sizes, transform, rounding = cx.need_known(1, "scales").astype(float), None, "asymmetric", "floor"
@@ -850,22 +851,29 @@ def _resize(cx: NodeContext) -> Any:
         sizes = [int(np.floor(n * s)) for n, s in zip(shape, scales)]
     else:
         scales = np.array([m / n for m, n in zip(sizes, shape)])
-    if mode == "linear":
+    if mode != "nearest":
         if transform not in _LINEAR_TRANSFORMS:
-            raise Unsupported(f"linear resizing with coordinate_transformation_mode {transform!r} (frame imports "
+            raise Unsupported(f"{mode} resizing with coordinate_transformation_mode {transform!r} (frame imports "
                               f"{', '.join(_LINEAR_TRANSFORMS)})")
         if cx.attr("antialias", "int", 0) and np.any(scales < 1):
-            raise Unsupported("linear downscaling with antialias=1")
+            raise Unsupported(f"{mode} downscaling with antialias=1")
+    a, exclude = cx.attr("cubic_coeff_a", "float", -0.75), bool(cx.attr("exclude_outside", "int", 0))
     for axis, (n, m, scale) in enumerate(zip(shape, sizes, scales)):
         if m == n and scale == 1.0:
             continue
         if mode == "nearest":
             x = ops.gather(x, _nearest_rows(n, m, float(scale), transform, rounding), axis=axis)
-        else:
+            continue
+        if mode == "linear":
             lo, hi, w = _linear_rows(n, m, float(scale), transform)
-            shape_w = [m if k == axis else 1 for k in range(rank)]
-            x = (ops.gather(x, lo, axis=axis) * like((1.0 - w).reshape(shape_w), x)
-                 + ops.gather(x, hi, axis=axis) * like(w.reshape(shape_w), x))
+            taps = [(lo, 1.0 - w), (hi, w)]
+        else:
+            taps = _cubic_rows(n, m, float(scale), transform, a, exclude)
+        shape_w = [m if k == axis else 1 for k in range(rank)]
+        terms = [ops.gather(x, rows, axis=axis) * like(w.reshape(shape_w), x) for rows, w in taps]
+        x = terms[0]
+        for term in terms[1:]:
+            x = x + term
     return x
 
 
@@ -894,6 +902,28 @@ def _linear_rows(n: int, m: int, scale: float, transform: str) -> tuple[np.ndarr
     src = np.clip(_source_coordinates(n, m, scale, transform), 0, n - 1)
     lo = np.floor(src).astype(np.int64)
     return lo, np.minimum(lo + 1, n - 1), src - lo
+
+
+def _cubic_rows(n: int, m: int, scale: float, transform: str, a: float,
+                exclude_outside: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(rows, weights) of the 4 taps ``floor(s) - 1 .. floor(s) + 2`` around each output row's source coordinate
+    ``s``, with Keys' cubic convolution weights of coefficient ``a`` (torch's bicubic: -0.75). Rows outside the
+    input read its first or last row (edge padding, as ONNX and torch); with ``exclude_outside`` their weights
+    are 0 instead and the others are scaled to add up to 1."""
+    src = _source_coordinates(n, m, scale, transform)  # not clamped: taps beyond the edges repeat it
+    base = np.floor(src)
+    taps = []
+    for k in (-1, 0, 1, 2):
+        rows = base + k
+        t = np.abs(src - rows)  # distance from the tap: < 1 for the inner two, in [1, 2) for the outer two
+        w = np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a)
+        if exclude_outside:
+            w = np.where((rows < 0) | (rows > n - 1), 0.0, w)
+        taps.append((np.clip(rows, 0, n - 1).astype(np.int64), w))
+    if exclude_outside:
+        total = sum(w for _, w in taps)
+        taps = [(rows, w / total) for rows, w in taps]
+    return taps
 
 
 def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -> np.ndarray:

@@ -187,17 +187,46 @@ def test_torch_bilinear_and_trilinear_upsampling_equal_torch_and_its_gradient(al
     _equals_torch_with_input_gradient(Net(), x, _torch_onnx(Net(), x))
 
 
-def test_cubic_and_other_unsupported_resizes_are_refused_by_name_all_at_once():
-    scales = _const("scales", np.array([1, 1, 2, 2], np.float32))
-    nodes = [scales, helper.make_node("Resize", ["x", "", "scales"], ["a"], mode="cubic", name="cubic"),
+# -- cubic Resize ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("transform, scales, sizes, a, exclude", [
+    ("half_pixel", [1, 1, 2, 1.5], None, -0.75, 0), ("half_pixel", [1, 1, 0.5, 0.6], None, -0.5, 0),
+    ("pytorch_half_pixel", None, [2, 3, 1, 9], -0.75, 0), ("align_corners", [1, 1, 2, 1.5], None, -0.75, 0),
+    ("asymmetric", [1, 1, 3, 0.6], None, -0.75, 1), ("half_pixel", [1, 1, 1.7, 2], None, -0.5, 1)])
+def test_cubic_resizing_equals_onnxruntime(transform, scales, sizes, a, exclude):
+    given = _const("scales", np.array(scales, np.float32)) if scales else _const("sizes", np.array(sizes, np.int64))
+    out = sizes or [int(np.floor(n * s)) for n, s in zip([2, 3, 4, 5], scales)]
+    node = helper.make_node("Resize", ["x", "", "scales" if scales else "", "sizes" if sizes else ""], ["y"],
+                            mode="cubic", coordinate_transformation_mode=transform, cubic_coeff_a=a,
+                            exclude_outside=exclude)
+    model, feeds = _model([given, node], [("x", _w(2, 3, 4, 5))], [_vi("y", out)])
+    imported, _ = _same_as_onnxruntime(model, feeds)
+    if scales and scales[2] > 1:
+        _gradients_match_central_differences(imported, feeds)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_torch_bicubic_upsampling_equals_torch_and_its_gradient(align_corners):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, scale_factor=(2, 1.5), mode="bicubic",
+                                                   align_corners=align_corners)
+    x = torch.randn(2, 3, 4, 5)
+    _equals_torch_with_input_gradient(Net(), x, _torch_onnx(Net(), x))
+
+
+def test_unsupported_resizes_are_refused_by_name_all_at_once():
+    scales = _const("scales", np.array([1, 1, 0.5, 0.5], np.float32))
+    nodes = [scales, helper.make_node("Resize", ["x", "", "scales"], ["a"], mode="cubic", name="smooth", antialias=1),
              helper.make_node("Resize", ["x", "", "scales"], ["b"], mode="linear", name="crop",
                               coordinate_transformation_mode="tf_crop_and_resize"),
              helper.make_node("Add", ["a", "b"], ["y"])]
-    model, _ = _model(nodes, [("x", _w(1, 1, 3, 3))], [_vi("y", [1, 1, 6, 6])])
+    model, _ = _model(nodes, [("x", _w(1, 1, 4, 4))], [_vi("y", [1, 1, 2, 2])])
     with pytest.raises(frame_onnx.UnsupportedModelError) as info:
         frame_onnx.load(model)
     text = str(info.value)
-    assert "resize mode 'cubic' (frame imports nearest and linear)" in text
+    assert "cubic downscaling with antialias=1" in text and "'smooth'" in text
     assert "coordinate_transformation_mode 'tf_crop_and_resize'" in text and "'crop'" in text
 
 
@@ -231,10 +260,37 @@ def test_torch_einsum_attention_equals_torch_and_its_gradient():
     _equals_torch_with_input_gradient(Net(), x, _torch_onnx(Net(), x))
 
 
-def test_einsum_diagonals_are_refused_by_name():
-    model, _ = _model([helper.make_node("Einsum", ["x"], ["y"], equation="ii->i", name="diag")], [("x", _w(3, 3))],
+DIAGONALS = [("ii->i", [(3, 3)]), ("ii->", [(4, 4)]), ("ii", [(4, 4)]), ("bii->bi", [(2, 3, 3)]), ("iij->ji", [(3, 3, 2)]),
+             ("iii->i", [(3, 3, 3)]), ("ijji->ij", [(2, 3, 3, 2)]), ("ii,ij->j", [(3, 3), (3, 4)]),
+             ("...ii->...i", [(2, 4, 4)]), ("bij,bjj->bi", [(2, 3, 4), (2, 4, 4)])]
+
+
+@pytest.mark.parametrize("equation, shapes", DIAGONALS, ids=[e for e, _ in DIAGONALS])
+def test_einsum_diagonals_and_traces_equal_onnxruntime_numpy_and_central_differences(equation, shapes):
+    inputs = [(f"x{k}", _w(*s)) for k, s in enumerate(shapes)]
+    want = np.einsum(equation, *[a for _, a in inputs])
+    model, feeds = _model([helper.make_node("Einsum", [n for n, _ in inputs], ["y"], equation=equation)], inputs,
+                          [_vi("y", list(want.shape))])
+    _, got = _same_as_onnxruntime(model, feeds)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
+    _gradients_match_central_differences(frame_onnx.load(model), feeds)
+
+
+def test_torch_trace_and_diagonal_einsums_equal_torch_and_their_gradient():
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            gram = torch.einsum("bik,bjk->bij", x, x)
+            return torch.einsum("bii->b", gram)[:, None] + torch.einsum("bii->bi", gram)
+    x = torch.randn(2, 3, 4)
+    _equals_torch_with_input_gradient(Net(), x, _torch_onnx(Net(), x))
+
+
+def test_an_einsum_diagonal_of_unequal_axes_is_a_named_error():
+    model, _ = _model([helper.make_node("Einsum", ["x"], ["y"], equation="ii->i", name="diag")], [("x", _w(3, 4))],
                       [_vi("y", [3])])
-    with pytest.raises(frame_onnx.UnsupportedModelError, match="Einsum 'ii->i' repeats index i within one operand"):
+    with pytest.raises(frame_onnx.OnnxFormatError, match="index 'i' is repeated within one operand on axes of sizes 3 and 4"):
         frame_onnx.load(model)
 
 
@@ -337,7 +393,8 @@ def test_the_audit_reports_the_new_ops_with_their_frame_ops_and_orders():
              helper.make_node("ReduceProd", ["e"], ["p"], keepdims=0, name="prod"),
              helper.make_node("Hardmax", ["x"], ["h"], name="hardmax"),
              helper.make_node("MaxPool", ["x4"], ["m"], kernel_shape=[2, 2], ceil_mode=1, dilations=[1, 2], name="pool"),
-             helper.make_node("Resize", ["x4", "", "scales"], ["r"], mode="cubic", name="cubic")]
+             helper.make_node("Resize", ["x4", "", "scales"], ["r"], mode="linear", name="crop",
+                              coordinate_transformation_mode="tf_crop_and_resize")]
     model, _ = _model([_const("scales", np.array([1, 1, 2, 2], np.float32)), *nodes],
                       [("x", _w(3, 5)), ("x4", _w(1, 2, 5, 5))],
                       [_vi("p", []), _vi("i", [3, 2], I64), _vi("h", [3, 5]), _vi("m", [1, 2, 4, 3]), _vi("r", [1, 2, 10, 10])])
@@ -347,5 +404,5 @@ def test_the_audit_reports_the_new_ops_with_their_frame_ops_and_orders():
     assert rows["'einsum'"]["frame_ops"] == ["matmul", "transpose"] and rows["'einsum'"]["order"] == "closed"
     assert rows["'prod'"]["status"] == "imported" and "mul" in rows["'prod'"]["frame_ops"]
     assert rows["'hardmax'"]["status"] == "imported" and rows["'pool'"]["status"] == "imported"
-    assert rows["'cubic'"]["status"] == "unsupported" and "cubic" in rows["'cubic'"]["reason"]
-    assert [f["node"] for f in report["findings"] if f["kind"] == "unsupported"] == ["'cubic'"]
+    assert rows["'crop'"]["status"] == "unsupported" and "tf_crop_and_resize" in rows["'crop'"]["reason"]
+    assert [f["node"] for f in report["findings"] if f["kind"] == "unsupported"] == ["'crop'"]

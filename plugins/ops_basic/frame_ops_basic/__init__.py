@@ -6,7 +6,8 @@ matrices and batches, as numpy), sum,
 mean, max, min, argmax, argmin and logsumexp, softmax and log_softmax, cast and
 one_hot, shape ops (reshape, transpose, expand_dims, squeeze, broadcast_to,
 slice, pad, concat, stack), mse_loss and cross_entropy, stop_gradient and
-heaviside_surrogate, erf/erfc/gelu/silu/log1p/expm1/logaddexp (``nonlinear``), creation
+heaviside_surrogate, erf/erfc/gelu/silu/log1p/expm1/logaddexp (``nonlinear``), atan/asin/acos/atan2
+(``inverse_trig``), creation
 ops zeros/ones/full/arange/linspace/eye/zeros_like/ones_like (``creation``), and random
 numbers drawn from a key that is a graph input: random_uniform, random_normal, bernoulli,
 dropout, random_split, random_fold_in, with the numpy key helpers ``key``/``split``/

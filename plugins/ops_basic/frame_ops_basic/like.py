@@ -10,6 +10,7 @@ type of an operand instead (the forward value whose shape the gradient must have
     matmul_grad_lhs_like_internal(gy, b, a)      matmul_grad_lhs_internal(gy, b; shape=a.shape)
     matmul_grad_rhs_like_internal(a, gy, b)      matmul_grad_rhs_internal(a, gy; shape=b.shape)
     slice_grad_like_internal(gy, x; slice attrs) slice's gradient at x's shape (a pad, or slice_grad_internal)
+    concat_grad_like_internal(gy, xs..; axis, index) slice(gy; the span of xs[index] along axis): concat's gradient
     inverse_count_internal(x; axes, numerator)   the constant numerator / (elements of x over axes): mean's 1/N
 
 ``specialize`` re-infers them from the new operand types, so a training graph compiled with
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, PassSpec, Rewriter, ShapeError, \
-    TensorType, Value, ops
+    TensorType, Value, inline_graph, ops
 
 from . import linalg, reductions, regions, shape
 from ._shapes import normalize_axes
@@ -194,6 +195,48 @@ SLICE_GRAD_LIKE = _like(
     attrs={k: regions.SLICE.attrs[k] for k in ("starts", "stops", "steps", "axes")},
 )
 
+def _concat_grad_lower(types: tuple[TensorType, ...], attrs: Any, ctx: NodeContext) -> Any:
+    gy, *xs = types
+    axis, index = attrs["axis"], attrs["index"]
+    if not 0 <= index < len(xs) or not all(x.rank == gy.rank for x in xs) or not 0 <= axis < gy.rank:
+        raise ctx.error(f"index {index} and axis {axis} must name one of the {len(xs)} joined inputs of gy's rank "
+                        f"{gy.rank} and one of its axes, got gy {gy} and inputs {[str(x) for x in xs]}")
+    start = sum(x.shape[axis] for x in xs[:index])
+    if sum(x.shape[axis] for x in xs) != gy.shape[axis]:
+        raise ctx.error(f"gy {gy} is not the concatenation of {[str(x) for x in xs]} along axis {axis}")
+    return (regions.SLICE, (0,), {"starts": [start], "stops": [start + xs[index].shape[axis]], "axes": [axis]})
+
+
+def _concat_grad_gradient(ctx: NodeContext) -> Graph:
+    axis, index, n = ctx.attrs["axis"], ctx.attrs["index"], len(ctx.input_types) - 1
+
+    def gradient(gy: Value, *rest: Value) -> list[Any]:
+        # the adjoint of taking block `index` out: ggx in that block, zeros of the other inputs' shapes beside it
+        xs, ggx = rest[:n], rest[n + 1]
+        blocks = [ggx if i == index else ops.zeros_like(x) for i, x in enumerate(xs)]
+        return [ops.concat(*blocks, axis=axis), *[None] * n]
+    return ctx.grad_graph(gradient)
+
+
+CONCAT_GRAD_LIKE = OpSchema(
+    "concat_grad_like_internal",
+    inputs=("gy", "xs"),
+    variadic=True,
+    attrs={"axis": AttrSpec("int", doc="the joined axis, non-negative"),
+           "index": AttrSpec("int", doc="which of xs the block belongs to")},
+    shape_infer=_infer,
+    kernels={"cpu": _kernel},
+    gradient=_concat_grad_gradient,
+    decomposition=_decomposition,
+    traits=("any_shape_gradient", "shape_operand", "view"),
+    doc="The block of gy that xs[index] filled when xs were joined along axis (xs read for their shapes only): "
+        "concat's gradient at any input size.",
+    examples=[Example(["f32[6, 3]", "f32[2, 3]", "f32[4, 3]"], {"axis": 0, "index": 1}),
+              Example(["f64[2, 6]", "f64[2, 3]", "f64[2, 1]", "f64[2, 2]"], {"axis": 1, "index": 1}),
+              Example(["f64[3]", "f64[3]"], {"axis": 0, "index": 0}, note="one input")],
+)
+_LOWER["concat_grad_like_internal"] = _concat_grad_lower
+
 INVERSE_COUNT = OpSchema(
     "inverse_count_internal",
     inputs=("x",),
@@ -213,9 +256,12 @@ INVERSE_COUNT = OpSchema(
 _LOWER["inverse_count_internal"] = _inverse_count
 
 SCHEMAS = [SUM_GRAD_LIKE, REDUCE_LIKE, BROADCAST_LIKE, RESHAPE_LIKE, MATMUL_GRAD_LHS_LIKE, MATMUL_GRAD_RHS_LIKE,
-           SLICE_GRAD_LIKE, INVERSE_COUNT]
+           SLICE_GRAD_LIKE, CONCAT_GRAD_LIKE, INVERSE_COUNT]
 _SCHEMA = {s.name: s for s in SCHEMAS}
 _PLAIN: set[str] = set()  # ops seen to be neither like ops nor able to carry bodies (names are registry keys)
+#: other packs' ops that read a shape from an operand (trait shape_operand, a DecomposeFn): lowered through their
+#: DecomposeFn, which writes that shape down (conv2d_grad_input_like_internal -> conv_transpose2d, say)
+_DECOMPOSED: dict[str, OpSchema] = {}
 
 
 # -- the pass -------------------------------------------------------------------------------------------------
@@ -232,8 +278,8 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     kinds: dict[str, Any] = {}  # op -> its like schema, True for an op that may carry bodies, None otherwise
     for op in (ctx.ops(graph) if ctx is not None else {n.op for n in graph.nodes}):
         schema = _SCHEMA.get(_short(op))
-        kinds[op] = schema if schema is not None else True if op not in _PLAIN else None
-    if not any(kinds.values()):
+        kinds[op] = schema if schema is not None else True if op not in _PLAIN and op not in _DECOMPOSED else None
+    if not any(kinds.values()) and not any(op in _DECOMPOSED for op in kinds):
         return graph
     rw = Rewriter(graph, ctx)
     lowered: dict[tuple, Any] = {}  # (op, input types, attrs) -> its lowering: one per kind of node
@@ -245,6 +291,10 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     for node in graph.nodes:
         schema = kinds[node.op]
         if schema is None:
+            if node.op in _DECOMPOSED:
+                _decompose(rw, node, lowered)
+                dropped.append(node)
+                continue
             if unchanged(node.inputs):
                 append(node)
             elif rw.copy(node) is not node:
@@ -288,12 +338,28 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     return rw.finish()
 
 
+def _decompose(rw: Rewriter, node: Node, lowered: dict[tuple, Any]) -> None:
+    """``node`` replaced by its op's DecomposeFn graph (one per kind of node), inlined on the mapped inputs."""
+    types = tuple([v.type for v in node.inputs])
+    key = (node.op, types, tuple(node.attrs.items()))
+    sub = lowered.get(key)
+    if sub is None:
+        schema = _DECOMPOSED[node.op]
+        sub = lowered[key] = schema.decomposition(NodeContext(schema, types, node.attrs,
+                                                              [v.type for v in node.outputs]))
+    for old, new in zip(node.outputs, inline_graph(rw.new, sub, list(rw.read(node.inputs)))):
+        rw.alias(old, new)
+
+
 def bind_shapes(graph: Graph, ctx: Any) -> Graph:
     schemas = ctx.registry.schemas
     for op in ctx.ops(graph):  # (memoised) ops that can carry no body and are no like op: nothing to look at
-        if op not in _PLAIN and _short(op) not in _SCHEMA and op in schemas and \
-                not any("graph" in spec.kind for spec in schemas[op].attrs.values()):
-            _PLAIN.add(op)
+        if op not in _PLAIN and _short(op) not in _SCHEMA and op in schemas:
+            schema = schemas[op]
+            if "shape_operand" in schema.traits and schema.decomposition is not None:
+                _DECOMPOSED[op] = schema  # (this registry's schema, looked up again at every compile)
+            elif not any("graph" in spec.kind for spec in schema.attrs.values()):
+                _PLAIN.add(op)
     shaped = _bind(graph, ctx)
     if shaped is not graph:
         ctx.note("bind_shapes", "gradient ops given the compiled shapes as attributes")

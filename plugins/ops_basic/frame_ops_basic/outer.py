@@ -8,7 +8,10 @@ into a zero, which only turns ``-0.0`` into ``+0.0``); as graph ops instead,
 the multiply and the add fuse with the elementwise ops around them, and
 ``simplify_algebra`` (which runs next) drops a product with ones:
 ``ones[1, 1] @ w`` becomes ``w + 0.0``. So does the gradient ``a^T @ gy`` of such a product with
-respect to its right operand (``matmul_grad_rhs_internal`` with a one-row ``a``). Only float operands of rank 2 or more
+respect to its right operand (``matmul_grad_rhs_internal`` with a one-row ``a``), and the gradient
+``gy @ b^T`` of a product ``[n, h] @ b[h, 1]`` with respect to its left operand
+(``matmul_grad_lhs_internal`` with one-column ``gy`` and ``b``: a network's last layer to one output, as
+``gy * b^T + 0.0``, ``b^T`` a view). Only float operands of rank 2 or more
 whose product shape is plain broadcasting of the two shapes are rewritten,
 not half precision (its matmul accumulates in float32).
 """
@@ -31,6 +34,10 @@ def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
         a, gy = (v.type for v in node.inputs)
         return (a.rank == 2 and gy.rank == 2 and a.shape[0] == 1 and a.dtype.is_float
                 and accumulation_dtype(a) == a.dtype.np and node.outputs[0].type.shape == (a.shape[1], gy.shape[1]))
+    if node.op == "matmul_grad_lhs_internal":  # gy @ b^T with one column each: the outer product gy b^T
+        gy, b = (v.type for v in node.inputs)
+        return (gy.rank == 2 and b.rank == 2 and gy.shape[1] == 1 and b.shape[1] == 1 and gy.dtype.is_float
+                and accumulation_dtype(gy) == gy.dtype.np and node.outputs[0].type.shape == (gy.shape[0], b.shape[0]))
     if node.op != "matmul":
         return False
     a, b = (v.type for v in node.inputs)
@@ -62,6 +69,8 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
         a, b = rw.read(node.inputs)
         if node.op == "matmul_grad_rhs_internal" and a.type.shape[1] != 1:
             a = rw.new.apply("reshape", a, shape=(a.type.shape[1], 1))  # a one-row a^T is its column: a view
+        if node.op == "matmul_grad_lhs_internal":
+            b = rw.new.apply("reshape", b, shape=(1, b.type.shape[0]))  # a one-column b^T is its row: a view
         dtype = node.outputs[0].type.dtype.np
         zero = zeros.get(dtype)
         if zero is None:
@@ -75,4 +84,4 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
 
 
 PASSES = [PassSpec("outer_products_as_products", outer_products_as_products, after="fold_constants", min_level=1,
-                   doc="a @ b (and a^T @ gy) with a contraction length of 1 -> a * b + 0.0 (bitwise the same; fuses)")]
+                   doc="a @ b (and a^T @ gy, gy @ b^T) with a contraction length of 1 -> a * b + 0.0 (bitwise the same; fuses)")]

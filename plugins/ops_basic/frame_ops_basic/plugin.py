@@ -9,13 +9,13 @@ FRAME_PLUGIN_API = "1.0"
 
 @hookimpl
 def frame_register_ops():
-    from . import (compare, convert, creation, elementwise, extrema, like, linalg, losses, nonlinear, pointwise,
-                   random, reductions, regions, shape, softmax, special)
+    from . import (compare, convert, creation, elementwise, extrema, inverse_trig, like, linalg, losses, matrix,
+                   nonlinear, pointwise, random, reductions, regions, shape, softmax, special)
 
     return [*elementwise.SCHEMAS, *linalg.SCHEMAS, *reductions.SCHEMAS, *shape.SCHEMAS, *losses.SCHEMAS,
             *special.SCHEMAS, *regions.SCHEMAS, *compare.SCHEMAS, *pointwise.SCHEMAS, *convert.SCHEMAS,
             *extrema.SCHEMAS, *softmax.SCHEMAS, *nonlinear.SCHEMAS, *creation.SCHEMAS, *random.SCHEMAS,
-            *like.SCHEMAS]
+            *like.SCHEMAS, *inverse_trig.SCHEMAS, *matrix.SCHEMAS]
 
 
 @hookimpl

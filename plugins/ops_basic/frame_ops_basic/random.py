@@ -302,6 +302,7 @@ DROPOUT = OpSchema(
     kernels={"cpu": _dropout_kernel},
     gradient=_dropout_gradient,
     nondiff_inputs=("key",),
+    traits=("any_shape_gradient",),
     doc="Training-mode dropout: each element of x is zeroed with probability rate, the rest scaled by "
         "1 / (1 - rate); the mask is drawn from key (an i64[2] input). Gradient: dropout(gy, key), the same mask. "
         "For inference, leave the op out (it is the identity in expectation).",

@@ -243,7 +243,8 @@ PAD = OpSchema(
 )
 
 
-# concat(x0, x1, ...; axis) -> the inputs joined along `axis`       gx_i = slice(gy, [off_i], [off_i + n_i], axes=[axis])
+# concat(x0, x1, ...; axis) -> the inputs joined along `axis`
+#   gx_i = concat_grad_like_internal(gy, x0, x1, ...; axis, index=i), slice(gy, [off_i], [off_i + n_i]) once compiled
 def _concat_axis(ctx: NodeContext, extra_rank: int) -> int:
     types = ctx.input_types
     if not types:
@@ -282,12 +283,11 @@ def _joining_kernel(ctx: NodeContext, join: Callable, axis: int) -> Callable:
 
 def _concat_gradient(ctx: NodeContext):
     axis = _concat_axis(ctx, 0)
-    offsets = np.cumsum([0] + [t.shape[axis] for t in ctx.input_types]).tolist()
     n = len(ctx.input_types)
 
     def gradient(*slots):
-        gy = slots[n + 1]
-        return [ops.slice(gy, starts=[lo], stops=[hi], axes=[axis]) for lo, hi in zip(offsets, offsets[1:])]
+        xs, gy = slots[:n], slots[n + 1]  # each input's block of gy, its span read from the inputs' shapes
+        return [ops.concat_grad_like_internal(gy, *xs, axis=axis, index=i) for i in range(n)]
     return ctx.grad_graph(gradient)
 
 
@@ -301,7 +301,7 @@ CONCAT = OpSchema(
     shape_infer=_concat_shape,
     kernels={"cpu": lambda ctx: _joining_kernel(ctx, np.concatenate, _concat_axis(ctx, 0))},
     gradient=_concat_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="The inputs (one or more, passed positionally: concat(a, b, c, axis=1)) joined along an existing `axis`; "
         "they agree on every other axis.",
     examples=[Example(["f32[2, 3]", "f32[4, 3]"]),
@@ -339,7 +339,7 @@ STACK = OpSchema(
     shape_infer=_stack_shape,
     kernels={"cpu": lambda ctx: _joining_kernel(ctx, np.stack, _concat_axis(ctx, 1))},
     gradient=_stack_gradient,
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="The inputs (one or more of one shape, passed positionally: stack(a, b, axis=-1)) joined along a new axis.",
     examples=[Example(["f32[2, 3]", "f32[2, 3]"]),
               Example(["f32[4]", "f32[4]", "f32[4]"], {"axis": -1}),

@@ -39,7 +39,8 @@ def _target(ctx: NodeContext) -> tuple[int, ...]:
 
 def _reshape_kernel(ctx: NodeContext) -> Callable:
     shape = _target(ctx)
-    return lambda x: np.reshape(x, shape)
+    # the method, not np.reshape: the same view, without np.reshape's argument handling (~1 us of ~1.3 a call)
+    return lambda x: x.reshape(shape)
 
 
 RESHAPE = OpSchema(

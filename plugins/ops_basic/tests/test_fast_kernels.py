@@ -207,3 +207,23 @@ def test_relu_and_its_gradient_are_bitwise_numpy_in_and_out_of_fused_code(dtype,
     grad = kernel("relu_grad_internal", [f"{short}[5, 8]", f"{short}[5, 8]"])
     with np.errstate(invalid="ignore"):
         assert_bitwise(grad(x, y), y * (x > 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(256, 1), (3,), (7, 3), ()])
+def test_mse_loss_grad_multiplies_by_the_scale_in_gys_dtype_as_the_weak_scalar_product_does(shape, dtype):
+    """``(pred - target) * (gy * (2 / N))``, the scale multiplied into gy in gy's dtype (NEP 50): 2/3 and 2/21
+    are not exact in either dtype, so a scale rounded differently would show."""
+    t = f"{'f32' if dtype == np.float32 else 'f64'}{list(shape)}"
+    g = fc.Graph("mse_grad")
+    p, q, gy = g.add_input(t), g.add_input(t), g.add_input(t.split("[")[0] + "[]")
+    g.mark_output(g.apply("mse_loss_grad_internal", p, q, gy))
+    exe = fc.compile(g, cache=False)
+    rng = np.random.default_rng(7)
+    n = max(int(np.prod(shape)), 1)
+    for seed_gy in (1.0, 0.37, -3e-39 if dtype == np.float32 else 1e-310, np.inf):
+        a, b = awkward(shape, dtype, rng), rng.standard_normal(shape).astype(dtype)
+        gy_ = np.asarray(seed_gy, dtype)
+        with np.errstate(all="ignore"):
+            want = (a - b) * (gy_ * (2.0 / n)).astype(dtype)
+            assert_bitwise(exe.run([a, b, gy_])[0], want)

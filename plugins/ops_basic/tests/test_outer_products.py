@@ -89,3 +89,21 @@ def test_the_gradient_of_an_outer_product_for_its_right_operand_is_rewritten_too
             want = np.matmul(a_.T, g_)
             got = exe.run([a_, g_])[0]
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, n", [(256, 64), (5, 1), (1, 3)])
+def test_the_gradient_of_a_product_with_one_column_for_its_left_operand_is_rewritten_too(m, n, dtype):
+    """``gy[m, 1] @ b[n, 1]^T``: the left gradient of ``x[m, n] @ b[n, 1]`` (a last layer to one output)."""
+    t = "f32" if dtype == np.float32 else "f64"
+    graph = fc.Graph("grad_lhs")
+    gy, b = graph.add_input(f"{t}[{m}, 1]"), graph.add_input(f"{t}[{n}, 1]")
+    graph.mark_output(graph.apply("matmul_grad_lhs_internal", gy, b, shape=[m, n]))
+    exe = fc.compile(graph, cache=False)
+    assert "matmul_grad_lhs_internal" not in [i.op for i in exe.instructions]
+    for seed in range(3):
+        g_, b_ = operands((m, 1), (n, 1), dtype, seed)
+        with np.errstate(all="ignore"):
+            want = np.matmul(g_, b_.T)
+            got = exe.run([g_, b_])[0]
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

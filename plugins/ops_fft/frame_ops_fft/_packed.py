@@ -85,6 +85,8 @@ def as_packed(c: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return packed if packed.dtype == dtype else packed.astype(dtype)
 
 
-def unbroadcast(g, t: TensorType):  # noqa: ANN001, ANN201 - traced Tensors
-    """``g`` summed back to type ``t`` over broadcast axes (identity when nothing was broadcast)."""
-    return g if g.shape == t.shape else ops.reduce_to_shape_internal(g, shape=t.shape)
+def unbroadcast(g, operand):  # noqa: ANN001, ANN201 - traced Tensors
+    """``g`` summed back to ``operand``'s shape over broadcast axes, the shape read from the operand (so a gradient
+    re-specialised at other sizes sums over what broadcasting stretches there; compiled, the identity when nothing
+    was broadcast, else reduce_to_shape_internal)."""
+    return ops.reduce_like_internal(g, operand)

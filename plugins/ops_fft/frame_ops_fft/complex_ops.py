@@ -78,12 +78,12 @@ def _complex_mul_shape(ctx: NodeContext) -> list[TensorType]:
 def _complex_mul_gradient(ctx: NodeContext):
     a, b = ctx.input_types
 
-    def part(g, operand: TensorType, other):  # noqa: ANN001, ANN202 - traced Tensors
+    def part(g, operand: TensorType, value, other):  # noqa: ANN001, ANN202 - traced Tensors
         g = ops.complex_mul(g, ops.conj(other) if other.shape[-1] == 2 else other)
         if operand.shape[-1] == 1 and g.shape[-1] == 2:
             g = ops.slice(g, starts=[0], stops=[1], axes=[-1])  # dL/d(real operand) = Re(G conj(other))
-        return unbroadcast(g, operand)
-    return ctx.grad_graph(lambda a_, b_, y, gy: [part(gy, a, b_), part(gy, b, a_)])
+        return unbroadcast(g, value)
+    return ctx.grad_graph(lambda a_, b_, y, gy: [part(gy, a, a_, b_), part(gy, b, b_, a_)])
 
 
 COMPLEX_MUL = OpSchema(
@@ -93,7 +93,7 @@ COMPLEX_MUL = OpSchema(
     kernels={"cpu": lambda ctx: _complex_result(ctx, np.multiply)},
     gradient=_complex_mul_gradient,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.complex_mul(da, b) + ops.complex_mul(a, db)),
-    traits=("accepts_out", "commutative"),
+    traits=("accepts_out", "commutative", "any_shape_gradient"),
     doc="The complex product of packed a and b: (a_re b_re - a_im b_im, a_re b_im + a_im b_re); the complex "
         "axes broadcast as in numpy. An operand whose last axis is 1 is real: it scales re and im alike "
         "(one pass over complex numbers, where a broadcast `mul` would loop over pairs).",
@@ -126,7 +126,7 @@ CONJ = OpSchema(
     kernels={"cpu": _conj_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda z, y, gy: ops.conj(gy)),
     jvp=lambda ctx: ctx.jvp_graph(lambda z, y, dz: ops.conj(dz)),
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="The complex conjugate of packed z: (re, -im).",
     examples=[Example(["f32[3, 2]"]), Example(["f64[2, 3, 2]"]), Example(["f32[2]"], note="a complex scalar")],
 )
@@ -165,9 +165,8 @@ def _adjoint(t):  # noqa: ANN001, ANN201 - a traced Tensor
 
 
 def _complex_matmul_gradient(ctx: NodeContext):
-    a, b = ctx.input_types
-    return ctx.grad_graph(lambda a_, b_, y, gy: [unbroadcast(ops.complex_matmul(gy, _adjoint(b_)), a),
-                                                 unbroadcast(ops.complex_matmul(_adjoint(a_), gy), b)])
+    return ctx.grad_graph(lambda a_, b_, y, gy: [unbroadcast(ops.complex_matmul(gy, _adjoint(b_)), a_),
+                                                 unbroadcast(ops.complex_matmul(_adjoint(a_), gy), b_)])
 
 
 COMPLEX_MATMUL = OpSchema(
@@ -177,7 +176,7 @@ COMPLEX_MATMUL = OpSchema(
     kernels={"cpu": lambda ctx: _complex_result(ctx, _matmul)},
     gradient=_complex_matmul_gradient,
     jvp=lambda ctx: ctx.jvp_graph(lambda a, b, y, da, db: ops.complex_matmul(da, b) + ops.complex_matmul(a, db)),
-    traits=("accepts_out",),
+    traits=("accepts_out", "any_shape_gradient"),
     doc="The complex matrix product of packed a [..., m, k, 2] and b [..., k, n, 2] -> [..., m, n, 2]; batch axes "
         "broadcast. With modes as the batch axis it mixes channels per Fourier mode (FNO).",
     examples=[Example(["f32[3, 4, 2]", "f32[4, 5, 2]"]), Example(["f32[6, 2, 3, 2]", "f32[6, 3, 4, 2]"], note="batched"),

@@ -97,9 +97,53 @@ def _rfft_kernel(ctx: NodeContext) -> Callable:
 def _rfft_gradient(ctx: NodeContext):
     (x,) = ctx.input_types
     axis, norm = complex_axis(ctx, x.rank), norm_of(ctx)
-    n = x.shape[axis]
-    w = bin_weights(n, x.rank - 1 - axis, inverse=False, dtype=x.dtype.np)
-    return ctx.grad_graph(lambda x_, y, gy: ops.irfft(ops.complex_mul(gy, w), n=n, axis=axis, norm=SWAP[norm]))
+    # n and W read from x's shape (rfft_grad_like_internal), compiled as irfft(complex_mul(gy, W), n)
+    return ctx.grad_graph(lambda x_, y, gy: ops.rfft_grad_like_internal(gy, x_, axis=axis, norm=norm))
+
+
+# rfft_grad_like_internal(gy, x; axis, norm) = irfft(gy * W, n=x.shape[axis], norm=swap(norm)), x read for its
+# shape only. Its adjoint is rfft(ggx, norm) * C * W = rfft(ggx, norm) (W C = 1, each a power of two)
+def _rfft_grad_parts(ctx: NodeContext) -> tuple[int, int, str]:
+    gy, x = ctx.input_types
+    require_float(ctx, x, 1)
+    axis, norm = complex_axis(ctx, x.rank), norm_of(ctx)
+    n = _points(ctx, x, axis)
+    want = x.shape[:axis] + (n // 2 + 1,) + x.shape[axis + 1:] + (2,)
+    if gy.shape != want or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be the packed half spectrum {x.dtype.name}{list(want)} of x {x}, got {gy}")
+    return axis, n, norm
+
+
+def _rfft_grad_decomposition(ctx: NodeContext):
+    axis, n, norm = _rfft_grad_parts(ctx)
+    w = bin_weights(n, ctx.input_types[1].rank - 1 - axis, inverse=False, dtype=ctx.input_types[1].dtype.np)
+    return ctx.decomposition_graph(lambda gy, x: ops.irfft(ops.complex_mul(gy, w), n=n, axis=axis, norm=SWAP[norm]))
+
+
+def _by_decomposition(ctx: NodeContext) -> Callable:
+    """The DecomposeFn compiled, as the kernel (every compile lowers the op to that graph first: bind_shapes)."""
+    from frame_core import compile
+
+    run = compile(ctx.schema.decomposition(ctx)).run
+    return lambda *arrays: run(list(arrays))[0]
+
+
+RFFT_GRAD_LIKE = OpSchema(
+    "rfft_grad_like_internal",
+    inputs=("gy", "x"),
+    attrs={"axis": _AXIS, "norm": _NORM},
+    shape_infer=lambda ctx: [_rfft_grad_parts(ctx) and ctx.input_types[1]],
+    kernels={"cpu": _by_decomposition},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, x, gx, ggx: [
+        ops.rfft(ggx, axis=_rfft_grad_parts(ctx)[0], norm=ctx.attrs["norm"]), None]),
+    decomposition=_rfft_grad_decomposition,
+    nondiff_inputs=(1,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="rfft's gradient: irfft(gy * W, n, norm=swap(norm)) with n = x's length along axis and W its bin weights "
+        "(x read for its shape only).",
+    examples=[Example(["f32[3, 5, 2]", "f32[3, 8]"]), Example(["f64[2, 4, 2]", "f64[2, 7]"], {"norm": "ortho"}),
+              Example(["f32[4, 3, 2]", "f32[6, 3]"], {"axis": 0, "norm": "forward"})],
+)
 
 
 def _linear_jvp(ctx: NodeContext):
@@ -115,6 +159,7 @@ RFFT = OpSchema(
     kernels={"cpu": _rfft_kernel},
     gradient=_rfft_gradient,
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The half spectrum (bins 0..n//2) of real x along `axis`, packed: [..., n//2 + 1, ..., 2] (re, im). "
         "numpy.fft.rfft's values and norms.",
     examples=[Example(["f32[3, 8]"]), Example(["f64[2, 7]"], {"norm": "ortho"}, note="odd n"),
@@ -177,6 +222,7 @@ IRFFT = OpSchema(
     kernels={"cpu": _irfft_kernel},
     gradient=_irfft_gradient,
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The real signal of length n whose half spectrum is the packed z along `axis` (numpy.fft.irfft; "
         "Im of the DC and Nyquist bins is ignored). n must match the bins: no silent crop or pad.",
     examples=[Example(["f32[3, 5, 2]"], {"n": 8}), Example(["f64[2, 4, 2]"], {"n": 7, "norm": "ortho"}, note="odd n"),
@@ -226,6 +272,7 @@ FFT = OpSchema(
     kernels={"cpu": _c2c_kernel(forward=True)},
     gradient=_c2c_gradient("ifft"),
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The discrete Fourier transform of packed complex z along `axis` (numpy.fft.fft), packed.",
     examples=_C2C_EXAMPLES,
 )
@@ -238,8 +285,9 @@ IFFT = OpSchema(
     kernels={"cpu": _c2c_kernel(forward=False)},
     gradient=_c2c_gradient("fft"),
     jvp=_linear_jvp,
+    traits=("any_shape_gradient",),
     doc="The inverse discrete Fourier transform of packed complex z along `axis` (numpy.fft.ifft), packed.",
     examples=_C2C_EXAMPLES,
 )
 
-SCHEMAS = [RFFT, IRFFT, FFT, IFFT]
+SCHEMAS = [RFFT, RFFT_GRAD_LIKE, IRFFT, FFT, IFFT]

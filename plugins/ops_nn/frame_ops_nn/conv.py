@@ -525,13 +525,18 @@ def _conv2d_kernel(ctx: NodeContext) -> Callable:
     return lambda x, w: as_out(conv_forward(x, w, geo, acc), y_t)
 
 
+def _as_given(ctx: NodeContext) -> dict:
+    """The node's stride, padding, dilation and groups as written ('same' stays 'same', resolved at each size)."""
+    return {k: ctx.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
 def _conv2d_gradient(ctx: NodeContext):
-    geo = _conv2d_geometry(ctx)
-    attrs = geo.attrs()
-    # gx = conv_transpose2d(gy, w) back to x's size, gw = conv2d_grad_weight_internal(x, gy)
+    attrs = _as_given(ctx)
+    # gx = conv_transpose2d(gy, w) back to x's size, gw = conv2d_grad_weight_internal(x, gy), in their forms that
+    # read x's and w's shapes (pads for 'same', output_padding, the kernel) from the operands
     return ctx.grad_graph(lambda x, w, y, gy: [
-        ops.conv_transpose2d(gy, w, output_padding=geo.output_padding, **attrs),
-        ops.conv2d_grad_weight_internal(x, gy, kernel_size=geo.kernel, **attrs)])
+        ops.conv2d_grad_input_like_internal(gy, w, x, **attrs),
+        ops.conv2d_grad_weight_like_internal(x, gy, w, **attrs)])
 
 
 CONV2D = OpSchema(
@@ -542,6 +547,7 @@ CONV2D = OpSchema(
         (ctx.input_types[0].shape[0], _conv2d_geometry(ctx).c_out, *_conv2d_geometry(ctx).out))],
     kernels={"cpu": _conv2d_kernel},
     gradient=_conv2d_gradient,
+    traits=("any_shape_gradient",),
     doc="2-D cross-correlation of x[B, C_in, H, W] with w[C_out, C_in/groups, kh, kw] (torch.nn.functional.conv2d "
         "without bias): stride, dilation, groups, and padding 'valid', 'same' or sizes.",
     examples=[
@@ -588,6 +594,7 @@ CONV_TRANSPOSE2D = OpSchema(
     shape_infer=_transposed_shape(_transpose2d_geometry),
     kernels={"cpu": _transpose_kernel(_transpose2d_geometry, 2)},
     gradient=_transpose2d_gradient,
+    traits=("any_shape_gradient",),
     doc="Transposed 2-D convolution of x[B, C_in, H, W] with w[C_in, C_out/groups, kh, kw] "
         "(torch.nn.functional.conv_transpose2d without bias): the adjoint of conv2d in its input.",
     examples=[
@@ -645,6 +652,109 @@ CONV2D_GRAD_WEIGHT = OpSchema(
 )
 
 
+# -- conv2d_grad_input_like_internal(gy, w, x) = conv2d's gradient for x ----------------------------------
+#   x is read for its shape only: the pads ('same') and output_padding a strided conv dropped come from it, so a
+#   training graph re-specialised at other sizes stays right. Compiled or exported, it is conv_transpose2d (the
+#   DecomposeFn); second order: g_gy = conv2d(ggx, w), g_w = conv2d_grad_weight_internal(ggx, gy)
+def _grad_input_geometry(ctx: NodeContext) -> Geometry:
+    gy, w, x = ctx.input_types
+    same_float(NodeContext(ctx.schema, (gy, w), ctx.attrs))
+    if x.rank != 4 or gy.rank != 4:
+        raise ctx.error(f"gy must be [batch, C_out, H_out, W_out] and x [batch, C_in, H, W], got {gy} and {x}")
+    geo = conv_geometry(ctx, 2, x.shape, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, *geo.out):
+        raise ctx.error(f"gy must be conv2d's output shape {[geo.batch, geo.c_out, *geo.out]} for x {x}, got {gy}")
+    return geo
+
+
+def _grad_input_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (gx_t,) = _grad_input_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    return lambda gy, w, x: as_out(conv_grad_input(gy, w, geo, acc), gx_t)
+
+
+def _grad_input_gradient(ctx: NodeContext):
+    attrs = _as_given(ctx)
+    return ctx.grad_graph(lambda gy, w, x, gx, ggx: [
+        ops.conv2d(ggx, w, **attrs), ops.conv2d_grad_weight_like_internal(ggx, gy, w, **attrs), None])
+
+
+def _grad_input_decomposition(ctx: NodeContext):
+    geo = _grad_input_geometry(ctx)
+    return ctx.decomposition_graph(lambda gy, w, x: ops.conv_transpose2d(
+        gy, w, output_padding=geo.output_padding, **geo.attrs()))
+
+
+CONV2D_GRAD_INPUT_LIKE = OpSchema(
+    "conv2d_grad_input_like_internal",
+    inputs=("gy", "w", "x"),
+    attrs=_conv_attrs(2),
+    shape_infer=lambda ctx: [ctx.input_types[0].with_shape(
+        (ctx.input_types[2].shape[0], _grad_input_geometry(ctx).c_in, *ctx.input_types[2].shape[2:]))],
+    kernels={"cpu": _grad_input_kernel},
+    gradient=_grad_input_gradient,
+    decomposition=_grad_input_decomposition,
+    nondiff_inputs=(2,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="conv2d's gradient for x: conv_transpose2d(gy, w) back to x's shape (x read for its shape only, so 'same' "
+        "pads and the positions a strided conv dropped follow x's size).",
+    examples=[
+        Example(["f32[2, 4, 4, 3]", "f32[4, 3, 3, 3]", "f32[2, 3, 6, 5]"]),
+        Example(["f32[2, 6, 4, 6]", "f32[6, 2, 3, 2]", "f32[2, 4, 7, 6]"], {"stride": [2, 1], "padding": "same",
+                                                                          "groups": 2}),
+        Example(["f64[1, 3, 3, 4]", "f64[3, 2, 2, 3]", "f64[1, 2, 7, 7]"], {"dilation": [2, 1],
+                                                                          "padding": [1, 0, 2, 1], "stride": 2}),
+    ],
+)
+
+
+# -- conv2d_grad_weight_like_internal(x, gy, w) = conv2d's gradient for w ----------------------------------
+#   conv2d_grad_weight_internal with the kernel size read from w (and 'same' pads from x): compiled or exported,
+#   that op (the DecomposeFn); second order: g_x = conv2d_grad_input_like_internal(gy, ggw, x), g_gy = conv2d(x, ggw)
+def _weight_like_geometry(ctx: NodeContext) -> Geometry:
+    x, gy, w = ctx.input_types
+    if w.rank != 4:
+        raise ctx.error(f"w must be [C_out, C_in/groups, kh, kw], got {w}")
+    inner = NodeContext(CONV2D_GRAD_WEIGHT, (x, gy), {**ctx.attrs, "kernel_size": w.shape[2:]})
+    geo = _grad_weight_geometry(inner)
+    if w.shape[:2] != (geo.c_out, geo.c_in // geo.groups):
+        raise ctx.error(f"w {w} is not the weight of a conv2d from x {x} to gy {gy} with groups={geo.groups}")
+    return geo
+
+
+def _weight_like_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (gw_t,) = _weight_like_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    return lambda x, gy, w: as_out(conv_grad_weight(x, gy, geo, acc), gw_t)
+
+
+def _weight_like_decomposition(ctx: NodeContext):
+    geo = _weight_like_geometry(ctx)
+    return ctx.decomposition_graph(lambda x, gy, w: ops.conv2d_grad_weight_internal(
+        x, gy, kernel_size=geo.kernel, **geo.attrs()))
+
+
+CONV2D_GRAD_WEIGHT_LIKE = OpSchema(
+    "conv2d_grad_weight_like_internal",
+    inputs=("x", "gy", "w"),
+    attrs=_conv_attrs(2),
+    shape_infer=lambda ctx: [_weight_like_geometry(ctx) and ctx.input_types[0].with_shape(ctx.input_types[2].shape)],
+    kernels={"cpu": _weight_like_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, gy, w, gw, ggw: [
+        ops.conv2d_grad_input_like_internal(gy, ggw, x, **_as_given(ctx)), ops.conv2d(x, ggw, **_as_given(ctx)), None]),
+    decomposition=_weight_like_decomposition,
+    nondiff_inputs=(2,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="conv2d's gradient for w: the correlation of x with gy over batch and positions, of w's shape (w read for "
+        "its shape only).",
+    examples=[
+        Example(["f32[2, 3, 6, 5]", "f32[2, 4, 4, 3]", "f32[4, 3, 3, 3]"]),
+        Example(["f32[2, 4, 7, 6]", "f32[2, 6, 4, 6]", "f32[6, 2, 3, 2]"], {"stride": [2, 1], "padding": "same",
+                                                                          "groups": 2}),
+        Example(["f64[1, 2, 7, 7]", "f64[1, 3, 3, 4]", "f64[3, 2, 2, 3]"], {"dilation": [2, 1],
+                                                                          "padding": [1, 0, 2, 1], "stride": 2}),
+    ],
+)
+
+
 # -- conv_transpose1d ---------------------------------------------------------------------------------
 def _transpose1d_geometry(ctx: NodeContext) -> Geometry:
     x, w = same_float(ctx)
@@ -666,6 +776,7 @@ CONV_TRANSPOSE1D = OpSchema(
     shape_infer=_transposed_shape(_transpose1d_geometry),
     kernels={"cpu": _transpose_kernel(_transpose1d_geometry, 1)},
     gradient=_transpose1d_gradient,
+    traits=("any_shape_gradient",),
     doc="Transposed 1-D convolution of x[B, C_in, L] with w[C_in, C_out/groups, K] "
         "(torch.nn.functional.conv_transpose1d without bias): the adjoint of conv1d in its input.",
     examples=[
@@ -676,4 +787,5 @@ CONV_TRANSPOSE1D = OpSchema(
     ],
 )
 
-SCHEMAS = [CONV2D, CONV_TRANSPOSE2D, CONV2D_GRAD_WEIGHT, CONV_TRANSPOSE1D]
+SCHEMAS = [CONV2D, CONV_TRANSPOSE2D, CONV2D_GRAD_WEIGHT, CONV2D_GRAD_INPUT_LIKE, CONV2D_GRAD_WEIGHT_LIKE,
+           CONV_TRANSPOSE1D]

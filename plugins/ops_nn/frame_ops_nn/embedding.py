@@ -49,14 +49,13 @@ def _kernel(ctx: NodeContext) -> Callable:
 
 
 def _gradient(ctx: NodeContext):
-    table_t, _ = _layout(ctx)
     pad = ctx.attrs["padding_idx"]
 
     def grads(table, indices, y, gy):  # noqa: ANN001, ANN202 - traced tensors
         if pad is not None:  # positions holding the padding index send nothing
             keep = ops.expand_dims(ops.not_equal(indices, pad), axes=[-1])
             gy = ops.where(keep, gy, 0.0)
-        return [ops.scatter_add(gy, indices, axis=0, size=table_t.shape[0]), None]
+        return [ops.scatter_add_like_internal(gy, indices, table, axis=0), None]  # the table's size read from it
     return ctx.grad_graph(grads)
 
 
@@ -79,6 +78,7 @@ EMBEDDING = OpSchema(
     # padding_idx's zero gradient is a definition (torch's), not the derivative of the lookup: numerical checks
     # differentiate the lookup with that row held constant
     gradient_surrogate=_surrogate,
+    traits=("any_shape_gradient",),
     doc="Rows of table[V, d] at integer indices (torch.nn.functional.embedding): output indices.shape + [d]. "
         "The table's gradient is a scatter-add; rows at padding_idx get none. Indices outside 0..V-1 raise "
         "DataError.",

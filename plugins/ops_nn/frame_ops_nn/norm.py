@@ -224,6 +224,7 @@ LAYER_NORM = OpSchema(
     shape_infer=lambda ctx: [_layer_axes(ctx) and ctx.input_types[0]],
     kernels={"cpu": _empty_safe(_layer_kernel)},
     gradient=_layer_gradient,
+    traits=("any_shape_gradient",),
     doc="Normalises x over its last weight.rank axes (mean 0, variance 1, biased) and applies weight * xhat + "
         "bias (torch.nn.functional.layer_norm).",
     examples=[
@@ -298,6 +299,7 @@ LAYER_NORM_GRAD = OpSchema(
     shape_infer=_layer_grad_shape,
     kernels={"cpu": _empty_safe(_layer_grad_kernel)},
     gradient=_layer_grad_gradient,
+    traits=("any_shape_gradient",),
     doc="layer_norm's gradients for x, weight and bias in one fused pass.",
     examples=[Example(["f32[4, 6]", "f32[6]", "f32[4, 6]"]),
               Example(["f64[2, 3, 4, 5]", "f64[4, 5]", "f64[2, 3, 4, 5]"], {"eps": 1e-3}),
@@ -352,6 +354,7 @@ LAYER_NORM_TRAIN = OpSchema(
     shape_infer=_layer_train_shape,
     kernels={"cpu": _empty_safe(_layer_train_kernel)},
     gradient=_layer_train_gradient,
+    traits=("any_shape_gradient",),
     doc="layer_norm that also returns the normalised x (xhat) and 1 / sqrt(var + eps) per normalised group "
         "(rstd, x's batch shape), for layer_norm_grad_saved_internal.",
     examples=[Example(["f32[4, 6]", "f32[6]", "f32[6]"]),
@@ -605,6 +608,7 @@ BATCH_NORM = OpSchema(
     shape_infer=_batch_shape,
     kernels={"cpu": _batch_kernel},
     gradient=_batch_gradient,
+    traits=("any_shape_gradient",),
     doc="Batch normalisation of x[N, C, ...] per channel (torch.nn.functional.batch_norm). Outputs y and the "
         "running mean and variance: updated from the batch in training mode, unchanged in inference mode.",
     examples=[
@@ -845,6 +849,7 @@ GROUP_NORM = OpSchema(
     shape_infer=lambda ctx: [_group_layout(ctx) and ctx.input_types[0]],
     kernels={"cpu": _empty_safe(_group_kernel)},
     gradient=_group_gradient,
+    traits=("any_shape_gradient",),
     doc="Normalises x[N, C, ...] over each group of C / num_groups channels and all positions, then applies a "
         "per-channel weight and bias (torch.nn.functional.group_norm).",
     examples=[

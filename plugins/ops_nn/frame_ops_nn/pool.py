@@ -100,6 +100,15 @@ _POOL_ATTRS = {
 }
 
 
+def _gradient_attrs(ctx: NodeContext, geo: PoolGeometry) -> dict:
+    """The window attributes a max-pool gradient op gets: padding resolved to sizes, except 'same', which stays
+    'same' (its pads depend on the input size once stride > 1: a training graph at another size reads them again)."""
+    attrs = geo.attrs()
+    if ctx.attrs["padding"] == "same":
+        attrs["padding"] = "same"
+    return attrs
+
+
 def _pooled_shape(ctx: NodeContext) -> list[TensorType]:
     x = require_float(ctx, 0)
     return [x.with_shape(x.shape[:-2] + pool_geometry(ctx, x).out)]
@@ -196,7 +205,8 @@ MAX_POOL2D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _max_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.max_pool2d_grad_internal(
-        x, gy, **pool_geometry(ctx, ctx.input_types[0]).attrs())),
+        x, gy, **_gradient_attrs(ctx, pool_geometry(ctx, ctx.input_types[0])))),
+    traits=("any_shape_gradient",),
     doc="Maximum over 2-D windows of the last two axes (padding counts as -inf). Ties: the first maximum of a "
         "window receives the gradient; NaN propagates.",
     examples=[
@@ -253,7 +263,8 @@ MAX_POOL2D_GRAD = OpSchema(
     shape_infer=_max_grad_shape,
     kernels={"cpu": _max_grad_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, gx, ggx: [
-        None, ops.max_pool2d_select_internal(x, ggx, **_pair_geometry(ctx).attrs())]),
+        None, ops.max_pool2d_select_internal(x, ggx, **_gradient_attrs(ctx, _pair_geometry(ctx)))]),
+    traits=("any_shape_gradient",),
     doc="gy added at the argmax of each window of x: max_pool2d's gradient.",
     examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 3, 2]"], {"kernel_size": 2}),
               Example(["f64[2, 7, 5]", "f64[2, 4, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
@@ -286,7 +297,8 @@ MAX_POOL2D_SELECT = OpSchema(
     shape_infer=_select_shape,
     kernels={"cpu": _select_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, g, y, gy: [
-        None, ops.max_pool2d_grad_internal(x, gy, **pool_geometry(ctx, ctx.input_types[0]).attrs())]),
+        None, ops.max_pool2d_grad_internal(x, gy, **_gradient_attrs(ctx, pool_geometry(ctx, ctx.input_types[0])))]),
+    traits=("any_shape_gradient",),
     doc="g read at the argmax of each window of x: the transpose of max_pool2d_grad_internal.",
     examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 6, 4]"], {"kernel_size": 2}),
               Example(["f64[2, 7, 5]", "f64[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
@@ -318,10 +330,8 @@ def _avg_kernel(ctx: NodeContext) -> Callable:
 
 
 def _avg_gradient(ctx: NodeContext):
-    geo = pool_geometry(ctx, ctx.input_types[0])
-    include = ctx.attrs["count_include_pad"]
-    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool2d_grad_internal(
-        gy, size=geo.size, count_include_pad=include, **geo.attrs()))
+    # avg_pool2d_grad_internal(gy; size=x's [H, W]), its size and 'same' pads read from x
+    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool2d_grad_like_internal(gy, x, **ctx.attrs))
 
 
 AVG_POOL2D = OpSchema(
@@ -331,6 +341,7 @@ AVG_POOL2D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _avg_kernel},
     gradient=_avg_gradient,
+    traits=("any_shape_gradient",),
     doc="Mean over 2-D windows of the last two axes; zero padding counts in the mean unless "
         "count_include_pad=False.",
     examples=[
@@ -486,5 +497,39 @@ ADAPTIVE_AVG_POOL2D_GRAD = OpSchema(
     examples=[Example(["f32[2, 3, 1, 1]"], {"size": [5, 4]}), Example(["f64[2, 3, 2]"], {"size": [7, 5]})],
 )
 
-SCHEMAS = [MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_SELECT, AVG_POOL2D, AVG_POOL2D_GRAD, ADAPTIVE_AVG_POOL2D,
-           ADAPTIVE_AVG_POOL2D_GRAD]
+# avg_pool2d_grad_like_internal(gy, x) = avg_pool2d_grad_internal(gy; size=x's [H, W], pads resolved), x read for
+#   its shape only (compiled or exported: that op, the DecomposeFn); second order: avg_pool2d(ggx)
+def _avg_like_attrs(ctx: NodeContext) -> dict:
+    gy, x = ctx.input_types
+    geo = pool_geometry(ctx, x)
+    if gy.shape != x.shape[:-2] + geo.out or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be x {x} pooled, {x.dtype.name}{list(x.shape[:-2] + geo.out)}, got {gy}")
+    return {**geo.attrs(), "size": geo.size, "count_include_pad": ctx.attrs["count_include_pad"]}
+
+
+def _avg_like_kernel(ctx: NodeContext) -> Callable:
+    attrs = AVG_POOL2D_GRAD.normalize_attrs(_avg_like_attrs(ctx))
+    inner = _avg_grad_kernel(NodeContext(AVG_POOL2D_GRAD, ctx.input_types[:1], attrs, ctx.output_types))
+    return lambda gy, x: inner(gy)
+
+
+AVG_POOL2D_GRAD_LIKE = OpSchema(
+    "avg_pool2d_grad_like_internal",
+    inputs=("gy", "x"),
+    attrs=_AVG_ATTRS,
+    shape_infer=lambda ctx: [_avg_like_attrs(ctx) and ctx.input_types[1]],
+    kernels={"cpu": _avg_like_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, x, gx, ggx: [ops.avg_pool2d(ggx, **ctx.attrs), None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda gy, x: ops.avg_pool2d_grad_internal(gy, **_avg_like_attrs(ctx))),
+    nondiff_inputs=(1,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="avg_pool2d's gradient at x's size (x read for its shape only): gy spread over each window.",
+    examples=[Example(["f32[2, 3, 3, 2]", "f32[2, 3, 6, 4]"], {"kernel_size": 2}),
+              Example(["f32[2, 4, 5]", "f32[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": "same",
+                                                       "count_include_pad": False})],
+)
+
+
+SCHEMAS = [MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_SELECT, AVG_POOL2D, AVG_POOL2D_GRAD, AVG_POOL2D_GRAD_LIKE,
+           ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_GRAD]

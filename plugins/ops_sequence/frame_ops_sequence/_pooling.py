@@ -68,6 +68,15 @@ _POOL_ATTRS = {
 }
 
 
+def _gradient_attrs(ctx: NodeContext, geo: PoolGeometry) -> dict:
+    """The window attributes a max-pool gradient op gets: padding resolved to sizes, except 'same', which stays
+    'same' (its pads depend on the input size once stride > 1: a training graph at another size reads them again)."""
+    attrs = geo.attrs()
+    if ctx.attrs["padding"] == "same":
+        attrs["padding"] = "same"
+    return attrs
+
+
 def _pooled_shape(ctx: NodeContext) -> list[TensorType]:
     x = require_float(ctx, 0)
     return [x.with_shape(x.shape[:-1] + (_geometry(ctx, x).out_length,))]
@@ -112,7 +121,7 @@ def _max_kernel(ctx: NodeContext) -> Callable:
 
 
 def _max_gradient(ctx: NodeContext):
-    attrs = _geometry(ctx, ctx.input_types[0]).attrs()
+    attrs = _gradient_attrs(ctx, _geometry(ctx, ctx.input_types[0]))
     # gx = gy scattered to each window's (first) argmax
     return ctx.grad_graph(lambda x, y, gy: ops.max_pool1d_grad_internal(x, gy, **attrs))
 
@@ -124,6 +133,7 @@ MAX_POOL1D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _max_kernel},
     gradient=_max_gradient,
+    traits=("any_shape_gradient",),
     doc="Maximum over windows of the last axis (padding counts as -inf). Ties: the first maximum of a window "
         "receives the gradient; NaN propagates.",
     examples=[
@@ -168,7 +178,8 @@ MAX_POOL1D_GRAD = OpSchema(
     shape_infer=_max_grad_shape,
     kernels={"cpu": _max_grad_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, gx, ggx: [
-        None, ops.max_pool1d_select_internal(x, ggx, **_pair_geometry(ctx).attrs())]),
+        None, ops.max_pool1d_select_internal(x, ggx, **_gradient_attrs(ctx, _pair_geometry(ctx)))]),
+    traits=("any_shape_gradient",),
     doc="gy added at the argmax of each window of x: max_pool1d's gradient.",
     examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 4]"], {"kernel_size": 2}),
               Example(["f64[2, 7]", "f64[2, 4]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1]})],
@@ -202,7 +213,8 @@ MAX_POOL1D_SELECT = OpSchema(
     shape_infer=_select_shape,
     kernels={"cpu": _select_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, g, y, gy: [
-        None, ops.max_pool1d_grad_internal(x, gy, **_geometry(ctx, ctx.input_types[0]).attrs())]),
+        None, ops.max_pool1d_grad_internal(x, gy, **_gradient_attrs(ctx, _geometry(ctx, ctx.input_types[0])))]),
+    traits=("any_shape_gradient",),
     doc="g read at the argmax of each window of x: the transpose of max_pool1d_grad_internal.",
     examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 8]"], {"kernel_size": 2}),
               Example(["f64[2, 7]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1]})],
@@ -234,11 +246,8 @@ def _avg_kernel(ctx: NodeContext) -> Callable:
 
 
 def _avg_gradient(ctx: NodeContext):
-    geo = _geometry(ctx, ctx.input_types[0])
-    include = ctx.attrs["count_include_pad"]
-    # gx = gy / divisor spread back over each window
-    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool1d_grad_internal(
-        gy, length=geo.length, count_include_pad=include, **geo.attrs()))
+    # gx = gy / divisor spread back over each window: avg_pool1d_grad_internal, its length and pads read from x
+    return ctx.grad_graph(lambda x, y, gy: ops.avg_pool1d_grad_like_internal(gy, x, **ctx.attrs))
 
 
 AVG_POOL1D = OpSchema(
@@ -248,6 +257,7 @@ AVG_POOL1D = OpSchema(
     shape_infer=_pooled_shape,
     kernels={"cpu": _avg_kernel},
     gradient=_avg_gradient,
+    traits=("any_shape_gradient",),
     doc="Mean over windows of the last axis; zero padding counts in the mean unless count_include_pad=False.",
     examples=[
         Example(["f32[2, 3, 8]"], {"kernel_size": 2}),
@@ -297,4 +307,37 @@ AVG_POOL1D_GRAD = OpSchema(
                                       "count_include_pad": False})],
 )
 
-SCHEMAS = [MAX_POOL1D, MAX_POOL1D_GRAD, MAX_POOL1D_SELECT, AVG_POOL1D, AVG_POOL1D_GRAD]
+# avg_pool1d_grad_like_internal(gy, x) = avg_pool1d_grad_internal(gy; length=x's L, pads resolved), x read for its
+#   shape only (compiled or exported: that op, the DecomposeFn); second order: avg_pool1d(ggx)
+def _avg_like_attrs(ctx: NodeContext) -> dict:
+    gy, x = ctx.input_types
+    geo = _geometry(ctx, x)
+    if gy.shape != x.shape[:-1] + (geo.out_length,) or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be x {x} pooled, {x.dtype.name}{list(x.shape[:-1] + (geo.out_length,))}, got {gy}")
+    return {**geo.attrs(), "length": geo.length, "count_include_pad": ctx.attrs["count_include_pad"]}
+
+
+def _avg_like_kernel(ctx: NodeContext) -> Callable:
+    attrs = AVG_POOL1D_GRAD.normalize_attrs(_avg_like_attrs(ctx))
+    inner = _avg_grad_kernel(NodeContext(AVG_POOL1D_GRAD, ctx.input_types[:1], attrs, ctx.output_types))
+    return lambda gy, x: inner(gy)
+
+
+AVG_POOL1D_GRAD_LIKE = OpSchema(
+    "avg_pool1d_grad_like_internal",
+    inputs=("gy", "x"),
+    attrs=_AVG_ATTRS,
+    shape_infer=lambda ctx: [_avg_like_attrs(ctx) and ctx.input_types[1]],
+    kernels={"cpu": _avg_like_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, x, gx, ggx: [ops.avg_pool1d(ggx, **ctx.attrs), None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda gy, x: ops.avg_pool1d_grad_internal(gy, **_avg_like_attrs(ctx))),
+    nondiff_inputs=(1,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="avg_pool1d's gradient at x's length (x read for its shape only): gy spread over each window.",
+    examples=[Example(["f32[2, 3, 4]", "f32[2, 3, 8]"], {"kernel_size": 2}),
+              Example(["f64[2, 4]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": "same",
+                                                  "count_include_pad": False})],
+)
+
+SCHEMAS = [MAX_POOL1D, MAX_POOL1D_GRAD, MAX_POOL1D_SELECT, AVG_POOL1D, AVG_POOL1D_GRAD, AVG_POOL1D_GRAD_LIKE]

@@ -19,7 +19,9 @@ are the grid shifted by ``k * dilation`` (the positions between samples are comp
 strided rows take window columns of several samples. The input gradient of one sample per product and
 stride 1 is the correlation of the padded gy with the flipped kernel (``_grad_input_correlation``: one
 product of ``C_out/groups * K`` terms per output); elsewhere it multiplies first and adds each tap's rows
-back where it read. float16/bfloat16 are computed in float32 and rounded once.
+back where it read. When a graph needs both gradients, the pass merge_conv1d_gradients (``conv_passes``) runs
+them as one ``conv1d_grads_internal`` node, which takes the weight gradient from the correlation's columns of gy
+(``conv_grads``). float16/bfloat16 are computed in float32 and rounded once.
 Results agree with float64 to a few roundings per sum but are not bitwise those of the earlier per-tap
 batched products (tests/test_conv_paths.py bounds float32 to ``4 sqrt(n)`` roundings of an ``n``-term sum).
 
@@ -285,7 +287,7 @@ def conv_grad_input(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dt
     if _on_grid(geo) and np.isfinite(w).all():  # (w^T @ gy also fills the grid's dropped columns: 0 * inf is NaN)
         return _grid_grad_input(np.asarray(gy), w, geo, acc)
     if _as_correlation(geo) and np.isfinite(w).all():  # (the same for the padding it reads)
-        return _grad_input_correlation(gy, w, geo, acc)
+        return _grad_input_correlation(gy, w, geo, acc)[0]
     g, cog, cig, n = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.out_length
     wt = np.ascontiguousarray(np.asarray(w, acc).reshape(g, cog, cig * geo.kernel).transpose(0, 2, 1))
     gy = np.asarray(gy, acc)
@@ -309,7 +311,8 @@ def _as_correlation(geo: ConvGeometry) -> bool:
     return geo.stride == 1 and _one_sample_per_product(geo) and max(geo.left, geo.right) <= extent - 1
 
 
-def _grad_input_correlation(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
+def _grad_input_correlation(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, acc: np.dtype,
+                             x: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """gx[b, c, s] = sum_{o, k} w[o, c, K-1-k] gy_pad[b, o, s + k d], with gy padded by ``extent - 1 - left`` and
     ``extent - 1 - right``: a stride-1 convolution of gy with the flipped, transposed kernel, computed as the
     forward one is (one sample's columns, one product of ``C_out/groups * K`` terms per output). Multiplying
@@ -317,7 +320,10 @@ def _grad_input_correlation(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, ac
     took 18.7 ms that way against 14.1 ms here (the product alone: 12.9 ms). Each gx is one BLAS sum of
     ``C_out/groups * K`` terms instead of K sums of C_out/groups added in turn: the last bits differ from that
     order (tests/test_conv_paths.py bounds them). The padding is read as zeros times w, so a non-finite w keeps
-    the col2im path (0 * inf would be a NaN that torch does not have)."""
+    the col2im path (0 * inf would be a NaN that torch does not have).
+
+    With ``x``, the same columns also give the weight gradient (``conv_grads``): ``(gx, gw)``, where ``gw`` is None
+    when it must be recomputed from x's windows."""
     g, cog, cig, kernel = geo.groups, geo.c_out // geo.groups, geo.c_in // geo.groups, geo.kernel
     extent = geo.dilation * (kernel - 1) + 1
     flipped = np.asarray(w, acc).reshape(g, cog, cig, kernel)[..., ::-1].transpose(0, 2, 1, 3)
@@ -325,11 +331,42 @@ def _grad_input_correlation(gy: np.ndarray, w: np.ndarray, geo: ConvGeometry, ac
     columns = _SampleColumns(geo.c_out, geo.out_length, extent - 1 - geo.left, extent - 1 - geo.right, kernel, 1,
                              geo.dilation, geo.length, g, acc)
     gx = np.empty((geo.batch, geo.c_in, geo.length), acc)
+    if x is None:
+        for b in range(geo.batch):
+            cols = columns.of(gy[b])
+            for k in range(g):
+                np.matmul(wf[k], cols[k], out=gx[b, k * cig:(k + 1) * cig])
+        return gx, None
+    x = np.asarray(x, acc)
+    gwf = np.zeros((g, cog * kernel, cig), acc)
+    part = np.empty((cog * kernel, cig), acc)
     for b in range(geo.batch):
         cols = columns.of(gy[b])
         for k in range(g):
             np.matmul(wf[k], cols[k], out=gx[b, k * cig:(k + 1) * cig])
-    return gx
+            np.matmul(cols[k], x[b, k * cig:(k + 1) * cig].T, out=part)
+            gwf[k] += part
+    if np.isnan(gwf).any():
+        return gx, None
+    gw = gwf.reshape(g, cog, kernel, cig)[:, :, ::-1].transpose(0, 1, 3, 2)  # [g, o, k', c] -> [g, o, c, k]
+    return gx, np.ascontiguousarray(gw).reshape(geo.c_out, cig, kernel)
+
+
+def conv_grads(x: np.ndarray, gy: np.ndarray, w: np.ndarray, geo: ConvGeometry,
+               acc: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(gx, gw) of one convolution. Where the input gradient is a correlation (``_as_correlation``), its columns
+    of the padded gy, cols[o, k', s] = gy[o, s + k' d - (extent - 1 - left)], hold for k = K-1-k' exactly the
+    gy[o, t] that meets x[c, s] in gw[o, c, k] = sum_t gy[o, t] x_pad[c, t + k d - left] (s = t + k d - left); so
+    gw[o, c, k] = cols[o, K-1-k, :] . x[c, :], one more product over the same columns (B 32, 64 -> 64, L 512, K 5:
+    both gradients in 28.9 ms against 30.4 ms for the two kernels, which build columns twice). The sum runs over
+    x's positions s instead of gy's t, so its last bits differ from conv_grad_weight's (tests/test_conv_paths.py
+    bounds them). The columns also pair gy's zero padding with x values no window reads against that tap: 0 * inf
+    there is a NaN that torch does not have, so a weight gradient with a NaN is recomputed from x's windows (which
+    read only what the convolution reads). Elsewhere the two kernels run in turn, with their own bits."""
+    if _as_correlation(geo) and np.isfinite(w).all():
+        gx, gw = _grad_input_correlation(gy, w, geo, acc, x)
+        return gx, conv_grad_weight(x, gy, geo, acc) if gw is None else gw
+    return conv_grad_input(gy, w, geo, acc), conv_grad_weight(x, gy, geo, acc)
 
 
 def conv_grad_weight(x: np.ndarray, gy: np.ndarray, geo: ConvGeometry, acc: np.dtype) -> np.ndarray:
@@ -397,14 +434,18 @@ def _conv_kernel(ctx: NodeContext) -> Callable:
     return lambda x, w: as_out(conv_forward(x, w, geo, acc), y_t)
 
 
+def _as_given(ctx: NodeContext) -> dict:
+    """The node's stride, padding, dilation and groups as written ('same' stays 'same', resolved at each size)."""
+    return {k: ctx.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
 def _conv_gradient(ctx: NodeContext):
-    x_t, w_t = ctx.input_types
-    geo = _geometry(ctx, x_t, w_t.shape)
-    attrs = geo.attrs()
-    # gx = conv1d_grad_input_internal(gy, w) (the transposed conv), gw = conv1d_grad_weight_internal(x, gy)
+    attrs = _as_given(ctx)
+    # gx = conv1d_grad_input_internal(gy, w) (the transposed conv), gw = conv1d_grad_weight_internal(x, gy), in
+    # their forms that read x's length and w's kernel from the operands (any batch and length)
     return ctx.grad_graph(lambda x, w, y, gy: [
-        ops.conv1d_grad_input_internal(gy, w, length=geo.length, **attrs),
-        ops.conv1d_grad_weight_internal(x, gy, kernel_size=geo.kernel, **attrs)])
+        ops.conv1d_grad_input_like_internal(gy, w, x, **attrs),
+        ops.conv1d_grad_weight_like_internal(x, gy, w, **attrs)])
 
 
 CONV1D = OpSchema(
@@ -414,6 +455,7 @@ CONV1D = OpSchema(
     shape_infer=_conv_shape,
     kernels={"cpu": _conv_kernel},
     gradient=_conv_gradient,
+    traits=("any_shape_gradient",),
     doc="1-D cross-correlation of x[B, C_in, L] with w[C_out, C_in/groups, K] (as torch.nn.functional.conv1d, "
         "no bias): stride, dilation, groups, and padding 'valid', 'same', 'causal' or sizes.",
     examples=[
@@ -520,4 +562,143 @@ CONV1D_GRAD_WEIGHT = OpSchema(
     ],
 )
 
-SCHEMAS = [CONV1D, CONV1D_GRAD_INPUT, CONV1D_GRAD_WEIGHT, *POOL_SCHEMAS]
+# -- conv1d_grads_internal: (gx, gw) of one convolution in one kernel --------------------------------------
+#   made by the pass merge_conv1d_gradients (conv_passes) from a grad_input and a grad_weight node on the same
+#   gy; its gradient is the two ops' gradients added (the composite below, differentiated)
+def _grads_geometry(ctx: NodeContext) -> ConvGeometry:
+    x, gy, w = ctx.input_types
+    if not (x.dtype.is_float and x.dtype is gy.dtype is w.dtype):
+        raise ctx.error(f"x, gy and w must be floating tensors of one dtype, got {x}, {gy} and {w}")
+    geo = _geometry(ctx, x, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length):
+        raise ctx.error(f"gy must be conv1d's output shape {[geo.batch, geo.c_out, geo.out_length]}, got {gy}")
+    return geo
+
+
+def _grads_shape(ctx: NodeContext) -> list[TensorType]:
+    _grads_geometry(ctx)
+    return [ctx.input_types[0], ctx.input_types[2]]
+
+
+def _grads_composite(ctx: NodeContext) -> Callable[..., list]:
+    geo = _grads_geometry(ctx)
+    attrs = geo.attrs()
+    return lambda x, gy, w: [ops.conv1d_grad_input_internal(gy, w, length=geo.length, **attrs),
+                             ops.conv1d_grad_weight_internal(x, gy, kernel_size=geo.kernel, **attrs)]
+
+
+def _grads_kernel(ctx: NodeContext) -> Callable:
+    geo, acc, (gx_t, gw_t) = _grads_geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
+    _check_temporaries(ctx, geo, acc)
+
+    def kernel(x: np.ndarray, gy: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gx, gw = conv_grads(x, gy, w, geo, acc)
+        return as_out(gx, gx_t), as_out(gw, gw_t)
+    return kernel
+
+
+def _grads_gradient(ctx: NodeContext):
+    geo = _grads_geometry(ctx)
+    attrs = geo.attrs()
+    # the sum of the two ops' rules: gx = T(gy, w) and gw = W(x, gy) are bilinear
+    return ctx.grad_graph(lambda x, gy, w, gx, gw, ggx, ggw: [
+        ops.conv1d_grad_input_internal(gy, ggw, length=geo.length, **attrs),
+        ops.conv1d(ggx, w, **attrs) + ops.conv1d(x, ggw, **attrs),
+        ops.conv1d_grad_weight_internal(ggx, gy, kernel_size=geo.kernel, **attrs)])
+
+
+CONV1D_GRADS = OpSchema(
+    "conv1d_grads_internal",
+    inputs=("x", "gy", "w"),
+    outputs=("gx", "gw"),
+    attrs=_CONV_ATTRS,
+    shape_infer=_grads_shape,
+    kernels={"cpu": _grads_kernel},
+    gradient=_grads_gradient,
+    decomposition=lambda ctx: ctx.decomposition_graph(_grads_composite(ctx)),
+    doc="conv1d's two gradients in one kernel: (conv1d_grad_input_internal(gy, w), conv1d_grad_weight_internal(x, "
+        "gy)), the weight gradient from the columns of gy the input gradient reads; made by the pass "
+        "merge_conv1d_gradients.",
+    examples=[
+        Example(["f32[2, 3, 7]", "f32[2, 4, 5]", "f32[4, 3, 3]"]),
+        Example(["f32[2, 4, 9]", "f32[2, 6, 5]", "f32[6, 2, 3]"], {"stride": 2, "padding": [1, 1], "groups": 2}),
+        Example(["f64[1, 2, 8]", "f64[1, 3, 8]", "f64[3, 2, 2]"], {"dilation": 3, "padding": [3, 0]}),
+        Example(["f64[2, 2, 520]", "f64[2, 2, 520]", "f64[2, 2, 5]"], {"padding": [2, 2]},
+                note="stride 1, one sample per product: the weight gradient from gy's columns"),
+    ],
+)
+
+
+# -- the forms that read x's length and w's kernel from operands (read for their shapes only) ----------------------
+#   conv1d_grad_input_like_internal(gy, w, x) = conv1d_grad_input_internal(gy, w; length=x's L, pads resolved)
+#   conv1d_grad_weight_like_internal(x, gy, w) = conv1d_grad_weight_internal(x, gy; kernel_size=w's K, pads resolved)
+#   Compiled or exported, they are those ops (their DecomposeFns, lowered by bind_shapes).
+def _input_like_attrs(ctx: NodeContext) -> dict:
+    gy, w, x = ctx.input_types
+    geo = _geometry(ctx, x, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length) or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be conv1d's output {x.dtype.name}{[geo.batch, geo.c_out, geo.out_length]} for x {x}, "
+                        f"got {gy}")
+    return {**geo.attrs(), "length": geo.length}
+
+
+def _weight_like_attrs(ctx: NodeContext) -> dict:
+    x, gy, w = ctx.input_types
+    geo = _geometry(ctx, x, w.shape)
+    if gy.shape != (geo.batch, geo.c_out, geo.out_length) or gy.dtype is not x.dtype:
+        raise ctx.error(f"gy must be conv1d's output {x.dtype.name}{[geo.batch, geo.c_out, geo.out_length]} for x {x} "
+                        f"and w {w}, got {gy}")
+    return {**geo.attrs(), "kernel_size": geo.kernel}
+
+
+def _lowered_kernel(target: OpSchema, attrs_of: Callable, build: Callable) -> Callable:
+    def kernel_of(ctx: NodeContext) -> Callable:
+        inner = build(NodeContext(target, ctx.input_types[:2], target.normalize_attrs(attrs_of(ctx)), ctx.output_types))
+        return lambda a, b, like: inner(a, b)
+    return kernel_of
+
+
+CONV1D_GRAD_INPUT_LIKE = OpSchema(
+    "conv1d_grad_input_like_internal",
+    inputs=("gy", "w", "x"),
+    attrs=_CONV_ATTRS,
+    shape_infer=lambda ctx: [_input_like_attrs(ctx) and ctx.input_types[2]],
+    kernels={"cpu": _lowered_kernel(CONV1D_GRAD_INPUT, _input_like_attrs, _grad_input_kernel)},
+    gradient=lambda ctx: ctx.grad_graph(lambda gy, w, x, gx, ggx: [
+        ops.conv1d(ggx, w, **_as_given(ctx)), ops.conv1d_grad_weight_like_internal(ggx, gy, w, **_as_given(ctx)),
+        None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda gy, w, x: ops.conv1d_grad_input_internal(gy, w, **_input_like_attrs(ctx))),
+    nondiff_inputs=(2,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="conv1d's gradient for x at x's length (x read for its shape only): the transposed convolution.",
+    examples=[
+        Example(["f32[2, 4, 5]", "f32[4, 3, 3]", "f32[2, 3, 7]"]),
+        Example(["f32[2, 6, 5]", "f32[6, 2, 3]", "f32[2, 4, 9]"], {"stride": 2, "padding": "same", "groups": 2}),
+        Example(["f64[1, 3, 8]", "f64[3, 2, 2]", "f64[1, 2, 8]"], {"dilation": 3, "padding": "causal"}),
+    ],
+)
+
+CONV1D_GRAD_WEIGHT_LIKE = OpSchema(
+    "conv1d_grad_weight_like_internal",
+    inputs=("x", "gy", "w"),
+    attrs=_CONV_ATTRS,
+    shape_infer=lambda ctx: [_weight_like_attrs(ctx) and ctx.input_types[2]],
+    kernels={"cpu": _lowered_kernel(CONV1D_GRAD_WEIGHT, _weight_like_attrs, _grad_weight_kernel)},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, gy, w, gw, ggw: [
+        ops.conv1d_grad_input_like_internal(gy, ggw, x, **_as_given(ctx)), ops.conv1d(x, ggw, **_as_given(ctx)),
+        None]),
+    decomposition=lambda ctx: ctx.decomposition_graph(
+        lambda x, gy, w: ops.conv1d_grad_weight_internal(x, gy, **_weight_like_attrs(ctx))),
+    nondiff_inputs=(2,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="conv1d's gradient for w, of w's shape (w read for its shape only): x correlated with gy.",
+    examples=[
+        Example(["f32[2, 3, 7]", "f32[2, 4, 5]", "f32[4, 3, 3]"]),
+        Example(["f32[2, 4, 9]", "f32[2, 6, 5]", "f32[6, 2, 3]"], {"stride": 2, "padding": "same", "groups": 2}),
+        Example(["f64[1, 2, 8]", "f64[1, 3, 8]", "f64[3, 2, 2]"], {"dilation": 3, "padding": "causal"}),
+    ],
+)
+
+SCHEMAS = [CONV1D, CONV1D_GRAD_INPUT, CONV1D_GRAD_WEIGHT, CONV1D_GRADS, CONV1D_GRAD_INPUT_LIKE,
+           CONV1D_GRAD_WEIGHT_LIKE, *POOL_SCHEMAS]

@@ -72,11 +72,11 @@ def _gather_kernel(ctx: NodeContext) -> Callable:
 
 
 def _gather_gradient(ctx: NodeContext):
-    table_t = ctx.input_types[0]
-    axis = normalize_axis(ctx, ctx.attrs["axis"], table_t.rank)
-    # g_table = scatter_add(gy, indices): each looked-up row receives the sum of its cotangents
-    return ctx.grad_graph(lambda table, indices, y, gy: [
-        ops.scatter_add(gy, indices, axis=axis, size=table_t.shape[axis]), None])
+    axis = normalize_axis(ctx, ctx.attrs["axis"], ctx.input_types[0].rank)
+    # g_table = scatter_add(gy, indices): each looked-up row receives the sum of its cotangents; the table's size
+    # read from the table (scatter_add_like_internal), so a gather over a batch stays right at other batch sizes
+    return ctx.grad_graph(lambda table, indices, y, gy: [ops.scatter_add_like_internal(gy, indices, table, axis=axis),
+                                                         None])
 
 
 _AXIS = AttrSpec("int", 0, "the axis of the table (of the output, for scatter_add) that the indices address",
@@ -91,6 +91,7 @@ GATHER = OpSchema(
     kernels={"cpu": _gather_kernel},
     gradient=_gather_gradient,
     nondiff_inputs=(1,),
+    traits=("any_shape_gradient",),
     doc="Entries of `table` at integer `indices` along `axis` (np.take): an embedding lookup. Output shape "
         "table.shape[:axis] + indices.shape + table.shape[axis+1:]. Indices must lie in 0..n-1 (DataError otherwise).",
     examples=[
@@ -213,6 +214,7 @@ SCATTER_ADD = OpSchema(
     kernels={"cpu": _scatter_kernel},
     gradient=_scatter_gradient,
     nondiff_inputs=(1,),
+    traits=("any_shape_gradient",),
     doc="Zeros with `size` entries along `axis`, plus each slice of `updates` added at its index; duplicate indices "
         "accumulate. The adjoint of gather (its gradient for the table). Indices must lie in 0..size-1.",
     examples=[
@@ -222,4 +224,51 @@ SCATTER_ADD = OpSchema(
     ],
 )
 
-SCHEMAS = [GATHER, SCATTER_ADD]
+
+
+# scatter_add_like_internal(updates, indices, like; axis) = scatter_add(updates, indices; axis,
+#   size=like.shape[axis]), like (the gathered table) read for its shape only: gather's and embedding's gradient
+def _scatter_like_size(ctx: NodeContext) -> tuple[int, int]:
+    updates, indices, like = ctx.input_types
+    axis = normalize_axis(ctx, ctx.attrs["axis"], like.rank)
+    size = like.shape[axis]
+    inner = NodeContext(SCATTER_ADD, (updates, indices), {"axis": ctx.attrs["axis"], "size": size})
+    if _scatter_shape(inner)[0] != like:
+        raise ctx.error(f"scattering {updates} at {indices} along axis {axis} does not give like's type {like}")
+    return axis, size
+
+
+def _scatter_like_decomposition(ctx: NodeContext):
+    axis, size = _scatter_like_size(ctx)
+    return ctx.decomposition_graph(lambda updates, indices, like: ops.scatter_add(updates, indices, axis=axis,
+                                                                                 size=size))
+
+
+def _scatter_like_kernel(ctx: NodeContext) -> Callable:
+    axis, size = _scatter_like_size(ctx)
+    inner = _scatter_kernel(NodeContext(SCATTER_ADD, ctx.input_types[:2], {"axis": axis, "size": size},
+                                        ctx.output_types))
+    return lambda updates, indices, like: inner(updates, indices)
+
+
+SCATTER_ADD_LIKE = OpSchema(
+    "scatter_add_like_internal",
+    inputs=("updates", "indices", "like"),
+    attrs={"axis": _AXIS},
+    shape_infer=lambda ctx: [_scatter_like_size(ctx) and ctx.input_types[2]],
+    kernels={"cpu": _scatter_like_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda updates, indices, like, y, gy: [
+        ops.gather(gy, indices, axis=_scatter_like_size(ctx)[0]), None, None]),
+    decomposition=_scatter_like_decomposition,
+    nondiff_inputs=(1, 2),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="scatter_add with the output's size along axis read from like (the gathered table, read for its shape "
+        "only): gather's gradient at any table or batch size.",
+    examples=[
+        Example(["f32[6, 3]", "i64[6]", "f32[4, 3]"], low=0, high=3, note="duplicates accumulate"),
+        Example(["f32[2, 2, 3, 4]", "i32[2, 3]", "f32[2, 3, 4]"], {"axis": 1}, low=0, high=2),
+        Example(["f64[5]", "i64[5]", "f64[2]"], low=0, high=1),
+    ],
+)
+
+SCHEMAS = [GATHER, SCATTER_ADD, SCATTER_ADD_LIKE]

@@ -21,6 +21,6 @@ def frame_register_ops():
 
 @hookimpl
 def frame_register_passes():
-    from . import control_passes, recurrence_passes
+    from . import control_passes, conv_passes, recurrence_passes
 
-    return [*control_passes.PASSES, *recurrence_passes.PASSES]
+    return [*control_passes.PASSES, *recurrence_passes.PASSES, *conv_passes.PASSES]

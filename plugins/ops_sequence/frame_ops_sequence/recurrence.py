@@ -85,6 +85,7 @@ CUMSUM = OpSchema(
     shape_infer=_cumsum_shape,
     kernels={"cpu": _cumsum_kernel},
     gradient=_cumsum_gradient,
+    traits=("any_shape_gradient",),
     doc="Running sum along `axis`: y_t = sum of x_s for s <= t (s < t if exclusive; s >= t or s > t if reverse). "
         "Half precision sums in float32.",
     examples=[
@@ -182,6 +183,7 @@ SELECTIVE_SCAN = OpSchema(
     # Mamba's backward: adjoint lam = reverse linear_scan of C^T gy over exp(delta A) shifted one step; see _selective
     gradient=selective_scan_gradient,
     variadic=True,
+    traits=("any_shape_gradient",),
     doc="Mamba's selective scan (selective_scan_ref, real A): h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t, "
         "y_t = C_t h_t + D u_t, out = y * silu(z). u, delta, z: [batch, D, L]; A: [D, N]; B, C: [batch, N, L], "
         "[batch, G, N, L] (each its own G dividing D) or [D, N]; D, delta_bias: [D]. D, z and delta_bias are "

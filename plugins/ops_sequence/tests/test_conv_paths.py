@@ -102,3 +102,80 @@ def test_a_non_finite_value_spreads_to_the_gradients_as_in_torch(value, where, l
         gx, gw = _gradients(x, w, g, {"padding": padding})
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _training(attrs: dict, shapes: tuple, dtype: str = "f32", **compile_options) -> fc.Executable:
+    x_shape, w_shape, y_shape = shapes
+    graph = fc.trace(lambda a, b, c: ops.sum(ops.conv1d(a, b, **attrs) * c),
+                     *(fc.TensorType(dtype, s) for s in (x_shape, w_shape, y_shape)))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1]), cache=False, **compile_options)
+
+
+def _ops(executable: fc.Executable) -> list[str]:
+    return [node.op.rpartition("::")[2] for node in executable.graph.nodes]
+
+
+def test_the_two_gradients_of_a_convolution_run_as_one_node_with_the_same_input_gradient():
+    """merge_conv1d_gradients: gx keeps its bits (the same columns and product), gw is the same sum over x's
+    positions instead of gy's, within a few roundings of the two-kernel result and of float64."""
+    rng = np.random.default_rng(7)
+    x, w, g = (rng.standard_normal(s).astype(np.float32) for s in ((3, 4, 600), (6, 4, 5), (3, 6, 600)))
+    merged = _training({"padding": "same"}, (x.shape, w.shape, g.shape))
+    apart = _training({"padding": "same"}, (x.shape, w.shape, g.shape), disable=["merge_conv1d_gradients"])
+    assert _ops(merged).count("conv1d_grads_internal") == 1 and "conv1d_grad_weight_internal" not in _ops(merged)
+    assert "conv1d_grads_internal" not in _ops(apart)
+    (_, gx, gw), (_, gx_apart, gw_apart) = merged.run([x, w, g]), apart.run([x, w, g])
+    exact = _training({"padding": "same"}, (x.shape, w.shape, g.shape), "f64").run(
+        [a.astype(np.float64) for a in (x, w, g)])[2]
+    assert np.array_equal(gx, gx_apart)
+    n = x.shape[0] * x.shape[2]  # terms of a gw entry
+    bound = 4 * np.sqrt(n) * np.finfo(np.float32).eps * np.abs(exact).max()
+    assert np.abs(gw - exact).max() <= bound and np.abs(gw_apart - exact).max() <= bound
+
+
+def test_a_weight_gradient_alone_is_not_merged():
+    graph = fc.trace(lambda a, b: ops.sum(ops.conv1d(a, b, padding="same")), "f32[2, 3, 600]", "f32[4, 3, 5]")
+    executable = fc.compile(fc.build_backward_graph(graph, 0, [1]), cache=False)
+    assert "conv1d_grad_weight_internal" in _ops(executable) and "conv1d_grads_internal" not in _ops(executable)
+
+
+@pytest.mark.parametrize("case", PATHS, ids=[str(c[:3]) for c in PATHS])
+def test_the_merged_node_matches_its_two_ops_on_every_path(case):
+    """conv1d_grads_internal falls back to the two kernels off the correlation path: the same bits there."""
+    x_shape, w_shape, attrs, _ = case
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    g = rng.standard_normal(_forward(x, w, attrs).shape)
+    merged = _training(attrs, (x.shape, w.shape, g.shape), "f64")
+    apart = _training(attrs, (x.shape, w.shape, g.shape), "f64", disable=["merge_conv1d_gradients"])
+    assert "conv1d_grads_internal" in _ops(merged)
+    (_, gx, gw), (_, gx_apart, gw_apart) = merged.run([x, w, g]), apart.run([x, w, g])
+    assert np.array_equal(gx, gx_apart)
+    np.testing.assert_allclose(gw, gw_apart, rtol=1e-12, atol=1e-12)
+    stride, dilation, (left, right) = attrs.get("stride", 1), attrs.get("dilation", 1), case[3]
+    extent = dilation * (w_shape[2] - 1) + 1
+    geo = conv.ConvGeometry(x_shape[0], x_shape[1], w_shape[0], x_shape[2], w_shape[2], stride, dilation,
+                            attrs.get("groups", 1), left, right, (x_shape[2] + left + right - extent) // stride + 1)
+    if not conv._as_correlation(geo):
+        assert np.array_equal(gw, gw_apart)
+
+
+def test_convolutions_sharing_an_output_gradient_pair_only_matching_gradients():
+    """Convolutions added together share gy: each merged node must pair gradients of matching shapes (an input
+    gradient of 3 channels with a weight gradient of an x with 3 channels), whichever convolution they come
+    from, and two convolutions of the same shapes make two merged nodes."""
+    rng = np.random.default_rng(13)
+    shapes = ((2, 3, 520), (4, 3, 5), (2, 5, 520), (4, 5, 5), (2, 3, 520), (4, 3, 5), (2, 4, 520))
+    arrays = [rng.standard_normal(s) for s in shapes]
+
+    def loss(x1, w1, x2, w2, x3, w3, g):  # noqa: ANN001, ANN202 - traced tensors
+        y = ops.conv1d(x1, w1, padding="same") + ops.conv1d(x2, w2, padding="same")
+        return ops.sum((y + ops.conv1d(x3, w3, padding="same")) * g)
+    graph = fc.trace(loss, *(fc.TensorType("f64", s) for s in shapes))
+    backward = fc.build_backward_graph(graph, 0, list(range(6)))
+    merged = fc.compile(backward, cache=False)
+    assert _ops(merged).count("conv1d_grads_internal") == 3
+    got = merged.run(arrays)[1:]
+    want = fc.compile(backward, cache=False, disable=["merge_conv1d_gradients"]).run(arrays)[1:]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

@@ -35,9 +35,10 @@ def type_of(value: Any, what: str) -> TensorType:
 def compile_rebuilt(graph: Graph, rebuild: Callable[[list[TensorType]], Graph]) -> Any:
     """An executable of ``graph`` for any input dimensions: a new shape signature compiles ``rebuild(types)``.
 
-    A graph holding a backward pass cannot simply be re-specialised (its gradient ops carry the traced shapes
-    as attributes), so the caller re-specialises the forward graph and derives the rest again, as
-    ``value_and_grad`` does. One compile per new signature, in the core's bounded cache.
+    A graph holding a backward pass is re-specialised when every op on its chain declares
+    ``any_shape_gradient``; otherwise (``specialize`` refuses it) the caller re-specialises the forward graph
+    and derives the rest again, as ``value_and_grad`` does. One compile per new signature, in the core's
+    bounded cache.
     """
     from frame_core import DynamicExecutable
 

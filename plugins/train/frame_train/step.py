@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 import frame_core as fc
-from frame_core import Graph, TensorType, inline_graph
+from frame_core import Graph, ShapeError, TensorType, inline_graph
 
 from ._spine import compile_rebuilt, flatten, trace_params, type_of, unflatten
 from .errors import OptimizerError, ParameterError
@@ -286,7 +286,11 @@ class TrainStep:
         def compiled(apply: bool) -> Any:
             graph, _ = build_step_graph(loss_graph, self.names, self.types, self.optimizer, apply=apply)
 
-            def rebuild(types: list[TensorType]) -> Graph:  # a new batch size: specialise the loss, derive again
+            def rebuild(types: list[TensorType]) -> Graph:  # a new batch size
+                try:  # every gradient on the chain reads its sizes (any_shape_gradient): the step graph itself
+                    return specialize(graph, types)
+                except ShapeError:  # it may hold the traced sizes: specialise the loss, derive again
+                    pass
                 loss_types: list[Any] = [None] * len(loss_graph.inputs)
                 for k, i in enumerate(loss_order):
                     loss_types[i] = types[k]
