@@ -25,8 +25,9 @@ from frame_core import Graph, PassSpec, Rewriter
 from ._shapes import accumulation_dtype
 
 
-#: The ops ``_is_outer`` may accept: a walk tests the op first, in C, and calls ``_is_outer`` only for these.
-_OUTER_OPS = frozenset({"matmul", "matmul_grad_rhs_internal"})
+#: Every op ``_is_outer`` may accept (an op it tests belongs here too): a walk tests the op first, in C, and
+#: calls ``_is_outer`` only for these.
+_OUTER_OPS = frozenset({"matmul", "matmul_grad_rhs_internal", "matmul_grad_lhs_internal"})
 
 
 def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
