@@ -19,7 +19,7 @@ them (ARCH-062).
 
 from __future__ import annotations
 
-from itertools import accumulate
+from itertools import accumulate, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -31,16 +31,28 @@ from ..rewrite import Rewriter
 from .merge_fused import merge_fused_groups
 
 
+_UNDEFINED = repeat(-1)  # (position.get's default for every input: a graph input)
+
+
 class _Group:
     __slots__ = ("first", "last", "members", "positions", "type", "rank")
 
     def __init__(self, first: int, node: Node, type: Any, rank: int = 0) -> None:
         self.first = first
         self.last = first
-        self.members = [node]
-        self.positions = [first]  # each member's position in the graph
+        self.members: Any = node  # the lists of a group of one are made when a second member joins (``join``):
+        self.positions: Any = None  # most groups never get one, and only groups of two or more are returned
         self.type = type
         self.rank = rank  # (adjacent grouping) the rank of its last member
+
+    def join(self, node: Node, i: int) -> None:
+        if self.positions is None:
+            self.members = [self.members, node]
+            self.positions = [self.first, i]  # each member's position in the graph
+        else:
+            self.members.append(node)
+            self.positions.append(i)
+        self.last = i
 
 
 class _Lifetimes:
@@ -130,7 +142,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
             constants.append(i)
             continue
         rank += 1
-        ps = [where(v, -1) for v in ins]  # each input's producer position, looked up once
+        ps = list(map(where, ins, _UNDEFINED))  # each input's producer position, looked up once
         if not fusable[op] or len(outs) != 1 or not ins:
             for v in outs:
                 position[v] = i
@@ -167,9 +179,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
                 chosen = _Group(i, node, out_t)
                 groups.append(chosen)
             else:
-                chosen.members.append(node)
-                chosen.positions.append(i)
-                chosen.last = i
+                chosen.join(node, i)
             group_at[i] = chosen
             near = None
             for p in ps:
@@ -181,9 +191,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
                 near = _Group(i, node, out_t, rank)
                 adjacent.append(near)
             else:
-                near.members.append(node)
-                near.positions.append(i)
-                near.last = i
+                near.join(node, i)
                 near.rank = rank
             adjacent_at[i] = near
             here = chosen.first
@@ -205,8 +213,8 @@ def _group(nodes: list[Node], fusable: dict[str, bool], lifetimes: _Lifetimes | 
                 ends[p] = i
                 if here > fused_ends[p]:
                     fused_ends[p] = here
-    out.moving = [g for g in groups if len(g.members) > 1]
-    out.adjacent = [g for g in adjacent if len(g.members) > 1]
+    out.moving = [g for g in groups if g.positions is not None]
+    out.adjacent = [g for g in adjacent if g.positions is not None]
     return out
 
 

@@ -216,9 +216,14 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     append = rows.append
     buffer_of = plan.buffer_of
     dies_after: dict[int, list[Value]] = {}
+    dying_at = dies_after.get
     for v, i in plan.last_use.items():
         if v not in buffer_of:  # planned buffers persist; only unplanned values are released
-            dies_after.setdefault(i, []).append(v)
+            dying = dying_at(i)
+            if dying is None:
+                dies_after[i] = [v]
+            else:
+                dying.append(v)
 
     def view(v: Value) -> np.ndarray:
         key = (buffer_of[v], v.type)

@@ -144,25 +144,11 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
         last_use = plan.last_use = {v: i for i, node in enumerate(nodes) for v in node.inputs}
     setdefault = last_use.setdefault
     escaping = {links.get(v, v) for v in graph.outputs} | set(graph.outputs)
-    # each intermediate (every node output but constants and what escapes) is released after its last use
+    # each intermediate (every node output but constants and what escapes) is released after its last use;
+    # the walk below files a node's outputs here before it looks up what dies at that node (a value never read
+    # dies where it is made), so one walk both files and releases
     releases: dict[int, list[Value]] = {}
     unplanned = 0
-    for i, node in enumerate(nodes):
-        constant = node.op == "constant"
-        for v in node.outputs:
-            last = setdefault(v, i)  # never read: dies where it is made
-            if constant or v in escaping:
-                continue
-            if v not in links:
-                unplanned += v.type.nbytes
-            found = releases.get(last)
-            if found is None:
-                releases[last] = [v]
-            else:
-                found.append(v)
-    for v in escaping:
-        last_use[v] = end
-    plan.unplanned_bytes = unplanned
 
     take, give = _pool(plan.buffer_bytes)
     live_unplanned = 0
@@ -179,6 +165,21 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     for i, node in enumerate(nodes):
         op = node.op
         outs = node.outputs
+        if op != "constant":
+            for v in outs:
+                last = setdefault(v, i)
+                if v in escaping:
+                    continue
+                if v not in links:
+                    unplanned += v.type.nbytes
+                found = releases.get(last)
+                if found is None:
+                    releases[last] = [v]
+                else:
+                    found.append(v)
+        else:
+            for v in outs:
+                setdefault(v, i)
         if len(outs) == 1:
             out = outs[0]
             if reuse and out not in escaping and kinds[op]:
@@ -214,6 +215,9 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                         give(buffer)
                 elif v not in links:
                     live_unplanned -= v.type.nbytes
+    for v in escaping:
+        last_use[v] = end
+    plan.unplanned_bytes = unplanned
     plan.peak_bytes = plan.arena_bytes + peak_unplanned
     plan.links = links
     return plan

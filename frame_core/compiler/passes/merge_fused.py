@@ -101,7 +101,7 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
             p = frontier.pop()
             if p is None or p in inside or p in taken or kind(p) != t or (flat and _strided(p, t.shape)):
                 continue
-            if all(r > here or nodes[r] in inside for v in p.outputs for r in readers.get(v, ())):
+            if _read_from(p, readers, here, nodes, inside):
                 chosen.append(p)
                 inside.add(p)
                 frontier.extend([v.producer for v in p.inputs])
@@ -121,17 +121,24 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
                     keep_last=True)
 
 
+def _read_from(p: Node, readers: dict[Value, list[int]], here: int, nodes: list[Node], inside: set[Node]) -> bool:
+    """Whether every reader of ``p``'s outputs runs after position ``here`` or is one of ``inside``."""
+    for v in p.outputs:
+        for r in readers.get(v, ()):
+            if r <= here and nodes[r] not in inside:
+                return False
+    return True
+
+
 def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
     """``graph`` with each fused node merged with the elementwise nodes of its type that follow it closely
     (within ``WINDOW`` nodes) and read one of its values; the merged node runs at the last
     one's place, so the scan stops at the first other node that reads a value of the group."""
     nodes = graph.nodes
-    readers = _readers(graph)
     kind = _kinds(fusable)
     taken: set[Node] = set()
     merged: dict[Node, list[Node]] = {}  # the last node of a group -> the group, in order
-    position = {node: i for i, node in enumerate(nodes)}
-    position_of = position.__getitem__
+    readers: dict[Value, list[int]] | None = None  # made when the first candidate turns up: most graphs have none
     for i, node in enumerate(nodes):
         if node.op != FUSED_OP or node in taken:
             continue
@@ -140,7 +147,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         group = [node]
         made = set(node.outputs)
         seen = 0
-        j = i
+        j = last = i  # (last: the position of the group's last node)
         while seen < WINDOW and j + 1 < len(nodes):
             j += 1
             other = nodes[j]
@@ -151,17 +158,22 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
             if uses_group and other not in taken and kind(other) == t and not (flat and _strided(other, t.shape)):
                 group.append(other)
                 made.update(other.outputs)
+                last = j
             elif uses_group:  # it needs the group's values before the group's last member: stop here
                 break
-        last = position_of(group[-1]) if len(group) > 1 else i
-        members = set(group)
+        if len(group) == 1:
+            continue
+        if readers is None:
+            readers = _readers(graph)
         moved = group[:-1]
-        if len(group) > 1 and _stretched([v for p in moved for v in p.inputs], readers, last, members) <= \
+        if _stretched([v for p in moved for v in p.inputs], readers, last, set(group)) <= \
                 sum(v.type.nbytes for p in moved for v in p.outputs):
             merged[group[-1]] = group
             taken.update(group)
     if not merged:
         return graph
+    assert readers is not None  # (a merge needs a candidate)
+    position = {node: i for i, node in enumerate(nodes)}
     ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
     ctx.dropped = list(taken)
     return _rewrite(graph, ctx, merged, taken, readers, position, keep_last=False)
@@ -232,8 +244,7 @@ def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: 
         for j, v in enumerate(p.outputs):
             made[v] = (k, j)
     outer = list(external)
-    exports = [v for p in parts for v in p.outputs
-               if v in keep or any(r not in at for r in readers.get(v, ()))]
+    exports = [v for p in parts for v in p.outputs if v in keep or not at.issuperset(readers.get(v, ()))]
     key = (tuple(structure), tuple([v.type for v in outer]), tuple([made[v] for v in exports]))
     body = bodies.get(key)
     if body is None:

@@ -276,7 +276,7 @@ def _carries_graph(node: Node) -> bool:
 def _bind(graph: Graph, ctx: Any) -> Graph:
     """``graph`` with every ``*_like_internal`` node (bodies included) replaced by its attribute form."""
     kinds: dict[str, Any] = {}  # op -> its like schema, True for an op that may carry bodies, None otherwise
-    for op in {n.op for n in graph.nodes}:
+    for op in (ctx.ops(graph) if ctx is not None else {n.op for n in graph.nodes}):
         schema = _SCHEMA.get(_short(op))
         kinds[op] = schema if schema is not None else True if op not in _PLAIN and op not in _DECOMPOSED else None
     if not any(kinds.values()) and not any(op in _DECOMPOSED for op in kinds):
@@ -284,22 +284,33 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     rw = Rewriter(graph, ctx)
     lowered: dict[tuple, Any] = {}  # (op, input types, attrs) -> its lowering: one per kind of node
     read, alias, append = rw.read, rw.alias, rw.new.nodes.append
+    unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten: kept as it is (what copy would do)
+    # the input's nodes the result no longer holds (replaced, or copied onto new inputs): the pipeline then
+    # releases just those, instead of comparing the node sets of both graphs (ctx.dropped)
+    dropped = []
     for node in graph.nodes:
         schema = kinds[node.op]
         if schema is None:
             if node.op in _DECOMPOSED:
                 _decompose(rw, node, lowered)
+                dropped.append(node)
                 continue
-            rw.copy(node)
+            if unchanged(node.inputs):
+                append(node)
+            elif rw.copy(node) is not node:
+                dropped.append(node)
             continue
         if schema is True:
             if _carries_graph(node):
                 attrs = {k: (_bind(a, None) if type(a) is Graph else a) for k, a in node.attrs.items()}
                 if any(attrs[k] is not a for k, a in node.attrs.items()):
-                    rw.copy(node, attrs=attrs)
+                    if rw.copy(node, attrs=attrs) is not node:
+                        dropped.append(node)
                     continue
-            rw.copy(node)
+            if rw.copy(node) is not node:
+                dropped.append(node)
             continue
+        dropped.append(node)
         ins = read(node.inputs)
         types = tuple([v.type for v in node.inputs])
         key = (node.op, types, tuple(node.attrs.items()))
@@ -322,6 +333,8 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
             made.outputs = (Value(old.type, made, 0, old.name),)
             append(made)
             alias(old, made.outputs[0])
+    if ctx is not None:
+        ctx.dropped = dropped
     return rw.finish()
 
 

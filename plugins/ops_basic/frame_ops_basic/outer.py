@@ -25,6 +25,11 @@ from frame_core import Graph, PassSpec, Rewriter
 from ._shapes import accumulation_dtype
 
 
+#: Every op ``_is_outer`` may accept (an op it tests belongs here too): a walk tests the op first, in C, and
+#: calls ``_is_outer`` only for these.
+_OUTER_OPS = frozenset({"matmul", "matmul_grad_rhs_internal", "matmul_grad_lhs_internal"})
+
+
 def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
     if node.op == "matmul_grad_rhs_internal":  # a^T @ gy with a one-row a: the gradient of the product above
         a, gy = (v.type for v in node.inputs)
@@ -47,7 +52,11 @@ def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
 
 def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     nodes = graph.nodes
-    first = next((i for i, node in enumerate(nodes) if _is_outer(node)), None)
+    first = None
+    for i, node in enumerate(nodes):  # (a plain loop: most graphs have no outer product, and it walks them all)
+        if node.op in _OUTER_OPS and _is_outer(node):
+            first = i
+            break
     if first is None:
         return graph
     rw = Rewriter(graph, ctx)
@@ -55,7 +64,7 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
     zeros: dict = {}  # one +0.0 constant per dtype
     rewritten = []
     for node in nodes[first:]:
-        if not _is_outer(node):
+        if node.op not in _OUTER_OPS or not _is_outer(node):
             rw.copy(node)
             continue
         a, b = rw.read(node.inputs)
