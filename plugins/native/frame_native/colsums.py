@@ -25,7 +25,6 @@ frame-ops-basic's.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +34,7 @@ import numpy as np
 from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, TensorType, registry
 
 from .rows import PROBE_ELEMENTS, _TYPES, ColumnPlan, swap_ops
-from .tiered import Tier, calls_before_compile
+from .tiered import Tier, calls_before_compile, queue_plans
 
 __all__ = ["COLUMN_SUM_OP", "COLUMN_SUM_SCHEMA", "compile_column_sums", "why_not"]
 
@@ -101,24 +100,9 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     after, count = calls_before_compile(), [0]
 
     def promote() -> None:
-        from . import jit
-
         tier.slot[0] = numpy_kernel
-        done: dict[int, Any] = {}
         plans = [plan] if check is plan else [plan, check]
-
-        def job(key: int, p: Any) -> bool:  # (submit takes any plan with ir/n_args/chunks/shapes)
-            def install(_: Any, fn: Callable[..., Any] | None, how: str) -> None:
-                if fn is None:
-                    tier.state = how if how in ("failed", "off") else "failed"
-                    return
-                done[key] = (fn, how)
-                if len(done) == len(plans):
-                    _install(tier, plans, done, shape, numpy_kernel, probe_type)
-            return jit.submit(lambda: p, install)
-        tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
-        if not all([job(k, p) for k, p in enumerate(plans)]):
-            tier.state = "off"
+        queue_plans(tier, plans, lambda done: _install(tier, plans, done, shape, numpy_kernel, probe_type))
 
     def counting(x: np.ndarray) -> Any:
         count[0] += 1

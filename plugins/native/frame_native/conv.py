@@ -38,7 +38,6 @@ Not compiled: dtypes other than float32/float64, groups, the geometries frame-op
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -49,7 +48,7 @@ import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, Rewriter, TensorType, registry
 
-from .tiered import Tier, calls_before_compile
+from .tiered import Tier, calls_before_compile, queue_plans
 
 __all__ = ["CONV_POOL_OP", "CONV_POOL_SCHEMA", "compile_conv_pools", "layout"]
 
@@ -102,7 +101,7 @@ def layout(g: Geometry) -> str | None:
     one sample per product), ``"sample"`` (NCHW columns, one sample per product), or None for its other paths
     (the padded grid for short rows, chunks of several samples), which this kernel does not reproduce. Mirrors
     ``frame_ops_nn.conv.conv_forward``'s choice; the install check and tests/test_conv_pool.py catch a drift."""
-    (oh, ow), positions = g.out, g.out[0] * g.out[1]
+    ow, positions = g.out[1], g.out[0] * g.out[1]
     if g.stride == (1, 1) and ow <= 16 and g.co <= 32:  # _on_short_rows
         return None
     if g.dilation[1] == 1 and g.c >= 16 and positions >= 64:  # _channels_last
@@ -509,23 +508,8 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     after, count = calls_before_compile(), [0]
 
     def promote() -> None:
-        from . import jit
-
         tier.slot[0] = numpy_kernel
-        done: dict[int, Any] = {}
-
-        def job(key: int, plan: Any) -> bool:  # (submit takes any plan with ir/n_args/chunks/shapes)
-            def install(_: Any, fn: Callable[..., Any] | None, how: str) -> None:
-                if fn is None:
-                    tier.state = how if how in ("failed", "off") else "failed"
-                    return
-                done[key] = (fn, how)
-                if len(done) == len(plans):
-                    _install(tier, geo, order, done, numpy_kernel, ctx)
-            return jit.submit(lambda: plan, install)
-        tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
-        if not all([job(k, p) for k, p in enumerate(plans)]):
-            tier.state = "off"
+        queue_plans(tier, plans, lambda done: _install(tier, geo, order, done, numpy_kernel, ctx))
 
     def counting(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
         count[0] += 1

@@ -64,6 +64,32 @@ class Tier:
     slot: list[Callable[..., Any]] = field(default_factory=list, repr=False)
 
 
+def queue_plans(tier: Tier, plans: list[Any], when_all: Callable[[dict[int, tuple[Callable[..., Any], str]]], None]
+                ) -> None:
+    """Queue the compile of every plan (anything ``jit.submit`` takes: ir, n_args, chunks, shapes); once all have
+    compiled, ``when_all(done)`` runs on the compiler thread with ``done[k] = (function, how)`` for ``plans[k]``.
+
+    ``tier`` is marked queued before the first job goes (a kernel from the cache may be installed before
+    ``submit`` returns); a plan that fails leaves it ``failed`` (or ``off``), a queue that refuses a job ``off``.
+    Kernels made of several compiled functions (column sums and their check, a conv layer's parts) use it."""
+    from . import jit
+
+    done: dict[int, tuple[Callable[..., Any], str]] = {}
+
+    def job(key: int, plan: Any) -> bool:
+        def install(_: Any, fn: Callable[..., Any] | None, how: str) -> None:
+            if fn is None:
+                tier.state = how if how in ("failed", "off") else "failed"
+                return
+            done[key] = (fn, how)
+            if len(done) == len(plans):
+                when_all(done)
+        return jit.submit(lambda: plan, install)
+    tier.state, tier.queued_at, tier.pid = "queued", time.perf_counter(), os.getpid()
+    if not all([job(k, p) for k, p in enumerate(plans)]):
+        tier.state = "off"
+
+
 def build_tiered_kernel(ctx: NodeContext) -> Callable[..., Any]:
     body: Graph = ctx.attrs["body"]
     numpy_kernel = build_fused_kernel(ctx)
