@@ -38,7 +38,9 @@ jvp_direct         for an op with a JvpFn: it agrees with the JVP derived from t
                    kernel along the same tangents, in float64.
 any_shape_gradient for an op with that trait: its VJP traced at the example, re-specialised for another batch
                    size (the leading axis of the inputs of rank >= 2 that share the first such input's, + 2 and
-                   1), equals a VJP traced at that size (a refusal or a difference fails, naming the sizes).
+                   1), equals a VJP traced at that size (a refusal or a difference fails, naming the sizes); so
+                   it does for every other size the inputs hold (each axis of that size, + 2 and 1: a length,
+                   a vector's size), where a refusal is allowed and a difference fails.
 
 ``conformance_tests(pack)`` turns the cases into a parametrised pytest test
 (ids such as ``relu-gradient_order2-ex1``); assign it to a module-level name.
@@ -690,8 +692,11 @@ def _check_any_shape_gradient(schema: OpSchema, index: int, rng: np.random.Gener
     types = list(example.inputs)
     lead = next((t.shape[0] for t in types if t.rank > 1), 0)  # (a vector's one axis may be no batch: [re, im])
     wrt = [k for k, t in enumerate(types) if t.dtype.is_float and k not in schema.nondiff_inputs]
-    if example.values is not None or not lead or not wrt:
-        return [], "nothing to resize (fixed values, no leading axis or no floating input)"
+    # the batch first (the leading axis of the inputs of rank >= 2 that share it), then every other size the
+    # inputs hold (each axis of that size, in every input, at once): a sequence length, a vector's length
+    others = sorted({d for t in types for d in t.shape} - {0})
+    if example.values is not None or not others or not wrt:
+        return [], "nothing to resize (fixed values, no axis or no floating input)"
 
     def vjp(ts: list[TensorType]) -> tuple[Any, Any]:
         with use_registry(reg):
@@ -708,41 +713,55 @@ def _check_any_shape_gradient(schema: OpSchema, index: int, rng: np.random.Gener
     if live != wrt:
         wrt = live
         traced_forward, traced = vjp(types)
+
+    def batch(size: int) -> list[TensorType]:
+        return [t.with_shape((size, *t.shape[1:])) if t.rank > 1 and t.shape[0] == lead else t for t in types]
+
+    def every(old: int) -> Callable[[int], list[TensorType]]:
+        return lambda size: [t.with_shape(tuple(size if d == old else d for d in t.shape)) for t in types]
+
+    resizes = [(f"batch {lead}", lead, batch)] if lead else []
+    resizes += [(f"size {d}", d, every(d)) for d in others if not (d == lead and all(
+        t.rank > 1 or d not in t.shape for t in types))]
     problems, checked = [], []
-    for size in [lead + 2] + ([1] if lead > 1 else []):
-        resized = [t.with_shape((size, *t.shape[1:])) if t.rank > 1 and t.shape[0] == lead else t for t in types]
-        try:
-            forward, fresh = vjp(resized)
-        except FrameError:
-            continue  # the op takes no inputs of these shapes: nothing to compare
-        cotangents = [v.type for v in forward.outputs]
-        if [t.rank for t in cotangents] != [v.type.rank for v in traced_forward.outputs]:
-            continue
-        where = f"batch {lead} -> {size} (inputs {', '.join(map(str, resized))})"
-        try:
-            specialised = specialize(traced, [*resized, *cotangents], registry=reg)
-        except ShapeError as exc:
-            problems.append(f"{where}: the gradient traced at batch {lead} is refused: {str(exc).splitlines()[0]}")
-            continue
-        arrays = Example(resized, example.attrs, low=example.low, high=example.high,
-                         min_abs=example.min_abs).sample(rng)
-        arrays += [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) for t in cotangents]
-        try:
-            want = compile(fresh, cache=False, registry=reg).run([a.copy() for a in arrays])
-        except FrameError:
-            continue  # (indices drawn out of range of a resized table, say)
-        got = compile(specialised, cache=False, registry=reg).run(arrays)
-        for k, (g, w) in zip(wrt, zip(got, want)):
-            if not _close(g, w):
-                problems.append(f"{where}: the gradient for input {k} traced at batch {lead} gives {_describe(g)}, "
-                                f"traced at {size} {_describe(w)}" + (
-                                    f"; largest difference {np.max(np.abs(g.astype(np.float64) - w)):.3g}"
-                                    if g.shape == w.shape else ""))
-        checked.append(size)
+    for label, old, resize in resizes:
+        for size in [old + 2] + ([1] if old > 1 else []):
+            resized = resize(size)
+            try:
+                forward, fresh = vjp(resized)
+            except FrameError:
+                continue  # the op takes no inputs of these shapes: nothing to compare
+            cotangents = [v.type for v in forward.outputs]
+            if [t.rank for t in cotangents] != [v.type.rank for v in traced_forward.outputs]:
+                continue
+            where = f"{label} -> {size} (inputs {', '.join(map(str, resized))})"
+            try:
+                specialised = specialize(traced, [*resized, *cotangents], registry=reg)
+            except ShapeError as exc:  # safe at another size (a refusal names it), but the batch must run
+                if resize is batch:
+                    problems.append(f"{where}: the gradient traced at {label} is refused: "
+                                    f"{str(exc).splitlines()[0]}")
+                continue
+            arrays = Example(resized, example.attrs, low=example.low, high=example.high,
+                             min_abs=example.min_abs).sample(rng)
+            arrays += [rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype.np) for t in cotangents]
+            try:
+                want = compile(fresh, cache=False, registry=reg).run([a.copy() for a in arrays])
+            except FrameError:
+                continue  # (indices drawn out of range of a resized table, say)
+            got = compile(specialised, cache=False, registry=reg).run(arrays)
+            for k, (g, w) in zip(wrt, zip(got, want)):
+                if not _close(g, w):
+                    problems.append(f"{where}: the gradient for input {k} traced at {label} gives {_describe(g)}, "
+                                    f"traced at {size} {_describe(w)}" + (
+                                        f"; largest difference {np.max(np.abs(g.astype(np.float64) - w)):.3g}"
+                                        if g.shape == w.shape else ""))
+            checked.append(f"{label} -> {size}")
     if problems:
         problems.append("the GradientFn holds a traced size: read it from an operand (a *_like_internal op, "
                         "docs/pack-author-guide.md) or remove the any_shape_gradient trait")
-    return problems, f"the gradient traced at batch {lead} equals one traced at batch {checked or 'none'}"
+    sizes = ", ".join(checked) or "no other size"
+    return problems, f"the gradient traced at the example equals one traced at {sizes}"
 
 
 _CHECK_FUNCTIONS: dict[str, Callable[..., Outcome]] = {
