@@ -154,16 +154,15 @@ def main() -> None:
 
 
 def _route_as_typer_would(argv: Sequence[str]) -> int | None:
-    """``route``, with what typer's standalone mode does around a command: Ctrl-C is ``Aborted!`` and status 1,
-    a closed pipe outside the command's guard is status 1, and a typer exception a pack raised ends the
-    command as typer would end it."""
+    """``route``, with what typer's standalone mode (``typer.core._main``) does around a command: Ctrl-C ends
+    it silently with status 130, a closed pipe outside the command's guard is status 1, and a typer exception
+    a pack raised ends the command as typer would end it (its rich ``Aborted.``, its rich error panel)."""
     import errno
 
     try:
         return route(argv)
     except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")
-        return 1
+        return 130
     except OSError as exc:
         if exc.errno != errno.EPIPE:
             raise
@@ -177,13 +176,30 @@ def _route_as_typer_would(argv: Sequence[str]) -> int | None:
             raise
         if isinstance(exc, typer.Exit):
             return int(exc.exit_code)
-        if isinstance(exc, typer.Abort):
+        if isinstance(exc, (typer.Abort, typer.core._click.exceptions.ClickException)):
+            return _typer_error(exc)
+        raise  # (a bare TyperException is not typer's to handle either: a traceback, as from typer's main)
+
+
+def _typer_error(exc: Exception) -> int:
+    """Show a ``typer.Abort`` or ``ClickException`` exactly as ``typer.core._main`` does for our app (whose
+    markup mode is typer's default), and return its exit status."""
+    from typer import core
+
+    rich = core.HAS_RICH and core.DEFAULT_MARKUP_MODE is not None
+    if rich:
+        from typer import rich_utils
+    if isinstance(exc, core.Abort):
+        if rich:
+            rich_utils.rich_abort_error()
+        else:
             sys.stderr.write("Aborted!\n")
-            return 1
-        if isinstance(exc, typer.TyperException):  # (a ClickException)
-            exc.show()
-            return int(exc.exit_code)
-        raise
+        return 1
+    if rich:
+        rich_utils.rich_format_error(exc)
+    else:
+        exc.show()
+    return int(exc.exit_code)
 
 
 def _skip_final_collection() -> None:

@@ -63,3 +63,12 @@ def test_the_route_imports_neither_typer_nor_click():
              "print(code, bad, file=sys.stderr)\nsys.exit(1 if bad or code != 0 else 0)\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("args", [("ops", "list"), ("audit", "gradients")])
+def test_ctrl_c_ends_the_route_as_typer_ends_it(site, args):
+    """typer (0.28) ends a command that Ctrl-C interrupted silently, with status 130 (not click's `Aborted!`, 1)."""
+    site.add("interrupted", "raise KeyboardInterrupt\n")
+    routed, typer = _both(*args, env=site.env | {"FRAME_LOAD_PLUGINS": "interrupted"})
+    assert (routed.returncode, routed.stdout, routed.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+    assert routed.returncode == 130
