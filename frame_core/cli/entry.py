@@ -205,8 +205,11 @@ def _typer_error(exc: Exception) -> int:
 def _skip_final_collection() -> None:
     """Move every object into the collector's permanent generation as the process ends: the interpreter's
     shutdown then does not walk them all in one last cyclic collection (about 0.9x an `import numpy` after
-    `frame audit gradients`, whose micro-graphs leave a large heap). Nothing else changes: atexit handlers
-    run, streams are flushed and closed, objects freed by reference counting are freed as before."""
+    `frame audit gradients`, whose micro-graphs leave a large heap). atexit handlers and weakref.finalize
+    callbacks run, streams are flushed and closed, objects freed by reference counting are freed as before;
+    what changes is that objects in reference cycles are never finalized (no ``__del__``, an unclosed file
+    in a cycle is not flushed) and modules are cleared without the collector, so a module-level object's
+    ``__del__`` may see its globals as None (docs/cli.md, "Start-up")."""
     import gc
 
     gc.freeze()

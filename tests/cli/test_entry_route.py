@@ -72,3 +72,40 @@ def test_ctrl_c_ends_the_route_as_typer_ends_it(site, args):
     routed, typer = _both(*args, env=site.env | {"FRAME_LOAD_PLUGINS": "interrupted"})
     assert (routed.returncode, routed.stdout, routed.stderr) == (typer.returncode, typer.stdout, typer.stderr)
     assert routed.returncode == 130
+
+
+def test_atexit_work_and_output_survive_the_skipped_final_collection(site):
+    """`gc.freeze()` at exit skips the last cyclic collection only: atexit handlers, weakref.finalize callbacks
+    and a file a pack closes at exit still run and write, through the route and through typer alike."""
+    site.add("at_exit", '''
+        import atexit, os, sys, weakref
+        from frame_core import hookimpl
+
+        FRAME_PLUGIN_API = "1.0"
+        log = open(os.environ["QA_AT_EXIT_LOG"], "w")
+        log.write("buffered line\\n")
+        atexit.register(log.close)
+        atexit.register(lambda: sys.stderr.write("atexit handler ran\\n"))
+
+
+        class Held:
+            pass
+
+
+        held = Held()
+        held.cycle = held
+        weakref.finalize(held, sys.stderr.write, "finalize callback ran\\n")
+
+
+        @hookimpl
+        def frame_register_ops():
+            return []
+    ''')
+    logs = [site.root / "routed.log", site.root / "typer.log"]
+    env = site.env | {"FRAME_LOAD_PLUGINS": "at_exit"}
+    routed = run_frame("ops", "list", "-f", "json", env=env | {"QA_AT_EXIT_LOG": str(logs[0])})
+    typer = run_frame("ops", "list", "-fjson", env=env | {"QA_AT_EXIT_LOG": str(logs[1])})  # (`-fjson`: typer)
+    assert routed.returncode == 0 and routed.stdout == typer.stdout and routed.stdout.endswith("]\n")
+    for result, log in zip((routed, typer), logs):
+        assert "atexit handler ran\n" in result.stderr and "finalize callback ran\n" in result.stderr
+        assert log.read_text() == "buffered line\n"
