@@ -83,7 +83,10 @@ def parse(argv: Sequence[str]) -> tuple[tuple[str, str], dict[str, bool], dict[s
         if allowed is int:
             if not (value.isascii() and value.isdigit()):
                 return None
-            parsed: Any = int(value)
+            try:
+                parsed: Any = int(value)
+            except ValueError:  # over the interpreter's digit limit (4300): typer says it is not a valid int
+                return None
         elif allowed is not None and value not in allowed:
             return None
         else:

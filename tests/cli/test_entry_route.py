@@ -33,6 +33,7 @@ def test_plain_command_lines_are_parsed_as_typer_parses_them():
     ["audit", "gradients", "--format", "JSON"], ["audit", "gradients", "--numeric=1"], ["audit", "gradients", "--pack", ""],
     ["audit", "gradients", "extra"], ["audit", "gradients", "--"], ["ops", "list", "--format", "github"],
     ["ops", "list", "--strict"], ["ops", "list", "--numeric"], ["--strict", "--bogus", "ops", "list"],
+    ["audit", "gradients", "--order", "1" * 5000], ["audit", "gradients", "-n=2"], ["--strict", "audit", "-v", "gradients"],
 ])
 def test_everything_else_is_left_to_typer(argv):
     assert parse(argv) is None
@@ -50,6 +51,7 @@ def _both(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Com
     ("ops", "list", "-p", "activations", "-p", "ops_basic"),  # refused: one pack
     ("audit", "gradients", "--order", "0"),  # refused before anything loads
     ("audit", "gradients", "-p", "activations", "-f", "github", "-n", "2"),
+    ("audit", "gradients", "--order", "1" * 5000),  # over int()'s digit limit: typer's usage error, not a traceback
 ])
 def test_the_route_ends_every_command_as_typer_does(args):
     routed, typer = _both(*args)
