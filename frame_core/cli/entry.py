@@ -247,5 +247,32 @@ def _own_stdout() -> None:
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     errors = getattr(sys.stdout, "errors", None) or "strict"
     line_buffering = bool(getattr(sys.stdout, "line_buffering", False))  # a terminal stays line-buffered
-    sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
-                                  line_buffering=line_buffering)
+    ours = sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
+                                         line_buffering=line_buffering)
+    import atexit
+
+    atexit.register(_give_stdout_back, ours)  # registered first, so it runs after every pack's handler
+
+
+def _give_stdout_back(ours: Any) -> None:
+    """At exit, after the atexit handlers: point file descriptor 1 at our stdout again, hand ``sys.stdout``
+    back to Python's own and close ours, which would otherwise be left unclosed (a ``ResourceWarning`` on
+    every run under ``-X dev`` or ``-W default``). Whatever writes later still reaches standard output."""
+    import os
+
+    if sys.stdout is not ours:
+        return
+    try:
+        ours.flush()
+    except (OSError, ValueError):  # the reader left: nothing more can reach it
+        pass
+    try:
+        os.dup2(ours.fileno(), 1)
+    except (OSError, ValueError):
+        return
+    if sys.__stdout__ is not None:
+        sys.stdout = sys.__stdout__
+    try:
+        ours.close()
+    except (OSError, ValueError):
+        pass

@@ -111,3 +111,10 @@ def test_atexit_work_and_output_survive_the_skipped_final_collection(site):
     for result, log in zip((routed, typer), logs):
         assert "atexit handler ran\n" in result.stderr and "finalize callback ran\n" in result.stderr
         assert log.read_text() == "buffered line\n"
+
+
+@pytest.mark.parametrize("args", [("ops", "list", "-f", "json"), ("ops", "list", "-fjson")])  # route, typer
+def test_no_resource_warning_for_the_stdout_the_console_script_owns(args):
+    """The stdout `main` swaps in is closed at exit: `-W default` / `-X dev` show no ResourceWarning."""
+    result = run_frame(*args, env={"PYTHONWARNINGS": "default", "FRAME_LOAD_PLUGINS": ""})
+    assert result.returncode == 0 and result.stdout.startswith("[") and "ResourceWarning" not in result.stderr
