@@ -83,7 +83,10 @@ def parse(argv: Sequence[str]) -> tuple[tuple[str, str], dict[str, bool], dict[s
         if allowed is int:
             if not (value.isascii() and value.isdigit()):
                 return None
-            parsed: Any = int(value)
+            try:
+                parsed: Any = int(value)
+            except ValueError:  # over the interpreter's digit limit (4300): typer says it is not a valid int
+                return None
         elif allowed is not None and value not in allowed:
             return None
         else:
@@ -154,16 +157,15 @@ def main() -> None:
 
 
 def _route_as_typer_would(argv: Sequence[str]) -> int | None:
-    """``route``, with what typer's standalone mode does around a command: Ctrl-C is ``Aborted!`` and status 1,
-    a closed pipe outside the command's guard is status 1, and a typer exception a pack raised ends the
-    command as typer would end it."""
+    """``route``, with what typer's standalone mode (``typer.core._main``) does around a command: Ctrl-C ends
+    it silently with status 130, a closed pipe outside the command's guard is status 1, and a typer exception
+    a pack raised ends the command as typer would end it (its rich ``Aborted.``, its rich error panel)."""
     import errno
 
     try:
         return route(argv)
     except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")
-        return 1
+        return 130
     except OSError as exc:
         if exc.errno != errno.EPIPE:
             raise
@@ -177,20 +179,40 @@ def _route_as_typer_would(argv: Sequence[str]) -> int | None:
             raise
         if isinstance(exc, typer.Exit):
             return int(exc.exit_code)
-        if isinstance(exc, typer.Abort):
+        if isinstance(exc, (typer.Abort, typer.core._click.exceptions.ClickException)):
+            return _typer_error(exc)
+        raise  # (a bare TyperException is not typer's to handle either: a traceback, as from typer's main)
+
+
+def _typer_error(exc: Exception) -> int:
+    """Show a ``typer.Abort`` or ``ClickException`` exactly as ``typer.core._main`` does for our app (whose
+    markup mode is typer's default), and return its exit status."""
+    from typer import core
+
+    rich = core.HAS_RICH and core.DEFAULT_MARKUP_MODE is not None
+    if rich:
+        from typer import rich_utils
+    if isinstance(exc, core.Abort):
+        if rich:
+            rich_utils.rich_abort_error()
+        else:
             sys.stderr.write("Aborted!\n")
-            return 1
-        if isinstance(exc, typer.TyperException):  # (a ClickException)
-            exc.show()
-            return int(exc.exit_code)
-        raise
+        return 1
+    if rich:
+        rich_utils.rich_format_error(exc)
+    else:
+        exc.show()
+    return int(exc.exit_code)
 
 
 def _skip_final_collection() -> None:
     """Move every object into the collector's permanent generation as the process ends: the interpreter's
     shutdown then does not walk them all in one last cyclic collection (about 0.9x an `import numpy` after
-    `frame audit gradients`, whose micro-graphs leave a large heap). Nothing else changes: atexit handlers
-    run, streams are flushed and closed, objects freed by reference counting are freed as before."""
+    `frame audit gradients`, whose micro-graphs leave a large heap). atexit handlers and weakref.finalize
+    callbacks run, streams are flushed and closed, objects freed by reference counting are freed as before;
+    what changes is that objects in reference cycles are never finalized (no ``__del__``, an unclosed file
+    in a cycle is not flushed) and modules are cleared without the collector, so a module-level object's
+    ``__del__`` may see its globals as None (docs/cli.md, "Start-up")."""
     import gc
 
     gc.freeze()
@@ -225,5 +247,32 @@ def _own_stdout() -> None:
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     errors = getattr(sys.stdout, "errors", None) or "strict"
     line_buffering = bool(getattr(sys.stdout, "line_buffering", False))  # a terminal stays line-buffered
-    sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
-                                  line_buffering=line_buffering)
+    ours = sys.stdout = io.TextIOWrapper(io.FileIO(real, "w", closefd=True), encoding=encoding, errors=errors,
+                                         line_buffering=line_buffering)
+    import atexit
+
+    atexit.register(_give_stdout_back, ours)  # registered first, so it runs after every pack's handler
+
+
+def _give_stdout_back(ours: Any) -> None:
+    """At exit, after the atexit handlers: point file descriptor 1 at our stdout again, hand ``sys.stdout``
+    back to Python's own and close ours, which would otherwise be left unclosed (a ``ResourceWarning`` on
+    every run under ``-X dev`` or ``-W default``). Whatever writes later still reaches standard output."""
+    import os
+
+    if sys.stdout is not ours:
+        return
+    try:
+        ours.flush()
+    except (OSError, ValueError):  # the reader left: nothing more can reach it
+        pass
+    try:
+        os.dup2(ours.fileno(), 1)
+    except (OSError, ValueError):
+        return
+    if sys.__stdout__ is not None:
+        sys.stdout = sys.__stdout__
+    try:
+        ours.close()
+    except (OSError, ValueError):
+        pass
