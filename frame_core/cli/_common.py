@@ -51,11 +51,15 @@ class _State:
     ``stdout`` is the command's real standard output while it runs: :func:`guarded` points ``sys.stdout``
     at stderr meanwhile, so whatever a pack prints (on import, in a hook, in a kernel) cannot corrupt
     ``--format json``.
+
+    ``verdict`` is the exit status a command has decided on before it prints (an audit with findings: 1), so
+    that a reader who leaves early (``frame audit gradients | head -1``) still sees it.
     """
 
     strict = False
     verbose = False
     stdout: Any = None
+    verdict = 0
 
 
 state = _State()
@@ -151,13 +155,13 @@ def call_guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any
     failure's message went to stderr. typer's own exceptions (``typer.Exit`` from a command body) pass through."""
     from ..errors import FrameError
 
-    state.stdout = sys.stdout
+    state.stdout, state.verdict = sys.stdout, EXIT_OK
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a pack's print() lands on stderr, never in our output
             return fn(*args, **kwargs), None
-    except BrokenPipeError:  # `frame ops list | head`: the reader left; stop quietly, like other tools
-        _silence_stdout()
-        return None, EXIT_OK
+    except BrokenPipeError:  # `frame ops list | head`: the reader left; stop quietly, like other tools, but keep
+        _silence_stdout()    # the verdict already reached (findings are not hidden by a short read)
+        return None, state.verdict
     except CliFailure as failure:
         warn(failure.message)
         return None, failure.code

@@ -57,6 +57,7 @@ def audit_gradients(order: int | None, numeric: bool, pack: str | None, strict: 
     strict = strict or state.strict
     reg = load(strict=False, quiet=True, deep=True)
     report = collect_audit(reg, order=order or 1, numeric=numeric, pack=resolve_pack(reg, pack), strict=strict)
+    state.verdict = EXIT_OK if report["ok"] else EXIT_FINDINGS  # (kept if the reader leaves while we print)
     for line in report["warnings"]:
         warn(f"warning: {line}")
     if fmt == "json":

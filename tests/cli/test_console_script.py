@@ -59,6 +59,16 @@ def test_a_broken_pack_is_reported_and_the_rest_works(tmp_path, monkeypatch):
 
     strict = run_frame("ops", "list", env={**site.env, "FRAME_STRICT": "1"})
     assert strict.returncode == 1 and "half-installed" in strict.stderr
+
+    # `frame audit gradients | head -1` under pipefail: a reader that leaves early does not hide the findings
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FRAME_")} | site.env
+    proc = subprocess.Popen([str(FRAME), "audit", "gradients", "--order", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=environ)
+    proc.stdout.close()  # before the command writes anything
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and b"Traceback" not in err
     site.cleanup()
 
 
