@@ -184,7 +184,7 @@ def _route_as_typer_would(argv: Sequence[str]) -> int | None:
         raise  # (a bare TyperException is not typer's to handle either: a traceback, as from typer's main)
 
 
-def _typer_error(exc: Exception) -> int:
+def _typer_error(exc: Any) -> int:
     """Show a ``typer.Abort`` or ``ClickException`` exactly as ``typer.core._main`` does for our app (whose
     markup mode is typer's default), and return its exit status."""
     from typer import core

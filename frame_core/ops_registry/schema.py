@@ -532,10 +532,13 @@ class NodeContext:
         ``None`` are accepted: ``None`` means a zero gradient of the input's type.
         """
         global _trace_gradient
-        if _trace_gradient is None:  # bound on first use (frontend.trace imports this module's package)
-            from ..frontend.trace import trace_gradient as _trace_gradient
+        trace = _trace_gradient
+        if trace is None:  # bound on first use (frontend.trace imports this module's package)
+            from ..frontend.trace import trace_gradient
+
+            trace = _trace_gradient = trace_gradient
         with op_scope(self.schema.namespace):  # short names mean this pack's own ops first
-            return _trace_gradient(fn, self)
+            return trace(fn, self)
 
     def jvp_graph(self, fn: Callable[..., Any]) -> Graph:
         """Trace ``fn(*xs, *ys, *dxs)`` into a JvpFn micro-graph; ``fn`` returns one tangent per output (a bare

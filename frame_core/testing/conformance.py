@@ -720,7 +720,7 @@ def _check_any_shape_gradient(schema: OpSchema, index: int, rng: np.random.Gener
     def every(old: int) -> Callable[[int], list[TensorType]]:
         return lambda size: [t.with_shape(tuple(size if d == old else d for d in t.shape)) for t in types]
 
-    resizes = [(f"batch {lead}", lead, batch)] if lead else []
+    resizes: list[tuple[str, int, Callable[[int], list[TensorType]]]] = [(f"batch {lead}", lead, batch)] if lead else []
     resizes += [(f"size {d}", d, every(d)) for d in others if not (d == lead and all(
         t.rank > 1 or d not in t.shape for t in types))]
     problems, checked = [], []
