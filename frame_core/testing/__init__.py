@@ -4,6 +4,7 @@
 
     check_op(registry().get("tanh")).assert_ok()            # one op, every example, orders 1-2, f16/bf16
     check_gradients(graph, [x, w], order=2).assert_ok()     # a graph of your own, in float64
+    value_gradient_hvp(ops.tanh, [x], w, [v])                # value, gradient, Hessian-vector product
     test_conformance = conformance_tests("my_pack")         # in a test module: one test per (op, check, example)
 
 Importing this package imports neither pytest nor any pack; ``conformance_tests``
@@ -34,6 +35,7 @@ from .numeric import (
 )
 from .opcheck import LOW_PRECISION_DTYPES, check_op, check_op_example, check_op_low_precision, op_graph
 from .results import CheckResult, OpReport
+from .reference import torch_value_gradient_hvp, value_gradient_hvp
 from .retype import retype_graph
 
 __all__ = [
@@ -43,6 +45,8 @@ __all__ = [
     "check_op", "check_op_example", "check_op_low_precision", "check_gradients", "check_random_direction",
     "check_low_precision", "central_difference", "directional_difference", "central_second_difference",
     "relative_error", "tolerance_for", "retype_graph", "op_graph",
+    # second order against another framework's autograd
+    "value_gradient_hvp", "torch_value_gradient_hvp",
     # constants
     "STEP", "SECOND_DIFFERENCE_STEP", "TOLERANCE", "HIGHER_ORDER_TOLERANCE", "FLOAT32_STEP", "FLOAT32_TOLERANCE",
     "LOW_PRECISION_TOLERANCE", "LOW_PRECISION_DTYPES", "MAX_FULL_ELEMENTS", "DIRECTIONS",

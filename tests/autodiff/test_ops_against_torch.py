@@ -13,6 +13,7 @@ import pytest
 
 import frame_core as fc
 from frame_core import ops
+from frame_core.testing import torch_value_gradient_hvp, value_gradient_hvp
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
 F = torch.nn.functional
@@ -54,41 +55,14 @@ SHAPES = {"cross_entropy": [(3, 4)], "maximum_broadcast": [(2, 3), (3,)], "softm
           "max": [(3, 4)], "min_all": [(3, 4)], "logsumexp": [(3, 4)], "log_softmax": [(3, 4)]}
 
 
-def frame_grads(fn, xs, w, direction):
-    """Loss sum(w * fn(xs)), its gradients, and the gradients of sum_i <direction_i, grad_i> (order 2)."""
-    types = [f"f64[{', '.join(map(str, x.shape))}]" for x in xs]
-    forward = fc.trace(lambda *v: ops.sum(fn(*v) * w), *types)
-    n = len(xs)
-    first = fc.build_backward_graph(forward, 0, list(range(n)))
-
-    def dot(*values):
-        total = ops.sum(values[-n] * direction[0])
-        for g, d in zip(values[-n + 1:], direction[1:]):
-            total = total + ops.sum(g * d)
-        return total
-    with_dot, k = fc.extend_graph(first, dot)
-    outs = fc.compile(fc.build_backward_graph(with_dot, k, list(range(n)))).run(xs)
-    return outs[0], outs[1:1 + n], outs[-n:]
-
-
-def torch_grads(fn, xs, w, direction):
-    txs = [torch.tensor(x, requires_grad=True) for x in xs]
-    loss = torch.sum(fn(*txs) * torch.from_numpy(np.asarray(w)))
-    grads = torch.autograd.grad(loss, txs, create_graph=True)
-    dot = sum((g * torch.from_numpy(d)).sum() for g, d in zip(grads, direction))
-    hvps = torch.autograd.grad(dot, txs, allow_unused=True) if dot.requires_grad else [None] * len(xs)
-    return (loss.item(), [g.detach().numpy() for g in grads],
-            [np.zeros(x.shape) if h is None else h.numpy(force=True) for h, x in zip(hvps, xs)])
-
-
 def compare(name, xs, order, rng):
     fn, tfn = CASES[name][:2]
     with np.errstate(divide="ignore", invalid="ignore"):
         shape = np.shape(tfn(*[torch.tensor(x) for x in xs]).detach().numpy())
     w = rng.standard_normal(shape)
     direction = [rng.standard_normal(x.shape) for x in xs]
-    loss, grads, hvps = frame_grads(fn, xs, w, direction)
-    t_loss, t_grads, t_hvps = torch_grads(tfn, xs, w, direction)
+    loss, grads, hvps = value_gradient_hvp(fn, xs, w, direction)
+    t_loss, t_grads, t_hvps = torch_value_gradient_hvp(tfn, xs, w, direction)
     np.testing.assert_allclose(loss, t_loss, rtol=1e-12)
     for g, tg in zip(grads, t_grads):
         np.testing.assert_allclose(g, tg, rtol=1e-10, atol=1e-12, err_msg=f"{name}: first order on {xs}")

@@ -10,6 +10,7 @@ import pytest
 
 import frame_core as fc
 from frame_core import ops
+from frame_core.testing import torch_value_gradient_hvp, value_gradient_hvp
 
 B, T, D, H = 2, 5, 8, 2
 
@@ -71,23 +72,13 @@ def test_forward_gradients_and_second_order_match_torch():
     rng = np.random.default_rng(2)
     w = rng.standard_normal((B, T, D))
     direction = [rng.standard_normal(a.shape) for a in xs]
-    n = len(xs)
-
-    forward = fc.trace(lambda *a: ops.sum(causal_self_attention(*a) * w), *TYPES)
-    first = fc.build_backward_graph(forward, 0, list(range(n)))
-    with_dot, k = fc.extend_graph(first, lambda *v: sum((ops.sum(g * d) for g, d in zip(v[-n:], direction)),
-                                                        start=ops.sum(v[-n] * 0.0)))
-    outs = fc.compile(fc.build_backward_graph(with_dot, k, list(range(n)))).run(xs)
-
-    txs = [torch.tensor(a, requires_grad=True) for a in xs]
-    tloss = (torch_block(torch, *txs) * torch.from_numpy(w)).sum()
-    tgrads = torch.autograd.grad(tloss, txs, create_graph=True)
-    thvps = torch.autograd.grad(sum((g * torch.from_numpy(d)).sum() for g, d in zip(tgrads, direction)), txs)
-    np.testing.assert_allclose(outs[0], tloss.item(), rtol=1e-12)
-    for g, tg in zip(outs[1:1 + n], tgrads):
-        np.testing.assert_allclose(g, tg.detach().numpy(), rtol=1e-10, atol=1e-12)
-    for h, th in zip(outs[-n:], thvps):
-        np.testing.assert_allclose(h, th.numpy(), rtol=1e-9, atol=1e-11)
+    loss, grads, hvps = value_gradient_hvp(causal_self_attention, xs, w, direction)
+    tloss, tgrads, thvps = torch_value_gradient_hvp(lambda *a: torch_block(torch, *a), xs, w, direction)
+    np.testing.assert_allclose(loss, tloss, rtol=1e-12)
+    for g, tg in zip(grads, tgrads):
+        np.testing.assert_allclose(g, tg, rtol=1e-10, atol=1e-12)
+    for h, th in zip(hvps, thvps):
+        np.testing.assert_allclose(h, th, rtol=1e-9, atol=1e-11)
 
 
 def test_forward_and_gradient_match_torchs_fused_attention():

@@ -11,6 +11,7 @@ import pytest
 
 import frame_core as fc
 from frame_core import ops
+from frame_core.testing import torch_value_gradient_hvp, value_gradient_hvp
 
 X = np.array([-40.0, -8.0, -3.0, -1.0, -0.25, -1e-8, 0.0, 1e-8, 0.25, 1.0, 3.0, 8.0, 40.0])
 SQRT1_2 = 1 / math.sqrt(2)
@@ -91,22 +92,6 @@ TORCH = {
 }
 
 
-def _grads_frame(fn, xs, w, direction):
-    n = len(xs)
-    types = [f"f64[{', '.join(map(str, x.shape))}]" for x in xs]
-    forward = fc.trace(lambda *v: ops.sum(fn(*v) * w), *types)
-    first = fc.build_backward_graph(forward, 0, list(range(n)))
-
-    def dot(*values):
-        total = ops.sum(values[-n] * direction[0])
-        for g, d in zip(values[-n + 1:], direction[1:]):
-            total = total + ops.sum(g * d)
-        return total
-    with_dot, k = fc.extend_graph(first, dot)
-    outs = fc.compile(fc.build_backward_graph(with_dot, k, list(range(n)))).run(list(xs))
-    return outs[0], outs[1:1 + n], outs[-n:]
-
-
 @pytest.mark.parametrize("name", sorted(TORCH))
 def test_value_gradient_and_second_order_match_torch(name):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
@@ -121,18 +106,14 @@ def test_value_gradient_and_second_order_match_torch(name):
     xs = [rng.uniform(lo, hi, s) for (lo, hi), s in zip(ranges, shapes)]
     w = rng.uniform(-1, 1, (4, 5))
     direction = [rng.uniform(-1, 1, x.shape) for x in xs]
-    loss, grads, hvps = _grads_frame(fn, xs, w, direction)
+    loss, grads, hvps = value_gradient_hvp(fn, xs, w, direction)
 
-    txs = [torch.tensor(x, requires_grad=True) for x in xs]
-    tloss = torch.sum(tfn(*txs) * torch.from_numpy(w))
-    tgrads = torch.autograd.grad(tloss, txs, create_graph=True)
-    tdot = sum((g * torch.from_numpy(d)).sum() for g, d in zip(tgrads, direction))
-    thvps = torch.autograd.grad(tdot, txs)
-    np.testing.assert_allclose(loss, tloss.item(), rtol=1e-13)
+    tloss, tgrads, thvps = torch_value_gradient_hvp(tfn, xs, w, direction)
+    np.testing.assert_allclose(loss, tloss, rtol=1e-13)
     for g, tg in zip(grads, tgrads):
-        np.testing.assert_allclose(g, tg.detach().numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(g, tg, rtol=1e-12, atol=1e-14)
     for h, th in zip(hvps, thvps):
-        np.testing.assert_allclose(h, th.numpy(), rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(h, th, rtol=1e-11, atol=1e-13)
 
 
 def test_forward_values_match_torch_in_the_tails():
