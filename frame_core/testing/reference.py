@@ -50,12 +50,13 @@ def value_gradient_hvp(fn: Callable[..., Any], inputs: Sequence[np.ndarray], wei
     """
     from .. import compile as compile_graph, extend_graph, ops, trace
     from ..autodiff.backward import build_backward_graph
+    from ..ir.dtypes import as_dtype
     from ..ir.types import TensorType
 
     _check_lengths(inputs, directions)
     arrays = [np.asarray(x) for x in inputs]
     n = len(arrays)
-    types = [TensorType(a.dtype, tuple(a.shape)) for a in arrays]
+    types = [TensorType(as_dtype(a.dtype), tuple(a.shape)) for a in arrays]
     wrt = list(range(n))
     first = build_backward_graph(trace(lambda *v: ops.sum(fn(*v) * weights), *types), 0, wrt)
 
@@ -88,9 +89,7 @@ def torch_value_gradient_hvp(fn: Callable[..., Any], inputs: Sequence[np.ndarray
     value = torch.sum(fn(*tensors) * torch.from_numpy(np.asarray(weights)))
     grads = torch.autograd.grad(value, tensors, create_graph=True)
     dot = sum((g * torch.from_numpy(np.asarray(d))).sum() for g, d in zip(grads, directions))
-    if isinstance(dot, torch.Tensor) and dot.requires_grad:
-        hvps = torch.autograd.grad(dot, tensors, allow_unused=True)
-    else:
-        hvps = (None,) * len(tensors)
+    hvps: Sequence[Any] = (torch.autograd.grad(dot, tensors, allow_unused=True)
+                           if isinstance(dot, torch.Tensor) and dot.requires_grad else [None] * len(tensors))
     return (float(value.item()), [g.detach().numpy() for g in grads],
             [np.zeros_like(np.asarray(x)) if h is None else h.numpy(force=True) for h, x in zip(hvps, inputs)])
