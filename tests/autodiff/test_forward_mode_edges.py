@@ -124,13 +124,16 @@ def test_jacobian_helpers_say_what_they_were_building(registry_with_nograd, help
 def test_a_taylor_order_above_the_cap_is_refused_at_once_not_built_for_ever():
     import time
 
-    from frame_core.autodiff.laplacian import MAX_TAYLOR_ORDER
+    from frame_core.autodiff.laplacian import MAX_SERIES_ORDER, MAX_TAYLOR_ORDER
 
     graph = fc.trace(lambda x: ops.tanh(ops.tanh(x * 2.0) * 3.0), "f64[5]")
+    generic = fc.trace(lambda x: ops.softplus(ops.tanh(x * 2.0)), "f64[5]")  # softplus has no recurrence
     start = time.process_time()
-    for order in (MAX_TAYLOR_ORDER + 1, 10**9):
-        with pytest.raises(fc.TangentError, match=f"order {order} is above {MAX_TAYLOR_ORDER}"):
+    for order in (MAX_SERIES_ORDER + 1, 10**9):
+        with pytest.raises(fc.TangentError, match=f"order {order} is above {MAX_SERIES_ORDER}"):
             fc.build_taylor_graph(graph, 0, order=order)
+    with pytest.raises(fc.TangentError, match=rf"order 9 is above {MAX_TAYLOR_ORDER} and node \d+ \(softplus\)"):
+        fc.build_taylor_graph(generic, 0, order=MAX_TAYLOR_ORDER + 1)
     assert time.process_time() - start < 1.0  # refused before anything is built
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)

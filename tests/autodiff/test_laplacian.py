@@ -208,3 +208,52 @@ def test_an_op_without_a_forward_rule_on_the_chain_is_named(registry_with_nograd
         g = fc.trace(lambda x: ops.sum(ops.nograd(x) * x), "f64[3]")
         with pytest.raises(MissingGradientError, match=r"node \d+ \(nograd\)"):
             fc.build_laplacian_graph(g, "x")
+
+
+# -- Taylor recurrences above order 2 ------------------------------------------------------------------
+SERIES_CASES = {
+    "tanh_mlp": lambda x: ops.tanh(ops.tanh(x * 2.0 + 0.3) * 1.5 - 0.2) * 0.7,
+    "exp_sin_div_sqrt_cos_log": lambda x: (ops.exp(ops.sin(x) * 0.5) / (1.0 + ops.square(x))
+                                           + ops.sqrt(ops.cos(x) + 2.0) - ops.log(x * x + 1.0)),
+    "sigmoid_expm1_log1p": lambda x: ops.sigmoid(x * 3.0) * ops.expm1(x) + ops.log1p(ops.square(x)),
+    "shapes_and_a_generic_op": lambda x: ops.sum(ops.reshape(ops.concat(ops.softplus(x), x * x, axis=0),
+                                                             shape=(2, 7)), axes=[0]) - ops.neg(x) / 3.0,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERIES_CASES))
+@pytest.mark.parametrize("order", [3, 6])
+def test_taylor_recurrences_equal_the_generic_rule(name, order, monkeypatch):
+    from frame_core.autodiff import laplacian
+
+    g = fc.trace(SERIES_CASES[name], "f64[7]")
+    x = np.linspace(-0.9, 0.9, 7)
+    fast = fc.compile(fc.build_taylor_graph(g, 0, order=order)).run([x])
+    monkeypatch.setattr(laplacian, "_taylor_generic", lambda graph, chain, v, k, reg:
+                        laplacian._Series(graph, reg, k, recurrences=False).run(chain, v))
+    generic = fc.compile(fc.build_taylor_graph(g, 0, order=order)).run([x])
+    for a, b in zip(fast, generic):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.max(np.abs(b)))
+
+
+def test_taylor_order_twelve_of_a_matmul_mlp_matches_jax_jet_and_grows_quadratically():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(3)
+    w1, b1, w2 = rng.standard_normal((1, 16)) * 0.7, rng.standard_normal(16) * 0.2, rng.standard_normal((16, 1))
+
+    def u(x):
+        return ops.sigmoid(ops.tanh(x @ w1 + b1) @ w2)
+    g = fc.trace(u, "f64[9, 1]")
+    x = np.linspace(-0.8, 0.8, 9).reshape(9, 1)
+    got = fc.compile(fc.build_taylor_graph(g, 0, order=12)).run([x])[1:]
+
+    from jax.experimental import jet
+
+    def network(v):  # [9] -> [9]: each point on its own, as frame's graph
+        return jax.nn.sigmoid(jax.numpy.tanh(v[:, None] * w1[0] + b1) @ w2[:, 0])
+    _, series = jet.jet(network, (x[:, 0],), ((np.ones(9), *(np.zeros(9) for _ in range(11))),))
+    for k, want in enumerate(series, start=1):  # jet's terms are the derivatives themselves
+        np.testing.assert_allclose(got[k - 1][:, 0], want, rtol=1e-9, atol=1e-10 * float(np.max(np.abs(want))))
+    sizes = [len(fc.build_taylor_graph(g, 0, order=k).nodes) for k in (4, 8, 16)]
+    assert sizes[2] < 4.5 * sizes[1] < 4.5 ** 2 * sizes[0]  # K^2: 4x per doubling, not 2.8x per order
