@@ -179,3 +179,30 @@ def test_convolutions_sharing_an_output_gradient_pair_only_matching_gradients():
     want = fc.compile(backward, cache=False, disable=["merge_conv1d_gradients"]).run(arrays)[1:]
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_sample_columns_hold_the_padded_windows_for_every_stride_dilation_and_padding():
+    """The columns copy each tap straight from the sample and leave the positions that read the padding at zero:
+    they must equal the taps of the zero-padded sample, including paddings wider than the kernel's extent and
+    windows that read no sample value at all."""
+    rng = np.random.default_rng(5)
+    for n in (1, 4, 9):
+        for kernel in (1, 2, 3):
+            for stride in (1, 2, 3):
+                for dilation in (1, 2):
+                    for left in (0, 1, 4, 7):
+                        for right in (0, 2, 6):
+                            extent = dilation * (kernel - 1) + 1
+                            if left + n + right < extent:
+                                continue
+                            count = (left + n + right - extent) // stride + 1
+                            columns = conv._SampleColumns(4, n, left, right, kernel, stride, dilation, count, 2,
+                                                          np.dtype(np.float64))
+                            for _ in range(2):  # the buffer is reused: the second sample overwrites the first
+                                a = rng.standard_normal((4, n))
+                                padded = np.pad(a, ((0, 0), (left, right)))
+                                want = np.stack([padded[:, k * dilation:k * dilation + (count - 1) * stride + 1:stride]
+                                                 for k in range(kernel)], axis=1)
+                                got = columns.of(a)
+                                assert got.shape == (2, 2 * kernel, count)
+                                np.testing.assert_array_equal(got.reshape(4, kernel, count), want)
