@@ -21,7 +21,9 @@ stride 1 is the correlation of the padded gy with the flipped kernel (``_grad_in
 product of ``C_out/groups * K`` terms per output); elsewhere it multiplies first and adds each tap's rows
 back where it read. When a graph needs both gradients, the pass merge_conv1d_gradients (``conv_passes``) runs
 them as one ``conv1d_grads_internal`` node, which takes the weight gradient from the correlation's columns of gy
-(``conv_grads``). float16/bfloat16 are computed in float32 and rounded once.
+(``conv_grads``); the pass merge_conv1d_multiply runs a convolution whose output only a product by a value of
+its type reads as one ``conv1d_mul_internal`` node (``conv_forward_times``: each sample multiplied while its
+product is in cache). float16/bfloat16 are computed in float32 and rounded once.
 Results agree with float64 to a few roundings per sum but are not bitwise those of the earlier per-tap
 batched products (tests/test_conv_paths.py bounds float32 to ``4 sqrt(n)`` roundings of an ``n``-term sum).
 

@@ -271,3 +271,14 @@ def test_the_merged_product_has_the_gradient_of_the_two_ops():
     want = fc.compile(fc.build_backward_graph(apart, 0, [0, 1, 2]), cache=False).run([x, w, g])
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("length", [40, 520])
+def test_the_merged_product_in_float16_rounds_the_convolution_once_then_multiplies_as_the_two_ops(length):
+    rng = np.random.default_rng(29)
+    x, w, g = (rng.standard_normal(s).astype(np.float16) for s in ((2, 3, length), (4, 3, 5), (2, 4, length)))
+    types = [fc.TensorType("f16", a.shape) for a in (x, w, g)]
+    merged = fc.compile(fc.trace(lambda a, b, c: ops.conv1d_mul_internal(a, b, c, padding="same"), *types),
+                        cache=False)
+    apart = fc.compile(fc.trace(lambda a, b, c: ops.conv1d(a, b, padding="same") * c, *types), cache=False)
+    np.testing.assert_array_equal(merged.run([x, w, g])[0], apart.run([x, w, g])[0])
