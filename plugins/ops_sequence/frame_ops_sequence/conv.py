@@ -501,7 +501,7 @@ CONV1D = OpSchema(
 
 # -- conv1d_mul_internal: conv1d(x, w) * g in one kernel -------------------------------------------------
 #   made by the pass merge_conv1d_multiply (conv_passes) from a conv1d whose only reader multiplies it by a value of
-#   its own type (frame's loss sum(y * g), a gate); bilinear in (x, w) times g, so its gradient is conv1d's with
+#   its own type (frame's loss sum(y * g), a mask); bilinear in (x, w) times g, so its gradient is conv1d's with
 #   gy = gout * g, and g's is gout * conv1d(x, w)
 def _mul_geometry(ctx: NodeContext) -> ConvGeometry:
     x, w, g = ctx.input_types

@@ -14,7 +14,7 @@ merge_conv1d_multiply (after ``eliminate_dead_nodes``)
     A ``conv1d`` whose output only one ``mul`` reads, against a value of the output's own type (float32 or float64,
     no broadcasting), and that is no output of the graph, becomes ``conv1d_mul_internal(x, w, g)`` where the
     ``mul`` stood: each sample's product is multiplied while it is in cache, and the convolution's output is never
-    written out and read back (frame's loss ``sum(y * g)``, a gate). Same products, same multiplications: the same
+    written out and read back (frame's loss ``sum(y * g)``, a mask). Same products, same multiplications: the same
     bits. Only rows of at least 512 outputs (one sample per product) are merged, where this is measured faster.
 """
 
