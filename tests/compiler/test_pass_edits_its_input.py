@@ -102,9 +102,9 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
     graphs.append(fc.build_backward_graph(fc.trace(
         lambda x, w, b: ops.sum(ops.batch_norm(x, w, b, np.zeros(6), np.ones(6))[0] * x), "f64[4, 6]", "f64[6]",
         "f64[6]"), 0, [0, 1, 2]))
-    # merge_conv1d_gradients (a convolution's input and weight gradients)
-    graphs.append(fc.build_backward_graph(fc.trace(lambda x, w: ops.sum(ops.conv1d(x, w, padding="same") * x),
-                                                   "f64[2, 3, 8]", "f64[3, 3, 3]"), 0, [0, 1]))
+    # merge_conv1d_gradients (a convolution's input and weight gradients), merge_conv1d_multiply (y * g)
+    graphs.append(fc.build_backward_graph(fc.trace(lambda x, w, g: ops.sum(ops.conv1d(x, w, padding="same") * g),
+                                                   "f64[2, 3, 520]", "f64[3, 3, 3]", "f64[2, 3, 520]"), 0, [0, 1]))
     # pool_before_monotone (an inference graph: the pool moves before the bias and the ReLU)
     graphs.append(fc.trace(lambda x, b: ops.max_pool2d(ops.relu(x + b), kernel_size=2), "f64[2, 3, 4, 4]",
                            "f64[3, 1, 1]"))
@@ -121,7 +121,7 @@ def _check_shipped_passes(spectral_derivative):  # noqa: ANN001, ANN202
             "compile_fused_groups", "cancel_transform_pairs", "narrow_spectral_multipliers",
             "sink_scan_accumulations", "merge_selective_scan_saving", "reuse_norm_statistics",
             "compile_norm_rows", "pool_before_monotone", "outer_products_as_products",
-            "merge_conv1d_gradients", "recompute_in_readers"} <= worked
+            "merge_conv1d_gradients", "merge_conv1d_multiply", "recompute_in_readers"} <= worked
 
 
 def _recomputed(x, w, dx):  # noqa: ANN001, ANN202 - frame-native's recompute_in_readers: 1 - y*y read after a product

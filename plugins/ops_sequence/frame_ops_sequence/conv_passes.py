@@ -1,4 +1,4 @@
-"""Compile pass of conv1d (contributed through ``frame_register_passes``).
+"""Compile passes of conv1d (contributed through ``frame_register_passes``).
 
 merge_conv1d_gradients (after ``eliminate_dead_nodes``)
     conv1d's GradientFn makes two nodes on the same ``gy``: ``conv1d_grad_input_internal(gy, w)`` and
@@ -9,6 +9,13 @@ merge_conv1d_gradients (after ``eliminate_dead_nodes``)
     tests/test_conv_paths.py). The node stands where the first of the two stood; a pair whose second node reads
     a value made between the two is left alone. Without this pass (``opt_level=0``, or
     ``disable=["merge_conv1d_gradients"]``) the two kernels run in turn.
+
+merge_conv1d_multiply (after ``eliminate_dead_nodes``)
+    A ``conv1d`` whose output only one ``mul`` reads, against a value of the output's own type (float32 or float64,
+    no broadcasting), and that is no output of the graph, becomes ``conv1d_mul_internal(x, w, g)`` where the
+    ``mul`` stood: each sample's product is multiplied while it is in cache, and the convolution's output is never
+    written out and read back (frame's loss ``sum(y * g)``, a mask). Same products, same multiplications: the same
+    bits. Only rows of at least 512 outputs (one sample per product) are merged, where this is measured faster.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any
 
 from frame_core import Graph, Node, PassSpec, Rewriter
 
-__all__ = ["PASSES", "merge_conv1d_gradients"]
+__all__ = ["PASSES", "merge_conv1d_gradients", "merge_conv1d_multiply"]
 
 _ATTRS = ("stride", "padding", "dilation", "groups")
 
@@ -85,8 +92,59 @@ def merge_conv1d_gradients(graph: Graph, ctx: Any) -> Graph:
     return rw.finish()
 
 
+def _multiplied(graph: Graph) -> dict[Node, tuple[Node, Any]]:
+    """mul node -> (the conv1d node it alone reads, the other factor), for the pairs merge_conv1d_multiply takes."""
+    from .conv import _COLUMNS  # the one-sample-per-product threshold (the pass module stays free of numpy)
+
+    reads: dict[Any, int] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            reads[v] = reads.get(v, 0) + 1
+    outputs = set(graph.outputs)
+    found = {}
+    for node in graph.nodes:
+        if _short(node) != "mul":
+            continue
+        for y, g in (node.inputs, node.inputs[::-1]):
+            conv = y.producer
+            if (conv is None or _short(conv) != "conv1d" or reads[y] != 1 or y in outputs or g.type != y.type
+                    or y.type.dtype.name not in ("float32", "float64") or y.type.shape[2] < _COLUMNS):
+                continue
+            found[node] = (conv, g)
+            break
+    return found
+
+
+def merge_conv1d_multiply(graph: Graph, ctx: Any) -> Graph:
+    """Run a convolution and the one product that reads it as one node (module docstring)."""
+    ops = {op.rpartition("::")[2] for op in ctx.ops(graph)}
+    if "conv1d" not in ops or "mul" not in ops:
+        return graph
+    found = _multiplied(graph)
+    if not found:
+        return graph
+    convs = {conv for conv, _ in found.values()}
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        if node in convs:
+            continue
+        pair = found.get(node)
+        if pair is None:
+            rw.copy(node)
+            continue
+        conv, g = pair
+        x, w = rw.read(conv.inputs)
+        merged = rw.emit("conv1d_mul_internal", [x, w, rw.read([g])[0]], dict(conv.attrs), [node.outputs[0].type])
+        rw.alias(node.outputs[0], merged.outputs[0])
+    ctx.note("merge_conv1d_multiply", f"{len(found)} conv1d and product pair(s) run as one node")
+    return rw.finish()
+
+
 PASSES = [
     PassSpec("merge_conv1d_gradients", merge_conv1d_gradients, after="eliminate_dead_nodes", min_level=1,
              doc="a conv1d's input and weight gradients on the same gy run as one node that builds gy's columns "
                  "once"),
+    PassSpec("merge_conv1d_multiply", merge_conv1d_multiply, after="eliminate_dead_nodes", min_level=1,
+             doc="a conv1d that only one mul reads (by a value of its own type) runs with the product as one node: "
+                 "its output is never written out and read back"),
 ]

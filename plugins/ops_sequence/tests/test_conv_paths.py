@@ -179,3 +179,106 @@ def test_convolutions_sharing_an_output_gradient_pair_only_matching_gradients():
     want = fc.compile(backward, cache=False, disable=["merge_conv1d_gradients"]).run(arrays)[1:]
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_sample_columns_hold_the_padded_windows_for_every_stride_dilation_and_padding():
+    """The columns copy each tap straight from the sample and leave the positions that read the padding at zero:
+    they must equal the taps of the zero-padded sample, including paddings wider than the kernel's extent and
+    windows that read no sample value at all."""
+    rng = np.random.default_rng(5)
+    for n in (1, 4, 9):
+        for kernel in (1, 2, 3):
+            for stride in (1, 2, 3):
+                for dilation in (1, 2):
+                    for left in (0, 1, 4, 7):
+                        for right in (0, 2, 6):
+                            extent = dilation * (kernel - 1) + 1
+                            if left + n + right < extent:
+                                continue
+                            count = (left + n + right - extent) // stride + 1
+                            columns = conv._SampleColumns(4, n, left, right, kernel, stride, dilation, count, 2,
+                                                          np.dtype(np.float64))
+                            for _ in range(2):  # the buffer is reused: the second sample overwrites the first
+                                a = rng.standard_normal((4, n))
+                                padded = np.pad(a, ((0, 0), (left, right)))
+                                want = np.stack([padded[:, k * dilation:k * dilation + (count - 1) * stride + 1:stride]
+                                                 for k in range(kernel)], axis=1)
+                                got = columns.of(a)
+                                assert got.shape == (2, 2 * kernel, count)
+                                np.testing.assert_array_equal(got.reshape(4, kernel, count), want)
+
+
+def _loss(attrs: dict, shapes, dtype: str = "f32", disable=()):  # noqa: ANN001, ANN202
+    graph = fc.trace(lambda a, b, c: ops.sum(ops.conv1d(a, b, **attrs) * c),
+                     *(fc.TensorType(dtype, s) for s in shapes))
+    return fc.compile(fc.build_backward_graph(graph, 0, [0, 1]), cache=False, disable=list(disable))
+
+
+@pytest.mark.parametrize("attrs, w_shape", [({"padding": "same"}, (6, 4, 5)),
+                                            ({"padding": [3, 1], "dilation": 2, "groups": 2}, (6, 2, 3)),
+                                            ({"padding": 1, "stride": 2}, (6, 4, 3))])
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf])
+def test_a_convolution_times_a_value_of_its_type_runs_as_one_node_with_the_same_bits(attrs, w_shape, bad):
+    """merge_conv1d_multiply: the loss sum(conv1d(x, w) * g) and both gradients are bitwise those of the two
+    ops, a NaN or an infinity in x, w or g included (it spreads as the product spreads it)."""
+    rng = np.random.default_rng(17)
+    x, w = rng.standard_normal((3, 4, 1100)).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+    g = rng.standard_normal(_forward(x, w, attrs).shape).astype(np.float32)
+    for where, array in enumerate((x, w, g)):
+        if bad is not None:
+            array = array.copy()
+            array.flat[7 + where] = bad
+        inputs = [array if i == where else a for i, a in enumerate((x, w, g))]
+        merged = _loss(attrs, (x.shape, w.shape, g.shape))
+        apart = _loss(attrs, (x.shape, w.shape, g.shape), disable=["merge_conv1d_multiply"])
+        assert "conv1d_mul_internal" in _ops(merged) and "conv1d" not in _ops(merged)
+        assert "conv1d_mul_internal" not in _ops(apart)
+        with np.errstate(invalid="ignore"):
+            pairs = list(zip(merged.run(inputs), apart.run(inputs)))
+        for got, want in pairs:
+            np.testing.assert_array_equal(got, want)
+        if bad is None:
+            break
+
+
+def test_a_convolution_read_twice_or_broadcast_or_short_is_not_merged_with_its_product():
+    rng = np.random.default_rng(19)
+    x, w = rng.standard_normal((2, 3, 600)), rng.standard_normal((4, 3, 5))
+    twice = fc.compile(fc.trace(lambda a, b, c: [ops.conv1d(a, b, padding="same") * c,
+                                                 ops.conv1d(a, b, padding="same")],
+                                "f64[2, 3, 600]", "f64[4, 3, 5]", "f64[2, 4, 600]"), cache=False)
+    broadcast = fc.compile(fc.trace(lambda a, b, c: ops.conv1d(a, b, padding="same") * c,
+                                    "f64[2, 3, 600]", "f64[4, 3, 5]", "f64[4, 600]"), cache=False)
+    short = fc.compile(fc.trace(lambda a, b, c: ops.conv1d(a, b, padding="same") * c,
+                                "f64[2, 3, 60]", "f64[4, 3, 5]", "f64[2, 4, 60]"), cache=False)
+    for executable in (twice, broadcast, short):
+        assert "conv1d_mul_internal" not in _ops(executable)
+    g = rng.standard_normal((2, 4, 600))
+    y = _forward(x, w, {"padding": "same"})
+    np.testing.assert_array_equal(twice.run([x, w, g])[0], y * g)
+    np.testing.assert_array_equal(broadcast.run([x, w, g[0]])[0], y * g[0])
+
+
+def test_the_merged_product_has_the_gradient_of_the_two_ops():
+    """conv1d_mul_internal's own GradientFn (second order, as in a Hessian-vector product) against the two ops."""
+    rng = np.random.default_rng(23)
+    x, w, g = rng.standard_normal((2, 3, 520)), rng.standard_normal((4, 3, 5)), rng.standard_normal((2, 4, 520))
+    types = (fc.TensorType("f64", s) for s in ((2, 3, 520), (4, 3, 5), (2, 4, 520)))
+    merged = fc.trace(lambda a, b, c: ops.sum(ops.conv1d_mul_internal(a, b, c, padding="same") ** 2), *types)
+    types = (fc.TensorType("f64", s) for s in ((2, 3, 520), (4, 3, 5), (2, 4, 520)))
+    apart = fc.trace(lambda a, b, c: ops.sum((ops.conv1d(a, b, padding="same") * c) ** 2), *types)
+    got = fc.compile(fc.build_backward_graph(merged, 0, [0, 1, 2]), cache=False).run([x, w, g])
+    want = fc.compile(fc.build_backward_graph(apart, 0, [0, 1, 2]), cache=False).run([x, w, g])
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("length", [40, 520])
+def test_the_merged_product_in_float16_rounds_the_convolution_once_then_multiplies_as_the_two_ops(length):
+    rng = np.random.default_rng(29)
+    x, w, g = (rng.standard_normal(s).astype(np.float16) for s in ((2, 3, length), (4, 3, 5), (2, 4, length)))
+    types = [fc.TensorType("f16", a.shape) for a in (x, w, g)]
+    merged = fc.compile(fc.trace(lambda a, b, c: ops.conv1d_mul_internal(a, b, c, padding="same"), *types),
+                        cache=False)
+    apart = fc.compile(fc.trace(lambda a, b, c: ops.conv1d(a, b, padding="same") * c, *types), cache=False)
+    np.testing.assert_array_equal(merged.run([x, w, g])[0], apart.run([x, w, g])[0])
