@@ -298,6 +298,26 @@ def _layer_norm(cx: NodeContext) -> Any:
     return y + cx.input(2) if cx.has(2) else y
 
 
+@rule("RMSNormalization")
+def _rms_norm(cx: NodeContext) -> Any:
+    """opset 23's ``RMSNormalization`` (torch's ``nn.RMSNorm``, the norm of LLaMA-style transformers):
+    ``x / sqrt(mean(x², axes from axis on) + epsilon) * scale``, computed in float32 for 16-bit inputs
+    (``stash_type`` 1, the default; other stash types are refused)."""
+    x, scale = cx.input(0), cx.input(1)
+    axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
+    eps = cx.attr("epsilon", "float", 1e-5)
+    if cx.attr("stash_type", "int", 1) != 1:
+        raise Unsupported(f"RMSNormalization with stash_type {cx.attr('stash_type', 'int')} (frame computes in "
+                          "float32, stash_type 1, or in the input's wider type)")
+    dtype = np_dtype(x)
+    wide = ops.cast(x, to="f32") if dtype.itemsize < 4 else x
+    y = wide / ops.sqrt(ops.mean(ops.square(wide), axes=list(range(axis, rank_of(x))), keepdims=True)
+                        + like(eps, wide))
+    if dtype.itemsize < 4:
+        y = ops.cast(y, to=str(x.dtype))
+    return y * scale
+
+
 # -- recurrent layers ---------------------------------------------------------------------------------------
 _ACT = {"Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Relu": ops.relu}
 

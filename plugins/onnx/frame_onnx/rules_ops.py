@@ -173,6 +173,30 @@ def _mish(cx: NodeContext) -> Any:
     return x * ops.tanh(_softplus(cx))
 
 
+@rule("Swish")
+def _swish(cx: NodeContext) -> Any:
+    """opset 24's ``Swish``: ``x sigmoid(alpha x)`` (frame's ``silu`` when alpha is 1, torch's ``SiLU``)."""
+    x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)
+    return ops.silu(x) if alpha == 1.0 else x * ops.sigmoid(x * like(alpha, x))
+
+
+@rule("LpNormalization")
+def _lp_normalization(cx: NodeContext) -> Any:
+    """``x`` divided by its L1 or L2 norm along ``axis`` (Keras' and scikit-learn's ``Normalizer`` exports). A
+    zero vector stays zero, as ONNX Runtime's (its norm is taken as 1 there, so its gradient is the identity
+    rather than torch's ``F.normalize`` 1/eps)."""
+    x = cx.input(0)
+    axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
+    p = cx.attr("p", "int", 2)
+    if p not in (1, 2):
+        raise invalid(cx, f"p = {p}; LpNormalization takes p = 1 or 2")
+    if p == 1:
+        norm = ops.sum(ops.abs(x), axes=[axis], keepdims=True)
+        return x / ops.where(ops.equal(norm, like(0, x)), like(1, x), norm)
+    squares = ops.sum(ops.square(x), axes=[axis], keepdims=True)  # (the zero test before the root: no 1/0 in
+    return x / ops.sqrt(ops.where(ops.equal(squares, like(0, x)), like(1, x), squares))  # its gradient)
+
+
 @rule("Celu")
 def _celu(cx: NodeContext) -> Any:
     x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)  # max(0, x) + min(0, alpha (e^(x/alpha) - 1))

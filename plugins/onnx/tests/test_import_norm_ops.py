@@ -1,0 +1,121 @@
+"""RMSNormalization (opset 23), Swish (opset 24) and LpNormalization imported as frame ops: values against ONNX
+Runtime and torch, gradients against torch autograd, and the audit reporting them closed to second order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import frame_core as fc
+from frame_core import ops
+import frame_onnx
+
+ort = pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+
+
+def _model(node, x, opset, inits=()):
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, list(x.shape))],
+                              [helper.make_tensor_value_info("y", elem, list(x.shape))],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def _check(model, x, torch_fn, tol=1e-5):
+    """frame's value equals ONNX Runtime's and torch's; its gradients (x, then the parameters) equal torch's."""
+    imported = frame_onnx.load(model)
+    got = imported.run([x])[0]
+    np.testing.assert_allclose(got, ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0],
+                               rtol=tol, atol=tol)
+    params = [numpy_helper.to_array(t) for t in model.graph.initializer]
+    xt = torch.tensor(x, requires_grad=True)
+    pt = [torch.tensor(p, requires_grad=True) for p in params]
+    want = torch_fn(xt, *pt)
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=tol, atol=tol)
+    weights = np.random.default_rng(1).standard_normal(got.shape).astype(x.dtype)
+    graph, loss = fc.extend_graph(imported.graph, lambda *v: ops.sum(v[-1] * weights))
+    grads = fc.compile(fc.build_backward_graph(graph, loss, list(range(len(graph.inputs))))).run(
+        [x, *[imported.params[n] for n in imported.param_names]])[2:]
+    expected = torch.autograd.grad((want * torch.from_numpy(weights)).sum(), [xt, *pt])
+    for a, b in zip(grads, expected):
+        np.testing.assert_allclose(a, b.numpy(), rtol=10 * tol, atol=10 * tol)
+    return imported
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_rms_normalization_equals_onnxruntime_and_torch_with_gradients(axis):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    normalised = x.shape[axis:] if axis > 0 else x.shape[axis:]
+    scale = rng.standard_normal(normalised).astype(np.float32)
+    node = helper.make_node("RMSNormalization", ["x", "scale"], ["y"], axis=axis, epsilon=1e-3)
+    _check(_model(node, x, 23, [("scale", scale)]), x,
+           lambda a, s: torch.nn.functional.rms_norm(a, tuple(normalised), s, eps=1e-3))
+
+
+def test_rms_normalization_of_float16_computes_in_float32_as_onnxruntime():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((3, 8)) * 30).astype(np.float16)
+    node = helper.make_node("RMSNormalization", ["x", "scale"], ["y"])
+    model = _model(node, x, 23, [("scale", rng.standard_normal(8).astype(np.float16))])
+    got = frame_onnx.load(model).run([x])[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), ort.InferenceSession(model.SerializeToString()).run(
+        None, {"x": x})[0].astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_rms_normalization_with_another_stash_type_is_listed_as_unsupported():
+    node = helper.make_node("RMSNormalization", ["x", "scale"], ["y"], stash_type=11)
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(frame_onnx.UnsupportedModelError, match="stash_type 11"):
+        frame_onnx.load(_model(node, x, 23, [("scale", np.ones(3, np.float32))]))
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.7])
+def test_swish_equals_onnxruntime_and_torch_with_gradients(alpha):
+    x = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32) * 4
+    node = helper.make_node("Swish", ["x"], ["y"], alpha=alpha)
+    _check(_model(node, x, 24), x, lambda a: a * torch.sigmoid(alpha * a))
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_lp_normalization_equals_onnxruntime_and_torch_with_gradients(p, axis):
+    x = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)
+    node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p)
+    _check(_model(node, x, 22), x, lambda a: torch.nn.functional.normalize(a, p=p, dim=axis, eps=0.0))
+
+
+def test_lp_normalization_keeps_a_zero_vector_zero_as_onnxruntime_with_finite_gradients():
+    x = np.array([[0, 0, 0], [1, -2, 2]], np.float32)
+    for p in (1, 2):
+        model = _model(helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p), x, 22)
+        imported = frame_onnx.load(model)
+        got = imported.run([x])[0]
+        np.testing.assert_array_equal(got, ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0])
+        graph, loss = fc.extend_graph(imported.graph, lambda *v: ops.sum(v[-1]))
+        (gx,) = fc.compile(fc.build_backward_graph(graph, loss, [0])).run([x])[2:]
+        np.testing.assert_array_equal(gx[0], [1, 1, 1])  # the zero row divided by 1: the identity
+        assert np.isfinite(gx).all()
+    with pytest.raises(frame_onnx.OnnxFormatError, match="p = 3"):
+        frame_onnx.load(_model(helper.make_node("LpNormalization", ["x"], ["y"], p=3), x, 22))
+
+
+def test_the_audit_reports_the_three_closed_to_second_order():
+    x = np.ones((2, 4), np.float32)
+    nodes = [helper.make_node("RMSNormalization", ["x", "scale"], ["a"]), helper.make_node("Swish", ["a"], ["b"]),
+             helper.make_node("LpNormalization", ["b"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              initializer=[numpy_helper.from_array(np.ones(4, np.float32), "scale")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+    model.ir_version = 10
+    report = frame_onnx.audit(model, order=2)
+    rows = {n["op_type"]: n for n in report["nodes"]}
+    for op in ("RMSNormalization", "Swish", "LpNormalization"):
+        assert rows[op]["status"] == "imported" and rows[op]["order"] == "closed", rows[op]
+    assert frame_onnx.load(model).run([x])[0].shape == (2, 4)
