@@ -318,6 +318,52 @@ def _rms_norm(cx: NodeContext) -> Any:
     return y * scale
 
 
+def _negative_log_likelihood(cx: NodeContext, logp: Any, target: Any, weight: Any) -> Any:
+    """ONNX's ``NegativeLogLikelihoodLoss`` of log-probabilities ``logp [N, C, d...]`` at class indices ``target
+    [N, d...]``: ``-logp[n, target, d] * weight[target]``, 0 where ``target`` is ``ignore_index``, reduced by
+    ``reduction`` (``mean`` divides by the summed weights of the targets kept, as torch's ``nll_loss``)."""
+    reduction = cx.attr("reduction", "string", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise invalid(cx, f"reduction {reduction!r} is not one of none, sum, mean")
+    ignore = cx.attr("ignore_index", "int")
+    rank, classes = rank_of(logp), shape_of(logp)[1]
+    if rank < 2 or tuple(shape_of(target)) != (shape_of(logp)[0], *shape_of(logp)[2:]):
+        raise invalid(cx, f"target of shape {list(shape_of(target))} must be the input's {list(shape_of(logp))} "
+                          "without its class axis 1")
+    if ignore is not None:  # (the ignored positions read class 0, weighted 0)
+        target = ops.where(ops.equal(target, np.int64(ignore)), np.int64(0), target)
+    chosen = ops.one_hot(target, depth=classes, dtype=str(logp.dtype))  # [N, d..., C]
+    last = ops.transpose(logp, perm=[0, *range(2, rank), 1]) if rank > 2 else logp
+    picked = ops.sum(last * chosen, axes=[-1])
+    weights = None if weight is None else ops.sum(chosen * weight, axes=[-1])
+    if ignore is not None:
+        kept = ops.where(ops.equal(cx.input(1), np.int64(ignore)), like(0, logp), like(1, logp))
+        weights = kept if weights is None else weights * kept
+    loss = ops.neg(picked) if weights is None else ops.neg(picked) * weights
+    if reduction == "none":
+        return loss
+    if reduction == "sum" or weights is not None:
+        total = ops.sum(loss, axes=list(range(rank - 1)))
+        return total if reduction == "sum" else total / ops.sum(weights, axes=list(range(rank - 1)))
+    return ops.mean(loss, axes=list(range(rank - 1)))
+
+
+@rule("NegativeLogLikelihoodLoss")
+def _nll_loss(cx: NodeContext) -> Any:
+    """torch's ``nll_loss`` as ONNX writes it (any number of positions after the class axis, class weights,
+    ``ignore_index``, every reduction)."""
+    return _negative_log_likelihood(cx, cx.input(0), cx.input(1), cx.input(2) if cx.has(2) else None)
+
+
+@rule("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy(cx: NodeContext) -> Any:
+    """torch's ``cross_entropy`` as ONNX writes it: the negative log-likelihood of ``log_softmax`` over the class
+    axis 1, and that ``log_softmax`` as the optional second output."""
+    logp = ops.log_softmax(cx.input(0), axis=1)
+    loss = _negative_log_likelihood(cx, logp, cx.input(1), cx.input(2) if cx.has(2) else None)
+    return [loss, logp] if len(cx.node.output) > 1 and cx.node.output[1] else loss
+
+
 # -- recurrent layers ---------------------------------------------------------------------------------------
 _ACT = {"Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Relu": ops.relu}
 

@@ -119,3 +119,66 @@ def test_the_audit_reports_the_three_closed_to_second_order():
     for op in ("RMSNormalization", "Swish", "LpNormalization"):
         assert rows[op]["status"] == "imported" and rows[op]["order"] == "closed", rows[op]
     assert frame_onnx.load(model).run([x])[0].shape == (2, 4)
+
+
+LOSS_CASES = [  # (scores shape, ONNX attributes, class weights)
+    ((5, 4), {}, False),
+    ((5, 4), {"reduction": "sum"}, True),
+    ((3, 4, 6), {"reduction": "mean", "ignore_index": 2}, True),
+    ((3, 4, 2, 3), {"reduction": "none", "ignore_index": -100}, False),
+    ((6, 3), {"ignore_index": 1}, False),
+]
+
+
+@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"])
+@pytest.mark.parametrize("shape, attrs, weighted", LOSS_CASES, ids=[str(c[1]) for c in LOSS_CASES])
+def test_losses_equal_onnxruntime_and_torch_with_gradients(op, shape, attrs, weighted):
+    rng = np.random.default_rng(6)
+    scores = rng.standard_normal(shape).astype(np.float32)
+    if op == "NegativeLogLikelihoodLoss":
+        scores = torch.log_softmax(torch.from_numpy(scores), 1).numpy()
+    labels = rng.integers(0, shape[1], (shape[0], *shape[2:])).astype(np.int64)
+    if "ignore_index" in attrs:
+        labels.flat[::3] = attrs["ignore_index"]
+    weight = rng.uniform(0.5, 2, shape[1]).astype(np.float32) if weighted else None
+    inputs = ["x", "t"] + (["w"] if weighted else [])
+    out_shape = list(labels.shape) if attrs.get("reduction") == "none" else []
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["y"], **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape)),
+         helper.make_tensor_value_info("t", TensorProto.INT64, list(labels.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        initializer=[numpy_helper.from_array(weight, "w")] if weighted else [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    imported = frame_onnx.load(model)
+    got = imported.run([scores, labels])[0]
+    np.testing.assert_allclose(got, ort.InferenceSession(model.SerializeToString()).run(
+        None, {"x": scores, "t": labels})[0], rtol=1e-5, atol=1e-6)
+    xt = torch.tensor(scores, requires_grad=True)
+    fn = torch.nn.functional.cross_entropy if op == "SoftmaxCrossEntropyLoss" else torch.nn.functional.nll_loss
+    want = fn(xt, torch.from_numpy(labels), weight=None if weight is None else torch.from_numpy(weight),
+              ignore_index=attrs.get("ignore_index", -100), reduction=attrs.get("reduction", "mean"))
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    seed = np.random.default_rng(7).standard_normal(got.shape).astype(np.float32)
+    g, loss = fc.extend_graph(imported.graph, lambda *v: ops.sum(v[-1] * seed))
+    gx = fc.compile(fc.build_backward_graph(g, loss, [0])).run([scores, labels, *imported.params.values()])[2]
+    (tx,) = torch.autograd.grad((want * torch.from_numpy(seed)).sum(), [xt])
+    np.testing.assert_allclose(gx, tx.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_cross_entropy_gives_its_log_probabilities_as_the_second_output():
+    scores = np.random.default_rng(8).standard_normal((4, 3)).astype(np.float32)
+    labels = np.array([0, 2, 1, 2], np.int64)
+    graph = helper.make_graph(
+        [helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "logp"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+         helper.make_tensor_value_info("t", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("logp", TensorProto.FLOAT, [4, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    got = frame_onnx.load(model).run([scores, labels])
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": scores, "t": labels})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
