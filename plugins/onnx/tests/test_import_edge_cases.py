@@ -206,3 +206,24 @@ def test_negative_pads_crop_as_onnxruntime_does(mode, pads):
     node = helper.make_node("Pad", ["x", "p"], ["y"], mode=mode)
     model, feeds = _model([node], [("x", _w(2, 3, 5))], [("y", F, None)], [("p", np.array(pads, np.int64))])
     _same_as_onnxruntime(model, feeds)
+
+
+def test_a_conv_transpose2d_training_graph_with_output_padding_past_the_stride_runs_on_onnxruntime():
+    """output_padding [2, 1] with stride 1 and dilation [3, 2] (torch's rule, which ONNX Runtime's ConvTranspose
+    refuses): the forward's export folds it into the pads and a Pad, and its gradients (a cropped conv2d, the
+    weight gradient of a padded x) export as they are."""
+    pytest.importorskip("frame_ops_nn")
+    import frame_core as fc
+    from frame_core import ops
+
+    attrs = {"dilation": [3, 2], "output_padding": [2, 1], "padding": [1, 0, 0, 1]}
+    graph = fc.trace(lambda x, w: ops.conv_transpose2d(x, w, **attrs), "f32[2, 2, 3, 4]", "f32[2, 3, 2, 2]")
+    seed = _w(*graph.outputs[0].type.shape)
+    graph, loss = fc.extend_graph(graph, lambda *v: ops.sum(v[-1] * seed))
+    training = fc.build_backward_graph(graph, loss, [0, 1])
+    x, w = _w(2, 2, 3, 4), _w(2, 3, 2, 2)
+    want = fc.compile(training).run([x, w])
+    session = ort.InferenceSession(frame_onnx.to_onnx(training).SerializeToString())
+    got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), [x, w])})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
