@@ -713,6 +713,43 @@ def _scatter_nd(cx: NodeContext) -> Any:
     return ops.where(ops.greater(hit, like(0, hit)), added, data)
 
 
+@rule("ScatterElements")
+def _scatter_elements(cx: NodeContext) -> Any:
+    """torch's ``scatter`` (``reduction="none"``) and ``scatter_add`` (``"add"``) along any axis: each update's
+    flat position in ``data`` (its own coordinates, the index along ``axis``) and one ``scatter_add`` over the
+    flattened data. Under ``none``, updates that share a position are summed (ONNX leaves the result undefined);
+    min/max/mul reductions are not imported."""
+    data, idx, updates = cx.input(0), cx.input(1), cx.input(2)
+    reduction = cx.attr("reduction", "string", "none")
+    if reduction not in ("none", "add"):
+        raise Unsupported(f"ScatterElements with reduction={reduction!r} (frame imports none and add)")
+    dshape, ishape = shape_of(data), shape_of(idx)
+    rank = len(dshape)
+    axis = norm_axis(cx.attr("axis", "int", 0), rank, cx)
+    if len(ishape) != rank or tuple(shape_of(updates)) != tuple(ishape):
+        raise invalid(cx, f"indices {list(ishape)} and updates {list(shape_of(updates))} must have one shape, of "
+                          f"data's rank {rank}")
+    n, size = dshape[axis], int(np.prod(dshape, dtype=np.int64))
+    strides = [int(np.prod(dshape[d + 1:], dtype=np.int64)) for d in range(rank)]
+    grid = np.indices(ishape, dtype=np.int64)
+    base = sum((grid[d] * strides[d] for d in range(rank) if d != axis), np.zeros(ishape, np.int64))
+    known = cx.known(1)
+    if known is not None:
+        if np.any((known < -n) | (known >= n)):
+            raise invalid(cx, f"indices outside -{n}..{n - 1} along axis {axis}")
+        flat = (np.where(known < 0, known + n, known).astype(np.int64) * strides[axis] + base).reshape(-1)
+    else:
+        idx = ops.where(ops.less(idx, like(0, idx)), ops.add(idx, like(n, idx)), idx)
+        flat = ops.reshape(ops.cast(idx, to="i64") * np.int64(strides[axis]) + base, shape=[-1])
+    added = ops.reshape(ops.scatter_add(ops.reshape(updates, shape=[-1]), flat, axis=0, size=size),
+                        shape=list(dshape))
+    if reduction == "add":
+        return ops.add(data, added)
+    ones = np.ones(int(np.prod(ishape, dtype=np.int64)), np_dtype(updates))
+    hit = ops.reshape(ops.scatter_add(ones, flat, axis=0, size=size), shape=list(dshape))
+    return ops.where(ops.greater(hit, like(0, hit)), added, data)
+
+
 @rule("Expand")
 def _expand(cx: NodeContext) -> Any:
     x = cx.input(0)

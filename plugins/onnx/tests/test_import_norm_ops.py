@@ -182,3 +182,69 @@ def test_softmax_cross_entropy_gives_its_log_probabilities_as_the_second_output(
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": scores, "t": labels})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+SCATTER_CASES = [  # (data shape, indices shape, axis, reduction, indices known while importing)
+    ((4, 5), (2, 5), 0, "none", True),
+    ((4, 5), (4, 3), 1, "add", True),
+    ((3, 4, 5), (3, 2, 5), -2, "add", False),
+    ((3, 4, 5), (2, 4, 3), 2, "none", False),
+]
+
+
+@pytest.mark.parametrize("shape, ishape, axis, reduction, known", SCATTER_CASES, ids=[str(c) for c in SCATTER_CASES])
+def test_scatter_elements_equals_onnxruntime_and_torch_with_gradients(shape, ishape, axis, reduction, known):
+    rng = np.random.default_rng(9)
+    data = rng.standard_normal(shape).astype(np.float32)
+    updates = rng.standard_normal(ishape).astype(np.float32)
+    n = shape[axis]
+    if reduction == "none":  # distinct positions along the axis (ONNX leaves duplicates undefined)
+        idx = np.moveaxis(np.argsort(rng.random(np.moveaxis(np.empty(shape), axis, -1).shape), axis=-1), -1, axis)
+        idx = np.take(idx, np.arange(ishape[axis]), axis=axis)
+        idx = idx[tuple(slice(0, k) for k in ishape)]
+    else:
+        idx = rng.integers(0, n, ishape)
+    idx = idx.astype(np.int64)
+    signed = np.where(rng.random(ishape) < 0.5, idx - n, idx)  # negative indices count from the end
+    node = helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=axis, reduction=reduction)
+    inputs = [helper.make_tensor_value_info("d", TensorProto.FLOAT, list(shape)),
+              helper.make_tensor_value_info("u", TensorProto.FLOAT, list(ishape))]
+    if not known:
+        inputs.insert(1, helper.make_tensor_value_info("i", TensorProto.INT64, list(ishape)))
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+                              initializer=[numpy_helper.from_array(signed, "i")] if known else [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    feeds = {"d": data, "u": updates, **({} if known else {"i": signed})}
+    args = [data, updates] if known else [data, signed, updates]
+    imported = frame_onnx.load(model)
+    got = imported.run(args)[0]
+    np.testing.assert_allclose(got, ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0],
+                               rtol=1e-6, atol=1e-6)
+    dt, ut = torch.tensor(data, requires_grad=True), torch.tensor(updates, requires_grad=True)
+    it = torch.from_numpy(idx)
+    want = torch.scatter_add(dt, axis, it, ut) if reduction == "add" else torch.scatter(dt, axis, it, ut)
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    seed = rng.standard_normal(shape).astype(np.float32)
+    g, loss = fc.extend_graph(imported.graph, lambda *v: ops.sum(v[-1] * seed))
+    float_inputs = [k for k, v in enumerate(g.inputs) if v.type.dtype.name == "float32"]
+    grads = fc.compile(fc.build_backward_graph(g, loss, float_inputs)).run(args)[2:]
+    for a, b in zip(grads, torch.autograd.grad((want * torch.from_numpy(seed)).sum(), [dt, ut])):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_scatter_elements_with_a_product_reduction_or_indices_out_of_range_is_named():
+    def model(reduction, idx):
+        node = helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], reduction=reduction, name="put")
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("d", TensorProto.FLOAT, [3, 2]),
+                                                helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, 2])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])],
+                                  initializer=[numpy_helper.from_array(np.array([idx], np.int64), "i")])
+        made = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        made.ir_version = 10
+        return made
+
+    with pytest.raises(frame_onnx.UnsupportedModelError, match="ScatterElements with reduction='mul'"):
+        frame_onnx.load(model("mul", [0, 1]))
+    with pytest.raises(frame_onnx.OnnxFormatError, match=r"node 'put' \(ScatterElements\).*indices outside -3..2"):
+        frame_onnx.load(model("none", [0, 3]))
