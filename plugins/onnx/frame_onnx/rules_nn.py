@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx.helper import np_dtype_to_tensor_dtype
 
 from frame_core import ops
 
@@ -362,6 +363,67 @@ def _softmax_cross_entropy(cx: NodeContext) -> Any:
     logp = ops.log_softmax(cx.input(0), axis=1)
     loss = _negative_log_likelihood(cx, logp, cx.input(1), cx.input(2) if cx.has(2) else None)
     return [loss, logp] if len(cx.node.output) > 1 and cx.node.output[1] else loss
+
+
+def _heads(x: Any, heads: int) -> Any:
+    """``[B, L, heads * E]`` as ``[B, heads, L, E]``."""
+    b, length, width = shape_of(x)
+    return ops.transpose(ops.reshape(x, shape=[b, length, heads, width // heads]), perm=[0, 2, 1, 3])
+
+
+@rule("Attention")
+def _attention(cx: NodeContext) -> Any:
+    """opset 23's ``Attention``, which torch's exporter writes for ``scaled_dot_product_attention`` from opset 23:
+    ``softmax(softcap(Q K^T scale) + mask) V`` over inputs ``[B, heads, L, E]`` (or ``[B, L, heads * E]`` with
+    ``q_num_heads``/``kv_num_heads``), fewer key/value heads shared by groups of query heads (GQA, MQA), a
+    boolean (True attends) or additive mask, and ``is_causal`` (query i attends key j <= i). A query row with
+    every key masked gives zeros, as the standard says. A key/value cache and the extra outputs are refused."""
+    if any(cx.has(i) for i in (4, 5, 6)):
+        raise Unsupported("Attention with a key/value cache (past_key, past_value or nonpad_kv_seqlen)")
+    if any(cx.node.output[1:]):
+        raise Unsupported("Attention's present_key, present_value or qk_matmul_output outputs")
+    q, k, v = cx.input(0), cx.input(1), cx.input(2)
+    precision = cx.attr("softmax_precision", "int")
+    if precision is not None and precision != np_dtype_to_tensor_dtype(np_dtype(q)):
+        raise Unsupported(f"Attention with softmax_precision {precision} (frame computes the softmax in the "
+                          "inputs' type)")
+    rank = rank_of(q)
+    if rank == 3:
+        hq, hk = cx.attr("q_num_heads", "int"), cx.attr("kv_num_heads", "int")
+        if not hq or not hk:
+            raise invalid(cx, "3-D inputs need the q_num_heads and kv_num_heads attributes")
+        q, k, v = _heads(q, hq), _heads(k, hk), _heads(v, hk)
+    elif rank == 4:
+        hq, hk = shape_of(q)[1], shape_of(k)[1]
+    else:
+        raise invalid(cx, f"Q of shape {list(shape_of(q))} must be [B, heads, L, E] or [B, L, heads * E]")
+    if hq % hk or shape_of(v)[1] != hk:
+        raise invalid(cx, f"{hq} query heads cannot be shared by {hk} key heads and {shape_of(v)[1]} value heads")
+    b, _, length, e = shape_of(q)
+    s = shape_of(k)[2]
+    if hk != hq:  # each key/value head serves hq / hk query heads in a row
+        k, v = (ops.reshape(ops.broadcast_to(ops.expand_dims(t, axes=[2]), shape=[b, hk, hq // hk, s, shape_of(t)[3]]),
+                            shape=[b, hq, s, shape_of(t)[3]]) for t in (k, v))
+    root = like(np.sqrt(cx.attr("scale", "float", 1.0 / np.sqrt(e))), q)  # Q and K each scaled by sqrt(scale)
+    scores = ops.matmul(q * root, ops.transpose(k * root, perm=[0, 1, 3, 2]))
+    softcap = cx.attr("softcap", "float", 0.0)
+    if softcap > 0:
+        scores = ops.tanh(scores * like(1 / softcap, scores)) * like(softcap, scores)
+    minus_inf = like(-np.inf, scores)
+    if cx.has(3):
+        mask = cx.input(3)
+        scores = ops.where(mask, scores, minus_inf) if np_dtype(mask) == np.bool_ else scores + mask
+    if cx.attr("is_causal", "int", 0):
+        scores = ops.where(np.tril(np.ones((length, s), bool)), scores, minus_inf)
+    if not cx.has(3) and not cx.attr("is_causal", "int", 0):
+        weights = ops.softmax(scores, axis=-1)
+    else:  # a row with every key masked attends to nothing: zeros, not softmax's NaN
+        empty = ops.equal(ops.max(scores, axes=[-1], keepdims=True), minus_inf)
+        weights = ops.where(empty, like(0, scores), ops.softmax(ops.where(empty, like(0, scores), scores), axis=-1))
+    y = ops.matmul(weights, v)
+    if rank == 3:
+        y = ops.reshape(ops.transpose(y, perm=[0, 2, 1, 3]), shape=[b, length, hq * shape_of(v)[3]])
+    return y
 
 
 # -- recurrent layers ---------------------------------------------------------------------------------------

@@ -248,3 +248,87 @@ def test_scatter_elements_with_a_product_reduction_or_indices_out_of_range_is_na
         frame_onnx.load(model("mul", [0, 1]))
     with pytest.raises(frame_onnx.OnnxFormatError, match=r"node 'put' \(ScatterElements\).*indices outside -3..2"):
         frame_onnx.load(model("none", [0, 3]))
+
+
+ATTENTION_CASES = [  # (Q, K, V shapes, attributes, mask: None, "bool" or "float")
+    ((2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8), {"is_causal": 1}, None),
+    ((2, 4, 3, 8), (2, 2, 6, 8), (2, 2, 6, 4), {"scale": 0.3}, "bool"),              # grouped heads, cross
+    ((1, 2, 4, 6), (1, 1, 4, 6), (1, 1, 4, 6), {"is_causal": 1}, "float"),          # one key/value head
+    ((2, 5, 12), (2, 7, 6), (2, 7, 6), {"q_num_heads": 4, "kv_num_heads": 2}, "bool"),  # 3-D inputs
+    ((1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8), {"softcap": 2.0, "is_causal": 1}, None),
+]
+
+
+@pytest.mark.parametrize("shapes_q, shapes_k, shapes_v, attrs, mask", ATTENTION_CASES,
+                         ids=[f"{c[3]}-{c[4]}" for c in ATTENTION_CASES])
+def test_attention_equals_onnxruntime_and_torch_with_gradients(shapes_q, shapes_k, shapes_v, attrs, mask):
+    rng = np.random.default_rng(10)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in (shapes_q, shapes_k, shapes_v))
+    rank = len(shapes_q)
+    length, keys = (shapes_q[-2], shapes_k[-2]) if rank == 4 else (shapes_q[1], shapes_k[1])
+    feeds = {"q": q, "k": k, "v": v}
+    if mask == "bool":
+        feeds["m"] = rng.random((length, keys)) < 0.7
+        feeds["m"][:, 0] = True  # every query attends to something
+    elif mask == "float":
+        feeds["m"] = rng.standard_normal((length, keys)).astype(np.float32)
+    names = list(feeds)
+    if rank == 4:
+        out = [shapes_q[0], shapes_q[1], length, shapes_v[-1]]
+    else:
+        out = [shapes_q[0], length, attrs["q_num_heads"] * shapes_v[-1] // attrs["kv_num_heads"]]
+    node = helper.make_node("Attention", names, ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                                          list(a.shape)) for n, a in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    imported = frame_onnx.load(model)
+    got = imported.run(list(feeds.values()))[0]
+    np.testing.assert_allclose(got, ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-5)
+    if "softcap" in attrs:  # torch's scaled_dot_product_attention has no softcap
+        return
+    ts = [torch.tensor(feeds[n], requires_grad=True) for n in ("q", "k", "v")]
+
+    def heads(t, h):
+        return t.reshape(t.shape[0], t.shape[1], h, -1).transpose(1, 2) if rank == 3 else t
+
+    hq, hk = (attrs["q_num_heads"], attrs["kv_num_heads"]) if rank == 3 else (shapes_q[1], shapes_k[1])
+    tm = None if mask is None else torch.from_numpy(feeds["m"])
+    want = torch.nn.functional.scaled_dot_product_attention(
+        heads(ts[0], hq), heads(ts[1], hk), heads(ts[2], hk), attn_mask=tm, is_causal=bool(attrs.get("is_causal")),
+        scale=attrs.get("scale"), enable_gqa=hq != hk)
+    if rank == 3:
+        want = want.transpose(1, 2).reshape(got.shape)
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    seed = rng.standard_normal(got.shape).astype(np.float32)
+    g, loss = fc.extend_graph(imported.graph, lambda *t: ops.sum(t[-1] * seed))
+    grads = fc.compile(fc.build_backward_graph(g, loss, [0, 1, 2])).run(list(feeds.values()))[2:]
+    for a, b in zip(grads, torch.autograd.grad((want * torch.from_numpy(seed)).sum(), ts)):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_with_a_cache_is_listed_as_unsupported_and_a_fully_masked_row_is_zero():
+    q = np.ones((1, 1, 2, 4), np.float32)
+    cache = helper.make_node("Attention", ["q", "q", "q", "", "q", "q"], ["y"])
+    graph = helper.make_graph([cache], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 1, 2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    with pytest.raises(frame_onnx.UnsupportedModelError, match="key/value cache"):
+        frame_onnx.load(model)
+    masked = helper.make_node("Attention", ["q", "q", "q", "m"], ["y"])
+    graph = helper.make_graph([masked], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 1, 2, 4]),
+                                              helper.make_tensor_value_info("m", TensorProto.BOOL, [2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    imported = frame_onnx.load(model)
+    m = np.array([[False, False], [True, False]])
+    y = imported.run([q, m])[0]
+    np.testing.assert_array_equal(y[0, 0, 0], 0)  # no key to attend to
+    np.testing.assert_array_equal(y[0, 0, 1], 1)
+    g, loss = fc.extend_graph(imported.graph, lambda *t: ops.sum(t[-1]))
+    (gq,) = fc.compile(fc.build_backward_graph(g, loss, [0])).run([q, m])[2:]
+    assert np.isfinite(gq).all()
