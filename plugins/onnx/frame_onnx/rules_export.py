@@ -94,7 +94,7 @@ _SIMPLE = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg",
            "sqrt": "Sqrt", "tanh": "Tanh", "sigmoid": "Sigmoid", "sin": "Sin", "cos": "Cos", "relu": "Relu",
            "abs": "Abs", "sign": "Sign", "maximum": "Max", "minimum": "Min", "pow": "Pow", "equal": "Equal",
            "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater", "greater_equal": "GreaterOrEqual",
-           "where": "Where", "matmul": "MatMul", "stop_gradient": "Identity", "accumulate_internal": "Add",
+           "matmul": "MatMul", "stop_gradient": "Identity", "accumulate_internal": "Add",
            "floor": "Floor", "ceil": "Ceil", "round": "Round", "erf": "Erf",  # ONNX Round: halves to even too
            "atan": "Atan", "asin": "Asin", "acos": "Acos", "det": "Det"}
 
@@ -105,6 +105,16 @@ def _simple(ex: Exporter, node: Node) -> list[str]:
 
 for _name in _SIMPLE:
     RULES[_name] = _simple
+
+
+@rule("where")
+def _where(ex: Exporter, node: Node) -> list[str]:
+    """``Where``; between booleans (which ONNX Runtime's ``Where`` has no kernel for) ``(c and a) or (not c and
+    b)``, the same values."""
+    c, a, b = (_in(ex, node, i) for i in range(3))
+    if node.outputs[0].dtype.name != "bool":
+        return [ex.emit("Where", [c, a, b])]
+    return [ex.emit("Or", [ex.emit("And", [c, a]), ex.emit("And", [ex.emit("Not", [c]), b])])]
 
 
 @rule("atan2")

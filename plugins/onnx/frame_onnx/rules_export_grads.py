@@ -91,8 +91,19 @@ def _conv_transpose(ex: Exporter, gy: str, w: str, gy_shape: Sequence[int], w_sh
     if any(e < 0 for e in extra):
         raise OnnxError(f"a transposed convolution to size {list(out)} from {list(gy_shape)} cannot be written with "
                         "ONNX's output_padding")
-    return ex.emit("ConvTranspose", [gy, w], strides=strides, dilations=dilations, pads=pads, group=groups,
-                   kernel_shape=list(w_shape[2:]), output_padding=extra if any(extra) else None)
+    # ONNX Runtime refuses an output_padding of at least the stride (torch allows it below the dilation): such an
+    # axis keeps that many positions of its after-padding instead, and what is left past the full output is zeros
+    pads, tail = list(pads), [0] * n
+    for i in range(n):
+        if extra[i] >= strides[i]:
+            kept = min(extra[i], pads[n + i])
+            pads[n + i] -= kept
+            tail[i], extra[i] = extra[i] - kept, 0
+    y = ex.emit("ConvTranspose", [gy, w], strides=strides, dilations=dilations, pads=pads, group=groups,
+                kernel_shape=list(w_shape[2:]), output_padding=extra if any(extra) else None)
+    if any(tail):
+        y = ex.emit("Pad", [y, ex.ints([0] * (n + 2) + [0, 0, *tail])])
+    return y
 
 
 @rule("conv1d_grad_input_internal")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx.helper import np_dtype_to_tensor_dtype
 
 from frame_core import ops
 
@@ -296,6 +297,133 @@ def _layer_norm(cx: NodeContext) -> Any:
     y = centred / ops.sqrt(ops.mean(ops.square(centred), axes=axes, keepdims=True) + eps)
     y = y * cx.input(1)
     return y + cx.input(2) if cx.has(2) else y
+
+
+@rule("RMSNormalization")
+def _rms_norm(cx: NodeContext) -> Any:
+    """opset 23's ``RMSNormalization`` (torch's ``nn.RMSNorm``, the norm of LLaMA-style transformers):
+    ``x / sqrt(mean(x², axes from axis on) + epsilon) * scale``, computed in float32 for 16-bit inputs
+    (``stash_type`` 1, the default; other stash types are refused)."""
+    x, scale = cx.input(0), cx.input(1)
+    axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
+    eps = cx.attr("epsilon", "float", 1e-5)
+    if cx.attr("stash_type", "int", 1) != 1:
+        raise Unsupported(f"RMSNormalization with stash_type {cx.attr('stash_type', 'int')} (frame computes in "
+                          "float32, stash_type 1, or in the input's wider type)")
+    dtype = np_dtype(x)
+    wide = ops.cast(x, to="f32") if dtype.itemsize < 4 else x
+    y = wide / ops.sqrt(ops.mean(ops.square(wide), axes=list(range(axis, rank_of(x))), keepdims=True)
+                        + like(eps, wide))
+    if dtype.itemsize < 4:
+        y = ops.cast(y, to=str(x.dtype))
+    return y * scale
+
+
+def _negative_log_likelihood(cx: NodeContext, logp: Any, target: Any, weight: Any) -> Any:
+    """ONNX's ``NegativeLogLikelihoodLoss`` of log-probabilities ``logp [N, C, d...]`` at class indices ``target
+    [N, d...]``: ``-logp[n, target, d] * weight[target]``, 0 where ``target`` is ``ignore_index``, reduced by
+    ``reduction`` (``mean`` divides by the summed weights of the targets kept, as torch's ``nll_loss``)."""
+    reduction = cx.attr("reduction", "string", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise invalid(cx, f"reduction {reduction!r} is not one of none, sum, mean")
+    ignore = cx.attr("ignore_index", "int")
+    rank, classes = rank_of(logp), shape_of(logp)[1]
+    if rank < 2 or tuple(shape_of(target)) != (shape_of(logp)[0], *shape_of(logp)[2:]):
+        raise invalid(cx, f"target of shape {list(shape_of(target))} must be the input's {list(shape_of(logp))} "
+                          "without its class axis 1")
+    if ignore is not None:  # (the ignored positions read class 0, weighted 0)
+        target = ops.where(ops.equal(target, np.int64(ignore)), np.int64(0), target)
+    chosen = ops.one_hot(target, depth=classes, dtype=str(logp.dtype))  # [N, d..., C]
+    last = ops.transpose(logp, perm=[0, *range(2, rank), 1]) if rank > 2 else logp
+    picked = ops.sum(last * chosen, axes=[-1])
+    weights = None if weight is None else ops.sum(chosen * weight, axes=[-1])
+    if ignore is not None:
+        kept = ops.where(ops.equal(cx.input(1), np.int64(ignore)), like(0, logp), like(1, logp))
+        weights = kept if weights is None else weights * kept
+    loss = ops.neg(picked) if weights is None else ops.neg(picked) * weights
+    if reduction == "none":
+        return loss
+    if reduction == "sum" or weights is not None:
+        total = ops.sum(loss, axes=list(range(rank - 1)))
+        return total if reduction == "sum" else total / ops.sum(weights, axes=list(range(rank - 1)))
+    return ops.mean(loss, axes=list(range(rank - 1)))
+
+
+@rule("NegativeLogLikelihoodLoss")
+def _nll_loss(cx: NodeContext) -> Any:
+    """torch's ``nll_loss`` as ONNX writes it (any number of positions after the class axis, class weights,
+    ``ignore_index``, every reduction)."""
+    return _negative_log_likelihood(cx, cx.input(0), cx.input(1), cx.input(2) if cx.has(2) else None)
+
+
+@rule("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy(cx: NodeContext) -> Any:
+    """torch's ``cross_entropy`` as ONNX writes it: the negative log-likelihood of ``log_softmax`` over the class
+    axis 1, and that ``log_softmax`` as the optional second output."""
+    logp = ops.log_softmax(cx.input(0), axis=1)
+    loss = _negative_log_likelihood(cx, logp, cx.input(1), cx.input(2) if cx.has(2) else None)
+    return [loss, logp] if len(cx.node.output) > 1 and cx.node.output[1] else loss
+
+
+def _heads(x: Any, heads: int) -> Any:
+    """``[B, L, heads * E]`` as ``[B, heads, L, E]``."""
+    b, length, width = shape_of(x)
+    return ops.transpose(ops.reshape(x, shape=[b, length, heads, width // heads]), perm=[0, 2, 1, 3])
+
+
+@rule("Attention")
+def _attention(cx: NodeContext) -> Any:
+    """opset 23's ``Attention``, which torch's exporter writes for ``scaled_dot_product_attention`` from opset 23:
+    ``softmax(softcap(Q K^T scale) + mask) V`` over inputs ``[B, heads, L, E]`` (or ``[B, L, heads * E]`` with
+    ``q_num_heads``/``kv_num_heads``), fewer key/value heads shared by groups of query heads (GQA, MQA), a
+    boolean (True attends) or additive mask, and ``is_causal`` (query i attends key j <= i). A query row with
+    every key masked gives zeros, as the standard says. A key/value cache and the extra outputs are refused."""
+    if any(cx.has(i) for i in (4, 5, 6)):
+        raise Unsupported("Attention with a key/value cache (past_key, past_value or nonpad_kv_seqlen)")
+    if any(cx.node.output[1:]):
+        raise Unsupported("Attention's present_key, present_value or qk_matmul_output outputs")
+    q, k, v = cx.input(0), cx.input(1), cx.input(2)
+    precision = cx.attr("softmax_precision", "int")
+    if precision is not None and precision != np_dtype_to_tensor_dtype(np_dtype(q)):
+        raise Unsupported(f"Attention with softmax_precision {precision} (frame computes the softmax in the "
+                          "inputs' type)")
+    rank = rank_of(q)
+    if rank == 3:
+        hq, hk = cx.attr("q_num_heads", "int"), cx.attr("kv_num_heads", "int")
+        if not hq or not hk:
+            raise invalid(cx, "3-D inputs need the q_num_heads and kv_num_heads attributes")
+        q, k, v = _heads(q, hq), _heads(k, hk), _heads(v, hk)
+    elif rank == 4:
+        hq, hk = shape_of(q)[1], shape_of(k)[1]
+    else:
+        raise invalid(cx, f"Q of shape {list(shape_of(q))} must be [B, heads, L, E] or [B, L, heads * E]")
+    if hq % hk or shape_of(v)[1] != hk:
+        raise invalid(cx, f"{hq} query heads cannot be shared by {hk} key heads and {shape_of(v)[1]} value heads")
+    b, _, length, e = shape_of(q)
+    s = shape_of(k)[2]
+    if hk != hq:  # each key/value head serves hq / hk query heads in a row
+        k, v = (ops.reshape(ops.broadcast_to(ops.expand_dims(t, axes=[2]), shape=[b, hk, hq // hk, s, shape_of(t)[3]]),
+                            shape=[b, hq, s, shape_of(t)[3]]) for t in (k, v))
+    root = like(np.sqrt(cx.attr("scale", "float", 1.0 / np.sqrt(e))), q)  # Q and K each scaled by sqrt(scale)
+    scores = ops.matmul(q * root, ops.transpose(k * root, perm=[0, 1, 3, 2]))
+    softcap = cx.attr("softcap", "float", 0.0)
+    if softcap > 0:
+        scores = ops.tanh(scores * like(1 / softcap, scores)) * like(softcap, scores)
+    minus_inf = like(-np.inf, scores)
+    if cx.has(3):
+        mask = cx.input(3)
+        scores = ops.where(mask, scores, minus_inf) if np_dtype(mask) == np.bool_ else scores + mask
+    if cx.attr("is_causal", "int", 0):
+        scores = ops.where(np.tril(np.ones((length, s), bool)), scores, minus_inf)
+    if not cx.has(3) and not cx.attr("is_causal", "int", 0):
+        weights = ops.softmax(scores, axis=-1)
+    else:  # a row with every key masked attends to nothing: zeros, not softmax's NaN
+        empty = ops.equal(ops.max(scores, axes=[-1], keepdims=True), minus_inf)
+        weights = ops.where(empty, like(0, scores), ops.softmax(ops.where(empty, like(0, scores), scores), axis=-1))
+    y = ops.matmul(weights, v)
+    if rank == 3:
+        y = ops.reshape(ops.transpose(y, perm=[0, 2, 1, 3]), shape=[b, length, hq * shape_of(v)[3]])
+    return y
 
 
 # -- recurrent layers ---------------------------------------------------------------------------------------

@@ -173,6 +173,30 @@ def _mish(cx: NodeContext) -> Any:
     return x * ops.tanh(_softplus(cx))
 
 
+@rule("Swish")
+def _swish(cx: NodeContext) -> Any:
+    """opset 24's ``Swish``: ``x sigmoid(alpha x)`` (frame's ``silu`` when alpha is 1, torch's ``SiLU``)."""
+    x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)
+    return ops.silu(x) if alpha == 1.0 else x * ops.sigmoid(x * like(alpha, x))
+
+
+@rule("LpNormalization")
+def _lp_normalization(cx: NodeContext) -> Any:
+    """``x`` divided by its L1 or L2 norm along ``axis`` (Keras' and scikit-learn's ``Normalizer`` exports). A
+    zero vector stays zero, as ONNX Runtime's (its norm is taken as 1 there, so its gradient is the identity
+    rather than torch's ``F.normalize`` 1/eps)."""
+    x = cx.input(0)
+    axis = norm_axis(cx.attr("axis", "int", -1), rank_of(x), cx)
+    p = cx.attr("p", "int", 2)
+    if p not in (1, 2):
+        raise invalid(cx, f"p = {p}; LpNormalization takes p = 1 or 2")
+    if p == 1:
+        norm = ops.sum(ops.abs(x), axes=[axis], keepdims=True)
+        return x / ops.where(ops.equal(norm, like(0, x)), like(1, x), norm)
+    squares = ops.sum(ops.square(x), axes=[axis], keepdims=True)  # (the zero test before the root: no 1/0 in
+    return x / ops.sqrt(ops.where(ops.equal(squares, like(0, x)), like(1, x), squares))  # its gradient)
+
+
 @rule("Celu")
 def _celu(cx: NodeContext) -> Any:
     x, alpha = cx.input(0), cx.attr("alpha", "float", 1.0)  # max(0, x) + min(0, alpha (e^(x/alpha) - 1))
@@ -686,6 +710,43 @@ def _scatter_nd(cx: NodeContext) -> Any:
     if reduction == "add":
         return ops.add(data, added)
     hit = ops.scatter_add(np.ones(shape_of(updates), np_dtype(updates)), rows, axis=0, size=n)
+    return ops.where(ops.greater(hit, like(0, hit)), added, data)
+
+
+@rule("ScatterElements")
+def _scatter_elements(cx: NodeContext) -> Any:
+    """torch's ``scatter`` (``reduction="none"``) and ``scatter_add`` (``"add"``) along any axis: each update's
+    flat position in ``data`` (its own coordinates, the index along ``axis``) and one ``scatter_add`` over the
+    flattened data. Under ``none``, updates that share a position are summed (ONNX leaves the result undefined);
+    min/max/mul reductions are not imported."""
+    data, idx, updates = cx.input(0), cx.input(1), cx.input(2)
+    reduction = cx.attr("reduction", "string", "none")
+    if reduction not in ("none", "add"):
+        raise Unsupported(f"ScatterElements with reduction={reduction!r} (frame imports none and add)")
+    dshape, ishape = shape_of(data), shape_of(idx)
+    rank = len(dshape)
+    axis = norm_axis(cx.attr("axis", "int", 0), rank, cx)
+    if len(ishape) != rank or tuple(shape_of(updates)) != tuple(ishape):
+        raise invalid(cx, f"indices {list(ishape)} and updates {list(shape_of(updates))} must have one shape, of "
+                          f"data's rank {rank}")
+    n, size = dshape[axis], int(np.prod(dshape, dtype=np.int64))
+    strides = [int(np.prod(dshape[d + 1:], dtype=np.int64)) for d in range(rank)]
+    grid = np.indices(ishape, dtype=np.int64)
+    base = sum((grid[d] * strides[d] for d in range(rank) if d != axis), np.zeros(ishape, np.int64))
+    known = cx.known(1)
+    if known is not None:
+        if np.any((known < -n) | (known >= n)):
+            raise invalid(cx, f"indices outside -{n}..{n - 1} along axis {axis}")
+        flat = (np.where(known < 0, known + n, known).astype(np.int64) * strides[axis] + base).reshape(-1)
+    else:
+        idx = ops.where(ops.less(idx, like(0, idx)), ops.add(idx, like(n, idx)), idx)
+        flat = ops.reshape(ops.cast(idx, to="i64") * np.int64(strides[axis]) + base, shape=[-1])
+    added = ops.reshape(ops.scatter_add(ops.reshape(updates, shape=[-1]), flat, axis=0, size=size),
+                        shape=list(dshape))
+    if reduction == "add":
+        return ops.add(data, added)
+    ones = np.ones(int(np.prod(ishape, dtype=np.int64)), np_dtype(updates))
+    hit = ops.reshape(ops.scatter_add(ones, flat, axis=0, size=size), shape=list(dshape))
     return ops.where(ops.greater(hit, like(0, hit)), added, data)
 
 

@@ -138,7 +138,7 @@ def test_an_input_that_is_also_an_initializer():
 
 def test_every_unsupported_node_is_listed_at_once():
     nodes = [helper.make_node("LRN", ["x"], ["a"], name="lrn1", size=3),
-             helper.make_node("LpNormalization", ["a"], ["b0"], name="lpnorm"),
+             helper.make_node("Bernoulli", ["a"], ["b0"], name="coin"),
              helper.make_node("Slice", ["b0", "zero", "six"], ["b"], name="widen"),
              helper.make_node("Relu", ["x"], ["c"], name="ok"), helper.make_node("LRN", ["c"], ["d"], name="lrn2", size=3),
              helper.make_node("Pad", ["c", "pads"], ["e"], name="wrap", mode="wrap"),
@@ -151,8 +151,8 @@ def test_every_unsupported_node_is_listed_at_once():
     with pytest.raises(UnsupportedModelError) as info:
         frame_onnx.load(model)
     listed = {(n.op_type, n.node) for n in info.value.nodes}
-    # LpNormalization (no rule) is listed although it reads a refused output; Sqrt (which frame has) is not
-    assert listed == {("LRN", "'lrn1'"), ("LpNormalization", "'lpnorm'"), ("LRN", "'lrn2'"),
+    # Bernoulli (no rule) is listed although it reads a refused output; Sqrt (which frame has) is not
+    assert listed == {("LRN", "'lrn1'"), ("Bernoulli", "'coin'"), ("LRN", "'lrn2'"),
                       ("Pad", "'wrap'")}
     text = str(info.value)
     assert "LRN (ai.onnx, opset 17) at node 'lrn2'" in text and "pad mode 'wrap'" in text

@@ -32,7 +32,7 @@ def good(tmp_path):
 
 @pytest.fixture
 def bad(tmp_path):
-    return _write(tmp_path / "bad.onnx", [helper.make_node("LpNormalization", ["x"], ["a"], name="lpnorm"),
+    return _write(tmp_path / "bad.onnx", [helper.make_node("Bernoulli", ["x"], ["a"], name="coin"),
                                           helper.make_node("Tanh", ["a"], ["y"], name="act")], out_shape=(None, 3))
 
 
@@ -51,12 +51,12 @@ def test_audit_findings_in_every_format(bad):
     code, out, _ = _run("onnx", "audit", bad, "-f", "json")
     report = json.loads(out)
     assert code == 1 and not report["ok"] and report["counts"]["unsupported"] == 1
-    assert report["findings"][0]["kind"] == "unsupported" and report["findings"][0]["op_type"] == "LpNormalization"
+    assert report["findings"][0]["kind"] == "unsupported" and report["findings"][0]["op_type"] == "Bernoulli"
     assert [n["status"] for n in report["nodes"]] == ["unsupported", "skipped"]
     code, out, err = _run("onnx", "audit", bad, "-f", "github")
-    assert code == 1 and out.startswith("::error title=frame onnx audit (unsupported LpNormalization)::") and "1 finding" in err
+    assert code == 1 and out.startswith("::error title=frame onnx audit (unsupported Bernoulli)::") and "1 finding" in err
     code, out, _ = _run("onnx", "audit", bad)
-    assert code == 1 and "findings (1):" in out and "LpNormalization" in out
+    assert code == 1 and "findings (1):" in out and "Bernoulli" in out
 
 
 def test_audit_order_finding(good, monkeypatch):
@@ -89,7 +89,7 @@ def test_usage_errors(tmp_path, bad):
     code, _, err = _run("onnx", "audit", str(tmp_path / "missing.onnx"))
     assert code == 2 and "no ONNX file" in err
     code, _, err = _run("onnx", "import", bad)
-    assert code == 2 and "LpNormalization" in err and "Traceback" not in err
+    assert code == 2 and "Bernoulli" in err and "Traceback" not in err
     code, _, err = _run("onnx", "import", bad, "--dim", "batch")
     assert code == 2 and "NAME=SIZE" in err
 

@@ -73,7 +73,8 @@ def test_float_initializers_read_only_as_resize_scales_or_range_bounds_are_const
 
 
 @pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
-                                   {"pads": [0, 0, 1, 1]}, {"dilations": [2, 2], "pads": [1, 1, 1, 1]}, {"group": 2}])
+                                   {"pads": [0, 0, 1, 1]}, {"dilations": [2, 2], "pads": [1, 1, 1, 1]}, {"group": 2},
+                                   ])
 def test_conv_transpose_2d_equals_onnxruntime(attrs):
     pytest.importorskip("frame_ops_nn")
     groups = attrs.get("group", 1)
@@ -94,8 +95,32 @@ def test_conv_transpose_1d_equals_onnxruntime_and_3d_is_listed_as_unsupported():
         frame_onnx.load(model)
 
 
+@pytest.mark.parametrize("attrs", [
+    {"dilations": [3, 2], "output_padding": [2, 1]},
+    {"strides": [2, 1], "dilations": [3, 3], "output_padding": [2, 2], "group": 2, "pads": [1, 0, 1, 2]},
+    {"strides": [1, 2], "dilations": [4, 1], "output_padding": [3, 1], "pads": [0, 2, 1, 0]}])
+def test_conv_transpose_with_output_padding_past_the_stride_equals_torch(attrs):
+    """output_padding at or above the stride, below the dilation: torch allows it (ONNX Runtime refuses it),
+    and frame imports it as torch computes it."""
+    pytest.importorskip("frame_ops_nn")
+    torch = pytest.importorskip("torch")
+    groups = attrs.get("group", 1)
+    x, w = _w(2, 4, 3, 4), _w(4, 6 // groups, 2, 3)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
+    model, _ = _model([node], [("x", x)], [("y", F, None)], [("w", w)])
+    pads = attrs.get("pads", [0] * 4)
+    full = torch.nn.functional.conv_transpose2d(
+        torch.from_numpy(x), torch.from_numpy(w), stride=attrs.get("strides", 1), dilation=attrs["dilations"],
+        groups=groups, output_padding=attrs["output_padding"])  # torch's pads are symmetric: crop by hand
+    h, w_ = full.shape[2:]
+    want = full[:, :, pads[0]:h - pads[2], pads[1]:w_ - pads[3]].numpy()
+    got = frame_onnx.load(model).run([x])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("attrs", [{"stride": [2]}, {"stride": 2, "padding": 1, "output_padding": 1},
-                                   {"stride": [2, 1], "padding": [1, 0]}, {"padding": [1, 0, 2, 1]}])
+                                   {"stride": [2, 1], "padding": [1, 0]}, {"padding": [1, 0, 2, 1]},
+                                   {"dilation": [2, 3], "output_padding": [1, 2], "padding": [0, 1, 1, 0]}])
 def test_a_written_conv_transpose2d_exports_runs_on_onnxruntime_and_imports_back(attrs):
     pytest.importorskip("frame_ops_nn")
     import frame_core as fc
@@ -181,3 +206,24 @@ def test_negative_pads_crop_as_onnxruntime_does(mode, pads):
     node = helper.make_node("Pad", ["x", "p"], ["y"], mode=mode)
     model, feeds = _model([node], [("x", _w(2, 3, 5))], [("y", F, None)], [("p", np.array(pads, np.int64))])
     _same_as_onnxruntime(model, feeds)
+
+
+def test_a_conv_transpose2d_training_graph_with_output_padding_past_the_stride_runs_on_onnxruntime():
+    """output_padding [2, 1] with stride 1 and dilation [3, 2] (torch's rule, which ONNX Runtime's ConvTranspose
+    refuses): the forward's export folds it into the pads and a Pad, and its gradients (a cropped conv2d, the
+    weight gradient of a padded x) export as they are."""
+    pytest.importorskip("frame_ops_nn")
+    import frame_core as fc
+    from frame_core import ops
+
+    attrs = {"dilation": [3, 2], "output_padding": [2, 1], "padding": [1, 0, 0, 1]}
+    graph = fc.trace(lambda x, w: ops.conv_transpose2d(x, w, **attrs), "f32[2, 2, 3, 4]", "f32[2, 3, 2, 2]")
+    seed = _w(*graph.outputs[0].type.shape)
+    graph, loss = fc.extend_graph(graph, lambda *v: ops.sum(v[-1] * seed))
+    training = fc.build_backward_graph(graph, loss, [0, 1])
+    x, w = _w(2, 2, 3, 4), _w(2, 3, 2, 2)
+    want = fc.compile(training).run([x, w])
+    session = ort.InferenceSession(frame_onnx.to_onnx(training).SerializeToString())
+    got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), [x, w])})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

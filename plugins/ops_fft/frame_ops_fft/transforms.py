@@ -182,7 +182,7 @@ def _irfft_n(ctx: NodeContext) -> tuple[int, int]:
         valid = " or ".join(str(k) for k in (2 * m - 2, 2 * m - 1) if k >= 1)
         raise ctx.error(f"got n={n} for {m} bin{'s' if m != 1 else ''} on axis {axis} of {z}; a real signal of "
                         f"length n has n//2 + 1 bins, so expected n = {valid} (slice or pad the spectrum to change "
-                        "the length)")
+                        "the length, or leave n out, which follows the bins: n = 2 (bins - 1))")
     return axis, n
 
 
@@ -205,11 +205,59 @@ def _irfft_kernel(ctx: NodeContext) -> Callable:
 
 
 def _irfft_gradient(ctx: NodeContext):
-    (z,) = ctx.input_types
-    axis, n = _irfft_n(ctx)
+    axis, _ = _irfft_n(ctx)
     norm = norm_of(ctx)
-    c = bin_weights(n, z.rank - 2 - axis, inverse=True, dtype=z.dtype.np)
-    return ctx.grad_graph(lambda z_, y, gy: ops.complex_mul(ops.rfft(gy, axis=axis, norm=SWAP[norm]), c))
+    # C read from gy's length (irfft_grad_like_internal), compiled as complex_mul(rfft(gy), C): a training graph
+    # re-specialised at another bin count weights that count's bins
+    return ctx.grad_graph(lambda z_, y, gy: ops.irfft_grad_like_internal(gy, z_, axis=axis, norm=norm))
+
+
+# irfft_grad_like_internal(gy, z; axis, norm) = rfft(gy, norm=swap(norm)) * C with n = gy.shape[axis], z read for
+# its shape only. Its adjoint is irfft(ggz * C * W, n, norm) = irfft(ggz, n, norm) (W C = 1): n is left out when
+# it is even (2 (bins - 1), so it follows the bins at other sizes); an odd n came from an explicit n, fixed anyway
+def _irfft_grad_parts(ctx: NodeContext) -> tuple[int, int, str]:
+    gy, z = ctx.input_types
+    require_packed(ctx, z, 1)
+    require_float(ctx, gy, 0)
+    axis, norm = complex_axis(ctx, z.rank - 1), norm_of(ctx)
+    if gy.rank != z.rank - 1:
+        raise ctx.error(f"gy must be irfft's real output for the packed z {z} (rank {z.rank - 1}), got {gy}")
+    n = _points(ctx, gy, axis)
+    want = gy.shape[:axis] + (n // 2 + 1,) + gy.shape[axis + 1:] + (2,)
+    if z.shape != want or gy.dtype is not z.dtype:
+        raise ctx.error(f"z must be the packed half spectrum {gy.dtype.name}{list(want)} of a signal like gy {gy}, "
+                        f"got {z}")
+    return axis, n, norm
+
+
+def _irfft_grad_decomposition(ctx: NodeContext):
+    axis, n, norm = _irfft_grad_parts(ctx)
+    c = bin_weights(n, ctx.input_types[0].rank - 1 - axis, inverse=True, dtype=ctx.input_types[0].dtype.np)
+    return ctx.decomposition_graph(lambda gy, z: ops.complex_mul(ops.rfft(gy, axis=axis, norm=SWAP[norm]), c))
+
+
+def _irfft_grad_gradient(ctx: NodeContext):
+    axis, n, norm = _irfft_grad_parts(ctx)
+    return ctx.grad_graph(lambda gy, z, gz, ggz: [
+        ops.irfft(ggz, n=None if n % 2 == 0 else n, axis=axis, norm=norm), None])
+
+
+IRFFT_GRAD_LIKE = OpSchema(
+    "irfft_grad_like_internal",
+    inputs=("gy", "z"),
+    attrs={"axis": _AXIS, "norm": _NORM},
+    shape_infer=lambda ctx: [_irfft_grad_parts(ctx) and ctx.input_types[1]],
+    kernels={"cpu": _by_decomposition},
+    gradient=_irfft_grad_gradient,
+    decomposition=_irfft_grad_decomposition,
+    nondiff_inputs=(1,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="irfft's gradient: rfft(gy, norm=swap(norm)) * C with C its bin weights for n = gy's length along axis "
+        "(z read for its shape only).",
+    examples=[Example(["f32[3, 8]", "f32[3, 5, 2]"]), Example(["f64[2, 7]", "f64[2, 4, 2]"], {"norm": "ortho"}),
+              Example(["f32[6, 3]", "f32[4, 3, 2]"], {"axis": 0, "norm": "forward"}),
+              Example(["f64[1]", "f64[1, 2]"], note="n = 1")],
+)
 
 
 IRFFT = OpSchema(
@@ -290,4 +338,4 @@ IFFT = OpSchema(
     examples=_C2C_EXAMPLES,
 )
 
-SCHEMAS = [RFFT, RFFT_GRAD_LIKE, IRFFT, FFT, IFFT]
+SCHEMAS = [RFFT, RFFT_GRAD_LIKE, IRFFT, IRFFT_GRAD_LIKE, FFT, IFFT]

@@ -12,8 +12,9 @@ axis) or ``[top, bottom, left, right]``. Output size per axis:
 ``conv_transpose2d(x[B, C_in, H, W], w[C_in, C_out / groups, kh, kw]; stride,
 padding, output_padding, dilation, groups)`` is the adjoint of conv2d in x
 (torch's layout and output size ``(H - 1) stride - before - after + extent +
-output_padding``, ``0 <= output_padding < stride``); conv_transpose1d is the
-same in one spatial axis.
+output_padding``, ``0 <= output_padding < max(stride, dilation)`` as torch's: an output_padding of at least
+the stride makes room for windows past x's last ones, which read zeros); conv_transpose1d is the same in one
+spatial axis.
 
 The three 2-D ops close under differentiation, as conv1d's do (JAX's
 ``_conv_general_dilated_transpose_lhs/rhs``): conv2d's gradients are
@@ -179,8 +180,12 @@ def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_sh
                         f"{'kh, kw' if nd == 2 else 'K'}], got shapes {list(x_shape)} and {list(w_shape)}")
     if x_shape[1] != w_shape[0]:
         raise ctx.error(f"w {list(w_shape)} must have x's C_in = {x_shape[1]} rows (axis 0), got {w_shape[0]}")
-    if any(p >= s for p, s in zip(out_pad, stride)):
-        raise ctx.error(f"output_padding {list(out_pad)} must be below stride {list(stride)} on every axis")
+    bad = [i for i, (p, s, d) in enumerate(zip(out_pad, stride, dilation)) if p >= max(s, d)]
+    if bad:
+        raise ctx.error(f"output_padding {list(out_pad)} must be below the stride or the dilation on every axis "
+                        f"(as torch's), but axis {bad[0]} has output_padding {out_pad[bad[0]]} with stride "
+                        f"{stride[bad[0]]} and dilation {dilation[bad[0]]}; use an output_padding below "
+                        f"{max(stride[bad[0]], dilation[bad[0]])} there, or pad the output with pad")
     kernel = tuple(w_shape[2:])
     if min(kernel) < 1:
         raise ctx.error(f"kernel sizes must be >= 1, got {list(kernel)}")
@@ -193,7 +198,15 @@ def transpose_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_sh
                         f"output_padding per axis for input {list(x_shape[2:])}); use less padding")
     conv_x = (x_shape[0], w_shape[1] * groups, *size)
     geo = conv_geometry(ctx, nd, conv_x, tuple(w_shape), modes=False)
+    # an output_padding of at least the stride (allowed below the dilation) makes room for windows past x's last
+    # ones: out = size(x) + output_padding // stride, and those windows read zeros (see unread_windows)
     return geo
+
+
+def unread_windows(geo: Geometry, x_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Per spatial axis, the windows of a transposed convolution's matching conv past x's (``output_padding //
+    stride``, whatever x's size): x is read as if it had that many zeros after each spatial axis."""
+    return tuple(o - n for o, n in zip(geo.out, x_shape[2:]))
 
 
 # -- the three numpy kernels (2-D; 1-D inputs get a unit height axis) ------------------------------------
@@ -509,7 +522,8 @@ def _transpose_attrs(nd: int) -> dict[str, AttrSpec]:
         **_conv_attrs(nd),
         "padding": AttrSpec("ints", 0, f"what the matching conv pads: one int, {nd} ints or {sides}; the output "
                                        "is that much smaller"),
-        "output_padding": AttrSpec("ints", 0, "positions added after each spatial axis (below stride), to reach "
+        "output_padding": AttrSpec("ints", 0, "positions added after each spatial axis (below the stride or the "
+                                              "dilation, as torch's), to reach "
                                               "the size of a strided conv's input"),
     }
 
@@ -567,17 +581,36 @@ def _transpose2d_geometry(ctx: NodeContext) -> Geometry:
 def _transpose_kernel(geometry: Callable[[NodeContext], Geometry], nd: int) -> Callable:
     def build(ctx: NodeContext) -> Callable:
         geo, acc, (y_t,) = geometry(ctx), compute_dtype(ctx.input_types[0]), ctx.output_types
-        geo2 = geo.as_2d()
+        geo2, extra = geo.as_2d(), unread_windows(geo, ctx.input_types[0].shape)
+        if any(extra):
+            pads = ((0, 0), (0, 0), *((0, e) for e in extra))
+            return lambda x, w: as_out(_drop(conv_grad_input(_lift(np.pad(x, pads), nd), _lift(w, nd), geo2, acc), nd),
+                                       y_t)
         return lambda x, w: as_out(_drop(conv_grad_input(_lift(x, nd), _lift(w, nd), geo2, acc), nd), y_t)
     return build
+
+
+def _with_unread_windows(geo: Geometry, x_shape: tuple[int, ...]) -> tuple[Callable, Callable]:
+    """``(pad_x, crop_gx)``: x with zeros for the windows past it (unread_windows), and the conv's input gradient
+    without them; identities when there are none. Both read no size but the constant number of windows, so the
+    gradient stays right at other sizes."""
+    extra = unread_windows(geo, x_shape)
+    if not any(extra):
+        return (lambda x: x), (lambda gx: gx)
+    axes = [2 + i for i, e in enumerate(extra) if e]
+    after = [e for e in extra if e]
+    return (lambda x: ops.pad(x, before=[0] * len(axes), after=after, axes=axes),
+            lambda gx: ops.slice(gx, starts=[0] * len(axes), stops=[-e for e in after], axes=axes))
 
 
 def _transpose2d_gradient(ctx: NodeContext):
     geo = _transpose2d_geometry(ctx)
     attrs = geo.attrs()
+    pad_x, crop_gx = _with_unread_windows(geo, ctx.input_types[0].shape)
     # x is a conv output's cotangent and y a conv input's: gx = conv2d(gy, w), gw = grad_weight(gy, x)
     return ctx.grad_graph(lambda x, w, y, gy: [
-        ops.conv2d(gy, w, **attrs), ops.conv2d_grad_weight_internal(gy, x, kernel_size=geo.kernel, **attrs)])
+        crop_gx(ops.conv2d(gy, w, **attrs)),
+        ops.conv2d_grad_weight_internal(gy, pad_x(x), kernel_size=geo.kernel, **attrs)])
 
 
 def _transposed_shape(geometry: Callable[[NodeContext], Geometry]) -> Callable:
@@ -602,6 +635,7 @@ CONV_TRANSPOSE2D = OpSchema(
         Example(["f32[2, 6, 4, 6]", "f32[6, 2, 3, 2]"], {"stride": [2, 1], "padding": [1, 1, 0, 1], "groups": 2,
                                                         "output_padding": [1, 0]}),
         Example(["f64[1, 3, 3, 3]", "f64[3, 2, 2, 3]"], {"dilation": [2, 1], "padding": 1, "stride": 2}),
+        Example(["f64[1, 2, 3, 2]", "f64[2, 2, 2, 2]"], {"dilation": [3, 2], "output_padding": [2, 1]}),
     ],
 )
 
@@ -764,9 +798,11 @@ def _transpose1d_geometry(ctx: NodeContext) -> Geometry:
 def _transpose1d_gradient(ctx: NodeContext):
     geo = _transpose1d_geometry(ctx)
     attrs = {"stride": geo.stride[0], "padding": geo.padding, "dilation": geo.dilation[0], "groups": geo.groups}
+    pad_x, crop_gx = _with_unread_windows(geo, ctx.input_types[0].shape)
     # frame-ops-sequence's conv1d family: gx = conv1d(gy, w), gw = conv1d_grad_weight_internal(gy, x)
     return ctx.grad_graph(lambda x, w, y, gy: [
-        ops.conv1d(gy, w, **attrs), ops.conv1d_grad_weight_internal(gy, x, kernel_size=geo.kernel[0], **attrs)])
+        crop_gx(ops.conv1d(gy, w, **attrs)),
+        ops.conv1d_grad_weight_internal(gy, pad_x(x), kernel_size=geo.kernel[0], **attrs)])
 
 
 CONV_TRANSPOSE1D = OpSchema(
@@ -784,6 +820,7 @@ CONV_TRANSPOSE1D = OpSchema(
         Example(["f32[2, 6, 5]", "f32[6, 2, 3]"], {"stride": 2, "padding": [1, 1], "groups": 2,
                                                   "output_padding": 1}),
         Example(["f64[1, 3, 4]", "f64[3, 2, 2]"], {"dilation": 3, "padding": 1, "stride": 3}),
+        Example(["f64[1, 2, 3]", "f64[2, 2, 3]"], {"dilation": 3, "output_padding": 2}),
     ],
 )
 

@@ -39,6 +39,10 @@ TRANSPOSE_CASES = [
     ((2, 4, 3, 4), (4, 2, 3, 2), {"stride": 2, "padding": 1, "output_padding": 1, "groups": 2}),
     ((1, 3, 4, 3), (3, 2, 2, 3), {"stride": [2, 3], "padding": [1, 0], "dilation": [2, 1],
                                   "output_padding": [0, 2]}),
+    # output_padding at or above the stride, below the dilation (torch allows it): windows past x read zeros
+    ((2, 4, 3, 4), (4, 1, 2, 3), {"stride": [1, 2], "dilation": [3, 2], "output_padding": [2, 1], "groups": 4}),
+    ((1, 2, 2, 3), (2, 3, 3, 2), {"stride": [2, 1], "dilation": [3, 3], "padding": [1, 2],
+                                  "output_padding": [2, 2]}),
 ]
 
 
@@ -55,7 +59,9 @@ def test_conv_transpose2d_matches_torch_to_second_order(case, against_torch):
 
 
 @pytest.mark.parametrize("attrs", [{}, {"stride": 3, "padding": 2, "output_padding": 2, "dilation": 2},
-                                   {"stride": 2, "groups": 2, "padding": 1}])
+                                   {"stride": 2, "groups": 2, "padding": 1},
+                                   {"stride": 1, "dilation": 3, "output_padding": 2, "padding": 1},
+                                   {"stride": 2, "dilation": 4, "output_padding": 3, "groups": 2}])
 def test_conv_transpose1d_matches_torch_to_second_order(attrs, against_torch):
     import torch.nn.functional as F
 
@@ -112,7 +118,10 @@ def test_nan_and_inf_flow_through_conv2d():
     ("conv2d", ["f32[2, 4, 4]", "f32[3, 2, 2, 2]"], {}, "x must be [batch, C_in, H, W]"),
     ("conv2d", ["f32[1, 2, 4, 4]", "f64[3, 2, 2, 2]"], {}, "floating tensors of one dtype"),
     ("conv_transpose2d", ["f32[1, 2, 4, 4]", "f32[2, 3, 2, 2]"], {"stride": 2, "output_padding": 2},
-     "output_padding [2, 2] must be below stride [2, 2]"),
+     "output_padding [2, 2] must be below the stride or the dilation on every axis (as torch's), but axis 0 has "
+     "output_padding 2 with stride 2 and dilation 1"),
+    ("conv_transpose1d", ["f32[1, 2, 4]", "f32[2, 3, 2]"], {"stride": 2, "dilation": 3, "output_padding": 3},
+     "axis 0 has output_padding 3 with stride 2 and dilation 3; use an output_padding below 3"),
     ("conv_transpose2d", ["f32[1, 2, 1, 1]", "f32[2, 3, 2, 2]"], {"padding": 1}, "output would have spatial size"),
     ("conv_transpose1d", ["f32[1, 3, 4]", "f32[2, 3, 2]"], {}, "must have x's C_in = 3 rows"),
 ])
