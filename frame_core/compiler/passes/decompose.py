@@ -4,6 +4,8 @@ A node whose op has no kernel for the target backend (or whose op is named
 in ``compile(..., decompose=...)``) is replaced by its schema's DecomposeFn
 graph, inlined and decomposed again recursively. An op with neither a kernel
 nor a DecomposeFn is a ``CompileError`` naming the op and the backend.
+The core's ``zeros_like_internal`` (zeros read off an operand's type) is always
+replaced so: compiled, it is the constant it stands for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ MAX_DEPTH = 16
 def _needs(op: str, ctx: CompileContext) -> bool:
     if op == "constant":  # lowering preloads constants on every backend; they need no kernel
         return False
+    if op == "zeros_like_internal":  # the core's shape-free zero cotangent: a constant once the shapes are compiled
+        return True
     return op in ctx.decompose or ctx.backend not in ctx.registry.schemas[op].kernels
 
 
