@@ -113,7 +113,8 @@ def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first
     body's shapes are fixed by its op's inputs, so nothing general is lost, and the graph is marked."""
     from ..ops_registry.schema import NodeContext
 
-    found = {n for n in graph.nodes[first:] if "shape_operand" in getattr(reg.schemas.get(n.op), "traits", ())}
+    found = {n for n in graph.nodes[first:] if n.op == "zeros_like_internal"
+             or "shape_operand" in getattr(reg.schemas.get(n.op), "traits", ())}
     if not found:
         return values
     mark_traced_sizes(graph, "a control-flow body's gradient holds its traced shapes")

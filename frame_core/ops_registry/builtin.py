@@ -80,7 +80,7 @@ ACCUMULATE = OpSchema(
 
 
 # zeros_like_internal(x) -> zeros of x's type; x is read for its type only.
-#   compiled: the constant zeros of x's compiled type (the core's decompose stage, and bind_shapes, lower it)
+#   compiled: the constant zeros of x's compiled type (the core's decompose stage lowers it at every level)
 def _zeros_like_kernel(ctx: NodeContext):
     (x,) = ctx.input_types
     return lambda a: np.zeros(x.shape, x.dtype.np)
@@ -99,7 +99,8 @@ ZEROS_LIKE = OpSchema(
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: [None]),  # y does not depend on x's values
     nondiff_inputs=(0,),
     decomposition=_zeros_like_decomposition,
-    traits=("shape_operand", "any_shape_gradient"),
+    traits=("any_shape_gradient",),  # (not shape_operand: the core's decompose stage lowers it, dropping what
+                                     # computed its operand only for its type)
     doc="Zeros of x's type, x read for its type only: the zero cotangent the core's transforms give a value no "
         "loss reads (emitted by build_backward_graph); specialised, it follows x's new shape; compiled, it is a "
         "constant.",
