@@ -43,7 +43,8 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import FrameError, GradientError, MissingGradientError, RegistrationError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, mark_traced_sizes, \
+    traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import Problem, check_graph
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
@@ -200,8 +201,11 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
         cached = cache.get(key)
         if cached is None:
             rule = jvp_rule(schema, node, graph, label, reg)
+            sized = _sized_rule(schema, rule)
             rule = specialise_zero_tangents(rule, len(node.inputs) + len(node.outputs), present, reg)
-            cached = cache[key] = (rule, _Recipe.of(rule))
+            cached = cache[key] = (rule, _Recipe.of(rule), sized)
+        if cached[2]:
+            mark_traced_sizes(graph, cached[2])
         args: list[Value] = [*node.inputs, *node.outputs]
         for v, d, p in zip(node.inputs, dxs, present):
             args.append(d if p and d is not None else graph.zeros_like(v))
@@ -210,6 +214,21 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
             if y.type.dtype.is_float and not _known_zero(dy):
                 tangents[y] = dy
     return tangents
+
+
+def _sized_rule(schema: Any, rule: Graph) -> str | None:
+    """Why ``rule`` may hold the traced sizes, or ``None``: a derived rule is the VJP of the op's GradientFn, which
+    ``build_vjp_graph`` marks when an op of that gradient lacks ``any_shape_gradient`` (batch_norm's 1/N at second
+    order); a JvpFn is trusted as its op's GradientFn is (the trait)."""
+    if getattr(schema, "jvp", None) is not None:
+        if "any_shape_gradient" in schema.traits:
+            return None
+        why = "its op has no any_shape_gradient trait"
+    elif traced_sizes(rule) is not None:
+        why = "it is derived from the op's gradient, and an op of that gradient has no any_shape_gradient trait"
+    else:
+        return None
+    return f"the forward-mode rule of {schema.name} may hold the traced sizes ({why}); build the JVP graph again"
 
 
 def _known_zero(v: Value) -> bool:
