@@ -183,3 +183,18 @@ def test_at_the_traced_shape_the_compiled_program_is_the_one_constant_zeros_gave
         a, b = fc.compile(shape_free, opt_level=level), fc.compile(constant, opt_level=level)
         assert _signature(a.graph) == _signature(b.graph), f"O{level}"
         _bitwise(a.run(args), b.run(args), f"O{level}")
+
+
+@pytest.mark.parametrize("builder", ["laplacian", "taylor"])
+def test_laplacian_and_taylor_graphs_refuse_another_batch_by_name(builder):
+    """Their directions and seeds are constants of x's traced shape: a Taylor graph traced at 4 points returned 4
+    rows at 1 point before its graph was marked. Refused by name, never run wrongly."""
+    w, v = RNG.standard_normal((2, 3)), RNG.standard_normal((3, 1))
+    graph = fc.trace(lambda x: ops.tanh(ops.tanh(x @ w) @ v), "f64[4, 2]")
+    built = (fc.build_laplacian_graph(graph, 0, batch_dims=1) if builder == "laplacian"
+             else fc.build_taylor_graph(graph, 0, 3))
+    exe = fc.compile(built, dynamic_shapes=True)
+    exe.run([RNG.standard_normal((4, 2))])
+    for batch in (1, 7):
+        with pytest.raises(fc.ShapeError, match=f"build_{builder}_graph writes its directions"):
+            exe.run([RNG.standard_normal((batch, 2))])
