@@ -188,7 +188,7 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
     if paths:
         raise MissingGradientError("no forward rule:\n  " + "\n  ".join(paths), paths)
     tangents = dict(seeds)
-    cache: dict[tuple, tuple[Graph, Any]] = {}
+    cache: dict[tuple, tuple[Graph, Any, str | None]] = {}  # rule, its recipe, why it may hold traced sizes
     for node in chain:
         dxs = [tangents.get(v) for v in node.inputs]
         if all(d is None for d in dxs):
@@ -423,11 +423,16 @@ def specialise_zero_tangents(rule: Graph, first_tangent: int, present: Sequence[
     like: dict[Value, Value] = {}  # a symbolic zero -> a value of its shape at any batch size (zeros read off it)
     for k, v in enumerate(rule.inputs):
         new = out.add_input(v.type, v.name)
-        vmap[v] = None if k >= first_tangent and not present[k - first_tangent] else new
-        if vmap[v] is None:  # the tangent of input x has x's shape
-            like[v] = vmap[rule.inputs[k - first_tangent]]
+        if k >= first_tangent and not present[k - first_tangent]:
+            vmap[v] = None
+            like[v] = out.inputs[k - first_tangent]  # the tangent of input x has x's shape
+        else:
+            vmap[v] = new
     dropped: dict[Value, Node] = {}
     zeros: dict[Value, Value] = {}
+
+    def known(v: Value) -> Value | None:
+        return vmap[v]
 
     def shaped(v: Value) -> Value:
         """A value of ``v``'s type: ``v``'s node computed on ``shaped`` stand-ins for its symbolic zeros (read for
@@ -435,7 +440,7 @@ def specialise_zero_tangents(rule: Graph, first_tangent: int, present: Sequence[
         if v in like:
             return like[v]
         node = dropped[v]
-        copy = Node(node.op, tuple(vmap[u] if vmap[u] is not None else shaped(u) for u in node.inputs), dict(node.attrs))
+        copy = Node(node.op, tuple(known(u) or shaped(u) for u in node.inputs), dict(node.attrs))
         copy.outputs = tuple(Value(u.type, copy, u.index, u.name) for u in node.outputs)
         out.nodes.append(copy)
         like.update(zip(node.outputs, copy.outputs))
