@@ -44,7 +44,8 @@ from .._gc import gc_paused, made
 from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, mark_traced_sizes
+from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
+    mark_traced_sizes
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
@@ -417,7 +418,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             if (nondiff and i in nondiff) or x not in with_grad or not x.type.dtype.is_float:
                 continue
             p = gx.producer
-            if p is not None and (p.op == "zeros_like_internal" or p.op == "constant" and is_zero_constant(gx)):
+            if p is not None and (p.op == "constant" and is_zero_constant(gx) or p.op == "zeros_like_internal"
+                                  and gx.type.size <= INSPECT_LIMIT):  # (as the constant zeros it compiles to)
                 continue
             previous = grads.get(x)
             if previous is None:

@@ -43,8 +43,8 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import FrameError, GradientError, MissingGradientError, RegistrationError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, mark_traced_sizes, \
-    traced_sizes
+from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
+    mark_traced_sizes, traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import Problem, check_graph
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
@@ -232,9 +232,11 @@ def _sized_rule(schema: Any, rule: Graph) -> str | None:
 
 
 def _known_zero(v: Value) -> bool:
-    """Whether ``v`` is zeros by construction: a zero constant, or zeros read off a value's type."""
+    """Whether ``v`` is zeros by construction: a zero constant, or zeros read off a value's type, no larger than
+    ``INSPECT_LIMIT`` elements either way (the zeros_like compiles to that constant: the same graph, bit for bit)."""
     p = v.producer
-    return p is not None and (p.op == "zeros_like_internal" or p.op == "constant" and is_zero_constant(v))
+    return p is not None and (p.op == "constant" and is_zero_constant(v) or p.op == "zeros_like_internal"
+                              and v.type.size <= INSPECT_LIMIT)
 
 
 def _context(schema: Any, node: Node, graph: Graph, label: str) -> NodeContext:
