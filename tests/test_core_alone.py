@@ -67,14 +67,15 @@ def test_core_alone_imports_lists_no_user_ops_and_differentiates_builtin_graphs(
     assert facts["user_ops"] == []
     assert facts["vector"] == [12.0, [2.0, 4.0, 6.0], -4.0, [0.0, 0.0, 0.0]]  # sum(w*2a), 2w, <(1,0,-1), 2w>, linear
     assert facts["ops"] == ["accumulate_internal", "constant", "fused_elementwise_internal", "weighted_broadcast_internal",
-                            "weighted_sum_internal"]
+                            "weighted_sum_internal", "zeros_like_internal"]
     assert facts["packs"]["core"] == "loaded"
     assert all(status == "disabled" for name, status in facts["packs"].items() if name != "core")
     assert facts["problems"] == []
     assert facts["outputs"] == [8.0, 2.0, 0.0]  # 2x + 2 at x = 3; d/dx = 2; d2/dx2 = 0
     assert facts["dtypes"] == ["float32"] * 3
     assert facts["closed"] == {"weighted_sum_internal": True, "weighted_broadcast_internal": True,
-                               "constant": True, "accumulate_internal": True, "fused_elementwise_internal": False}
+                               "constant": True, "accumulate_internal": True, "fused_elementwise_internal": False,
+                               "zeros_like_internal": True}
 
 
 HEAVY = ("typer", "rich", "pluggy", "ml_dtypes", "importlib.metadata", "frame_ops_basic")

@@ -11,7 +11,13 @@ grad(wrt[1]), ...]``; ``forward`` is never modified. Steps:
    in reverse topological order, inlining each op's GradientFn micro-graph bound to ``[x.., y.., gy..]``;
 4. sum the contributions to a value with several consumers
    (``accumulate_internal``), never overwrite;
-5. a ``wrt`` the loss does not reach gets ``constant(0)`` of its type.
+5. a ``wrt`` the loss does not reach gets ``zeros_like_internal`` of itself.
+
+Zeros the walk makes (that gradient, and the cotangent of an output of a
+multi-output node that no loss reads: batch_norm's running averages) are
+``zeros_like_internal`` of the value, not constants: they follow the value's
+shape when the graph is specialised for another batch size, and compile to
+the constant they stand for.
 
 Integer and boolean values carry no gradient, nor do inputs a schema lists in
 ``nondiff_inputs``: a node whose outputs are all integer or boolean (a
@@ -38,7 +44,8 @@ from .._gc import gc_paused, made
 from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, mark_traced_sizes
+from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
+    mark_traced_sizes
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
@@ -299,11 +306,7 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     for i in wrt:
         x = graph.inputs[i]
         gx = grads.get(x)
-        if gx is None:  # a constant of the traced shape: refused at another shape rather than of the wrong one
-            gx = graph.zeros(x.type)
-            mark_traced_sizes(graph, f"the loss does not depend on input {x.name or i}, whose gradient is zeros of "
-                                     "its traced shape")
-        graph.mark_output(gx)
+        graph.mark_output(gx if gx is not None else graph.zeros_like(x))
     # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
     _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
@@ -378,9 +381,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             gys = [grads.get(y) for y in outs]
             if all(g is None for g in gys):
                 continue
-            seeds_here = [g if g is not None else graph.zeros(y.type) for g, y in zip(gys, outs)]
-            if mark and None in gys:
-                mark_traced_sizes(graph, f"an unused output of {node.op} has a zero gradient of its traced shape")
+            seeds_here = [g if g is not None else graph.zeros_like(y) for g, y in zip(gys, outs)]
         schema = reg.schemas[node.op]
         in_types = tuple(map(_type, node.inputs))
         attrs = node.attrs
@@ -417,7 +418,8 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             if (nondiff and i in nondiff) or x not in with_grad or not x.type.dtype.is_float:
                 continue
             p = gx.producer
-            if p is not None and p.op == "constant" and is_zero_constant(gx):
+            if p is not None and (p.op == "constant" and is_zero_constant(gx) or p.op == "zeros_like_internal"
+                                  and gx.type.size <= INSPECT_LIMIT):  # (as the constant zeros it compiles to)
                 continue
             previous = grads.get(x)
             if previous is None:

@@ -43,7 +43,8 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import FrameError, GradientError, MissingGradientError, RegistrationError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
+    mark_traced_sizes, traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import Problem, check_graph
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
@@ -147,7 +148,7 @@ def _build(graph: Graph, positions: list[int], reg: Registry, names: list[str] |
     first = len(jvp.outputs)
     for k, y in enumerate(list(jvp.outputs)):
         dy = tangents.get(y)
-        jvp.mark_output(dy if dy is not None else jvp.zeros(y.type),
+        jvp.mark_output(dy if dy is not None else jvp.zeros_like(y),
                         tangent_name(output_label(graph, k), jvp.output_names[:first]))
     _drop_unneeded_after(jvp, n_forward, reg)
     return jvp
@@ -187,7 +188,7 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
     if paths:
         raise MissingGradientError("no forward rule:\n  " + "\n  ".join(paths), paths)
     tangents = dict(seeds)
-    cache: dict[tuple, tuple[Graph, Any]] = {}
+    cache: dict[tuple, tuple[Graph, Any, str | None]] = {}  # rule, its recipe, why it may hold traced sizes
     for node in chain:
         dxs = [tangents.get(v) for v in node.inputs]
         if all(d is None for d in dxs):
@@ -200,16 +201,42 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
         cached = cache.get(key)
         if cached is None:
             rule = jvp_rule(schema, node, graph, label, reg)
+            sized = _sized_rule(schema, rule)
             rule = specialise_zero_tangents(rule, len(node.inputs) + len(node.outputs), present, reg)
-            cached = cache[key] = (rule, _Recipe.of(rule))
+            cached = cache[key] = (rule, _Recipe.of(rule), sized)
+        if cached[2]:
+            mark_traced_sizes(graph, cached[2])
         args: list[Value] = [*node.inputs, *node.outputs]
         for v, d, p in zip(node.inputs, dxs, present):
-            args.append(d if p and d is not None else graph.zeros(v.type))
+            args.append(d if p and d is not None else graph.zeros_like(v))
         dys = inline_graph(graph, cached[0], args) if cached[1] is None else cached[1].inline(graph, args)
         for y, dy in zip(node.outputs, dys):
-            if y.type.dtype.is_float and not is_zero_constant(dy):
+            if y.type.dtype.is_float and not _known_zero(dy):
                 tangents[y] = dy
     return tangents
+
+
+def _sized_rule(schema: Any, rule: Graph) -> str | None:
+    """Why ``rule`` may hold the traced sizes, or ``None``: a derived rule is the VJP of the op's GradientFn, which
+    ``build_vjp_graph`` marks when an op of that gradient lacks ``any_shape_gradient`` (batch_norm's 1/N at second
+    order); a JvpFn is trusted as its op's GradientFn is (the trait)."""
+    if getattr(schema, "jvp", None) is not None:
+        if "any_shape_gradient" in schema.traits:
+            return None
+        why = "its op has no any_shape_gradient trait"
+    elif traced_sizes(rule) is not None:
+        why = "it is derived from the op's gradient, and an op of that gradient has no any_shape_gradient trait"
+    else:
+        return None
+    return f"the forward-mode rule of {schema.name} may hold the traced sizes ({why}); build the JVP graph again"
+
+
+def _known_zero(v: Value) -> bool:
+    """Whether ``v`` is zeros by construction: a zero constant, or zeros read off a value's type, no larger than
+    ``INSPECT_LIMIT`` elements either way (the zeros_like compiles to that constant: the same graph, bit for bit)."""
+    p = v.producer
+    return p is not None and (p.op == "constant" and is_zero_constant(v) or p.op == "zeros_like_internal"
+                              and v.type.size <= INSPECT_LIMIT)
 
 
 def _context(schema: Any, node: Node, graph: Graph, label: str) -> NodeContext:
@@ -331,7 +358,9 @@ def trace_jvp(fn: Callable[..., Any], ctx: NodeContext) -> Graph:
         if len(result) != len(outs):
             raise RegistrationError(f"JvpFn of {schema.name!r} returned {len(result)} tangents for {len(outs)} outputs")
         for j, (d, t) in enumerate(zip(result, outs)):
-            value = graph.zeros(t) if d is None else _lift(d, graph, t.dtype, f"{schema.name} jvp", j)
+            # (a zero tangent has y's shape at any batch size: zeros read off y's type)
+            value = graph.zeros_like(args[n + j].value) if d is None else \
+                _lift(d, graph, t.dtype, f"{schema.name} jvp", j)
             if value.type != t:
                 raise RegistrationError(f"JvpFn of {schema.name!r} returned a tangent of type {value.type} for output "
                                         f"{j}, which has type {t}")
@@ -393,13 +422,40 @@ def specialise_zero_tangents(rule: Graph, first_tangent: int, present: Sequence[
         return rule
     out = Graph(rule.name)
     vmap: dict[Value, Value | None] = {}
+    like: dict[Value, Value] = {}  # a symbolic zero -> a value of its shape at any batch size (zeros read off it)
     for k, v in enumerate(rule.inputs):
         new = out.add_input(v.type, v.name)
-        vmap[v] = None if k >= first_tangent and not present[k - first_tangent] else new
+        if k >= first_tangent and not present[k - first_tangent]:
+            vmap[v] = None
+            like[v] = out.inputs[k - first_tangent]  # the tangent of input x has x's shape
+        else:
+            vmap[v] = new
+    dropped: dict[Value, Node] = {}
+    zeros: dict[Value, Value] = {}
+
+    def known(v: Value) -> Value | None:
+        return vmap[v]
+
+    def shaped(v: Value) -> Value:
+        """A value of ``v``'s type: ``v``'s node computed on ``shaped`` stand-ins for its symbolic zeros (read for
+        its type only; compiled, the zeros are a constant and it is dead)."""
+        if v in like:
+            return like[v]
+        node = dropped[v]
+        copy = Node(node.op, tuple(known(u) or shaped(u) for u in node.inputs), dict(node.attrs))
+        copy.outputs = tuple(Value(u.type, copy, u.index, u.name) for u in node.outputs)
+        out.nodes.append(copy)
+        like.update(zip(node.outputs, copy.outputs))
+        return like[v]
 
     def real(v: Value) -> Value:
         got = vmap[v]
-        return got if got is not None else out.zeros(v.type)
+        if got is not None:
+            return got
+        zero = zeros.get(v)
+        if zero is None:
+            zero = zeros[v] = out.zeros_like(shaped(v))
+        return zero
 
     for node in rule.nodes:
         ins = [vmap[v] for v in node.inputs]
@@ -413,6 +469,7 @@ def specialise_zero_tangents(rule: Graph, first_tangent: int, present: Sequence[
                     (name in _ZERO_IF_FIRST and zero[0]) or \
                     (name in _LINEAR and all(z for z, v in zip(zero, node.inputs) if v.type.dtype.is_float)):
                 vmap[y] = None
+                dropped[y] = node
                 continue
             if name in ("add", "accumulate_internal", "sub") and len(ins) == 2 and sum(zero) == 1:
                 other = ins[1] if zero[0] else ins[0]

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import GradientError, MissingGradientError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, constant_array, inline_graph
+from ..ir.graph import Graph, Node, Value, clone_graph, constant_array, inline_graph, mark_traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
@@ -479,6 +479,11 @@ def _at_least_one(dirs: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndar
     return np.zeros((1, *dirs.shape[1:])), None
 
 
+# The directions, seeds and zeros of both builders are constants of x's traced shape (a Taylor graph traced at 4
+# points and run at 1 gave 4 rows): their graphs are marked, so specialize refuses them rather than run them wrongly.
+_SIZED = "{} writes its directions and seeds at the traced shapes; build it again for the new shapes"
+
+
 def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | str] | None = None, *,
                           operator: Any = None, batch_dims: int = 0, registry: Registry | None = None) -> Graph:
     """``graph`` plus, for each selected output ``u``, its gradient along the directions and its Laplacian (or
@@ -512,6 +517,7 @@ def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | 
     with gc_paused(), use_registry(reg):
         result = _laplacian(graph, i, selected, dirs, weights, int(batch_dims), reg, operator is None)
         made(len(result.nodes))
+    mark_traced_sizes(result, _SIZED.format("build_laplacian_graph"))
     return result
 
 
@@ -594,6 +600,7 @@ def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Se
     with gc_paused(), use_registry(reg):
         result = _taylor(graph, i, selected, int(order), reg)
         made(len(result.nodes))
+    mark_traced_sizes(result, _SIZED.format("build_taylor_graph"))
     return result
 
 

@@ -99,10 +99,7 @@ def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> 
     for i in positions:
         x = vjp.inputs[i]
         g = grads.get(x) if x.type.dtype.is_float else None
-        if g is None:  # zeros of the traced shape: refused at another shape rather than of the wrong one
-            g = vjp.zeros(x.type)
-            mark_traced_sizes(vjp, f"input {x.name or i} gets zeros of its traced shape as its gradient")
-        result.append(g)
+        result.append(g if g is not None else vjp.zeros_like(x))  # (x's shape, at any batch size)
     vjp.outputs = outputs  # the forward outputs, for the caller that splits
     if label:  # a control-flow body: its forward would otherwise save, per step, values read for their shape only
         result = _shapes_written_down(vjp, reg, result, first=len(graph.nodes))
@@ -116,7 +113,8 @@ def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first
     body's shapes are fixed by its op's inputs, so nothing general is lost, and the graph is marked."""
     from ..ops_registry.schema import NodeContext
 
-    found = {n for n in graph.nodes[first:] if "shape_operand" in getattr(reg.schemas.get(n.op), "traits", ())}
+    found = {n for n in graph.nodes[first:] if n.op == "zeros_like_internal"
+             or "shape_operand" in getattr(reg.schemas.get(n.op), "traits", ())}
     if not found:
         return values
     mark_traced_sizes(graph, "a control-flow body's gradient holds its traced shapes")
@@ -206,8 +204,9 @@ def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[V
         elif all(v in fixed for v in node.inputs):  # constants too (no inputs)
             fixed.update(node.outputs)
 
-    def recomputed(node: Node) -> bool:  # not worth saving: fixed values, or a nested trajectory
-        return node.outputs[0] in fixed or any(isinstance(a, Graph) for a in node.attrs.values())
+    def recomputed(node: Node) -> bool:  # not worth saving: fixed values, zeros read off a type, a nested trajectory
+        return node.outputs[0] in fixed or node.op == "zeros_like_internal" or \
+            any(isinstance(a, Graph) for a in node.attrs.values())
 
     # the backward part: tangent nodes, and primal nodes they read that are recomputed rather than saved
     inputs = set(combined.inputs)

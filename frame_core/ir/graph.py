@@ -182,6 +182,11 @@ class Graph:
         """Append a zero constant of ``type`` (stored as a one-element broadcast) and return its value."""
         return self.constant(zero_array(as_type(type)))
 
+    def zeros_like(self, value: Value) -> Value:
+        """Append ``zeros_like_internal(value)``, zeros of ``value``'s type that follow it when the graph is
+        specialised for other shapes (``zeros`` keeps the shape it was given); compiled, it is ``zeros``."""
+        return self.add_node("core::zeros_like_internal", (value,)).outputs[0]
+
     def mark_output(self, value: Value, name: str | None = None) -> int:
         """Mark ``value`` as the next output (named ``name`` if given); return its output index."""
         if type(value) is not Value:

@@ -1,8 +1,11 @@
 """The core's own ops, registered through the same hook as any pack (ARCH-063).
 
 These are what the core's transforms emit: ``build_backward_graph`` seeds the
-loss with ``constant(1)``, fills unreachable ``wrt`` gradients with
-``constant(0)`` and sums gradient contributions with ``accumulate_internal``;
+loss with ``constant(1)``, gives unreachable ``wrt`` gradients and the unused
+outputs of a multi-output op ``zeros_like_internal`` (zeros of a value's type,
+read from the value: shape-free, so a training graph runs at any batch size;
+compiled, it is ``constant(0)`` again) and sums gradient contributions with
+``accumulate_internal``;
 ``add_scalar_contraction`` (higher order, ARCH-067) and the numerical-check kit
 contract a tensor to a scalar with ``weighted_sum_internal``, whose gradient
 ``weighted_broadcast_internal`` closes the pair. The compile pipeline emits
@@ -19,6 +22,7 @@ from ..frontend.trace import apply
 from .hookspecs import hookimpl
 from .schema import AttrSpec, Example, NodeContext, OpSchema
 from ..ir.dtypes import as_dtype
+from ..ir.tensors import zeros as zero_array
 from ..ir.types import TensorType
 
 FRAME_PLUGIN_API = "1.0"
@@ -72,6 +76,35 @@ ACCUMULATE = OpSchema(
     traits=("elementwise", "commutative", "accepts_out", "any_shape_gradient"),
     doc="Sum of two gradient contributions of the same type (emitted by build_backward_graph).",
     examples=[Example(["f32[3]", "f32[3]"]), Example(["f64[2, 2]", "f64[2, 2]"])],
+)
+
+
+# zeros_like_internal(x) -> zeros of x's type; x is read for its type only.
+#   compiled: the constant zeros of x's compiled type (the core's decompose stage lowers it at every level)
+def _zeros_like_kernel(ctx: NodeContext):
+    (x,) = ctx.input_types
+    return lambda a: np.zeros(x.shape, x.dtype.np)
+
+
+def _zeros_like_decomposition(ctx: NodeContext):
+    zeros = zero_array(ctx.input_types[0])
+    return ctx.decomposition_graph(lambda x: apply("core::constant", value=zeros))
+
+
+ZEROS_LIKE = OpSchema(
+    "zeros_like_internal",
+    inputs=("x",),
+    shape_infer=lambda ctx: [ctx.input_types[0]],
+    kernels={"cpu": _zeros_like_kernel},
+    gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: [None]),  # y does not depend on x's values
+    nondiff_inputs=(0,),
+    decomposition=_zeros_like_decomposition,
+    traits=("any_shape_gradient",),  # (not shape_operand: the core's decompose stage lowers it, dropping what
+                                     # computed its operand only for its type)
+    doc="Zeros of x's type, x read for its type only: the zero cotangent the core's transforms give a value no "
+        "loss reads (emitted by build_backward_graph); specialised, it follows x's new shape; compiled, it is a "
+        "constant.",
+    examples=[Example(["f32[3]"]), Example(["f64[2, 2]"]), Example(["i64[4]"])],
 )
 
 
@@ -149,10 +182,10 @@ WEIGHTED_BROADCAST = OpSchema(
 def frame_register_ops() -> list[OpSchema]:
     from ..compiler.fused import FUSED
 
-    return [CONSTANT, ACCUMULATE, WEIGHTED_SUM, WEIGHTED_BROADCAST, FUSED]
+    return [CONSTANT, ACCUMULATE, ZEROS_LIKE, WEIGHTED_SUM, WEIGHTED_BROADCAST, FUSED]
 
 
 # The core's ops are `core::...` from the start (the loader sets it too), so `core::constant` resolves even in a
 # registry assembled by hand.
-for _schema in (CONSTANT, ACCUMULATE, WEIGHTED_SUM, WEIGHTED_BROADCAST):
+for _schema in (CONSTANT, ACCUMULATE, ZEROS_LIKE, WEIGHTED_SUM, WEIGHTED_BROADCAST):
     _schema.namespace = "core"

@@ -16,7 +16,7 @@ from frame_core.ops_registry.registry import use_registry
 from .fakepacks import pack_source
 
 CORE_OPS = {"constant", "accumulate_internal", "weighted_sum_internal", "weighted_broadcast_internal",
-            "fused_elementwise_internal"}
+            "fused_elementwise_internal", "zeros_like_internal"}
 
 
 def packs_of(reg, dist: str):

@@ -527,7 +527,8 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
         except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
             imported.any_batch = False
         else:
-            imported.any_batch = same_structure(imported.graph, probe.graph)
+            imported.any_batch = same_structure(imported.graph, probe.graph) or \
+                _batch_free_reshapes(imported.graph, probe.graph)
     if not imported.any_batch:  # fixed shapes (none symbolic), or sizes baked in: never re-specialised wrongly
         from frame_core import holds_traced_sizes
 
@@ -541,6 +542,38 @@ def probe_sizes(dims: Mapping[str, int]) -> dict[str, int]:
     one step larger (1 -> 2) left ``seq // 3`` and ``batch - seq`` equal and passed graphs that were wrong at
     other sizes."""
     return {name: 2 * size + 5 + 2 * k for k, (name, size) in enumerate(sorted(dims.items()))}
+
+
+def _batch_free_reshapes(graph: fc.Graph, probe: fc.Graph) -> bool:
+    """Whether ``graph`` and ``probe`` (the model traced at two sizes) hold the same structure once each reshape
+    target that differs between them writes -1 for its one changing dimension; if so, ``graph`` is rewritten so.
+
+    A model computes its reshape targets from ``Shape`` (torch's MultiheadAttention: ``[T, B * H, Dh]``), which
+    the importer evaluates at the traced sizes. When one dimension of the result changes with the sizes, -1 is
+    exactly it at every size the model is valid at (the element count fixes it); with two, no -1 can say it,
+    and the graph stays marked."""
+    if len(graph.nodes) != len(probe.nodes):
+        return False
+    rewrites = []
+    for na, nb in zip(graph.nodes, probe.nodes):
+        if na.op != "reshape" or nb.op != "reshape" or na.attrs == nb.attrs:
+            continue
+        sa, sb = na.outputs[0].type.shape, nb.outputs[0].type.shape
+        changing = [i for i, (x, y) in enumerate(zip(sa, sb)) if x != y]
+        if len(sa) != len(sb) or len(changing) != 1 or set(na.attrs) != {"shape"}:
+            return False
+        target = tuple(-1 if i in changing else d for i, d in enumerate(sa))
+        rewrites.append((na, nb, target, tuple(-1 if i in changing else d for i, d in enumerate(sb))))
+    if not rewrites:
+        return False
+    saved = [(na, na.attrs, nb, nb.attrs) for na, nb, _, _ in rewrites]
+    for na, nb, ta, tb in rewrites:
+        na.attrs, nb.attrs = {"shape": ta}, {"shape": tb}
+    if same_structure(graph, probe):
+        return True
+    for na, attrs_a, nb, attrs_b in saved:
+        na.attrs, nb.attrs = attrs_a, attrs_b
+    return False
 
 
 def same_structure(a: fc.Graph, b: fc.Graph) -> bool:

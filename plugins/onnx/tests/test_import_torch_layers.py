@@ -92,6 +92,11 @@ def test_torch_layers_import_with_torchs_forward_and_gradients(name):
     y = model.run([x.numpy()])[0]
     np.testing.assert_allclose(y, module(x).detach().numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y, ort.InferenceSession(data).run(None, {"x": x.numpy()})[0], rtol=1e-5, atol=1e-5)
+    # one import serves other batches (attention's reshape targets, computed from Shape, write -1 for the batch)
+    assert model.any_batch
+    wide = torch.randn(7, *x.shape[1:])
+    (got,) = fc.compile(model.graph, dynamic_shapes=True).run(model.arguments([wide.numpy()]))
+    np.testing.assert_allclose(got, module(wide).detach().numpy(), rtol=1e-5, atol=1e-5)
 
     graph, loss = fc.extend_graph(model.graph, lambda *xs: ops.sum(ops.square(xs[-1])))
     first = len(model.input_names)

@@ -68,11 +68,11 @@ def assert_same_bits(got, want, what):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), f"{what}: leaf {k} differs"
 
 
-def run_both(loss, params, data, optimizer):
-    """The dynamic step over BATCHES, and a step traced afresh at each batch size from the same state."""
+def run_both(loss, params, data, optimizer, batches=BATCHES):
+    """The dynamic step over ``batches``, and a step traced afresh at each batch size from the same state."""
     step = ft.TrainStep(loss, params, optimizer)
     p, state = params, optimizer.init(params)
-    for k, b in enumerate(BATCHES):
+    for k, b in enumerate(batches):
         batch = [a[:b] for a in data]
         got = step(*batch)
         fresh = ft.TrainStep(loss, p, optimizer, state=state)
@@ -91,6 +91,23 @@ def test_mlp_reuses_one_training_graph_bitwise(dtype):
     assert step.derivations == 1  # the batches of 7 and 1 re-specialised the fused graph, derived nothing
     info = step.executables()[0].specializations()
     assert (info.misses, info.hits, info.entries) == (2, 0, 2)
+
+
+def normed_mlp(p, x, y):  # batch_norm in training mode: its running averages are outputs the loss never reads
+    h, _, _ = ops.batch_norm(x @ p["l1"]["w"], p["bn"]["w"], p["bn"]["b"], np.zeros(10, x.dtype.np),
+                             np.ones(10, x.dtype.np))
+    return ops.mse_loss(ops.tanh(h) @ p["l2"]["w"] + p["l2"]["b"], y)
+
+
+def test_batch_norm_mlp_reuses_one_training_graph_bitwise():
+    """The running averages' zero cotangents are read off their types, so they do not pin the batch (batch 1 is
+    batch_norm's own refusal in training mode: no variance from one value)."""
+    params = mlp_params(np.float32)
+    params["bn"] = {"w": np.ones(10, np.float32), "b": np.zeros(10, np.float32)}
+    step = run_both(normed_mlp, params, mlp_data(np.float32), ft.adam(1e-2), batches=(32, 7, 32, 2))
+    assert traced_sizes(step.graph) is None
+    assert step.derivations == 1
+    assert step.executables()[0].specializations().misses == 2
 
 
 def test_cnn_reuses_one_training_graph_bitwise():
