@@ -43,7 +43,7 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import FrameError, GradientError, MissingGradientError, RegistrationError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant
+from ..ir.graph import Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, mark_traced_sizes, traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import Problem, check_graph
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
@@ -147,8 +147,11 @@ def _build(graph: Graph, positions: list[int], reg: Registry, names: list[str] |
     first = len(jvp.outputs)
     for k, y in enumerate(list(jvp.outputs)):
         dy = tangents.get(y)
-        jvp.mark_output(dy if dy is not None else jvp.zeros(y.type),
-                        tangent_name(output_label(graph, k), jvp.output_names[:first]))
+        if dy is None:  # refused at another shape rather than answered with a tangent of the traced one
+            dy = jvp.zeros(y.type)
+            mark_traced_sizes(jvp, f"the tangent of output {output_label(graph, k)} is zeros of its traced shape "
+                                   "(an integer or boolean output, or one no wrt input reaches)")
+        jvp.mark_output(dy, tangent_name(output_label(graph, k), jvp.output_names[:first]))
     _drop_unneeded_after(jvp, n_forward, reg)
     return jvp
 
@@ -187,7 +190,7 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
     if paths:
         raise MissingGradientError("no forward rule:\n  " + "\n  ".join(paths), paths)
     tangents = dict(seeds)
-    cache: dict[tuple, tuple[Graph, Any]] = {}
+    cache: dict[tuple, tuple[Graph, Any, str | None]] = {}
     for node in chain:
         dxs = [tangents.get(v) for v in node.inputs]
         if all(d is None for d in dxs):
@@ -200,8 +203,11 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
         cached = cache.get(key)
         if cached is None:
             rule = jvp_rule(schema, node, graph, label, reg)
+            sized = traced_sizes(rule) or _sized_rule(schema)
             rule = specialise_zero_tangents(rule, len(node.inputs) + len(node.outputs), present, reg)
-            cached = cache[key] = (rule, _Recipe.of(rule))
+            cached = cache[key] = (rule, _Recipe.of(rule), sized)
+        if cached[2] is not None:  # (a _Recipe's inlining carries no mark: the rule's is passed on here)
+            mark_traced_sizes(graph, cached[2])
         args: list[Value] = [*node.inputs, *node.outputs]
         for v, d, p in zip(node.inputs, dxs, present):
             args.append(d if p and d is not None else graph.zeros(v.type))
@@ -210,6 +216,15 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
             if y.type.dtype.is_float and not is_zero_constant(dy):
                 tangents[y] = dy
     return tangents
+
+
+def _sized_rule(schema: Any) -> str | None:
+    """Why the forward rule of ``schema`` may hold the traced sizes (it declares no ``any_shape_gradient``, which
+    covers its JvpFn and the GradientFn a derived rule transposes), or ``None``."""
+    if "any_shape_gradient" in schema.traits:
+        return None
+    return (f"the forward rule of {schema.name} may hold the traced sizes (no any_shape_gradient trait); build the "
+            "JVP graph again for the new shapes")
 
 
 def _context(schema: Any, node: Node, graph: Graph, label: str) -> NodeContext:
@@ -283,15 +298,22 @@ def derived_jvp_graph(micro: Graph, ctx: NodeContext, reg: Registry) -> Graph:
 
     n, m = len(ctx.input_types), len(ctx.output_types)
     # no label: a labelled VJP is a control-flow body's, whose shape-reading ops are written down at the traced
-    # shapes; here they stay, so a JVP graph re-specialised at another batch size reads them again
-    transpose = build_vjp_graph(micro, wrt=list(range(n + m, n + 2 * m)), registry=reg)
+    # shapes; here they stay, so a JVP graph re-specialised at another batch size reads them again. Only the
+    # cotangents the gradient reads: a zero of the traced shape for another would mark the transpose as holding
+    # traced sizes (build_vjp_graph does), and the tangent of that output is zero anyway
+    wrt = [n + m + j for j, t in enumerate(ctx.output_types) if t.dtype.is_float]
+    transpose = build_vjp_graph(micro, wrt=wrt, registry=reg)
+    read = [k for k, g in zip(wrt, transpose.outputs) if not is_zero_constant(g)]
+    if read != wrt:
+        transpose = build_vjp_graph(micro, wrt=read, registry=reg) if read else None
     rule = Graph(f"{ctx.op}_jvp")
     xs = [rule.add_input(t, f"x{i}") for i, t in enumerate(ctx.input_types)]
     ys = [rule.add_input(t, f"y{j}") for j, t in enumerate(ctx.output_types)]
     dxs = [rule.add_input(t, f"dx{i}") for i, t in enumerate(ctx.input_types)]
     # the transpose at gy = y, not at a zero constant of the traced shape: a GradientFn is linear in gy, so its
     # transpose never reads gy's value, only its shape, which y gives at any size
-    rule.outputs = inline_graph(rule, transpose, [*xs, *ys, *ys, *dxs])
+    dys = dict(zip(read, inline_graph(rule, transpose, [*xs, *ys, *ys, *dxs]))) if transpose is not None else {}
+    rule.outputs = [dys[n + m + j] if n + m + j in dys else rule.zeros(t) for j, t in enumerate(ctx.output_types)]
     keep_needed(rule)
     return rule
 
