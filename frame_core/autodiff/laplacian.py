@@ -42,7 +42,7 @@ import numpy as np
 
 from .._gc import gc_paused, made
 from ..errors import GradientError, MissingGradientError, TangentError
-from ..ir.graph import Graph, Node, Value, clone_graph, constant_array, inline_graph
+from ..ir.graph import Graph, Node, Value, clone_graph, constant_array, inline_graph, mark_traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import check_graph
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
@@ -509,6 +509,10 @@ def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | 
     with gc_paused(), use_registry(reg):
         result = _laplacian(graph, i, selected, dirs, weights, int(batch_dims), reg, operator is None)
         made(len(result.nodes))
+    # the directions are constants of x's traced shape: at another batch the graph is refused, never run wrongly
+    # (broadcast against one row, a batch of 1 gave the traced batch's shapes)
+    mark_traced_sizes(result, f"build_laplacian_graph wrote its directions for x of type {x_type}; build the "
+                              "Laplacian graph again for the new shapes")
     return result
 
 
@@ -586,6 +590,8 @@ def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Se
     with gc_paused(), use_registry(reg):
         result = _taylor(graph, i, selected, int(order), reg)
         made(len(result.nodes))
+    mark_traced_sizes(result, f"build_taylor_graph wrote its directions for x of type {graph.inputs[i].type}; "
+                              "build the Taylor graph again for the new shapes")
     return result
 
 
