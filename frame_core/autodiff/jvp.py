@@ -302,10 +302,9 @@ def derived_jvp_graph(micro: Graph, ctx: NodeContext, reg: Registry) -> Graph:
     # cotangents the gradient reads: a zero of the traced shape for another would mark the transpose as holding
     # traced sizes (build_vjp_graph does), and the tangent of that output is zero anyway
     wrt = [n + m + j for j, t in enumerate(ctx.output_types) if t.dtype.is_float]
-    transpose = build_vjp_graph(micro, wrt=wrt, registry=reg)
-    read = [k for k, g in zip(wrt, transpose.outputs) if not is_zero_constant(g)]
-    if read != wrt:
-        transpose = build_vjp_graph(micro, wrt=read, registry=reg) if read else None
+    full = build_vjp_graph(micro, wrt=wrt, registry=reg) if wrt else None
+    read = [k for k, g in zip(wrt, full.outputs) if not is_zero_constant(g)] if full is not None else []
+    transpose = full if read == wrt else build_vjp_graph(micro, wrt=read, registry=reg) if read else None
     rule = Graph(f"{ctx.op}_jvp")
     xs = [rule.add_input(t, f"x{i}") for i, t in enumerate(ctx.input_types)]
     ys = [rule.add_input(t, f"y{j}") for j, t in enumerate(ctx.output_types)]
