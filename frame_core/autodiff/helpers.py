@@ -105,8 +105,9 @@ def _jacobian(graph: Graph, wrt: int | str, output: int | str, registry: Registr
         _drop_unneeded_after(result, n, reg)
     # one sweep per element of x (or y) of the traced shape, a basis of constants: refused at other shapes, never
     # run wrongly (a batch of 1 broadcast against the traced basis)
-    mark_traced_sizes(result, f"jac{mode} made one sweep per element of the traced {x.type if mode == 'fwd' else y.type}; "
-                              "build the Jacobian graph again for the new shapes")
+    swept = x.type if mode == "fwd" else y.type
+    mark_traced_sizes(result, f"jac{mode} made one sweep per element of the traced {swept}; build the Jacobian "
+                              "graph again for the new shapes")
     return result
 
 

@@ -114,9 +114,9 @@ class DynamicExecutable:
         for i, (s, a, ty) in enumerate(zip(shapes, inputs, self._base.input_types)):
             if len(s) != ty.rank or getattr(a, "dtype", None) != ty.dtype.np:
                 if type(a) is np.ndarray:  # (the traced executable's check would name another input's new size)
-                    raise InputError(f"{self._base._input_label(i)} is {a.dtype}{list(a.shape)}; it was traced as {ty}: "
-                                     f"any dimension may change, not the dtype ({ty.dtype.name}) or the rank ({ty.rank}); "
-                                     "convert it, or trace the graph again for this kind of input")
+                    raise InputError(f"{self._base._input_label(i)} is {a.dtype}{list(a.shape)}; it was traced as "
+                                     f"{ty}: any dimension may change, not the dtype ({ty.dtype.name}) or the rank "
+                                     f"({ty.rank}); convert it, or trace the graph again for this kind of input")
                 return self._base.run(inputs)  # another kind of array or value: its InputError says which
         return self.for_shapes(shapes).run(inputs)
 
