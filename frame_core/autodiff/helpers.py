@@ -16,7 +16,7 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..errors import GradientError, MissingGradientError, TangentError
-from ..ir.graph import Graph, Value, clone_graph
+from ..ir.graph import Graph, Value, clone_graph, mark_traced_sizes
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .backward import _backpropagate, _output_position, build_backward_graph, input_position, output_label
 from .jvp import _drop_unneeded_after, build_jvp_graph, propagate
@@ -103,6 +103,11 @@ def _jacobian(graph: Graph, wrt: int | str, output: int | str, registry: Registr
             jac = parts[0] if len(parts) == 1 else result.apply("stack", *parts, axis=-1)  # y.shape + [x.size]
             result.mark_output(result.apply("reshape", jac, shape=y.type.shape + x.type.shape), label)
         _drop_unneeded_after(result, n, reg)
+    # one sweep per element of x (or y) of the traced shape, a basis of constants: refused at other shapes, never
+    # run wrongly (a batch of 1 broadcast against the traced basis)
+    swept = x.type if mode == "fwd" else y.type
+    mark_traced_sizes(result, f"jac{mode} made one sweep per element of the traced {swept}; build the Jacobian "
+                              "graph again for the new shapes")
     return result
 
 

@@ -204,7 +204,7 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
             sized = _sized_rule(schema, rule)
             rule = specialise_zero_tangents(rule, len(node.inputs) + len(node.outputs), present, reg)
             cached = cache[key] = (rule, _Recipe.of(rule), sized)
-        if cached[2]:
+        if cached[2] is not None:  # (a _Recipe's inlining carries no mark: the rule's is passed on here)
             mark_traced_sizes(graph, cached[2])
         args: list[Value] = [*node.inputs, *node.outputs]
         for v, d, p in zip(node.inputs, dxs, present):
@@ -217,18 +217,18 @@ def propagate(graph: Graph, seeds: dict[Value, Value], targets: set[Value], reg:
 
 
 def _sized_rule(schema: Any, rule: Graph) -> str | None:
-    """Why ``rule`` may hold the traced sizes, or ``None``: a derived rule is the VJP of the op's GradientFn, which
-    ``build_vjp_graph`` marks when an op of that gradient lacks ``any_shape_gradient`` (batch_norm's 1/N at second
-    order); a JvpFn is trusted as its op's GradientFn is (the trait)."""
-    if getattr(schema, "jvp", None) is not None:
-        if "any_shape_gradient" in schema.traits:
-            return None
+    """Why ``rule`` may hold the traced sizes, or ``None``. An op without ``any_shape_gradient`` vouches for
+    neither its JvpFn nor the GradientFn a derived rule transposes; a derived rule is also the VJP of that
+    GradientFn, which ``build_vjp_graph`` marks when an op of that gradient lacks the trait (batch_norm's 1/N at
+    second order)."""
+    if "any_shape_gradient" not in schema.traits:
         why = "its op has no any_shape_gradient trait"
-    elif traced_sizes(rule) is not None:
-        why = "it is derived from the op's gradient, and an op of that gradient has no any_shape_gradient trait"
+    elif getattr(schema, "jvp", None) is None and traced_sizes(rule) is not None:
+        why = f"it is derived from the op's gradient, and {traced_sizes(rule)}"
     else:
         return None
-    return f"the forward-mode rule of {schema.name} may hold the traced sizes ({why}); build the JVP graph again"
+    return (f"the forward-mode rule of {schema.name} may hold the traced sizes ({why}); build the JVP graph again "
+            "for the new shapes")
 
 
 def _known_zero(v: Value) -> bool:
@@ -310,15 +310,21 @@ def derived_jvp_graph(micro: Graph, ctx: NodeContext, reg: Registry) -> Graph:
 
     n, m = len(ctx.input_types), len(ctx.output_types)
     # no label: a labelled VJP is a control-flow body's, whose shape-reading ops are written down at the traced
-    # shapes; here they stay, so a JVP graph re-specialised at another batch size reads them again
-    transpose = build_vjp_graph(micro, wrt=list(range(n + m, n + 2 * m)), registry=reg)
+    # shapes; here they stay, so a JVP graph re-specialised at another batch size reads them again. Only the
+    # cotangents the gradient reads: a zero of the traced shape for another would mark the transpose as holding
+    # traced sizes (build_vjp_graph does), and the tangent of that output is zero anyway
+    wrt = [n + m + j for j, t in enumerate(ctx.output_types) if t.dtype.is_float]
+    full = build_vjp_graph(micro, wrt=wrt, registry=reg) if wrt else None
+    read = [k for k, g in zip(wrt, full.outputs) if not is_zero_constant(g)] if full is not None else []
+    transpose = full if read == wrt else build_vjp_graph(micro, wrt=read, registry=reg) if read else None
     rule = Graph(f"{ctx.op}_jvp")
     xs = [rule.add_input(t, f"x{i}") for i, t in enumerate(ctx.input_types)]
     ys = [rule.add_input(t, f"y{j}") for j, t in enumerate(ctx.output_types)]
     dxs = [rule.add_input(t, f"dx{i}") for i, t in enumerate(ctx.input_types)]
     # the transpose at gy = y, not at a zero constant of the traced shape: a GradientFn is linear in gy, so its
     # transpose never reads gy's value, only its shape, which y gives at any size
-    rule.outputs = inline_graph(rule, transpose, [*xs, *ys, *ys, *dxs])
+    dys = dict(zip(read, inline_graph(rule, transpose, [*xs, *ys, *ys, *dxs]))) if transpose is not None else {}
+    rule.outputs = [dys[n + m + j] if n + m + j in dys else rule.zeros(t) for j, t in enumerate(ctx.output_types)]
     keep_needed(rule)
     return rule
 

@@ -479,11 +479,6 @@ def _at_least_one(dirs: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndar
     return np.zeros((1, *dirs.shape[1:])), None
 
 
-# The directions, seeds and zeros of both builders are constants of x's traced shape (a Taylor graph traced at 4
-# points and run at 1 gave 4 rows): their graphs are marked, so specialize refuses them rather than run them wrongly.
-_SIZED = "{} writes its directions and seeds at the traced shapes; build it again for the new shapes"
-
-
 def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | str] | None = None, *,
                           operator: Any = None, batch_dims: int = 0, registry: Registry | None = None) -> Graph:
     """``graph`` plus, for each selected output ``u``, its gradient along the directions and its Laplacian (or
@@ -517,7 +512,10 @@ def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | 
     with gc_paused(), use_registry(reg):
         result = _laplacian(graph, i, selected, dirs, weights, int(batch_dims), reg, operator is None)
         made(len(result.nodes))
-    mark_traced_sizes(result, _SIZED.format("build_laplacian_graph"))
+    # the directions are constants of x's traced shape: at another batch the graph is refused, never run wrongly
+    # (broadcast against one row, a batch of 1 gave the traced batch's shapes)
+    mark_traced_sizes(result, f"build_laplacian_graph wrote its directions for x of type {x_type}; build the "
+                              "Laplacian graph again for the new shapes")
     return result
 
 
@@ -600,7 +598,8 @@ def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Se
     with gc_paused(), use_registry(reg):
         result = _taylor(graph, i, selected, int(order), reg)
         made(len(result.nodes))
-    mark_traced_sizes(result, _SIZED.format("build_taylor_graph"))
+    mark_traced_sizes(result, f"build_taylor_graph wrote its directions for x of type {graph.inputs[i].type}; "
+                              "build the Taylor graph again for the new shapes")
     return result
 
 

@@ -109,10 +109,15 @@ class DynamicExecutable:
             return self._base.run(inputs)
         if shapes == self._shapes:
             return self._base.run(inputs)
-        if len(shapes) != len(self._shapes) or any(
-                len(s) != len(t) or getattr(a, "dtype", None) != ty.dtype.np
-                for s, t, a, ty in zip(shapes, self._shapes, inputs, self._base.input_types)):
-            return self._base.run(inputs)  # a count, rank or dtype it cannot take: its InputError says which
+        if len(shapes) != len(self._shapes):
+            return self._base.run(inputs)  # its InputError says how many it takes
+        for i, (s, a, ty) in enumerate(zip(shapes, inputs, self._base.input_types)):
+            if len(s) != ty.rank or getattr(a, "dtype", None) != ty.dtype.np:
+                if type(a) is np.ndarray:  # (the traced executable's check would name another input's new size)
+                    raise InputError(f"{self._base._input_label(i)} is {a.dtype}{list(a.shape)}; it was traced as "
+                                     f"{ty}: any dimension may change, not the dtype ({ty.dtype.name}) or the rank "
+                                     f"({ty.rank}); convert it, or trace the graph again for this kind of input")
+                return self._base.run(inputs)  # another kind of array or value: its InputError says which
         return self.for_shapes(shapes).run(inputs)
 
     def __call__(self, *inputs: Any) -> list[np.ndarray]:

@@ -196,5 +196,5 @@ def test_laplacian_and_taylor_graphs_refuse_another_batch_by_name(builder):
     exe = fc.compile(built, dynamic_shapes=True)
     exe.run([RNG.standard_normal((4, 2))])
     for batch in (1, 7):
-        with pytest.raises(fc.ShapeError, match=f"build_{builder}_graph writes its directions"):
+        with pytest.raises(fc.ShapeError, match=f"build_{builder}_graph wrote its directions"):
             exe.run([RNG.standard_normal((batch, 2))])

@@ -139,10 +139,21 @@ def test_dtype_and_rank_changes_are_refused_as_at_trace_time():
     exe = fc.compile(fc.trace(lambda x: ops.relu(x), "f32[4, 3]"), dynamic_shapes=True)
     with pytest.raises(fc.InputError, match="dtype"):
         exe.run([np.zeros((5, 3))])
-    with pytest.raises(fc.InputError, match="shape"):
+    with pytest.raises(fc.InputError, match="rank"):
         exe.run([np.zeros((5, 3, 1), np.float32)])
     with pytest.raises(fc.ShapeError, match="dtype or rank"):
         fc.specialize(exe.graph, ["f64[5, 3]"])
+
+
+def test_a_new_batch_beside_a_wrong_rank_or_dtype_names_the_wrong_input():
+    # the traced executable's check named input 0's new batch ("must have shape [1, 3]"), which is allowed
+    exe = fc.compile(fc.trace(lambda x, y: ops.sum(x) + ops.sum(y), "f32[1, 3]", "f32[3]"), dynamic_shapes=True)
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(fc.InputError, match=r"input 1 \('y'\) is float32\[2, 3\]; it was traced as f32\[3\].*rank"):
+        exe.run([x, np.zeros((2, 3), np.float32)])
+    with pytest.raises(fc.InputError, match=r"input 1 \('y'\) is float64\[3\].*dtype"):
+        exe.run([x, np.zeros(3)])
+    assert exe.run([x, np.ones(3, np.float32)])[0] == 3.0
 
 
 def test_a_scan_body_is_re_specialised_for_a_new_batch_size():

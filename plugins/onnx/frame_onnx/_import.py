@@ -519,6 +519,7 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
     model, _, data = read_model_bytes(source)
     prepared = _prepare(model, data)
     imported = prepared.trace(dims=dims, default_dim=default_dim, name=name)
+    why = "the model has no symbolic dimensions"
     if imported.dims and check_any_batch:
         # the same model traced again at other sizes; the model was checked and its arrays decoded once, so
         # this costs one more trace, not one more import
@@ -526,13 +527,19 @@ def load(source: Any, *, dims: Mapping[str, int] | None = None, default_dim: int
             probe = prepared.trace(dims=probe_sizes(imported.dims), default_dim=2 * default_dim + 5)
         except FrameError:  # the model does not import at the other size (a reshape fixed to the traced one)
             imported.any_batch = False
+            why = f"the model does not import at other sizes than its symbolic dimensions' {imported.dims}"
         else:
             imported.any_batch = same_structure(imported.graph, probe.graph) or \
                 _batch_free_reshapes(imported.graph, probe.graph)
+            why = (f"frame_onnx traced its symbolic dimensions at {imported.dims}, and a trace at other sizes gave "
+                   "other ops, attributes or constants (a size written into a Reshape, say)")
+    elif imported.dims:
+        why = f"frame_onnx traced its symbolic dimensions at {imported.dims} with check_any_batch=False"
     if not imported.any_batch:  # fixed shapes (none symbolic), or sizes baked in: never re-specialised wrongly
         from frame_core import holds_traced_sizes
 
-        holds_traced_sizes(imported.graph)
+        holds_traced_sizes(imported.graph, f"{why}; import it again with frame_onnx.load(..., dims={{...}}) for "
+                                           "the new sizes")
     return imported
 
 
