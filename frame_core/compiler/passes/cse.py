@@ -97,12 +97,14 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     # that absorbed none is read last where its own outputs are: ``ends_of``)
     live_until: dict[int, int] = {}
     dropped = []  # the nodes merged into an earlier twin
+    vmap = rw.vmap  # empty until the first merge: till then every node reads its own inputs
     for position, node in enumerate(nodes):
         op = node.op
         kind = kinds[op]
+        order = kind & 3
         ins = node.inputs
-        inputs = ins if unchanged(ins) else read(ins)
-        if not kind & 3 or (kind & 3 == 3 and node_has_side_effect(node, schemas)) or \
+        inputs = ins if not vmap or unchanged(ins) else read(ins)
+        if not order or (order == 3 and node_has_side_effect(node, schemas)) or \
                 (op == "constant" and node.attrs["value"].nbytes > MAX_CONSTANT_BYTES):
             if inputs is ins:
                 append(node)
@@ -110,7 +112,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
                 copy(node, inputs)
             continue
         ins_key: tuple[Value, ...] = inputs  # values hash and compare by identity
-        if kind & 3 == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
+        if order == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
             ins_key = (inputs[1], inputs[0])
         attrs = node.attrs
         key: tuple[Any, ...]
