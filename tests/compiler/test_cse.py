@@ -80,3 +80,34 @@ def test_merged_gradient_graph_values_are_unchanged():
     training = fc.build_backward_graph(forward, 0, [0, 1])
     found = cse_only(training)
     assert found.count("tanh") == 1
+
+
+def _constant_twins(earlier_read_by: str):
+    """x * c2 with an earlier twin c1 of c2 that nothing reads, only a dead node reads, or a live node reads;
+    returns the constant the multiply by c2 reads after CSE, and c1, c2."""
+    from frame_core.compiler.context import CompileContext
+    from frame_core.compiler.passes.cse import eliminate_common_subexpressions
+
+    graph = fc.Graph("twins")
+    x = graph.add_input("f32[3]")
+    c1 = graph.constant(np.array([2.0, 3.0, 4.0], np.float32))
+    if earlier_read_by == "dead":
+        graph.add_node("add", [x, c1], {}, ["f32[3]"])  # read by a node no output needs
+    elif earlier_read_by == "live":
+        graph.mark_output(graph.add_node("add", [x, c1], {}, ["f32[3]"]).outputs[0])
+    c2 = graph.constant(np.array([2.0, 3.0, 4.0], np.float32))
+    product = graph.add_node("mul", [x, c2], {}, ["f32[3]"])
+    graph.mark_output(product.outputs[0])
+    ctx = CompileContext(backend="cpu", registry=fc.registry())
+    ctx.protected = set(graph.nodes)
+    result = eliminate_common_subexpressions(graph, ctx)
+    mul = next(n for n in result.nodes if n.op == "mul")
+    return mul.inputs[1], c1, c2
+
+
+def test_a_constant_twin_nothing_live_reads_gives_way_to_the_later_one():
+    # unread, or read only by a dead node: the later twin is kept (its readers need no rewiring); read by a
+    # live node: the later twin merges into it (the cheap unread test and the liveness walk agree)
+    for read_by, kept in (("nothing", "later"), ("dead", "later"), ("live", "earlier")):
+        read, c1, c2 = _constant_twins(read_by)
+        assert read is (c2 if kept == "later" else c1), read_by

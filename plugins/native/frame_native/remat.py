@@ -133,10 +133,19 @@ def recompute_in_readers(graph: Graph, ctx: Any) -> Graph:
     natives = [n for n in graph.nodes if n.op == NATIVE_OP]
     if len(natives) < 2:
         return graph
+    # only the values of compiled groups with several outputs are looked at (``_candidate``): their readers
+    # alone are gathered, each reader once per value, in graph order
+    wanted = {v for p in natives if len(p.outputs) >= 2 for v in p.outputs}
+    if not wanted:
+        return graph
+    disjoint = wanted.isdisjoint
     readers: dict[Value, list[Node]] = {}
     for node in graph.nodes:
+        if disjoint(node.inputs):
+            continue
         for u in dict.fromkeys(node.inputs):
-            readers.setdefault(u, []).append(node)
+            if u in wanted:
+                readers.setdefault(u, []).append(node)
     graph_outputs = set(graph.outputs)
     gifts: dict[Node, list[tuple[Node, int, list[Node]]]] = {}
     for p in natives:
