@@ -97,7 +97,6 @@ ZEROS_LIKE = OpSchema(
     shape_infer=lambda ctx: [ctx.input_types[0]],
     kernels={"cpu": _zeros_like_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: [None]),  # y does not depend on x's values
-    nondiff_inputs=(0,),
     decomposition=_zeros_like_decomposition,
     traits=("any_shape_gradient",),  # (not shape_operand: the core's decompose stage lowers it, dropping what
                                      # computed its operand only for its type)
