@@ -84,6 +84,14 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
             if carry_out[c] in row_of and carry_out[c] not in names:
                 deferred[j] = (c, row_of[carry_out[c]])
                 del row_of[name]
+    # a new carry made by a kernel that takes ``out``: written into one of two arrays of the loop's own by
+    # turns (the step reads the other one), when every new carry is such a value or a row of a stacked output,
+    # so no carry can be a view of another that the next step overwrites; copied out once after the loop
+    made = {name for ins in ins_list for name in ins.outputs}
+    turns = {name for name in carry_out
+             if name in made and name not in row_of and name not in y_out and carry_out.count(name) == 1}
+    if any(name not in turns and name not in row_of for name in carry_out):
+        turns = set()
     written: set[int] = set()  # stacked positions a kernel writes into
     scanned = [f"_s{k}" for k in range(nc, nc + nx)]
     params = [*names[:nc], *scanned, *names[nc + nx:], *(f"_y{j}" for j in range(len(y_out)))]
@@ -92,6 +100,7 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
     lines += ["    try:", "        for _i in _order:"]
     lines += [f"            {names[k]} = _s{k}[_i]" for k in range(nc, nc + nx)]
     line_map: dict[int, int] = {}
+    owned: dict[str, str] = {}  # a carry written by turns -> its two arrays
     for k, ins in enumerate(ins_list):
         schema = ins.schema
         takes_out = ins.out_buffer is not None or (schema is not None and "accepts_out" in schema.traits)
@@ -106,6 +115,12 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
                 written.add(at)
                 row = "_i, ..." if ins.node.outputs[m].type.rank == 0 else "_i"  # a 0-d view, not a scalar
                 lines.append(f"            _o{k}_{m} = _y{at}[{row}]")
+            elif takes_out and not multi and name in turns and buffers is None:
+                shape, dtype = ins.node.outputs[m].type.shape, ins.node.outputs[m].type.dtype.np
+                ns[f"_two{k}"] = (np.empty(shape, dtype), np.empty(shape, dtype))
+                outs.append(f"_c{k}_{m}")
+                lines.append(f"            _c{k}_{m} = _two{k}[_i & 1]")
+                owned[name] = f"_two{k}"
             elif buffers is not None and (buffers[m] if multi else buffers) is not None:
                 ns[f"b{k}_{m}"] = buffers[m] if multi else buffers
                 outs.append(f"b{k}_{m}")
@@ -150,7 +165,11 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
     lines.append("        _fail(exc)")
     for j, (c, f) in deferred.items():
         lines.append(f"    _trajectory(_y{j}, _y{f}, _order, _e{c})")
-    lines.append(f"    return ({', '.join([*names[:nc], ''])})")
+    finals = []
+    for c, name in enumerate(names[:nc]):
+        two = owned.get(carry_out[c])
+        finals.append(f"{name}.copy() if {name} is {two}[0] or {name} is {two}[1] else {name}" if two else name)
+    lines.append(f"    return ({', '.join([*finals, ''])})")
     source = "\n".join(lines) + "\n"
 
     def fail(exc: BaseException) -> None:
