@@ -59,6 +59,14 @@ def _trajectory(stack: np.ndarray, follows: np.ndarray, order: range, entry: np.
         stack[last:first] = follows[last + 1:first + 1]
 
 
+def _span(order: range) -> slice:
+    """The rows ``order`` visits (a range of step +1 or -1), as a slice: iterating a stacked array's slice makes
+    each row's view in C, where indexing it by ``_i`` goes through Python's subscript every step."""
+    if order.step < 0 and order.stop < 0:
+        return slice(order.start, None, -1)
+    return slice(order.start, order.stop, order.step)
+
+
 def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[..., tuple]:
     """``steps(order, *carries, *scanned, *invariants, *stacked) -> carries`` for the body ``exe`` (see the module
     docstring): runs the body once per ``i`` in ``order`` (a range of step +1 or -1) on the carries, row ``i`` of
@@ -70,7 +78,7 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
     out_names = prog.output_names
     nc, nx = n_carry, n_scanned
     carry_out, y_out = out_names[:nc], out_names[nc:]
-    ns: dict[str, Any] = {"_nd": np.ndarray, "_trajectory": _trajectory}
+    ns: dict[str, Any] = {"_nd": np.ndarray, "_trajectory": _trajectory, "_span": _span}
     ns.update(prog.constants)
     # the first stacked position of each value: its kernel writes it there
     row_of: dict[str, int] = {}
@@ -84,21 +92,22 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
             if carry_out[c] in row_of and carry_out[c] not in names:
                 deferred[j] = (c, row_of[carry_out[c]])
                 del row_of[name]
-    # a new carry made by a kernel that takes ``out``: written into one of two arrays of the loop's own by
-    # turns (the step reads the other one), when every new carry is such a value or a row of a stacked output,
-    # so no carry can be a view of another that the next step overwrites; copied out once after the loop
-    made = {name for ins in ins_list for name in ins.outputs}
-    turns = {name for name in carry_out
-             if name in made and name not in row_of and name not in y_out and carry_out.count(name) == 1}
-    if any(name not in turns and name not in row_of for name in carry_out):
+    # when every new carry is the one output of a kernel that takes ``out`` (and is not stacked), each is written
+    # into one of two arrays of the loop's own by turns (the step reads the other one) and copied out once after
+    # the loop; with any other carry (an input passed on, a view) one could alias another's array: none are
+    made = {ins.outputs[0]: ins for ins in ins_list if len(ins.outputs) == 1 and ins.out_buffer is None
+            and ins.schema is not None and "accepts_out" in ins.schema.traits}
+    turns = {name for name in carry_out if name in made and name not in y_out and carry_out.count(name) == 1}
+    if len(turns) != len(carry_out):
         turns = set()
     written: set[int] = set()  # stacked positions a kernel writes into
     scanned = [f"_s{k}" for k in range(nc, nc + nx)]
     params = [*names[:nc], *scanned, *names[nc + nx:], *(f"_y{j}" for j in range(len(y_out)))]
     lines = [f"def steps(_order, {', '.join([*params, ''])}):"]
     lines += [f"    _e{c} = {names[c]}" for c in sorted({c for c, _ in deferred.values()})]
-    lines += ["    try:", "        for _i in _order:"]
-    lines += [f"            {names[k]} = _s{k}[_i]" for k in range(nc, nc + nx)]
+    lines += ["    _rows = _span(_order)", "    try:", ""]
+    header = len(lines) - 1  # the loop's line, written last: it walks the rows it reads and writes with _i
+    walked = [(names[k], f"_s{k}") for k in range(nc, nc + nx)]  # (name in the step, stacked array)
     line_map: dict[int, int] = {}
     owned: dict[str, str] = {}  # a carry written by turns -> its two arrays
     for k, ins in enumerate(ins_list):
@@ -113,9 +122,11 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
             if takes_out and at is not None and (not multi or ins.op == FUSED_OP or ins.out_buffer is not None):
                 outs.append(f"_o{k}_{m}")
                 written.add(at)
-                row = "_i, ..." if ins.node.outputs[m].type.rank == 0 else "_i"  # a 0-d view, not a scalar
-                lines.append(f"            _o{k}_{m} = _y{at}[{row}]")
-            elif takes_out and not multi and name in turns and buffers is None:
+                if ins.node.outputs[m].type.rank == 0:  # a 0-d view, not the scalar iterating would give
+                    lines.append(f"            _o{k}_{m} = _y{at}[_i, ...]")
+                else:
+                    walked.append((f"_o{k}_{m}", f"_y{at}"))
+            elif name in turns:
                 shape, dtype = ins.node.outputs[m].type.shape, ins.node.outputs[m].type.dtype.np
                 ns[f"_two{k}"] = (np.empty(shape, dtype), np.empty(shape, dtype))
                 outs.append(f"_c{k}_{m}")
@@ -157,10 +168,14 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
     for j, name in enumerate(y_out):
         if j not in written and j not in deferred:
             lines.append(f"            _y{j}[_i] = {name}")
-    if nc:
+    if nc == 1:
+        lines.append(f"            {names[0]} = {carry_out[0]}")
+    elif nc:
         lines.append(f"            {', '.join(names[:nc])}, = {', '.join(carry_out)},")
     if not ins_list and not nc and not y_out:
         lines.append("            pass")
+    lines[header] = (f"        for _i, {', '.join(n for n, _ in walked)} in zip(_order, "
+                     f"{', '.join(f'{a}[_rows]' for _, a in walked)}):" if walked else "        for _i in _order:")
     lines.append("    except (Exception, SystemExit) as exc:")
     lines.append("        _fail(exc)")
     for j, (c, f) in deferred.items():
