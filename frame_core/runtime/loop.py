@@ -9,6 +9,12 @@ body's instructions are written inline into the loop instead:
 - a per-step output made by a kernel that takes an ``out`` array is written by
   that kernel straight into its row of the stacked result (``out`` is the
   row), so nothing is copied; other per-step outputs are copied into their row;
+- the rows a step reads and writes are walked with the step number, by ``zip`` over slices of the
+  stacked arrays (each row's view made in C rather than by a subscript per step);
+- when every new carry is the one output of a kernel that takes ``out`` and none is stacked, each is
+  written into one of two arrays of the loop's own by turns (the step reads the other) and copied out
+  once after the loop, so nothing is allocated per step; any other kind of carry (an input passed on,
+  a view, a stacked one) could alias those arrays across steps, and then no carry uses them;
 - a per-step output that is a carry *entering* the step (what a saving body
   returns as the trajectory) while that carry's new value is itself stacked is
   not copied per step: after the loop its rows are the other stack's, shifted
