@@ -9,6 +9,12 @@ body's instructions are written inline into the loop instead:
 - a per-step output made by a kernel that takes an ``out`` array is written by
   that kernel straight into its row of the stacked result (``out`` is the
   row), so nothing is copied; other per-step outputs are copied into their row;
+- the rows a step reads and writes are walked with the step number, by ``zip`` over slices of the
+  stacked arrays (each row's view made in C rather than by a subscript per step);
+- when every new carry is the one output of a kernel that takes ``out`` and none is stacked, each is
+  written into one of two arrays of the loop's own by turns (the step reads the other) and copied out
+  once after the loop, so nothing is allocated per step; any other kind of carry (an input passed on,
+  a view, a stacked one) could alias those arrays across steps, and then no carry uses them;
 - a per-step output that is a carry *entering* the step (what a saving body
   returns as the trajectory) while that carry's new value is itself stacked is
   not copied per step: after the loop its rows are the other stack's, shifted
@@ -59,6 +65,14 @@ def _trajectory(stack: np.ndarray, follows: np.ndarray, order: range, entry: np.
         stack[last:first] = follows[last + 1:first + 1]
 
 
+def _span(order: range) -> slice:
+    """The rows ``order`` visits (a range of step +1 or -1), as a slice: iterating a stacked array's slice makes
+    each row's view in C, where indexing it by ``_i`` goes through Python's subscript every step."""
+    if order.step < 0 and order.stop < 0:
+        return slice(order.start, None, -1)
+    return slice(order.start, order.stop, order.step)
+
+
 def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[..., tuple]:
     """``steps(order, *carries, *scanned, *invariants, *stacked) -> carries`` for the body ``exe`` (see the module
     docstring): runs the body once per ``i`` in ``order`` (a range of step +1 or -1) on the carries, row ``i`` of
@@ -70,7 +84,7 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
     out_names = prog.output_names
     nc, nx = n_carry, n_scanned
     carry_out, y_out = out_names[:nc], out_names[nc:]
-    ns: dict[str, Any] = {"_nd": np.ndarray, "_trajectory": _trajectory}
+    ns: dict[str, Any] = {"_nd": np.ndarray, "_trajectory": _trajectory, "_span": _span}
     ns.update(prog.constants)
     # the first stacked position of each value: its kernel writes it there
     row_of: dict[str, int] = {}
@@ -84,14 +98,24 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
             if carry_out[c] in row_of and carry_out[c] not in names:
                 deferred[j] = (c, row_of[carry_out[c]])
                 del row_of[name]
+    # when every new carry is the one output of a kernel that takes ``out`` (and is not stacked), each is written
+    # into one of two arrays of the loop's own by turns (the step reads the other one) and copied out once after
+    # the loop; with any other carry (an input passed on, a view) one could alias another's array: none are
+    made = {ins.outputs[0]: ins for ins in ins_list if len(ins.outputs) == 1 and ins.out_buffer is None
+            and ins.schema is not None and "accepts_out" in ins.schema.traits}
+    turns = {name for name in carry_out if name in made and name not in y_out and carry_out.count(name) == 1}
+    if len(turns) != len(carry_out):
+        turns = set()
     written: set[int] = set()  # stacked positions a kernel writes into
     scanned = [f"_s{k}" for k in range(nc, nc + nx)]
     params = [*names[:nc], *scanned, *names[nc + nx:], *(f"_y{j}" for j in range(len(y_out)))]
     lines = [f"def steps(_order, {', '.join([*params, ''])}):"]
     lines += [f"    _e{c} = {names[c]}" for c in sorted({c for c, _ in deferred.values()})]
-    lines += ["    try:", "        for _i in _order:"]
-    lines += [f"            {names[k]} = _s{k}[_i]" for k in range(nc, nc + nx)]
+    lines += ["    _rows = _span(_order)", "    try:", ""]
+    header = len(lines) - 1  # the loop's line, written last: it walks the rows it reads and writes with _i
+    walked = [(names[k], f"_s{k}") for k in range(nc, nc + nx)]  # (name in the step, stacked array)
     line_map: dict[int, int] = {}
+    owned: dict[str, str] = {}  # a carry written by turns -> its two arrays
     for k, ins in enumerate(ins_list):
         schema = ins.schema
         takes_out = ins.out_buffer is not None or (schema is not None and "accepts_out" in schema.traits)
@@ -104,8 +128,16 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
             if takes_out and at is not None and (not multi or ins.op == FUSED_OP or ins.out_buffer is not None):
                 outs.append(f"_o{k}_{m}")
                 written.add(at)
-                row = "_i, ..." if ins.node.outputs[m].type.rank == 0 else "_i"  # a 0-d view, not a scalar
-                lines.append(f"            _o{k}_{m} = _y{at}[{row}]")
+                if ins.node.outputs[m].type.rank == 0:  # a 0-d view, not the scalar iterating would give
+                    lines.append(f"            _o{k}_{m} = _y{at}[_i, ...]")
+                else:
+                    walked.append((f"_o{k}_{m}", f"_y{at}"))
+            elif name in turns:
+                shape, dtype = ins.node.outputs[m].type.shape, ins.node.outputs[m].type.dtype.np
+                ns[f"_two{k}"] = (np.empty(shape, dtype), np.empty(shape, dtype))
+                outs.append(f"_c{k}_{m}")
+                lines.append(f"            _c{k}_{m} = _two{k}[_i & 1]")
+                owned[name] = f"_two{k}"
             elif buffers is not None and (buffers[m] if multi else buffers) is not None:
                 ns[f"b{k}_{m}"] = buffers[m] if multi else buffers
                 outs.append(f"b{k}_{m}")
@@ -142,15 +174,23 @@ def scan_steps(exe: "Executable", n_carry: int, n_scanned: int) -> Callable[...,
     for j, name in enumerate(y_out):
         if j not in written and j not in deferred:
             lines.append(f"            _y{j}[_i] = {name}")
-    if nc:
+    if nc == 1:
+        lines.append(f"            {names[0]} = {carry_out[0]}")
+    elif nc:
         lines.append(f"            {', '.join(names[:nc])}, = {', '.join(carry_out)},")
     if not ins_list and not nc and not y_out:
         lines.append("            pass")
+    lines[header] = (f"        for _i, {', '.join(n for n, _ in walked)} in zip(_order, "
+                     f"{', '.join(f'{a}[_rows]' for _, a in walked)}):" if walked else "        for _i in _order:")
     lines.append("    except (Exception, SystemExit) as exc:")
     lines.append("        _fail(exc)")
     for j, (c, f) in deferred.items():
         lines.append(f"    _trajectory(_y{j}, _y{f}, _order, _e{c})")
-    lines.append(f"    return ({', '.join([*names[:nc], ''])})")
+    finals = []
+    for c, name in enumerate(names[:nc]):
+        two = owned.get(carry_out[c])
+        finals.append(f"{name}.copy() if {name} is {two}[0] or {name} is {two}[1] else {name}" if two else name)
+    lines.append(f"    return ({', '.join([*finals, ''])})")
     source = "\n".join(lines) + "\n"
 
     def fail(exc: BaseException) -> None:

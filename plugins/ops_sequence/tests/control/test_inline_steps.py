@@ -58,6 +58,43 @@ def test_the_final_carry_owns_its_memory():
     np.testing.assert_array_equal(ys, kept[1])
 
 
+@pytest.mark.parametrize("length", [1, 2, 3, 6])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_carry_written_by_turns_into_two_arrays_owns_its_memory_after_the_loop(length, reverse):
+    """A new carry that is the one output of an out-taking kernel (here c @ w) is written into two arrays of the
+    loop's own by turns: the same bits as the runner, and the final carry handed out is a copy that a later run
+    does not write."""
+    graph = fc.trace(lambda h, xs, w: ops.scan(lambda c, x: (c @ w * x, None), h, xs, reverse=reverse)[0],
+                     "f64[2, 3]", f"f64[{length}, 2, 3]", "f64[3, 3]")
+    (node,) = [n for n in graph.nodes if n.op == "scan"]
+    body = fc.compile_subgraph(node.attrs["body"])
+    assert "_two" in body.scan_steps(1, 1).source
+    inline = fc.compile(graph, cache=False, checks=False)
+    runner = fc.compile(graph, cache=False, checks=True)
+    rng = np.random.default_rng(length)
+    runs = [[rng.standard_normal(s) for s in ((2, 3), (length, 2, 3), (3, 3))] for _ in range(2)]
+    kept = []
+    for xs in [*runs, *runs]:
+        (got,), (want,) = inline.run(xs), runner.run(xs)
+        assert got.tobytes() == want.tobytes()
+        kept.append((got, got.copy()))
+    for got, copy in kept:
+        assert got.tobytes() == copy.tobytes()
+
+
+def test_a_carry_passed_on_keeps_every_carry_out_of_the_turns():
+    """With one carry passed on unchanged (or stacked, or a view), no carry is written by turns: the loop's
+    two arrays could otherwise be read through the other carry after the next step overwrote them."""
+    graph = fc.trace(lambda a, b, xs, w: ops.scan(lambda c, x: ((c[0] @ w * x, c[0]), None), (a, b), xs)[0],
+                     "f64[2, 3]", "f64[2, 3]", "f64[5, 2, 3]", "f64[3, 3]")
+    (node,) = [n for n in graph.nodes if n.op == "scan"]
+    assert "_two" not in fc.compile_subgraph(node.attrs["body"]).scan_steps(2, 1).source
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(s) for s in ((2, 3), (2, 3), (5, 2, 3), (3, 3))]
+    for got, want in zip(fc.compile(graph, cache=False).run(xs), fc.compile(graph, cache=False, checks=True).run(xs)):
+        assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 def test_scalar_rows_and_a_stacked_entering_carry(reverse):
     """Rank-0 rows (written through a 0-d view of the row) and a body that stacks the carry entering each
