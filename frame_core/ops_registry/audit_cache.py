@@ -31,11 +31,19 @@ import dataclasses
 import json
 import os
 import sys
-from importlib.util import source_hash
 from typing import Any
 
-from .closure import ClosureInfo, run_closure_audit
+from .closure_info import ClosureInfo
 from .registry import Registry
+
+try:  # importlib.util.source_hash is this call: made here, start-up does not import importlib.util for it
+    from _imp import source_hash as _siphash
+    from importlib._bootstrap_external import _RAW_MAGIC_NUMBER
+
+    def source_hash(data: bytes) -> bytes:
+        return _siphash(_RAW_MAGIC_NUMBER, data)
+except ImportError:  # pragma: no cover - an interpreter whose import system is laid out otherwise
+    from importlib.util import source_hash
 
 try:  # the hash itself, without hashlib's import of OpenSSL (about a tenth of the start-up this store saves)
     from _blake2 import blake2b
@@ -176,6 +184,8 @@ def audit(reg: Registry, environ: Any = os.environ) -> None:
         if closure is not None:
             reg.closure = closure
             return
+    from .closure import run_closure_audit  # (not imported when a stored audit is found)
+
     statuses = {name: r.status for name, r in reg.packs.items()}
     notes, problems = len(reg.notes), len(reg.problems)
     run_closure_audit(reg)
