@@ -41,7 +41,7 @@ from .._gc import gc_paused
 from ..errors import AmbiguousOpError, FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
-from ..ir.verify import check_graph
+from ..ir.verify import check_graph, clean_node_memo
 from .closure_info import CLOSED, ClosureInfo
 from .registry import Registry, op_scope, use_registry
 from .schema import NodeContext, OpSchema, _plain_key, inference_memo, instantiate_gradient
@@ -119,10 +119,11 @@ def run_closure_audit(reg: Registry, deep: bool = False, *, collect: bool = True
     freeing it with one young collection at the end: for a process that ends soon after (``frame audit
     gradients``), where that walk of about a hundred thousand objects would free memory nobody uses again.
     """
-    # every distinct shape question and GradientFn node once (schema.inference_memo); no cyclic collections
+    # every distinct shape question, GradientFn node and verify verdict of a node once (schema.inference_memo,
+    # verify.clean_node_memo); no cyclic collections
     # meanwhile: the micro-graphs (cycles of nodes and values) are garbage by the thousand, and one collection
     # of the young objects afterwards frees them with one walk instead of a hundred partial ones
-    with use_registry(reg), inference_memo(), gc_paused():
+    with use_registry(reg), inference_memo(), clean_node_memo(), gc_paused():
         try:
             return _audit(reg, deep)
         finally:
