@@ -36,14 +36,21 @@ from typing import Any
 from .closure_info import ClosureInfo
 from .registry import Registry
 
-try:  # importlib.util.source_hash is this call: made here, start-up does not import importlib.util for it
+try:  # importlib.util.source_hash(data) is _siphash(_PYC_KEY, data): start-up need not import importlib.util for it
     from _imp import source_hash as _siphash
-    from importlib._bootstrap_external import _RAW_MAGIC_NUMBER
-
-    def source_hash(data: bytes) -> bytes:
-        return _siphash(_RAW_MAGIC_NUMBER, data)
+    from importlib._bootstrap_external import _RAW_MAGIC_NUMBER as _PYC_KEY  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - an interpreter whose import system is laid out otherwise
-    from importlib.util import source_hash
+    _PYC_KEY = None
+
+
+def source_hash(data: bytes) -> bytes:
+    """``importlib.util.source_hash(data)``: the hash Python's hash-based ``.pyc`` files check."""
+    if _PYC_KEY is None:  # pragma: no cover
+        from importlib.util import source_hash as reference
+
+        return reference(data)
+    return _siphash(_PYC_KEY, data)
+
 
 try:  # the hash itself, without hashlib's import of OpenSSL (about a tenth of the start-up this store saves)
     from _blake2 import blake2b
