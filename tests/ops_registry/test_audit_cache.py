@@ -173,3 +173,10 @@ def test_a_stored_audit_is_read_back_without_importing_the_audit(tmp_path):
                                     check=True).stdout.split("\n") for _ in range(2))
     assert not first[0].startswith("[] ")  # nothing stored yet: the first process audits
     assert second[0] == "[] True"
+
+
+def test_files_are_keyed_by_the_hash_pythons_pyc_files_check():
+    import importlib.util
+
+    for data in (b"", b"x = 1\n", bytes(range(256)) * 40):
+        assert audit_cache.source_hash(data) == importlib.util.source_hash(data)
