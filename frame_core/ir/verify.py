@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import FrameError, IRError, UnknownOpError, VerifyError
 from .graph import MAX_NESTING, Graph, Node, Value, nesting_message
+from .keys import plain_attrs_key
 from .schemas import SchemaSource, default_source
 from .types import TensorType
 
-__all__ = ["Problem", "RULES", "check_graph", "output_count_message", "verify"]
+__all__ = ["Problem", "RULES", "check_graph", "clean_node_memo", "output_count_message", "verify"]
 
 RULES = {
     "V1": "SSA: one producer per value, distinct graph inputs",
@@ -77,6 +80,30 @@ def verify(graph: Graph, registry: SchemaSource | None = None) -> None:
 #: nesting double the work (a 10 kB document 40 deep never finished).
 _checked: contextvars.ContextVar[dict[tuple[int, int, bool], tuple[Graph, list[Problem]]] | None] = \
     contextvars.ContextVar("frame_verify_checked", default=None)
+
+
+#: Inside :func:`clean_node_memo`: per registry (by id, with the registry kept alive), the nodes found clean by
+#: rules V3-V6, as ``(op, input types, output types, plain attribute key)``.
+_clean: contextvars.ContextVar[dict[int, tuple[Any, set[tuple]]] | None] = \
+    contextvars.ContextVar("frame_verify_clean_nodes", default=None)
+
+
+@contextmanager
+def clean_node_memo() -> Iterator[None]:
+    """Inside the block, rules V3-V6 are checked once per distinct node: a node with the op, input and output
+    types and plain attributes (``keys.plain_attrs_key``) of a node found clean before is clean too, for those
+    rules depend on nothing else (shape inference is a function of the types and attributes, as
+    ``schema.inference_memo`` assumes). A node with a problem, a graph attribute (V8) or attributes without a
+    plain key is checked in full every time. The closure audit checks thousands of micro-graphs made of the same
+    few nodes. Nested blocks share the outer memo."""
+    if _clean.get() is not None:
+        yield
+        return
+    token = _clean.set({})
+    try:
+        yield
+    finally:
+        _clean.reset(token)
 
 
 def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = "", *, types: bool = True,
@@ -202,6 +229,25 @@ SUGGESTED_NAMES = 20
 
 def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types: bool = True,
                 unknown: dict[str, str] | None = None, enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
+    memo = _clean.get() if types else None
+    if memo is not None:
+        plain = plain_attrs_key(node.attrs)  # None for a graph attribute (V8 checks it) or a large array
+        if plain is not None:
+            seen = memo.get(id(registry))
+            if seen is None:
+                seen = memo[id(registry)] = (registry, set())
+            key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in node.outputs]), plain)
+            if key in seen[1]:
+                return []
+            problems = _check_node_in_full(node, index, registry, path, types, unknown, enclosing)
+            if not problems:
+                seen[1].add(key)
+            return problems
+    return _check_node_in_full(node, index, registry, path, types, unknown, enclosing)
+
+
+def _check_node_in_full(node: Node, index: int, registry: SchemaSource, path: str, types: bool,
+                        unknown: dict[str, str] | None, enclosing: tuple[Graph, ...]) -> list[Problem]:
     if unknown and node.op in unknown:  # known to be unknown: no second lookup
         return [Problem("V3", unknown[node.op], node.op, index, path)]
     try:

@@ -31,11 +31,26 @@ import dataclasses
 import json
 import os
 import sys
-from importlib.util import source_hash
 from typing import Any
 
-from .closure import ClosureInfo, run_closure_audit
+from .closure_info import ClosureInfo
 from .registry import Registry
+
+try:  # importlib.util.source_hash(data) is _siphash(_PYC_KEY, data): start-up need not import importlib.util for it
+    from _imp import source_hash as _siphash
+    from importlib._bootstrap_external import _RAW_MAGIC_NUMBER as _PYC_KEY  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - an interpreter whose import system is laid out otherwise
+    _PYC_KEY = None
+
+
+def source_hash(data: bytes) -> bytes:
+    """``importlib.util.source_hash(data)``: the hash Python's hash-based ``.pyc`` files check."""
+    if _PYC_KEY is None:  # pragma: no cover
+        from importlib.util import source_hash as reference
+
+        return reference(data)
+    return _siphash(_PYC_KEY, data)
+
 
 try:  # the hash itself, without hashlib's import of OpenSSL (about a tenth of the start-up this store saves)
     from _blake2 import blake2b
@@ -176,6 +191,8 @@ def audit(reg: Registry, environ: Any = os.environ) -> None:
         if closure is not None:
             reg.closure = closure
             return
+    from .closure import run_closure_audit  # (not imported when a stored audit is found)
+
     statuses = {name: r.status for name, r in reg.packs.items()}
     notes, problems = len(reg.notes), len(reg.problems)
     run_closure_audit(reg)

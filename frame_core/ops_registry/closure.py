@@ -35,59 +35,22 @@ from __future__ import annotations
 import gc
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._gc import gc_paused
 from ..errors import AmbiguousOpError, FrameError, UnknownOpError
 from ..ir.graph import Graph, is_zero_constant
 from ..ir.keys import attrs_key
-from ..ir.verify import check_graph
+from ..ir.verify import check_graph, clean_node_memo
+from .closure_info import CLOSED, ClosureInfo
 from .registry import Registry, op_scope, use_registry
 from .schema import NodeContext, OpSchema, _plain_key, inference_memo, instantiate_gradient
 
 __all__ = ["ClosureInfo", "run_closure_audit", "check_gradient_contract", "graph_order", "has_bodies", "CLOSED"]
 
-CLOSED = "closed"
 #: Upper bound on the GradientFn instantiations the deep audit makes beyond the ops' own examples (every example is
 #: always checked), so a GradientFn that makes ever new types cannot stall it; what it leaves out is reported.
 MAX_CONTEXTS = 5000
-
-
-@dataclass
-class ClosureInfo:
-    """Closure facts for one op: ``order`` is an int or ``"closed"``; ``chain`` shows what breaks it.
-
-    ``bodies`` marks a control-flow op: its nodes are differentiable as often as ``order`` and the ops in
-    their bodies allow (``graph_order``).
-    """
-
-    op: str
-    differentiable: str
-    order: int | str
-    chain: tuple[str, ...] = ()
-    uses: tuple[str, ...] = ()
-    problems: list[str] = field(default_factory=list)
-    bodies: bool = False
-    #: forward mode: ``"direct"`` (the op's JvpFn), ``"derived"`` (from its GradientFn) or ``"none"``
-    forward_rule: str = "none"
-    #: how many times ``build_jvp_graph`` can be applied to a graph holding the op (int or ``"closed"``)
-    forward_order: int | str = 0
-
-    @property
-    def closed(self) -> bool:
-        return self.order == CLOSED
-
-    def at_least(self, order: int) -> bool:
-        return self.order == CLOSED or (isinstance(self.order, int) and self.order >= order)
-
-    def json_forward_order(self) -> int | str | None:
-        """The forward-mode order as JSON shows it: int, ``"closed"``, or ``None`` without any forward rule."""
-        return None if self.forward_rule == "none" else self.forward_order
-
-    def json_order(self) -> int | str | None:
-        """What ``frame ops list --format json`` shows: int, ``"closed"``, or ``None`` without a GradientFn."""
-        return None if self.differentiable != "yes" else self.order
 
 
 def check_gradient_contract(schema: OpSchema, ctx: NodeContext, micro: Any, registry: Registry) -> tuple[list[str], set[str]]:
@@ -156,10 +119,11 @@ def run_closure_audit(reg: Registry, deep: bool = False, *, collect: bool = True
     freeing it with one young collection at the end: for a process that ends soon after (``frame audit
     gradients``), where that walk of about a hundred thousand objects would free memory nobody uses again.
     """
-    # every distinct shape question and GradientFn node once (schema.inference_memo); no cyclic collections
+    # every distinct shape question, GradientFn node and verify verdict of a node once (schema.inference_memo,
+    # verify.clean_node_memo); no cyclic collections
     # meanwhile: the micro-graphs (cycles of nodes and values) are garbage by the thousand, and one collection
     # of the young objects afterwards frees them with one walk instead of a hundred partial ones
-    with use_registry(reg), inference_memo(), gc_paused():
+    with use_registry(reg), inference_memo(), clean_node_memo(), gc_paused():
         try:
             return _audit(reg, deep)
         finally:

@@ -28,7 +28,6 @@ import copy
 import os
 import re
 import time
-import traceback
 import types
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -396,4 +395,6 @@ def _package(pm: pluggy.PluginManager, name: str) -> str | None:
 
 def _traceback(exc: BaseException) -> str:
     """The whole traceback of ``exc`` (``frame --verbose`` and ``FRAME_DEBUG=1`` show it)."""
+    import traceback  # (only for a pack that fails: not imported by every start-up)
+
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -32,11 +32,21 @@ from ..errors import AmbiguousOpError, IRError, UnknownOpError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..compiler.passspec import PassSpec
+    from .collision import Collision
     from .closure import ClosureInfo
     from .schema import OpSchema
 
 __all__ = ["PackRecord", "Registry", "SchemaTable", "Collision", "registry", "current_registry", "use_registry",
            "reset_registry", "strict_from_env", "op_scope", "current_scope", "RANK_CORE", "RANK_BUNDLED", "RANK_OTHER"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Collision":  # defined in its own module, loaded when a collision is first reported or asked for
+        from .collision import Collision
+
+        return Collision
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Who owns a short name when several packs register it: the lowest rank, if only one op has it.
 RANK_CORE, RANK_BUNDLED, RANK_OTHER = 0, 1, 2
@@ -77,18 +87,6 @@ class PackRecord:
             "api_version": self.api_version,
             "load_seconds": self.load_seconds,
         }
-
-
-@dataclass(frozen=True)
-class Collision:
-    """Several packs register the short op name ``name``: their qualified names (load order) and the owner.
-
-    ``owner`` is the qualified name the short name means, or ``None`` when it is ambiguous.
-    """
-
-    name: str
-    qualnames: tuple[str, ...]
-    owner: str | None
 
 
 class SchemaTable(dict[str, "OpSchema"]):
@@ -295,8 +293,12 @@ class SchemaTable(dict[str, "OpSchema"]):
 
     def collisions(self) -> list[Collision]:
         """Short names that several loaded packs register, in load order."""
-        return [Collision(short, tuple(qualnames), self._owner(short))
-                for short, qualnames in self._short.items() if len(qualnames) > 1]
+        shared = [(short, qualnames) for short, qualnames in self._short.items() if len(qualnames) > 1]
+        if not shared:  # (the usual case: the class is not even loaded)
+            return []
+        from .collision import Collision
+
+        return [Collision(short, tuple(qualnames), self._owner(short)) for short, qualnames in shared]
 
 
 class Registry:

@@ -205,3 +205,38 @@ def test_many_problems_are_listed_up_to_twenty_then_counted():
 def test_valid_graphs_pass(build):
     assert check_graph(build()) == []
     verify(build())
+
+
+class _CountingSource:
+    """The default schema source, counting lookups (how often verify checks a node against its schema)."""
+
+    def __init__(self):
+        from frame_core.ir.schemas import default_source
+
+        self.inner, self.lookups = default_source(), 0
+
+    def lookup(self, op):
+        self.lookups += 1
+        return self.inner.lookup(op)
+
+    def resolve(self, op):
+        return self.inner.resolve(op)
+
+
+def test_clean_node_memo_checks_each_distinct_clean_node_once_and_every_broken_one_always():
+    from frame_core.ir.verify import clean_node_memo
+
+    source = _CountingSource()
+    clean = [Graph() for _ in range(3)]
+    for g in clean:
+        g.mark_output(g.apply("scale", g.apply("neg1", g.add_input("f32[3]"))))
+    broken = recorded("neg1", ["f32[3]"], {}, ["f32[4]"])  # recorded with a type inference does not give (V6)
+    twin = recorded("neg1", ["f32[3]"], {}, ["f32[3]"])  # the same node recorded with the right type
+    expected = [[str(p) for p in check_graph(g, source)] for g in [*clean, broken, twin, broken]]
+    plain = source.lookups
+    source.lookups = 0
+    with clean_node_memo():
+        got = [[str(p) for p in check_graph(g, source)] for g in [*clean, broken, twin, broken]]
+    assert got == expected and any("V6" in p for p in got[3]) and got[3] == got[5]
+    assert plain == 3 * 2 + 3  # every node, every time
+    assert source.lookups == 2 + 2  # neg1 and scale once (the twin is the clean neg1); the broken one both times

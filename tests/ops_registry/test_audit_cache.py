@@ -26,7 +26,8 @@ def audits(monkeypatch):
     """The number of closure audits run through the store."""
     calls = []
     real = closure.run_closure_audit
-    monkeypatch.setattr(audit_cache, "run_closure_audit", lambda reg, *a: calls.append(1) or real(reg, *a))
+    # (the store imports the audit when it runs one, so the audit is counted where it is defined)
+    monkeypatch.setattr(closure, "run_closure_audit", lambda reg, *a, **k: calls.append(1) or real(reg, *a, **k))
     return calls
 
 
@@ -157,3 +158,25 @@ def test_a_direct_load_registry_always_audits_afresh(env, audits, monkeypatch):
     monkeypatch.setattr(audit_cache, "audit", lambda *a: pytest.fail("load_registry() read the store"))
     reg = load_registry(environ=env)
     assert reg.closure["cached_ident"].closed
+
+
+def test_a_stored_audit_is_read_back_without_importing_the_audit(tmp_path):
+    """Start-up reads a stored audit without loading the audit and the graph checker it uses (start-up cost,
+    benchmarks/startup.py); test_a_clean_audit_is_stored_and_reused_with_the_same_orders checks what it reads."""
+    import subprocess
+
+    script = ("import sys, frame_core; reg = frame_core.registry(); "
+              "print(sorted(m for m in ('frame_core.ops_registry.closure', 'frame_core.ir.verify') if m in sys.modules), "
+              "len(reg.closure) == len(reg.schemas))")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "FRAME_AUDIT_CACHE": "1"}
+    first, second = (subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                                    check=True).stdout.split("\n") for _ in range(2))
+    assert not first[0].startswith("[] ")  # nothing stored yet: the first process audits
+    assert second[0] == "[] True"
+
+
+def test_files_are_keyed_by_the_hash_pythons_pyc_files_check():
+    import importlib.util
+
+    for data in (b"", b"x = 1\n", bytes(range(256)) * 40):
+        assert audit_cache.source_hash(data) == importlib.util.source_hash(data)

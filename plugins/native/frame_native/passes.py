@@ -19,14 +19,15 @@ installed (a one-line note).
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame_core import FUSED_OP, Graph, Node, Rewriter, Value, env_flag
 
-from .split import Prefix, Split, split_body, split_prefix
 from .tiered import NATIVE_OP
+
+if TYPE_CHECKING:  # (split.py is loaded by the first compile that has fused groups, not when the pack registers)
+    from .split import Prefix, Split
 
 __all__ = ["compile_fused_groups", "enabled", "switched_off"]
 
@@ -45,6 +46,8 @@ def enabled() -> str | None:
     if switched_off():
         return "FRAME_NATIVE=0"
     if not _LLVMLITE:
+        import importlib.util
+
         _LLVMLITE.append(importlib.util.find_spec("llvmlite") is not None)
     if not _LLVMLITE[0]:
         return "llvmlite is not installed (pip install llvmlite)"
@@ -154,7 +157,7 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
 
 #: How a group with a numpy-only op is cut: a compiled prefix (``split_prefix``) of its numpy part, and a
 #: compiled part after it (``split_body``); at least one of the two.
-Cut = tuple[Prefix | None, Split | None]
+Cut = tuple["Prefix | None", "Split | None"]
 
 
 def _broadcast(node: Node) -> bool:
@@ -167,6 +170,7 @@ def _native_split(body: Graph, packs: dict[str, str | None], schemas: Any) -> Cu
     """``body`` cut around its numpy-only members where the parts compile, else None: the members after them
     (``split_body``) and the members before them that numpy would run slower (``split_prefix``)."""
     from .codegen import EXACT
+    from .split import split_body, split_prefix
 
     split = split_body(body, EXACT)
     if split is not None and _verdict(split.native_body, packs, schemas) is not None:
