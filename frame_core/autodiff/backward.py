@@ -414,6 +414,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             raise _recorded_types_differ(node, sig.out_types, graph, label)
         arguments = [*ins, *outs, *seeds_here]
         recipe = sig.recipe
+        gxs: Sequence[Value]
         if recipe is None:
             gxs = inline_graph(graph, sig.micro, arguments)
         elif typed:  # (gy as y: x and y are of the signature's types)
@@ -552,8 +553,8 @@ class _Recipe:
                 slot[v] = len(slot)
         return _Recipe([v.type for v in micro.inputs], steps, [slot[v] for v in micro.outputs])
 
-    def inline(self, graph: Graph, arguments: list[Value]) -> list[Value]:
-        """``inline_graph(graph, micro, arguments)``."""
+    def inline(self, graph: Graph, arguments: list[Value]) -> Sequence[Value]:
+        """``inline_graph(graph, micro, arguments)`` (a tuple of the results)."""
         if list(map(_type, arguments)) != self.in_types:
             raise IRError(f"cannot inline a gradient micro-graph: its inputs have types "
                           f"[{', '.join(map(str, self.in_types))}], the arguments [{', '.join(str(v.type) for v in arguments)}]")
