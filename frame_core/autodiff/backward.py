@@ -49,10 +49,8 @@ from ..ops_registry.schema import NodeContext, instantiate_gradient, node_has_si
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
 _type = attrgetter("type")
-_inputs = attrgetter("inputs")
 _op = attrgetter("op")
 _outputs = attrgetter("outputs")
-_first = itemgetter(0)
 chain_from = _chain_iterables.from_iterable
 
 
@@ -332,14 +330,6 @@ def _drop_unneeded(graph: Graph, reg: Registry, first: int = 0) -> None:
     """Remove (in place, on a graph this module just built) the nodes from position ``first`` on that no output
     needs and that have no side effect: gradients not asked for, recomputed forward values nothing reads. The
     nodes before ``first`` (the user's forward graph, as written) stay."""
-    appended = graph.nodes[first:]
-    read = set(graph.outputs)
-    read.update(chain_from(map(_inputs, appended)))  # (the loops in C: usually nothing is to go)
-    try:
-        if read.issuperset(map(_first, map(_outputs, appended))):
-            return  # every node has a reader after it, or is an output: by induction from the last, all are needed
-    except IndexError:  # a node without outputs: the walk below decides
-        pass
     live = set(graph.outputs)
     effects = {name for name, schema in reg.schemas.items() if schema.has_side_effect}
     keep = []
