@@ -35,7 +35,8 @@ its path through the enclosing nodes (``MissingGradientError``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
+from itertools import chain as _chain_iterables
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,9 @@ from ..ops_registry.schema import NodeContext, instantiate_gradient, node_has_si
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
 _type = attrgetter("type")
+_op = attrgetter("op")
+_outputs = attrgetter("outputs")
+chain_from = _chain_iterables.from_iterable
 
 
 def _is_index(value: Any) -> bool:
@@ -132,7 +136,7 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
     active = set(sources)
     forward_active = []
     nondiff_of = {}
-    for op in {n.op for n in graph.nodes}:
+    for op in set(map(_op, graph.nodes)):
         schema = reg.schemas.get(op)
         nondiff_of[op] = schema.nondiff_inputs if schema is not None else frozenset()
     isdisjoint = active.isdisjoint
@@ -352,7 +356,7 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     if mark:
         _mark_sized_gradients(graph, chain, reg)
     schemas = reg.schemas
-    without = {op for op in {n.op for n in chain} if op not in schemas or schemas[op].gradient is None}
+    without = {op for op in set(map(_op, chain)) if op not in schemas or schemas[op].gradient is None}
     if without:
         missing = [n for n in chain if n.op in without]
         paths = []
@@ -365,25 +369,26 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
         raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
     grads = dict(seeds)
-    # (op, input types, attrs) -> (inferred types, micro-graph, its recipe)
-    micro_cache: dict[tuple, tuple[list, Graph, Any]] = {}
+    get = grads.get
+    signatures: dict[tuple, _Signature] = {}  # (op, input types, attrs) -> what every node of that signature shares
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
-    with_grad = sources | {v for n in chain for v in n.outputs}
+    with_grad = sources.union(chain_from(map(_outputs, chain)))
     accumulate: _Accumulator | None = None
     for node in reversed(chain):
         outs = node.outputs
         if len(outs) == 1:  # (most nodes)
-            gy = grads.get(outs[0])
+            gy = get(outs[0])
             if gy is None:
                 continue
             seeds_here = [gy]
+            typed = gy.type is outs[0].type
         else:
             gys = [grads.get(y) for y in outs]
             if all(g is None for g in gys):
                 continue
             seeds_here = [g if g is not None else graph.zeros_like(y) for g, y in zip(gys, outs)]
-        schema = reg.schemas[node.op]
-        in_types = tuple(map(_type, node.inputs))
+            typed = all(map(_same_type, seeds_here, outs))
+        ins = node.inputs
         attrs = node.attrs
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
@@ -392,36 +397,32 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                 akey = attr_keys[ident] = attrs_key(attrs)
         else:
             akey = ()
-        key = (node.op, in_types, akey)
-        cached = micro_cache.get(key)
-        if cached is None:
-            try:
-                norm = schema.normalize_attrs(node.attrs)
-                inferred = schema.infer(in_types, norm)
-            except FrameError as exc:
-                raise _not_the_packs_fault([Problem("V6", f"shape inference rejects the inputs: {exc}", node.op,
-                                                    graph.nodes.index(node), label)]) from exc
+        key = (node.op, tuple(map(_type, ins)), akey)
+        sig = signatures.get(key)
+        if sig is None:
+            sig = signatures[key] = _Signature.of(reg.schemas[node.op], node, key[1], graph, label)
+        elif tuple(map(_type, outs)) != sig.out_types:  # (checked before any GradientFn sees the node)
+            raise _recorded_types_differ(node, sig.out_types, graph, label)
+        arguments = [*ins, *outs, *seeds_here]
+        recipe = sig.recipe
+        gxs: Sequence[Value]
+        if recipe is None:
+            gxs = inline_graph(graph, sig.micro, arguments)
+        elif typed:  # (gy as y: x and y are of the signature's types)
+            gxs = recipe.fill(graph, arguments)
         else:
-            inferred = cached[0]
-        if list(map(_type, outs)) != inferred:  # checked before the GradientFn sees the node
-            raise _not_the_packs_fault([Problem(
-                "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
-                      f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
-        if cached is None:
-            micro = _micro_graph(schema, node, graph, label, norm)
-            cached = micro_cache[key] = (inferred, micro, _Recipe.of(micro))
-        recipe = cached[2]
-        arguments = [*node.inputs, *outs, *seeds_here]
-        gxs = inline_graph(graph, cached[1], arguments) if recipe is None else recipe.inline(graph, arguments)
-        nondiff = schema.nondiff_inputs
-        for i, (x, gx) in enumerate(zip(node.inputs, gxs)):
-            if (nondiff and i in nondiff) or x not in with_grad or not x.type.dtype.is_float:
+            gxs = recipe.inline(graph, arguments)  # (raises, naming the types)
+        for i in sig.carries:  # inputs of floating type that the schema differentiates
+            x = ins[i]
+            if x not in with_grad:
                 continue
-            p = gx.producer
-            if p is not None and (p.op == "constant" and is_zero_constant(gx) or p.op == "zeros_like_internal"
-                                  and gx.type.size <= INSPECT_LIMIT):  # (as the constant zeros it compiles to)
-                continue
-            previous = grads.get(x)
+            gx = gxs[i]
+            if i in sig.may_be_zero:
+                p = gx.producer
+                if p is not None and (p.op == "constant" and is_zero_constant(gx) or p.op == "zeros_like_internal"
+                                      and gx.type.size <= INSPECT_LIMIT):  # (as the constant zeros it compiles to)
+                    continue
+            previous = get(x)
             if previous is None:
                 grads[x] = gx
             else:
@@ -431,9 +432,58 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     return grads
 
 
+def _same_type(a: Value, b: Value) -> bool:
+    return a.type is b.type
+
+
+def _recorded_types_differ(node: Node, inferred: Sequence[Any], graph: Graph, label: str) -> GradientError:
+    return _not_the_packs_fault([Problem(
+        "V6", f"outputs are recorded as [{', '.join(str(v.type) for v in node.outputs)}] but inference gives "
+              f"[{', '.join(map(str, inferred))}]", node.op, graph.nodes.index(node), label)])
+
+
+class _Signature:
+    """What the reverse walk needs of every node of one signature (op, input types, attributes), found at its
+    first node: the inferred output types (each node's recorded ones are compared with them), the GradientFn's
+    micro-graph checked against the contract and its recipe, the input positions that carry a gradient (floating
+    and not in ``nondiff_inputs``), and those whose gradient may be a zero constant (not made by a fresh node)."""
+
+    __slots__ = ("out_types", "micro", "recipe", "carries", "may_be_zero")
+
+    def __init__(self, out_types: tuple, micro: Graph, recipe: "_Recipe | None", carries: tuple,
+                 may_be_zero: frozenset) -> None:
+        self.out_types = out_types
+        self.micro = micro
+        self.recipe = recipe
+        self.carries = carries
+        self.may_be_zero = may_be_zero
+
+    @staticmethod
+    def of(schema: Any, node: Node, in_types: tuple, graph: Graph, label: str) -> "_Signature":
+        try:
+            norm = schema.normalize_attrs(node.attrs)
+            inferred = tuple(schema.infer(in_types, norm))
+        except FrameError as exc:
+            raise _not_the_packs_fault([Problem("V6", f"shape inference rejects the inputs: {exc}", node.op,
+                                                graph.nodes.index(node), label)]) from exc
+        if tuple(map(_type, node.outputs)) != inferred:  # checked before the GradientFn sees the node
+            raise _recorded_types_differ(node, inferred, graph, label)
+        micro = _micro_graph(schema, node, graph, label, norm)
+        recipe = _Recipe.of(micro)
+        nondiff = schema.nondiff_inputs
+        carries = tuple(i for i, t in enumerate(in_types) if i not in nondiff and t.dtype.is_float)
+        fresh = {v for n in micro.nodes if n.op not in _ZERO_OPS for v in n.outputs}  # never zeros
+        may_be_zero = frozenset(i for i in carries if micro.outputs[i] not in fresh)
+        return _Signature(inferred, micro, recipe, carries, may_be_zero)
+
+
+#: ops whose output may be zeros the walk skips (a zero constant; zeros read off a value's type)
+_ZERO_OPS = frozenset({"constant", "zeros_like_internal"})
+
+
 def _mark_sized_gradients(graph: Graph, chain: list[Node], reg: Registry) -> None:
-    fixed = sorted({n.op for n in chain if n.op in reg.schemas
-                    and "any_shape_gradient" not in reg.schemas[n.op].traits})
+    fixed = sorted(op for op in set(map(_op, chain)) if op in reg.schemas
+                   and "any_shape_gradient" not in reg.schemas[op].traits)
     if fixed:
         mark_traced_sizes(graph, f"the gradient{'s' if len(fixed) > 1 else ''} of {', '.join(fixed[:5])}"
                                  f"{' ...' if len(fixed) > 5 else ''} may hold the traced sizes (no "
@@ -479,8 +529,11 @@ class _Recipe:
 
     def __init__(self, in_types: list[Any], steps: list[tuple], results: list[int]) -> None:
         self.in_types = in_types
-        self.steps = steps  # (op, input slots, attrs, [(type, name), ...])
-        self.results = results
+        # (op, its inputs from the value list (None for a constant), attrs, type, name, [(type, name), ...] for
+        # several outputs else None)
+        self.steps = [(op, _taker(slots) if slots or op != "constant" else None, attrs, *outs[0],
+                       None if len(outs) == 1 else outs) for op, slots, attrs, outs in steps]
+        self.results = _taker(tuple(results))
         self.made: dict[int, Value] = {}  # step -> the constant that step made (one graph per recipe)
 
     @staticmethod
@@ -496,35 +549,47 @@ class _Recipe:
                 slot[v] = len(slot)
         return _Recipe([v.type for v in micro.inputs], steps, [slot[v] for v in micro.outputs])
 
-    def inline(self, graph: Graph, arguments: list[Value]) -> list[Value]:
-        """``inline_graph(graph, micro, arguments)``."""
+    def inline(self, graph: Graph, arguments: list[Value]) -> Sequence[Value]:
+        """``inline_graph(graph, micro, arguments)`` (a tuple of the results)."""
         if list(map(_type, arguments)) != self.in_types:
             raise IRError(f"cannot inline a gradient micro-graph: its inputs have types "
                           f"[{', '.join(map(str, self.in_types))}], the arguments [{', '.join(str(v.type) for v in arguments)}]")
-        values = list(arguments)
-        extend, at = values.extend, values.__getitem__
+        return self.fill(graph, list(arguments))
+
+    def fill(self, graph: Graph, arguments: list[Value]) -> Sequence[Value]:
+        """``inline`` for arguments the caller knows to be of the recipe's input types; the list grows."""
+        values = arguments
+        add = values.append
         append = graph.nodes.append
-        made = self.made
-        for k, (op, slots, attrs, outs) in enumerate(self.steps):
-            if op == "constant" and not slots:
-                value = made.get(k)
+        for k, (op, take, attrs, t, name, several) in enumerate(self.steps):
+            if take is None:  # a constant: made at the first inlining, read by the later ones
+                value = self.made.get(k)
                 if value is None:
                     node = Node(op, (), dict(attrs))
-                    t, name = outs[0]
                     node.outputs = (Value(t, node, 0, name),)
                     append(node)
-                    value = made[k] = node.outputs[0]
-                values.append(value)
+                    value = self.made[k] = node.outputs[0]
+                add(value)
                 continue
-            node = Node(op, tuple(map(at, slots)), dict(attrs) if attrs else {})
-            if len(outs) == 1:
-                t, name = outs[0]
-                node.outputs = (Value(t, node, 0, name),)
+            node = Node(op, take(values), dict(attrs) if attrs else {})
+            if several is None:
+                value = Value(t, node, 0, name)
+                node.outputs = (value,)
+                add(value)
             else:
-                node.outputs = tuple([Value(t, node, i, name) for i, (t, name) in enumerate(outs)])
-            extend(node.outputs)
+                node.outputs = tuple([Value(t, node, i, name) for i, (t, name) in enumerate(several)])
+                values.extend(node.outputs)
             append(node)
-        return list(map(at, self.results))
+        return self.results(values)
+
+
+def _taker(slots: tuple[int, ...]) -> Any:
+    """``values -> tuple(values[s] for s in slots)`` (in C for two slots or more)."""
+    if len(slots) > 1:
+        return itemgetter(*slots)
+    if slots:
+        return lambda values, s=slots[0]: (values[s],)
+    return lambda values: ()
 
 
 def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, reg: Registry) -> None:

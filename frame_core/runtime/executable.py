@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -138,15 +138,16 @@ class Executable:
         return source, ns["run"]
 
     def _steps(self) -> tuple[list[tuple[Any, ...]], list[Any]]:
-        """The program over a list of registers: steps ``(kernel, argument slots, output slot(s), single
-        output?, slots freed after)`` and the register template (inputs first, constants and buffers
-        preloaded). Used by the loop interpreter and the profiler; made once (the compile makes them for a long
-        program, with the collector paused: made again at the first run, a step per call cost a full collection
-        walking the whole program), and only read afterwards."""
+        """The program over a list of registers: steps ``(kernel, arguments, output slot(s), single output?,
+        slots freed after)`` and the register template (inputs first, constants and buffers preloaded). The
+        arguments are one slot (an int) or a function of the registers giving the arguments' tuple (an
+        ``itemgetter``: no list is built per call). Used by the loop interpreter and the profiler; made once (the
+        compile makes them for a long program, with the collector paused: made again at the first run, a step
+        per call cost a full collection walking the whole program), and only read afterwards."""
         made = self._made_steps
         if made is None:
             prog = self.program
-            steps = [(row[2], *row[4]) for row in prog.rows]
+            steps = [(row[2], _arguments(step[0]), *step[1:]) for row in prog.rows for step in (row[4],)]
             template: list[Any] = [None] * prog.n_slots
             for k, array in prog.presets:
                 template[k] = array
@@ -193,7 +194,7 @@ class Executable:
         result_problem, bad_result = self._result_problem, self._bad_result
         rows = prog.rows
         # (checked runs) which calls are checked in full, and the outputs each kernel must return
-        full, wants = _check_plan(rows, everything=self.checks) if check else ([], {})  # (read only when checking)
+        checks = _check_plan(rows, everything=self.checks) if check else []  # (read only when checking)
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
@@ -209,15 +210,15 @@ class Executable:
             problem = None
             try:
                 if check:
-                    for k, (kernel, args, out, single, frees) in enumerate(steps):
-                        arrays = [regs[a] for a in args]
-                        if full[k]:
+                    for k, ((kernel, args, out, single, frees), plain) in enumerate(zip(steps, checks)):
+                        arrays = (regs[args],) if args.__class__ is int else args(regs)
+                        if plain is None:
                             before = _snapshot(rows[k], arrays)
                             result = kernel(*arrays)
                             problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
                         else:
                             result = kernel(*arrays)
-                            if not _plainly_sound(result, arrays, wants[id(kernel)], rows[k][5] is not None):
+                            if not _plainly_sound(result, arrays, *plain):
                                 problem = result_problem(k, result, arrays)
                         if problem is not None:
                             break
@@ -230,7 +231,7 @@ class Executable:
                             regs[f] = None
                 else:
                     for k, (kernel, args, out, single, frees) in enumerate(steps):
-                        result = kernel(*[regs[a] for a in args])
+                        result = kernel(regs[args]) if args.__class__ is int else kernel(*args(regs))
                         if single:
                             regs[out] = result
                         else:
@@ -497,7 +498,7 @@ class Executable:
             regs = template.copy()
             regs[: len(inputs)] = inputs
             for k, (kernel, args, out, single, _frees) in enumerate(steps):
-                arrays = [regs[a] for a in args]
+                arrays = (regs[args],) if args.__class__ is int else args(regs)
                 t0 = perf()
                 result = kernel(*arrays)
                 samples[k][r] = perf() - t0
@@ -572,40 +573,54 @@ def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: 
     return None
 
 
-def _check_plan(rows: Sequence[tuple], everything: bool) -> tuple[list[bool], dict[Any, Any]]:
-    """Which calls of a checked run are checked in full, and what each kernel must return.
+def _check_plan(rows: Sequence[tuple], everything: bool) -> list[Any]:
+    """How each call of a checked run is checked: ``None`` in full, else ``(outputs wanted, buffered?)``, the
+    arguments of ``_plainly_sound`` after the result and the call's arguments.
 
     Kernels are built once per signature (op, input types, attributes: ``lower``), so a kernel object stands
     for its signature. The first call of each kernel (with and without an ``out`` buffer) is checked in full:
     the result's types, its memory against every input (``np.may_share_memory``) and the inputs' bytes before
     and after (no write into an input). Every other call checks its result's dtype and shape and, by object
     identity, that it shares no memory (``_plainly_sound``); a result that does not plainly pass gets the full
-    result check. With ``everything`` (``FRAME_CHECKS``) every call is checked in full. ``wants`` maps each
-    kernel's id to its outputs' ``(dtype, shape)`` (a kernel's output types follow from its signature; a node
+    result check. With ``everything`` (``FRAME_CHECKS``) every call is checked in full. The outputs wanted are
+    each kernel's outputs' ``(dtype, shape)`` (a kernel's output types follow from its signature; a node
     recording other types than the kernel's first node is checked in full).
     """
-    full = [True] * len(rows)
-    wants: dict[int, Any] = {}
     if everything:
-        return full, wants
-    seen: set[tuple[int, bool]] = set()
-    recorded: dict[int, Any] = {}  # id of a kernel -> the output type(s) its first node records
-    for k, row in enumerate(rows):
-        ident = id(row[2])  # (every kernel lives as long as the program; a kernel object need not hash)
+        return [None] * len(rows)
+    checks: list[Any] = []
+    append = checks.append
+    # id of a kernel -> [the output type(s) its first node records, its plain check (unbuffered, buffered), or
+    # None before its first call of that kind] (every kernel lives as long as the program: ids stay unique)
+    kernels: dict[int, list[Any]] = {}
+    for row in rows:
         outs = row[1].outputs
         types = outs[0].type if len(outs) == 1 else tuple(map(_type, outs))  # (one type: no tuple per row)
-        first = recorded.get(ident)
-        if first is None:
-            recorded[ident] = types
-            wants[ident] = tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in outs])
-        elif types is not first and types != first:  # a graph recording other types for one signature (interned)
-            continue  # checked in full against its own
-        signature = (ident, row[5] is None)
-        if signature in seen:
-            full[k] = False
-        else:
-            seen.add(signature)
-    return full, wants
+        known = kernels.get(id(row[2]))
+        if known is None:
+            known = kernels[id(row[2])] = [types, None, None]
+        elif types is not known[0] and types != known[0]:  # a graph recording other types for one signature
+            append(None)  # checked in full against its own
+            continue
+        buffered = row[5] is not None
+        plain = known[1 + buffered]
+        if plain is None:  # the first call of its kind: in full
+            known[1 + buffered] = (tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in outs]), buffered)
+        append(plain)
+    return checks
+
+
+def _arguments(slots: tuple[int, ...]) -> Any:
+    """A step's arguments: its one slot, or ``registers -> tuple of the arguments``."""
+    if len(slots) == 1:
+        return slots[0]
+    if slots:
+        return itemgetter(*slots)
+    return _no_arguments
+
+
+def _no_arguments(registers: Any) -> tuple:
+    return ()
 
 
 def _plainly_sound(result: Any, args: Sequence[Any], want: tuple, buffered: bool) -> bool:

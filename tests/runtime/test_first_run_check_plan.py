@@ -118,12 +118,13 @@ def test_two_outputs_made_one_array_on_a_later_call_are_caught(reg, monkeypatch)
 
 def test_the_plan_checks_the_first_call_of_each_signature_in_full(reg, monkeypatch):
     exe = _twice(reg, "late_wider", True, monkeypatch)
-    full, wants = executable._check_plan(exe.program.rows, everything=False)
+    checks = executable._check_plan(exe.program.rows, everything=False)  # None: in full
     ops_of = [row[1].op for row in exe.program.rows]
     late = [k for k, op in enumerate(ops_of) if op == "late_wider"]
-    assert full[late[0]] and not full[late[1]]
-    assert wants[id(exe.program.rows[late[1]][2])] == ((np.dtype(np.float64), (4,)),)
-    assert all(executable._check_plan(exe.program.rows, everything=True)[0])  # FRAME_CHECKS: every call in full
+    assert checks[late[0]] is None and checks[late[1]] is not None
+    want, buffered = checks[late[1]]
+    assert want == ((np.dtype(np.float64), (4,)),) and buffered == (exe.program.rows[late[1]][5] is not None)
+    assert all(c is None for c in executable._check_plan(exe.program.rows, everything=True))  # FRAME_CHECKS: all
 
 
 def test_sound_repeated_kernels_pass_and_give_the_unchecked_programs_results():
