@@ -132,6 +132,10 @@ class _Builder:
             return v
         return self.apply("reshape", v, shape=(*([1] * missing), *v.type.shape))
 
+    def like(self, v: Value, value: Value) -> Value:
+        """``v`` broadcast to ``value``'s shape, read off ``value`` (so the graph follows it to another batch)."""
+        return _broadcast_like(self.graph, self.reg, v, value)
+
     def flat_matmul(self, a: Value, b: Value) -> Value:
         """``a @ b`` for a stacked ``a`` ([..., m, k]) and a matrix ``b``, as one [prod(...) m, k] @ [k, n] product
         and reshapes (views): numpy's stacked matmul with a broadcast matrix runs far slower than one GEMM."""
@@ -211,7 +215,8 @@ class _Builder:
             axis = -1 if i == 0 else -2  # the contraction axis must be there in full
             if op == "matmul" and aligned[i].type.shape[axis] != node.inputs[i].type.shape[axis]:
                 full = (*aligned[i].type.shape[:-2], *node.inputs[i].type.shape[-2:])
-                aligned[i] = self.apply("broadcast_to", aligned[i], shape=full)
+                aligned[i] = (self.like(aligned[i], node.inputs[i]) if full == node.inputs[i].type.shape
+                              else self.apply("broadcast_to", aligned[i], shape=full))
             other = node.inputs[1 - i]
             if op == "matmul" and i == 0 and other.type.rank == 2 and aligned[i].type.rank > 2:
                 g = self.add(g, self.flat_matmul(aligned[i], other))
@@ -221,7 +226,9 @@ class _Builder:
             if li is not None:
                 li = self.align_l(li, node.inputs[i].type.rank if op == "matmul" else rank)
                 if op == "matmul" and li.type.shape[axis] != node.inputs[i].type.shape[axis]:  # a row: as for G
-                    li = self.apply("broadcast_to", li, shape=(*li.type.shape[:-2], *node.inputs[i].type.shape[-2:]))
+                    full = (*li.type.shape[:-2], *node.inputs[i].type.shape[-2:])
+                    li = (self.like(li, node.inputs[i]) if full == node.inputs[i].type.shape
+                          else self.apply("broadcast_to", li, shape=full))
                 if op == "matmul" and i == 0 and other.type.rank == 2 and li.type.rank > 2:
                     l_ = self.add(l_, self.flat_matmul(li, other))
                 else:
@@ -317,7 +324,7 @@ class _Builder:
         per_direction: list[list[Value]] = [[] for _ in range(m)]
         l_terms: list[list[Value]] = [[] for _ in range(m)]
         for k in range(self.k):
-            vs = [self._direction(state[node.inputs[i]][0], k, node.inputs[i].type) for i in active]
+            vs = [self._direction(state[node.inputs[i]][0], k, node.inputs[i]) for i in active]
             outs = inline_graph(graph, second, [*node.inputs, *vs, *vs])
             for j in range(m):
                 per_direction[j].append(outs[m + j])
@@ -326,7 +333,7 @@ class _Builder:
         jl = None
         if any(v is not None for v in ls):
             # an L may be a row (size-1 axes) where it is the same for every point, as x * x of the seed is
-            filled = [self._full(v, node.inputs[i].type) if v is not None else graph.zeros(node.inputs[i].type)
+            filled = [self._full(v, node.inputs[i]) if v is not None else graph.zeros_like(node.inputs[i])
                       for v, i in zip(ls, active)]
             jl = inline_graph(graph, first, [*node.inputs, *filled])[m:]
         result: list[tuple[Value | None, Value | None] | None] = []
@@ -342,13 +349,14 @@ class _Builder:
             result.append((g, l_))
         return result
 
-    def _full(self, l_: Value, t: Any) -> Value:
-        """An ``L`` value (the primal's rank or less, size-1 axes where it does not vary) as the primal's type ``t``."""
-        l_ = self.align_l(l_, t.rank)
-        return l_ if l_.type.shape == t.shape else self.apply("broadcast_to", l_, shape=t.shape)
+    def _full(self, l_: Value, primal: Value) -> Value:
+        """An ``L`` value (the primal's rank or less, size-1 axes where it does not vary) as ``primal``'s type."""
+        l_ = self.align_l(l_, primal.type.rank)
+        return l_ if l_.type.shape == primal.type.shape else self.like(l_, primal)
 
-    def _direction(self, g: Value, k: int, t: Any) -> Value:
-        """Row ``k`` of ``g`` (leading K axis), broadcast to the primal's type ``t``."""
+    def _direction(self, g: Value, k: int, primal: Value) -> Value:
+        """Row ``k`` of ``g`` (leading K axis), broadcast to ``primal``'s type."""
+        t = primal.type
         if self.lead:
             row = self.apply("slice", g, starts=[k], stops=[k + 1], axes=[0])
             row = self.apply("reshape", row, shape=g.type.shape[1:])
@@ -357,7 +365,7 @@ class _Builder:
         if row.type.rank < t.rank:
             row = self.align_l(row, t.rank)
         if row.type.shape != t.shape:
-            row = self.apply("broadcast_to", row, shape=t.shape)
+            row = self.like(row, primal)
         return row
 
     def materialise(self, y: Value, pair: tuple[Value | None, Value | None] | None) -> tuple[Value, Value]:
@@ -379,6 +387,35 @@ class _Builder:
             if l_.type.shape != shape:
                 l_ = self.apply("broadcast_to", l_, shape=shape)
         return g, l_
+
+
+def _broadcast_like(graph: Graph, reg: Registry, v: Value, value: Value) -> Value:
+    """``v`` broadcast to ``value``'s shape: ``broadcast_like_internal`` (compiled, ``broadcast_to`` of the shape
+    then known) where the registry has it, so the graph follows ``value`` to another batch; else ``broadcast_to``
+    of the traced shape (then ``_holds_traced_batch`` finds it and the graph is marked)."""
+    if "broadcast_like_internal" in reg.schemas:
+        return graph.apply("broadcast_like_internal", v, value)
+    return graph.apply("broadcast_to", v, shape=value.type.shape)
+
+
+def _holds_traced_batch(graph: Graph, first: int) -> bool:
+    """Whether a node from ``first`` on may hold an input's traced leading size as a number: a constant with
+    an axis of that size, or an attribute listing it (conservative: a size that merely equals it counts too)."""
+    sizes = {v.type.shape[0] for v in graph.inputs if v.type.rank}
+    if not sizes:
+        return False
+    for node in graph.nodes[first:]:
+        if node.op == "constant":
+            shape = node.attrs["value"].shape
+            if any(d in sizes for d in shape if d != 1) or (1 in sizes and shape[:1] == (1,) and len(shape) > 1
+                                                           and math.prod(shape) > 1):
+                return True
+            continue
+        for a in (node.attrs.values() if node.attrs else ()):
+            if isinstance(a, (tuple, list)) and a and all(isinstance(d, (int, np.integer)) for d in a) and \
+                    (any(d in sizes for d in a if d > 1) or (1 in sizes and a[0] == 1 and len(a) > 1)):
+                return True
+    return False
 
 
 @contextmanager
@@ -596,14 +633,18 @@ def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Se
         raise GradientError(f"registry= takes a frame_core Registry, got {type(registry).__name__}")
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
-        result = _taylor(graph, i, selected, int(order), reg)
+        result, holds = _taylor(graph, i, selected, int(order), reg)
         made(len(result.nodes))
-    mark_traced_sizes(result, f"build_taylor_graph wrote its directions for x of type {graph.inputs[i].type}; "
-                              "build the Taylor graph again for the new shapes")
+    # the seed is one row of ones and every zero and broadcast reads the shape of a value: the graph runs at any
+    # batch. Where a node holds the traced size still (a broadcast_to without broadcast_like_internal in the
+    # registry; an op's rule that holds it marks the graph as it is inlined), at another batch it is refused
+    if holds:
+        mark_traced_sizes(result, f"build_taylor_graph wrote its directions for x of type {graph.inputs[i].type}; "
+                                  "build the Taylor graph again for the new shapes")
     return result
 
 
-def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry) -> Graph:
+def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry) -> tuple[Graph, bool]:
     result = _prepare(graph, reg, f"{graph.name}_taylor")
     n_forward = len(result.nodes)
     x = result.inputs[i]
@@ -619,8 +660,10 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
         builder.run(chain, state)
         for j in selected:
             y = result.outputs[j]
-            g, l_ = builder.materialise(y, state.get(y))
-            coefficients[y] = [result.apply("reshape", g, shape=y.type.shape), l_][:order]
+            g, l_ = state.get(y) or (None, None)
+            coefficients[y] = [None if v is None else builder.like(builder.align_l(v, y.type.rank), y)
+                               if builder.align_l(v, y.type.rank).type.shape != y.type.shape
+                               else builder.align_l(v, y.type.rank) for v in (g, l_)][:order]
     else:
         coefficients = _taylor_generic(result, chain, x, order, reg)
     for j in selected:
@@ -628,10 +671,10 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
         series = coefficients.get(y) or []
         for q in range(order):
             known = series[q] if q < len(series) else None
-            v = known if known is not None else result.constant(np.zeros(y.type.shape, y.type.dtype.np))
+            v = known if known is not None else result.zeros_like(y)
             result.mark_output(v, f"d{q + 1}({output_label(graph, j)}, {label})")
     _drop_unneeded_after(result, n_forward, reg)
-    return result
+    return result, _holds_traced_batch(result, n_forward)
 
 
 def _taylor_generic(graph: Graph, chain: list[Node], x: Value, order: int, reg: Registry) -> dict:
@@ -713,13 +756,16 @@ class _Series:
     def fit(self, v: Value | None, y: Value) -> Value | None:
         if v is None or v.type.shape == y.type.shape:
             return v
-        return self.graph.apply("broadcast_to", v, shape=y.type.shape)
+        return _broadcast_like(self.graph, self.reg, v, y)
 
     # -- the walk --------------------------------------------------------------------------------------
     def run(self, chain: list[Node], x: Value) -> dict:
         K = self.order
-        series: dict[Value, Series] = {
-            x: [x, self.graph.constant(np.ones(x.type.shape, x.type.dtype.np)), *([None] * (K - 1))]}
+        # the seed: a row of ones broadcast to x's shape (read off x: it follows x to another batch)
+        seed = self.graph.constant(np.ones((1,) * x.type.rank, x.type.dtype.np))
+        if seed.type.shape != x.type.shape:
+            seed = _broadcast_like(self.graph, self.reg, seed, x)
+        series: dict[Value, Series] = {x: [x, seed, *([None] * (K - 1))]}
         for node in chain:
             schema = self.reg.schemas[node.op]
             active = [i for i, v in enumerate(node.inputs)
@@ -763,7 +809,7 @@ class _Series:
                 if all(ins[i][k] is None for i in active):
                     out.append(None)
                     continue
-                parts = [ins[i][k] if i in active and ins[i][k] is not None else graph.zeros(v.type)
+                parts = [ins[i][k] if i in active and ins[i][k] is not None else graph.zeros_like(v)
                          for i, v in enumerate(node.inputs)]
                 out.append(graph.apply(op, *parts, **dict(node.attrs)))
             return [out]
@@ -857,7 +903,7 @@ class _Series:
                 levels.append((step, list(extras)))
                 current = step
             self.generic_rules[key] = levels
-        zeros = {i: graph.zeros(node.inputs[i].type) for i in active}
+        zeros = {i: graph.zeros_like(node.inputs[i]) for i in active}
         out_series: list[Series] = [[] for _ in range(m)]
         for step, extras in levels:
             coeffs = []
