@@ -256,24 +256,19 @@ class _Builder:
         # bind the tangents to ones, one input at a time: f_a = J e_a (the Jacobian of an elementwise op is diagonal)
         result = Graph(f"{node.op}_derivatives")
         rxs = [result.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
-        per_input = {}
         for a in active:
-            unit = [result.constant(np.ones(node.inputs[b].type.shape, node.inputs[b].type.dtype.np)) if b == a
-                    else result.zeros(node.inputs[b].type) for b in active]
-            per_input[a] = unit
+            unit = [self._unit(result, rxs[b]) if b == a else result.zeros_like(rxs[b]) for b in active]
             result.mark_output(inline_graph(result, first, [*rxs, *unit])[1])
         # second derivatives: d/dx_b of f_a, by forward mode over the graph of f_a
         firsts = Graph(f"{node.op}_first")
         fx = [firsts.add_input(v.type, f"x{i}") for i, v in enumerate(node.inputs)]
         for a in active:
-            unit = [firsts.constant(np.ones(node.inputs[b].type.shape, node.inputs[b].type.dtype.np)) if b == a
-                    else firsts.zeros(node.inputs[b].type) for b in active]
+            unit = [self._unit(firsts, fx[b]) if b == a else firsts.zeros_like(fx[b]) for b in active]
             firsts.mark_output(inline_graph(firsts, first, [*fx, *unit])[1])
         second = build_jvp_graph(firsts, active, registry=self.reg)
         for ia, a in enumerate(active):
             for b in active[ia:]:
-                unit = [result.constant(np.ones(node.inputs[c].type.shape, node.inputs[c].type.dtype.np)) if c == b
-                        else result.zeros(node.inputs[c].type) for c in active]
+                unit = [self._unit(result, rxs[c]) if c == b else result.zeros_like(rxs[c]) for c in active]
                 outs = inline_graph(result, second, [*rxs, *unit])
                 result.mark_output(outs[len(active) + ia])
         _reuse_primal(result, node, rxs, result.add_input(node.outputs[0].type, "y"))
@@ -281,6 +276,12 @@ class _Builder:
         keep_needed(result)
         self.deriv_cache[key] = result
         return result
+
+    def _unit(self, graph: Graph, x: Value) -> Value:
+        """Ones of ``x``'s type, read off ``x`` (a row of ones broadcast like it): the unit tangent of an
+        elementwise op's derivatives, which follows ``x`` to another batch where a rule keeps it (atan's t / (1 + x^2))."""
+        one = graph.constant(np.ones((1,) * x.type.rank, x.type.dtype.np))
+        return one if one.type.shape == x.type.shape else _broadcast_like(graph, self.reg, one, x)
 
     def _elementwise(self, node: Node, active: list[int], state: dict) -> list:
         rank = node.outputs[0].type.rank
@@ -443,7 +444,7 @@ def _tidy(graph: Graph) -> None:
             n.inputs = tuple([swap.get(v, v) for v in n.inputs])
         if n.op == "mul" and len(n.outputs) == 1:
             for one, other in (n.inputs, n.inputs[::-1]):
-                value = constant_array(one)
+                value = _ones_array(one)
                 if value is not None and other.type == n.outputs[0].type and np.all(value == 1):
                     swap[n.outputs[0]] = other
                     break
@@ -462,6 +463,14 @@ def _tidy(graph: Graph) -> None:
         else:
             swap.update(zip(n.outputs, twin.outputs))
     graph.outputs = [swap.get(v, v) for v in graph.outputs]
+
+
+def _ones_array(v: Value) -> np.ndarray | None:
+    """The constant array of ``v``, seen through a ``broadcast_like_internal`` of a constant (a unit tangent)."""
+    p = v.producer
+    if p is not None and p.op == "broadcast_like_internal":
+        v = p.inputs[0]
+    return constant_array(v)
 
 
 def _reuse_primal(result: Graph, node: Node, xs: list[Value], y: Value) -> None:
