@@ -248,6 +248,7 @@ def _like_schema(name: str, value: float) -> OpSchema:
         shape_infer=shape,
         kernels={"cpu": lambda ctx: _filled_kernel(ctx, value)},
         gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),  # y does not depend on x's values
+        traits=("any_shape_gradient",),  # a zero gradient: no size in it (Taylor's concat rule runs at any batch)
         doc=f"A tensor of {'zeros' if value == 0 else 'ones'} with x's shape and dtype (or dtype); only x's type "
             "is read, so x's gradient through it is zero.",
         examples=[Example(["f32[2, 3]"]), Example(["f64[4]"], {"dtype": "i64"}), Example(["i32[3]"])],
