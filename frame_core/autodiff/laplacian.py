@@ -669,10 +669,7 @@ def _taylor(graph: Graph, i: int, selected: list[int], order: int, reg: Registry
         builder.run(chain, state)
         for j in selected:
             y = result.outputs[j]
-            g, l_ = state.get(y) or (None, None)
-            coefficients[y] = [None if v is None else builder.like(builder.align_l(v, y.type.rank), y)
-                               if builder.align_l(v, y.type.rank).type.shape != y.type.shape
-                               else builder.align_l(v, y.type.rank) for v in (g, l_)][:order]
+            coefficients[y] = [None if v is None else builder._full(v, y) for v in state.get(y) or (None, None)][:order]
     else:
         coefficients = _taylor_generic(result, chain, x, order, reg)
     for j in selected:
