@@ -123,24 +123,28 @@ class _Builder:
         missing = rank + lead - g.type.rank
         if missing <= 0:
             return g
-        shape = (*g.type.shape[:lead], *([1] * missing), *g.type.shape[lead:])
-        return self.apply("reshape", g, shape=shape)
+        return self.apply("expand_dims", g, axes=list(range(lead, lead + missing)))
 
     def align_l(self, v: Value, rank: int) -> Value:
         missing = rank - v.type.rank
         if missing <= 0:
             return v
-        return self.apply("reshape", v, shape=(*([1] * missing), *v.type.shape))
+        return self.apply("expand_dims", v, axes=list(range(missing)))
 
-    def like(self, v: Value, value: Value) -> Value:
-        """``v`` broadcast to ``value``'s shape, read off ``value`` (so the graph follows it to another batch)."""
+    def like(self, v: Value, value: Value, prefix: tuple[int, ...] = ()) -> Value:
+        """``v`` broadcast to ``(*prefix, *value.shape)``, read off ``value`` (so the graph follows it to another
+        batch): against ``zeros(prefix + 1s) + zeros_like(value)``, which compiling drops (read for its shape only)."""
+        if prefix:
+            zeros = self.graph.constant(np.zeros((*prefix, *([1] * value.type.rank)), value.type.dtype.np))
+            value = self.apply("add", zeros, self.graph.zeros_like(value))
         return _broadcast_like(self.graph, self.reg, v, value)
 
     def flat_matmul(self, a: Value, b: Value) -> Value:
         """``a @ b`` for a stacked ``a`` ([..., m, k]) and a matrix ``b``, as one [prod(...) m, k] @ [k, n] product
         and reshapes (views): numpy's stacked matmul with a broadcast matrix runs far slower than one GEMM."""
-        lead = a.type.shape[:-1]
-        flat = self.apply("reshape", a, shape=(int(np.prod(lead, dtype=np.int64)), a.type.shape[-1]))
+        lead = list(a.type.shape[:-1])
+        lead[min(self.lead, len(lead) - 1)] = -1  # the points' axis (after K): the sizes follow the batch
+        flat = self.apply("reshape", a, shape=(-1, a.type.shape[-1]))
         return self.apply("reshape", self.apply("matmul", flat, b), shape=(*lead, b.type.shape[-1]))
 
     def ksum(self, g: Value) -> Value:
@@ -214,9 +218,7 @@ class _Builder:
             aligned[i] = self.align(gi, rank)
             axis = -1 if i == 0 else -2  # the contraction axis must be there in full
             if op == "matmul" and aligned[i].type.shape[axis] != node.inputs[i].type.shape[axis]:
-                full = (*aligned[i].type.shape[:-2], *node.inputs[i].type.shape[-2:])
-                aligned[i] = (self.like(aligned[i], node.inputs[i]) if full == node.inputs[i].type.shape
-                              else self.apply("broadcast_to", aligned[i], shape=full))
+                aligned[i] = self._stretch(aligned[i], node.inputs[i])
             other = node.inputs[1 - i]
             if op == "matmul" and i == 0 and other.type.rank == 2 and aligned[i].type.rank > 2:
                 g = self.add(g, self.flat_matmul(aligned[i], other))
@@ -226,9 +228,7 @@ class _Builder:
             if li is not None:
                 li = self.align_l(li, node.inputs[i].type.rank if op == "matmul" else rank)
                 if op == "matmul" and li.type.shape[axis] != node.inputs[i].type.shape[axis]:  # a row: as for G
-                    full = (*li.type.shape[:-2], *node.inputs[i].type.shape[-2:])
-                    li = (self.like(li, node.inputs[i]) if full == node.inputs[i].type.shape
-                          else self.apply("broadcast_to", li, shape=full))
+                    li = self._stretch(li, node.inputs[i])
                 if op == "matmul" and i == 0 and other.type.rank == 2 and li.type.rank > 2:
                     l_ = self.add(l_, self.flat_matmul(li, other))
                 else:
@@ -238,6 +238,13 @@ class _Builder:
             both = self.ksum(self.apply(op, aligned[0], aligned[1]))
             l_ = self.add(l_, self.apply("mul", both, self.graph.constant(np.asarray(2, both.type.dtype.np))))
         return [(g, l_)]
+
+    def _stretch(self, v: Value, operand: Value) -> Value:
+        """``v`` (a tangent of the matmul operand ``operand``) with its last two axes broadcast to the operand's."""
+        full = (*v.type.shape[:-2], *operand.type.shape[-2:])
+        if operand.type.rank == 2:
+            return self.like(v, operand, full[:-2])
+        return self.apply("broadcast_to", v, shape=full)  # a stacked operand: _holds_traced_batch marks the graph
 
     def _derivatives(self, node: Node, active: list[int]) -> Graph:
         """``(xs, y) -> [f_a for a in active] + [f_ab for a <= b in active]`` for an elementwise node ``y = f(xs)``,
@@ -360,7 +367,7 @@ class _Builder:
         t = primal.type
         if self.lead:
             row = self.apply("slice", g, starts=[k], stops=[k + 1], axes=[0])
-            row = self.apply("reshape", row, shape=g.type.shape[1:])
+            row = self.apply("squeeze", row, axes=[0])
         else:
             row = g
         if row.type.rank < t.rank:
@@ -370,24 +377,19 @@ class _Builder:
         return row
 
     def materialise(self, y: Value, pair: tuple[Value | None, Value | None] | None) -> tuple[Value, Value]:
-        shape = y.type.shape
+        """``(G, L)`` of output ``y`` in full: ``G`` of shape ``[K, *y.shape]``, ``L`` of ``y``'s; every size read
+        off ``y``, so the graph follows it to another batch."""
         g0, l_ = pair if pair is not None else (None, None)
         if g0 is None:
-            return (self.graph.constant(np.zeros((self.k, *shape), y.type.dtype.np)),
-                    self.graph.constant(np.zeros(shape, y.type.dtype.np)))
-        g = self.align(g0, y.type.rank)
-        full = (self.k, *shape) if self.lead else shape
-        if g.type.shape != full:
-            g = self.apply("broadcast_to", g, shape=full)
-        if not self.lead:
-            g = self.apply("reshape", g, shape=(1, *shape))
-        if l_ is None:
-            l_ = self.graph.constant(np.zeros(shape, y.type.dtype.np))
+            zero = self.graph.constant(np.zeros((self.k, *([1] * y.type.rank)), y.type.dtype.np))
+            g = self.like(zero, y, (self.k,))
         else:
-            l_ = self.align_l(l_, y.type.rank)
-            if l_.type.shape != shape:
-                l_ = self.apply("broadcast_to", l_, shape=shape)
-        return g, l_
+            g = self.align(g0, y.type.rank)
+            if g.type.shape[self.lead:] != y.type.shape:
+                g = self.like(g, y, (self.k,) if self.lead else ())
+            if not self.lead:
+                g = self.apply("expand_dims", g, axes=[0])
+        return g, self.graph.zeros_like(y) if l_ is None else self._full(l_, y)
 
 
 def _broadcast_like(graph: Graph, reg: Registry, v: Value, value: Value) -> Value:
@@ -556,12 +558,15 @@ def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | 
         raise GradientError(f"registry= takes a frame_core Registry, got {type(registry).__name__}")
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
-        result = _laplacian(graph, i, selected, dirs, weights, int(batch_dims), reg, operator is None)
+        result, holds = _laplacian(graph, i, selected, dirs, weights, int(batch_dims), reg, operator is None)
         made(len(result.nodes))
-    # the directions are constants of x's traced shape: at another batch the graph is refused, never run wrongly
-    # (broadcast against one row, a batch of 1 gave the traced batch's shapes)
-    mark_traced_sizes(result, f"build_laplacian_graph wrote its directions for x of type {x_type}; build the "
-                              "Laplacian graph again for the new shapes")
+    # with batch_dims=0 the directions span every element of x, constants of its traced shape: at another batch
+    # the graph is refused, never run wrongly (broadcast against one row, a batch of 1 gave the traced batch's
+    # shapes). With points (batch_dims >= 1) they act on one point's coordinates and every size is read off a
+    # value: the graph runs at any number of points, unless a node holds the traced size (an op's rule)
+    if batch_dims == 0 or holds:
+        mark_traced_sizes(result, f"build_laplacian_graph wrote its directions for x of type {x_type}; build the "
+                                  "Laplacian graph again for the new shapes")
     return result
 
 
@@ -585,7 +590,7 @@ def _check_chain(chain: list[Node], graph: Graph, reg: Registry, what: str) -> N
 
 
 def _laplacian(graph: Graph, i: int, selected: list[int], dirs: np.ndarray, weights: np.ndarray | None,
-               batch_dims: int, reg: Registry, plain: bool) -> Graph:
+               batch_dims: int, reg: Registry, plain: bool) -> tuple[Graph, bool]:
     result = _prepare(graph, reg, f"{graph.name}_laplacian")
     n_forward = len(result.nodes)
     x = result.inputs[i]
@@ -604,7 +609,7 @@ def _laplacian(graph: Graph, i: int, selected: list[int], dirs: np.ndarray, weig
     for j, (_, l_) in zip(selected, pairs):
         result.mark_output(l_, f"{'laplacian' if plain else 'op'}({output_label(graph, j)}, {label})")
     _drop_unneeded_after(result, n_forward, reg)
-    return result
+    return result, _holds_traced_batch(result, n_forward)
 
 
 #: the highest order of the generic rule (ops without a recurrence): it nests JVPs, so its graph grows
