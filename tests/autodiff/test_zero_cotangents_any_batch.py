@@ -185,19 +185,23 @@ def test_at_the_traced_shape_the_compiled_program_is_the_one_constant_zeros_gave
         _bitwise(a.run(args), b.run(args), f"O{level}")
 
 
-def test_laplacian_graphs_refuse_another_batch_by_name_and_taylor_graphs_run_there():
-    """The Laplacian's directions are constants of x's traced shape: refused by name at another batch, never run
-    wrongly (a Taylor graph traced at 4 points returned 4 rows at 1 point before its graph was marked). The Taylor
-    graph's seed is a row of ones broadcast like x: it runs there, bit for bit a graph built at that batch."""
+def test_laplacian_and_taylor_graphs_of_points_run_at_another_batch_and_over_all_of_x_refuse_it():
+    """With batch_dims=0 the Laplacian's directions span every element of x, constants of its traced shape:
+    refused by name at another batch, never run wrongly (a Taylor graph traced at 4 points returned 4 rows at 1
+    point before its graph was marked). With batch_dims=1 the directions act on one point's coordinates, and the
+    Taylor seed is a row of ones broadcast like x: both run there, bit for bit a graph built at that batch."""
     w, v = RNG.standard_normal((2, 3)), RNG.standard_normal((3, 1))
 
     def graph(n):
         return fc.trace(lambda x: ops.tanh(ops.tanh(x @ w) @ v), f"f64[{n}, 2]")
-    laplacian = fc.compile(fc.build_laplacian_graph(graph(4), 0, batch_dims=1), dynamic_shapes=True)
-    taylor = fc.compile(fc.build_taylor_graph(graph(4), 0, 3), dynamic_shapes=True)
-    laplacian.run([RNG.standard_normal((4, 2))])
+    builders = {"laplacian of points": lambda g: fc.build_laplacian_graph(g, 0, batch_dims=1),
+                "taylor": lambda g: fc.build_taylor_graph(g, 0, 3)}
+    everything = fc.compile(fc.build_laplacian_graph(graph(4), 0), dynamic_shapes=True)
+    everything.run([RNG.standard_normal((4, 2))])
+    traced = {name: fc.compile(build(graph(4)), dynamic_shapes=True) for name, build in builders.items()}
     for batch in (1, 7):
         x = RNG.standard_normal((batch, 2))
         with pytest.raises(fc.ShapeError, match="build_laplacian_graph wrote its directions"):
-            laplacian.run([x])
-        _bitwise(taylor.run([x]), fc.compile(fc.build_taylor_graph(graph(batch), 0, 3)).run([x]), f"taylor {batch}")
+            everything.run([x])
+        for name, build in builders.items():
+            _bitwise(traced[name].run([x]), fc.compile(build(graph(batch))).run([x]), f"{name} at {batch}")
