@@ -286,7 +286,8 @@ class _Builder:
 
     def _unit(self, graph: Graph, x: Value) -> Value:
         """Ones of ``x``'s type, read off ``x`` (a row of ones broadcast like it): the unit tangent of an
-        elementwise op's derivatives, which follows ``x`` to another batch where a rule keeps it (atan's t / (1 + x^2))."""
+        elementwise op's derivatives: it follows ``x`` to another batch where a rule keeps it (atan's
+        ``t / (1 + x^2)``)."""
         one = graph.constant(np.ones((1,) * x.type.rank, x.type.dtype.np))
         return one if one.type.shape == x.type.shape else _broadcast_like(graph, self.reg, one, x)
 
@@ -403,20 +404,23 @@ def _broadcast_like(graph: Graph, reg: Registry, v: Value, value: Value) -> Valu
 
 def _holds_traced_batch(graph: Graph, first: int) -> bool:
     """Whether a node from ``first`` on may hold an input's traced leading size as a number: a constant with
-    an axis of that size, or an attribute listing it (conservative: a size that merely equals it counts too)."""
+    an axis of that size, or an attribute listing it (conservative: a size that merely equals it counts too; a
+    shape with -1, flat_matmul's, stands for the points' axis there and lists the others' fixed sizes)."""
     sizes = {v.type.shape[0] for v in graph.inputs if v.type.rank}
-    if not sizes:
-        return False
-    for node in graph.nodes[first:]:
+
+    def holds(shape: Sequence[int]) -> bool:
+        if any(d in sizes for d in shape if d > 1):
+            return True
+        return 1 in sizes and len(shape) > 1 and shape[0] == 1 and math.prod(shape) > 1  # traced at one point
+
+    for node in graph.nodes[first:] if sizes else ():
         if node.op == "constant":
-            shape = node.attrs["value"].shape
-            if any(d in sizes for d in shape if d != 1) or (1 in sizes and shape[:1] == (1,) and len(shape) > 1
-                                                           and math.prod(shape) > 1):
+            if holds(node.attrs["value"].shape):
                 return True
             continue
-        for a in (node.attrs.values() if node.attrs else ()):
-            if isinstance(a, (tuple, list)) and a and all(isinstance(d, (int, np.integer)) for d in a) and \
-                    (any(d in sizes for d in a if d > 1) or (1 in sizes and a[0] == 1 and len(a) > 1)):
+        for a in node.attrs.values() if node.attrs else ():
+            if isinstance(a, (tuple, list)) and a and -1 not in a and \
+                    all(isinstance(d, (int, np.integer)) for d in a) and holds(a):
                 return True
     return False
 

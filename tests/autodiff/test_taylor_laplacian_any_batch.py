@@ -90,8 +90,8 @@ def test_a_rule_that_holds_the_traced_size_still_refuses_another_batch_by_name()
 
 
 def _points(x, c):
-    h = ops.tanh(x @ W1[:, :4]) * ops.atan(x @ W1[:, 2:])
-    return [ops.sin(h) @ W3[:4], ops.exp(c), ops.sum(ops.sin(x), axes=[1]), ops.concat(h, x, axis=1),
+    h = ops.tanh(x @ W1[:, :3]) * ops.atan(x @ W1[:, 3:])
+    return [ops.sin(h) @ W3[:3], ops.exp(c), ops.sum(ops.sin(x), axes=[1]), ops.concat(h, x, axis=1),
             x[:, :1] * 2.0]
 
 
