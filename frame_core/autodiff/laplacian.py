@@ -32,6 +32,9 @@ where the op has one, else by the generic rule ``y_(j+1) = jvp(h_j)`` (the JVP o
 ``(x_1, ..., x_(j+1))``).
 
 Both results are ordinary graphs: ``build_backward_graph`` differentiates them again (a PINN loss trains).
+The Taylor graph, and the Laplacian graph with ``batch_dims >= 1``, run at any number of points (compiled with
+``dynamic_shapes=True``): the seed is a row broadcast like ``x``, every zero, broadcast and reshape added reads
+its size off a value; ``_holds_traced_batch`` marks a graph where an added node still holds the traced size.
 """
 
 from __future__ import annotations
@@ -546,6 +549,9 @@ def build_laplacian_graph(graph: Graph, wrt: int | str, outputs: Sequence[int | 
     of ``A`` otherwise), then per selected output ``laplacian(<output>, <input>)`` (``op(...)`` with an
     operator) of ``u``'s shape. ``outputs`` defaults to every floating output.
 
+    With ``batch_dims >= 1`` the graph, compiled with ``dynamic_shapes=True``, runs at any number of points (bit
+    for bit a graph built there); with ``batch_dims=0`` it is refused at another shape.
+
     Raises ``TangentError`` when ``wrt`` is not a floating input or an output is not floating,
     ``MissingGradientError`` naming every op on the chain without a forward rule.
     """
@@ -637,6 +643,8 @@ def build_taylor_graph(graph: Graph, wrt: int | str, order: int = 2, outputs: Se
     ``tanh``, ``sigmoid``, ``sin``, ``cos``, ``log``, ``sqrt``, ...) cost about ``order^2 / 2`` products; any
     other op takes the generic rule, which nests JVPs and grows about 2.8x per order, so a chain holding one is
     capped at ``MAX_TAYLOR_ORDER`` (8), a ``TangentError`` naming the op rather than a build that never ends.
+    Compiled with ``dynamic_shapes=True`` the graph runs at any leading size of ``x``, bit for bit a graph built
+    there, unless an op's forward rule on the chain holds the traced sizes (then it is refused by name).
     """
     what = "build_taylor_graph"
     i = _check_wrt(graph, wrt, what)
