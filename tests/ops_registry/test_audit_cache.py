@@ -33,7 +33,7 @@ def audits(monkeypatch):
 
 def stored(env) -> list:
     folder = Path(audit_cache.directory(env))
-    return sorted(folder.glob("*.json")) if folder.exists() else []
+    return sorted(folder.glob("*.marshal")) if folder.exists() else []
 
 
 def test_a_clean_audit_is_stored_and_reused_with_the_same_orders(env, audits):
@@ -148,9 +148,12 @@ def test_the_store_is_off_with_frame_audit_cache_0(env, audits):
 def test_an_unreadable_entry_means_a_fresh_audit(env, audits):
     load_registry(audit_cache=True, environ=env)
     (entry,) = stored(env)
-    entry.write_text("{not json")
-    reg = load_registry(audit_cache=True, environ=env)
-    assert len(audits) == 2 and reg.closure["cached_ident"].closed
+    good = entry.read_bytes()
+    for bad in (b"{not marshal", good[:len(good) // 2], b"", b"N"):  # garbage, cut short, empty, a lone None
+        entry.write_bytes(bad)
+        reg = load_registry(audit_cache=True, environ=env)
+        assert reg.closure["cached_ident"].closed
+    assert len(audits) == 5
 
 
 def test_a_direct_load_registry_always_audits_afresh(env, audits, monkeypatch):

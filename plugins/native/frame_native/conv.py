@@ -41,13 +41,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, Rewriter, TensorType, registry
 
+from ._record import MutableRecord, Record
 from .tiered import Tier, calls_before_compile, queue_plans
 
 __all__ = ["CONV_POOL_OP", "CONV_POOL_SCHEMA", "compile_conv_pools", "layout"]
@@ -59,21 +59,18 @@ PROBE_SAMPLES = 2
 _SOURCE_PACKS = {"conv2d": "ops_nn", "max_pool2d": "ops_nn", "add": "ops_basic", "relu": "ops_basic"}
 
 
-@dataclass(frozen=True)
-class Geometry:
+class Geometry(Record):
     """One layer: x[batch, c, h, w] (*) w[co, c, kh, kw] -> [batch, co, oh, ow], pooled to [.., oh // 2, ow // 2]."""
 
-    dtype: np.dtype
-    batch: int
-    c: int
-    h: int
-    w: int
-    co: int
-    kh: int
-    kw: int
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    padding: tuple[int, int, int, int]  # top, bottom, left, right
+    __match_args__ = ("dtype", "batch", "c", "h", "w", "co", "kh", "kw", "stride", "dilation", "padding")
+
+    def __init__(
+        self, dtype: np.dtype, batch: int, c: int, h: int, w: int, co: int, kh: int, kw: int, stride: tuple[int, int],
+        dilation: tuple[int, int], padding: tuple[int, int, int, int]
+    ) -> None:
+        # padding: top, bottom, left, right
+        self._store(dtype=dtype, batch=batch, c=c, h=h, w=w, co=co, kh=kh, kw=kw, stride=stride, dilation=dilation,
+                    padding=padding)
 
     @property
     def padded(self) -> tuple[int, int]:
@@ -176,13 +173,15 @@ def _size(t: str) -> int:
     return 4 if t == "float" else 8
 
 
-@dataclass
-class _Plan:
+class _Plan(MutableRecord):
     """One compiled function for jit.submit: ``piece`` is ``"columns"``, ``"pool"`` or ``"weights"``."""
 
-    piece: str
-    geo: Geometry
-    order: str  # "last" / "sample" for the columns; "bias_first" / "bias_second" for the pool
+    __match_args__ = ("piece", "geo", "order")
+
+    def __init__(self, piece: str, geo: Geometry, order: str) -> None:
+        self.piece = piece
+        self.geo = geo
+        self.order = order  # "last" / "sample" for the columns; "bias_first" / "bias_second" for the pool
 
     @property
     def dtype(self) -> np.dtype:
@@ -546,9 +545,9 @@ def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Ca
     checked, reference = compiled, numpy_kernel
     if geo.batch > PROBE_SAMPLES:
         x_t, *rest = ctx.input_types
-        checked = _native(replace(geo, batch=PROBE_SAMPLES), order, *functions)
+        checked = _native(geo.replace(batch=PROBE_SAMPLES), order, *functions)
         reference = _numpy_kernel([x_t.with_shape((PROBE_SAMPLES, *x_t.shape[1:])), *rest], ctx.attrs)
-    probe = _probe(replace(geo, batch=min(geo.batch, PROBE_SAMPLES)))
+    probe = _probe(geo.replace(batch=min(geo.batch, PROBE_SAMPLES)))
     got, want = checked(*probe), reference(*probe)
     if got is None or not _same_bits_but_nan_signs(np.asarray(got), np.asarray(want)):
         from . import jit

@@ -39,13 +39,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, Rewriter, TensorType, Value, registry
 
+from ._record import MutableRecord
 from .tiered import Tier, calls_before_compile
 
 __all__ = ["ROW_OPS", "ROW_SCHEMAS", "RowPlan", "compile_norm_rows", "generate_rows"]
@@ -70,18 +70,21 @@ def native_name(op: str) -> str:
     return "native_" + op
 
 
-@dataclass
-class RowPlan:
+class RowPlan(MutableRecord):
     """One row kernel: which op, the element type, rows x features, eps, and the shape of every array argument
     (inputs, outputs, then one scratch row)."""
 
-    op: str
-    dtype: np.dtype
-    rows: int
-    features: int
-    eps: float
-    shapes: list[tuple[int, ...]]
-    n_inputs: int
+    __match_args__ = ("op", "dtype", "rows", "features", "eps", "shapes", "n_inputs")
+
+    def __init__(self, op: str, dtype: np.dtype, rows: int, features: int, eps: float, shapes: list[tuple[int, ...]],
+                 n_inputs: int) -> None:
+        self.op = op
+        self.dtype = dtype
+        self.rows = rows
+        self.features = features
+        self.eps = eps
+        self.shapes = shapes
+        self.n_inputs = n_inputs
 
     @property
     def n_args(self) -> int:
@@ -368,14 +371,16 @@ _OP_PIECES = {"batch_norm_train_internal": ("colsum", "centre", "affine"),
               "batch_norm_grad_saved_internal": ("gradsums", "gx")}
 
 
-@dataclass
-class ColumnPlan:
+class ColumnPlan(MutableRecord):
     """One pass of batch_norm over ``x[rows, columns]`` (a ``_PIECES`` entry)."""
 
-    piece: str
-    dtype: np.dtype
-    rows: int
-    columns: int
+    __match_args__ = ("piece", "dtype", "rows", "columns")
+
+    def __init__(self, piece: str, dtype: np.dtype, rows: int, columns: int) -> None:
+        self.piece = piece
+        self.dtype = dtype
+        self.rows = rows
+        self.columns = columns
 
     @property
     def shapes(self) -> list[tuple[int, ...]]:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from frame_core import FUSED, AttrSpec, Example, Graph, NodeContext, OpSchema, build_fused_kernel, registry
 from frame_core import warn_environment
+
+from ._record import MutableRecord
 
 if TYPE_CHECKING:
     from .codegen import Plan
@@ -51,17 +52,22 @@ def calls_before_compile() -> int:
     return 2
 
 
-@dataclass
-class Tier:
+class Tier(MutableRecord):
     """Which code a tiered kernel runs: ``numpy``, ``queued``, ``native``, ``failed`` or ``off``."""
 
-    state: str = "numpy"
-    queued_at: float | None = None   # time.perf_counter() when queued
-    swapped_at: float | None = None  # ... when the compiled kernel took over
-    how: str | None = None           # "compiled" or "cache" (loaded from the disk cache)
-    pid: int = 0                     # the process that queued it (a forked child never compiles it)
-    fallbacks: int = 0               # calls refused (not C-contiguous, unaligned, ...): they ran numpy
-    slot: list[Callable[..., Any]] = field(default_factory=list, repr=False)
+    __match_args__ = ("state", "queued_at", "swapped_at", "how", "pid", "fallbacks", "slot")
+    _unshown = ("slot",)
+
+    def __init__(self, state: str = "numpy", queued_at: float | None = None, swapped_at: float | None = None,
+                 how: str | None = None, pid: int = 0, fallbacks: int = 0,
+                 slot: list[Callable[..., Any]] | None = None) -> None:
+        self.state = state
+        self.queued_at = queued_at    # time.perf_counter() when queued
+        self.swapped_at = swapped_at  # ... when the compiled kernel took over
+        self.how = how                # "compiled" or "cache" (loaded from the disk cache)
+        self.pid = pid                # the process that queued it (a forked child never compiles it)
+        self.fallbacks = fallbacks    # calls refused (not C-contiguous, unaligned, ...): they ran numpy
+        self.slot: list[Callable[..., Any]] = [] if slot is None else slot  # a fresh list when not given
 
 
 def queue_plans(tier: Tier, plans: list[Any], when_all: Callable[[dict[int, tuple[Callable[..., Any], str]]], None]

@@ -43,32 +43,29 @@ channels-last columns also sum over ``(i, j, c)`` rather than ``(c, i, j)``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
 import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._common import as_out, compute_dtype, per_dim, same_float
+from ._common import Record, as_out, compute_dtype, per_dim, same_float
 
 _MODES = ("valid", "same")
 
 
-@dataclass(frozen=True)
-class Geometry:
+class Geometry(Record):
     """One convolution, in conv terms: x[B, c_in, *size] (*) w[c_out, c_in/groups, *kernel] -> [B, c_out, *out]."""
 
-    batch: int
-    c_in: int
-    c_out: int
-    groups: int
-    size: tuple[int, ...]
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    dilation: tuple[int, ...]
-    before: tuple[int, ...]
-    after: tuple[int, ...]
-    out: tuple[int, ...]
+    __match_args__ = ("batch", "c_in", "c_out", "groups", "size", "kernel", "stride", "dilation", "before", "after",
+                      "out")
+
+    def __init__(
+        self, batch: int, c_in: int, c_out: int, groups: int, size: tuple[int, ...], kernel: tuple[int, ...],
+        stride: tuple[int, ...], dilation: tuple[int, ...], before: tuple[int, ...], after: tuple[int, ...],
+        out: tuple[int, ...]
+    ) -> None:
+        self._store(batch=batch, c_in=c_in, c_out=c_out, groups=groups, size=size, kernel=kernel, stride=stride,
+                    dilation=dilation, before=before, after=after, out=out)
 
     @property
     def extent(self) -> tuple[int, ...]:
@@ -97,9 +94,9 @@ class Geometry:
         """The same convolution with a unit height axis in front, for 1-D inputs (the kernels are 2-D)."""
         if len(self.size) == 2:
             return self
-        return replace(self, size=(1, *self.size), kernel=(1, *self.kernel), stride=(1, *self.stride),
-                       dilation=(1, *self.dilation), before=(0, *self.before), after=(0, *self.after),
-                       out=(1, *self.out))
+        return self.replace(size=(1, *self.size), kernel=(1, *self.kernel), stride=(1, *self.stride),
+                            dilation=(1, *self.dilation), before=(0, *self.before), after=(0, *self.after),
+                            out=(1, *self.out))
 
 
 def resolve_padding(ctx: NodeContext, nd: int, size: tuple[int, ...], extent: tuple[int, ...],

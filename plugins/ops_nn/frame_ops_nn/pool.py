@@ -26,24 +26,23 @@ pool again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._common import as_out, compute_dtype, per_dim, require_float
+from ._common import Record, as_out, compute_dtype, per_dim, require_float
 from .conv import resolve_padding
 
 
-@dataclass(frozen=True)
-class PoolGeometry:
-    size: tuple[int, int]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    before: tuple[int, int]
-    after: tuple[int, int]
-    out: tuple[int, int]
+class PoolGeometry(Record):
+    __match_args__ = ("size", "kernel", "stride", "before", "after", "out")
+
+    def __init__(
+        self, size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int], before: tuple[int, int],
+        after: tuple[int, int], out: tuple[int, int]
+    ) -> None:
+        self._store(size=size, kernel=kernel, stride=stride, before=before, after=after, out=out)
 
     def attrs(self) -> dict:
         return {"kernel_size": self.kernel, "stride": self.stride,

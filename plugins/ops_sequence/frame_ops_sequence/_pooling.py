@@ -23,24 +23,20 @@ window, and its gradient is avg_pool1d again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._common import as_out, compute_dtype, require_float
+from ._common import Record, as_out, compute_dtype, require_float
 from ._windows import check_positive, output_length, padded, resolve_padding, tap, windows
 
 
-@dataclass(frozen=True)
-class PoolGeometry:
-    length: int
-    kernel: int
-    stride: int
-    left: int
-    right: int
-    out_length: int
+class PoolGeometry(Record):
+    __match_args__ = ("length", "kernel", "stride", "left", "right", "out_length")
+
+    def __init__(self, length: int, kernel: int, stride: int, left: int, right: int, out_length: int) -> None:
+        self._store(length=length, kernel=kernel, stride=stride, left=left, right=right, out_length=out_length)
 
     def attrs(self) -> dict:
         return {"kernel_size": self.kernel, "stride": self.stride, "padding": (self.left, self.right)}

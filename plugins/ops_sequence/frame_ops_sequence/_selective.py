@@ -23,30 +23,29 @@ sigmoid, relu, log) is closed, so selective_scan is closed too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from frame_core import NodeContext, TensorType, ops
 
-from ._common import shift
+from ._common import Record, shift
 
 OPTIONAL = ("D", "z", "delta_bias")
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Record):
     """The checked shapes of one selective_scan node."""
 
-    u: TensorType
-    batch: int
-    dim: int
-    length: int
-    n: int
-    groups: int  # the state's groups: a multiple of B's and of C's group count (their lcm), dividing D
-    b_form: str  # "variable" (batch, N, L), "grouped" (batch, G, N, L) or "constant" (D, N)
-    c_form: str
-    optional: tuple[str, ...]
-    b_groups: int = 1  # B's and C's own group counts (1 unless grouped)
-    c_groups: int = 1
+    __match_args__ = ("u", "batch", "dim", "length", "n", "groups", "b_form", "c_form", "optional", "b_groups",
+                      "c_groups")
+
+    def __init__(
+        self, u: TensorType, batch: int, dim: int, length: int, n: int, groups: int, b_form: str, c_form: str,
+        optional: tuple[str, ...], b_groups: int = 1, c_groups: int = 1
+    ) -> None:
+        # groups: the state's groups: a multiple of B's and of C's group count (their lcm), dividing D
+        # b_form: "variable" (batch, N, L), "grouped" (batch, G, N, L) or "constant" (D, N)
+        # b_groups: B's and C's own group counts (1 unless grouped)
+        self._store(u=u, batch=batch, dim=dim, length=length, n=n, groups=groups, b_form=b_form, c_form=c_form,
+                    optional=optional, b_groups=b_groups, c_groups=c_groups)
 
 
 def _form(ctx: NodeContext, name: str, t: TensorType, batch: int, dim: int, length: int, n: int) -> tuple[str, int]:

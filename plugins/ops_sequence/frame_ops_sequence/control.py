@@ -47,7 +47,7 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, DataError, Example, Graph, GradientError, IRError, NodeContext, OpSchema, ShapeError, Tensor,
-    TensorType, align_captures, apply, check_arity, constant, inline_graph, trace_body,
+    TensorType, apply, constant, inline_graph,
 )
 
 from .control_hoist import hoist_row_products
@@ -177,6 +177,9 @@ def if_else(cond: Any, then_fn: Callable[..., Any] | Graph, else_fn: Callable[..
     read from outside are captured as extra inputs. Returns what a branch
     returns (a tensor, or a tuple).
     """
+    # (frame_core's body tracing loads at the first trace, not with the pack: start-up, benchmarks/startup.py)
+    from frame_core import align_captures, trace_body
+
     values = [_tensor(x, f"if_else input {i}") for i, x in enumerate(xs)]
     types = [x.type for x in values]
     how = f"one argument per input after the two branches: {len(types)}"
@@ -567,6 +570,8 @@ def loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, *states:
                           "in segments); count the steps in a state instead")
 
         if not isinstance(body_fn, Graph):
+            from frame_core import check_arity
+
             check_arity(body_fn, 1 + len(init) + len(scanned) + len(invs), "loop body")
         return checkpointed_loop(body_fn, max_trip, cond, init, scanned, invs, checkpoint_every)
     return build_loop(body_fn, max_trip, np.asarray(max_trip, np.int64), cond, init, scanned, invs,
@@ -577,6 +582,8 @@ def build_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, limit: Any, c
                scanned: Sequence[Tensor], invs: Sequence[Tensor], reverse: bool = False,
                trip_count: bool = False) -> Any:
     """Trace ``body_fn`` and append the ``loop`` node (the front end's last step, shared with checkpointing)."""
+    from frame_core import trace_body
+
     rows = [x.type.with_shape(x.shape[1:]) for x in scanned]
     types = [I64, *(s.type for s in init), *rows, *(v.type for v in invs)]
     how = f"body(i, *states, *rows of xs, *invariants): 1 + {len(init)} + {len(scanned)} + {len(invs)} arguments"
@@ -705,6 +712,8 @@ def scan(body_fn: Callable[..., Any] | Graph, init: Any, xs: Any = None, *, inva
     ``x``. ``reverse=True`` runs from the last row to the first. Tensors ``f``
     reads from outside are captured. ``checkpoint_every=k``: as for ``loop``.
     """
+    from frame_core import check_arity, trace_body
+
     if init is None:
         raise IRError("scan: init must be a tensor or a tuple/list of tensors, got None; give () for a scan "
                       "without a carry")

@@ -34,30 +34,26 @@ registered from here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
 
-from ._common import as_out, compute_dtype
+from ._common import Record, as_out, compute_dtype
 from ._pooling import SCHEMAS as POOL_SCHEMAS
 from ._windows import check_positive, output_length, padded, resolve_padding, tap
 
 
-@dataclass(frozen=True)
-class ConvGeometry:
-    batch: int
-    c_in: int
-    c_out: int
-    length: int
-    kernel: int
-    stride: int
-    dilation: int
-    groups: int
-    left: int
-    right: int
-    out_length: int
+class ConvGeometry(Record):
+    __match_args__ = ("batch", "c_in", "c_out", "length", "kernel", "stride", "dilation", "groups", "left", "right",
+                      "out_length")
+
+    def __init__(
+        self, batch: int, c_in: int, c_out: int, length: int, kernel: int, stride: int, dilation: int, groups: int,
+        left: int, right: int, out_length: int
+    ) -> None:
+        self._store(batch=batch, c_in=c_in, c_out=c_out, length=length, kernel=kernel, stride=stride,
+                    dilation=dilation, groups=groups, left=left, right=right, out_length=out_length)
 
     @property
     def padding(self) -> tuple[int, int]:

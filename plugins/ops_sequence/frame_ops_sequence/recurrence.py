@@ -27,7 +27,6 @@ import numpy as np
 
 from frame_core import (
     AttrSpec, Example, NodeContext, OpSchema, Tensor, TensorType, current_graph, inline_graph, ops,
-    trace_body,
 )
 
 from ._common import as_out, compute_dtype, normalize_axis, require_float, require_numeric, shift
@@ -290,7 +289,8 @@ def _by_composite(composite: Callable[[NodeContext], Callable[..., list]]) -> Ca
         fn = composite(ctx)
 
         def grad(*args: Tensor) -> list:
-            from frame_core import build_vjp_graph  # (autodiff loads when a gradient is built, not with the pack)
+            # (autodiff and body tracing load when a gradient is built, not with the pack)
+            from frame_core import build_vjp_graph, trace_body
 
             body = trace_body(lambda *xs: fn(*xs), list(ctx.input_types), name=f"{ctx.op}_composite",
                               role=f"composite of {ctx.op}")
