@@ -119,6 +119,8 @@ _LAZY = {
     "as_dtype": ("frame_core.ir.dtypes", "as_dtype"),
     "as_type": ("frame_core.ir.types", "as_type"),
     "holds_traced_sizes": ("frame_core.frontend.trace", "holds_traced_sizes"),
+    "Record": ("frame_core.records", "Record"),
+    "MutableRecord": ("frame_core.records", "MutableRecord"),
     "graph_order": ("frame_core.ops_registry.closure", "graph_order"),
     # reading FRAME_* switches as the core does (a pack's own variables too)
     "env_flag": ("frame_core._args", "env_flag"),
@@ -176,6 +178,7 @@ if TYPE_CHECKING:
     from .autodiff.laplacian import build_taylor_graph as build_taylor_graph
     from .errors import TangentError as TangentError
     from .frontend.trace import holds_traced_sizes as holds_traced_sizes
+    from .records import MutableRecord as MutableRecord, Record as Record
     from .ops_registry.closure import graph_order as graph_order
     from ._args import env_flag as env_flag
     from .errors import FrameWarning as FrameWarning

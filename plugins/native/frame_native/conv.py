@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, NodeContext, OpSchema, Rewriter, TensorType, registry
+from frame_core import MutableRecord, Record
 
-from ._record import MutableRecord, Record
 from .tiered import Tier, calls_before_compile, queue_plans
 
 __all__ = ["CONV_POOL_OP", "CONV_POOL_SCHEMA", "compile_conv_pools", "layout"]

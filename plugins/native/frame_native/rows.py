@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from frame_core import AttrSpec, Example, Graph, Node, NodeContext, OpSchema, Rewriter, TensorType, Value, registry
+from frame_core import MutableRecord
 
-from ._record import MutableRecord
 from .tiered import Tier, calls_before_compile
 
 __all__ = ["ROW_OPS", "ROW_SCHEMAS", "RowPlan", "compile_norm_rows", "generate_rows"]

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from frame_core import FUSED, AttrSpec, Example, Graph, NodeContext, OpSchema, build_fused_kernel, registry
+from frame_core import MutableRecord
 from frame_core import warn_environment
 
-from ._record import MutableRecord
 
 if TYPE_CHECKING:
     from .codegen import Plan

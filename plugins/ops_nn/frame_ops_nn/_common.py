@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
-from typing import Self
-
 import numpy as np
 
 from frame_core import NodeContext, TensorType
@@ -54,40 +51,3 @@ def per_dim(ctx: NodeContext, name: str, nd: int, minimum: int = 1) -> tuple[int
     if min(value) < minimum:
         raise ctx.error(f"{name} must be >= {minimum}, got {list(value)}")
     return tuple(value)
-
-
-class Record:
-    """An immutable record compared by value, as ``@dataclass(frozen=True)`` makes one: ``repr``, ``==``, ``hash``,
-    ``dataclasses.FrozenInstanceError`` on assignment or deletion, and ``replace(**changes)`` for
-    ``dataclasses.replace``. Written out because the decorator compiles six methods per class while the pack
-    loads, which every ``frame_core.registry()`` pays (issue 21). A subclass lists its fields in
-    ``__match_args__`` and stores them in ``__init__`` with ``self._store(name=value, ...)``."""
-
-    __match_args__: tuple[str, ...] = ()
-
-    def _store(self, **values: object) -> None:
-        vars(self).update(values)
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__match_args__)
-
-    def replace(self, **changes: object) -> Self:
-        return type(self)(**{**{name: getattr(self, name) for name in self.__match_args__}, **changes})
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
-        return f"{type(self).__qualname__}({fields})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")

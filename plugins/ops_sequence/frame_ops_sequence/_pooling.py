@@ -26,9 +26,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame_core import AttrSpec, Example, NodeContext, OpSchema, TensorType, ops
+from frame_core import AttrSpec, Example, NodeContext, OpSchema, Record, TensorType, ops
 
-from ._common import Record, as_out, compute_dtype, require_float
+from ._common import as_out, compute_dtype, require_float
 from ._windows import check_positive, output_length, padded, resolve_padding, tap, windows
 
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 
-from frame_core import NodeContext, TensorType, ops
+from frame_core import NodeContext, Record, TensorType, ops
 
-from ._common import Record, shift
+from ._common import shift
 
 OPTIONAL = ("D", "z", "delta_bias")
 

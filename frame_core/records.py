@@ -1,5 +1,12 @@
-"""The record type of the native pack's geometries (frame-ops-nn and frame-ops-sequence keep their own copy: a pack
-imports only frame_core's public names)."""
+"""Record classes for packs: compared by value like dataclasses, without the decorator's cost at import.
+
+``@dataclass`` compiles its generated methods (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``,
+``__setattr__``, ...) from source text each time the decorated class is created, that is each time a pack
+module loads; a pack's geometry and plan classes did that at every ``frame_core.registry()``. Subclasses of
+``Record`` (immutable, hashable) and ``MutableRecord`` get the same behaviour from methods compiled once, here.
+The packs' tests compare each subclass against the equivalent dataclass (repr, ``==``, hash, frozen errors,
+replace, pickle, copy).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ class Record:
     """An immutable record compared by value, as ``@dataclass(frozen=True)`` makes one: ``repr``, ``==``, ``hash``,
     ``dataclasses.FrozenInstanceError`` on assignment or deletion, and ``replace(**changes)`` for
     ``dataclasses.replace``. Written out because the decorator compiles six methods per class while the pack
-    loads, which every ``frame_core.registry()`` pays (issue 21). A subclass lists its fields in
+    loads, which every ``frame_core.registry()`` pays. A subclass lists its fields in
     ``__match_args__`` and stores them in ``__init__`` with ``self._store(name=value, ...)``."""
 
     __match_args__: tuple[str, ...] = ()
