@@ -771,8 +771,15 @@ def _group_kernel(ctx: NodeContext) -> Callable:
 
 
 def _grouped(shape: list[int], groups: int) -> list[int]:
-    """``[N, groups, values per group]`` (spelt out: with an empty batch a -1 could stand for any size)."""
-    return [shape[0], groups, int(np.prod(shape[1:], dtype=np.int64)) // groups]
+    """``[N, groups, values per group]`` as a reshape target, N as -1 (read off x at run time, so the gradient
+    graphs follow the batch), spelt out only when a sample holds no values (a -1 could then stand for any size)."""
+    per = int(np.prod(shape[1:], dtype=np.int64)) // groups
+    return [-1 if per else shape[0], groups, per]
+
+
+def _batched(shape: list[int]) -> list[int]:
+    """``shape`` as a reshape target with the batch as -1, as ``_grouped``'s."""
+    return [-1, *shape[1:]] if np.prod(shape[1:], dtype=np.int64) else list(shape)
 
 
 def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
@@ -782,9 +789,12 @@ def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
     def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=grouped), [2], eps)
         g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
-        gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=shape)
-        return [gx, ops.sum(gy * ops.reshape(xhat, shape=shape), axes=axes), ops.sum(gy, axes=axes)]
-    return formula
+        gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=_batched(shape))
+        return [gx, ops.sum(gy * ops.reshape(xhat, shape=_batched(shape)), axes=axes), ops.sum(gy, axes=axes)]
+
+    def empty(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors: no values per sample, so no groups to reshape
+        return [gy * ops.reshape(w, shape=bshape), ops.sum(gy * x, axes=axes), ops.sum(gy, axes=axes)]
+    return formula if grouped[0] == -1 else empty
 
 
 def _group_gradient(ctx: NodeContext):
@@ -835,6 +845,7 @@ GROUP_NORM_GRAD = OpSchema(
     shape_infer=_group_grad_shape,
     kernels={"cpu": _empty_safe(_group_grad_kernel)},
     gradient=_group_grad_gradient,
+    traits=("any_shape_gradient",),
     doc="group_norm's gradients for x, weight and bias in one fused kernel.",
     examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}),
               Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[2, 4, 3, 3]"], {"num_groups": 2}),
@@ -888,9 +899,9 @@ def _group_train_gradient(ctx: NodeContext):
 
     def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=_grouped(shape, groups)), [2], eps)
-        xhat = ops.reshape(xhat, shape=shape)
+        xhat = ops.reshape(xhat, shape=_batched(shape))
         y = xhat * ops.reshape(w, shape=list(bshape)) + ops.reshape(b, shape=list(bshape))
-        return [y, xhat, ops.reshape(rstd, shape=[shape[0], groups])]
+        return [y, xhat, ops.reshape(rstd, shape=[-1, groups])]
     return ctx.grad_graph(lambda x, w, b, y, xhat, rstd, gy, g_xhat, g_rstd: inlined_vjp(
         formula, [x, w, b], [gy, g_xhat, g_rstd]))
 
@@ -946,7 +957,7 @@ def _group_saved_gradient(ctx: NodeContext):
         g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
         gx = _traced_normalize_grad(g, ops.reshape(xhat, shape=grouped), ops.reshape(rstd, shape=[*grouped[:2], 1]),
                                     [2])
-        return [ops.reshape(gx, shape=shape), ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+        return [ops.reshape(gx, shape=_batched(shape)), ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return ctx.grad_graph(lambda xhat, rstd, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
         formula, [xhat, rstd, w, gy], [ggx, ggw, ggb]))
 
