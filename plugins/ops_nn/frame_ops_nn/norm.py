@@ -481,7 +481,7 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
-def _batch_formula(rank: int, count: int, momentum: float, eps: float) -> Callable:
+def _batch_formula(rank: int, momentum: float, eps: float) -> Callable:
     """batch_norm's training gradient ``(gx, gweight, gbias)`` for the cotangents of y and of the new running
     averages, written with frame ops."""
     axes, m = [0, *range(2, rank)], momentum
@@ -492,9 +492,19 @@ def _batch_formula(rank: int, count: int, momentum: float, eps: float) -> Callab
         xc, xhat, rstd = _traced_xhat(x, axes, eps)
         gx = _traced_normalize_grad(gy * per_channel(w), xhat, rstd, axes)
         # the running averages: d new_rm / dx = momentum / count, d new_rv / dx = momentum * 2 xc / (count - 1)
-        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        of_mean, of_var = _running_shares(x, axes, m, g_rm, g_rv, xc, per_channel)
+        gx = gx + of_mean + of_var
         return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return formula
+
+
+def _running_shares(x, axes: list[int], m: float, g_rm, g_rv, xc, per_channel: Callable):  # noqa: ANN001, ANN202
+    """The running averages' shares of gx, ``g_rm m / count`` and ``xc g_rv 2 m / (count - 1)``, with the count
+    read off x at run time (compiled: the constants m / count and 2 m / (count - 1), as a Python scalar's): the
+    gradients of batch_norm's gradient then follow the batch."""
+    mean_scale = ops.inverse_count_internal(x, axes=axes, numerator=m, dtype=x.dtype)
+    var_scale = ops.inverse_count_internal(x, axes=axes, numerator=2.0 * m, offset=1, dtype=x.dtype)
+    return per_channel(g_rm * mean_scale), xc * per_channel(g_rv * var_scale)
 
 
 def _batch_grad_layout(ctx: NodeContext) -> int:
@@ -549,8 +559,8 @@ def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: n
 
 
 def _batch_grad_gradient(ctx: NodeContext):
-    count = _batch_grad_layout(ctx)
-    formula = _batch_formula(ctx.input_types[0].rank, count, ctx.attrs["momentum"], ctx.attrs["eps"])
+    _batch_grad_layout(ctx)
+    formula = _batch_formula(ctx.input_types[0].rank, ctx.attrs["momentum"], ctx.attrs["eps"])
     return ctx.grad_graph(lambda x, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
         formula, [x, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
 
@@ -564,6 +574,7 @@ BATCH_NORM_GRAD = OpSchema(
                              ctx.input_types[1]],
     kernels={"cpu": _batch_grad_kernel},
     gradient=_batch_grad_gradient,
+    traits=("any_shape_gradient",),
     doc="batch_norm's training-mode gradients for x (including the running averages' share), weight and bias "
         "in one fused pass.",
     examples=[Example(["f32[6, 3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"]),
@@ -712,7 +723,7 @@ def _batch_saved_kernel(ctx: NodeContext) -> Callable:
 
 
 def _batch_saved_gradient(ctx: NodeContext):
-    count = _batch_saved_layout(ctx)
+    _batch_saved_layout(ctx)
     rank, m = ctx.input_types[0].rank, ctx.attrs["momentum"]
     axes = [0, *range(2, rank)]
 
@@ -720,7 +731,8 @@ def _batch_saved_gradient(ctx: NodeContext):
         per_channel = lambda v: ops.reshape(v, shape=[1, xc.shape[1]] + [1] * (rank - 2))  # noqa: E731
         xhat = xc * per_channel(rstd)
         gx = _traced_normalize_grad(gy * per_channel(w), xhat, per_channel(rstd), axes)
-        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        of_mean, of_var = _running_shares(xc, axes, m, g_rm, g_rv, xc, per_channel)
+        gx = gx + of_mean + of_var
         return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return ctx.grad_graph(lambda xc, rstd, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
         formula, [xc, rstd, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
@@ -735,6 +747,7 @@ BATCH_NORM_GRAD_SAVED = OpSchema(
                              ctx.input_types[2]],
     kernels={"cpu": _batch_saved_kernel},
     gradient=_batch_saved_gradient,
+    traits=("any_shape_gradient",),
     doc="Training-mode batch_norm's gradients for x (including the running averages' share), weight and bias "
         "from batch_norm_train_internal's xc and rstd.",
     examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"], low=0.5, high=1.5),
