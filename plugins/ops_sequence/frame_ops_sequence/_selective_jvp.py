@@ -18,7 +18,7 @@ from __future__ import annotations
 from frame_core import NodeContext, ops
 
 from ._common import shift
-from ._selective import Layout, layout
+from ._selective import Layout, _softplus, fast_path, layout
 
 
 class _State:
@@ -53,6 +53,7 @@ def selective_scan_jvp(ctx: NodeContext):
     if lay.length * lay.dim == 0:  # out is empty at every batch size: so is its tangent
         return ctx.jvp_graph(lambda *args: None)
     st = _State(lay)
+    attrs = {"delta_softplus": softplus, "optional_inputs": list(lay.optional)}
 
     def named(xs):  # noqa: ANN001, ANN202
         extra = dict(zip(lay.optional, xs[5:]))
@@ -63,17 +64,20 @@ def selective_scan_jvp(ctx: NodeContext):
         du, ddelta, dA, dB, dC, dD, dz, dbias = named(args[n_in + 1:])
         raw, d_raw = (delta, ddelta) if bias is None else \
             (delta + ops.reshape(bias, shape=[lay.dim, 1]), ddelta + ops.reshape(dbias, shape=[lay.dim, 1]))
-        if softplus:
-            r = ops.relu(raw)  # softplus as _selective's: relu(x) + log(1 + e^-|x|), derivative sigmoid(x)
-            dt, d_dt = r + ops.log(ops.exp(raw - r * 2.0) + 1.0), ops.sigmoid(raw) * d_raw
-        else:
-            dt, d_dt = raw, d_raw
-        dt_s, d_dt_s, u_s, du_s = st.of(dt), st.of(d_dt), st.of(u), st.of(du)
+        d_dt = ops.sigmoid(raw) * d_raw if softplus else d_raw  # (softplus' derivative is the sigmoid)
         a_s, da_s = (ops.reshape(t, shape=[lay.groups, st.per, lay.n]) for t in (A, dA))
-        a = ops.exp(dt_s * a_s)
         b_m, db_m = st.of_matrix(B, lay.b_form, lay.b_groups), st.of_matrix(dB, lay.b_form, lay.b_groups)
         c_m, dc_m = st.of_matrix(C, lay.c_form, lay.c_groups), st.of_matrix(dC, lay.c_form, lay.c_groups)
-        h = ops.linear_scan(a, dt_s * u_s * b_m, axis=0)
+        u_s, du_s = st.of(u), st.of(du)
+        if fast_path(lay.u):  # a, h, dt and y from the forward's own kernel (merged with the forward node)
+            _, a, h, dt, y = ops.selective_scan_saving_internal(*args[:n_in], **attrs)
+            dt_s = st.of(dt)
+        else:  # half precision: the forward in frame ops, as the composite gradient
+            dt_s = st.of(_softplus(raw) if softplus else raw)
+            a = ops.exp(dt_s * a_s)
+            h = ops.linear_scan(a, dt_s * u_s * b_m, axis=0)
+            y = None
+        d_dt_s = st.of(d_dt)
         da = a * (d_dt_s * a_s + dt_s * da_s)
         db = (d_dt_s * u_s + dt_s * du_s) * b_m + dt_s * u_s * db_m
         dh = ops.linear_scan(a, da * shift(h, 0, 1) + db, axis=0)
@@ -82,9 +86,10 @@ def selective_scan_jvp(ctx: NodeContext):
             dy = dy + du * ops.reshape(D, shape=[lay.dim, 1]) + u * ops.reshape(dD, shape=[lay.dim, 1])
         if z is None:
             return dy
-        y = st.back(ops.sum(h * c_m, axes=[4], keepdims=True))
-        if D is not None:
-            y = y + u * ops.reshape(D, shape=[lay.dim, 1])
+        if y is None:
+            y = st.back(ops.sum(h * c_m, axes=[4], keepdims=True))
+            if D is not None:
+                y = y + u * ops.reshape(D, shape=[lay.dim, 1])
         sig = ops.sigmoid(z)
         return dy * (z * sig) + y * (sig * (z * (1.0 - sig) + 1.0)) * dz  # silu'(z) = s (1 + z (1 - s))
     return ctx.jvp_graph(jvp)
