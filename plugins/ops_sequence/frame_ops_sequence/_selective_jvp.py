@@ -8,9 +8,11 @@ differentiating the recurrence gives another one over the same ``a``:
     dy     = sum_n (dh C + h dC) + du D + u dD,             dout = dy silu(z) + y silu'(z) dz
     d_dt   = sigmoid(raw) (ddelta + dbias) with softplus, else ddelta + dbias
 
-so a JVP graph scans forward twice instead of transposing the GradientFn (Mamba's backward, itself two scans).
-Every reshape writes the batch as -1 and B and C reach the state layout by transposes, new axes and joins, never
-a size: a JVP graph through selective_scan runs at any batch size, bit for bit one traced there.
+In float32 and float64, ``a``, ``h``, ``dt`` and ``y`` come from ``selective_scan_saving_internal`` (which the pass
+merge_selective_scan_saving merges with the forward node), so the tangent costs one more scan and the elementwise
+terms above; half precision computes them with frame ops, as the composite gradient does. Every reshape writes
+the batch as -1, and B and C reach the state layout by transposes, new axes and joins, never a size: a JVP graph
+through selective_scan runs at any batch size, bit for bit one traced there.
 """
 
 from __future__ import annotations
