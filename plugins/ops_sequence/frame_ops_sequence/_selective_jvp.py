@@ -11,8 +11,8 @@ differentiating the recurrence gives another one over the same ``a``:
 In float32 and float64, ``a``, ``h``, ``dt`` and ``y`` come from ``selective_scan_saving_internal`` (which the pass
 merge_selective_scan_saving merges with the forward node), so the tangent costs one more scan and the elementwise
 terms above; half precision computes them with frame ops, as the composite gradient does. Every reshape writes
-the batch as -1, and B and C reach the state layout by transposes, new axes and joins, never a size: a JVP graph
-through selective_scan runs at any batch size, bit for bit one traced there.
+the batch as -1, and B and C reach the state layout by transposes, new axes, slices and joins, never a size:
+a JVP graph through selective_scan runs at any batch size, bit for bit one traced there.
 """
 
 from __future__ import annotations
@@ -42,10 +42,12 @@ class _State:
         if form == "variable":  # (batch, N, L) -> (L, batch, 1, 1, N)
             return ops.expand_dims(ops.transpose(m, perm=[2, 0, 1]), axes=[2, 3])
         if form == "grouped":  # (batch, own, N, L) -> (L, batch, G, 1, N): each group repeated G / own times
-            m = ops.expand_dims(ops.transpose(m, perm=[3, 0, 1, 2]), axes=[3, 4])
+            m = ops.expand_dims(ops.transpose(m, perm=[3, 0, 1, 2]), axes=[3])
             repeats = lay.groups // own
-            m = m if repeats == 1 else ops.concat(*[m] * repeats, axis=3)
-            return ops.reshape(m, shape=[lay.length, -1, lay.groups, 1, lay.n])
+            if repeats == 1:
+                return m
+            rows = [ops.slice(m, starts=[i], stops=[i + 1], axes=[2]) for i in range(own)]
+            return ops.concat(*[row for row in rows for _ in range(repeats)], axis=2)
         return ops.reshape(m, shape=[lay.groups, self.per, lay.n])  # constant (D, N)
 
 
