@@ -145,20 +145,37 @@ def test_forward_mode_zero_tangents_follow_the_batch():
         np.testing.assert_allclose(got[3], (at[0][0] - at[1][0]) / 2e-6, rtol=1e-5, atol=1e-8)
 
 
-def test_forward_mode_through_an_op_whose_rule_holds_the_batch_is_refused_by_name():
-    """batch_norm's forward-mode rule is derived from its gradient, whose own gradient holds the traced 1/N: the
-    running mean's tangent came out scaled by the traced batch over the new one before the JVP graph was marked."""
+def test_forward_mode_through_batch_norm_follows_the_batch():
+    """batch_norm's forward-mode rule is derived from its gradient, whose own gradient held the traced 1/N: the
+    running mean's tangent came out scaled by the traced batch over the new one before the JVP graph was marked,
+    then it was refused. That gradient now reads 1/N and 1/(N - 1) off x: batch 6 gives a batch-6 trace's bytes."""
     def model(x, w, rm, rv):
         y, m, v = ops.batch_norm(ops.tanh(x @ w), np.ones(2), np.zeros(2), rm, rv)
         return y, m
 
-    def jvp(batch):
-        return fc.build_jvp_graph(fc.trace(model, f"f64[{batch}, {C}]", f"f64[{C}, 2]", "f64[2]", "f64[2]"), ["w"])
-    exe = fc.compile(jvp(4), dynamic_shapes=True)
+    def traced(batch):
+        return fc.trace(model, f"f64[{batch}, {C}]", f"f64[{C}, 2]", "f64[2]", "f64[2]")
+
+    exe = fc.compile(fc.build_jvp_graph(traced(4), ["w"]), dynamic_shapes=True)
     w, rm, rv, dw = RNG.standard_normal((C, 2)), RNG.standard_normal(2), 1 + RNG.random(2), RNG.standard_normal((C, 2))
     exe.run([RNG.standard_normal((4, C)), w, rm, rv, dw])
-    with pytest.raises(fc.ShapeError, match="the forward-mode rule of batch_norm may hold the traced sizes"):
-        exe.run([RNG.standard_normal((6, C)), w, rm, rv, dw])
+    x = RNG.standard_normal((6, C))
+    got = exe.run([x, w, rm, rv, dw])
+    _bitwise(got, fc.compile(fc.build_jvp_graph(traced(6), ["w"])).run([x, w, rm, rv, dw]), "batch 6")
+    value = fc.compile(traced(6))
+    at = [value.run([x, w + t * dw, rm, rv]) for t in (1e-6, -1e-6)]
+    assert got[3].shape == (2,)  # the running mean's tangent, against central differences
+    np.testing.assert_allclose(got[3], (at[0][1] - at[1][1]) / 2e-6, rtol=1e-6, atol=1e-9)
+
+
+def test_forward_mode_through_an_op_whose_rule_holds_the_batch_is_refused_by_name():
+    """softplus declares no any_shape_gradient: a JVP graph through it is marked and refused at a new batch."""
+    def jvp(batch):
+        return fc.build_jvp_graph(fc.trace(lambda x: ops.softplus(x) * 2.0, f"f64[{batch}, {C}]"), [0])
+    exe = fc.compile(jvp(4), dynamic_shapes=True)
+    exe.run([np.ones((4, C)), np.ones((4, C))])
+    with pytest.raises(fc.ShapeError, match="the forward-mode rule of softplus may hold the traced sizes"):
+        exe.run([np.ones((6, C)), np.ones((6, C))])
 
 
 def _signature(graph):

@@ -11,7 +11,8 @@ type of an operand instead (the forward value whose shape the gradient must have
     matmul_grad_rhs_like_internal(a, gy, b)      matmul_grad_rhs_internal(a, gy; shape=b.shape)
     slice_grad_like_internal(gy, x; slice attrs) slice's gradient at x's shape (a pad, or slice_grad_internal)
     concat_grad_like_internal(gy, xs..; axis, index) slice(gy; the span of xs[index] along axis): concat's gradient
-    inverse_count_internal(x; axes, numerator)   the constant numerator / (elements of x over axes): mean's 1/N
+    inverse_count_internal(x; axes, numerator, offset) the constant numerator / (elements of x over axes - offset):
+                                                 mean's 1/N, an unbiased variance's 1/(N - 1)
 
 ``specialize`` re-infers them from the new operand types, so a training graph compiled with
 ``dynamic_shapes=True`` differentiates correctly at any batch size, where an attribute would keep the traced
@@ -103,7 +104,9 @@ def _same_shape_or(target: OpSchema, attr: str) -> Callable:
 
 def _inverse_count(types: tuple[TensorType, ...], attrs: Any, ctx: NodeContext) -> np.ndarray:
     (x,) = types
-    count = math.prod(x.shape[a] for a in normalize_axes(ctx, attrs["axes"], x.rank))
+    count = math.prod(x.shape[a] for a in normalize_axes(ctx, attrs["axes"], x.rank)) - attrs["offset"]
+    if attrs["offset"] and count < 1:  # (an unbiased variance of one value: the op it serves refuses it too)
+        raise ctx.error(f"needs more than offset = {attrs['offset']} elements of x {x} over axes {attrs['axes']}")
     return np.asarray(attrs["numerator"] / max(count, 1), attrs["dtype"].np)  # as a Python scalar's constant
 
 
@@ -242,16 +245,20 @@ INVERSE_COUNT = OpSchema(
     inputs=("x",),
     attrs={"axes": AttrSpec("ints", None, "the axes counted (none: all)"),
            "numerator": AttrSpec("float", 1.0, "the number divided by the count"),
+           "offset": AttrSpec("int", 0, "subtracted from the count first (1: the N - 1 of an unbiased variance)"),
            "dtype": AttrSpec("dtype", doc="the dtype of the result")},
     shape_infer=_infer,
     kernels={"cpu": _kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: None),  # a function of x's shape only: zero
     decomposition=_decomposition,
     traits=("any_shape_gradient", "shape_operand"),
-    doc="numerator / (the number of elements of x over axes), a scalar of dtype, x read for its shape only: a "
-        "mean's 1/N in a gradient that stays right at any input size.",
+    doc="numerator / (the number of elements of x over axes, less offset; at least 1), a scalar of dtype, x read "
+        "for its shape only: a mean's 1/N (or an unbiased variance's 1/(N - 1)) in a gradient that stays right at "
+        "any input size.",
     examples=[Example(["f32[3, 4]"], {"axes": [0], "dtype": "f32"}),
-              Example(["f64[2, 5]"], {"numerator": 2.0, "dtype": "f64"})],
+              Example(["f64[2, 5]"], {"numerator": 2.0, "dtype": "f64"}),
+              Example(["f64[6, 3]"], {"axes": [0], "numerator": 0.2, "offset": 1, "dtype": "f64"},
+                      note="1/(N - 1)")],
 )
 _LOWER["inverse_count_internal"] = _inverse_count
 

@@ -604,10 +604,12 @@ def _transpose2d_gradient(ctx: NodeContext):
     geo = _transpose2d_geometry(ctx)
     attrs = geo.attrs()
     pad_x, crop_gx = _with_unread_windows(geo, ctx.input_types[0].shape)
-    # x is a conv output's cotangent and y a conv input's: gx = conv2d(gy, w), gw = grad_weight(gy, x)
+    # x is a conv output's cotangent and y a conv input's: gx = conv2d(gy, w), gw = grad_weight(gy, x), the kernel
+    # read from w (w is that conv's weight), so the rules built on this gradient (its own gradient, forward mode)
+    # hold no traced size either
     return ctx.grad_graph(lambda x, w, y, gy: [
         crop_gx(ops.conv2d(gy, w, **attrs)),
-        ops.conv2d_grad_weight_internal(gy, pad_x(x), kernel_size=geo.kernel, **attrs)])
+        ops.conv2d_grad_weight_like_internal(gy, pad_x(x), w, **attrs)])
 
 
 def _transposed_shape(geometry: Callable[[NodeContext], Geometry]) -> Callable:
@@ -796,10 +798,10 @@ def _transpose1d_gradient(ctx: NodeContext):
     geo = _transpose1d_geometry(ctx)
     attrs = {"stride": geo.stride[0], "padding": geo.padding, "dilation": geo.dilation[0], "groups": geo.groups}
     pad_x, crop_gx = _with_unread_windows(geo, ctx.input_types[0].shape)
-    # frame-ops-sequence's conv1d family: gx = conv1d(gy, w), gw = conv1d_grad_weight_internal(gy, x)
+    # frame-ops-sequence's conv1d family: gx = conv1d(gy, w), gw = conv1d_grad_weight_like_internal(gy, x, w)
     return ctx.grad_graph(lambda x, w, y, gy: [
         crop_gx(ops.conv1d(gy, w, **attrs)),
-        ops.conv1d_grad_weight_internal(gy, pad_x(x), kernel_size=geo.kernel[0], **attrs)])
+        ops.conv1d_grad_weight_like_internal(gy, pad_x(x), w, **attrs)])
 
 
 CONV_TRANSPOSE1D = OpSchema(

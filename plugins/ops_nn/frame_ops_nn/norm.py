@@ -481,7 +481,7 @@ def _batch_kernel(ctx: NodeContext) -> Callable:
     return kernel
 
 
-def _batch_formula(rank: int, count: int, momentum: float, eps: float) -> Callable:
+def _batch_formula(rank: int, momentum: float, eps: float) -> Callable:
     """batch_norm's training gradient ``(gx, gweight, gbias)`` for the cotangents of y and of the new running
     averages, written with frame ops."""
     axes, m = [0, *range(2, rank)], momentum
@@ -492,9 +492,19 @@ def _batch_formula(rank: int, count: int, momentum: float, eps: float) -> Callab
         xc, xhat, rstd = _traced_xhat(x, axes, eps)
         gx = _traced_normalize_grad(gy * per_channel(w), xhat, rstd, axes)
         # the running averages: d new_rm / dx = momentum / count, d new_rv / dx = momentum * 2 xc / (count - 1)
-        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        of_mean, of_var = _running_shares(x, axes, m, g_rm, g_rv, xc, per_channel)
+        gx = gx + of_mean + of_var
         return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return formula
+
+
+def _running_shares(x, axes: list[int], m: float, g_rm, g_rv, xc, per_channel: Callable):  # noqa: ANN001, ANN202
+    """The running averages' shares of gx, ``g_rm m / count`` and ``xc g_rv 2 m / (count - 1)``, with the count
+    read off x at run time (compiled: the constants m / count and 2 m / (count - 1), as a Python scalar's): the
+    gradients of batch_norm's gradient then follow the batch."""
+    mean_scale = ops.inverse_count_internal(x, axes=axes, numerator=m, dtype=x.dtype)
+    var_scale = ops.inverse_count_internal(x, axes=axes, numerator=2.0 * m, offset=1, dtype=x.dtype)
+    return per_channel(g_rm * mean_scale), xc * per_channel(g_rv * var_scale)
 
 
 def _batch_grad_layout(ctx: NodeContext) -> int:
@@ -549,8 +559,8 @@ def _batch_grad_channels(xc: np.ndarray, rstd: np.ndarray, w: np.ndarray, gy3: n
 
 
 def _batch_grad_gradient(ctx: NodeContext):
-    count = _batch_grad_layout(ctx)
-    formula = _batch_formula(ctx.input_types[0].rank, count, ctx.attrs["momentum"], ctx.attrs["eps"])
+    _batch_grad_layout(ctx)
+    formula = _batch_formula(ctx.input_types[0].rank, ctx.attrs["momentum"], ctx.attrs["eps"])
     return ctx.grad_graph(lambda x, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
         formula, [x, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
 
@@ -564,6 +574,7 @@ BATCH_NORM_GRAD = OpSchema(
                              ctx.input_types[1]],
     kernels={"cpu": _batch_grad_kernel},
     gradient=_batch_grad_gradient,
+    traits=("any_shape_gradient",),
     doc="batch_norm's training-mode gradients for x (including the running averages' share), weight and bias "
         "in one fused pass.",
     examples=[Example(["f32[6, 3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"]),
@@ -712,7 +723,7 @@ def _batch_saved_kernel(ctx: NodeContext) -> Callable:
 
 
 def _batch_saved_gradient(ctx: NodeContext):
-    count = _batch_saved_layout(ctx)
+    _batch_saved_layout(ctx)
     rank, m = ctx.input_types[0].rank, ctx.attrs["momentum"]
     axes = [0, *range(2, rank)]
 
@@ -720,7 +731,8 @@ def _batch_saved_gradient(ctx: NodeContext):
         per_channel = lambda v: ops.reshape(v, shape=[1, xc.shape[1]] + [1] * (rank - 2))  # noqa: E731
         xhat = xc * per_channel(rstd)
         gx = _traced_normalize_grad(gy * per_channel(w), xhat, per_channel(rstd), axes)
-        gx = gx + per_channel(g_rm * (m / count)) + xc * per_channel(g_rv * (2.0 * m / (count - 1)))
+        of_mean, of_var = _running_shares(xc, axes, m, g_rm, g_rv, xc, per_channel)
+        gx = gx + of_mean + of_var
         return [gx, ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return ctx.grad_graph(lambda xc, rstd, w, gy, g_rm, g_rv, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
         formula, [xc, rstd, w, gy, g_rm, g_rv], [ggx, ggw, ggb]))
@@ -735,6 +747,7 @@ BATCH_NORM_GRAD_SAVED = OpSchema(
                              ctx.input_types[2]],
     kernels={"cpu": _batch_saved_kernel},
     gradient=_batch_saved_gradient,
+    traits=("any_shape_gradient",),
     doc="Training-mode batch_norm's gradients for x (including the running averages' share), weight and bias "
         "from batch_norm_train_internal's xc and rstd.",
     examples=[Example(["f32[6, 3]", "f32[3]", "f32[3]", "f32[6, 3]", "f32[3]", "f32[3]"], low=0.5, high=1.5),
@@ -771,8 +784,15 @@ def _group_kernel(ctx: NodeContext) -> Callable:
 
 
 def _grouped(shape: list[int], groups: int) -> list[int]:
-    """``[N, groups, values per group]`` (spelt out: with an empty batch a -1 could stand for any size)."""
-    return [shape[0], groups, int(np.prod(shape[1:], dtype=np.int64)) // groups]
+    """``[N, groups, values per group]`` as a reshape target, N as -1 (read off x at run time, so the gradient
+    graphs follow the batch), spelt out only when a sample holds no values (a -1 could then stand for any size)."""
+    per = int(np.prod(shape[1:], dtype=np.int64)) // groups
+    return [-1 if per else shape[0], groups, per]
+
+
+def _batched(shape: list[int]) -> list[int]:
+    """``shape`` as a reshape target with the batch as -1, as ``_grouped``'s."""
+    return [-1, *shape[1:]] if np.prod(shape[1:], dtype=np.int64) else list(shape)
 
 
 def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
@@ -782,9 +802,12 @@ def _group_formula(shape: list[int], groups: int, eps: float) -> Callable:
     def formula(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=grouped), [2], eps)
         g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
-        gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=shape)
-        return [gx, ops.sum(gy * ops.reshape(xhat, shape=shape), axes=axes), ops.sum(gy, axes=axes)]
-    return formula
+        gx = ops.reshape(_traced_normalize_grad(g, xhat, rstd, [2]), shape=_batched(shape))
+        return [gx, ops.sum(gy * ops.reshape(xhat, shape=_batched(shape)), axes=axes), ops.sum(gy, axes=axes)]
+
+    def empty(x, w, gy):  # noqa: ANN001, ANN202 - traced tensors: no values per sample, so no groups to reshape
+        return [gy * ops.reshape(w, shape=bshape), ops.sum(gy * x, axes=axes), ops.sum(gy, axes=axes)]
+    return formula if grouped[0] == -1 else empty
 
 
 def _group_gradient(ctx: NodeContext):
@@ -835,6 +858,7 @@ GROUP_NORM_GRAD = OpSchema(
     shape_infer=_group_grad_shape,
     kernels={"cpu": _empty_safe(_group_grad_kernel)},
     gradient=_group_grad_gradient,
+    traits=("any_shape_gradient",),
     doc="group_norm's gradients for x, weight and bias in one fused kernel.",
     examples=[Example(["f32[2, 6, 5]", "f32[6]", "f32[2, 6, 5]"], {"num_groups": 3}),
               Example(["f64[2, 4, 3, 3]", "f64[4]", "f64[2, 4, 3, 3]"], {"num_groups": 2}),
@@ -888,9 +912,9 @@ def _group_train_gradient(ctx: NodeContext):
 
     def formula(x, w, b):  # noqa: ANN001, ANN202 - traced tensors
         _, xhat, rstd = _traced_xhat(ops.reshape(x, shape=_grouped(shape, groups)), [2], eps)
-        xhat = ops.reshape(xhat, shape=shape)
+        xhat = ops.reshape(xhat, shape=_batched(shape))
         y = xhat * ops.reshape(w, shape=list(bshape)) + ops.reshape(b, shape=list(bshape))
-        return [y, xhat, ops.reshape(rstd, shape=[shape[0], groups])]
+        return [y, xhat, ops.reshape(rstd, shape=[-1, groups])]
     return ctx.grad_graph(lambda x, w, b, y, xhat, rstd, gy, g_xhat, g_rstd: inlined_vjp(
         formula, [x, w, b], [gy, g_xhat, g_rstd]))
 
@@ -946,7 +970,7 @@ def _group_saved_gradient(ctx: NodeContext):
         g = ops.reshape(gy * ops.reshape(w, shape=bshape), shape=grouped)
         gx = _traced_normalize_grad(g, ops.reshape(xhat, shape=grouped), ops.reshape(rstd, shape=[*grouped[:2], 1]),
                                     [2])
-        return [ops.reshape(gx, shape=shape), ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
+        return [ops.reshape(gx, shape=_batched(shape)), ops.sum(gy * xhat, axes=axes), ops.sum(gy, axes=axes)]
     return ctx.grad_graph(lambda xhat, rstd, w, gy, gx, gw, gb, ggx, ggw, ggb: inlined_vjp(
         formula, [xhat, rstd, w, gy], [ggx, ggw, ggb]))
 

@@ -32,6 +32,7 @@ from frame_core import (
 from ._common import as_out, compute_dtype, normalize_axis, require_float, require_numeric, shift
 from ._scan import linear_scan, selective_scan_backward, selective_scan_forward, selective_scan_saving
 from ._selective import OPTIONAL, Layout, _Math, layout, selective_scan_gradient
+from ._selective_jvp import selective_scan_jvp
 
 _AXIS = AttrSpec("int", doc="the axis to scan along (negative counts from the end)")
 _REVERSE = AttrSpec("bool", False, "scan from the last element to the first")
@@ -181,6 +182,7 @@ SELECTIVE_SCAN = OpSchema(
     kernels={"cpu": _selective_kernel},
     # Mamba's backward: adjoint lam = reverse linear_scan of C^T gy over exp(delta A) shifted one step; see _selective
     gradient=selective_scan_gradient,
+    jvp=selective_scan_jvp,  # a second scan over the same decays, batch free (_selective_jvp)
     variadic=True,
     traits=("any_shape_gradient",),
     doc="Mamba's selective scan (selective_scan_ref, real A): h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t, "
