@@ -24,7 +24,8 @@ def _attr(ctx: NodeContext, name: str) -> np.generic:
     return typed(ctx, ctx.attrs[name])
 
 
-def _gated(ctx: NodeContext, positive: float, negative: Callable[[np.ndarray], np.ndarray]) -> Callable:
+def _gated(ctx: NodeContext, positive: float, negative: Callable[[np.ndarray], np.ndarray | np.generic]
+           ) -> Callable:
     """The kernel ``(x, g) -> g * (positive if x > 0 else negative(x))``: every piecewise op of this module."""
     zero, high = typed(ctx, 0.0), typed(ctx, positive)
     return lambda x, g, out=None: np.multiply(g, np.where(x > zero, high, negative(x)), out=out_array(g, out))
