@@ -251,7 +251,9 @@ def to_onnx(graph: Graph, *, params: Any = None, opset: int | None = None, name:
     ``OnnxError`` when the checker refuses the result (a bug in a rule: please report it).
     """
     if not isinstance(graph, Graph):
-        raise OnnxError(f"to_onnx takes a frame Graph, got {type(graph).__name__}")
+        compiled = isinstance(graph, (fc.Executable, fc.DynamicExecutable))
+        hint = ": export the graph you gave fc.compile (docs/onnx.md, compiled graphs)" if compiled else ""
+        raise OnnxError(f"to_onnx takes a frame Graph, got {type(graph).__name__}{hint}")
     opset = DEFAULT_OPSET if opset is None else int(opset)
     if not 17 <= opset <= int(onnx.defs.onnx_opset_version()):
         raise OnnxError(f"export opset {opset} is outside 17..{onnx.defs.onnx_opset_version()}")
