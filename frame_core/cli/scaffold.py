@@ -186,7 +186,8 @@ $OP = OpSchema(
     shape_infer=_scale_shape,
     kernels={"cpu": _scale_kernel},
     gradient=_scale_gradient,
-    traits=("elementwise", "accepts_out"),
+    # any_shape_gradient: the GradientFn writes no size down, so training graphs run at any batch size
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="Elementwise factor * x.",
     examples=[
         Example(["f32[3, 4]"]),

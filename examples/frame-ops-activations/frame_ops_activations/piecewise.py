@@ -24,7 +24,8 @@ def _attr(ctx: NodeContext, name: str) -> np.generic:
     return typed(ctx, ctx.attrs[name])
 
 
-def _gated(ctx: NodeContext, positive: float, negative: Callable[[np.ndarray], np.ndarray]) -> Callable:
+def _gated(ctx: NodeContext, positive: float, negative: Callable[[np.ndarray], np.ndarray | np.generic]
+           ) -> Callable:
     """The kernel ``(x, g) -> g * (positive if x > 0 else negative(x))``: every piecewise op of this module."""
     zero, high = typed(ctx, 0.0), typed(ctx, positive)
     return lambda x, g, out=None: np.multiply(g, np.where(x > zero, high, negative(x)), out=out_array(g, out))
@@ -53,7 +54,7 @@ LEAKY_RELU = OpSchema(
     kernels={"cpu": _leaky_relu_kernel},
     gradient=lambda ctx: ctx.grad_graph(
         lambda x, y, gy: ops.leaky_relu_grad_internal(x, gy, slope=ctx.attrs["slope"])),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="Elementwise x where x > 0, else slope * x.",
     examples=[
         Example(["f32[3, 4]"], min_abs=0.05),
@@ -71,7 +72,7 @@ LEAKY_RELU_GRAD = OpSchema(
     kernels={"cpu": _leaky_relu_grad_kernel},
     gradient=lambda ctx: ctx.grad_graph(
         lambda x, gy, y, ggx: [None, ops.leaky_relu_grad_internal(x, ggx, slope=ctx.attrs["slope"])]),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="gy where x > 0, else slope * gy: the gradient of leaky_relu.",
     examples=[Example(["f32[3, 4]", "f32[3, 4]"], {"slope": 0.2}, min_abs=0.05),
               Example(["f64[5]", "f64[5]"], min_abs=0.05)],
@@ -111,7 +112,7 @@ ELU = OpSchema(
     shape_infer=float_unary,
     kernels={"cpu": _elu_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: ops.elu_grad_internal(x, gy, alpha=ctx.attrs["alpha"])),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="Exponential linear unit: x where x > 0, else alpha * (e ** x - 1).",
     examples=[
         Example(["f32[3, 4]"], low=-2.0, high=2.0, min_abs=0.05),
@@ -131,7 +132,7 @@ ELU_GRAD = OpSchema(
         ops.elu_curvature_internal(x, ggx * gy, alpha=ctx.attrs["alpha"]),
         ops.elu_grad_internal(x, ggx, alpha=ctx.attrs["alpha"]),
     ]),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="gy where x > 0, else gy * alpha * e ** x: the gradient of elu.",
     examples=_PAIR_EXAMPLES,
 )
@@ -147,7 +148,7 @@ ELU_CURVATURE = OpSchema(
         ops.elu_curvature_internal(x, gy * g, alpha=ctx.attrs["alpha"]),
         ops.elu_curvature_internal(x, gy, alpha=ctx.attrs["alpha"]),
     ]),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="0 where x > 0, else g * alpha * e ** x: the second derivative of elu times g.",
     examples=_PAIR_EXAMPLES,
 )

@@ -36,7 +36,7 @@ SOFTPLUS = OpSchema(
     shape_infer=float_unary,
     kernels={"cpu": _softplus_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, y, gy: gy * ops.sigmoid(x)),
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="Elementwise log(1 + e ** x), a smooth relu; computed without overflow.",
     examples=_EXAMPLES,
 )
@@ -73,7 +73,7 @@ GELU = OpSchema(
     shape_infer=float_unary,
     kernels={"cpu": _gelu_kernel},
     gradient=_gelu_gradient,
-    traits=("elementwise", "accepts_out"),
+    traits=("elementwise", "accepts_out", "any_shape_gradient"),
     doc="Gaussian error linear unit, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).",
     examples=_EXAMPLES,
 )

@@ -212,6 +212,7 @@ def plan_body(body: Graph, packs: dict[str, str | None]) -> Plan | str:
         if v in position:
             op.param = position[v]
             continue
+        assert v.producer is not None  # not a body input: a constant (why_not checked it)
         value = np.ascontiguousarray(v.producer.attrs["value"], dtype)
         op.constant = value
         if value.size > MAX_INLINE_CONSTANT:

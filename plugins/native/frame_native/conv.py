@@ -63,6 +63,17 @@ class Geometry(Record):
     """One layer: x[batch, c, h, w] (*) w[co, c, kh, kw] -> [batch, co, oh, ow], pooled to [.., oh // 2, ow // 2]."""
 
     __match_args__ = ("dtype", "batch", "c", "h", "w", "co", "kh", "kw", "stride", "dilation", "padding")
+    dtype: np.dtype
+    batch: int
+    c: int
+    h: int
+    w: int
+    co: int
+    kh: int
+    kw: int
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]
 
     def __init__(
         self, dtype: np.dtype, batch: int, c: int, h: int, w: int, co: int, kh: int, kw: int, stride: tuple[int, int],

@@ -312,7 +312,8 @@ def _check_numpy_layout() -> str | None:
     try:
         ok = (read(id(probe) + 8).value == id(np.ndarray) and read(id(probe) + 16).value == probe.ctypes.data
               and ctypes.c_int.from_address(id(probe) + 24).value == 2
-              and list((ctypes.c_int64 * 2).from_address(read(id(probe) + 32).value)) == [3, 5]
+              and (dims := read(id(probe) + 32).value) is not None
+              and list((ctypes.c_int64 * 2).from_address(dims)) == [3, 5]
               and read(id(probe) + 56).value == id(np.dtype(np.float32))
               and ctypes.c_int.from_address(id(probe) + 64).value & 0x501 == 0x501
               and not ctypes.c_int.from_address(id(frozen) + 64).value & 0x400
@@ -461,7 +462,8 @@ def _read_cached(path: str, symbol: str) -> bytes | None:
         ("not ", "larger", "malformed")) else f"its object code fails the check: {problem}")
 
 
-def _refused(path: str, why: str) -> None:
+def _refused(path: str, why: str) -> bytes | None:
+    """Note why a cache entry is not used; ``None``, what ``_read_cached`` returns for no usable entry."""
     note(f"the kernel cache entry {os.path.basename(path)} is not used ({why}); it is compiled afresh", then=None)
     return None
 

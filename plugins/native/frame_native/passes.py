@@ -84,8 +84,9 @@ def _approximations(fused: list[Node], packs: dict[str, str | None], schemas: An
         body = node.attrs["body"]
         if id(body) not in made:
             made[id(body)] = approximate_body(body, packs)
-        if made[id(body)] is not None:
-            result[node] = made[id(body)]
+        approximated = made[id(body)]
+        if approximated is not None:
+            result[node] = approximated
     return result
 
 

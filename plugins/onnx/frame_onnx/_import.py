@@ -34,7 +34,7 @@ from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, Unsupport
 __all__ = ["ImportedModel", "load", "NodeContext", "Unsupported", "import_rules", "DTYPES"]
 
 #: ONNX element type -> frame dtype name
-DTYPES = {
+DTYPES: dict[int, str] = {  # keyed by elem_type, a plain int in the protobuf
     onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.DOUBLE: "f64", onnx.TensorProto.FLOAT16: "f16",
     onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.INT32: "i32", onnx.TensorProto.INT64: "i64",
     onnx.TensorProto.BOOL: "bool",
@@ -379,6 +379,8 @@ def _folded_size(node: onnx.NodeProto, values: list[Any]) -> int:
             if sizes is not None:
                 return count(sizes.reshape(-1))
             scales = v[2] if op == "Resize" and len(v) > 2 and v[2] is not None else v[1] if op == "Upsample" else None
+            if scales is None:
+                return 0
             return count(math.floor(d * float(f)) for d, f in zip(v[0].shape, scales.reshape(-1)))
         if op == "Pad" and len(v) > 1 and v[1] is not None:
             pads = [int(p) for p in v[1].reshape(-1)]

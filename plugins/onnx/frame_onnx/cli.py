@@ -54,7 +54,8 @@ def import_command(path: str, output: str | None, params: str | None, dims: list
     else:
         fc.save_graph(model.graph, output)
     if params:
-        np.savez(params, **dict(zip(model.param_names, model.flat_params())))
+        # numpy's stub types **kwds as if a key could be its allow_pickle flag; parameter names never are
+        np.savez(params, **dict(zip(model.param_names, model.flat_params())))  # type: ignore[arg-type]
     where = output if output and output != "-" else "stdout"
     note = (f"imported {path}: {len(model.graph.nodes)} frame nodes, {len(model.input_names)} inputs, "
             f"{len(model.param_names)} parameters ({sum(a.size for a in model.flat_params()):,} values)"

@@ -43,9 +43,9 @@ def export_rules() -> dict[str, ExportRule]:
     return {**RULES, **plugin_export_rules()}
 
 
-def onnx_type(value: Value | Any) -> int:
-    dtype = value.dtype if hasattr(value, "dtype") else value
-    return ONNX_TYPES[dtype.name]
+def onnx_type(value: Value) -> int:
+    """The ONNX element type of a frame value."""
+    return ONNX_TYPES[value.dtype.name]
 
 
 class Exporter:
@@ -131,8 +131,8 @@ class Exporter:
                 outs = list(_rule_for(self.rules, node.op)(self, node))
             else:  # no rule: the op's DecomposeFn, written with other ops, exported in its place
                 sub = _decomposition(node)
-                if sub is None:
-                    _rule_for(self.rules, node.op)  # (raises UnmappedOpError)
+                if sub is None:  # collected beforehand by _unmapped; reached only inside a rule's own sub-graphs
+                    raise UnmappedOpError({node.op: [f"{path}node {index} of a sub-graph"]})
                 for value, name in zip(sub.inputs, (self.input(node, i) for i in range(len(node.inputs)))):
                     self.names[value] = name
                 self.run_nodes(sub)
@@ -251,7 +251,9 @@ def to_onnx(graph: Graph, *, params: Any = None, opset: int | None = None, name:
     ``OnnxError`` when the checker refuses the result (a bug in a rule: please report it).
     """
     if not isinstance(graph, Graph):
-        raise OnnxError(f"to_onnx takes a frame Graph, got {type(graph).__name__}")
+        compiled = isinstance(graph, (fc.Executable, fc.DynamicExecutable))
+        hint = ": export the graph you gave fc.compile (docs/onnx.md, compiled graphs)" if compiled else ""
+        raise OnnxError(f"to_onnx takes a frame Graph, got {type(graph).__name__}{hint}")
     opset = DEFAULT_OPSET if opset is None else int(opset)
     if not 17 <= opset <= int(onnx.defs.onnx_opset_version()):
         raise OnnxError(f"export opset {opset} is outside 17..{onnx.defs.onnx_opset_version()}")

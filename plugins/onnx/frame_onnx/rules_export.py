@@ -562,7 +562,7 @@ def _pair(value: Any, default: int) -> list[int]:
     return values * 2 if len(values) == 1 else values[:2]
 
 
-def _pads_2d(padding: Any, size: tuple[int, int], extent: list[int], stride: list[int]) -> list[int]:
+def _pads_2d(padding: Any, size: tuple[int, ...], extent: list[int], stride: list[int]) -> list[int]:
     """frame-ops-nn's padding ('valid', 'same', p, [ph, pw], [top, bottom, left, right]) as ONNX pads
     [top, left, bottom, right]."""
     if isinstance(padding, str):

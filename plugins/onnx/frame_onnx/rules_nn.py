@@ -201,8 +201,8 @@ def _window_pool(x: Any, kernel: list[int], strides: list[int], dilations: list[
         total = total + t
     counted = np.pad(np.pad(np.ones(spatial), list(zip(counted_before, counted_after)), constant_values=1.0),
                      [(b - cb, a - ca) for b, a, cb, ca in zip(before, after, counted_before, counted_after)])
-    count = sum(counted[tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in
-                              zip(tap, dilations, out_size, strides))] for tap in np.ndindex(*kernel))
+    count = np.asarray(sum(counted[tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in
+                                         zip(tap, dilations, out_size, strides))] for tap in np.ndindex(*kernel)))
     if np.all(count == count.flat[0]):
         return total * (1.0 / float(count.flat[0]))
     return total / like(count, x)

@@ -580,7 +580,10 @@ def slice_tensor(x: Any, shape: tuple[int, ...], starts: list[int], ends: list[i
         s, e, t = (max(min(int(v), top), -top - 1) for v in (s, e, t))
         if s == 0 and e >= 2**62 and t == 1:
             continue
-        out_s.append(s), out_e.append(e), out_a.append(a), out_t.append(t)
+        out_s.append(s)
+        out_e.append(e)
+        out_a.append(a)
+        out_t.append(t)
     if not out_a:
         return x
     return ops.slice(x, starts=out_s, stops=out_e, steps=out_t, axes=out_a)
@@ -896,6 +899,7 @@ def _resize(cx: NodeContext) -> Any:
     if mode not in ("nearest", "linear", "cubic"):
         raise Unsupported(f"resize mode {mode!r} (frame imports nearest, linear and cubic)")
     shape, rank = shape_of(x), rank_of(x)
+    scales: np.ndarray | None
     if cx.node.op_type == "Upsample" or cx.opset < 11:  # Upsample, and Resize before opset 11: (X, scales)
         scales, sizes, transform, rounding = cx.need_known(1, "scales").astype(float), None, "asymmetric", "floor"
     else:
@@ -1006,8 +1010,8 @@ def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -
 @rule("Range")
 def _range(cx: NodeContext) -> Any:
     """Known bounds too long to compute while importing (``FOLD_OUTPUT_LIMIT``) become an ``arange`` node."""
-    known = [cx.known(i) for i in range(3)]
-    if all(k is not None for k in known):
+    known = [k for k in (cx.known(i) for i in range(3)) if k is not None]
+    if len(known) == 3:
         start, limit, delta = (k.reshape(()).item() for k in known)
         if delta == 0:
             raise invalid(cx, "delta is 0")

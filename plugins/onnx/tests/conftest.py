@@ -76,6 +76,32 @@ def _torch_modules():
             "gru": (GRU, (3, 6, 3)), "attention": (Attention, (2, 5, 8))}
 
 
+def _separable_block() -> type:
+    import torch
+
+    nn = torch.nn
+
+    class Separable(nn.Module):  # depthwise + pointwise conv, ConvTranspose2d, InstanceNorm2d
+        def __init__(self):
+            super().__init__()
+            self.depthwise, self.pointwise = nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.Conv2d(4, 6, 1)
+            self.up = nn.ConvTranspose2d(6, 2, 3, stride=2, padding=1, output_padding=1)
+            self.norm = nn.InstanceNorm2d(2, affine=True)
+
+        def forward(self, x):
+            return self.norm(self.up(torch.relu(self.pointwise(self.depthwise(x)))))
+
+    return Separable
+
+
+@pytest.fixture(scope="session")
+def separable_block() -> type:
+    """A torch module class taking ``[batch, 4, H, W]``: a depthwise-separable convolution, ConvTranspose2d and
+    InstanceNorm2d. Shared here because pytest's importlib mode lets no test module import another."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
+    return _separable_block()
+
+
 @pytest.fixture(scope="session")
 def torch_models() -> dict[str, TorchModel]:
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")

@@ -22,17 +22,6 @@ frame_onnx = pytest.importorskip("frame_onnx")
 nn = torch.nn
 
 
-class Separable(nn.Module):  # depthwise + pointwise conv, ConvTranspose2d, InstanceNorm2d
-    def __init__(self):
-        super().__init__()
-        self.depthwise, self.pointwise = nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.Conv2d(4, 6, 1)
-        self.up = nn.ConvTranspose2d(6, 2, 3, stride=2, padding=1, output_padding=1)
-        self.norm = nn.InstanceNorm2d(2, affine=True)
-
-    def forward(self, x):
-        return self.norm(self.up(torch.relu(self.pointwise(self.depthwise(x)))))
-
-
 class Sequence(nn.Module):  # Conv1d, GroupNorm, LayerNorm, AvgPool1d, Flatten, LogSoftmax
     def __init__(self):
         super().__init__()
@@ -70,8 +59,15 @@ class Recurrent(nn.Module):  # GRU: torch writes the batch into its initial stat
         return self.fc(self.rnn(x)[0][:, -1])
 
 
-MODELS = {"separable": (Separable, (4, 5, 5)), "sequence": (Sequence, (3, 6)), "pooled": (Pooled, (2, 6, 6)),
-          "normed": (Normed, (5,)), "recurrent": (Recurrent, (5, 4))}
+FEATURES = {"separable": (4, 5, 5), "sequence": (3, 6), "pooled": (2, 6, 6), "normed": (5,), "recurrent": (5, 4)}
+
+
+@pytest.fixture(scope="module")
+def models(separable_block):  # noqa: ANN001, ANN201
+    """Each model's class: the separable block (depthwise + pointwise conv, ConvTranspose2d, InstanceNorm2d) is
+    conftest's, shared with test_import_torch_layers."""
+    return {"separable": separable_block, "sequence": Sequence, "pooled": Pooled, "normed": Normed,
+            "recurrent": Recurrent}
 
 
 def _export(cls, features):
@@ -94,9 +90,9 @@ def _training(model):
     return fc.build_backward_graph(graph, loss, list(range(first, first + len(model.param_names))))
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_an_imported_model_at_other_batches_is_bit_for_bit_or_refused_by_name(name):
-    cls, features = MODELS[name]
+@pytest.mark.parametrize("name", list(FEATURES))
+def test_an_imported_model_at_other_batches_is_bit_for_bit_or_refused_by_name(name, models):
+    cls, features = models[name], FEATURES[name]
     data = _export(cls, features)
     model = frame_onnx.load(data)
     forward = fc.compile(model.graph, dynamic_shapes=True)

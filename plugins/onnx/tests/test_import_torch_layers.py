@@ -42,17 +42,6 @@ class Attention(nn.Module):
         return self.attn(x, x, x)[0]
 
 
-class Separable(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.depthwise, self.pointwise = nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.Conv2d(4, 6, 1)
-        self.up = nn.ConvTranspose2d(6, 2, 3, stride=2, padding=1, output_padding=1)
-        self.norm = nn.InstanceNorm2d(2, affine=True)
-
-    def forward(self, x):
-        return self.norm(self.up(torch.relu(self.pointwise(self.depthwise(x)))))
-
-
 class Activations(nn.Module):
     def __init__(self):
         super().__init__()
@@ -65,8 +54,13 @@ class Activations(nn.Module):
                             f.hardsigmoid(h), f.mish(h)])
 
 
-MODELS = {"encoder": (Encoder, (2, 5, 8)), "attention": (Attention, (2, 5, 8)),
-          "separable": (Separable, (2, 4, 5, 5)), "activations": (Activations, (4, 5))}
+SHAPES = {"encoder": (2, 5, 8), "attention": (2, 5, 8), "separable": (2, 4, 5, 5), "activations": (4, 5)}
+
+
+@pytest.fixture(scope="module")
+def models(separable_block):  # noqa: ANN001, ANN201
+    """Each model's class: the separable block is conftest's, shared with test_any_batch_import."""
+    return {"encoder": Encoder, "attention": Attention, "separable": separable_block, "activations": Activations}
 
 
 def _exported(cls, shape):
@@ -84,10 +78,10 @@ def _exported(cls, shape):
     return module, x, buffer.getvalue()
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_torch_layers_import_with_torchs_forward_and_gradients(name):
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_torch_layers_import_with_torchs_forward_and_gradients(name, models):
     torch.set_num_threads(1)
-    module, x, data = _exported(*MODELS[name])
+    module, x, data = _exported(models[name], SHAPES[name])
     model = frame_onnx.load(data, dims={"batch": x.shape[0]})
     y = model.run([x.numpy()])[0]
     np.testing.assert_allclose(y, module(x).detach().numpy(), rtol=1e-5, atol=1e-5)

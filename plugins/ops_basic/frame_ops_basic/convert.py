@@ -24,6 +24,7 @@ gradient chain.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def _cast_shape(ctx: NodeContext) -> list[TensorType]:
     return [x.with_dtype(ctx.attrs["to"])]
 
 
-def _first_bad(bad: np.ndarray, a: np.ndarray) -> tuple[object, tuple[int, ...]]:
+def _first_bad(bad: np.ndarray, a: np.ndarray) -> tuple[Any, tuple[int, ...]]:
     index = np.unravel_index(int(np.argmax(bad)), a.shape) if a.ndim else ()
     return a[index], tuple(int(i) for i in index)
 

@@ -104,7 +104,7 @@ FULL = OpSchema(
 def arange_length(start: float, stop: float, step: float) -> int:
     """numpy's element count of ``arange(start, stop, step)``: ``ceil((stop - start) / step)``, at least 0
     (exact for ints; for floats the same double arithmetic as numpy, underflow rule included)."""
-    if all(isinstance(v, int) for v in (start, stop, step)):
+    if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
         return len(range(start, stop, step))
     delta = stop - start
     ratio = delta / step
@@ -217,7 +217,7 @@ def _eye_shape(ctx: NodeContext) -> list[TensorType]:
 
 def _eye_kernel(ctx: NodeContext) -> Callable:
     (t,) = ctx.output_types
-    array = np.eye(*t.shape, k=ctx.attrs["k"], dtype=np.float64).astype(t.dtype.np)
+    array = np.eye(t.shape[0], t.shape[1], k=ctx.attrs["k"], dtype=np.float64).astype(t.dtype.np)
     return lambda: array.copy()
 
 

@@ -352,6 +352,7 @@ def _decompose(rw: Rewriter, node: Node, lowered: dict[tuple, Any]) -> None:
     sub = lowered.get(key)
     if sub is None:
         schema = _DECOMPOSED[node.op]
+        assert schema.decomposition is not None  # bind_shapes keeps only schemas that declare one
         sub = lowered[key] = schema.decomposition(NodeContext(schema, types, node.attrs,
                                                               [v.type for v in node.outputs]))
     for old, new in zip(node.outputs, inline_graph(rw.new, sub, list(rw.read(node.inputs)))):

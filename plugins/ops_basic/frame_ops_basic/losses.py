@@ -90,12 +90,14 @@ def _mse_grad_kernel(ctx: NodeContext) -> Callable:
     # one multiply by the scale already in that dtype gives the same bits without the weak-scalar promotion
     # and the astype (a few microseconds a call, on a [256, 1] residual more than the arithmetic)
     typed_scale = dtype.type(scale) if dtype in (np.float32, np.float64) else None
+    if typed_scale is None:
+        return kernel
     subtract, multiply, empty = np.subtract, np.multiply, np.empty
 
     def same_dtype(pred: np.ndarray, target: np.ndarray, gy: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         out = subtract(pred, target, out if out is not None else empty(t.shape, dtype))
         return multiply(out, multiply(gy, typed_scale), out)
-    return kernel if typed_scale is None else same_dtype
+    return same_dtype
 
 
 def _mse_grad_gradient(ctx: NodeContext):

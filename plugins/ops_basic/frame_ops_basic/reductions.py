@@ -62,7 +62,8 @@ def _reduce_kernel(mean: bool) -> Callable[[NodeContext], Callable]:
         def kernel(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             if out is None:
                 out = empty(shape, dtype)
-            reduce(a, axes, dtype, out, keepdims)
+            # numpy takes keepdims by position too; its stub only by keyword
+            reduce(a, axes, dtype, out, keepdims)  # type: ignore[call-overload]
             if mean:
                 if exact:
                     divide(out, divisor, out=out)
@@ -72,7 +73,8 @@ def _reduce_kernel(mean: bool) -> Callable[[NodeContext], Callable]:
 
         def widened(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:  # half precision
             total = empty(shape, acc)
-            reduce(a, axes, acc, total, keepdims)
+            # numpy takes keepdims by position too; its stub only by keyword
+            reduce(a, axes, acc, total, keepdims)  # type: ignore[call-overload]
             if mean:
                 divide(total, count, out=total, casting="unsafe")
             if out is None:
@@ -221,7 +223,8 @@ def _reduce_to_kernel(ctx: NodeContext) -> Callable:
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             out = empty(target, dtype)
-        reduce(x, axes, dtype, out.reshape(kept), True)
+        # numpy takes keepdims by position too; its stub only by keyword
+        reduce(x, axes, dtype, out.reshape(kept), True)  # type: ignore[call-overload]
         return out
     return kernel
 

@@ -89,7 +89,7 @@ def narrow_spectral_multipliers(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a
             pad = signal.producer
             old_signal = next(v for v in node.inputs if rw.vmap[v] is signal)
             region = _region(pad.attrs, signal.type.rank, "before", "after") if pad is not None and pad.op == "pad" else None
-            if region is not None and readers.get(old_signal) == 1 and old_signal not in outputs:
+            if pad is not None and region is not None and readers.get(old_signal) == 1 and old_signal not in outputs:
                 inner = pad.inputs[0]
                 shape = signal.type.shape
                 index = [slice(None)] * len(shape)

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from frame_core import Graph, PassSpec, Rewriter, TensorType, Value
+from frame_core import Graph, Node, PassSpec, Rewriter, TensorType, Value
 
 #: forward-transform scale s and inverse scale t of numpy's norms, for n points
 _S = {"backward": lambda n: 1.0, "ortho": lambda n: 1 / math.sqrt(n), "forward": lambda n: 1.0 / n}
@@ -52,7 +52,7 @@ def _uniform(v: Value, depth: int = 0) -> float | None:
     return None
 
 
-def _scaled_inverse(v: Value, op: str, axis: int) -> tuple[Value, float, object] | None:
+def _scaled_inverse(v: Value, op: str, axis: int) -> tuple[Value, float, Node] | None:
     """``(inverse node's input Z, product of the constants c, inverse node)`` when ``v = c * inverse(Z)``."""
     factor = 1.0
     for _ in range(_DEPTH):

@@ -124,6 +124,7 @@ def _by_decomposition(ctx: NodeContext) -> Callable:
     """The DecomposeFn compiled, as the kernel (every compile lowers the op to that graph first: bind_shapes)."""
     from frame_core import compile
 
+    assert ctx.schema.decomposition is not None  # only ops declaring a DecomposeFn use this kernel
     run = compile(ctx.schema.decomposition(ctx)).run
     return lambda *arrays: run(list(arrays))[0]
 

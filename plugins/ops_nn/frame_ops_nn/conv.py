@@ -58,6 +58,17 @@ class Geometry(Record):
 
     __match_args__ = ("batch", "c_in", "c_out", "groups", "size", "kernel", "stride", "dilation", "before", "after",
                       "out")
+    batch: int
+    c_in: int
+    c_out: int
+    groups: int
+    size: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    out: tuple[int, ...]
 
     def __init__(
         self, batch: int, c_in: int, c_out: int, groups: int, size: tuple[int, ...], kernel: tuple[int, ...],
@@ -149,16 +160,15 @@ def conv_geometry(ctx: NodeContext, nd: int, x_shape: tuple[int, ...], w_shape: 
     if len(w_shape) != nd + 2:
         raise ctx.error(f"w must be [C_out, C_in / groups, {'kh, kw' if nd == 2 else 'K'}], got shape "
                         f"{list(w_shape)}")
-    batch, c_in, *size = x_shape
-    c_out, c_per, *kernel = w_shape
+    batch, c_in, size = x_shape[0], x_shape[1], tuple(x_shape[2:])
+    c_out, c_per, kernel = w_shape[0], w_shape[1], tuple(w_shape[2:])
     if c_in % groups or c_out % groups:
         raise ctx.error(f"groups = {groups} must divide both C_in = {c_in} and C_out = {c_out}")
     if c_per != c_in // groups:
         raise ctx.error(f"w {list(w_shape)} must have C_in / groups = {c_in} / {groups} = {c_in // groups} input "
                         f"channels (axis 1), got {c_per}")
     if min(kernel) < 1:
-        raise ctx.error(f"kernel sizes must be >= 1, got {kernel}")
-    size, kernel = tuple(size), tuple(kernel)
+        raise ctx.error(f"kernel sizes must be >= 1, got {list(kernel)}")
     extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel))
     before, after = resolve_padding(ctx, nd, size, extent, stride, modes)
     out = _out_sizes(ctx, size, before, after, extent, stride)
@@ -269,7 +279,7 @@ def _weights(w: np.ndarray, geo: Geometry, acc: np.dtype) -> np.ndarray:
     return np.asarray(w, acc).reshape(geo.groups, geo.c_out // geo.groups, w.shape[1] * w.shape[2] * w.shape[3])
 
 
-def _on_grid(a: np.ndarray, geo: Geometry, acc: np.dtype, at: tuple[int, int]) -> np.ndarray:
+def _on_grid(a: np.ndarray, geo: Geometry, acc: np.dtype, at: tuple[int, ...]) -> np.ndarray:
     """A batch chunk ``a[nb, C, h, w]`` written at offset ``at`` into zeros ``[C, nb * hp * wp]`` (the padded grid)."""
     nb, c, h, w = a.shape
     hp, wp = geo.padded_size
@@ -769,7 +779,7 @@ CONV2D_GRAD_WEIGHT_LIKE = OpSchema(
     "conv2d_grad_weight_like_internal",
     inputs=("x", "gy", "w"),
     attrs=_conv_attrs(2),
-    shape_infer=lambda ctx: [_weight_like_geometry(ctx) and ctx.input_types[0].with_shape(ctx.input_types[2].shape)],
+    shape_infer=lambda ctx: (_weight_like_geometry(ctx), [ctx.input_types[0].with_shape(ctx.input_types[2].shape)])[1],
     kernels={"cpu": _weight_like_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, w, gw, ggw: [
         ops.conv2d_grad_input_like_internal(gy, ggw, x, **_as_given(ctx)), ops.conv2d(x, ggw, **_as_given(ctx)), None]),

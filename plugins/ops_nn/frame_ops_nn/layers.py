@@ -248,7 +248,7 @@ def trace_with_params(fn, params: dict, *data_types, name: str = "model"):  # no
 
     leaves = initializers.named_leaves(params)
     names = list(leaves)
-    types = [TensorType(np.asarray(v).dtype, np.shape(v)) for v in leaves.values()]
+    types = [TensorType(np.asarray(v).dtype.name, np.shape(v)) for v in leaves.values()]
 
     def flat(*tensors):  # noqa: ANN002, ANN202
         tree: dict = {}

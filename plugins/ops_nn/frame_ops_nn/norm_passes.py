@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame_core import Graph, PassSpec, Rewriter, TensorType
+from frame_core import Graph, Node, PassSpec, Rewriter, TensorType
 
 #: forward op -> (its gradient op, the forward's attributes the gradient must share)
 _PAIRS = {"layer_norm": ("layer_norm_grad_internal", ("eps",)),
@@ -36,7 +36,8 @@ def _key(node) -> tuple | None:  # noqa: ANN001 - a graph node
 def reuse_norm_statistics(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     if ctx.ops(graph).isdisjoint(_GRADS):
         return graph
-    forward, gradients = {}, set()  # key -> the first forward node; keys of gradient nodes
+    forward: dict[tuple, Node] = {}  # key -> the first forward node
+    gradients: set[tuple] = set()  # keys of gradient nodes
     for node in graph.nodes:
         key = _key(node)
         if key is not None:

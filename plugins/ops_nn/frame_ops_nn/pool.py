@@ -26,6 +26,7 @@ pool again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,13 +35,22 @@ from frame_core import AttrSpec, Example, NodeContext, OpSchema, Record, TensorT
 from ._common import as_out, compute_dtype, per_dim, require_float
 from .conv import resolve_padding
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
 
 class PoolGeometry(Record):
     __match_args__ = ("size", "kernel", "stride", "before", "after", "out")
+    size: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    out: tuple[int, ...]
 
     def __init__(
-        self, size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int], before: tuple[int, int],
-        after: tuple[int, int], out: tuple[int, int]
+        self, size: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...], before: tuple[int, ...],
+        after: tuple[int, ...], out: tuple[int, ...]
     ) -> None:
         self._store(size=size, kernel=kernel, stride=stride, before=before, after=after, out=out)
 
@@ -48,7 +58,7 @@ class PoolGeometry(Record):
         return {"kernel_size": self.kernel, "stride": self.stride,
                 "padding": (self.before[0], self.after[0], self.before[1], self.after[1])}
 
-    def pad(self, x: np.ndarray, dtype: np.dtype, fill: float = 0.0) -> np.ndarray:
+    def pad(self, x: np.ndarray, dtype: DTypeLike, fill: float = 0.0) -> np.ndarray:
         (bh, bw), (ah, aw) = self.before, self.after
         x = np.asarray(x, dtype)
         if not (bh or bw or ah or aw):
@@ -150,13 +160,11 @@ def _argmax(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
     Taps are compared one at a time over whole ``[..., oh, ow]`` slices (a later tap wins only when strictly
     larger, or NaN where the best is not), which is far faster than an argmax over tiny window axes.
     """
-    best, am = None, None
     has_nan = bool(np.isnan(x).any())
-    taps = enumerate(_tile_taps(x, geo)) if _tiled(geo) else _taps(geo, geo.pad(x, x.dtype, -np.inf))
+    taps = iter(enumerate(_tile_taps(x, geo)) if _tiled(geo) else _taps(geo, geo.pad(x, x.dtype, -np.inf)))
+    _, first = next(taps)  # (a window has at least one tap)
+    best, am = first.copy(), np.zeros(first.shape, np.intp)
     for k, tap in taps:
-        if best is None:
-            best, am = tap.copy(), np.zeros(tap.shape, np.intp)
-            continue
         wins = tap > best
         if has_nan:
             wins |= np.isnan(tap) & ~np.isnan(best)
@@ -190,9 +198,10 @@ def _max_kernel(ctx: NodeContext) -> Callable:
             for j in range(2, geo.kernel[1]):
                 np.maximum(y, rows[..., j], out=y)
             return as_out(y, y_t)
-        y = None
-        for _, tap in _taps(geo, geo.pad(x, x.dtype, -np.inf)):
-            y = tap.copy() if y is None else np.maximum(y, tap, out=y)  # NaN propagates
+        taps = _taps(geo, geo.pad(x, x.dtype, -np.inf))
+        y = next(taps)[1].copy()  # (a window has at least one tap)
+        for _, tap in taps:
+            np.maximum(y, tap, out=y)  # NaN propagates
         return as_out(y, y_t)
     return kernel
 
@@ -400,7 +409,7 @@ def bins(n: int, m: int, dtype: np.dtype) -> np.ndarray:
     return a
 
 
-def _adaptive_sizes(ctx: NodeContext, x: TensorType) -> tuple[tuple[int, int], tuple[int, int]]:
+def _adaptive_sizes(ctx: NodeContext, x: TensorType) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if x.rank < 2:
         raise ctx.error(f"x must have two trailing axes to pool over ([..., H, W]), got {x}")
     out = per_dim(ctx, "output_size", 2)
@@ -461,7 +470,7 @@ ADAPTIVE_AVG_POOL2D = OpSchema(
 )
 
 
-def _adaptive_grad_sizes(ctx: NodeContext) -> tuple[tuple[int, int], tuple[int, int]]:
+def _adaptive_grad_sizes(ctx: NodeContext) -> tuple[tuple[int, ...], tuple[int, ...]]:
     gy = require_float(ctx, 0)
     if gy.rank < 2:
         raise ctx.error(f"gy must be [..., oh, ow], got {gy}")
@@ -516,7 +525,7 @@ AVG_POOL2D_GRAD_LIKE = OpSchema(
     "avg_pool2d_grad_like_internal",
     inputs=("gy", "x"),
     attrs=_AVG_ATTRS,
-    shape_infer=lambda ctx: [_avg_like_attrs(ctx) and ctx.input_types[1]],
+    shape_infer=lambda ctx: (_avg_like_attrs(ctx), [ctx.input_types[1]])[1],
     kernels={"cpu": _avg_like_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda gy, x, gx, ggx: [ops.avg_pool2d(ggx, **ctx.attrs), None]),
     decomposition=lambda ctx: ctx.decomposition_graph(

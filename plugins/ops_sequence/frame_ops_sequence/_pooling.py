@@ -34,6 +34,12 @@ from ._windows import check_positive, output_length, padded, resolve_padding, ta
 
 class PoolGeometry(Record):
     __match_args__ = ("length", "kernel", "stride", "left", "right", "out_length")
+    length: int
+    kernel: int
+    stride: int
+    left: int
+    right: int
+    out_length: int
 
     def __init__(self, length: int, kernel: int, stride: int, left: int, right: int, out_length: int) -> None:
         self._store(length=length, kernel=kernel, stride=stride, left=left, right=right, out_length=out_length)
@@ -323,7 +329,7 @@ AVG_POOL1D_GRAD_LIKE = OpSchema(
     "avg_pool1d_grad_like_internal",
     inputs=("gy", "x"),
     attrs=_AVG_ATTRS,
-    shape_infer=lambda ctx: [_avg_like_attrs(ctx) and ctx.input_types[1]],
+    shape_infer=lambda ctx: (_avg_like_attrs(ctx), [ctx.input_types[1]])[1],
     kernels={"cpu": _avg_like_kernel},
     gradient=lambda ctx: ctx.grad_graph(lambda gy, x, gx, ggx: [ops.avg_pool1d(ggx, **ctx.attrs), None]),
     decomposition=lambda ctx: ctx.decomposition_graph(

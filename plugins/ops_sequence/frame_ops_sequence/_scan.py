@@ -213,7 +213,7 @@ def selective_scan_backward(xs: list[np.ndarray], a: np.ndarray, h: np.ndarray, 
     if not b_parts:  # no steps
         grads["B"] = _sum_to_form(h, du_s, b_form, b_groups, B.shape)
     else:
-        grads["B"] = sum(b_parts) if b_form == "constant" else np.concatenate(b_parts[::-1], axis=-1)
+        grads["B"] = np.asarray(sum(b_parts)) if b_form == "constant" else np.concatenate(b_parts[::-1], axis=-1)
     gu = from_state(lam_b * dt_s)
     grads["u"] = gu if D is None else gu + gy * np.asarray(D, dtype)[:, None]
     g_raw = from_state(g_dt)

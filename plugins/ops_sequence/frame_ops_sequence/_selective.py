@@ -36,6 +36,17 @@ class Layout(Record):
 
     __match_args__ = ("u", "batch", "dim", "length", "n", "groups", "b_form", "c_form", "optional", "b_groups",
                       "c_groups")
+    u: TensorType
+    batch: int
+    dim: int
+    length: int
+    n: int
+    groups: int
+    b_form: str
+    c_form: str
+    optional: tuple[str, ...]
+    b_groups: int
+    c_groups: int
 
     def __init__(
         self, u: TensorType, batch: int, dim: int, length: int, n: int, groups: int, b_form: str, c_form: str,

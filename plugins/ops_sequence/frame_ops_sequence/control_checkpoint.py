@@ -55,7 +55,7 @@ def _as_flag(c: Any) -> Any:
     return c
 
 
-def checkpointed_loop(body_fn: Callable[..., Any], max_trip: int, cond: Any, init: Sequence[Tensor],
+def checkpointed_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: Any, init: Sequence[Tensor],
                       scanned: Sequence[Tensor], invs: Sequence[Tensor], every: Any, reverse: bool = False,
                       exits: bool = True) -> Any:
     """``loop(...)`` as an outer loop over segments of ``every`` steps (module docstring); same outputs.
@@ -112,7 +112,7 @@ def _regroup(outs: list[Tensor], nc: int, carry_struct: bool) -> tuple[Any, Any]
     return carry, (None if not ys else ys[0] if len(ys) == 1 else tuple(ys))
 
 
-def checkpointed_scan(body_fn: Callable[..., Any], carry0: Sequence[Tensor], carry_struct: bool,
+def checkpointed_scan(body_fn: Callable[..., Any] | Graph, carry0: Sequence[Tensor], carry_struct: bool,
                       scanned: Sequence[Tensor], xs_struct: bool, invs: Sequence[Tensor], length: int, reverse: bool,
                       every: Any) -> tuple[Any, Any]:
     """``scan(...)`` through ``checkpointed_loop`` (a scan is a loop whose cond stays true)."""

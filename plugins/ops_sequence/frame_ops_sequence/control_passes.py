@@ -239,6 +239,8 @@ def _sinkable(body: Graph, k: int, nc: int, nx: int, users: dict[Value, list[Nod
     value, into itself (and nothing else reads it); None otherwise."""
     acc_in, out = body.inputs[k], body.outputs[k]
     add = out.producer
+    if add is None:  # the carry is a body input passed through
+        return None
     if _short(add) != "accumulate_internal" or add.inputs[0] is not acc_in or users.get(acc_in) != [add] or \
             acc_in in body.outputs or users.get(out) or body.outputs.count(out) != 1:  # (a trajectory stacks acc_in)
         return None
@@ -277,8 +279,8 @@ def sink_scan_accumulations(graph: Graph, ctx: Any) -> Graph:
     rw = Rewriter(graph)
     for node in graph.nodes:
         if node in folds:  # a stacked gradient of a hoisted projection: one contraction over steps and rows
-            a, g = (_fold(rw, reg, v) for v in rw.read(node.inputs))
-            rw.alias(node.outputs[0], rw.new.add_node(node.op, [a, g], dict(node.attrs), registry=reg).outputs[0])
+            folded = [_fold(rw, reg, v) for v in rw.read(node.inputs)]
+            rw.alias(node.outputs[0], rw.new.add_node(node.op, folded, dict(node.attrs), registry=reg).outputs[0])
             continue
         if node not in plans:
             rw.copy(node)

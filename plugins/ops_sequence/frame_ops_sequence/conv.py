@@ -47,6 +47,17 @@ from ._windows import check_positive, output_length, padded, resolve_padding, ta
 class ConvGeometry(Record):
     __match_args__ = ("batch", "c_in", "c_out", "length", "kernel", "stride", "dilation", "groups", "left", "right",
                       "out_length")
+    batch: int
+    c_in: int
+    c_out: int
+    length: int
+    kernel: int
+    stride: int
+    dilation: int
+    groups: int
+    left: int
+    right: int
+    out_length: int
 
     def __init__(
         self, batch: int, c_in: int, c_out: int, length: int, kernel: int, stride: int, dilation: int, groups: int,
@@ -747,7 +758,7 @@ CONV1D_GRAD_INPUT_LIKE = OpSchema(
     "conv1d_grad_input_like_internal",
     inputs=("gy", "w", "x"),
     attrs=_CONV_ATTRS,
-    shape_infer=lambda ctx: [_input_like_attrs(ctx) and ctx.input_types[2]],
+    shape_infer=lambda ctx: (_input_like_attrs(ctx), [ctx.input_types[2]])[1],
     kernels={"cpu": _lowered_kernel(CONV1D_GRAD_INPUT, _input_like_attrs, _grad_input_kernel)},
     gradient=lambda ctx: ctx.grad_graph(lambda gy, w, x, gx, ggx: [
         ops.conv1d(ggx, w, **_as_given(ctx)), ops.conv1d_grad_weight_like_internal(ggx, gy, w, **_as_given(ctx)),
@@ -768,7 +779,7 @@ CONV1D_GRAD_WEIGHT_LIKE = OpSchema(
     "conv1d_grad_weight_like_internal",
     inputs=("x", "gy", "w"),
     attrs=_CONV_ATTRS,
-    shape_infer=lambda ctx: [_weight_like_attrs(ctx) and ctx.input_types[2]],
+    shape_infer=lambda ctx: (_weight_like_attrs(ctx), [ctx.input_types[2]])[1],
     kernels={"cpu": _lowered_kernel(CONV1D_GRAD_WEIGHT, _weight_like_attrs, _grad_weight_kernel)},
     gradient=lambda ctx: ctx.grad_graph(lambda x, gy, w, gw, ggw: [
         ops.conv1d_grad_input_like_internal(gy, ggw, x, **_as_given(ctx)), ops.conv1d(x, ggw, **_as_given(ctx)),

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from frame_core import (
-    AttrSpec, Example, NodeContext, OpSchema, Tensor, TensorType, current_graph, inline_graph, ops,
+    AttrSpec, Example, Graph, NodeContext, OpSchema, Tensor, TensorType, current_graph, inline_graph, ops,
 )
 
 from ._common import as_out, compute_dtype, normalize_axis, require_float, require_numeric, shift
@@ -211,11 +211,9 @@ def _types(types) -> str:  # noqa: ANN001
     return "[" + ", ".join(map(str, types)) + "]"
 
 
-class _Inputs:
-    """A NodeContext seen through the first ``count`` inputs (the selective_scan inputs of a gradient op)."""
-
-    def __init__(self, ctx: NodeContext, count: int) -> None:
-        self.input_types, self.attrs, self.error = list(ctx.input_types[:count]), ctx.attrs, ctx.error
+def _first_inputs(ctx: NodeContext, count: int) -> NodeContext:
+    """``ctx`` seen through its first ``count`` inputs (the selective_scan inputs of a gradient op)."""
+    return NodeContext(ctx.schema, ctx.input_types[:count], ctx.attrs)
 
 
 def _state_type(lay: Layout) -> TensorType:
@@ -223,7 +221,7 @@ def _state_type(lay: Layout) -> TensorType:
 
 
 def _fast_layout(ctx: NodeContext, count: int) -> Layout:
-    lay = layout(_Inputs(ctx, count))
+    lay = layout(_first_inputs(ctx, count))
     if lay.u.dtype.name not in ("float32", "float64"):
         raise ctx.error(f"computes in float32 or float64 only, got {lay.u}; half precision takes selective_scan's "
                         "composite gradient")
@@ -255,8 +253,8 @@ def _saving_kernel(ctx: NodeContext) -> Callable:
 
     def kernel(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
         extra = dict(zip(lay.optional, xs[5:]))
-        out, a, h, dt, y = selective_scan_saving(*xs[:5], extra.get("D"), extra.get("z"), extra.get("delta_bias"),
-                                                 softplus, lay.groups, dtype)
+        out, a, h, dt, y = selective_scan_saving(xs[0], xs[1], xs[2], xs[3], xs[4], extra.get("D"), extra.get("z"),
+                                                 extra.get("delta_bias"), softplus, lay.groups, dtype)
         out = as_out(out, lay.u)
         return out, a, h, _own(dt, (*xs, out)), _own(y, (*xs, out))
     return kernel
@@ -272,19 +270,21 @@ def _own(x: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
 
 def _backward_kernel(ctx: NodeContext) -> Callable:
     n = len(ctx.input_types) - 5
-    lay = layout(_Inputs(ctx, n))
+    lay = layout(_first_inputs(ctx, n))
     softplus = ctx.attrs["delta_softplus"]
     forms = (lay.b_form, lay.c_form, lay.b_groups, lay.c_groups)
     dtype = lay.u.dtype.np
     types = ctx.input_types[:n]
 
     def kernel(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
-        grads = selective_scan_backward(list(xs[:n]), *xs[n:], lay.optional, forms, softplus, lay.groups, dtype)
+        a, h, dt, y_pre, gout = xs[n:]
+        grads = selective_scan_backward(list(xs[:n]), a, h, dt, y_pre, gout, lay.optional, forms, softplus,
+                                        lay.groups, dtype)
         return tuple(as_out(np.ascontiguousarray(g), t) for g, t in zip(grads, types))
     return kernel
 
 
-def _by_composite(composite: Callable[[NodeContext], Callable[..., list]]) -> Callable[[NodeContext], object]:
+def _by_composite(composite: Callable[[NodeContext], Callable[..., list]]) -> Callable[[NodeContext], Graph]:
     """A GradientFn: the VJP of ``composite(ctx)``, the op's outputs written with frame ops (closed to any order)."""
     def gradient(ctx: NodeContext):
         n_in, n_out = len(ctx.input_types), len(ctx.output_types)
@@ -313,7 +313,7 @@ def _saving_composite(ctx: NodeContext) -> Callable[..., list]:
 
 def _backward_composite(ctx: NodeContext) -> Callable[..., list]:
     n = len(ctx.input_types) - 5
-    lay = layout(_Inputs(ctx, n))
+    lay = layout(_first_inputs(ctx, n))
     fm = _Math(lay, ctx.attrs["delta_softplus"], list(ctx.input_types[:n]))
     return lambda *xs: fm.backward(xs[:n], xs[n], xs[n + 1], xs[n + 4], dt=xs[n + 2], y_pre=xs[n + 3])
 

@@ -38,7 +38,7 @@ def merge_selective_scan_saving(graph: Graph, ctx: Any) -> Graph:
     ops = {op.rpartition("::")[2] for op in ctx.ops(graph)}  # (the set of ops, memoised per graph)
     if "selective_scan_saving_internal" not in ops or "selective_scan" not in ops:
         return graph
-    savers = {}
+    savers: dict[tuple, Node] = {}
     for node in graph.nodes:
         if _short(node) == "selective_scan_saving_internal":
             savers.setdefault(_key(node), node)
