@@ -34,6 +34,9 @@ def broadcast(ctx: NodeContext) -> list[TensorType]:
 
 
 def broadcast_shapes(ctx: NodeContext, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    first = tuple(shapes[0])
+    if all(tuple(s) == first for s in shapes):  # the common case (most elementwise nodes): nothing broadcasts
+        return first
     rank = max(len(s) for s in shapes)
     out = []
     for axis in range(rank):

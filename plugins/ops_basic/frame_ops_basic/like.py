@@ -49,8 +49,11 @@ def _infer(ctx: NodeContext) -> list[TensorType]:
     if isinstance(low, np.ndarray):
         return [TensorType(ctx.attrs["dtype"], ())]
     target, used, attrs = low
+    types = [ctx.input_types[i] for i in used]
     try:
-        return target.infer([ctx.input_types[i] for i in used], target.normalize_attrs(attrs))
+        if ctx.schema.name in _SHAPE_ONLY:  # attrs already canonical: the target's shape function itself
+            return target.shape_infer(NodeContext(target, types, attrs))
+        return target.infer(types, target.normalize_attrs(attrs))
     except ShapeError as exc:
         raise ctx.error(f"{exc}") from None
 
@@ -85,6 +88,8 @@ def _decomposition(ctx: NodeContext) -> Graph:
 def _like(name: str, inputs: tuple[str, ...], lower: Callable, gradient: Callable, doc: str,
           examples: list[Example], attrs: dict[str, AttrSpec] | None = None, view: bool = False) -> OpSchema:
     _LOWER[name] = lower
+    if getattr(lower, "shape_only", False):
+        _SHAPE_ONLY.add(name)
     return OpSchema(name, inputs=inputs, attrs=attrs or {}, shape_infer=_infer, kernels={"cpu": _kernel},
                     gradient=gradient, decomposition=_decomposition, nondiff_inputs=(len(inputs) - 1,),
                     traits=("any_shape_gradient", "shape_operand") + (("view",) if view else ()), doc=doc,
@@ -92,6 +97,10 @@ def _like(name: str, inputs: tuple[str, ...], lower: Callable, gradient: Callabl
 
 
 _LOWER: dict[str, Callable] = {}
+#: like ops whose lowering's attributes are its target's only attribute, a shape read off an operand's type (so
+#: already canonical, with no default to fill): their shape inference calls the target's shape function directly,
+#: without normalising and memoising attributes that are a new shape at nearly every call
+_SHAPE_ONLY: set[str] = set()
 
 
 def _same_shape_or(target: OpSchema, attr: str) -> Callable:
@@ -99,6 +108,7 @@ def _same_shape_or(target: OpSchema, attr: str) -> Callable:
     def lower(types: tuple[TensorType, ...], attrs: Any, ctx: NodeContext) -> Any:
         g, like = types
         return 0 if g.shape == like.shape else (target, (0,), {attr: like.shape})
+    lower.shape_only = set(target.attrs) == {attr}  # (see _SHAPE_ONLY)
     return lower
 
 

@@ -142,7 +142,8 @@ RFFT_GRAD_LIKE = OpSchema(
     traits=("any_shape_gradient", "shape_operand"),
     doc="rfft's gradient: irfft(gy * W, n, norm=swap(norm)) with n = x's length along axis and W its bin weights "
         "(x read for its shape only).",
-    examples=[Example(["f32[3, 5, 2]", "f32[3, 8]"]), Example(["f64[2, 4, 2]", "f64[2, 7]"], {"norm": "ortho"}),
+    examples=[Example(["f32[3, 5, 2]", "f32[3, 8]"], {"axis": 1}),
+              Example(["f64[2, 4, 2]", "f64[2, 7]"], {"axis": 1, "norm": "ortho"}),
               Example(["f32[4, 3, 2]", "f32[6, 3]"], {"axis": 0, "norm": "forward"})],
 )
 
@@ -255,9 +256,10 @@ IRFFT_GRAD_LIKE = OpSchema(
     traits=("any_shape_gradient", "shape_operand"),
     doc="irfft's gradient: rfft(gy, norm=swap(norm)) * C with C its bin weights for n = gy's length along axis "
         "(z read for its shape only).",
-    examples=[Example(["f32[3, 8]", "f32[3, 5, 2]"]), Example(["f64[2, 7]", "f64[2, 4, 2]"], {"norm": "ortho"}),
+    examples=[Example(["f32[3, 8]", "f32[3, 5, 2]"], {"axis": 1}),
+              Example(["f64[2, 7]", "f64[2, 4, 2]"], {"axis": 1, "norm": "ortho"}),
               Example(["f32[6, 3]", "f32[4, 3, 2]"], {"axis": 0, "norm": "forward"}),
-              Example(["f64[1]", "f64[1, 2]"], note="n = 1")],
+              Example(["f64[1]", "f64[1, 2]"], {"axis": 0}, note="n = 1")],
 )
 
 

@@ -686,11 +686,12 @@ CONV2D_GRAD_WEIGHT = OpSchema(
     gradient=_grad_weight_gradient,
     doc="The correlation of x with gy over batch and positions: conv2d's gradient for w.",
     examples=[
-        Example(["f32[2, 3, 6, 5]", "f32[2, 4, 4, 3]"], {"kernel_size": 3}),
+        Example(["f32[2, 3, 6, 5]", "f32[2, 4, 4, 3]"], {"kernel_size": [3, 3], "stride": [1, 1],
+                                                        "padding": [0, 0, 0, 0], "dilation": [1, 1]}),
         Example(["f32[2, 4, 7, 6]", "f32[2, 6, 4, 6]"], {"kernel_size": [3, 2], "stride": [2, 1],
-                                                        "padding": [1, 1, 0, 1], "groups": 2}),
+                                                        "padding": [1, 1, 0, 1], "groups": 2, "dilation": [1, 1]}),
         Example(["f64[1, 2, 7, 7]", "f64[1, 3, 3, 4]"], {"kernel_size": [2, 3], "dilation": [2, 1],
-                                                        "padding": [1, 0, 2, 1], "stride": 2}),
+                                                        "padding": [1, 0, 2, 1], "stride": [2, 2]}),
     ],
 )
 

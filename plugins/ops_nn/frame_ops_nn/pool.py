@@ -274,8 +274,10 @@ MAX_POOL2D_GRAD = OpSchema(
         None, ops.max_pool2d_select_internal(x, ggx, **_gradient_attrs(ctx, _pair_geometry(ctx)))]),
     traits=("any_shape_gradient",),
     doc="gy added at the argmax of each window of x: max_pool2d's gradient.",
-    examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 3, 2]"], {"kernel_size": 2}),
-              Example(["f64[2, 7, 5]", "f64[2, 4, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
+    examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 3, 2]"], {"kernel_size": [2, 2], "stride": [2, 2],
+                                                             "padding": [0, 0, 0, 0]}),
+              Example(["f64[2, 7, 5]", "f64[2, 4, 5]"], {"kernel_size": [3, 3], "stride": [2, 1],
+                                                         "padding": [1, 1, 1, 1]})],
 )
 
 
@@ -308,8 +310,10 @@ MAX_POOL2D_SELECT = OpSchema(
         None, ops.max_pool2d_grad_internal(x, gy, **_gradient_attrs(ctx, pool_geometry(ctx, ctx.input_types[0])))]),
     traits=("any_shape_gradient",),
     doc="g read at the argmax of each window of x: the transpose of max_pool2d_grad_internal.",
-    examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 6, 4]"], {"kernel_size": 2}),
-              Example(["f64[2, 7, 5]", "f64[2, 7, 5]"], {"kernel_size": 3, "stride": [2, 1], "padding": 1})],
+    examples=[Example(["f32[2, 3, 6, 4]", "f32[2, 3, 6, 4]"], {"kernel_size": [2, 2], "stride": [2, 2],
+                                                             "padding": [0, 0, 0, 0]}),
+              Example(["f64[2, 7, 5]", "f64[2, 7, 5]"], {"kernel_size": [3, 3], "stride": [2, 1],
+                                                         "padding": [1, 1, 1, 1]})],
 )
 
 

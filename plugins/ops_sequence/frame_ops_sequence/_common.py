@@ -66,9 +66,20 @@ def as_out(result: np.ndarray, t: TensorType) -> np.ndarray:
 def shift(x, axis: int, by: int):  # noqa: ANN001, ANN201 - traced tensors
     """``x`` moved ``by`` places along ``axis`` (+1: ``out_t = x_{t-1}``, -1: ``out_t = x_{t+1}``), zero-filled.
 
-    A slice and a pad (frame-ops-basic), each the other's gradient, so a shift keeps gradients closed.
+    A slice and a pad (frame-ops-basic), each the other's gradient, so a shift keeps gradients closed. The slice
+    is written over every axis and counted from the end, as pad's GradientFn writes it: the slice a shift makes
+    and the one the gradient of the opposite shift's pad makes are then one node signature, which the closure
+    audit instantiates once (and no length of x is written down).
     """
     n = x.shape[axis]
     by = max(-n, min(n, by))
-    kept = ops.slice(x, starts=[max(-by, 0)], stops=[n - max(by, 0)], axes=[axis])
+    starts, stops = [0] * len(x.shape), [_TO_THE_END] * len(x.shape)
+    if by > 0:
+        stops[axis] = -by  # x[:n - by]
+    else:
+        starts[axis] = -by  # x[-by:]
+    kept = ops.slice(x, starts=starts, stops=stops)
     return ops.pad(kept, before=[max(by, 0)], after=[max(-by, 0)], axes=[axis])
+
+
+_TO_THE_END = int(np.iinfo(np.int64).max)  # a slice stop meaning "to the end", as x[2:] is traced

@@ -183,7 +183,7 @@ MAX_POOL1D_GRAD = OpSchema(
         None, ops.max_pool1d_select_internal(x, ggx, **_gradient_attrs(ctx, _pair_geometry(ctx)))]),
     traits=("any_shape_gradient",),
     doc="gy added at the argmax of each window of x: max_pool1d's gradient.",
-    examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 4]"], {"kernel_size": 2}),
+    examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 4]"], {"kernel_size": 2, "stride": 2, "padding": [0, 0]}),
               Example(["f64[2, 7]", "f64[2, 4]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1]})],
 )
 
@@ -218,7 +218,7 @@ MAX_POOL1D_SELECT = OpSchema(
         None, ops.max_pool1d_grad_internal(x, gy, **_gradient_attrs(ctx, _geometry(ctx, ctx.input_types[0])))]),
     traits=("any_shape_gradient",),
     doc="g read at the argmax of each window of x: the transpose of max_pool1d_grad_internal.",
-    examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 8]"], {"kernel_size": 2}),
+    examples=[Example(["f32[2, 3, 8]", "f32[2, 3, 8]"], {"kernel_size": 2, "stride": 2, "padding": [0, 0]}),
               Example(["f64[2, 7]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1]})],
 )
 
@@ -338,7 +338,7 @@ AVG_POOL1D_GRAD_LIKE = OpSchema(
     traits=("any_shape_gradient", "shape_operand"),
     doc="avg_pool1d's gradient at x's length (x read for its shape only): gy spread over each window.",
     examples=[Example(["f32[2, 3, 4]", "f32[2, 3, 8]"], {"kernel_size": 2}),
-              Example(["f64[2, 4]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": "same",
+              Example(["f64[2, 4]", "f64[2, 7]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1],
                                                   "count_include_pad": False})],
 )
 

@@ -602,7 +602,7 @@ CONV1D_GRAD_INPUT = OpSchema(
     gradient=_grad_input_gradient,
     doc="The transposed 1-D convolution of gy with w: conv1d's gradient for x.",
     examples=[
-        Example(["f32[2, 4, 5]", "f32[4, 3, 3]"], {"length": 7}),
+        Example(["f32[2, 4, 5]", "f32[4, 3, 3]"], {"length": 7, "padding": [0, 0]}),
         Example(["f32[2, 6, 5]", "f32[6, 2, 3]"], {"length": 9, "stride": 2, "padding": [1, 1], "groups": 2}),
         Example(["f64[1, 3, 8]", "f64[3, 2, 2]"], {"length": 8, "dilation": 3, "padding": [3, 0]}),
         Example(["f64[2, 2, 2]", "f64[2, 2, 4]"], {"length": 6, "padding": [2, 1], "stride": 3}),
@@ -651,7 +651,7 @@ CONV1D_GRAD_WEIGHT = OpSchema(
     gradient=_grad_weight_gradient,
     doc="The correlation of x with gy over batch and positions: conv1d's gradient for w.",
     examples=[
-        Example(["f32[2, 3, 7]", "f32[2, 4, 5]"], {"kernel_size": 3}),
+        Example(["f32[2, 3, 7]", "f32[2, 4, 5]"], {"kernel_size": 3, "padding": [0, 0]}),
         Example(["f32[2, 4, 9]", "f32[2, 6, 5]"], {"kernel_size": 3, "stride": 2, "padding": [1, 1], "groups": 2}),
         Example(["f64[1, 2, 8]", "f64[1, 3, 8]"], {"kernel_size": 2, "dilation": 3, "padding": [3, 0]}),
         Example(["f64[2, 2, 6]", "f64[2, 2, 2]"], {"kernel_size": 4, "padding": [2, 1], "stride": 3}),

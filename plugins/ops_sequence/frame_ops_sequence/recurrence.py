@@ -331,6 +331,9 @@ _SS_ATTRS = {
 }
 _EX_ALL = ["f32[2, 4, 5]", "f32[2, 4, 5]", "f32[4, 3]", "f32[2, 3, 5]", "f32[2, 3, 5]", "f32[4]", "f32[2, 4, 5]",
            "f32[4]"]
+# the attributes selective_scan's GradientFn gives these ops (it names the optional inputs): the examples are then
+# the very nodes its own examples' gradients hold, which the closure audit instantiates once, not twice
+_EX_ALL_ATTRS = {"delta_softplus": True, "optional_inputs": ["D", "z", "delta_bias"]}
 _EX_GROUPED = ["f64[2, 4, 4]", "f64[2, 4, 4]", "f64[4, 2]", "f64[2, 2, 2, 4]", "f64[4, 2]", "f64[2, 4, 4]"]
 
 SELECTIVE_SCAN_SAVING = OpSchema(
@@ -346,7 +349,7 @@ SELECTIVE_SCAN_SAVING = OpSchema(
     doc="selective_scan's forward (float32/float64) that also returns a = exp(delta A) and the state h, time-major "
         "(L, batch, G, D/G, N), the step dt (softplus(delta + delta_bias) if delta_softplus) and y = C h + D u (the "
         "output before the gate), for selective_scan_backward_internal; made by selective_scan's GradientFn.",
-    examples=[Example(_EX_ALL, {"delta_softplus": True}, note="all inputs, variable B and C"),
+    examples=[Example(_EX_ALL, _EX_ALL_ATTRS, note="all inputs, variable B and C"),
               Example(_EX_GROUPED, {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only")],
 )
 
@@ -363,7 +366,7 @@ SELECTIVE_SCAN_BACKWARD = OpSchema(
     doc="Mamba's backward of selective_scan over the saved values: (selective_scan's inputs.., a, h, dt, y, g_out) "
         "-> one gradient per selective_scan input; made by selective_scan's GradientFn (float32/float64).",
     examples=[Example([*_EX_ALL, "f32[5, 2, 1, 4, 3]", "f32[5, 2, 1, 4, 3]", *["f32[2, 4, 5]"] * 3],
-                      {"delta_softplus": True}, note="all inputs, variable B and C"),
+                      _EX_ALL_ATTRS, note="all inputs, variable B and C"),
               Example([*_EX_GROUPED, "f64[4, 2, 2, 2, 2]", "f64[4, 2, 2, 2, 2]", *["f64[2, 4, 4]"] * 3],
                       {"optional_inputs": ["z"]}, note="grouped B, constant C, gate only")],
 )
