@@ -784,6 +784,31 @@ class OpSchema:
                 return list(hit)
         return self._infer(input_types, attrs)
 
+    def infer_node(self, input_types: tuple[TensorType, ...],
+                   attrs: Mapping[str, Any]) -> tuple[dict[str, Any], Sequence[TensorType]]:
+        """``(normalize_attrs(attrs), infer(input_types, those attributes))``: what ``Graph.add_node`` records for a
+        node of this op. Inside :func:`inference_memo` the pair is remembered as one question (keyed by the
+        attributes as given), so a node met before costs one look-up instead of two attribute keys and two."""
+        memo = _memo.get()
+        if memo is not None:
+            key = _plain_key(attrs)
+            if key is not None:
+                key = ("node", self, self.shape_infer, input_types, key)
+                try:
+                    hit = memo.get(key)
+                except TypeError:  # an unhashable "type": infer says what is wrong with it
+                    hit = None
+                    key = None
+                if hit is not None:
+                    return dict(hit[0]), hit[1]
+                norm = self.normalize_attrs(attrs)
+                types = tuple(self.infer(input_types, norm))
+                if key is not None:
+                    memo[key] = (norm, types)
+                return dict(norm), types
+        norm = self.normalize_attrs(attrs)
+        return norm, self.infer(input_types, norm)
+
     def _infer(self, input_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
         self.check_arity(len(input_types))
         ctx = NodeContext(self, input_types, attrs, ())
