@@ -27,7 +27,7 @@ from .._args import is_traced_tensor, refuse_unordered
 from ..errors import IRError
 from .dtypes import as_dtype
 from .schemas import SchemaSource, default_source
-from .tensors import zeros as zero_array
+from .tensors import shared_zeros, zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
@@ -281,7 +281,7 @@ def constant_array(v: Value) -> np.ndarray | None:
 def is_zero_constant(v: Value) -> bool:
     """Whether ``v`` is a constant of zeros (either sign) no larger than ``INSPECT_LIMIT`` elements."""
     array = constant_array(v)
-    return array is not None and array.size <= INSPECT_LIMIT and not array.any()  # (np.any costs twice as much)
+    return array is not None and array.size <= INSPECT_LIMIT and (shared_zeros(array) is not None or not array.any())
 
 
 #: How deep sub-graphs may nest (a body inside a body ... counts one per level): every recursive walk (compile,

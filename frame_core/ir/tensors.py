@@ -12,7 +12,7 @@ import numpy as np
 
 from .types import TensorType
 
-__all__ = ["frozen", "zeros"]
+__all__ = ["frozen", "shared_zeros", "zeros"]
 
 
 def _immutable(array: np.ndarray) -> bool:
@@ -40,6 +40,9 @@ _ZEROS: dict[TensorType, np.ndarray] = {}
 _ZEROS_LIMIT = 1024
 #: One read-only zero scalar per numpy dtype, the memory every ``zeros`` array of that dtype views.
 _SCALARS: dict[np.dtype, np.ndarray] = {}
+#: id of each array in ``_ZEROS`` -> (the array, its type): ``shared_zeros`` tells one of them from any other array
+#: by identity, in one look-up (the array kept here, so its id is not reused meanwhile).
+_SHARED: dict[int, tuple[np.ndarray, TensorType]] = {}
 
 
 def zeros(t: TensorType) -> np.ndarray:
@@ -57,5 +60,14 @@ def zeros(t: TensorType) -> np.ndarray:
         array = np.ndarray(t.shape, dtype, buffer=scalar, strides=(0,) * len(t.shape))
         if len(_ZEROS) >= _ZEROS_LIMIT:
             _ZEROS.clear()
+            _SHARED.clear()
         _ZEROS[t] = array
+        _SHARED[id(array)] = (array, t)
     return array
+
+
+def shared_zeros(array: object) -> TensorType | None:
+    """The type ``array`` was made for when it is one that ``zeros`` made (all zeros, read-only over a read-only
+    scalar: its contents are known without reading it), else ``None``."""
+    hit = _SHARED.get(id(array))
+    return hit[1] if hit is not None and hit[0] is array else None
