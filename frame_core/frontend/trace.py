@@ -684,6 +684,11 @@ def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str,
     if source is None:
         source = _registry_now() if _schemas._default is _package_source else default_source()
     key, schema = source.resolve(op)
+    return _append_plain(graph, key, schema, values)
+
+
+def _append_plain(graph: Graph, key: str, schema: Any, values: Sequence[Value]) -> Node:
+    """The node of op ``key`` (``schema``) without attributes over ``values``: ``append_node``'s memoised path."""
     fn = schema.shape_infer
     types = tuple([v.type for v in values])
     sig = (id(schema), id(fn), types)
@@ -702,6 +707,33 @@ def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str,
         node.outputs = tuple([Value(t, node, i) for i, t in enumerate(out_types)])
     graph.nodes.append(node)
     return node
+
+
+def apply_resolved(op: str, key: str, schema: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
+    """``apply(op, *inputs, **attrs)`` for an ``op`` that the current registry, in the current scope, resolves to
+    ``(key, schema)`` (``ops.<name>`` has just asked it): a call over tensors of the graph being traced, none of
+    them weak, builds its node without resolving the name a second time; any other call is ``apply``'s."""
+    graph = _current.get()
+    if graph is not None and _schemas._default is _package_source and hasattr(schema, "infer_node"):
+        # (the registry ops.<name> asked; an OpSchema)
+        values = []
+        for x in inputs:
+            if x.__class__ is not Tensor or x.graph is not graph or x.weak is not None:
+                break
+            values.append(x.value)
+        else:
+            if attrs:  # what add_node records, as add_node asks it
+                norm, types = schema.infer_node(tuple([v.type for v in values]), attrs)
+                node = Node(key, tuple(values), norm)
+                node.outputs = tuple([Value(t, node, i) for i, t in enumerate(types)])
+                graph.nodes.append(node)
+            else:
+                node = _append_plain(graph, key, schema, values)
+            outs = node.outputs
+            if len(outs) == 1:
+                return Tensor(outs[0], graph)
+            return tuple(Tensor(v, graph) for v in outs)
+    return apply(op, *inputs, **attrs)
 
 
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:

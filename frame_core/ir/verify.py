@@ -124,19 +124,20 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
     elif not hasattr(registry, "lookup"):
         raise IRError(f"registry= takes a frame_core Registry (frame_core.registry()), got {type(registry).__name__}")
     memo = _checked.get()
-    if memo is None:
+    if memo is None:  # the outermost call: the walk's memo lives as long as it does
         token = _checked.set({})
         try:
-            return check_graph(graph, registry, path, types=types, _enclosing=_enclosing)
+            problems = _check_graph(graph, registry, types, _enclosing)
         finally:
             _checked.reset(token)
-    key = (id(graph), id(registry), types)
-    hit = memo.get(key)
-    if hit is None or hit[0] is not graph:
-        problems = _check_graph(graph, registry, types, _enclosing)
-        memo[key] = (graph, problems)
     else:
-        problems = hit[1]
+        key = (id(graph), id(registry), types)
+        hit = memo.get(key)
+        if hit is None or hit[0] is not graph:
+            problems = _check_graph(graph, registry, types, _enclosing)
+            memo[key] = (graph, problems)
+        else:
+            problems = hit[1]
     return [dataclasses.replace(p, path=path + p.path) for p in problems] if path else list(problems)
 
 
@@ -187,7 +188,7 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
         clean = seen[1]
     within = (*_enclosing, graph)
     for index, node in enumerate(graph.nodes):
-        for pos, v in enumerate(node.inputs):
+        for pos, v in enumerate(() if defined.issuperset(node.inputs) else node.inputs):  # (one test, usually)
             if v in defined:
                 continue
             later = producer_index().get(v)
@@ -201,22 +202,25 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
                 problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later} "
                                               f"({graph.nodes[later].op}), which comes later; "
                                               "nodes must be in topological order", node.op, index, path))
-        for pos, v in enumerate(node.outputs):
-            if v.producer is not node or v.index != pos:
-                owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
-                problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its producer "
-                                              f"at index {pos} (it records {owner})", node.op, index, path))
-            if v in defined:
-                first = producer_index().get(v)
-                by = "as a graph input" if first is None or first == index else f"by node {first} ({graph.nodes[first].op})"
-                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has exactly "
-                                              "one producer", node.op, index, path))
+        outputs = node.outputs
+        for pos, v in enumerate(outputs):
+            if v.producer is not node or v.index != pos or v in defined:  # (one test for the usual case)
+                if v.producer is not node or v.index != pos:
+                    owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
+                    problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its "
+                                                  f"producer at index {pos} (it records {owner})", node.op, index, path))
+                if v in defined:
+                    first = producer_index().get(v)
+                    by = ("as a graph input" if first is None or first == index
+                          else f"by node {first} ({graph.nodes[first].op})")
+                    problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has "
+                                                  "exactly one producer", node.op, index, path))
             defined.add(v)
         if clean is not None:
             attrs = node.attrs
             plain = plain_attrs_key(attrs) if attrs else ()  # None for a graph attribute (V8) or a large array
             if plain is not None:
-                key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in node.outputs]), plain)
+                key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in outputs]), plain)
                 if key in clean:
                     continue
                 found = _check_node_in_full(node, index, registry, path, types, unknown, within)
