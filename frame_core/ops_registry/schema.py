@@ -791,8 +791,8 @@ class OpSchema:
     def infer_node(self, input_types: tuple[TensorType, ...],
                    attrs: Mapping[str, Any]) -> tuple[dict[str, Any], Sequence[TensorType]]:
         """``(normalize_attrs(attrs), infer(input_types, those attributes))``: what ``Graph.add_node`` records for a
-        node of this op. Inside :func:`inference_memo` the pair is remembered as one question (keyed by the
-        attributes as given), so a node met before costs one look-up instead of two attribute keys and two."""
+        node of this op, with the same errors. While the closure audit runs (:func:`inference_memo`) the pair is
+        remembered as one question, keyed by the attributes as given: a node met before costs one look-up."""
         memo = _memo.get()
         if memo is not None:
             key = _plain_key(attrs)
