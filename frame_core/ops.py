@@ -25,16 +25,16 @@ from .errors import AttributeSpecError, ShapeError, UnknownOpError
 
 __all__ = ["op"]
 
-_apply: Any = None  # frontend.trace.apply and the registry accessor, bound on the first op call (_bind): an
+_apply: Any = None  # frontend.trace.apply_resolved and the registry accessor, bound on the first op call (_bind): an
 _registry: Any = None  # import statement inside __call__ cost more than the rest of a call while tracing
 
 
 def _bind() -> None:
     global _apply, _registry
-    from .frontend.trace import apply
+    from .frontend.trace import apply_resolved
     from .ops_registry.registry import registry
 
-    _apply, _registry = apply, registry
+    _apply, _registry = apply_resolved, registry
 
 
 _cache: dict[str, "OpFunction"] = {}
@@ -54,11 +54,12 @@ class OpFunction:
             _bind()
         reg = _registry()
         try:
-            frontend = reg.get(self.name).frontend
+            key, schema = reg.resolve(self.name)
+            frontend = schema.frontend
             if frontend is not None:
                 _check_call(self.name, frontend, inputs, attrs)
                 return frontend(*inputs, **attrs)
-            return _apply(self.name, *inputs, **attrs)
+            return _apply(self.name, key, schema, inputs, attrs)  # (resolved once, not again to build the node)
         except (AttributeSpecError, ShapeError) as exc:  # the short name may mean another op than the caller's
             note = reg.collision_note(self.name) if type(exc) in (AttributeSpecError, ShapeError) else None
             if note is None:

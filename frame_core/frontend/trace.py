@@ -684,6 +684,11 @@ def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str,
     if source is None:
         source = _registry_now() if _schemas._default is _package_source else default_source()
     key, schema = source.resolve(op)
+    return _append_plain(graph, key, schema, values)
+
+
+def _append_plain(graph: Graph, key: str, schema: Any, values: Sequence[Value]) -> Node:
+    """The node of op ``key`` (``schema``) without attributes over ``values``: ``append_node``'s memoised path."""
     fn = schema.shape_infer
     types = tuple([v.type for v in values])
     sig = (id(schema), id(fn), types)
@@ -702,6 +707,33 @@ def append_node(graph: Graph, op: str, values: Sequence[Value], attrs: dict[str,
         node.outputs = tuple([Value(t, node, i) for i, t in enumerate(out_types)])
     graph.nodes.append(node)
     return node
+
+
+def apply_resolved(op: str, key: str, schema: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
+    """``apply(op, *inputs, **attrs)`` for an ``op`` that the current registry, in the current scope, resolves to
+    ``(key, schema)`` (``ops.<name>`` has just asked it): a call over tensors of the graph being traced, none of
+    them weak, builds its node without resolving the name a second time; any other call is ``apply``'s."""
+    graph = _current.get()
+    if graph is not None and _schemas._default is _package_source and hasattr(schema, "infer_node"):
+        # (the registry ops.<name> asked; an OpSchema)
+        values = []
+        for x in inputs:
+            if x.__class__ is not Tensor or x.graph is not graph or x.weak is not None:
+                break
+            values.append(x.value)
+        else:
+            if attrs:  # what add_node records, as add_node asks it
+                norm, types = schema.infer_node(tuple([v.type for v in values]), attrs)
+                node = Node(key, tuple(values), norm)
+                node.outputs = tuple([Value(t, node, i) for i, t in enumerate(types)])
+                graph.nodes.append(node)
+            else:
+                node = _append_plain(graph, key, schema, values)
+            outs = node.outputs
+            if len(outs) == 1:
+                return Tensor(outs[0], graph)
+            return tuple(Tensor(v, graph) for v in outs)
+    return apply(op, *inputs, **attrs)
 
 
 def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
@@ -859,6 +891,27 @@ def call_and_mark(graph: Graph, fn: Callable[..., Any], args: Sequence[Tensor]) 
     return indices
 
 
+#: (input names, output names, variadic, n, m) -> the names of a micro-graph's inputs (trace_gradient): a handful of
+#: distinct answers, asked for every GradientFn instantiated (thousands while the closure audit runs).
+_GRADIENT_NAMES: dict[tuple, list[str]] = {}
+
+
+def _gradient_input_names(schema: Any, n: int, m: int) -> list[str]:
+    """``[x.., y.., gy..]``'s names for an op of ``n`` inputs and ``m`` outputs: the schema's (``g`` before an output
+    name), or ``x0``, ``y0``, ``gy0``... where it has too few (variadic inputs)."""
+    key = (schema.inputs, schema.outputs, schema.variadic, n, m)
+    try:
+        return _GRADIENT_NAMES[key]
+    except (KeyError, TypeError):  # (TypeError: names in a list, not a tuple; never remembered)
+        pass
+    out_names = list(schema.outputs[:m]) if len(schema.outputs) >= m else [f"y{j}" for j in range(m)]
+    in_names = list(schema.inputs[:n]) if len(schema.inputs) >= n and not schema.variadic else [f"x{i}" for i in range(n)]
+    names = in_names + out_names + ["g" + o for o in out_names]
+    if isinstance(schema.inputs, tuple) and isinstance(schema.outputs, tuple) and len(_GRADIENT_NAMES) < 4096:
+        _GRADIENT_NAMES[key] = names
+    return names
+
+
 def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
     """Trace a GradientFn body over ``[x.., y.., gy..]`` and check the contract (ARCH-063).
 
@@ -871,10 +924,7 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
     graph = Graph(f"{schema.name}_grad")
     types = ctx.gradient_input_types()
     m = (len(types) - n) // 2
-    out_names = list(schema.outputs[:m]) if len(schema.outputs) >= m else [f"y{j}" for j in range(m)]
-    in_names = list(schema.inputs[:n]) if len(schema.inputs) >= n and not schema.variadic else [f"x{i}" for i in range(n)]
-    names = in_names + out_names + ["g" + o for o in out_names]
-    args = [Tensor(graph.add_input(t, nm), graph) for t, nm in zip(types, names)]
+    args = [Tensor(graph.add_input(t, nm), graph) for t, nm in zip(types, _gradient_input_names(schema, n, m))]
     token = _current.set(graph)
     try:
         result = fn(*args)
@@ -891,7 +941,12 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
                 raise RegistrationError(f"GradientFn of {schema.name!r} returned, for input {i}, a tensor of graph "
                                         f"{g.graph.name!r} instead of one computed in the micro-graph {graph.name!r}")
             # a Python number (or a weak tensor) for a gradient takes its input's dtype
-            value = graph.zeros(t) if g is None else _lift(g, graph, t.dtype, f"{schema.name} gradient", i)
+            if g is None:
+                value = graph.zeros(t)
+            elif g.__class__ is Tensor and g.weak is None:  # (_lift's answer for a tensor of this graph)
+                value = g.value
+            else:
+                value = _lift(g, graph, t.dtype, f"{schema.name} gradient", i)
             if value.type != t:
                 label = schema.inputs[i] if i < len(schema.inputs) else f"#{i}"
                 raise RegistrationError(

@@ -27,7 +27,7 @@ from .._args import is_traced_tensor, refuse_unordered
 from ..errors import IRError
 from .dtypes import as_dtype
 from .schemas import SchemaSource, default_source
-from .tensors import zeros as zero_array
+from .tensors import shared_zeros, zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
@@ -153,8 +153,13 @@ class Graph:
         if output_types is None:
             source = registry if registry is not None else default_source()
             op, schema = source.resolve(op)  # the canonical key: `ops_basic::relu` and `relu` build the same node
-            norm_attrs = schema.normalize_attrs(attrs or {})
-            types = schema.infer(tuple(v.type for v in inputs), norm_attrs)
+            in_types = tuple([v.type for v in inputs])
+            infer_node = getattr(schema, "infer_node", None)  # (an OpSchema's: both steps as one question)
+            if infer_node is not None:
+                norm_attrs, types = infer_node(in_types, attrs or {})
+            else:
+                norm_attrs = schema.normalize_attrs(attrs or {})
+                types = schema.infer(in_types, norm_attrs)
         else:
             norm_attrs = dict(attrs) if attrs else {}
             types = [as_type(t) for t in output_types]
@@ -276,7 +281,7 @@ def constant_array(v: Value) -> np.ndarray | None:
 def is_zero_constant(v: Value) -> bool:
     """Whether ``v`` is a constant of zeros (either sign) no larger than ``INSPECT_LIMIT`` elements."""
     array = constant_array(v)
-    return array is not None and array.size <= INSPECT_LIMIT and not np.any(array)
+    return array is not None and array.size <= INSPECT_LIMIT and (shared_zeros(array) is not None or not array.any())
 
 
 #: How deep sub-graphs may nest (a body inside a body ... counts one per level): every recursive walk (compile,

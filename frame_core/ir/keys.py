@@ -16,6 +16,7 @@ from .._gc import gc_paused, made
 from ..errors import IRError
 from .dtypes import DType
 from .graph import Graph, Value, walking
+from .tensors import shared_zeros
 
 __all__ = ["attr_key", "attrs_key", "graph_key", "plain_attrs_key"]
 
@@ -27,7 +28,8 @@ def plain_attrs_key(attrs: Mapping[str, Any]) -> tuple | None:
     """An exact hashable key of ``attrs`` when every value is plain: ``None``, an int, bool, str, float (by its
     bits: -0.0 is not 0.0) or DType, a tuple or list of ints or of strs, or a small numpy array of booleans,
     integers or floats (by its dtype with byte order, shape and bytes: the constants of gradient micro-graphs,
-    made by the thousand while the closure audit runs); ``None`` otherwise (larger arrays, graphs, numpy scalars).
+    made by the thousand while the closure audit runs), or one of the zero arrays ``tensors.zeros`` shares, of any
+    size (by the type it was made for); ``None`` otherwise (larger arrays, graphs, numpy scalars).
     Each value carries its class (and a sequence its own and its items'), so ``1``, ``1.0`` and ``True``, or
     ``[1]`` and ``(1,)``, never share a key."""
     if not attrs:
@@ -40,6 +42,10 @@ def plain_attrs_key(attrs: Mapping[str, Any]) -> tuple | None:
         elif kind is float:
             parts.append((name, kind, value.hex()))
         elif kind is np.ndarray:
+            zeros = shared_zeros(value)
+            if zeros is not None:  # (most constants of micro-graphs: zero gradients) its contents without reading it
+                parts.append((name, kind, zeros))
+                continue
             if value.nbytes > _ARRAY_KEY_BYTES or value.dtype.kind not in "biuf":
                 return None
             parts.append((name, kind, value.dtype.str, value.shape, value.tobytes()))

@@ -124,19 +124,20 @@ def check_graph(graph: Graph, registry: SchemaSource | None = None, path: str = 
     elif not hasattr(registry, "lookup"):
         raise IRError(f"registry= takes a frame_core Registry (frame_core.registry()), got {type(registry).__name__}")
     memo = _checked.get()
-    if memo is None:
+    if memo is None:  # the outermost call: the walk's memo lives as long as it does
         token = _checked.set({})
         try:
-            return check_graph(graph, registry, path, types=types, _enclosing=_enclosing)
+            problems = _check_graph(graph, registry, types, _enclosing)
         finally:
             _checked.reset(token)
-    key = (id(graph), id(registry), types)
-    hit = memo.get(key)
-    if hit is None or hit[0] is not graph:
-        problems = _check_graph(graph, registry, types, _enclosing)
-        memo[key] = (graph, problems)
     else:
-        problems = hit[1]
+        key = (id(graph), id(registry), types)
+        hit = memo.get(key)
+        if hit is None or hit[0] is not graph:
+            problems = _check_graph(graph, registry, types, _enclosing)
+            memo[key] = (graph, problems)
+        else:
+            problems = hit[1]
     return [dataclasses.replace(p, path=path + p.path) for p in problems] if path else list(problems)
 
 
@@ -147,10 +148,26 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
     names: dict[Value, str] = {}
     unknown: dict[str, str] = {}  # op name -> its V3 message: suggestions cost, so only for the first few names
 
+    # Names and the producer index serve only the messages, so they are made on the first problem (nearly every
+    # graph checked has none): the graph inputs take the first numbers, in order, then every other value as a
+    # message first names it, as if the inputs had been named up front.
     def name(v: Value) -> str:
+        if not names:
+            for u in graph.inputs:
+                if u not in names:
+                    names[u] = f"%{u.name}" if u.name else f"%{len(names)}"
         if v not in names:
             names[v] = f"%{v.name}" if v.name else f"%{len(names)}"
         return names[v]
+
+    producers: dict[Value, int] = {}
+
+    def producer_index() -> dict[Value, int]:
+        if not producers:
+            for index, node in enumerate(graph.nodes):
+                for v in node.outputs:
+                    producers.setdefault(v, index)
+        return producers
 
     defined: set[Value] = set()
     for i, v in enumerate(graph.inputs):
@@ -159,40 +176,60 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
         if v.producer is not None:
             problems.append(Problem("V1", f"graph input {i} ({name(v)}) claims to be produced by a {v.producer.op} node", path=path))
         defined.add(v)
-        name(v)
 
-    producer_index: dict[Value, int] = {}
+    # rules V3-V6: a node with the op, input and output types and plain attributes of a node found clean before in
+    # this clean_node_memo block is clean (see there); a node without a plain key is checked in full every time
+    memo = _clean.get() if types else None
+    clean: set[tuple] | None = None
+    if memo is not None:
+        seen = memo.get(id(registry))
+        if seen is None:
+            seen = memo[id(registry)] = (registry, set())
+        clean = seen[1]
+    within = (*_enclosing, graph)
     for index, node in enumerate(graph.nodes):
-        for v in node.outputs:
-            producer_index.setdefault(v, index)
-
-    for index, node in enumerate(graph.nodes):
-        for pos, v in enumerate(node.inputs):
+        for pos, v in enumerate(() if defined.issuperset(node.inputs) else node.inputs):  # (one test, usually)
             if v in defined:
                 continue
-            later = producer_index.get(v)
+            later = producer_index().get(v)
             if later is None:
                 problems.append(Problem("V2", f"input {pos} ({name(v)}: {v.type}) is not defined in this graph "
                                               "(a value from another graph or a removed node)", node.op, index, path))
-            elif _reaches(graph, later, index, producer_index):
+            elif _reaches(graph, later, index, producer_index()):
                 problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later} ({graph.nodes[later].op}), "
                                               "which depends on this node: the graph has a cycle", node.op, index, path))
             else:
                 problems.append(Problem("V2", f"input {pos} ({name(v)}) is produced by node {later} "
                                               f"({graph.nodes[later].op}), which comes later; "
                                               "nodes must be in topological order", node.op, index, path))
-        for pos, v in enumerate(node.outputs):
-            if v.producer is not node or v.index != pos:
-                owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
-                problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its producer "
-                                              f"at index {pos} (it records {owner})", node.op, index, path))
-            if v in defined:
-                first = producer_index.get(v)
-                by = "as a graph input" if first is None or first == index else f"by node {first} ({graph.nodes[first].op})"
-                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has exactly "
-                                              "one producer", node.op, index, path))
+        outputs = node.outputs
+        for pos, v in enumerate(outputs):
+            if v.producer is not node or v.index != pos or v in defined:  # (one test for the usual case)
+                if v.producer is not node or v.index != pos:
+                    owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
+                    problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its "
+                                                  f"producer at index {pos} (it records {owner})", node.op, index, path))
+                if v in defined:
+                    first = producer_index().get(v)
+                    by = ("as a graph input" if first is None or first == index
+                          else f"by node {first} ({graph.nodes[first].op})")
+                    problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has "
+                                                  "exactly one producer", node.op, index, path))
             defined.add(v)
-        problems.extend(_check_node(node, index, registry, path, types, unknown, (*_enclosing, graph)))
+        if clean is not None:
+            attrs = node.attrs
+            plain = plain_attrs_key(attrs) if attrs else ()  # None for a graph attribute (V8) or a large array
+            if plain is not None:
+                key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in outputs]), plain)
+                if key in clean:
+                    continue
+                found = _check_node_in_full(node, index, registry, path, types, unknown, within)
+                if found:
+                    problems.extend(found)
+                else:
+                    clean.add(key)
+                continue
+        problems.extend(_check_node_in_full(node, index, registry, path, types, unknown, within))
 
     for i, v in enumerate(graph.outputs):
         if v not in defined:
@@ -225,25 +262,6 @@ def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, 
 #: Distinct unknown op names whose V3 message suggests close matches; past them the message is the short one, so
 #: checking a huge document of unknown ops costs time in proportion to what a report shows (VerifyError shows 20).
 SUGGESTED_NAMES = 20
-
-
-def _check_node(node: Node, index: int, registry: SchemaSource, path: str, types: bool = True,
-                unknown: dict[str, str] | None = None, enclosing: tuple[Graph, ...] = ()) -> list[Problem]:
-    memo = _clean.get() if types else None
-    if memo is not None:
-        plain = plain_attrs_key(node.attrs)  # None for a graph attribute (V8 checks it) or a large array
-        if plain is not None:
-            seen = memo.get(id(registry))
-            if seen is None:
-                seen = memo[id(registry)] = (registry, set())
-            key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in node.outputs]), plain)
-            if key in seen[1]:
-                return []
-            problems = _check_node_in_full(node, index, registry, path, types, unknown, enclosing)
-            if not problems:
-                seen[1].add(key)
-            return problems
-    return _check_node_in_full(node, index, registry, path, types, unknown, enclosing)
 
 
 def _check_node_in_full(node: Node, index: int, registry: SchemaSource, path: str, types: bool,

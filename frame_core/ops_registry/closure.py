@@ -99,8 +99,10 @@ def _active_nodes(micro: Graph, schema: OpSchema, n_inputs: int) -> list:
             active.add(v)
     nodes = []
     for node in micro.nodes:
+        if active.isdisjoint(node.inputs):
+            continue
         floating = [v for v in node.outputs if v.type.dtype.is_float]
-        if floating and not active.isdisjoint(node.inputs):
+        if floating:
             nodes.append(node)
             active.update(floating)
     return nodes
@@ -156,6 +158,7 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
                 continue
             work.append((key, schema, ctx, None))
 
+    schemas, table_get = reg.schemas, dict.get
     examples = len(work)  # every example is checked; only contexts found inside micro-graphs count to the bound
     count = 0
     while work and count < examples + MAX_CONTEXTS:
@@ -168,8 +171,8 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             continue
         seen.add(seen_key)
         count += 1
-        try:
-            micro = instantiate_gradient(schema, ctx)
+        try:  # (the plain attribute key, known here, is the one instantiate_gradient would compute again)
+            micro = instantiate_gradient(schema, ctx, seen_key[2][1] if seen_key[2][0] else None)
         except UnknownOpError as exc:  # needs an op no loaded pack provides: a closure break, not a contract error
             unresolved[key].add(exc.name)
             continue
@@ -182,16 +185,28 @@ def _audit(reg: Registry, deep: bool) -> dict[str, ClosureInfo]:
             contract[key].extend(problems)
             continue
         unresolved[key] |= unknown
+        used = uses[key]
         for node in _active_nodes(micro, schema, len(ctx.input_types)):
-            uses[key].add(node.op)
-            inner = reg.schemas.get(node.op)
-            if deep and inner is not None and inner.gradient is not None and not _carries_graphs(node.attrs):
-                in_types = tuple([v.type for v in node.inputs])
-                found = (node.op, in_types, _context_key(node.attrs))
-                if found not in queued and found not in seen:
-                    queued.add(found)
-                    work.append((node.op, inner, NodeContext(inner, in_types, node.attrs,
-                                                             [v.type for v in node.outputs]), found))
+            op = node.op
+            used.add(op)
+            inner = table_get(schemas, op)  # (node.op is a canonical key; any other spelling: the table's own get)
+            if inner is None:
+                inner = schemas.get(op)
+            if not deep or inner is None or inner.gradient is None:
+                continue
+            attrs = node.attrs
+            plain = _plain_key(attrs) if attrs else ()
+            if plain is not None:  # (plain attributes hold no graph)
+                context_key: tuple = (True, plain)
+            elif _carries_graphs(attrs):
+                continue
+            else:
+                context_key = (False, attrs_key(attrs))
+            in_types = tuple([v.type for v in node.inputs])
+            found = (op, in_types, context_key)
+            if found not in queued and found not in seen:
+                queued.add(found)
+                work.append((op, inner, NodeContext(inner, in_types, attrs, [v.type for v in node.outputs]), found))
 
     unchecked: dict[str, int] = defaultdict(int)
     for key, schema, ctx, seen_key in work:  # each distinct context left once (examples may repeat one)

@@ -267,7 +267,9 @@ class SchemaTable(dict[str, "OpSchema"]):
         schema = dict.get(self, name)
         if schema is not None:
             return name, schema
-        schema = self[name]
+        schema = self._by_qualname.get(name)  # (what self[name] finds for a qualified name, without __missing__)
+        if schema is None:
+            schema = self[name]
         return self._key_of.get(name, name), schema
 
     def canonical(self, name: str) -> str:

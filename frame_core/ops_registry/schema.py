@@ -57,7 +57,7 @@ from ..ir.graph import Graph, Node
 from ..ir.keys import plain_attrs_key
 from ..ir.tensors import frozen
 from ..ir.types import TensorType, as_type
-from .registry import op_scope
+from .registry import _scope, op_scope
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..frontend.trace import Tensor
@@ -264,20 +264,21 @@ def inference_memo() -> Iterator[None]:
         _memo.reset(token)
 
 
-def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext") -> Any:
+def instantiate_gradient(schema: "OpSchema", ctx: "NodeContext", attrs_key: tuple | None = None) -> Any:
     """``schema.gradient(ctx)`` in the scope of the op's pack (its short names mean its own ops first).
 
     Inside :func:`inference_memo`, each distinct node (op, GradientFn, input and output types, plain attributes)
     is instantiated once and its micro-graph handed to every later caller: callers only read a micro-graph (the
     backward transform inlines copies of it; the audit checks it), and a GradientFn is a function of its
-    ``NodeContext``. A GradientFn that raises is asked again each time."""
+    ``NodeContext``. A GradientFn that raises is asked again each time. ``attrs_key`` is
+    ``plain_attrs_key(ctx.attrs)`` when the caller knows it (``None``: computed here)."""
     gradient = schema.gradient
     if gradient is None:  # (callers ask only ops that have one)
         raise MissingGradientError(f"op {schema.name!r} has no GradientFn", [schema.name])
     memo = _memo.get()
     key = None
     if memo is not None:
-        plain = _plain_key(ctx.attrs)
+        plain = _plain_key(ctx.attrs) if attrs_key is None else attrs_key
         if plain is not None:
             key = ("gradient", schema, gradient, ctx.input_types, ctx.output_types, plain)
             hit = memo.get(key)
@@ -499,7 +500,10 @@ class NodeContext:
             from ..frontend.trace import trace_gradient
 
             trace = _trace_gradient = trace_gradient
-        with op_scope(self.schema.namespace):  # short names mean this pack's own ops first
+        namespace = self.schema.namespace
+        if _scope.get() == namespace:  # (instantiate_gradient has set the pack's scope already)
+            return trace(fn, self)
+        with op_scope(namespace):  # short names mean this pack's own ops first
             return trace(fn, self)
 
     def jvp_graph(self, fn: Callable[..., Any]) -> Graph:
@@ -784,12 +788,40 @@ class OpSchema:
                 return list(hit)
         return self._infer(input_types, attrs)
 
+    def infer_node(self, input_types: tuple[TensorType, ...],
+                   attrs: Mapping[str, Any]) -> tuple[dict[str, Any], Sequence[TensorType]]:
+        """``(normalize_attrs(attrs), infer(input_types, those attributes))``: what ``Graph.add_node`` records for a
+        node of this op, with the same errors. While the closure audit runs (:func:`inference_memo`) the pair is
+        remembered as one question, keyed by the attributes as given: a node met before costs one look-up."""
+        memo = _memo.get()
+        if memo is not None:
+            key = _plain_key(attrs)
+            if key is not None:
+                key = ("node", self, self.shape_infer, input_types, key)
+                try:
+                    hit = memo.get(key)
+                except TypeError:  # an unhashable "type": infer says what is wrong with it
+                    hit = None
+                    key = None
+                if hit is not None:
+                    return dict(hit[0]), hit[1]
+                norm = self.normalize_attrs(attrs)
+                types = tuple(self.infer(input_types, norm))
+                if key is not None:
+                    memo[key] = (norm, types)
+                return dict(norm), types
+        norm = self.normalize_attrs(attrs)
+        return norm, self.infer(input_types, norm)
+
     def _infer(self, input_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
         self.check_arity(len(input_types))
         ctx = NodeContext(self, input_types, attrs, ())
         try:
-            with op_scope(self.namespace):
+            if _scope.get() == self.namespace:  # (already in the pack's scope, as inside its GradientFns)
                 result = self.shape_infer(ctx)
+            else:
+                with op_scope(self.namespace):
+                    result = self.shape_infer(ctx)
         except FrameError:
             raise
         except (Exception, SystemExit) as exc:  # a bug in the pack's shape function, not in the caller's graph

@@ -364,3 +364,28 @@ def test_numpy_reductions_and_numpys_axis_keyword_work_on_traced_tensors():
 def test_numpy_reduction_arguments_frame_cannot_honour_are_named(fn, message):
     with pytest.raises(IRError, match=message):
         fc.trace(fn, "f64[2, 3]")
+
+
+def test_ops_calls_build_the_nodes_add_node_builds():
+    """ops.<name> resolves its op once and builds the node from that answer (apply_resolved): the same op key,
+    attributes (defaults filled, canonical forms) and output types as Graph.add_node, with and without
+    attributes, for one output and several; a weak operand still goes through apply's lifting."""
+    def f(x, m):
+        return (ops.sum(x, axes=[1], keepdims=True), ops.relu(x), ops.matmul(x, m), ops.transpose(x, perm=(1, 0)),
+                ops.maximum(x, 0.5))
+
+    g = trace(f, "f32[2, 3]", "f32[3, 4]")
+    by_hand = fc.Graph("by_hand")
+    x, m = by_hand.add_input("f32[2, 3]"), by_hand.add_input("f32[3, 4]")
+    by_hand.add_node("sum", [x], {"axes": [1], "keepdims": True})
+    by_hand.add_node("relu", [x])
+    by_hand.add_node("matmul", [x, m])
+    by_hand.add_node("transpose", [x], {"perm": (1, 0)})
+    assert len(g.nodes) == 6  # the last call lifted 0.5 into a constant first
+    for traced, built in zip(g.nodes, by_hand.nodes):
+        assert traced.op == built.op and traced.attrs == built.attrs
+        assert [v.type for v in traced.outputs] == [v.type for v in built.outputs]
+        assert [v.index for v in traced.outputs] == list(range(len(traced.outputs)))
+        assert all(v.producer is traced for v in traced.outputs)
+    assert g.nodes[4].op == "constant" and g.nodes[5].op.endswith("maximum")
+    verify(g)

@@ -6,6 +6,7 @@ import pytest
 
 from frame_core import FrameError, Graph, VerifyError
 from frame_core.ir.graph import Node
+from frame_core.ir.types import as_type
 from frame_core.ir.verify import RULES, check_graph, verify
 
 from .fixture_ops import example_body
@@ -240,3 +241,41 @@ def test_clean_node_memo_checks_each_distinct_clean_node_once_and_every_broken_o
     assert got == expected and any("V6" in p for p in got[3]) and got[3] == got[5]
     assert plain == 3 * 2 + 3  # every node, every time
     assert source.lookups == 2 + 2  # neg1 and scale once (the twin is the clean neg1); the broken one both times
+
+
+def test_messages_number_unnamed_values_as_before():
+    """verify names values only when it reports a problem (most graphs have none): the graph inputs take the
+    first numbers, in order, then each other value as a message first names it (pinned messages)."""
+    from frame_core.ir.graph import Value
+
+    t = as_type("f32[2]")
+    g = Graph("g")
+    a, _, c = g.add_input(t), g.add_input(t, "b"), g.add_input(t)
+    foreign = Graph("o").add_input(t)
+    n1 = g.add_node("add2", [a, foreign])
+    n2 = g.add_node("add2", [n1.outputs[0], c])
+    g.inputs.append(a)  # a duplicate input
+    g.inputs.append(Value(t, n2, 0))  # an input that claims a producer
+    n3 = Node("neg1", (n2.outputs[0],), {})
+    n3.outputs = (n2.outputs[0],)  # another node's output
+    g.nodes.append(n3)
+    later = Node("neg1", (c,), {})
+    later.outputs = (Value(t, later, 0),)
+    n4 = Node("neg1", (later.outputs[0],), {})
+    n4.outputs = (Value(t, n4, 0),)
+    g.nodes += [n4, later]  # reads a value of a later node
+    g.mark_output(foreign)
+    assert [str(p) for p in check_graph(g)] == [
+        "V1 SSA: one producer per value, distinct graph inputs: graph input 3 (%0) appears twice in the input list",
+        "V1 SSA: one producer per value, distinct graph inputs: graph input 4 (%3) claims to be produced by a add2 node",
+        "V2 defined before use / acyclic: node 0 (add2): input 1 (%4: f32[2]) is not defined in this graph (a value "
+        "from another graph or a removed node)",
+        "V1 SSA: one producer per value, distinct graph inputs: node 2 (neg1): output 0 (%5) does not record this "
+        "node as its producer at index 0 (it records a add2 node, index 0)",
+        "V1 SSA: one producer per value, distinct graph inputs: node 2 (neg1): output 0 (%5) is already defined by "
+        "node 1 (add2); a value has exactly one producer",
+        "V2 defined before use / acyclic: node 3 (neg1): input 0 (%6) is produced by node 4 (neg1), which comes later; "
+        "nodes must be in topological order",
+        "V7 outputs belong to the graph: output 0 (f32[2]) must be a value of this graph, but it is an input of "
+        "another graph; mark values of this graph only",
+    ]

@@ -148,3 +148,24 @@ def test_a_gradient_that_raises_is_asked_again_each_time():
             with pytest.raises(ValueError, match="refused"):
                 instantiate_gradient(op, op.context([F3], {"k": 2}))
     assert len(calls) == 2
+
+
+def test_infer_node_is_normalize_then_infer_asked_once():
+    """OpSchema.infer_node (what Graph.add_node records): the pair normalize_attrs + infer, one memoised question
+    inside the block; every caller gets its own attribute dict, and a failure is never stored."""
+    calls: list = []
+    op = counting_op(calls, fail_on=5)
+    expected = (op.normalize_attrs({"k": 2}), op.infer((F3,), op.normalize_attrs({"k": 2})))
+    assert op.infer_node((F3,), {"k": 2}) == (expected[0], expected[1]) and len(calls) == 2
+    with inference_memo():
+        first = op.infer_node((F3,), {"k": 2})
+        first[0]["k"] = 99  # a caller's edit of its attributes reaches no other caller
+        again = op.infer_node((F3,), {"k": 2})
+        assert (again[0], list(again[1])) == (expected[0], expected[1]) and again[0] == {"k": 2, "v": None}
+        assert len(calls) == 3  # the pack's shape function asked once in the block
+        for _ in range(2):
+            with pytest.raises(ShapeError, match="k=5 refused"):
+                op.infer_node((F3,), {"k": 5})
+        assert len(calls) == 5
+        with pytest.raises(AttributeSpecError):
+            op.infer_node((F3,), {"k": "two"})
