@@ -4,8 +4,9 @@
 For every example of every op with an axis, and every graph kind (``forward``, ``vjp``, ``vjp2``: the VJP of the
 VJP, ``jvp``), the graph traced at the example's batch B is compiled once with ``dynamic_shapes=True`` and run at
 B' in {1, B + 3, 2B, 0}, against a graph traced at B' compiled with the same options: bit for bit the same, or
-refused with a named ``ShapeError`` (``tests/autodiff/_any_batch.py`` says what counts as a finding). Opt levels 0
-and 2; ``--native`` also runs each executable until frame-native's compiled kernels are swapped in
+refused with a named ``ShapeError`` (``tests/autodiff/_any_batch.py`` says what counts as a finding), or refused
+by the fresh trace too. No case is dropped: one with no graph of its kind (no floating input, no gradient) is
+counted as ``no-graph``, with its reason. Opt levels 0 and 2; ``--native`` also runs each executable until frame-native's compiled kernels are swapped in
 (``FRAME_NATIVE_AFTER=1``) and compares their bits. Prints the count of each verdict, the classes of refusal
 and every finding; exits 1 when there is one. A correctness sweep, not a timing: no ratios to print.
 
@@ -65,6 +66,7 @@ def main() -> int:
     start = time.perf_counter()
     counts: collections.Counter = collections.Counter()
     refusals: collections.Counter = collections.Counter()
+    no_graph: collections.Counter = collections.Counter()
     findings = []
     for level in [int(o) for o in args.opt.split(",")]:
         for op, index, kind, size in harness.cases(ops, kinds, first_only=args.first):
@@ -72,12 +74,18 @@ def main() -> int:
             counts[outcome.verdict] += 1
             if outcome.verdict == "refused":
                 refusals[(kind, outcome.detail[1:].split("]")[0])] += 1
+            elif outcome.verdict == "no-graph":
+                no_graph[(kind, outcome.detail)] += 1
+            elif outcome.verdict not in harness.ACCEPTED + harness.FINDINGS:
+                findings.append(f"opt {level}: {op} example {index} {kind} at batch {size}: unknown verdict "
+                                f"{outcome.verdict!r}")
             if outcome.verdict in harness.FINDINGS:
                 findings.append(f"opt {level}: {op} example {index} {kind} at batch {size}: {outcome.verdict}: "
                                 f"{outcome.detail[:300]}")
     print(f"{sum(counts.values())} cases in {time.perf_counter() - start:.0f} s: "
           + ", ".join(f"{v} {k}" for k, v in counts.most_common()))
     print("refusals (kind, class): " + "; ".join(f"{k[0]} {k[1]}: {v}" for k, v in sorted(refusals.items())))
+    print("no graph (kind, why): " + "; ".join(f"{k[0]} {k[1]}: {v}" for k, v in sorted(no_graph.items())))
     for line in findings:
         print("FINDING", line)
     return 1 if findings else 0

@@ -39,6 +39,7 @@ from frame_core.testing.opcheck import op_graph
 
 KINDS = ("forward", "vjp", "vjp2", "jvp")
 FINDINGS = ("wrong", "crash", "refused-forward", "refused-declared", "runs-where-refused")
+ACCEPTED = ("same", "refused", "both-refuse", "no-graph")  # every case ends in one of these or in a finding
 
 
 @dataclass
