@@ -99,11 +99,15 @@ def _forward(schema: Any, types: Sequence[fc.TensorType], attrs: dict, sizes: di
 
 
 def build(schema: Any, kind: str, types: Sequence[fc.TensorType], attrs: dict,
-          sizes: dict[int, int] | None = None, chosen: list[list[int]] | None = None) -> fc.Graph:
+          sizes: dict[int, int] | None = None, chosen: list[list[int]] | None = None,
+          output: int | None = None) -> fc.Graph:
     """The graph of ``kind`` for one node of ``schema`` on inputs of ``types`` (``sizes``: old -> new batch, for
     the bodies an attribute holds). ``chosen`` receives the ``wrt`` of each VJP taken (first call) or gives them
-    (a second call), so that a fresh trace differentiates with respect to the same inputs."""
+    (a second call), so that a fresh trace differentiates with respect to the same inputs. ``output``: the graph
+    returns that output of the node only (the others are unused: zero cotangents, tangents nobody reads)."""
     forward = _forward(schema, types, attrs, sizes or {})
+    if output is not None:
+        forward.outputs = [forward.outputs[output]]
     wrt = _differentiable(schema, types)
     if kind == "forward":
         return forward
@@ -175,7 +179,8 @@ def _same(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str:
 
 
 def _named(exc: BaseException) -> bool:
-    return isinstance(exc, fc.FrameError)
+    """A refusal by name; a ``KernelError`` is none: the shape function took the shapes, and the kernel failed."""
+    return isinstance(exc, fc.FrameError) and not isinstance(exc, fc.KernelError)
 
 
 class _Specialised:
@@ -191,7 +196,8 @@ class _Specialised:
 
 
 def check(op: str, index: int, kind: str, size: int, *, options: dict | None = None, seed: int = 0,
-          compile_fn: Callable[..., Any] | None = None, executable: bool = True) -> Outcome:
+          compile_fn: Callable[..., Any] | None = None, executable: bool = True,
+          output: int | None = None) -> Outcome:
     """One case; ``options`` go to ``compile`` (``opt_level``, ``backend``); ``executable=False`` specialises and
     compiles the traced graph for the new shapes directly rather than through a ``DynamicExecutable``."""
     reg = fc.registry()
@@ -205,7 +211,7 @@ def check(op: str, index: int, kind: str, size: int, *, options: dict | None = N
     compile_fn = compile_fn or fc.compile
     chosen: list[list[int]] = []
     try:
-        traced = build(schema, kind, types, example.attrs, chosen=chosen)
+        traced = build(schema, kind, types, example.attrs, chosen=chosen, output=output)
     except _Unsupported as why:
         return Outcome("no-graph", str(why))
     except fc.FrameError as exc:
@@ -213,7 +219,7 @@ def check(op: str, index: int, kind: str, size: int, *, options: dict | None = N
     new_types = _new_types(schema, types, example.attrs, batch, size)
     rng = np.random.default_rng(seed)
     try:
-        fresh = build(schema, kind, new_types, example.attrs, {batch[0]: size}, chosen)
+        fresh = build(schema, kind, new_types, example.attrs, {batch[0]: size}, chosen, output)
     except Exception as exc:  # noqa: BLE001 - the point is to see what it raises
         if not _named(exc):
             return Outcome("crash", f"a trace at batch {size}: {type(exc).__name__}: {exc}")

@@ -114,6 +114,10 @@ CASES = [
     ("logsumexp over the batch", lambda x: ops.logsumexp(x, axes=[0]), lambda b: [f32(b, 3)], 4, "same0"),
     ("softmax over the batch", lambda x: ops.softmax(x, axis=0), lambda b: [f32(b, 3)], 4, "same0"),
     ("cross_entropy", lambda x, y: ops.cross_entropy(x, y), lambda b: [f32(b, 5), f"i64[{b}]"], 4, "same0"),
+    # max_pool2d's second order read each window's taps with a reshape(-1), which numpy refuses for an empty batch
+    ("max_pool2d", lambda x: ops.max_pool2d(x, kernel_size=2), lambda b: [f32(b, 2, 4, 4)], 2, "same"),
+    ("max_pool2d, padded", lambda x: ops.max_pool2d(x, kernel_size=3, stride=2, padding=1),
+     lambda b: [f32(b, 5, 5)], 2, "same"),
     # integer and boolean outputs, and inputs
     ("argmax beside tanh", lambda x: (ops.tanh(x), ops.argmax(x, axis=1)), lambda b: [f32(b, 3)], 4, "same"),
     ("argmax alone", lambda x: ops.argmax(x, axis=1), lambda b: [f32(b, 3)], 4, "same"),
