@@ -145,8 +145,12 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
     output's type (those of integer and boolean outputs are read by nothing);
     outputs are the cotangent of each input in ``wrt`` (default: every input),
     a zero constant for an input that no output depends on through floating
-    values or that is not floating. The forward is recomputed inside; nodes
-    the gradients do not need are dropped.
+    values or that is not floating. The forward is recomputed inside and its
+    nodes stay, read or not, so that re-specialised at new shapes the graph is
+    refused where the forward's ops refuse their inputs (compile drops the
+    unread ones from ``opt_level=1``); nodes of the reverse walk the gradients
+    do not need are dropped. With a ``label`` (a control-flow body, whose op
+    checks its shapes) the unread forward nodes are dropped too.
 
     ``label`` names ``graph`` in error paths (a GradientFn passes the attribute
     name, giving ``body node 1 (foo)``); ``MissingGradientError`` lists every
@@ -157,7 +161,10 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
     with gc_paused(), use_registry(reg):
         vjp, _, grads = _combined(graph, positions, label, reg)
         vjp.outputs = list(grads)
-        _drop_unneeded(vjp, reg)
+        # the forward's nodes stay, read or not: specialize re-infers them, so at new shapes the graph is refused
+        # where the op itself refuses its inputs (compile drops the unread ones, from opt_level 1). A body's
+        # op checks its shapes, and its gradient holds them anyway (_shapes_written_down)
+        _drop_unneeded(vjp, reg, first=0 if label else len(graph.nodes))
     return vjp
 
 

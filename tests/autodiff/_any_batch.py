@@ -9,11 +9,15 @@ must be one of:
 * ``refused``: a named ``FrameError`` (a ``ShapeError`` saying what was traced and what was given) where the
   graph may not run at B'; a forward graph is never refused where a fresh trace at B' runs;
 * ``both-refuse``: B' is no shape the op takes (a fresh trace is refused too, by name), or the inputs drawn for
-  B' are out of range (indices): both runs refuse with a ``FrameError``.
+  B' are out of range (indices): both runs refuse with a ``FrameError``;
+* ``no-graph``: there is no graph of that kind to run at any batch (the op has no floating input, or declares no
+  gradient: ``build_vjp_graph`` refuses it by name at the example already). Counted, never silently dropped.
 
 Anything else is a finding: ``wrong`` (a silent wrong answer), ``crash`` (an exception that is no
 ``FrameError``, a numpy traceback), ``refused-forward`` (a forward graph refused where a fresh trace runs),
-``refused-declared`` (a gradient through an op declaring ``any_shape_gradient`` refused at another batch).
+``refused-declared`` (a gradient through an op declaring ``any_shape_gradient`` refused at another batch),
+``runs-where-refused`` (a derivative graph runs at a B' the op itself refuses: it answers for inputs that have no
+answer; ``build_vjp_graph`` keeps the forward's nodes so that ``specialize`` checks them).
 
 The batch is the leading axis of every input of rank 2 or more whose leading size is the first such input's
 (of rank 1 where the op has no input of rank 2). ``tests/autodiff/test_any_batch_registry.py`` runs a fast
@@ -34,12 +38,13 @@ import frame_core.ir.graph
 from frame_core.testing.opcheck import op_graph
 
 KINDS = ("forward", "vjp", "vjp2", "jvp")
-FINDINGS = ("wrong", "crash", "refused-forward", "refused-declared")
+FINDINGS = ("wrong", "crash", "refused-forward", "refused-declared", "runs-where-refused")
+ACCEPTED = ("same", "refused", "both-refuse", "no-graph")  # every case ends in one of these or in a finding
 
 
 @dataclass
 class Outcome:
-    verdict: str  # same, refused, both-refuse, skipped, or one of FINDINGS
+    verdict: str  # same, refused, both-refuse, no-graph, or one of FINDINGS
     detail: str = ""
 
 
@@ -94,10 +99,15 @@ def _forward(schema: Any, types: Sequence[fc.TensorType], attrs: dict, sizes: di
 
 
 def build(schema: Any, kind: str, types: Sequence[fc.TensorType], attrs: dict,
-          sizes: dict[int, int] | None = None) -> fc.Graph:
+          sizes: dict[int, int] | None = None, chosen: list[list[int]] | None = None,
+          output: int | None = None) -> fc.Graph:
     """The graph of ``kind`` for one node of ``schema`` on inputs of ``types`` (``sizes``: old -> new batch, for
-    the bodies an attribute holds)."""
+    the bodies an attribute holds). ``chosen`` receives the ``wrt`` of each VJP taken (first call) or gives them
+    (a second call), so that a fresh trace differentiates with respect to the same inputs. ``output``: the graph
+    returns that output of the node only (the others are unused: zero cotangents, tangents nobody reads)."""
     forward = _forward(schema, types, attrs, sizes or {})
+    if output is not None:
+        forward.outputs = [forward.outputs[output]]
     wrt = _differentiable(schema, types)
     if kind == "forward":
         return forward
@@ -105,20 +115,25 @@ def build(schema: Any, kind: str, types: Sequence[fc.TensorType], attrs: dict,
         raise _Unsupported("no floating input")
     if kind == "jvp":
         return fc.build_jvp_graph(forward, wrt)
-    vjp = _live_vjp(forward, wrt)
+    given = chosen[:] if chosen else None
+    vjp = _live_vjp(forward, wrt, given, chosen)
     if kind == "vjp":
         return vjp
     # order 2: through the primal inputs and the cotangents of the VJP
-    return _live_vjp(vjp, [k for k, v in enumerate(vjp.inputs) if v.type.dtype.is_float])
+    return _live_vjp(vjp, [k for k, v in enumerate(vjp.inputs) if v.type.dtype.is_float], given, chosen)
 
 
-def _live_vjp(graph: fc.Graph, wrt: list[int]) -> fc.Graph:
+def _live_vjp(graph: fc.Graph, wrt: list[int], given: list[list[int]] | None,
+              chosen: list[list[int]] | None) -> fc.Graph:
     """The VJP with respect to the inputs of ``wrt`` whose gradient is not zero everywhere (a zero of the traced
-    shape marks the graph, refused at any other size: right, documented, and nothing to check)."""
+    shape marks the graph, refused at any other size: right, documented, and nothing to check); with respect to
+    all of ``wrt`` when every gradient is zero (the zeros then follow the batch, or the mark refuses it)."""
+    if given:
+        return fc.build_vjp_graph(graph, given.pop(0))
     vjp = fc.build_vjp_graph(graph, wrt)
-    live = [k for k, g in zip(wrt, vjp.outputs) if not fc.ir.graph.is_zero_constant(g)]
-    if not live:
-        raise _Unsupported("the gradient is zero everywhere")
+    live = [k for k, g in zip(wrt, vjp.outputs) if not fc.ir.graph.is_zero_constant(g)] or wrt
+    if chosen is not None:
+        chosen.append(live)
     return vjp if live == wrt else fc.build_vjp_graph(graph, live)
 
 
@@ -164,7 +179,8 @@ def _same(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str:
 
 
 def _named(exc: BaseException) -> bool:
-    return isinstance(exc, fc.FrameError)
+    """A refusal by name; a ``KernelError`` is none: the shape function took the shapes, and the kernel failed."""
+    return isinstance(exc, fc.FrameError) and not isinstance(exc, fc.KernelError)
 
 
 class _Specialised:
@@ -180,7 +196,8 @@ class _Specialised:
 
 
 def check(op: str, index: int, kind: str, size: int, *, options: dict | None = None, seed: int = 0,
-          compile_fn: Callable[..., Any] | None = None, executable: bool = True) -> Outcome:
+          compile_fn: Callable[..., Any] | None = None, executable: bool = True,
+          output: int | None = None) -> Outcome:
     """One case; ``options`` go to ``compile`` (``opt_level``, ``backend``); ``executable=False`` specialises and
     compiles the traced graph for the new shapes directly rather than through a ``DynamicExecutable``."""
     reg = fc.registry()
@@ -189,35 +206,32 @@ def check(op: str, index: int, kind: str, size: int, *, options: dict | None = N
     types = [fc.as_type(t) for t in example.inputs]
     batch = batch_axis(types)
     if batch is None:
-        return Outcome("skipped", "no input has an axis")
+        return Outcome("no-graph", "no input has an axis")
     options = dict(options or {}, cache=False)
     compile_fn = compile_fn or fc.compile
+    chosen: list[list[int]] = []
     try:
-        traced = build(schema, kind, types, example.attrs)
+        traced = build(schema, kind, types, example.attrs, chosen=chosen, output=output)
     except _Unsupported as why:
-        return Outcome("skipped", str(why))
+        return Outcome("no-graph", str(why))
     except fc.FrameError as exc:
-        return Outcome("skipped", f"no {kind} graph at the example: {type(exc).__name__}")
+        return Outcome("no-graph", f"no {kind} graph at the example: {type(exc).__name__}")
     new_types = _new_types(schema, types, example.attrs, batch, size)
     rng = np.random.default_rng(seed)
     try:
-        fresh = build(schema, kind, new_types, example.attrs, {batch[0]: size})
-    except _Unsupported as why:
-        return Outcome("skipped", str(why))
+        fresh = build(schema, kind, new_types, example.attrs, {batch[0]: size}, chosen, output)
     except Exception as exc:  # noqa: BLE001 - the point is to see what it raises
         if not _named(exc):
             return Outcome("crash", f"a trace at batch {size}: {type(exc).__name__}: {exc}")
         fresh = None
         why_fresh = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-    if fresh is not None and [v.type.rank for v in fresh.inputs] != [v.type.rank for v in traced.inputs]:
-        return Outcome("skipped", "another kind of graph at this size (squeeze() of a new size-1 axis, say)")
     graph_types = [v.type for v in fresh.inputs] if fresh is not None else None
     if graph_types is None:  # the new batch is no shape the op takes: the dynamic run must refuse by name
         graph_types = [*new_types, *(v.type for v in traced.inputs[len(types):])]
     try:
         dynamic = compile_fn(traced, dynamic_shapes=True, **options) if executable else _Specialised(traced, options)
     except Exception as exc:  # noqa: BLE001
-        return Outcome("crash" if not _named(exc) else "skipped", f"compile at the traced batch: {exc}")
+        return Outcome("crash", f"compile at the traced batch: {type(exc).__name__}: {exc}")  # (built, so it compiles)
     if fresh is None:
         arrays = [np.zeros(t.shape, t.dtype.np) for t in graph_types]
     else:
@@ -240,6 +254,11 @@ def check(op: str, index: int, kind: str, size: int, *, options: dict | None = N
             return Outcome("both-refuse", f"fresh: {why_fresh}; dynamic: {message[:200]}")
         if kind == "forward":
             return Outcome("refused-forward", message)
+        if isinstance(exc, fc.InputError) and [v.type.rank for v in fresh.inputs] != [v.type.rank for v in
+                                                                                    traced.inputs]:
+            # at B' the op's output has another rank (squeeze() of axes that are no longer 1): so has the
+            # cotangent, and the executable refuses an input of another rank, by position
+            return Outcome("refused", f"[another rank] {message}")
         if not isinstance(exc, fc.ShapeError) or "traced as" not in str(exc):
             return Outcome("crash", f"refused without naming the shapes: {message}")
         reason = refusal(str(exc))
@@ -250,9 +269,8 @@ def check(op: str, index: int, kind: str, size: int, *, options: dict | None = N
             return Outcome("refused-declared", f"[{reason}] {message}")
         return Outcome("refused", f"[{reason}] {message}")
     if want is None:
-        if kind != "forward":  # the op's node was dropped (its gradient does not read it): nothing checks the
-            # inputs against each other, and no answer is right for inputs the op refuses
-            return Outcome("unchecked", f"runs at batch {size} where a fresh trace refuses ({why_fresh})")
+        if kind != "forward":  # no answer is right for inputs the op refuses
+            return Outcome("runs-where-refused", f"runs at batch {size} where a fresh trace refuses ({why_fresh})")
         return Outcome("wrong", f"the dynamic graph runs at batch {size} where a fresh trace refuses ({why_fresh})")
     problem = _same(got, want)
     return Outcome("wrong", problem) if problem else Outcome("same")

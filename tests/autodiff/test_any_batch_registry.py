@@ -40,7 +40,7 @@ CASES = _one_case_per_op()
 def test_a_graph_traced_at_one_batch_runs_at_another_or_is_refused_by_name(op, kind, size):
     outcome = harness.check(op, 0, kind, size, options={"opt_level": 2 if len(op) % 2 else 0},
                             executable=False)
-    assert outcome.verdict not in harness.FINDINGS, f"{op} {kind} at batch {size}: {outcome.verdict}: {outcome.detail}"
+    assert outcome.verdict in harness.ACCEPTED, f"{op} {kind} at batch {size}: {outcome.verdict}: {outcome.detail}"
 
 
 def test_the_rotation_meets_every_kind_and_size():

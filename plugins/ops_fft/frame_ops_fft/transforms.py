@@ -215,21 +215,27 @@ def _irfft_gradient(ctx: NodeContext):
 
 
 # irfft_grad_like_internal(gy, z; axis, norm) = rfft(gy, norm=swap(norm)) * C with n = gy.shape[axis], z read for
-# its shape only. Its adjoint is irfft(ggz * C * W, n, norm) = irfft(ggz, n, norm) (W C = 1): n is left out when
-# it is even (2 (bins - 1), so it follows the bins at other sizes); an odd n came from an explicit n, fixed anyway
-def _irfft_grad_parts(ctx: NodeContext) -> tuple[int, int, str]:
-    gy, z = ctx.input_types
-    require_packed(ctx, z, 1)
-    require_float(ctx, gy, 0)
+# its shape only. Its adjoint is irfft(ggz * C * W, n, norm) = irfft(ggz, n, norm) (W C = 1), with n read from gy
+# too (irfft_like_internal): an odd n cannot be inferred from the bins, and an n written down holds the traced size
+def _signal_and_spectrum(ctx: NodeContext, signal: int, spectrum: int) -> tuple[int, int, str]:
+    """(axis, n, norm) for a real signal (input ``signal``, its length n) and its packed half spectrum."""
+    y, z = ctx.input_types[signal], ctx.input_types[spectrum]
+    require_packed(ctx, z, spectrum)
+    require_float(ctx, y, signal)
     axis, norm = complex_axis(ctx, z.rank - 1), norm_of(ctx)
-    if gy.rank != z.rank - 1:
-        raise ctx.error(f"gy must be irfft's real output for the packed z {z} (rank {z.rank - 1}), got {gy}")
-    n = _points(ctx, gy, axis)
-    want = gy.shape[:axis] + (n // 2 + 1,) + gy.shape[axis + 1:] + (2,)
-    if z.shape != want or gy.dtype is not z.dtype:
-        raise ctx.error(f"z must be the packed half spectrum {gy.dtype.name}{list(want)} of a signal like gy {gy}, "
-                        f"got {z}")
+    name = ctx.schema.inputs[signal]
+    if y.rank != z.rank - 1:
+        raise ctx.error(f"{name} must be irfft's real output for the packed z {z} (rank {z.rank - 1}), got {y}")
+    n = _points(ctx, y, axis)
+    want = y.shape[:axis] + (n // 2 + 1,) + y.shape[axis + 1:] + (2,)
+    if z.shape != want or y.dtype is not z.dtype:
+        raise ctx.error(f"z must be the packed half spectrum {y.dtype.name}{list(want)} of a signal like {name} "
+                        f"{y}, got {z}")
     return axis, n, norm
+
+
+def _irfft_grad_parts(ctx: NodeContext) -> tuple[int, int, str]:
+    return _signal_and_spectrum(ctx, 0, 1)
 
 
 def _irfft_grad_decomposition(ctx: NodeContext):
@@ -239,9 +245,8 @@ def _irfft_grad_decomposition(ctx: NodeContext):
 
 
 def _irfft_grad_gradient(ctx: NodeContext):
-    axis, n, norm = _irfft_grad_parts(ctx)
-    return ctx.grad_graph(lambda gy, z, gz, ggz: [
-        ops.irfft(ggz, n=None if n % 2 == 0 else n, axis=axis, norm=norm), None])
+    axis, _, norm = _irfft_grad_parts(ctx)
+    return ctx.grad_graph(lambda gy, z, gz, ggz: [ops.irfft_like_internal(ggz, gy, axis=axis, norm=norm), None])
 
 
 IRFFT_GRAD_LIKE = OpSchema(
@@ -279,6 +284,33 @@ IRFFT = OpSchema(
     examples=[Example(["f32[3, 5, 2]"], {"n": 8}), Example(["f64[2, 4, 2]"], {"n": 7, "norm": "ortho"}, note="odd n"),
               Example(["f32[4, 3, 2]"], {"n": 6, "axis": 0, "norm": "forward"}),
               Example(["f64[1, 2]"], {"n": 1}, note="n = 1")],
+)
+
+
+# irfft_like_internal(z, like; axis, norm) = irfft(z, n=like.shape[axis], norm), like read for its shape only: the
+# gradient of irfft_grad_like_internal. Its gradient is irfft's, irfft_grad_like_internal(gy, z), which reads n
+# from gy: closed, and every n follows the operand's length
+def _irfft_like_decomposition(ctx: NodeContext):
+    axis, n, norm = _signal_and_spectrum(ctx, 1, 0)
+    return ctx.decomposition_graph(lambda z, like: ops.irfft(z, n=n, axis=axis, norm=norm))
+
+
+IRFFT_LIKE = OpSchema(
+    "irfft_like_internal",
+    inputs=("z", "like"),
+    attrs={"axis": _AXIS, "norm": _NORM},
+    shape_infer=lambda ctx: [_signal_and_spectrum(ctx, 1, 0) and ctx.input_types[1]],
+    kernels={"cpu": _by_decomposition},
+    gradient=lambda ctx: ctx.grad_graph(lambda z, like, y, gy: [
+        ops.irfft_grad_like_internal(gy, z, axis=_signal_and_spectrum(ctx, 1, 0)[0], norm=ctx.attrs["norm"]), None]),
+    decomposition=_irfft_like_decomposition,
+    nondiff_inputs=(1,),
+    traits=("any_shape_gradient", "shape_operand"),
+    doc="irfft(z, n, norm) with n = like's length along axis (like read for its shape only): the gradient of "
+        "irfft_grad_like_internal, whose n an odd length cannot be inferred from the bins.",
+    examples=[Example(["f32[3, 5, 2]", "f32[3, 8]"]), Example(["f64[2, 4, 2]", "f64[2, 7]"], {"norm": "ortho"}),
+              Example(["f32[4, 3, 2]", "f32[6, 3]"], {"axis": 0, "norm": "forward"}),
+              Example(["f64[1, 2]", "f64[1]"], note="n = 1")],
 )
 
 
@@ -341,4 +373,4 @@ IFFT = OpSchema(
     examples=_C2C_EXAMPLES,
 )
 
-SCHEMAS = [RFFT, RFFT_GRAD_LIKE, IRFFT, IRFFT_GRAD_LIKE, FFT, IFFT]
+SCHEMAS = [RFFT, RFFT_GRAD_LIKE, IRFFT, IRFFT_GRAD_LIKE, IRFFT_LIKE, FFT, IFFT]

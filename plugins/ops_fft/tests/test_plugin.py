@@ -16,7 +16,7 @@ import frame_core
 from frame_core.cli.main import app
 
 OPS = {"rfft", "irfft", "fft", "ifft", "complex_mul", "conj", "complex_matmul"}
-INTERNAL = {"rfft_grad_like_internal", "irfft_grad_like_internal"}  # (gradients reading n from an operand)
+INTERNAL = {"rfft_grad_like_internal", "irfft_grad_like_internal", "irfft_like_internal"}  # (gradients reading n from an operand)
 PACKAGE = Path(__file__).resolve().parents[1] / "frame_ops_fft"
 
 

@@ -295,7 +295,8 @@ def _select_kernel(ctx: NodeContext) -> Callable:
     def kernel(x: np.ndarray, g: np.ndarray) -> np.ndarray:
         am = _argmax(x, geo)[..., None]
         wg = geo.windows(geo.pad(g, g.dtype))
-        return as_out(np.take_along_axis(wg.reshape(wg.shape[:-2] + (-1,)), am, axis=-1)[..., 0], y_t)
+        taps = wg.reshape(wg.shape[:-2] + (wg.shape[-2] * wg.shape[-1],))  # (not -1: an empty batch allows any)
+        return as_out(np.take_along_axis(taps, am, axis=-1)[..., 0], y_t)
     return kernel
 
 
