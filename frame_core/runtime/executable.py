@@ -147,7 +147,13 @@ class Executable:
         made = self._made_steps
         if made is None:
             prog = self.program
-            steps = [(row[2], _arguments(step[0]), *step[1:]) for row in prog.rows for step in (row[4],)]
+            steps: list[tuple[Any, ...]] = []
+            append = steps.append
+            for row in prog.rows:  # (what _arguments gives, written out: a call less per step of a long program)
+                slots, out, single, frees = row[4]
+                count = len(slots)
+                append((row[2], slots[0] if count == 1 else itemgetter(*slots) if count else _no_arguments, out,
+                        single, frees))
             template: list[Any] = [None] * prog.n_slots
             for k, array in prog.presets:
                 template[k] = array

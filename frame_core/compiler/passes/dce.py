@@ -23,13 +23,22 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
     isdisjoint = live.isdisjoint
     dropped = []
-    for node in reversed(graph.nodes):
-        if not isdisjoint(node.outputs) or node.op in effects or (node.op in nested
-                                                                   and node_has_side_effect(node, schemas)):
-            keep.append(node)
-            live.update(node.inputs)
-        else:
-            dropped.append(node)
+    if not effects and not nested:  # (most graphs) a node is needed exactly when something needed reads it
+        keep_node, drop_node, need = keep.append, dropped.append, live.update
+        for node in reversed(graph.nodes):
+            if isdisjoint(node.outputs):
+                drop_node(node)
+            else:
+                keep_node(node)
+                need(node.inputs)
+    else:
+        for node in reversed(graph.nodes):
+            if not isdisjoint(node.outputs) or node.op in effects or (node.op in nested
+                                                                       and node_has_side_effect(node, schemas)):
+                keep.append(node)
+                live.update(node.inputs)
+            else:
+                dropped.append(node)
     if not dropped:
         return graph
     ctx.dropped = dropped

@@ -215,24 +215,29 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     rows: list[tuple] = []
     append = rows.append
     buffer_of = plan.buffer_of
+    buffer_get = buffer_of.get
+    # what each call releases: the unplanned values whose last use it is (planned buffers persist), in the
+    # order of ``last_use``; graph inputs and constants are the caller's or the program's and never released
     dies_after: dict[int, list[Value]] = {}
     dying_at = dies_after.get
     for v, i in plan.last_use.items():
-        if v not in buffer_of:  # planned buffers persist; only unplanned values are released
-            dying = dying_at(i)
-            if dying is None:
-                dies_after[i] = [v]
-            else:
-                dying.append(v)
+        if v not in buffer_of:
+            producer = v.producer
+            if producer is not None and producer.op != "constant":
+                dying = dying_at(i)
+                if dying is None:
+                    dies_after[i] = [v]
+                else:
+                    dying.append(v)
 
-    def view(v: Value) -> np.ndarray:
-        key = (buffer_of[v], v.type)
+    def view(v: Value, buffer: int) -> np.ndarray:
+        key = (buffer, v.type)
         array = views.get(key)
         if array is None:
             array = views[key] = _view(arenas, plan, v)
         return array
 
-    built: dict[tuple, Callable[..., Any]] = {}
+    built: dict[tuple, tuple[Callable[..., Any], Any]] = {}  # signature -> (its kernel, the op's schema)
     # attribute keys by the values' identities (every node is alive meanwhile), as small ints: equal keys get
     # one number, and a kernel's signature then hashes no attribute (a fused body's key is a large tuple)
     attr_keys: dict[tuple, int] = {}
@@ -241,8 +246,9 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     slot_get = slot_of.__getitem__
     for index, node in enumerate(graph.nodes):
         op = node.op
+        outs = node.outputs
         if op == "constant":
-            slot_of[node.outputs[0]] = n
+            slot_of[outs[0]] = n
             constants[f"c{len(constants)}"] = array = node.attrs["value"]
             presets.append((n, array))
             n += 1
@@ -262,35 +268,44 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             key = (op, in_types, number)
         else:
             key = (op, in_types)
-        kernel = built.get(key)
-        if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
-            kernel = built[key] = _build_kernel(schemas[op], node, index, in_types, backend)
+        entry = built.get(key)
+        if entry is None:  # kernels are stateless (schema contract): nodes of one signature share one
+            schema = schemas[op]
+            entry = built[key] = (_build_kernel(schema, node, index, in_types, backend), schema)
+        kernel, schema = entry
         args = tuple(map(slot_get, ins))
-        outs = node.outputs
         buffer: Any = None
         out_slot: Any
         if len(outs) == 1:
             out = outs[0]
             slot_of[out] = out_slot = n
             n += 1
-            if out in buffer_of:
-                buffer = view(out)
+            planned = buffer_get(out)
+            if planned is not None:
+                buffer = view(out, planned)
+                presets.append((n, buffer))
+                args += (n,)
+                n += 1
+            single = True
         else:
+            out_slot = tuple(range(n, n + len(outs)))
             for v in outs:
                 slot_of[v] = n
                 n += 1
-            out_slot = tuple(map(slot_get, outs))
-            if any(v in buffer_of for v in outs):  # a fused node's several outputs: a tuple (None: unplanned)
-                buffer = tuple([view(v) if v in buffer_of else None for v in outs])
-        if buffer is not None:
-            presets.append((n, buffer))
-            args += (n,)
-            n += 1
-        dying = dies_after.get(index)
-        frees: tuple[Value, ...] = () if dying is None else tuple([
-            v for v in dying if v in slot_of and v.producer is not None and v.producer.op != "constant"])
-        step = (args, out_slot, len(outs) == 1, tuple(map(slot_get, frees)))
-        append((index, node, kernel, schemas[op], step, buffer, frees))
+            planned_all = [buffer_get(v) for v in outs]
+            if planned_all.count(None) != len(planned_all):  # a fused node's several outputs: a tuple (None: unplanned)
+                buffer = tuple([None if b is None else view(v, b) for v, b in zip(outs, planned_all)])
+                presets.append((n, buffer))
+                args += (n,)
+                n += 1
+            single = False
+        dying = dying_at(index)
+        if dying is None:
+            step = (args, out_slot, single, ())
+            append((index, node, kernel, schema, step, buffer, ()))
+        else:
+            step = (args, out_slot, single, tuple(map(slot_get, dying)))
+            append((index, node, kernel, schema, step, buffer, tuple(dying)))
     links = plan.links
     seen_bases: set[Value] = set()
     output_copies = []
