@@ -254,9 +254,8 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             n += 1
             continue
         ins = node.inputs
-        in_types = tuple(map(_type, ins))
         attrs = node.attrs
-        key: tuple[Any, ...]
+        key: tuple[Any, ...]  # (op, attribute number, input types...) or (op, input types...): one flat tuple
         if attrs:
             number = by_dict.get(id(attrs))  # nodes may share one attribute dict (fusion's, per structure)
             if number is None:
@@ -265,13 +264,13 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
                 if number is None:
                     number = attr_keys[ident] = numbers.setdefault(attrs_key(attrs), len(numbers))
                 by_dict[id(attrs)] = number
-            key = (op, in_types, number)
+            key = (op, number, *map(_type, ins))
         else:
-            key = (op, in_types)
+            key = (op, *map(_type, ins))
         entry = built.get(key)
         if entry is None:  # kernels are stateless (schema contract): nodes of one signature share one
             schema = schemas[op]
-            entry = built[key] = (_build_kernel(schema, node, index, in_types, backend), schema)
+            entry = built[key] = (_build_kernel(schema, node, index, tuple(map(_type, ins)), backend), schema)
         kernel, schema = entry
         args = tuple(map(slot_get, ins))
         buffer: Any = None

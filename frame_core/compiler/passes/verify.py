@@ -70,10 +70,11 @@ def quick_check(graph: Graph, registry: Any, ops: set[str] | None = None) -> tup
             return False, False
         op = node.op
         attrs = node.attrs
-        in_types = tuple(map(_type, ins))
-        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        # one flat tuple (types are never tuples, so the two forms cannot meet)
+        key = (op, tuple(attrs), tuple(map(id, attrs.values())), *map(_type, ins)) if attrs else (op, *map(_type, ins))
         inferred = memo.get(key, memo)
         if inferred is memo:  # a signature not met before in this walk
+            in_types = tuple(map(_type, ins))
             try:
                 schema = lookup(op)  # a stored key: no pack scope applies
             except FrameError:
