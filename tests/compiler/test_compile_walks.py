@@ -111,3 +111,15 @@ def test_the_outer_product_test_is_per_signature_not_per_graph():
     args = [np.arange(3, dtype=np.float32).reshape(3, 1), np.ones((1, 4), np.float32), np.ones((3, 2), np.float32)]
     for got, want in zip(exe.run(args), fc.compile(graph, opt_level=0, cache=False).run(args)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_simplify_finds_an_expansion_of_ones_that_it_copied():
+    def fn(x):
+        ones = fc.constant(np.ones(4, np.float32))
+        same = ones * fc.constant(np.float32(1.0))  # -> ones (x * 1), so the expansion below is copied onto it
+        return x * ops.broadcast_to(same, shape=(3, 4))  # then x * (ones expanded) -> x
+    graph = fc.trace(fn, "f32[3, 4]")
+    exe = fc.compile(graph, disable=["fold_constants", "fuse_elementwise", "eliminate_dead_nodes"], cache=False)
+    assert [n.op for n in exe.graph.nodes if n.op == "mul"] == []
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    np.testing.assert_array_equal(exe.run([x])[0], x)
