@@ -14,6 +14,7 @@ import numpy as np
 import frame_core as fc
 from frame_core import ops
 from frame_core.compiler.context import CompileContext
+from frame_core.compiler.passes.dce import eliminate_dead_nodes
 from frame_core.compiler.passes.verify import verify_structure
 from frame_core.runtime.executable import _no_arguments
 
@@ -33,7 +34,7 @@ def _mean_mlp() -> fc.Graph:  # a mean's 1/N (a like op lowered to a constant) a
     return fc.build_backward_graph(fc.trace(loss, "f32[5, 3]", "f32[3, 4]", "f32[4]"), 0, [1, 2])
 
 
-def test_the_ops_verify_and_bind_shapes_hand_on_are_the_graphs_own():
+def test_the_ops_verify_bind_shapes_and_dce_hand_on_are_the_graphs_own():
     reg = fc.registry()
     bind = next(p.fn for p in reg.passes if p.name == "bind_shapes")
     for graph in (_chain(6), _mean_mlp()):
@@ -45,6 +46,11 @@ def test_the_ops_verify_and_bind_shapes_hand_on_are_the_graphs_own():
         assert bound is not graph and any(n.op.endswith("_like_internal") for n in graph.nodes)
         assert ctx.ops(bound) == {n.op for n in bound.nodes}
         assert not any(op.endswith("_like_internal") for op in ctx.ops(bound))
+    unused = fc.trace(lambda x: [ops.exp(x), x * 2.0][1], "f32[3]")  # exp is dead: its op leaves the set
+    ctx = CompileContext(backend="cpu", registry=reg)
+    ctx.protected = set(unused.nodes)
+    live = eliminate_dead_nodes(unused, ctx)
+    assert ctx.ops(live) == {n.op for n in live.nodes} and "exp" not in ctx.ops(live) and len(live.nodes) == 2
 
 
 def test_a_lowered_program_calls_releases_and_steps_as_its_rules_say():

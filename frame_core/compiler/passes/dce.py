@@ -23,14 +23,17 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
     isdisjoint = live.isdisjoint
     dropped = []
+    kept_ops: set[str] | None = None  # the ops of the kept nodes, when the walk gathers them
     if not effects and not nested:  # (most graphs) a node is needed exactly when something needed reads it
-        keep_node, drop_node, need = keep.append, dropped.append, live.update
+        kept_ops = set()
+        keep_node, drop_node, need, has_op = keep.append, dropped.append, live.update, kept_ops.add
         for node in reversed(graph.nodes):
             if isdisjoint(node.outputs):
                 drop_node(node)
             else:
                 keep_node(node)
                 need(node.inputs)
+                has_op(node.op)  # (the node is at hand: cheaper than a walk for the set later)
     else:
         for node in reversed(graph.nodes):
             if not isdisjoint(node.outputs) or node.op in effects or (node.op in nested
@@ -48,4 +51,7 @@ def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     keep.reverse()
     rw.keep(keep)
     ctx.note("eliminate_dead_nodes", f"removed {len(graph.nodes) - len(keep)} of {len(graph.nodes)} nodes")
-    return rw.finish()
+    result = rw.finish()
+    if kept_ops is not None:
+        ctx.know_ops(result, kept_ops)
+    return result
