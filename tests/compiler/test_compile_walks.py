@@ -7,8 +7,6 @@ folding's first candidate, and the outer-product test answered once per signatur
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 import numpy as np
 
 import frame_core as fc
@@ -16,7 +14,7 @@ from frame_core import ops
 from frame_core.compiler.context import CompileContext
 from frame_core.compiler.passes.dce import eliminate_dead_nodes
 from frame_core.compiler.passes.verify import verify_structure
-from frame_core.runtime.executable import _no_arguments
+from frame_core.compiler.passes.lower import argument_slots
 
 
 def _chain(n: int) -> fc.Graph:
@@ -71,10 +69,13 @@ def test_a_lowered_program_calls_releases_and_steps_as_its_rules_say():
             if node.op == "constant":
                 continue
             row = next(rows)
-            args, out, single, frees = row[4]
+            kernel, arguments, out, single, frees = row[4]
             buffered = any(v in plan.buffer_of for v in node.outputs)
-            assert row[0] == index and row[1] is node and (row[5] is not None) == buffered
-            assert args == tuple(slot[v] for v in node.inputs) + ((n,) if buffered else ())
+            assert row[0] == index and row[1] is node and kernel is row[2] and (row[5] is not None) == buffered
+            args = tuple(slot[v] for v in node.inputs) + ((n,) if buffered else ())
+            assert argument_slots(arguments) == args and (type(arguments) is int) == (len(args) == 1)
+            if len(args) > 1:
+                assert arguments(list(range(n + 1))) == args
             assert out == (slot[node.outputs[0]] if len(node.outputs) == 1 else tuple(slot[v] for v in node.outputs))
             assert single == (len(node.outputs) == 1)
             n += buffered
@@ -82,14 +83,7 @@ def test_a_lowered_program_calls_releases_and_steps_as_its_rules_say():
             dying = [v for v, i in plan.last_use.items() if i == index and v not in plan.buffer_of
                      and v.producer is not None and v.producer.op != "constant"]
             assert list(row[6]) == dying and frees == tuple(slot[v] for v in dying)
-            kernel, arguments, *rest = steps[k]
-            assert kernel is row[2] and rest == [out, single, frees]
-            if len(args) == 1:
-                assert arguments == args[0]
-            elif args:
-                assert type(arguments) is itemgetter and arguments(list(range(n + 1))) == args
-            else:
-                assert arguments is _no_arguments
+            assert steps[k] is row[4]
             k += 1
         assert next(rows, None) is None and k == len(steps) and n == prog.n_slots
         inputs = [x, w] if len(g.inputs) == 2 else [np.full(v.type.shape, 0.3, np.float32) for v in g.inputs]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -44,8 +44,9 @@ class Instruction:
     node: Node
     names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
     schema: Any = None  # the op's schema: where the kernel comes from, for messages
-    #: the same call over the program's register slots (``Program.slots``): (argument slots with the out
-    #: buffer's last, output slot (a tuple of them for several outputs), single output?, slots freed after)
+    #: the same call over the program's register slots (``Program.slots``), as the runtime's loop takes it:
+    #: (kernel, arguments (see ``Program``), output slot (a tuple of them for several outputs), single output?,
+    #: slots freed after)
     step: Any = None
 
     @property
@@ -59,8 +60,11 @@ class Program:
     """Everything the runtime needs: the calls over register slots, preloaded arrays, input and output bindings.
 
     Lowering records what running needs: ``rows``, one per kernel call ``(node index, node, kernel, schema,
-    step, out buffer, values freed after)`` where ``step`` is ``(argument slots with the out buffer's last,
-    output slot (a tuple of them for several outputs), single output?, slots freed after)``; ``presets``, the
+    step, out buffer, values freed after)`` where ``step`` is the call as the runtime's loop makes it,
+    ``(kernel, arguments, output slot (a tuple of them for several outputs), single output?, slots freed
+    after)``, ``arguments`` being the one argument slot (an int) or a function of the register list giving
+    the arguments' tuple (an ``itemgetter`` of the slots, the out buffer's last; ``argument_slots`` reads the
+    slots back); ``presets``, the
     ``(slot, array)`` pairs preloaded into the registers (constants and planned buffers); and the input
     slots (``0 .. n-1``) and ``output_slots``. The named view of the same program, the :class:`Instruction`
     list, ``buffers``, ``slots``, ``output_names`` (registers ``x0``.. for inputs, ``c0``.. for constants,
@@ -160,6 +164,20 @@ class _LazyNames:
         if self.names is None:
             self.names = ValueNames(self.graph)
         return self.names(v)
+
+
+def _no_arguments(registers: Any) -> tuple:
+    """A step's arguments when it has none."""
+    return ()
+
+
+def argument_slots(arguments: Any) -> tuple[int, ...]:
+    """The slots a step's ``arguments`` read (one slot, an ``itemgetter`` of several, or ``_no_arguments``)."""
+    if arguments.__class__ is int:
+        return (arguments,)
+    if arguments is _no_arguments:
+        return ()
+    return tuple(arguments.__reduce__()[1])  # an itemgetter of two or more slots
 
 
 def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
@@ -298,13 +316,15 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
                 args += (n,)
                 n += 1
             single = False
+        count = len(args)
+        # what the call reads: one slot, or registers -> the tuple of its arguments (no list per call)
+        arguments = args[0] if count == 1 else itemgetter(*args) if count else _no_arguments
         dying = dying_at(index)
         if dying is None:
-            step = (args, out_slot, single, ())
-            append((index, node, kernel, schema, step, buffer, ()))
+            append((index, node, kernel, schema, (kernel, arguments, out_slot, single, ()), buffer, ()))
         else:
-            step = (args, out_slot, single, tuple(map(slot_get, dying)))
-            append((index, node, kernel, schema, step, buffer, tuple(dying)))
+            append((index, node, kernel, schema, (kernel, arguments, out_slot, single, tuple(map(slot_get, dying))),
+                    buffer, tuple(dying)))
     links = plan.links
     seen_bases: set[Value] = set()
     output_copies = []
