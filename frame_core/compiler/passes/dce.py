@@ -8,7 +8,7 @@ inlines whole micro-graphs (ARCH-061).
 
 from __future__ import annotations
 
-from ...ir.graph import Graph, Value
+from ...ir.graph import Graph, Node, Value
 from ...ops_registry.schema import carries_graphs, node_has_side_effect
 from ..context import CompileContext
 from ..rewrite import Rewriter
@@ -17,12 +17,12 @@ from ..rewrite import Rewriter
 def eliminate_dead_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     schemas = ctx.registry.schemas
     live: set[Value] = set(graph.outputs)
-    keep = []
+    keep: list[Node] = []
     ops = ctx.ops(graph)
     effects = {op for op in ops if "has_side_effect" in schemas[op].traits}
     nested = {op for op in ops if carries_graphs(schemas[op])}  # a side effect may sit in a body
     isdisjoint = live.isdisjoint
-    dropped = []
+    dropped: list[Node] = []
     kept_ops: set[str] | None = None  # the ops of the kept nodes, when the walk gathers them
     if not effects and not nested:  # (most graphs) a node is needed exactly when something needed reads it
         kept_ops = set()
