@@ -7,12 +7,15 @@ the passes, never the other way round.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ops_registry.registry import Registry
 
 __all__ = ["CompileContext"]
+
+_op = attrgetter("op")
 
 
 @dataclass
@@ -52,6 +55,11 @@ class CompileContext:
         cached = self._ops
         if cached is not None and cached[0] is graph and cached[1] == len(graph.nodes):
             return cached[2]
-        ops = {n.op for n in graph.nodes}
+        ops = set(map(_op, graph.nodes))
         self._ops = (graph, len(graph.nodes), ops)
         return ops
+
+    def know_ops(self, graph: Any, ops: set[str]) -> None:
+        """Record ``ops`` as the set of ``graph``'s ops (a stage whose walk met every node of the graph it
+        returns, or built it, knows it): ``ops(graph)`` then answers without a walk of its own."""
+        self._ops = (graph, len(graph.nodes), ops)

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -147,7 +147,7 @@ class Executable:
         made = self._made_steps
         if made is None:
             prog = self.program
-            steps = [(row[2], _arguments(step[0]), *step[1:]) for row in prog.rows for step in (row[4],)]
+            steps = [row[4] for row in prog.rows]  # lowering made each step as the loop takes it
             template: list[Any] = [None] * prog.n_slots
             for k, array in prog.presets:
                 template[k] = array
@@ -608,19 +608,6 @@ def _check_plan(rows: Sequence[tuple], everything: bool) -> list[Any]:
             known[1 + buffered] = (tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in outs]), buffered)
         append(plain)
     return checks
-
-
-def _arguments(slots: tuple[int, ...]) -> Any:
-    """A step's arguments: its one slot, or ``registers -> tuple of the arguments``."""
-    if len(slots) == 1:
-        return slots[0]
-    if slots:
-        return itemgetter(*slots)
-    return _no_arguments
-
-
-def _no_arguments(registers: Any) -> tuple:
-    return ()
 
 
 def _plainly_sound(result: Any, args: Sequence[Any], want: tuple, buffered: bool) -> bool:

@@ -68,12 +68,17 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     ops = ctx.ops(graph)
     effects, nested = _op_facts(ops, schemas)
     # per op: 0 never merged (side effect), 1 ordered inputs, 2 commutative, 3 ordered unless a body has a side
-    # effect; +4 when elementwise (recomputed rather than kept alive over a gap)
-    kinds: dict[str, int] = {}
+    # effect; +4 when elementwise (recomputed rather than kept alive over a gap). With it, the op's table: its
+    # nodes' inputs (with the attribute key, for a node with attributes) -> the position of the node kept for
+    # them (an int: no object per node); a node without attributes is looked up by its inputs tuple itself.
+    # One lookup per node gives both, and the table's setdefault files a node and finds its twin at once.
+    seen: dict[str, dict[Any, int]] = {op: {} for op in ops}
+    facts: dict[str, tuple[int, Any]] = {}
     for op in ops:
         traits = schemas[op].traits
-        kinds[op] = ((0 if op in effects else 3 if op in nested else 2 if "commutative" in traits else 1)
-                     + (4 if "elementwise" in traits and op not in effects else 0))
+        kind = ((0 if op in effects else 3 if op in nested else 2 if "commutative" in traits else 1)
+                + (4 if "elementwise" in traits and op not in effects else 0))
+        facts[op] = (kind, seen[op].setdefault)
     # the last uses are needed only once a twin turns up (most graphs have few or none): made on demand
     last_uses: list[dict[Any, int]] = []
 
@@ -105,9 +110,6 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     rw = Rewriter(graph, ctx)
     read, copy, append, alias = rw.read, rw.copy, rw.new.nodes.append, rw.alias
     unchanged = rw.vmap.keys().isdisjoint
-    # per op: the inputs (with the attribute key, for a node with attributes) -> the position of the node kept for
-    # them (an int: no object per node); a node without attributes is looked up by its inputs tuple itself
-    seen: dict[str, dict[Any, int]] = {op: {} for op in ops}
     copies: dict[int, Any] = {}  # position -> the node kept there when it is not the input graph's own
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     # id of a kept elementwise node that absorbed a twin -> the last position it or a twin is read (a kept node
@@ -117,7 +119,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
     vmap = rw.vmap  # empty until the first merge: till then every node reads its own inputs
     for position, node in enumerate(nodes):
         op = node.op
-        kind = kinds[op]
+        kind, file = facts[op]
         order = kind & 3
         ins = node.inputs
         inputs = ins if not vmap or unchanged(ins) else read(ins)
@@ -128,52 +130,50 @@ def eliminate_common_subexpressions(graph: Graph, ctx: CompileContext) -> Graph:
             else:
                 copy(node, inputs)
             continue
-        ins_key: tuple[Value, ...] = inputs  # values hash and compare by identity
+        key: tuple[Any, ...] = inputs  # values hash and compare by identity
         if order == 2 and len(inputs) == 2 and id(inputs[0]) > id(inputs[1]):
-            ins_key = (inputs[1], inputs[0])
+            key = (inputs[1], inputs[0])
         attrs = node.attrs
-        key: tuple[Any, ...]
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
             akey = attr_keys.get(ident)
             if akey is None:
                 akey = attr_keys[ident] = attrs_key(attrs)
-            key = (ins_key, akey)  # equal op, inputs and attributes: equal output types
-        else:
-            key = ins_key  # (values are never tuples: no inputs tuple equals an (inputs, attributes) pair)
-        table = seen[op]
-        found = table.get(key)
-        if found is not None:
+            key = (key, akey)  # equal op, inputs and attributes: equal output types
+        # (values are never tuples: no inputs tuple equals an (inputs, attributes) pair)
+        found = file(key, position)  # this node's position, unless an earlier node has its key
+        if found != position:
             earlier = copies.get(found)
             if earlier is None:
                 earlier = nodes[found]
             outs = node.outputs
+            merge = True
             if kind & 4:  # elementwise: where its value is last read decides between merging and recomputing
                 ends = ends_of(node, position)
                 earlier_ends = live_until.get(id(earlier))
                 if earlier_ends is None:
                     earlier_ends = ends_of(nodes[found], found)
                 if earlier_ends < position and sum(v.type.nbytes for v in outs) > SMALL_BYTES:
-                    found = None  # its twin is dead here: recompute rather than keep it alive over the gap
+                    merge = False  # its twin is dead here: recompute rather than keep it alive over the gap
                 elif ends > earlier_ends:
                     live_until[id(earlier)] = ends
                 else:
                     live_until[id(earlier)] = earlier_ends
             elif op == "constant" and not live(earlier.outputs[0]):
-                found = None  # a twin nothing live reads (dead-node elimination drops it): this one is kept instead,
+                merge = False  # a twin nothing live reads (dead-node elimination drops it): this one is kept instead,
                 # so its readers need no rewiring (a gradient's `1 - y**2` constants once merged into a folded seed)
-            if found is not None:
+            if merge:
                 for old, new in zip(outs, earlier.outputs):
                     alias(old, new)
                 dropped.append(node)
                 continue
+            seen[op][key] = position  # kept: later twins find this one
         if inputs is ins:
             append(node)
         else:
             kept = copy(node, inputs)
             if kept is not node:
                 copies[position] = kept
-        table[key] = position
     if not dropped:
         return graph
     ctx.note("eliminate_common_subexpressions", f"merged {len(dropped)} nodes")

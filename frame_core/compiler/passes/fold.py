@@ -35,18 +35,22 @@ def _negative_zeros(v: Value) -> bool:
 
 def _first_candidate(nodes: list, constants: set[Value]) -> int | None:
     """The position of the first node that might fold: one reading only constants, or an accumulation
-    reading one. Nothing before it changes, so the walk starts there (``None``: nothing folds)."""
-    issuperset, isdisjoint = constants.issuperset, constants.isdisjoint
+    reading one. Nothing before it changes, so the walk starts there (``None``: nothing folds). Files the
+    outputs of the constants before it in ``constants`` on the way (the caller files the later ones)."""
+    issuperset, isdisjoint, add = constants.issuperset, constants.isdisjoint, constants.add
     for i, node in enumerate(nodes):
         ins = node.inputs
-        if ins and (issuperset(ins) or (node.op == "accumulate_internal" and not isdisjoint(ins))):
-            return i
+        if ins:
+            if issuperset(ins) or (node.op == "accumulate_internal" and not isdisjoint(ins)):
+                return i
+        elif node.op == "constant":
+            add(node.outputs[0])
     return None
 
 
 def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
     nodes = graph.nodes
-    constants = {n.outputs[0] for n in nodes if n.op == "constant"}  # grows as nodes fold
+    constants: set[Value] = set()  # the constants' outputs, filed as the walks meet them; grows as nodes fold
     first = _first_candidate(nodes, constants)
     if first is None:
         return graph
@@ -61,6 +65,8 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
     for node in nodes[first:]:
         ins = node.inputs
         if not ins:
+            if node.op == "constant":
+                constants.add(node.outputs[0])
             append(node)
             continue
         op = node.op

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -44,8 +44,9 @@ class Instruction:
     node: Node
     names: Callable[[Value], str]  # shared by the program's instructions; used only for messages
     schema: Any = None  # the op's schema: where the kernel comes from, for messages
-    #: the same call over the program's register slots (``Program.slots``): (argument slots with the out
-    #: buffer's last, output slot (a tuple of them for several outputs), single output?, slots freed after)
+    #: the same call over the program's register slots (``Program.slots``), as the runtime's loop takes it:
+    #: (kernel, arguments (see ``Program``), output slot (a tuple of them for several outputs), single output?,
+    #: slots freed after)
     step: Any = None
 
     @property
@@ -59,8 +60,11 @@ class Program:
     """Everything the runtime needs: the calls over register slots, preloaded arrays, input and output bindings.
 
     Lowering records what running needs: ``rows``, one per kernel call ``(node index, node, kernel, schema,
-    step, out buffer, values freed after)`` where ``step`` is ``(argument slots with the out buffer's last,
-    output slot (a tuple of them for several outputs), single output?, slots freed after)``; ``presets``, the
+    step, out buffer, values freed after)`` where ``step`` is the call as the runtime's loop makes it,
+    ``(kernel, arguments, output slot (a tuple of them for several outputs), single output?, slots freed
+    after)``, ``arguments`` being the one argument slot (an int) or a function of the register list giving
+    the arguments' tuple (an ``itemgetter`` of the slots, the out buffer's last; ``argument_slots`` reads the
+    slots back); ``presets``, the
     ``(slot, array)`` pairs preloaded into the registers (constants and planned buffers); and the input
     slots (``0 .. n-1``) and ``output_slots``. The named view of the same program, the :class:`Instruction`
     list, ``buffers``, ``slots``, ``output_names`` (registers ``x0``.. for inputs, ``c0``.. for constants,
@@ -162,6 +166,20 @@ class _LazyNames:
         return self.names(v)
 
 
+def _no_arguments(registers: Any) -> tuple:
+    """A step's arguments when it has none."""
+    return ()
+
+
+def argument_slots(arguments: Any) -> tuple[int, ...]:
+    """The slots a step's ``arguments`` read (one slot, an ``itemgetter`` of several, or ``_no_arguments``)."""
+    if arguments.__class__ is int:
+        return (arguments,)
+    if arguments is _no_arguments:
+        return ()
+    return tuple(arguments.__reduce__()[1])  # an itemgetter of two or more slots
+
+
 def _view(arenas: list[np.ndarray], plan: MemoryPlan, v: Value) -> np.ndarray:
     """The planned buffer of ``v``: its arena, viewed as ``v``'s dtype and shape."""
     t = v.type
@@ -215,24 +233,29 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     rows: list[tuple] = []
     append = rows.append
     buffer_of = plan.buffer_of
+    buffer_get = buffer_of.get
+    # what each call releases: the unplanned values whose last use it is (planned buffers persist), in the
+    # order of ``last_use``; graph inputs and constants are the caller's or the program's and never released
     dies_after: dict[int, list[Value]] = {}
     dying_at = dies_after.get
     for v, i in plan.last_use.items():
-        if v not in buffer_of:  # planned buffers persist; only unplanned values are released
-            dying = dying_at(i)
-            if dying is None:
-                dies_after[i] = [v]
-            else:
-                dying.append(v)
+        if v not in buffer_of:
+            producer = v.producer
+            if producer is not None and producer.op != "constant":
+                dying = dying_at(i)
+                if dying is None:
+                    dies_after[i] = [v]
+                else:
+                    dying.append(v)
 
-    def view(v: Value) -> np.ndarray:
-        key = (buffer_of[v], v.type)
+    def view(v: Value, buffer: int) -> np.ndarray:
+        key = (buffer, v.type)
         array = views.get(key)
         if array is None:
             array = views[key] = _view(arenas, plan, v)
         return array
 
-    built: dict[tuple, Callable[..., Any]] = {}
+    built: dict[tuple, tuple[Callable[..., Any], Any]] = {}  # signature -> (its kernel, the op's schema)
     # attribute keys by the values' identities (every node is alive meanwhile), as small ints: equal keys get
     # one number, and a kernel's signature then hashes no attribute (a fused body's key is a large tuple)
     attr_keys: dict[tuple, int] = {}
@@ -241,16 +264,16 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     slot_get = slot_of.__getitem__
     for index, node in enumerate(graph.nodes):
         op = node.op
+        outs = node.outputs
         if op == "constant":
-            slot_of[node.outputs[0]] = n
+            slot_of[outs[0]] = n
             constants[f"c{len(constants)}"] = array = node.attrs["value"]
             presets.append((n, array))
             n += 1
             continue
         ins = node.inputs
-        in_types = tuple(map(_type, ins))
         attrs = node.attrs
-        key: tuple[Any, ...]
+        key: tuple[Any, ...]  # (op, attribute number, input types...) or (op, input types...): one flat tuple
         if attrs:
             number = by_dict.get(id(attrs))  # nodes may share one attribute dict (fusion's, per structure)
             if number is None:
@@ -259,38 +282,49 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
                 if number is None:
                     number = attr_keys[ident] = numbers.setdefault(attrs_key(attrs), len(numbers))
                 by_dict[id(attrs)] = number
-            key = (op, in_types, number)
+            key = (op, number, *map(_type, ins))
         else:
-            key = (op, in_types)
-        kernel = built.get(key)
-        if kernel is None:  # kernels are stateless (schema contract): nodes of one signature share one
-            kernel = built[key] = _build_kernel(schemas[op], node, index, in_types, backend)
+            key = (op, *map(_type, ins))
+        entry = built.get(key)
+        if entry is None:  # kernels are stateless (schema contract): nodes of one signature share one
+            schema = schemas[op]
+            entry = built[key] = (_build_kernel(schema, node, index, tuple(map(_type, ins)), backend), schema)
+        kernel, schema = entry
         args = tuple(map(slot_get, ins))
-        outs = node.outputs
         buffer: Any = None
         out_slot: Any
         if len(outs) == 1:
             out = outs[0]
             slot_of[out] = out_slot = n
             n += 1
-            if out in buffer_of:
-                buffer = view(out)
+            planned = buffer_get(out)
+            if planned is not None:
+                buffer = view(out, planned)
+                presets.append((n, buffer))
+                args += (n,)
+                n += 1
+            single = True
         else:
+            out_slot = tuple(range(n, n + len(outs)))
             for v in outs:
                 slot_of[v] = n
                 n += 1
-            out_slot = tuple(map(slot_get, outs))
-            if any(v in buffer_of for v in outs):  # a fused node's several outputs: a tuple (None: unplanned)
-                buffer = tuple([view(v) if v in buffer_of else None for v in outs])
-        if buffer is not None:
-            presets.append((n, buffer))
-            args += (n,)
-            n += 1
-        dying = dies_after.get(index)
-        frees: tuple[Value, ...] = () if dying is None else tuple([
-            v for v in dying if v in slot_of and v.producer is not None and v.producer.op != "constant"])
-        step = (args, out_slot, len(outs) == 1, tuple(map(slot_get, frees)))
-        append((index, node, kernel, schemas[op], step, buffer, frees))
+            planned_all = [buffer_get(v) for v in outs]
+            if planned_all.count(None) != len(planned_all):  # a fused node's several outputs: a tuple (None: unplanned)
+                buffer = tuple([None if b is None else view(v, b) for v, b in zip(outs, planned_all)])
+                presets.append((n, buffer))
+                args += (n,)
+                n += 1
+            single = False
+        count = len(args)
+        # what the call reads: one slot, or registers -> the tuple of its arguments (no list per call)
+        arguments = args[0] if count == 1 else itemgetter(*args) if count else _no_arguments
+        dying = dying_at(index)
+        if dying is None:
+            append((index, node, kernel, schema, (kernel, arguments, out_slot, single, ()), buffer, ()))
+        else:
+            append((index, node, kernel, schema, (kernel, arguments, out_slot, single, tuple(map(slot_get, dying))),
+                    buffer, tuple(dying)))
     links = plan.links
     seen_bases: set[Value] = set()
     output_copies = []

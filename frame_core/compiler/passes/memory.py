@@ -161,10 +161,54 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
         kinds[op] = (2 if "elementwise" in traits else 1) if "accepts_out" in traits and op != "constant" else 0
     buffer_of = plan.buffer_of
     buffer_get = buffer_of.get
-    no_release: list[Value] = []
+    releases_get = releases.get
     for i, node in enumerate(nodes):
         op = node.op
         outs = node.outputs
+        kind = kinds[op]
+        if len(outs) == 1:  # (most nodes)
+            out = outs[0]
+            t = out.type
+            if op == "constant":
+                setdefault(out, i)
+                continue  # a constant reads nothing and releases nothing
+            last = setdefault(out, i)
+            if out in escaping:
+                chosen = None
+            else:
+                linked = out in links
+                if not linked:
+                    unplanned += t.nbytes
+                found = releases_get(last)
+                if found is None:
+                    releases[last] = [out]
+                else:
+                    found.append(out)
+                chosen = None
+                if reuse and kind and t.nbytes > 0:
+                    if kind == 2:  # write in place into an input dying here
+                        for v in node.inputs:
+                            if last_use.get(v) == i and v.type is t:  # (types are interned)
+                                chosen = buffer_get(v)
+                                if chosen is not None:
+                                    break
+                    if chosen is None:
+                        chosen = take(t.nbytes)
+                    buffer_of[out] = chosen
+                elif not linked:
+                    live_unplanned += t.nbytes
+            if live_unplanned > peak_unplanned:
+                peak_unplanned = live_unplanned
+            released = releases_get(i)
+            if released:
+                for v in released:
+                    buffer = buffer_get(v)
+                    if buffer is not None:
+                        if buffer != chosen:
+                            give(buffer)
+                    elif v not in links:
+                        live_unplanned -= v.type.nbytes
+            continue
         if op != "constant":
             for v in outs:
                 last = setdefault(v, i)
@@ -172,7 +216,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                     continue
                 if v not in links:
                     unplanned += v.type.nbytes
-                found = releases.get(last)
+                found = releases_get(last)
                 if found is None:
                     releases[last] = [v]
                 else:
@@ -180,19 +224,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
         else:
             for v in outs:
                 setdefault(v, i)
-        if len(outs) == 1:
-            out = outs[0]
-            if reuse and out not in escaping and kinds[op]:
-                t = out.type
-                if t.nbytes > 0:
-                    chosen = None
-                    if kinds[op] == 2:  # write in place into an input dying here
-                        for v in node.inputs:
-                            if v in buffer_of and last_use.get(v) == i and v.type == t:
-                                chosen = buffer_of[v]
-                                break
-                    buffer_of[out] = take(t.nbytes) if chosen is None else chosen
-        elif reuse and op == FUSED_OP:
+        if reuse and op == FUSED_OP:
             # a fused chain's several exports take planned buffers too (its `out` is then a tuple): left to the
             # kernel, they would be allocated on top of the arena, which once made opt level 2's peak the larger
             for v in outs:
@@ -204,10 +236,9 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                     live_unplanned += v.type.nbytes
         if live_unplanned > peak_unplanned:
             peak_unplanned = live_unplanned
-        released = releases.get(i, no_release)
+        released = releases_get(i)
         if released:
-            taken_here = {buffer_of[w] for w in outs if w in buffer_of} if len(outs) != 1 else \
-                (buffer_of[outs[0]],) if outs[0] in buffer_of else ()
+            taken_here = {buffer_of[w] for w in outs if w in buffer_of}
             for v in released:
                 buffer = buffer_get(v)
                 if buffer is not None:

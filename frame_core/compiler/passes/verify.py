@@ -29,9 +29,11 @@ _type = attrgetter("type")
 
 def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
     """Return ``graph`` unchanged, or raise ``VerifyError`` listing every problem but type mismatches."""
-    valid, typed = quick_check(graph, ctx.registry)
+    ops: set[str] = set()
+    valid, typed = quick_check(graph, ctx.registry, ops)
     ctx.types_checked = (graph, tuple(graph.nodes)) if typed else None
     if valid:
+        ctx.know_ops(graph, ops)  # the walk met every node: the stages after it need not walk for the set
         return graph
     problems = check_graph(graph, ctx.registry, types=False)
     if problems:
@@ -39,7 +41,7 @@ def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
     return graph
 
 
-def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
+def quick_check(graph: Graph, registry: Any, ops: set[str] | None = None) -> tuple[bool, bool]:
     """``(valid, typed)``: ``valid`` when ``graph`` satisfies V1-V5 and V7 and has no sub-graphs (False when
     ``check_graph`` must look), ``typed`` when it is valid and every recorded type also equals the inferred
     one (V6).
@@ -51,7 +53,8 @@ def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
     Nodes are memoised by signature: op, input types and the attribute names with the *identities* of their
     values. Every node of the graph is alive during the walk, so an identity names one object throughout
     it; nodes that share attribute objects (a GradientFn's micro-graph inlined a thousand times shares its
-    constants and shapes) are checked once.
+    constants and shapes) are checked once. ``ops``, when given, receives the set of the graph's ops (complete
+    when the graph is valid: every op starts a signature).
     """
     defined = set(graph.inputs)
     if len(defined) != len(graph.inputs) or any(v.producer is not None for v in graph.inputs):
@@ -67,10 +70,11 @@ def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
             return False, False
         op = node.op
         attrs = node.attrs
-        in_types = tuple(map(_type, ins))
-        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        # one flat tuple (types are never tuples, so the two forms cannot meet)
+        key = (op, tuple(attrs), tuple(map(id, attrs.values())), *map(_type, ins)) if attrs else (op, *map(_type, ins))
         inferred = memo.get(key, memo)
         if inferred is memo:  # a signature not met before in this walk
+            in_types = tuple(map(_type, ins))
             try:
                 schema = lookup(op)  # a stored key: no pack scope applies
             except FrameError:
@@ -111,4 +115,6 @@ def quick_check(graph: Graph, registry: Any) -> tuple[bool, bool]:
             typed = False
     if not issuperset(graph.outputs):
         return False, False
+    if ops is not None:
+        ops.update([key[0] for key in memo])
     return True, typed

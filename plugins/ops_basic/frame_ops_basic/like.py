@@ -299,18 +299,23 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
     if not any(kinds.values()) and not any(op in _DECOMPOSED for op in kinds):
         return graph
     rw = Rewriter(graph, ctx)
-    lowered: dict[tuple, Any] = {}  # (op, input types, attrs) -> its lowering: one per kind of node
+    # (op, input types, attrs) -> its lowering: one per kind of node. A lowering to a node is (its op, the inputs
+    # it reads, its attributes): every node made from it shares that one attribute dict (passes never edit a
+    # node's attributes in place), so later stages meet one dict per kind, as they do fusion's
+    lowered: dict[tuple, Any] = {}
     read, alias, append = rw.read, rw.alias, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten: kept as it is (what copy would do)
     # the input's nodes the result no longer holds (replaced, or copied onto new inputs): the pipeline then
     # releases just those, instead of comparing the node sets of both graphs (ctx.dropped)
     dropped = []
+    decomposed = False
     for node in graph.nodes:
         schema = kinds[node.op]
         if schema is None:
             if node.op in _DECOMPOSED:
                 _decompose(rw, node, lowered)
                 dropped.append(node)
+                decomposed = True
                 continue
             if unchanged(node.inputs):
                 append(node)
@@ -335,9 +340,9 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
         if low is None:
             low = _lowering(schema, types, schema.normalize_attrs(node.attrs))
             if isinstance(low, tuple):
-                target, used, attrs = low
+                target, used, low_attrs = low
                 prefix = node.op[:len(node.op) - len(schema.name)]  # a qualified name stays qualified
-                low = (prefix + target.name, used, target.normalize_attrs(attrs))
+                low = (prefix + target.name, used, target.normalize_attrs(low_attrs))
             lowered[key] = low
         old = node.outputs[0]
         if isinstance(low, int):
@@ -345,14 +350,20 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
         elif isinstance(low, np.ndarray):
             alias(old, rw.new.constant(low))
         else:
-            op, used, attrs = low
-            made = Node(op, tuple([ins[i] for i in used]), dict(attrs))
+            op, used, low_attrs = low
+            made = Node(op, tuple([ins[i] for i in used]), low_attrs)
             made.outputs = (Value(old.type, made, 0, old.name),)
             append(made)
             alias(old, made.outputs[0])
+    result = rw.finish()
     if ctx is not None:
         ctx.dropped = dropped
-    return rw.finish()
+        if not decomposed:  # every node kept is of an op that is no like op; every node made is a lowering's
+            ops = {op for op, kind in kinds.items() if kind is None or kind is True}
+            ops.update([low[0] if isinstance(low, tuple) else "constant" for low in lowered.values()
+                        if not isinstance(low, int)])
+            ctx.know_ops(result, ops)
+    return result
 
 
 def _decompose(rw: Rewriter, node: Node, lowered: dict[tuple, Any]) -> None:

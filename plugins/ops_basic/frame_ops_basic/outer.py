@@ -18,9 +18,12 @@ not half precision (its matmul accumulates in float32).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
+
 import numpy as np
 
-from frame_core import Graph, PassSpec, Rewriter
+from frame_core import Graph, Node, PassSpec, Rewriter
 
 from ._shapes import accumulation_dtype
 
@@ -28,9 +31,10 @@ from ._shapes import accumulation_dtype
 #: Every op ``_is_outer`` may accept (an op it tests belongs here too): a walk tests the op first, in C, and
 #: calls ``_is_outer`` only for these.
 _OUTER_OPS = frozenset({"matmul", "matmul_grad_rhs_internal", "matmul_grad_lhs_internal"})
+_type = attrgetter("type")
 
 
-def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
+def _is_outer(node: Node) -> bool:
     if node.op == "matmul_grad_rhs_internal":  # a^T @ gy with a one-row a: the gradient of the product above
         a, gy = (v.type for v in node.inputs)
         return (a.rank == 2 and gy.rank == 2 and a.shape[0] == 1 and a.dtype.is_float
@@ -50,11 +54,26 @@ def _is_outer(node) -> bool:  # noqa: ANN001 - a Node
         return False
 
 
+def _outer_test() -> Callable[[Node], bool]:
+    """``_is_outer``, answered once per signature: it reads only the op and the input and output types
+    (interned, so a tuple of them hashes by identity), and a graph repeats a few signatures many times."""
+    known: dict[tuple, bool] = {}
+
+    def is_outer(node: Node) -> bool:
+        key = (node.op, *map(_type, node.inputs), node.outputs[0].type)
+        answer = known.get(key)
+        if answer is None:
+            answer = known[key] = _is_outer(node)
+        return answer
+    return is_outer
+
+
 def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     nodes = graph.nodes
+    is_outer = _outer_test()
     first = None
     for i, node in enumerate(nodes):  # (a plain loop: most graphs have no outer product, and it walks them all)
-        if node.op in _OUTER_OPS and _is_outer(node):
+        if node.op in _OUTER_OPS and is_outer(node):
             first = i
             break
     if first is None:
@@ -64,7 +83,7 @@ def outer_products_as_products(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a 
     zeros: dict = {}  # one +0.0 constant per dtype
     rewritten = []
     for node in nodes[first:]:
-        if node.op not in _OUTER_OPS or not _is_outer(node):
+        if node.op not in _OUTER_OPS or not is_outer(node):
             rw.copy(node)
             continue
         a, b = rw.read(node.inputs)

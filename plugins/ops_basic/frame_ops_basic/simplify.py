@@ -84,16 +84,13 @@ for _op, _rule in RULES:
 _WITH_CONSTANT = frozenset({"add", "sub", "mul", "div"})
 
 
-def _rewrite_of(node, inputs) -> Value | None:  # noqa: ANN001 - a Node and its (mapped) inputs
-    """The value that replaces ``node``'s output by the first rule that applies, or ``None``."""
+def _rewrite_of(node, inputs, constants: set, expansions: set) -> Value | None:  # noqa: ANN001 - a Node, its inputs
+    """The value that replaces ``node``'s output by the first rule that applies, or ``None``. ``constants`` and
+    ``expansions`` hold the outputs of the constants and of the ``_EXPANSIONS`` nodes before ``node`` (a walk files
+    them as it passes: sets of values answer without reading each input's producer)."""
     op = node.op
-    if op in _WITH_CONSTANT:
-        for v in inputs:
-            p = v.producer
-            if p is not None and (p.op == "constant" or (p.op in _EXPANSIONS and op == "mul")):
-                break
-        else:
-            return None
+    if op in _WITH_CONSTANT and constants.isdisjoint(inputs) and (op != "mul" or expansions.isdisjoint(inputs)):
+        return None
     for rule in _BY_OP.get(op, ()):
         candidate = rule(inputs, node)
         if candidate is not None and candidate.type == node.outputs[0].type:
@@ -103,8 +100,22 @@ def _rewrite_of(node, inputs) -> Value | None:  # noqa: ANN001 - a Node and its 
 
 def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileContext
     nodes = graph.nodes
-    first = next((i for i, node in enumerate(nodes) if node.op in _BY_OP and _rewrite_of(node, node.inputs)), None)
-    if first is None:  # (nothing changes before the first rule applies, so the walk starts there)
+    constants: set[Value] = set()  # the outputs of the constants and expansions met so far
+    expansions: set[Value] = set()
+    first = None
+    for i, node in enumerate(nodes):  # (nothing changes before the first rule applies, so the walk starts there)
+        op = node.op
+        if op in _BY_OP:
+            if _rewrite_of(node, node.inputs, constants, expansions) is not None:
+                first = i
+                break
+            if op in _EXPANSIONS:
+                expansions.add(node.outputs[0])
+        elif op == "constant":
+            constants.add(node.outputs[0])
+        elif op in _EXPANSIONS:
+            expansions.add(node.outputs[0])
+    if first is None:
         return graph
     rw = Rewriter(graph, ctx)
     rw.keep(nodes[:first])
@@ -112,20 +123,29 @@ def simplify_algebra(graph: Graph, ctx) -> Graph:  # noqa: ANN001 - a CompileCon
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten
     dropped = []
     for node in nodes[first:]:
-        if node.op not in _BY_OP:
+        op = node.op
+        if op not in _BY_OP:
             if unchanged(node.inputs):
                 append(node)
+                kept = node
             else:
-                copy(node)
+                kept = copy(node)
+            if op == "constant":
+                constants.add(node.outputs[0])
+            elif op in _EXPANSIONS:  # (the node the readers read: a copy when it was copied)
+                expansions.add(kept.outputs[0])
             continue
         ins = node.inputs
         inputs = ins if unchanged(ins) else read(ins)
-        replacement = _rewrite_of(node, inputs)
+        replacement = _rewrite_of(node, inputs, constants, expansions)
         if replacement is None:
             if inputs is ins:
                 append(node)
+                kept = node
             else:
-                copy(node, inputs)
+                kept = copy(node, inputs)
+            if op in _EXPANSIONS:  # (broadcast_to_internal: a rule's op, and an expansion when it stays)
+                expansions.add(kept.outputs[0])
         else:
             rw.alias(node.outputs[0], replacement)
             dropped.append(node)
