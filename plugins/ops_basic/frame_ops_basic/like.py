@@ -108,7 +108,7 @@ def _same_shape_or(target: OpSchema, attr: str) -> Callable:
     def lower(types: tuple[TensorType, ...], attrs: Any, ctx: NodeContext) -> Any:
         g, like = types
         return 0 if g.shape == like.shape else (target, (0,), {attr: like.shape})
-    lower.shape_only = set(target.attrs) == {attr}  # (see _SHAPE_ONLY)
+    setattr(lower, "shape_only", set(target.attrs) == {attr})  # (see _SHAPE_ONLY; a mark on the function)
     return lower
 
 
