@@ -302,7 +302,7 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     loss = graph.outputs[loss_output_index]
     seeds = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
     try:
-        grads = _backpropagate(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "", mark=True)
+        grads, all_read = _walk_back(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "", mark=True)
     except MissingGradientError as exc:
         raise MissingGradientError(
             f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
@@ -311,8 +311,8 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
         x = graph.inputs[i]
         gx = grads.get(x)
         graph.mark_output(gx if gx is not None else graph.zeros_like(x))
-    # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
-    _drop_unneeded(graph, reg, first=len(forward.nodes))
+    if not all_read:  # the reverse walk left a cotangent or a zero unread (a stop_gradient): drop it (issue 17)
+        _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
 
 
@@ -352,6 +352,12 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     the accumulated cotangent of every value that got one. ``label`` prefixes node paths in errors. With
     ``mark``, a chain through an op whose GradientFn may hold traced sizes (no ``any_shape_gradient`` trait)
     marks ``graph`` so that ``specialize`` refuses it rather than run it wrongly at another size."""
+    return _walk_back(graph, seeds, sources, reg, label, mark)[0]
+
+
+def _walk_back(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg: Registry,
+               label: str, mark: bool = False) -> tuple[dict[Value, Value], bool]:
+    """``_backpropagate``, and whether every node it appended is read (``_reverse_walk``)."""
     chain = _chain(graph, set(seeds), sources, reg)
     if mark:
         _mark_sized_gradients(graph, chain, reg)
@@ -368,12 +374,23 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}{_origin(graph, node.op, reg)}")
         raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
+    return _reverse_walk(graph, seeds, chain, sources, reg, label)
+
+
+def _reverse_walk(graph: Graph, seeds: dict[Value, Value], chain: list[Node], sources: set[Value], reg: Registry,
+                  label: str) -> tuple[dict[Value, Value], bool]:
+    """The reverse walk over ``chain`` (checked: every op has a GradientFn): the accumulated cotangents, and
+    whether every node it appended is read (by a later node, or as a cotangent of a source), so that
+    ``_drop_unneeded`` has nothing to find. Each node inlines its signature's recipe pruned to the gradients
+    wanted (its inputs that carry one and may be nonzero), so a gradient nobody asked for is never made."""
     grads = dict(seeds)
     get = grads.get
     signatures: dict[tuple, _Signature] = {}  # (op, input types, attrs) -> what every node of that signature shares
     attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
     with_grad = sources.union(chain_from(map(_outputs, chain)))
+    wanted = with_grad.__contains__
     accumulate: _Accumulator | None = None
+    all_read = True  # (until a node leaves a cotangent or a zero unread)
     for node in reversed(chain):
         outs = node.outputs
         if len(outs) == 1:  # (most nodes)
@@ -403,8 +420,12 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             sig = signatures[key] = _Signature.of(reg.schemas[node.op], node, key[1], graph, label)
         elif tuple(map(_type, outs)) != sig.out_types:  # (checked before any GradientFn sees the node)
             raise _recorded_types_differ(node, sig.out_types, graph, label)
+        mask = tuple(map(wanted, sig.carried(ins)))
+        variant = sig.variants.get(mask)
+        if variant is None:
+            variant = sig.variants[mask] = sig.variant(mask)
         arguments = [*ins, *outs, *seeds_here]
-        recipe = sig.recipe
+        recipe = variant.recipe
         gxs: Sequence[Value]
         if recipe is None:
             gxs = inline_graph(graph, sig.micro, arguments)
@@ -412,15 +433,16 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             gxs = recipe.fill(graph, arguments)
         else:
             gxs = recipe.inline(graph, arguments)  # (raises, naming the types)
-        for i in sig.carries:  # inputs of floating type that the schema differentiates
+        if not variant.reads_seeds:
+            all_read = False
+        for (i, r, maybe_zero) in variant.assign:  # (input position, its result, whether it may be a zero)
             x = ins[i]
-            if x not in with_grad:
-                continue
-            gx = gxs[i]
-            if i in sig.may_be_zero:
+            gx = gxs[r]
+            if maybe_zero:
                 p = gx.producer
                 if p is not None and (p.op == "constant" and is_zero_constant(gx) or p.op == "zeros_like_internal"
                                       and gx.type.size <= INSPECT_LIMIT):  # (as the constant zeros it compiles to)
+                    all_read = False
                     continue
             previous = get(x)
             if previous is None:
@@ -429,7 +451,9 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                 if accumulate is None:
                     accumulate = _Accumulator(graph, reg)
                 grads[x] = accumulate(previous, gx)
-    return grads
+    if all_read:
+        all_read = with_grad.issuperset(seeds) and all(sig.constants_read() for sig in signatures.values())
+    return grads, all_read
 
 
 def _same_type(a: Value, b: Value) -> bool:
@@ -446,17 +470,22 @@ class _Signature:
     """What the reverse walk needs of every node of one signature (op, input types, attributes), found at its
     first node: the inferred output types (each node's recorded ones are compared with them), the GradientFn's
     micro-graph checked against the contract and its recipe, the input positions that carry a gradient (floating
-    and not in ``nondiff_inputs``), and those whose gradient may be a zero constant (not made by a fresh node)."""
+    and not in ``nondiff_inputs``), those whose gradient may be a zero constant (not made by a fresh node; known
+    zeros, a zero constant or a small ``zeros_like_internal`` of the micro-graph, are never made), and the
+    recipe pruned to each set of wanted gradients met (``variants``, by which carrying inputs want one)."""
 
-    __slots__ = ("out_types", "micro", "recipe", "carries", "may_be_zero")
+    __slots__ = ("out_types", "micro", "recipe", "carries", "carried", "may_be_zero", "zeros", "variants")
 
     def __init__(self, out_types: tuple, micro: Graph, recipe: "_Recipe | None", carries: tuple,
-                 may_be_zero: frozenset) -> None:
+                 may_be_zero: frozenset, zeros: frozenset) -> None:
         self.out_types = out_types
         self.micro = micro
         self.recipe = recipe
         self.carries = carries
+        self.carried = _taker(carries)  # a node's inputs -> those that carry a gradient (a tuple)
         self.may_be_zero = may_be_zero
+        self.zeros = zeros
+        self.variants: dict[tuple, _Variant] = {}
 
     @staticmethod
     def of(schema: Any, node: Node, in_types: tuple, graph: Graph, label: str) -> "_Signature":
@@ -474,7 +503,49 @@ class _Signature:
         carries = tuple(i for i, t in enumerate(in_types) if i not in nondiff and t.dtype.is_float)
         fresh = {v for n in micro.nodes if n.op not in _ZERO_OPS for v in n.outputs}  # never zeros
         may_be_zero = frozenset(i for i in carries if micro.outputs[i] not in fresh)
-        return _Signature(inferred, micro, recipe, carries, may_be_zero)
+        zeros = frozenset(i for i in may_be_zero if _known_zero(micro.outputs[i])) if recipe is not None \
+            else frozenset()
+        return _Signature(inferred, micro, recipe, carries, may_be_zero - zeros, zeros)
+
+    def variant(self, mask: tuple) -> "_Variant":
+        """The recipe pruned to the gradients of the carrying inputs ``mask`` flags (known zeros left out)."""
+        kept = [i for i, wanted in zip(self.carries, mask) if wanted and i not in self.zeros]
+        if self.recipe is None:  # inlined whole (sub-graphs): the drop after the walk removes what is not read
+            return _Variant(None, tuple((i, i, i in self.may_be_zero) for i in kept), False, frozenset())
+        recipe, reads_seeds, constants = self.recipe.pruned(kept, len(self.out_types))
+        return _Variant(recipe, tuple((i, r, i in self.may_be_zero) for r, i in enumerate(kept)), reads_seeds,
+                        constants)
+
+    def constants_read(self) -> bool:
+        """Whether every constant the recipe made is read by a pruned recipe that ran (a constant is made at the
+        first inlining, as the whole recipe would, whichever gradients that node wanted)."""
+        if self.recipe is None or not self.recipe.made:
+            return True
+        read = set().union(*(v.constants for v in self.variants.values()))
+        return read.issuperset(self.recipe.made)
+
+
+class _Variant:
+    """A signature's recipe pruned to some of its gradients: ``assign`` lists ``(input position, its result's
+    position, whether it may be a zero)``; ``reads_seeds`` says whether it reads every cotangent it is given
+    (else an unread one may be left for ``_drop_unneeded``), ``constants`` which of the recipe's constant steps
+    it reads."""
+
+    __slots__ = ("recipe", "assign", "reads_seeds", "constants")
+
+    def __init__(self, recipe: "_Recipe | None", assign: tuple, reads_seeds: bool, constants: frozenset) -> None:
+        self.recipe = recipe
+        self.assign = assign
+        self.reads_seeds = reads_seeds
+        self.constants = constants
+
+
+def _known_zero(v: Value) -> bool:
+    """Whether the walk's zero test holds for every inlining of ``v``, a micro-graph's output: a zero constant,
+    or a ``zeros_like_internal`` small enough to compile to one (the copies have its attributes and type)."""
+    p = v.producer
+    return p is not None and (p.op == "constant" and is_zero_constant(v) or p.op == "zeros_like_internal"
+                              and v.type.size <= INSPECT_LIMIT)
 
 
 #: ops whose output may be zeros the walk skips (a zero constant; zeros read off a value's type)
@@ -520,34 +591,76 @@ class _Recipe:
     """A micro-graph read once into steps, to inline it many times quickly: what ``inline_graph`` does
     (fresh nodes and values, a fresh attribute dict per node, value names kept), without a value map.
     ``of`` gives ``None`` for a micro-graph with sub-graph attributes (``inline_graph`` clones those).
+    ``pruned`` gives the recipe of some of its results: the steps they need, and every constant.
 
     Its constants are made once, at the first inlining, and read by every later one (they come after it):
     a GradientFn's ``1 - y**2`` inlined at a thousand tanh nodes reads one constant ``1``, where copies
-    would be a thousand nodes for every compile stage to walk until CSE merged them."""
+    would be a thousand nodes for every compile stage to walk until CSE merged them. Pruned recipes share
+    them (``made``, by the constant's step in the whole recipe)."""
 
-    __slots__ = ("in_types", "steps", "results", "made")
+    __slots__ = ("in_types", "raw", "result_slots", "steps", "results", "made")
 
-    def __init__(self, in_types: list[Any], steps: list[tuple], results: list[int]) -> None:
+    def __init__(self, in_types: list[Any], raw: list[tuple], results: list[int],
+                 made: dict[int, Value] | None = None) -> None:
         self.in_types = in_types
-        # (op, its inputs from the value list (None for a constant), attrs, type, name, [(type, name), ...] for
-        # several outputs else None)
-        self.steps = [(op, _taker(slots) if slots or op != "constant" else None, attrs, *outs[0],
-                       None if len(outs) == 1 else outs) for op, slots, attrs, outs in steps]
+        self.raw = raw  # (op, its input slots, attrs, [(type, name), ...], its step in the whole recipe)
+        self.result_slots = results
+        # (op, its inputs from the value list, or for a constant its step in the whole recipe (an int), attrs,
+        # type, name, [(type, name), ...] for several outputs else None)
+        self.steps = [(op, key if op == "constant" and not slots else _taker(slots), attrs, *outs[0],
+                       None if len(outs) == 1 else outs) for op, slots, attrs, outs, key in raw]
         self.results = _taker(tuple(results))
-        self.made: dict[int, Value] = {}  # step -> the constant that step made (one graph per recipe)
+        self.made: dict[int, Value] = {} if made is None else made  # step -> the constant it made (one graph)
 
     @staticmethod
     def of(micro: Graph) -> "_Recipe | None":
         slot: dict[Value, int] = {v: i for i, v in enumerate(micro.inputs)}
         steps = []
-        for node in micro.nodes:
+        for k, node in enumerate(micro.nodes):
             if any(type(a) is Graph for a in node.attrs.values()):
                 return None
             steps.append((node.op, tuple([slot[v] for v in node.inputs]), node.attrs,
-                          tuple([(v.type, v.name) for v in node.outputs])))
+                          tuple([(v.type, v.name) for v in node.outputs]), k))
             for v in node.outputs:
                 slot[v] = len(slot)
         return _Recipe([v.type for v in micro.inputs], steps, [slot[v] for v in micro.outputs])
+
+    def pruned(self, kept: list[int], n_seeds: int) -> tuple["_Recipe", bool, frozenset]:
+        """The recipe of results ``kept`` only (its results in that order), whether it reads each of the last
+        ``n_seeds`` inputs (the cotangents), and the constant steps it reads (by step in the whole recipe)."""
+        n_in = len(self.in_types)
+        first = []  # each step's first output slot
+        slot = n_in
+        for step in self.raw:
+            first.append(slot)
+            slot += len(step[3])
+        need = {self.result_slots[i] for i in kept}
+        keep = []
+        constants = set()
+        for (op, slots, _, outs, key), s in zip(reversed(self.raw), reversed(first)):
+            if op == "constant" and not slots:  # kept: made at the first inlining, whatever it wants
+                keep.append(True)
+                if s in need:
+                    constants.add(key)
+            elif not need.isdisjoint(range(s, s + len(outs))):
+                keep.append(True)
+                need.update(slots)
+            else:
+                keep.append(False)
+        keep.reverse()
+        renumber = list(range(n_in))  # a slot of the whole recipe -> its slot in the pruned one
+        raw = []
+        for step, kept_step in zip(self.raw, keep):
+            n_out = len(step[3])
+            if kept_step:
+                raw.append((step[0], tuple([renumber[i] for i in step[1]]), *step[2:]))
+                renumber.extend(range(n_in, n_in + n_out))
+                n_in += n_out
+            else:
+                renumber.extend([-1] * n_out)  # (never read: pruned)
+        recipe = _Recipe(self.in_types, raw, [renumber[self.result_slots[i]] for i in kept], self.made)
+        n_in = len(self.in_types)
+        return recipe, need.issuperset(range(n_in - n_seeds, n_in)), frozenset(constants)
 
     def inline(self, graph: Graph, arguments: list[Value]) -> Sequence[Value]:
         """``inline_graph(graph, micro, arguments)`` (a tuple of the results)."""
@@ -561,14 +674,15 @@ class _Recipe:
         values = arguments
         add = values.append
         append = graph.nodes.append
-        for k, (op, take, attrs, t, name, several) in enumerate(self.steps):
-            if take is None:  # a constant: made at the first inlining, read by the later ones
-                value = self.made.get(k)
+        made = self.made
+        for op, take, attrs, t, name, several in self.steps:
+            if take.__class__ is int:  # a constant: made at the first inlining, read by the later ones
+                value = made.get(take)
                 if value is None:
                     node = Node(op, (), dict(attrs))
                     node.outputs = (Value(t, node, 0, name),)
                     append(node)
-                    value = self.made[k] = node.outputs[0]
+                    value = made[take] = node.outputs[0]
                 add(value)
                 continue
             node = Node(op, take(values), dict(attrs) if attrs else {})
