@@ -46,7 +46,7 @@ from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
 from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
-    mark_traced_sizes
+    mark_traced_sizes, traced_sizes
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
@@ -291,18 +291,28 @@ def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
     # The user's mistakes first, so that a GradientFn handed an impossible node is never blamed for it. The
     # structure is checked whole here (cheap); types (rule V6) node by node below, for the nodes on the chain.
-    from ..compiler.passes.verify import quick_check  # (the compiler's passes stay out of start-up)
+    cloned = _clone_checked(forward, reg, wrt)  # check, clone and the forward half of the chain in one walk
+    if cloned is None:  # it cannot vouch for the graph: quick_check is sure, or check_graph looks (and words it)
+        from ..compiler.passes.verify import quick_check  # (the compiler's passes stay out of start-up)
 
-    if not quick_check(forward, reg)[0]:  # the quick walk is sure, or check_graph looks (and words it)
-        problems = check_graph(forward, reg, types=False)
-        if problems:
-            raise _not_the_packs_fault(problems)
-    graph = clone_graph(forward)
+        if not quick_check(forward, reg)[0]:
+            problems = check_graph(forward, reg, types=False)
+            if problems:
+                raise _not_the_packs_fault(problems)
+        graph = clone_graph(forward)
+    else:
+        graph, on_chain, mistyped = cloned
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
     seeds = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
+    sources = {graph.inputs[i] for i in wrt}
     try:
-        grads, all_read = _walk_back(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "", mark=True)
+        if cloned is None:
+            grads, all_read = _walk_back(graph, seeds, sources, reg, "", mark=True)
+        else:
+            chain = _needed(on_chain, set(seeds))
+            _check_chain(graph, [node for node, _ in reversed(chain)], reg, "", mark=True)
+            grads, all_read = _reverse_walk(graph, seeds, chain, mistyped, sources, reg, "")
     except MissingGradientError as exc:
         raise MissingGradientError(
             f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
@@ -314,6 +324,154 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
     if not all_read:  # the reverse walk left a cotangent or a zero unread (a stop_gradient): drop it (issue 17)
         _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
+
+
+def _clone_checked(forward: Graph, reg: Registry, wrt: list[int]) -> tuple[Graph, list, set[Node]] | None:
+    """``clone_graph(forward)``, checked as ``quick_check`` checks (V1-V5, V7; no sub-graphs), with the forward
+    half of ``_chain`` (the nodes that depend on the inputs ``wrt`` through floating values), in one walk: the
+    clone, those of its nodes in order with their kinds (``_Kind``), and the nodes recorded with other output
+    types than inference gives (the reverse walk names them if they are on the chain). ``None`` when the walk
+    cannot vouch for ``forward``: the caller checks (and words any problem) and clones apart."""
+    inputs = forward.inputs
+    if len(set(inputs)) != len(inputs) or any(v.producer is not None for v in inputs):
+        return None
+    graph = Graph(forward.name)
+    copies: dict[Value, Value] = {v: graph.add_input(v.type, v.name) for v in inputs}
+    read = copies.__getitem__
+    active = {copies[inputs[i]] for i in wrt}
+    isdisjoint, add = active.isdisjoint, active.add
+    kinds: dict[tuple, _Kind | None] = {}  # (op, input types, attribute names and identities) -> its kind
+    on_chain: list[tuple[Node, _Kind]] = []
+    mistyped: set[Node] = set()
+    append = graph.nodes.append
+    for node in forward.nodes:
+        try:
+            ins = tuple(map(read, node.inputs))
+        except KeyError:  # read before it is defined (V2)
+            return None
+        op, attrs = node.op, node.attrs
+        in_types = tuple(map(_type, ins))
+        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        kind = kinds.get(key, kinds)
+        if kind is kinds:
+            kind = kinds[key] = _Kind.checked(reg, op, in_types, attrs, len(ins))
+        if kind is None:
+            return None
+        copy = Node(op, ins, dict(attrs) if attrs else {})
+        outs = node.outputs
+        if len(outs) == 1:  # (most nodes)
+            v = outs[0]
+            if v.producer is not node or v.index != 0 or v in copies:
+                return None
+            new = copies[v] = Value(v.type, copy, 0, v.name)
+            copy.outputs = (new,)
+            append(copy)
+            if new.type is kind.single:
+                floating = kind.floating
+            else:
+                mistyped.add(copy)
+                floating = new.type.dtype.is_float
+            if not floating or isdisjoint(ins) or kind.nondiff and not any(
+                    x in active for i, x in enumerate(ins) if i not in kind.nondiff):
+                continue
+            on_chain.append((copy, kind))
+            add(new)
+            continue
+        for position, v in enumerate(outs):
+            if v.producer is not node or v.index != position or v in copies:
+                return None
+            copies[v] = Value(v.type, copy, position, v.name)
+        copy.outputs = tuple(map(read, outs))
+        append(copy)
+        if tuple(map(_type, outs)) != kind.inferred:
+            mistyped.add(copy)
+        if isdisjoint(ins) or kind.nondiff and not any(x in active for i, x in enumerate(ins) if i not in kind.nondiff):
+            continue
+        floating = [v for v in copy.outputs if v.type.dtype.is_float]
+        if floating:
+            on_chain.append((copy, kind))
+            active.update(floating)
+    try:
+        graph.outputs = list(map(read, forward.outputs))
+    except KeyError:  # an output not defined in the graph (V7)
+        return None
+    for position, name in enumerate(forward.output_names):
+        if name is not None:
+            graph.name_output(position, name)
+    reason = traced_sizes(forward)
+    if reason is not None:
+        mark_traced_sizes(graph, reason)
+    return graph, on_chain, mistyped
+
+
+class _Kind:
+    """What the nodes of one op, input types and attribute objects share in the walks: the schema's
+    ``nondiff_inputs``, the output types inference gives (``None`` if it rejects the inputs; ``single`` the
+    one type of a single output, ``floating`` whether it carries gradients), and the reverse walk's
+    ``_Signature`` once it has met one of them."""
+
+    __slots__ = ("op", "in_types", "schema", "nondiff", "inferred", "single", "floating", "sig")
+
+    def __init__(self, op: str, in_types: tuple, schema: Any, inferred: tuple | None) -> None:
+        self.op = op
+        self.in_types = in_types
+        self.schema = schema
+        self.nondiff = schema.nondiff_inputs
+        self.inferred = inferred
+        self.single = inferred[0] if inferred is not None and len(inferred) == 1 else None
+        self.floating = self.single is not None and self.single.dtype.is_float
+        self.sig: _Signature | None = None
+
+    @staticmethod
+    def checked(reg: Registry, op: str, in_types: tuple, attrs: dict, n_inputs: int) -> "_Kind | None":
+        """The kind, or ``None`` where ``quick_check`` would not vouch for its nodes (an unknown op, a wrong
+        arity, attributes that do not normalise, a sub-graph attribute)."""
+        try:
+            schema = reg.lookup(op)
+            schema.check_arity(n_inputs)
+            if attrs and any(type(a) is Graph for a in attrs.values()):
+                return None
+            normal = schema.normalize_attrs(attrs)
+        except FrameError:
+            return None
+        return _Kind(op, in_types, schema, _inferred(schema, in_types, normal))
+
+    @staticmethod
+    def of(reg: Registry, node: Node) -> "_Kind":
+        """The kind of a node of a graph already checked."""
+        in_types = tuple(map(_type, node.inputs))
+        schema = reg.schemas[node.op]
+        try:
+            normal = schema.normalize_attrs(node.attrs)
+        except FrameError:
+            return _Kind(node.op, in_types, schema, None)
+        return _Kind(node.op, in_types, schema, _inferred(schema, in_types, normal))
+
+
+def _inferred(schema: Any, in_types: tuple, attrs: Any) -> tuple | None:
+    try:
+        return tuple(schema.infer(in_types, attrs))
+    except FrameError:
+        return None
+
+
+def _needed(on_chain: list[tuple[Node, "_Kind"]], targets: set[Value]) -> list[tuple[Node, "_Kind"]]:
+    """Of the nodes (with kinds) that depend on the sources, in order, those a target depends on through a
+    floating output (``_chain``'s second half), in reverse order: the reverse walk's."""
+    needed = targets
+    unneeded = needed.isdisjoint
+    chain = []
+    for pair in reversed(on_chain):
+        node = pair[0]
+        outs = node.outputs
+        if len(outs) == 1:  # (on the forward chain: floating)
+            if outs[0] in needed:
+                chain.append(pair)
+                needed.update(node.inputs)
+        elif not unneeded(outs) and any(v in needed and v.type.dtype.is_float for v in outs):
+            chain.append(pair)
+            needed.update(node.inputs)
+    return chain
 
 
 def _origin(graph: Graph, op: str, reg: Registry) -> str:
@@ -359,6 +517,26 @@ def _walk_back(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg
                label: str, mark: bool = False) -> tuple[dict[Value, Value], bool]:
     """``_backpropagate``, and whether every node it appended is read (``_reverse_walk``)."""
     chain = _chain(graph, set(seeds), sources, reg)
+    _check_chain(graph, chain, reg, label, mark)
+    kinds: dict[tuple, _Kind] = {}
+    pairs = []
+    mistyped = set()
+    for node in reversed(chain):
+        attrs = node.attrs
+        in_types = tuple(map(_type, node.inputs))
+        key = (node.op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (node.op, in_types)
+        kind = kinds.get(key)
+        if kind is None:
+            kind = kinds[key] = _Kind.of(reg, node)
+        if tuple(map(_type, node.outputs)) != kind.inferred:
+            mistyped.add(node)
+        pairs.append((node, kind))
+    return _reverse_walk(graph, seeds, pairs, mistyped, sources, reg, label)
+
+
+def _check_chain(graph: Graph, chain: list[Node], reg: Registry, label: str, mark: bool) -> None:
+    """A ``MissingGradientError`` listing every node of ``chain`` (in order) whose op has no GradientFn; with
+    ``mark``, ``graph`` marked if a GradientFn on the chain may hold traced sizes (``_mark_sized_gradients``)."""
     if mark:
         _mark_sized_gradients(graph, chain, reg)
     schemas = reg.schemas
@@ -374,57 +552,56 @@ def _walk_back(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg
             paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}{_origin(graph, node.op, reg)}")
         raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
-    return _reverse_walk(graph, seeds, chain, sources, reg, label)
 
-
-def _reverse_walk(graph: Graph, seeds: dict[Value, Value], chain: list[Node], sources: set[Value], reg: Registry,
-                  label: str) -> tuple[dict[Value, Value], bool]:
-    """The reverse walk over ``chain`` (checked: every op has a GradientFn): the accumulated cotangents, and
+def _reverse_walk(graph: Graph, seeds: dict[Value, Value], chain: list[tuple[Node, _Kind]], mistyped: set[Node],
+                  sources: set[Value], reg: Registry, label: str) -> tuple[dict[Value, Value], bool]:
+    """The reverse walk over ``chain``, ``(node, its kind)`` in reverse order (checked: every op has a GradientFn;
+    ``mistyped`` the nodes whose recorded types differ from their kind's, named here if reached): the accumulated cotangents, and
     whether every node it appended is read (by a later node, or as a cotangent of a source), so that
     ``_drop_unneeded`` has nothing to find. Each node inlines its signature's recipe pruned to the gradients
     wanted (its inputs that carry one and may be nonzero), so a gradient nobody asked for is never made."""
     grads = dict(seeds)
     get = grads.get
     signatures: dict[tuple, _Signature] = {}  # (op, input types, attrs) -> what every node of that signature shares
-    attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
-    with_grad = sources.union(chain_from(map(_outputs, chain)))
+
+    def signature(node: Node, kind: _Kind) -> _Signature:  # (once per kind, and at a mistyped node: it raises)
+        key = (kind.op, kind.in_types, attrs_key(node.attrs) if node.attrs else ())
+        sig = signatures.get(key)
+        if sig is None:
+            sig = signatures[key] = _Signature.of(kind.schema, node, kind.in_types, graph, label)
+        elif tuple(map(_type, node.outputs)) != sig.out_types:  # (checked before any GradientFn sees the node)
+            raise _recorded_types_differ(node, sig.out_types, graph, label)
+        return sig
+    with_grad = sources.union(chain_from([node.outputs for node, _ in chain]))
     wanted = with_grad.__contains__
     accumulate: _Accumulator | None = None
     all_read = True  # (until a node leaves a cotangent or a zero unread)
-    for node in reversed(chain):
+    for node, kind in chain:
         outs = node.outputs
+        ins = node.inputs
         if len(outs) == 1:  # (most nodes)
-            gy = get(outs[0])
+            y = outs[0]
+            gy = get(y)
             if gy is None:
                 continue
-            seeds_here = [gy]
-            typed = gy.type is outs[0].type
+            arguments = [*ins, y, gy]
+            typed = gy.type is y.type
         else:
             gys = [grads.get(y) for y in outs]
             if all(g is None for g in gys):
                 continue
             seeds_here = [g if g is not None else graph.zeros_like(y) for g, y in zip(gys, outs)]
+            arguments = [*ins, *outs, *seeds_here]
             typed = all(map(_same_type, seeds_here, outs))
-        ins = node.inputs
-        attrs = node.attrs
-        if attrs:
-            ident = (tuple(attrs), tuple(map(id, attrs.values())))
-            akey = attr_keys.get(ident)
-            if akey is None:
-                akey = attr_keys[ident] = attrs_key(attrs)
-        else:
-            akey = ()
-        key = (node.op, tuple(map(_type, ins)), akey)
-        sig = signatures.get(key)
-        if sig is None:
-            sig = signatures[key] = _Signature.of(reg.schemas[node.op], node, key[1], graph, label)
-        elif tuple(map(_type, outs)) != sig.out_types:  # (checked before any GradientFn sees the node)
-            raise _recorded_types_differ(node, sig.out_types, graph, label)
-        mask = tuple(map(wanted, sig.carried(ins)))
-        variant = sig.variants.get(mask)
+        sig = kind.sig
+        if sig is None or mistyped and node in mistyped:
+            sig = kind.sig = signature(node, kind)
+        variant = sig.sole  # (one input carries a gradient: on the chain, it wants it)
         if variant is None:
-            variant = sig.variants[mask] = sig.variant(mask)
-        arguments = [*ins, *outs, *seeds_here]
+            mask = tuple(map(wanted, sig.carried(ins)))
+            variant = sig.variants.get(mask)
+            if variant is None:
+                variant = sig.variants[mask] = sig.variant(mask)
         recipe = variant.recipe
         gxs: Sequence[Value]
         if recipe is None:
@@ -474,7 +651,7 @@ class _Signature:
     zeros, a zero constant or a small ``zeros_like_internal`` of the micro-graph, are never made), and the
     recipe pruned to each set of wanted gradients met (``variants``, by which carrying inputs want one)."""
 
-    __slots__ = ("out_types", "micro", "recipe", "carries", "carried", "may_be_zero", "zeros", "variants")
+    __slots__ = ("out_types", "micro", "recipe", "carries", "carried", "may_be_zero", "zeros", "variants", "sole")
 
     def __init__(self, out_types: tuple, micro: Graph, recipe: "_Recipe | None", carries: tuple,
                  may_be_zero: frozenset, zeros: frozenset) -> None:
@@ -486,6 +663,11 @@ class _Signature:
         self.may_be_zero = may_be_zero
         self.zeros = zeros
         self.variants: dict[tuple, _Variant] = {}
+        # A node on the chain has an input that depends on a source through floating values, at a position
+        # not in nondiff_inputs: with one such position, that input is it, and it wants its gradient.
+        self.sole = None
+        if len(carries) == 1:
+            self.sole = self.variants[(True,)] = self.variant((True,))
 
     @staticmethod
     def of(schema: Any, node: Node, in_types: tuple, graph: Graph, label: str) -> "_Signature":
