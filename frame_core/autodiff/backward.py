@@ -37,7 +37,7 @@ its path through the enclosing nodes (``MissingGradientError``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain as _chain_iterables
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -61,6 +61,7 @@ __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
 _type = attrgetter("type")
 _op = attrgetter("op")
+_second = itemgetter(1)
 _outputs = attrgetter("outputs")
 chain_from = _chain_iterables.from_iterable
 
@@ -315,7 +316,8 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
             grads, all_read = _walk_back(graph, seeds, sources, reg, "", mark=True)
         else:
             chain = _needed(on_chain, set(seeds))
-            _check_chain(graph, [node for node, _ in reversed(chain)], reg, "", mark=True)
+            ops = set(map(_op, set(map(_second, chain))))  # (by the kinds: a set of a few, made in C)
+            _check_chain(graph, ops, lambda: [node for node, _ in reversed(chain)], reg, "", mark=True)
             grads, all_read = _reverse_walk(graph, seeds, chain, mistyped, sources, reg, "")
     except MissingGradientError as exc:
         raise MissingGradientError(
@@ -522,7 +524,7 @@ def _walk_back(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg
                label: str, mark: bool = False) -> tuple[dict[Value, Value], bool]:
     """``_backpropagate``, and whether every node it appended is read (``_reverse_walk``)."""
     chain = _chain(graph, set(seeds), sources, reg)
-    _check_chain(graph, chain, reg, label, mark)
+    _check_chain(graph, set(map(_op, chain)), lambda: chain, reg, label, mark)
     kinds: dict[tuple, _Kind] = {}
     pairs = []
     mistyped = set()
@@ -539,15 +541,17 @@ def _walk_back(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg
     return _reverse_walk(graph, seeds, pairs, mistyped, sources, reg, label)
 
 
-def _check_chain(graph: Graph, chain: list[Node], reg: Registry, label: str, mark: bool) -> None:
-    """A ``MissingGradientError`` listing every node of ``chain`` (in order) whose op has no GradientFn; with
-    ``mark``, ``graph`` marked if a GradientFn on the chain may hold traced sizes (``_mark_sized_gradients``)."""
+def _check_chain(graph: Graph, ops: set[str], chain: Callable[[], list[Node]], reg: Registry, label: str,
+                 mark: bool) -> None:
+    """A ``MissingGradientError`` listing every node of ``chain()`` (in order; ``ops`` are their ops) whose op
+    has no GradientFn; with ``mark``, ``graph`` marked if a GradientFn on the chain may hold traced sizes
+    (``_mark_sized_gradients``)."""
     if mark:
-        _mark_sized_gradients(graph, chain, reg)
+        _mark_sized_gradients(graph, ops, reg)
     schemas = reg.schemas
-    without = {op for op in set(map(_op, chain)) if op not in schemas or schemas[op].gradient is None}
+    without = {op for op in ops if op not in schemas or schemas[op].gradient is None}
     if without:
-        missing = [n for n in chain if n.op in without]
+        missing = [n for n in chain() if n.op in without]
         paths = []
         for node in missing:
             schema = reg.schemas.get(node.op)
@@ -712,8 +716,8 @@ class _Signature:
         return read.issuperset(self.recipe.made)
 
 
-def _mark_sized_gradients(graph: Graph, chain: list[Node], reg: Registry) -> None:
-    fixed = sorted(op for op in set(map(_op, chain)) if op in reg.schemas
+def _mark_sized_gradients(graph: Graph, ops: set[str], reg: Registry) -> None:
+    fixed = sorted(op for op in ops if op in reg.schemas
                    and "any_shape_gradient" not in reg.schemas[op].traits)
     if fixed:
         mark_traced_sizes(graph, f"the gradient{'s' if len(fixed) > 1 else ''} of {', '.join(fixed[:5])}"
