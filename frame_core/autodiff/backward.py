@@ -4,11 +4,14 @@
 returns a new graph whose outputs are ``[forward outputs..., grad(wrt[0]),
 grad(wrt[1]), ...]``; ``forward`` is never modified. Steps:
 
-1. clone the forward graph (``clone_graph``, the one shared cloning routine);
+1. clone the forward graph, checking it and finding the nodes that depend on the ``wrt`` inputs in the
+   same walk (``_clone_checked``; a graph that walk cannot vouch for is checked and cloned by
+   ``clone_graph``, the one shared cloning routine);
 2. seed the loss with ``constant(1)`` of its dtype;
 3. walk the nodes on the chain (those that depend on a ``wrt`` input through
    floating values and that the loss depends on through a floating output)
-   in reverse topological order, inlining each op's GradientFn micro-graph bound to ``[x.., y.., gy..]``;
+   in reverse topological order, inlining each op's GradientFn micro-graph bound to ``[x.., y.., gy..]``,
+   pruned to the gradients wanted (a gradient nobody asked for is never made);
 4. sum the contributions to a value with several consumers
    (``accumulate_internal``), never overwrite;
 5. a ``wrt`` the loss does not reach gets ``zeros_like_internal`` of itself.
@@ -34,7 +37,7 @@ its path through the enclosing nodes (``MissingGradientError``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain as _chain_iterables
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -46,17 +49,19 @@ from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
 from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
-    mark_traced_sizes
+    mark_traced_sizes, traced_sizes
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext, instantiate_gradient, node_has_side_effect
+from .recipes import _ZERO_OPS, _Accumulator, _Recipe, _Variant, _known_zero, _taker
 
 __all__ = ["build_backward_graph", "add_scalar_contraction"]
 
 _type = attrgetter("type")
 _op = attrgetter("op")
+_second = itemgetter(1)
 _outputs = attrgetter("outputs")
 chain_from = _chain_iterables.from_iterable
 
@@ -291,18 +296,29 @@ def _not_the_packs_fault(problems: Sequence[Any]) -> GradientError:
 def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry) -> Graph:
     # The user's mistakes first, so that a GradientFn handed an impossible node is never blamed for it. The
     # structure is checked whole here (cheap); types (rule V6) node by node below, for the nodes on the chain.
-    from ..compiler.passes.verify import quick_check  # (the compiler's passes stay out of start-up)
+    cloned = _clone_checked(forward, reg, wrt)  # check, clone and the forward half of the chain in one walk
+    if cloned is None:  # it cannot vouch for the graph: quick_check is sure, or check_graph looks (and words it)
+        from ..compiler.passes.verify import quick_check  # (the compiler's passes stay out of start-up)
 
-    if not quick_check(forward, reg)[0]:  # the quick walk is sure, or check_graph looks (and words it)
-        problems = check_graph(forward, reg, types=False)
-        if problems:
-            raise _not_the_packs_fault(problems)
-    graph = clone_graph(forward)
+        if not quick_check(forward, reg)[0]:
+            problems = check_graph(forward, reg, types=False)
+            if problems:
+                raise _not_the_packs_fault(problems)
+        graph = clone_graph(forward)
+    else:
+        graph, on_chain, mistyped = cloned
     graph.name = f"{forward.name}_grad"
     loss = graph.outputs[loss_output_index]
     seeds = {loss: graph.constant(np.ones(loss.type.shape, loss.type.dtype.np))}
+    sources = {graph.inputs[i] for i in wrt}
     try:
-        grads = _backpropagate(graph, seeds, {graph.inputs[i] for i in wrt}, reg, "", mark=True)
+        if cloned is None:
+            grads, all_read = _walk_back(graph, seeds, sources, reg, "", mark=True)
+        else:
+            chain = _needed(on_chain, set(seeds))
+            ops = set(map(_op, set(map(_second, chain))))  # (by the kinds: a set of a few, made in C)
+            _check_chain(graph, ops, lambda: [node for node, _ in reversed(chain)], reg, "", mark=True)
+            grads, all_read = _reverse_walk(graph, seeds, chain, mistyped, sources, reg, "")
     except MissingGradientError as exc:
         raise MissingGradientError(
             f"cannot differentiate output {loss_output_index}: {len(exc.paths)} op(s) on its dependency chain have "
@@ -311,9 +327,158 @@ def _build(forward: Graph, loss_output_index: int, wrt: list[int], reg: Registry
         x = graph.inputs[i]
         gx = grads.get(x)
         graph.mark_output(gx if gx is not None else graph.zeros_like(x))
-    # the reverse walk also made gradients nobody asked for (w's, when only x's was): drop them (issue 17)
-    _drop_unneeded(graph, reg, first=len(forward.nodes))
+    if not all_read:  # the reverse walk left a cotangent or a zero unread (a stop_gradient): drop it (issue 17)
+        _drop_unneeded(graph, reg, first=len(forward.nodes))
     return graph
+
+
+def _clone_checked(forward: Graph, reg: Registry, wrt: list[int]) -> tuple[Graph, list, set[Node]] | None:
+    """``clone_graph(forward)``, checked as ``quick_check`` checks (V1-V5, V7; no sub-graphs), with the forward
+    half of ``_chain`` (the nodes that depend on the inputs ``wrt`` through floating values), in one walk: the
+    clone, those of its nodes in order with their kinds (``_Kind``), and the nodes recorded with other output
+    types than inference gives (the reverse walk names them if they are on the chain). ``None`` when the walk
+    cannot vouch for ``forward``: the caller checks (and words any problem) and clones apart."""
+    inputs = forward.inputs
+    if len(set(inputs)) != len(inputs) or any(v.producer is not None for v in inputs):
+        return None
+    graph = Graph(forward.name)
+    copies: dict[Value, Value] = {v: graph.add_input(v.type, v.name) for v in inputs}
+    read = copies.__getitem__
+    active = {copies[inputs[i]] for i in wrt}
+    isdisjoint, add = active.isdisjoint, active.add
+    kinds: dict[tuple, _Kind] = {}  # (op, input types, attribute names and identities) -> its kind
+    on_chain: list[tuple[Node, _Kind]] = []
+    mistyped: set[Node] = set()
+    append = graph.nodes.append
+    for node in forward.nodes:
+        try:
+            ins = tuple(map(read, node.inputs))
+        except KeyError:  # read before it is defined (V2)
+            return None
+        op, attrs = node.op, node.attrs
+        in_types = tuple(map(_type, ins))
+        key = (op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (op, in_types)
+        kind = kinds.get(key)
+        if kind is None:
+            kind = _Kind.checked(reg, op, in_types, attrs, len(ins))
+            if kind is None:
+                return None
+            kinds[key] = kind
+        copy = Node(op, ins, dict(attrs) if attrs else {})
+        outs = node.outputs
+        if len(outs) == 1:  # (most nodes)
+            v = outs[0]
+            if v.producer is not node or v.index != 0 or v in copies:
+                return None
+            new = copies[v] = Value(v.type, copy, 0, v.name)
+            copy.outputs = (new,)
+            append(copy)
+            if new.type is kind.single:
+                floating = kind.floating
+            else:
+                mistyped.add(copy)
+                floating = new.type.dtype.is_float
+            if not floating or isdisjoint(ins) or kind.nondiff and not any(
+                    x in active for i, x in enumerate(ins) if i not in kind.nondiff):
+                continue
+            on_chain.append((copy, kind))
+            add(new)
+            continue
+        for position, v in enumerate(outs):
+            if v.producer is not node or v.index != position or v in copies:
+                return None
+            copies[v] = Value(v.type, copy, position, v.name)
+        copy.outputs = tuple(map(read, outs))
+        append(copy)
+        if tuple(map(_type, outs)) != kind.inferred:
+            mistyped.add(copy)
+        if isdisjoint(ins) or kind.nondiff and not any(x in active for i, x in enumerate(ins) if i not in kind.nondiff):
+            continue
+        floating = [v for v in copy.outputs if v.type.dtype.is_float]
+        if floating:
+            on_chain.append((copy, kind))
+            active.update(floating)
+    try:
+        graph.outputs = list(map(read, forward.outputs))
+    except KeyError:  # an output not defined in the graph (V7)
+        return None
+    for position, name in enumerate(forward.output_names):
+        if name is not None:
+            graph.name_output(position, name)
+    reason = traced_sizes(forward)
+    if reason is not None:
+        mark_traced_sizes(graph, reason)
+    return graph, on_chain, mistyped
+
+
+class _Kind:
+    """What the nodes of one op, input types and attribute objects share in the walks: the schema's
+    ``nondiff_inputs``, the output types inference gives (``None`` if it rejects the inputs; ``single`` the
+    one type of a single output, ``floating`` whether it carries gradients), and the reverse walk's
+    ``_Signature`` once it has met one of them."""
+
+    __slots__ = ("op", "in_types", "schema", "nondiff", "inferred", "single", "floating", "sig")
+
+    def __init__(self, op: str, in_types: tuple, schema: Any, inferred: tuple | None) -> None:
+        self.op = op
+        self.in_types = in_types
+        self.schema = schema
+        self.nondiff = schema.nondiff_inputs
+        self.inferred = inferred
+        self.single = inferred[0] if inferred is not None and len(inferred) == 1 else None
+        self.floating = self.single is not None and self.single.dtype.is_float
+        self.sig: _Signature | None = None
+
+    @staticmethod
+    def checked(reg: Registry, op: str, in_types: tuple, attrs: dict, n_inputs: int) -> "_Kind | None":
+        """The kind, or ``None`` where ``quick_check`` would not vouch for its nodes (an unknown op, a wrong
+        arity, attributes that do not normalise, a sub-graph attribute)."""
+        try:
+            schema = reg.lookup(op)
+            schema.check_arity(n_inputs)
+            if attrs and any(type(a) is Graph for a in attrs.values()):
+                return None
+            normal = schema.normalize_attrs(attrs)
+        except FrameError:
+            return None
+        return _Kind(op, in_types, schema, _inferred(schema, in_types, normal))
+
+    @staticmethod
+    def of(reg: Registry, node: Node) -> "_Kind":
+        """The kind of a node of a graph already checked."""
+        in_types = tuple(map(_type, node.inputs))
+        schema = reg.schemas[node.op]
+        try:
+            normal = schema.normalize_attrs(node.attrs)
+        except FrameError:
+            return _Kind(node.op, in_types, schema, None)
+        return _Kind(node.op, in_types, schema, _inferred(schema, in_types, normal))
+
+
+def _inferred(schema: Any, in_types: tuple, attrs: Any) -> tuple | None:
+    try:
+        return tuple(schema.infer(in_types, attrs))
+    except FrameError:
+        return None
+
+
+def _needed(on_chain: list[tuple[Node, "_Kind"]], targets: set[Value]) -> list[tuple[Node, "_Kind"]]:
+    """Of the nodes (with kinds) that depend on the sources, in order, those a target depends on through a
+    floating output (``_chain``'s second half), in reverse order: the reverse walk's."""
+    needed = targets
+    unneeded = needed.isdisjoint
+    chain = []
+    for pair in reversed(on_chain):
+        node = pair[0]
+        outs = node.outputs
+        if len(outs) == 1:  # (on the forward chain: floating)
+            if outs[0] in needed:
+                chain.append(pair)
+                needed.update(node.inputs)
+        elif not unneeded(outs) and any(v in needed and v.type.dtype.is_float for v in outs):
+            chain.append(pair)
+            needed.update(node.inputs)
+    return chain
 
 
 def _origin(graph: Graph, op: str, reg: Registry) -> str:
@@ -352,13 +517,41 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
     the accumulated cotangent of every value that got one. ``label`` prefixes node paths in errors. With
     ``mark``, a chain through an op whose GradientFn may hold traced sizes (no ``any_shape_gradient`` trait)
     marks ``graph`` so that ``specialize`` refuses it rather than run it wrongly at another size."""
+    return _walk_back(graph, seeds, sources, reg, label, mark)[0]
+
+
+def _walk_back(graph: Graph, seeds: dict[Value, Value], sources: set[Value], reg: Registry,
+               label: str, mark: bool = False) -> tuple[dict[Value, Value], bool]:
+    """``_backpropagate``, and whether every node it appended is read (``_reverse_walk``)."""
     chain = _chain(graph, set(seeds), sources, reg)
+    _check_chain(graph, set(map(_op, chain)), lambda: chain, reg, label, mark)
+    kinds: dict[tuple, _Kind] = {}
+    pairs = []
+    mistyped = set()
+    for node in reversed(chain):
+        attrs = node.attrs
+        in_types = tuple(map(_type, node.inputs))
+        key = (node.op, in_types, tuple(attrs), tuple(map(id, attrs.values()))) if attrs else (node.op, in_types)
+        kind = kinds.get(key)
+        if kind is None:
+            kind = kinds[key] = _Kind.of(reg, node)
+        if tuple(map(_type, node.outputs)) != kind.inferred:
+            mistyped.add(node)
+        pairs.append((node, kind))
+    return _reverse_walk(graph, seeds, pairs, mistyped, sources, reg, label)
+
+
+def _check_chain(graph: Graph, ops: set[str], chain: Callable[[], list[Node]], reg: Registry, label: str,
+                 mark: bool) -> None:
+    """A ``MissingGradientError`` listing every node of ``chain()`` (in order; ``ops`` are their ops) whose op
+    has no GradientFn; with ``mark``, ``graph`` marked if a GradientFn on the chain may hold traced sizes
+    (``_mark_sized_gradients``)."""
     if mark:
-        _mark_sized_gradients(graph, chain, reg)
+        _mark_sized_gradients(graph, ops, reg)
     schemas = reg.schemas
-    without = {op for op in set(map(_op, chain)) if op not in schemas or schemas[op].gradient is None}
+    without = {op for op in ops if op not in schemas or schemas[op].gradient is None}
     if without:
-        missing = [n for n in chain if n.op in without]
+        missing = [n for n in chain() if n.op in without]
         paths = []
         for node in missing:
             schema = reg.schemas.get(node.op)
@@ -368,43 +561,57 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             paths.append(f"{label}node {graph.nodes.index(node)} ({node.op}){why}{_origin(graph, node.op, reg)}")
         raise MissingGradientError("no gradient:\n  " + "\n  ".join(paths), paths)
 
+
+def _reverse_walk(graph: Graph, seeds: dict[Value, Value], chain: list[tuple[Node, _Kind]], mistyped: set[Node],
+                  sources: set[Value], reg: Registry, label: str) -> tuple[dict[Value, Value], bool]:
+    """The reverse walk over ``chain``, ``(node, its kind)`` in reverse order (checked: every op has a GradientFn;
+    ``mistyped`` the nodes whose recorded types differ from their kind's, named here if reached): the accumulated cotangents, and
+    whether every node it appended is read (by a later node, or as a cotangent of a source), so that
+    ``_drop_unneeded`` has nothing to find. Each node inlines its signature's recipe pruned to the gradients
+    wanted (its inputs that carry one and may be nonzero), so a gradient nobody asked for is never made."""
     grads = dict(seeds)
     get = grads.get
     signatures: dict[tuple, _Signature] = {}  # (op, input types, attrs) -> what every node of that signature shares
-    attr_keys: dict[tuple, tuple] = {}  # attribute keys by the values' identities (every node is alive meanwhile)
-    with_grad = sources.union(chain_from(map(_outputs, chain)))
+
+    def signature(node: Node, kind: _Kind) -> _Signature:  # (once per kind, and at a mistyped node: it raises)
+        key = (kind.op, kind.in_types, attrs_key(node.attrs) if node.attrs else ())
+        sig = signatures.get(key)
+        if sig is None:
+            sig = signatures[key] = _Signature.of(kind.schema, node, kind.in_types, graph, label)
+        elif tuple(map(_type, node.outputs)) != sig.out_types:  # (checked before any GradientFn sees the node)
+            raise _recorded_types_differ(node, sig.out_types, graph, label)
+        return sig
+    with_grad = sources.union(chain_from([node.outputs for node, _ in chain]))
+    wanted = with_grad.__contains__
     accumulate: _Accumulator | None = None
-    for node in reversed(chain):
+    all_read = True  # (until a node leaves a cotangent or a zero unread)
+    for node, kind in chain:
         outs = node.outputs
+        ins = node.inputs
         if len(outs) == 1:  # (most nodes)
-            gy = get(outs[0])
+            y = outs[0]
+            gy = get(y)
             if gy is None:
                 continue
-            seeds_here = [gy]
-            typed = gy.type is outs[0].type
+            arguments = [*ins, y, gy]
+            typed = gy.type is y.type
         else:
             gys = [grads.get(y) for y in outs]
             if all(g is None for g in gys):
                 continue
             seeds_here = [g if g is not None else graph.zeros_like(y) for g, y in zip(gys, outs)]
+            arguments = [*ins, *outs, *seeds_here]
             typed = all(map(_same_type, seeds_here, outs))
-        ins = node.inputs
-        attrs = node.attrs
-        if attrs:
-            ident = (tuple(attrs), tuple(map(id, attrs.values())))
-            akey = attr_keys.get(ident)
-            if akey is None:
-                akey = attr_keys[ident] = attrs_key(attrs)
-        else:
-            akey = ()
-        key = (node.op, tuple(map(_type, ins)), akey)
-        sig = signatures.get(key)
-        if sig is None:
-            sig = signatures[key] = _Signature.of(reg.schemas[node.op], node, key[1], graph, label)
-        elif tuple(map(_type, outs)) != sig.out_types:  # (checked before any GradientFn sees the node)
-            raise _recorded_types_differ(node, sig.out_types, graph, label)
-        arguments = [*ins, *outs, *seeds_here]
-        recipe = sig.recipe
+        sig = kind.sig
+        if sig is None or mistyped and node in mistyped:
+            sig = kind.sig = signature(node, kind)
+        variant = sig.sole  # (one input carries a gradient: on the chain, it wants it)
+        if variant is None:
+            mask = tuple(map(wanted, sig.carried(ins)))
+            variant = sig.variants.get(mask)
+            if variant is None:
+                variant = sig.variants[mask] = sig.variant(mask)
+        recipe = variant.recipe
         gxs: Sequence[Value]
         if recipe is None:
             gxs = inline_graph(graph, sig.micro, arguments)
@@ -412,15 +619,16 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
             gxs = recipe.fill(graph, arguments)
         else:
             gxs = recipe.inline(graph, arguments)  # (raises, naming the types)
-        for i in sig.carries:  # inputs of floating type that the schema differentiates
+        if not variant.reads_seeds:
+            all_read = False
+        for (i, r, maybe_zero) in variant.assign:  # (input position, its result, whether it may be a zero)
             x = ins[i]
-            if x not in with_grad:
-                continue
-            gx = gxs[i]
-            if i in sig.may_be_zero:
+            gx = gxs[r]
+            if maybe_zero:
                 p = gx.producer
                 if p is not None and (p.op == "constant" and is_zero_constant(gx) or p.op == "zeros_like_internal"
                                       and gx.type.size <= INSPECT_LIMIT):  # (as the constant zeros it compiles to)
+                    all_read = False
                     continue
             previous = get(x)
             if previous is None:
@@ -429,7 +637,9 @@ def _backpropagate(graph: Graph, seeds: dict[Value, Value], sources: set[Value],
                 if accumulate is None:
                     accumulate = _Accumulator(graph, reg)
                 grads[x] = accumulate(previous, gx)
-    return grads
+    if all_read:
+        all_read = with_grad.issuperset(seeds) and all(sig.constants_read() for sig in signatures.values())
+    return grads, all_read
 
 
 def _same_type(a: Value, b: Value) -> bool:
@@ -446,17 +656,27 @@ class _Signature:
     """What the reverse walk needs of every node of one signature (op, input types, attributes), found at its
     first node: the inferred output types (each node's recorded ones are compared with them), the GradientFn's
     micro-graph checked against the contract and its recipe, the input positions that carry a gradient (floating
-    and not in ``nondiff_inputs``), and those whose gradient may be a zero constant (not made by a fresh node)."""
+    and not in ``nondiff_inputs``), those whose gradient may be a zero constant (not made by a fresh node; known
+    zeros, a zero constant or a small ``zeros_like_internal`` of the micro-graph, are never made), and the
+    recipe pruned to each set of wanted gradients met (``variants``, by which carrying inputs want one)."""
 
-    __slots__ = ("out_types", "micro", "recipe", "carries", "may_be_zero")
+    __slots__ = ("out_types", "micro", "recipe", "carries", "carried", "may_be_zero", "zeros", "variants", "sole")
 
     def __init__(self, out_types: tuple, micro: Graph, recipe: "_Recipe | None", carries: tuple,
-                 may_be_zero: frozenset) -> None:
+                 may_be_zero: frozenset, zeros: frozenset) -> None:
         self.out_types = out_types
         self.micro = micro
         self.recipe = recipe
         self.carries = carries
+        self.carried = _taker(carries)  # a node's inputs -> those that carry a gradient (a tuple)
         self.may_be_zero = may_be_zero
+        self.zeros = zeros
+        self.variants: dict[tuple, _Variant] = {}
+        # A node on the chain has an input that depends on a source through floating values, at a position
+        # not in nondiff_inputs: with one such position, that input is it, and it wants its gradient.
+        self.sole = None
+        if len(carries) == 1:
+            self.sole = self.variants[(True,)] = self.variant((True,))
 
     @staticmethod
     def of(schema: Any, node: Node, in_types: tuple, graph: Graph, label: str) -> "_Signature":
@@ -474,122 +694,36 @@ class _Signature:
         carries = tuple(i for i, t in enumerate(in_types) if i not in nondiff and t.dtype.is_float)
         fresh = {v for n in micro.nodes if n.op not in _ZERO_OPS for v in n.outputs}  # never zeros
         may_be_zero = frozenset(i for i in carries if micro.outputs[i] not in fresh)
-        return _Signature(inferred, micro, recipe, carries, may_be_zero)
+        zeros = frozenset(i for i in may_be_zero if _known_zero(micro.outputs[i])) if recipe is not None \
+            else frozenset()
+        return _Signature(inferred, micro, recipe, carries, may_be_zero - zeros, zeros)
+
+    def variant(self, mask: tuple) -> "_Variant":
+        """The recipe pruned to the gradients of the carrying inputs ``mask`` flags (known zeros left out)."""
+        kept = [i for i, wanted in zip(self.carries, mask) if wanted and i not in self.zeros]
+        if self.recipe is None:  # inlined whole (sub-graphs): the drop after the walk removes what is not read
+            return _Variant(None, tuple((i, i, i in self.may_be_zero) for i in kept), False, frozenset())
+        recipe, reads_seeds, constants = self.recipe.pruned(kept, len(self.out_types))
+        return _Variant(recipe, tuple((i, r, i in self.may_be_zero) for r, i in enumerate(kept)), reads_seeds,
+                        constants)
+
+    def constants_read(self) -> bool:
+        """Whether every constant the recipe made is read by a pruned recipe that ran (a constant is made at the
+        first inlining, as the whole recipe would, whichever gradients that node wanted)."""
+        if self.recipe is None or not self.recipe.made:
+            return True
+        read = set().union(*(v.constants for v in self.variants.values()))
+        return read.issuperset(self.recipe.made)
 
 
-#: ops whose output may be zeros the walk skips (a zero constant; zeros read off a value's type)
-_ZERO_OPS = frozenset({"constant", "zeros_like_internal"})
-
-
-def _mark_sized_gradients(graph: Graph, chain: list[Node], reg: Registry) -> None:
-    fixed = sorted(op for op in set(map(_op, chain)) if op in reg.schemas
+def _mark_sized_gradients(graph: Graph, ops: set[str], reg: Registry) -> None:
+    fixed = sorted(op for op in ops if op in reg.schemas
                    and "any_shape_gradient" not in reg.schemas[op].traits)
     if fixed:
         mark_traced_sizes(graph, f"the gradient{'s' if len(fixed) > 1 else ''} of {', '.join(fixed[:5])}"
                                  f"{' ...' if len(fixed) > 5 else ''} may hold the traced sizes (no "
                                  "any_shape_gradient trait); build the training graph again for the new shapes "
                                  "(value_and_grad and frame-train's TrainStep do)")
-
-
-class _Accumulator:
-    """``accumulate_internal(a, b)`` appended to ``graph``: the op resolved once, its type inferred once per
-    pair of input types (``append_node`` resolves and looks the signature up at every call)."""
-
-    __slots__ = ("graph", "key", "schema", "types")
-
-    def __init__(self, graph: Graph, reg: Registry) -> None:
-        self.graph = graph
-        self.key, self.schema = reg.resolve("accumulate_internal")
-        self.types: dict[tuple, Any] = {}
-
-    def __call__(self, a: Value, b: Value) -> Value:
-        pair = (a.type, b.type)
-        t = self.types.get(pair)
-        if t is None:
-            schema = self.schema
-            (t,) = schema.infer(pair, schema.normalize_attrs({}))
-            self.types[pair] = t
-        node = Node(self.key, (a, b), {})
-        value = Value(t, node, 0)
-        node.outputs = (value,)
-        self.graph.nodes.append(node)
-        return value
-
-
-class _Recipe:
-    """A micro-graph read once into steps, to inline it many times quickly: what ``inline_graph`` does
-    (fresh nodes and values, a fresh attribute dict per node, value names kept), without a value map.
-    ``of`` gives ``None`` for a micro-graph with sub-graph attributes (``inline_graph`` clones those).
-
-    Its constants are made once, at the first inlining, and read by every later one (they come after it):
-    a GradientFn's ``1 - y**2`` inlined at a thousand tanh nodes reads one constant ``1``, where copies
-    would be a thousand nodes for every compile stage to walk until CSE merged them."""
-
-    __slots__ = ("in_types", "steps", "results", "made")
-
-    def __init__(self, in_types: list[Any], steps: list[tuple], results: list[int]) -> None:
-        self.in_types = in_types
-        # (op, its inputs from the value list (None for a constant), attrs, type, name, [(type, name), ...] for
-        # several outputs else None)
-        self.steps = [(op, _taker(slots) if slots or op != "constant" else None, attrs, *outs[0],
-                       None if len(outs) == 1 else outs) for op, slots, attrs, outs in steps]
-        self.results = _taker(tuple(results))
-        self.made: dict[int, Value] = {}  # step -> the constant that step made (one graph per recipe)
-
-    @staticmethod
-    def of(micro: Graph) -> "_Recipe | None":
-        slot: dict[Value, int] = {v: i for i, v in enumerate(micro.inputs)}
-        steps = []
-        for node in micro.nodes:
-            if any(type(a) is Graph for a in node.attrs.values()):
-                return None
-            steps.append((node.op, tuple([slot[v] for v in node.inputs]), node.attrs,
-                          tuple([(v.type, v.name) for v in node.outputs])))
-            for v in node.outputs:
-                slot[v] = len(slot)
-        return _Recipe([v.type for v in micro.inputs], steps, [slot[v] for v in micro.outputs])
-
-    def inline(self, graph: Graph, arguments: list[Value]) -> Sequence[Value]:
-        """``inline_graph(graph, micro, arguments)`` (a tuple of the results)."""
-        if list(map(_type, arguments)) != self.in_types:
-            raise IRError(f"cannot inline a gradient micro-graph: its inputs have types "
-                          f"[{', '.join(map(str, self.in_types))}], the arguments [{', '.join(str(v.type) for v in arguments)}]")
-        return self.fill(graph, list(arguments))
-
-    def fill(self, graph: Graph, arguments: list[Value]) -> Sequence[Value]:
-        """``inline`` for arguments the caller knows to be of the recipe's input types; the list grows."""
-        values = arguments
-        add = values.append
-        append = graph.nodes.append
-        for k, (op, take, attrs, t, name, several) in enumerate(self.steps):
-            if take is None:  # a constant: made at the first inlining, read by the later ones
-                value = self.made.get(k)
-                if value is None:
-                    node = Node(op, (), dict(attrs))
-                    node.outputs = (Value(t, node, 0, name),)
-                    append(node)
-                    value = self.made[k] = node.outputs[0]
-                add(value)
-                continue
-            node = Node(op, take(values), dict(attrs) if attrs else {})
-            if several is None:
-                value = Value(t, node, 0, name)
-                node.outputs = (value,)
-                add(value)
-            else:
-                node.outputs = tuple([Value(t, node, i, name) for i, (t, name) in enumerate(several)])
-                values.extend(node.outputs)
-            append(node)
-        return self.results(values)
-
-
-def _taker(slots: tuple[int, ...]) -> Any:
-    """``values -> tuple(values[s] for s in slots)`` (in C for two slots or more)."""
-    if len(slots) > 1:
-        return itemgetter(*slots)
-    if slots:
-        return lambda values, s=slots[0]: (values[s],)
-    return lambda values: ()
 
 
 def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, reg: Registry) -> None:

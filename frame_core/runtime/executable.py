@@ -195,6 +195,7 @@ class Executable:
         rows = prog.rows
         # (checked runs) which calls are checked in full, and the outputs each kernel must return
         checks = _check_plan(rows, everything=self.checks) if check else []  # (read only when checking)
+        nd, buffered_check = np.ndarray, _Buffered
 
         def run(inputs: Sequence[Any]) -> list[np.ndarray]:
             if inputs.__class__ is not list and inputs.__class__ is not tuple:
@@ -218,7 +219,12 @@ class Executable:
                             problem = result_problem(k, result, arrays) or _written(rows[k], arrays, before)
                         else:
                             result = kernel(*arrays)
-                            if not _plainly_sound(result, arrays, *plain):
+                            if plain.__class__ is buffered_check:  # (most calls) its out buffer, of the wanted type
+                                if result is not arrays[-1] or result.__class__ is not nd or \
+                                        result.dtype is not plain[0] or result.shape != plain[1]:
+                                    if not _plainly_sound(result, arrays, (plain,), True):
+                                        problem = result_problem(k, result, arrays)
+                            elif not _plainly_sound(result, arrays, *plain):
                                 problem = result_problem(k, result, arrays)
                         if problem is not None:
                             break
@@ -574,8 +580,9 @@ def _alias(row: tuple, j: int, array: np.ndarray, args: Sequence[Any], earlier: 
 
 
 def _check_plan(rows: Sequence[tuple], everything: bool) -> list[Any]:
-    """How each call of a checked run is checked: ``None`` in full, else ``(outputs wanted, buffered?)``, the
-    arguments of ``_plainly_sound`` after the result and the call's arguments.
+    """How each call of a checked run is checked: ``None`` in full; for a call of one output given an ``out``
+    buffer, ``_Buffered((dtype, shape))``; else ``(outputs wanted, buffered?)``, the arguments of
+    ``_plainly_sound`` after the result and the call's arguments.
 
     Kernels are built once per signature (op, input types, attributes: ``lower``), so a kernel object stands
     for its signature. The first call of each kernel (with and without an ``out`` buffer) is checked in full:
@@ -605,9 +612,18 @@ def _check_plan(rows: Sequence[tuple], everything: bool) -> list[Any]:
         buffered = row[5] is not None
         plain = known[1 + buffered]
         if plain is None:  # the first call of its kind: in full
-            known[1 + buffered] = (tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in outs]), buffered)
+            want = tuple([(np.dtype(v.type.dtype.np), v.type.shape) for v in outs])
+            known[1 + buffered] = _Buffered(want[0]) if buffered and len(want) == 1 else (want, buffered)
         append(plain)
     return checks
+
+
+class _Buffered(tuple):
+    """A check plan's entry ``(dtype, shape)`` for a call of one output given an ``out`` buffer: its result is
+    plainly right when it is that buffer (the call's last argument), an exact ndarray of the dtype (``is``) and
+    shape (``_plainly_sound``'s answer for it, tested inline in the checked loop without a call)."""
+
+    __slots__ = ()
 
 
 def _plainly_sound(result: Any, args: Sequence[Any], want: tuple, buffered: bool) -> bool:

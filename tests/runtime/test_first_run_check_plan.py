@@ -52,9 +52,31 @@ def _late_pair(ctx):
     return kernel
 
 
-def _op(name, build, outputs=("y",)):
+LATER_OUT = {  # what a kernel given an ``out`` buffer returns from its second call on
+    "fresh": lambda x, out: x * 2.0,  # right, but not its buffer: the full check decides (and accepts)
+    "buffer_view": lambda x, out: np.multiply(x, 2.0, out=out)[::1],  # a view of its buffer: accepted too
+    "narrower": lambda x, out: np.multiply(x, 2.0, out=out).astype(np.float32),
+    "input": lambda x, out: x,
+}
+
+
+def _late_out_kernel(mode):
+    def build(ctx):
+        calls = []
+
+        def kernel(x, out=None):
+            calls.append(1)
+            if len(calls) == 1:
+                return np.multiply(x, 2.0, out=out)
+            return LATER_OUT[mode](x, out)
+        return kernel
+    return build
+
+
+def _op(name, build, outputs=("y",), traits=()):
     return OpSchema(name, inputs=("x",), outputs=outputs, shape_infer=lambda ctx: [ctx.input_types[0]] * len(outputs),
-                    kernels={"cpu": build}, not_differentiable="a test op", examples=[Example(["f64[4]"])])
+                    kernels={"cpu": build}, not_differentiable="a test op", examples=[Example(["f64[4]"])],
+                    traits=traits)
 
 
 def _pack() -> types.ModuleType:
@@ -63,7 +85,8 @@ def _pack() -> types.ModuleType:
 
     @hookimpl
     def frame_register_ops():
-        return [*[_op(f"late_{mode}", _late_kernel(mode)) for mode in LATER], _op("late_pair", _late_pair, ("a", "b"))]
+        return [*[_op(f"late_{mode}", _late_kernel(mode)) for mode in LATER], _op("late_pair", _late_pair, ("a", "b")),
+                *[_op(f"late_out_{mode}", _late_out_kernel(mode), traits=("accepts_out",)) for mode in LATER_OUT]]
 
     module.frame_register_ops = frame_register_ops
     return module
@@ -116,15 +139,40 @@ def test_two_outputs_made_one_array_on_a_later_call_are_caught(reg, monkeypatch)
         exe.run([X])
 
 
-def test_the_plan_checks_the_first_call_of_each_signature_in_full(reg, monkeypatch):
-    exe = _twice(reg, "late_wider", True, monkeypatch)
+@pytest.mark.parametrize("op", ["late_wider", "late_out_fresh"])
+def test_the_plan_checks_the_first_call_of_each_signature_in_full(reg, op, monkeypatch):
+    exe = _twice(reg, op, True, monkeypatch)
     checks = executable._check_plan(exe.program.rows, everything=False)  # None: in full
     ops_of = [row[1].op for row in exe.program.rows]
-    late = [k for k, op in enumerate(ops_of) if op == "late_wider"]
+    late = [k for k, o in enumerate(ops_of) if o == op]
     assert checks[late[0]] is None and checks[late[1]] is not None
-    want, buffered = checks[late[1]]
-    assert want == ((np.dtype(np.float64), (4,)),) and buffered == (exe.program.rows[late[1]][5] is not None)
+    if exe.program.rows[late[1]][5] is None:
+        want, buffered = checks[late[1]]
+        assert want == ((np.dtype(np.float64), (4,)),) and not buffered
+    else:  # one output into its out buffer: (dtype, shape), tested inline
+        assert op == "late_out_fresh" and type(checks[late[1]]) is executable._Buffered
+        assert tuple(checks[late[1]]) == (np.dtype(np.float64), (4,))
     assert all(c is None for c in executable._check_plan(exe.program.rows, everything=True))  # FRAME_CHECKS: all
+
+
+@pytest.mark.parametrize("codegen", [True, False], ids=["generated", "loop"])
+@pytest.mark.parametrize("mode, words", [
+    ("narrower", r"returned an array float32\[4\] for its output, but shape inference says f64\[4\]"),
+    ("input", "sharing memory with its input 0"),
+])
+def test_a_later_call_given_an_out_buffer_that_goes_wrong_is_still_caught(reg, mode, words, codegen, monkeypatch):
+    exe = _twice(reg, f"late_out_{mode}", codegen, monkeypatch)
+    rows = [row for row in exe.program.rows if row[1].op == f"late_out_{mode}"]
+    assert len(rows) == 2 and rows[0][2] is rows[1][2] and all(row[5] is not None for row in rows)  # both buffered
+    with pytest.raises(KernelError, match=words):
+        exe.run([X])
+
+
+@pytest.mark.parametrize("mode", ["fresh", "buffer_view"])
+def test_a_later_call_right_but_not_returning_its_buffer_passes(reg, mode, monkeypatch):
+    exe = _twice(reg, f"late_out_{mode}", False, monkeypatch)
+    got = exe.run([X])[0]
+    np.testing.assert_array_equal(got, -X * 2.0 + np.exp(X) * 2.0)
 
 
 def test_sound_repeated_kernels_pass_and_give_the_unchecked_programs_results():
