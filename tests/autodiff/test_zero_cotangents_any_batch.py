@@ -169,13 +169,15 @@ def test_forward_mode_through_batch_norm_follows_the_batch():
 
 
 def test_forward_mode_through_an_op_whose_rule_holds_the_batch_is_refused_by_name():
-    """softplus declares no any_shape_gradient: a JVP graph through it is marked and refused at a new batch."""
+    """adaptive_avg_pool2d declares no any_shape_gradient: a JVP graph through it is marked and refused at a new
+    batch (softplus was the example until the tutorial pack that provides it declared the trait)."""
     def jvp(batch):
-        return fc.build_jvp_graph(fc.trace(lambda x: ops.softplus(x) * 2.0, f"f64[{batch}, {C}]"), [0])
+        return fc.build_jvp_graph(fc.trace(lambda x: ops.adaptive_avg_pool2d(x, output_size=[2, 2]) * 2.0,
+                                           f"f64[{batch}, {C}, 4, 4]"), [0])
     exe = fc.compile(jvp(4), dynamic_shapes=True)
-    exe.run([np.ones((4, C)), np.ones((4, C))])
-    with pytest.raises(fc.ShapeError, match="the forward-mode rule of softplus may hold the traced sizes"):
-        exe.run([np.ones((6, C)), np.ones((6, C))])
+    exe.run([np.ones((4, C, 4, 4)), np.ones((4, C, 4, 4))])
+    with pytest.raises(fc.ShapeError, match="the forward-mode rule of adaptive_avg_pool2d may hold the traced sizes"):
+        exe.run([np.ones((6, C, 4, 4)), np.ones((6, C, 4, 4))])
 
 
 def _signature(graph):
