@@ -163,20 +163,8 @@ def _chain(graph: Graph, targets: set[Value], sources: set[Value], reg: Registry
         if floating:
             forward_active.append(node)
             active.update(floating)
-    needed = set(targets)
-    unneeded = needed.isdisjoint
-    chain = []
-    for node in reversed(forward_active):
-        outs = node.outputs
-        if len(outs) == 1:  # (on the forward chain: floating)
-            if outs[0] in needed:
-                chain.append(node)
-                needed.update(node.inputs)
-        elif not unneeded(outs) and any(v in needed and v.type.dtype.is_float for v in outs):
-            chain.append(node)
-            needed.update(node.inputs)
-    chain.reverse()
-    return chain
+    needed = _needed(list(zip(forward_active, forward_active)), set(targets))  # (pairs as _needed takes them)
+    return [node for node, _ in reversed(needed)]
 
 
 def _micro_graph(schema: Any, node: Node, graph: Graph, label: str, attrs: Any = None) -> Graph:
@@ -462,9 +450,10 @@ def _inferred(schema: Any, in_types: tuple, attrs: Any) -> tuple | None:
         return None
 
 
-def _needed(on_chain: list[tuple[Node, "_Kind"]], targets: set[Value]) -> list[tuple[Node, "_Kind"]]:
-    """Of the nodes (with kinds) that depend on the sources, in order, those a target depends on through a
-    floating output (``_chain``'s second half), in reverse order: the reverse walk's."""
+def _needed(on_chain: list[tuple[Node, Any]], targets: set[Value]) -> list[tuple[Node, Any]]:
+    """Of the nodes that depend on the sources, in order, each paired with what its caller keeps beside it (a
+    kind), those a target depends on through a floating output, in reverse order: the reverse walk's (and
+    ``_chain``'s second half). ``targets`` grows by the inputs of the nodes kept."""
     needed = targets
     unneeded = needed.isdisjoint
     chain = []

@@ -9,6 +9,8 @@ import pytest
 
 import frame_core as fc
 from frame_core import ops
+
+from ._dead_nodes import dead as _dead
 from frame_core.autodiff import backward
 from frame_core.errors import GradientError
 
@@ -27,18 +29,6 @@ def _listing(graph: fc.Graph) -> list[str]:
                      + " ".join(f"{name(v)}:{v.type}:{v.name}" for v in node.outputs))
     lines.append(f"{[name(v) for v in graph.outputs]} {graph.output_names}")
     return lines
-
-
-def _dead(graph: fc.Graph, first: int) -> list[str]:
-    live = set(graph.outputs)
-    dead = []
-    for k in range(len(graph.nodes) - 1, -1, -1):
-        node = graph.nodes[k]
-        if any(v in live for v in node.outputs):
-            live.update(node.inputs)
-        elif k >= first:
-            dead.append(f"%{k} {node.op}")
-    return dead
 
 
 def _chain(x, w):

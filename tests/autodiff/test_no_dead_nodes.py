@@ -8,17 +8,7 @@ import numpy as np
 import frame_core as fc
 from frame_core import ops
 
-
-def _dead(graph: fc.Graph, first: int) -> list[str]:
-    live = set(graph.outputs)
-    dead = []
-    for k in range(len(graph.nodes) - 1, -1, -1):
-        node = graph.nodes[k]
-        if any(v in live for v in node.outputs):
-            live.update(node.inputs)
-        elif k >= first:
-            dead.append(f"%{k} {node.op}")
-    return dead
+from ._dead_nodes import dead as _dead
 
 
 def test_a_gradient_not_asked_for_is_not_in_the_graph():
