@@ -44,12 +44,12 @@ import numpy as np
 from .._gc import gc_paused, made
 from ..errors import FrameError, GradientError, MissingGradientError, RegistrationError, TangentError
 from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
-    mark_traced_sizes, traced_sizes
+    mark_traced_sizes, tie_types, traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import Problem, check_graph
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext, node_has_side_effect
-from .backward import _Recipe, _chain, _micro_graph, _not_the_packs_fault, input_position, output_label
+from .backward import _Recipe, _chain, _micro_graph, _not_the_packs_fault, input_position, output_label, tie_label
 
 __all__ = ["build_jvp_graph", "jvp_rule", "derived_jvp_graph", "direct_jvp_graph", "trace_jvp", "tangent_name",
            "jvp_inputs"]
@@ -139,6 +139,7 @@ def _build(graph: Graph, positions: list[int], reg: Registry, names: list[str] |
         name = names[k] if names is not None else tangent_name(x.name or f"input {i}", taken)
         taken.append(name)
         seeds[x] = jvp.add_input(x.type, name)
+        tie_types(jvp, seeds[x], x, f"the tangent of {tie_label(graph, i)}")  # (specialize checks it at new shapes)
     try:
         tangents = propagate(jvp, seeds, set(jvp.outputs), reg, "")
     except MissingGradientError as exc:
@@ -148,8 +149,9 @@ def _build(graph: Graph, positions: list[int], reg: Registry, names: list[str] |
     first = len(jvp.outputs)
     for k, y in enumerate(list(jvp.outputs)):
         dy = tangents.get(y)
-        jvp.mark_output(dy if dy is not None else jvp.zeros_like(y),
-                        tangent_name(output_label(graph, k), jvp.output_names[:first]))
+        dy = dy if dy is not None else jvp.zeros_like(y)
+        jvp.mark_output(dy, tangent_name(output_label(graph, k), jvp.output_names[:first]))
+        tie_types(jvp, dy, y, f"the tangent of {tie_label(graph, k, output=True)}")
     _drop_unneeded_after(jvp, n_forward, reg)
     return jvp
 

@@ -34,11 +34,11 @@ import numpy as np
 from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import GradientError
-from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes
+from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes, tie_types
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .._args import refuse_unordered
 from ..ir.verify import check_graph
-from .backward import _accumulate, _backpropagate, _drop_unneeded, input_position, _not_the_packs_fault
+from .backward import _accumulate, _backpropagate, _drop_unneeded, input_position, _not_the_packs_fault, tie_label
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
@@ -159,13 +159,24 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
     positions = _positions(graph, wrt, label, registry)
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
-        vjp, _, grads = _combined(graph, positions, label, reg)
+        vjp, cotangents, grads = _combined(graph, positions, label, reg)
+        if not label:  # (a body's op checks its shapes, and the body drops the forward nodes its ties would read)
+            _tie_seeds(graph, vjp, cotangents, positions, grads)
         vjp.outputs = list(grads)
         # the forward's nodes stay, read or not: specialize re-infers them, so at new shapes the graph is refused
         # where the op itself refuses its inputs (compile drops the unread ones, from opt_level 1). A body's
         # op checks its shapes, and its gradient holds them anyway (_shapes_written_down)
         _drop_unneeded(vjp, reg, first=0 if label else len(graph.nodes))
     return vjp
+
+
+def _tie_seeds(graph: Graph, vjp: Graph, cotangents: list[Value], positions: list[int], grads: list[Value]) -> None:
+    """Record that each cotangent input has its output's type and each gradient its input's, at any input shapes:
+    ``specialize`` checks it, so a cotangent of another batch size is refused by name, never broadcast."""
+    for k, (y, gy) in enumerate(zip(vjp.outputs, cotangents)):
+        tie_types(vjp, gy, y, f"the cotangent of {tie_label(graph, k, output=True)}")
+    for i, g in zip(positions, grads):
+        tie_types(vjp, g, vjp.inputs[i], f"the gradient of {tie_label(graph, i)}")
 
 
 @dataclass

@@ -8,6 +8,12 @@ A graph whose traced function read a tensor's shape (``x.shape[0]``, ``len(x)``,
 refused: the sizes may have been baked in as numbers, and re-specialising could give a silently wrong
 answer. Indexing (``x[-1]``, ``x[2:]``) keeps no size in the graph.
 
+A graph built by a derivative transform carries type ties (``ir.graph.tie_types``): a VJP's cotangent input has
+the type of the output it seeds, a JVP's tangent input its primal input's, a gradient output its input's. At the
+traced shapes the input types say so; at new ones only the ties do, so they are checked here (a few type
+comparisons: the tangents' before the walk, the rest after it, or when a node refuses the new types), and a seed
+of another shape is refused by name rather than broadcast into a silently wrong answer.
+
 Control-flow bodies (sub-graph attributes) are typed by their op's outer inputs: when the op's shape
 function refuses the body as it is, the body is re-specialised with every dimension size that changed
 outside (traced size -> new size) substituted in its input types, and the shape function asked again.
@@ -19,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import FrameError, ShapeError
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, Node, TypeTie, Value, type_ties
 from ..ir.types import TensorType, as_type
 
 __all__ = ["specialize"]
@@ -61,11 +67,46 @@ def _retyped_attrs(node: Node, sizes: Mapping[int, int], reg: Any) -> dict[str, 
     return attrs
 
 
+def _value_label(graph: Graph, value: Value) -> str:
+    if value.producer is None and value in graph.inputs:
+        i = graph.inputs.index(value)
+        return f"input {i}" + (f" ({value.name!r})" if value.name else "")
+    if value in graph.outputs:
+        k = graph.outputs.index(value)
+        name = graph.output_names[k]
+        return f"output {k}" + (f" ({name!r})" if name else "")
+    return f"value {value.name!r}" if value.name else "a value"
+
+
+#: What a seed input is tied to, by the first word of its role ("the cotangent of output 0 ('y')").
+_SEEDS = {"cotangent": "the output's", "tangent": "its primal's"}
+
+
+def _check_ties(graph: Graph, ties: tuple[TypeTie, ...], vmap: Mapping[Value, Value]) -> None:
+    """``ShapeError`` for the first tie of ``graph`` whose two values, both specialised already, differ in type."""
+    for value, like, role in ties:
+        new, want = vmap.get(value), vmap.get(like)
+        if new is None or want is None or new.type == want.type:
+            continue
+        where = f"graph {graph.name!r}: {_value_label(graph, value)} is {role}"
+        if value.producer is None:  # a seed input: the caller passed it
+            kind = next((k for k in _SEEDS if role.startswith(f"the {k} ")), "seed")
+            raise ShapeError(f"{where}, which is {want.type} at these input shapes; it was given as {new.type}: pass "
+                             f"a {kind} of {_SEEDS.get(kind, 'that')} shape {list(want.type.shape)}")
+        raise ShapeError(f"{where} and should have its type {want.type} at these input shapes, but came out "
+                         f"{new.type}: an op's gradient or forward rule on the way does not follow the new shapes; "
+                         "trace the function again for them, and report it to the op's pack")
+
+
 def _specialize(graph: Graph, types: Sequence[TensorType], reg: Any, sizes: Mapping[int, int]) -> Graph:
     out = Graph(graph.name)
     vmap: dict[Value, Value] = {}
     for value, t in zip(graph.inputs, types):
         vmap[value] = out.add_input(t, value.name)
+    ties = type_ties(graph)
+    if ties:  # a tangent of a primal input that is tied to nothing itself is refused before any node is asked
+        seeds = {t[0] for t in ties}  # (a tangent of a cotangent waits: the cotangent may be the wrong one)
+        _check_ties(graph, tuple([t for t in ties if t[1] not in seeds]), vmap)
     for position, node in enumerate(graph.nodes):
         inputs = tuple(vmap[v] for v in node.inputs)
         schema = reg.lookup(node.op)
@@ -83,12 +124,16 @@ def _specialize(graph: Graph, types: Sequence[TensorType], reg: Any, sizes: Mapp
                     attrs = _retyped_attrs(node, sizes, reg)
                     new_types = schema.infer(in_types, attrs)
         except FrameError as exc:
+            if ties:  # a seed of the wrong shape is what the caller can fix, whatever node meets it first
+                _check_ties(graph, ties, vmap)
             raise _Refused(position, node, exc) from None
         copy = Node(node.op, inputs, dict(attrs))
         copy.outputs = tuple(Value(t, copy, k, v.name) for k, (t, v) in enumerate(zip(new_types, node.outputs)))
         for old, new in zip(node.outputs, copy.outputs):
             vmap[old] = new
         out.nodes.append(copy)
+    if ties:
+        _check_ties(graph, ties, vmap)
     for k, value in enumerate(graph.outputs):
         out.mark_output(vmap[value], graph.output_names[k])
     return out

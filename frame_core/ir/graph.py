@@ -31,7 +31,7 @@ from .tensors import shared_zeros, zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
-           "mark_traced_sizes", "traced_sizes"]
+           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties"]
 
 #: Constants above this many elements are not inspected for their values (zero tests, folding rules).
 INSPECT_LIMIT = 1 << 16
@@ -380,6 +380,8 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
     reason = traced_sizes(graph)
     if reason is not None:
         mark_traced_sizes(clone, reason)
+    if _TYPE_TIES:
+        _carry_ties(graph, clone, vmap)
     return clone
 
 
@@ -397,6 +399,57 @@ def mark_traced_sizes(graph: Graph, reason: str) -> None:
 def traced_sizes(graph: Graph) -> str | None:
     """Why ``graph`` may hold traced sizes as numbers, or ``None`` when nothing marked it."""
     return _TRACED_SIZES.get(graph) if _TRACED_SIZES else None
+
+
+class TypeTie(tuple):
+    """``value`` has ``like``'s type at any input shapes: a seed input (a VJP's cotangent, a JVP's tangent) or a
+    gradient output, and the value it belongs to (the output it seeds, the primal input). ``role`` says what
+    ``value`` is, for messages (``"the cotangent of output 0 ('y')"``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: Value, like: Value, role: str) -> "TypeTie":
+        return tuple.__new__(cls, (value, like, role))
+
+    @property
+    def value(self) -> Value:
+        return self[0]  # type: ignore[no-any-return]
+
+    @property
+    def like(self) -> Value:
+        return self[1]  # type: ignore[no-any-return]
+
+    @property
+    def role(self) -> str:
+        return self[2]  # type: ignore[no-any-return]
+
+
+# The type ties of graphs built by the derivative transforms: a cotangent input has its output's type, a tangent
+# input its primal's, a gradient output its input's. Traced, the input types say so; re-specialised for new input
+# shapes nothing else would, so ``specialize`` checks them (docs/design-parameters-and-shapes.md, section 2). A
+# copy and a save carry them along (an inlining does not: the inlined seeds are no inputs any more).
+_TYPE_TIES: "weakref.WeakKeyDictionary[Graph, tuple[TypeTie, ...]]" = weakref.WeakKeyDictionary()
+
+
+def tie_types(graph: Graph, value: Value, like: Value, role: str) -> None:
+    """Record that ``value`` (an input or node output of ``graph``) has ``like``'s type at any input shapes."""
+    if value.type != like.type:
+        raise IRError(f"cannot tie {role} (of type {value.type}) to a value of type {like.type}: a tie holds at the "
+                      "traced shapes first")
+    _TYPE_TIES[graph] = _TYPE_TIES.get(graph, ()) + (TypeTie(value, like, role),)
+
+
+def type_ties(graph: Graph) -> tuple[TypeTie, ...]:
+    """The type ties recorded on ``graph`` (``tie_types``), in the order recorded."""
+    return _TYPE_TIES.get(graph, ()) if _TYPE_TIES else ()
+
+
+def _carry_ties(source: Graph, target: Graph, vmap: Mapping[Value, Value]) -> None:
+    ties = _TYPE_TIES.get(source)
+    if ties:  # (a tie whose value a transform dropped from the source is dropped with it)
+        carried = tuple([TypeTie(vmap[t[0]], vmap[t[1]], t[2]) for t in ties if t[0] in vmap and t[1] in vmap])
+        if carried:
+            _TYPE_TIES[target] = _TYPE_TIES.get(target, ()) + carried
 
 
 def inline_graph(target: Graph, sub: Graph, arguments: Sequence[Value]) -> list[Value]:

@@ -42,7 +42,8 @@ from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import ArgumentError, FrameError, GraphFormatError, IRError
 from .dtypes import DType, as_dtype
-from .graph import MAX_NESTING, Graph, Node, Value, mark_traced_sizes, nesting_message, traced_sizes, walking
+from .graph import MAX_NESTING, Graph, Node, Value, mark_traced_sizes, nesting_message, tie_types, traced_sizes, \
+    type_ties, walking
 from .types import MAX_DIM, TensorType
 
 from .schemas import SchemaSource, default_source
@@ -125,6 +126,9 @@ def _graph_entries(graph: Graph, qualify: Callable[[str], str]) -> dict[str, Any
     reason = traced_sizes(graph)
     if reason is not None:  # the refusal to run at other sizes survives a save and a load
         doc["traced_sizes"] = reason
+    ties = [[ids[t.value], ids[t.like], t.role] for t in type_ties(graph) if t.value in ids and t.like in ids]
+    if ties:  # a seed's tie to its output's (or primal's) type survives too: specialize checks it
+        doc["type_ties"] = ties
     return doc
 
 
@@ -297,7 +301,7 @@ def _type(text: Any, path: str = "") -> TensorType:
 
 
 _DOCUMENT_FIELDS = ("format", "version", "graph")
-_GRAPH_FIELDS = ("name", "inputs", "nodes", "outputs", "output_names", "traced_sizes")
+_GRAPH_FIELDS = ("name", "inputs", "nodes", "outputs", "output_names", "traced_sizes", "type_ties")
 _NODE_FIELDS = ("op", "inputs", "outputs", "attrs")
 _VALUE_FIELDS = ("id", "type", "name")
 _ATTR_FIELDS = ("kind", "value")
@@ -490,7 +494,27 @@ def _read_graph(doc: Any, path: str, op_key: Callable[[str], str] = str) -> Grap
             raise GraphFormatError(f"{path}.traced_sizes", f"expected why the graph holds traced sizes (a non-empty "
                                                            f"string), got {_short(reason)}")
         mark_traced_sizes(graph, reason)
+    ties = doc.get("type_ties")
+    if ties is not None:
+        _load_ties(graph, ties, values, f"{path}.type_ties")
     return graph
+
+
+def _load_ties(graph: Graph, ties: Any, values: dict[int, Value], path: str) -> None:
+    if not isinstance(ties, list):
+        raise GraphFormatError(path, f"expected a list of [value id, id of the value whose type it has, role], got "
+                                     f"{_short(ties)}")
+    for i, tie in enumerate(ties):
+        ok = isinstance(tie, list) and len(tie) == 3 and isinstance(tie[2], str) and bool(tie[2]) and \
+            all(isinstance(r, int) and not isinstance(r, bool) and r in values for r in tie[:2])
+        if not ok:
+            raise GraphFormatError(f"{path}[{i}]", f"expected [value id, id of the value whose type it has, role] "
+                                                   f"with ids of defined values, got {_short(tie)}")
+        value, like = values[tie[0]], values[tie[1]]
+        if value.type != like.type:
+            raise GraphFormatError(f"{path}[{i}]", f"ties {tie[2]} (of type {value.type}) to a value of type "
+                                                   f"{like.type}; the two must have one type")
+        tie_types(graph, value, like, tie[2])
 
 
 def from_document(doc: Any, *, registry: "SchemaSource | None" = None) -> Graph:
