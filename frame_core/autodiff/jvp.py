@@ -382,7 +382,8 @@ def trace_jvp(fn: Callable[..., Any], ctx: NodeContext) -> Graph:
 def jvp_inputs(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
                wrt: Sequence[int | str] | None = None) -> list[np.ndarray]:
     """The argument list of ``build_jvp_graph(graph, wrt)``'s graph from primal and tangent arrays, each
-    tangent checked against its primal's type (``TangentError`` saying which and what to pass)."""
+    tangent checked against its primal's type (``TangentError`` saying which and what to pass): the primal's
+    own shape when it has the traced rank (a graph compiled with ``dynamic_shapes=True`` runs at any batch)."""
     positions = _wrt_positions(graph, wrt)
     primals, tangents = list(primals), list(tangents)
     if len(primals) != len(graph.inputs):
@@ -394,6 +395,12 @@ def jvp_inputs(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
     out = []
     for k, (i, t) in enumerate(zip(positions, tangents)):
         want = graph.inputs[i].type
+        try:  # (a graph compiled with dynamic_shapes runs at the primal's own shape)
+            given = tuple(np.shape(primals[i]))
+        except ValueError:  # (a ragged list: the executable names it)
+            given = want.shape
+        if len(given) == want.rank and given != want.shape:
+            want = want.with_shape(tuple(int(d) for d in given))
         array = np.asarray(t)
         label = graph.inputs[i].name or f"input {i}"
         if array.dtype.kind not in "f":

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import FrameError, ShapeError
-from ..ir.graph import Graph, Node, TypeTie, Value, type_ties
+from ..ir.graph import Graph, Node, TypeTie, Value, carry_type_ties, type_ties
 from ..ir.types import TensorType, as_type
 
 __all__ = ["specialize"]
@@ -134,6 +134,7 @@ def _specialize(graph: Graph, types: Sequence[TensorType], reg: Any, sizes: Mapp
         out.nodes.append(copy)
     if ties:
         _check_ties(graph, ties, vmap)
+        carry_type_ties(graph, out, vmap)  # (specialised again, it is checked again)
     for k, value in enumerate(graph.outputs):
         out.mark_output(vmap[value], graph.output_names[k])
     return out

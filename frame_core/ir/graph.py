@@ -31,7 +31,8 @@ from .tensors import shared_zeros, zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
-           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties"]
+           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties",
+           "carry_type_ties"]
 
 #: Constants above this many elements are not inspected for their values (zero tests, folding rules).
 INSPECT_LIMIT = 1 << 16
@@ -381,7 +382,7 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
     if reason is not None:
         mark_traced_sizes(clone, reason)
     if _TYPE_TIES:
-        _carry_ties(graph, clone, vmap)
+        carry_type_ties(graph, clone, vmap)
     return clone
 
 
@@ -444,7 +445,8 @@ def type_ties(graph: Graph) -> tuple[TypeTie, ...]:
     return _TYPE_TIES.get(graph, ()) if _TYPE_TIES else ()
 
 
-def _carry_ties(source: Graph, target: Graph, vmap: Mapping[Value, Value]) -> None:
+def carry_type_ties(source: Graph, target: Graph, vmap: Mapping[Value, Value]) -> None:
+    """Give ``target`` the ties of ``source`` whose two values ``vmap`` maps (a copy, a re-specialisation)."""
     ties = _TYPE_TIES.get(source)
     if ties:  # (a tie whose value a transform dropped from the source is dropped with it)
         carried = tuple([TypeTie(vmap[t[0]], vmap[t[1]], t[2]) for t in ties if t[0] in vmap and t[1] in vmap])
