@@ -101,7 +101,9 @@ def build_jvp_graph(graph: Graph, wrt: Sequence[int | str] | None = None, *, reg
     each gets a tangent input of its own type named ``tangent:<name>`` (see
     ``tangent_name``), or ``names[k]``. There is one tangent output per output
     (a zero constant for integer and boolean outputs and for outputs no
-    ``wrt`` input reaches), named ``tangent:<output label>``.
+    ``wrt`` input reaches), named ``tangent:<output label>``. Each tangent is
+    tied to its primal's type (``ir.graph.tie_types``): re-specialised at new
+    input shapes, a tangent of another shape is a ``ShapeError`` naming it.
 
     Raises ``GradientError`` for bad arguments, ``TangentError`` for a
     ``wrt`` input that is not floating, and ``MissingGradientError`` listing

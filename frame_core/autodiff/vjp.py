@@ -150,7 +150,10 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
     refused where the forward's ops refuse their inputs (compile drops the
     unread ones from ``opt_level=1``); nodes of the reverse walk the gradients
     do not need are dropped. With a ``label`` (a control-flow body, whose op
-    checks its shapes) the unread forward nodes are dropped too.
+    checks its shapes) the unread forward nodes are dropped too. Each
+    cotangent is tied to its output's type and each gradient to its input's
+    (``ir.graph.tie_types``): re-specialised at new input shapes, a cotangent
+    of another shape is a ``ShapeError`` naming it, never broadcast.
 
     ``label`` names ``graph`` in error paths (a GradientFn passes the attribute
     name, giving ``body node 1 (foo)``); ``MissingGradientError`` lists every

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -402,27 +402,14 @@ def traced_sizes(graph: Graph) -> str | None:
     return _TRACED_SIZES.get(graph) if _TRACED_SIZES else None
 
 
-class TypeTie(tuple):
+class TypeTie(NamedTuple):
     """``value`` has ``like``'s type at any input shapes: a seed input (a VJP's cotangent, a JVP's tangent) or a
     gradient output, and the value it belongs to (the output it seeds, the primal input). ``role`` says what
     ``value`` is, for messages (``"the cotangent of output 0 ('y')"``)."""
 
-    __slots__ = ()
-
-    def __new__(cls, value: Value, like: Value, role: str) -> "TypeTie":
-        return tuple.__new__(cls, (value, like, role))
-
-    @property
-    def value(self) -> Value:
-        return self[0]  # type: ignore[no-any-return]
-
-    @property
-    def like(self) -> Value:
-        return self[1]  # type: ignore[no-any-return]
-
-    @property
-    def role(self) -> str:
-        return self[2]  # type: ignore[no-any-return]
+    value: Value
+    like: Value
+    role: str
 
 
 # The type ties of graphs built by the derivative transforms: a cotangent input has its output's type, a tangent
