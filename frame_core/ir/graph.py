@@ -416,7 +416,7 @@ class TypeTie(NamedTuple):
 # input its primal's, a gradient output its input's. Traced, the input types say so; re-specialised for new input
 # shapes nothing else would, so ``specialize`` checks them (docs/design-parameters-and-shapes.md, section 2). A
 # copy and a save carry them along (an inlining does not: the inlined seeds are no inputs any more).
-_TYPE_TIES: "weakref.WeakKeyDictionary[Graph, tuple[TypeTie, ...]]" = weakref.WeakKeyDictionary()
+_TYPE_TIES: "weakref.WeakKeyDictionary[Graph, list[TypeTie]]" = weakref.WeakKeyDictionary()
 
 
 def tie_types(graph: Graph, value: Value, like: Value, role: str) -> None:
@@ -424,21 +424,22 @@ def tie_types(graph: Graph, value: Value, like: Value, role: str) -> None:
     if value.type != like.type:
         raise IRError(f"cannot tie {role} (of type {value.type}) to a value of type {like.type}: a tie holds at the "
                       "traced shapes first")
-    _TYPE_TIES[graph] = _TYPE_TIES.get(graph, ()) + (TypeTie(value, like, role),)
+    _TYPE_TIES.setdefault(graph, []).append(TypeTie(value, like, role))
 
 
 def type_ties(graph: Graph) -> tuple[TypeTie, ...]:
     """The type ties recorded on ``graph`` (``tie_types``), in the order recorded."""
-    return _TYPE_TIES.get(graph, ()) if _TYPE_TIES else ()
+    ties = _TYPE_TIES.get(graph) if _TYPE_TIES else None
+    return tuple(ties) if ties else ()
 
 
 def carry_type_ties(source: Graph, target: Graph, vmap: Mapping[Value, Value]) -> None:
     """Give ``target`` the ties of ``source`` whose two values ``vmap`` maps (a copy, a re-specialisation)."""
     ties = _TYPE_TIES.get(source)
     if ties:  # (a tie whose value a transform dropped from the source is dropped with it)
-        carried = tuple([TypeTie(vmap[t[0]], vmap[t[1]], t[2]) for t in ties if t[0] in vmap and t[1] in vmap])
+        carried = [TypeTie(vmap[t[0]], vmap[t[1]], t[2]) for t in ties if t[0] in vmap and t[1] in vmap]
         if carried:
-            _TYPE_TIES[target] = _TYPE_TIES.get(target, ()) + carried
+            _TYPE_TIES.setdefault(target, []).extend(carried)
 
 
 def inline_graph(target: Graph, sub: Graph, arguments: Sequence[Value]) -> list[Value]:
