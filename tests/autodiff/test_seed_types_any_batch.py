@@ -225,3 +225,12 @@ def test_jvp_inputs_checks_a_tangent_against_its_primal_at_any_batch():
     assert exe.run(args)[2].shape == (1, 2)
     with pytest.raises(fc.TangentError, match=r"tangent of x has shape \[4, 3\], its primal is f64\[1, 3\]"):
         fc.jvp_inputs(g, [x, w], [np.ones((4, 3)), np.ones((3, 2))])
+
+
+def test_taylor_and_laplacian_graphs_take_no_seed_inputs_to_tie():
+    # their seeds are made from x (a row of ones, directions over one point's coordinates), so they follow x's
+    # shape by construction; a seed input added to them later needs a tie (ir.graph.tie_types) like the others
+    g = fc.trace(lambda x: ops.sum(ops.tanh(x), axes=[1]), "f64[4, 3]")
+    for built in (fc.build_taylor_graph(g, 0), fc.build_laplacian_graph(g, 0, batch_dims=1)):
+        assert [v.type for v in built.inputs] == [v.type for v in g.inputs]
+        assert type_ties(built) == ()
