@@ -67,7 +67,7 @@ def test_group_norm_matches_torch_to_second_order(x_shape, groups, against_torch
 
 @pytest.mark.parametrize("x_shape", [(2, 0), (3, 0, 4)])
 def test_batch_norm_of_no_channels_is_empty_as_in_torch(x_shape):
-    import torch
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
     import torch.nn.functional as F
 
     x, per_channel = np.zeros(x_shape, np.float32), "f32[0]"
@@ -174,7 +174,7 @@ def test_float32_norms_stay_close_to_a_float64_reference(offset, bound):
     # the means are BLAS products with ones, whose summation order is BLAS's: the last bits differ from
     # numpy's x.mean. Measured largest errors relative to each gradient's largest value: about 4e-7 with mean 0,
     # up to 1e-4 with mean 1000 (x - mean loses the low bits of x either way; numpy's mean gave 2e-4)
-    import torch
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'frame-core[compare]')")
     import torch.nn.functional as F
 
     rng = np.random.default_rng(5)
