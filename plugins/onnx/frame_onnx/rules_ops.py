@@ -14,6 +14,7 @@ import numpy as np
 from frame_core import ops
 from frame_core import Tensor
 
+from ._follow import expanded, filled
 from ._import import NodeContext, Unsupported, rule
 from .errors import OnnxFormatError
 
@@ -489,9 +490,11 @@ def resolve_reshape(src: tuple[int, ...], target: list[int], allowzero: bool = F
     shape = [src[i] if d == 0 and not allowzero and i < len(src) else d for i, d in enumerate(target)]
     if shape.count(-1) > 1:
         raise Unsupported(f"a target shape {target} with more than one -1")
-    if -1 in shape:
-        known = math.prod(d for d in shape if d != -1)
-        shape[shape.index(-1)] = math.prod(src) // known if known else 0
+    if -1 in shape:  # the sizes copied with 0 cancel out: [5, 0, 2, 5] to [0, 0, -1] is [5, 0, 10] (an empty batch)
+        copied = {i for i, d in enumerate(target) if d == 0 and not allowzero and i < len(src)}
+        known = math.prod(d for i, d in enumerate(shape) if d != -1 and i not in copied)
+        rest = math.prod(d for i, d in enumerate(src) if i not in copied)
+        shape[shape.index(-1)] = rest // known if known else 0
     if math.prod(shape) != math.prod(src):
         raise Unsupported(f"reshape of {list(src)} to {target}: the sizes differ")
     return shape
@@ -761,19 +764,30 @@ def _expand(cx: NodeContext) -> Any:
         out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
     except ValueError:
         raise invalid(cx, f"the input's shape {list(shape_of(x))} does not broadcast with the shape {target}") from None
+    sources = cx.sources(1)
+    if sources is not None and sources.size == len(target):  # expand_as: sizes read from a tensor follow it
+        followed = expanded(x, out, sources, np_dtype(x))
+        if followed is not None:
+            return followed
     return x if out == shape_of(x) else ops.broadcast_to(x, shape=out)
 
 
 @rule("ConstantOfShape")
 def _constant_of_shape(cx: NodeContext) -> Any:
     """Reached for a shape too large to compute while importing (``FOLD_OUTPUT_LIMIT``): a ``full`` node, computed
-    when the graph runs. Shapes are always known."""
+    when the graph runs; and for a shape with sizes read from a tensor (``zeros_like``, a recurrent layer's
+    initial state): built from that tensor's type, so it follows the batch. Shapes are always known."""
     from onnx import numpy_helper
 
     shape = [int(d) for d in cx.need_known(0, "the shape").reshape(-1)]
     if min(shape, default=0) < 0:
         raise invalid(cx, f"the shape {shape} has a negative dimension")
     value = next((numpy_helper.to_array(a.t) for a in cx.node.attribute if a.name == "value"), np.zeros(1, np.float32))
+    sources = cx.sources(0)
+    if sources is not None and sources.size == len(shape):
+        followed = filled(shape, sources, value)
+        if followed is not None:
+            return followed
     return ops.full(shape, value.reshape(-1)[0].item(), dtype=str(value.dtype))
 
 

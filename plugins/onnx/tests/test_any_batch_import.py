@@ -4,6 +4,10 @@ Each model is exported with a symbolic batch and imported once (at batch 1). Its
 graph (parameters' gradients of sum(y ** 2)), compiled once with ``dynamic_shapes=True``, run at batches 2, 5
 and 0: each output must equal, bit for bit, that of the model imported at that batch, or be refused with a named
 frame error that says what to do, never run wrongly (docs/design-parameters-and-shapes.md, docs/onnx.md).
+
+The recurrent layers and ``Shaped`` compute sizes from ``Shape(x)`` and materialise them (torch's TorchScript
+exporter builds a zero initial state ``[layers * directions, batch, hidden]`` with ``ConstantOfShape``): those
+sizes follow the batch (``frame_onnx._follow``), so the models are ``any_batch``.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class Normed(nn.Module):  # BatchNorm1d in eval mode, Linear, PReLU
         return self.prelu(self.fc(self.norm(x)))
 
 
-class Recurrent(nn.Module):  # GRU: torch writes the batch into its initial state, so the import is at one batch
+class Recurrent(nn.Module):  # GRU, batch first: torch builds its initial state [1, batch, 5] from Shape(x)
     def __init__(self):
         super().__init__()
         self.rnn, self.fc = nn.GRU(4, 5, batch_first=True), nn.Linear(5, 3)
@@ -59,7 +63,62 @@ class Recurrent(nn.Module):  # GRU: torch writes the batch into its initial stat
         return self.fc(self.rnn(x)[0][:, -1])
 
 
-FEATURES = {"separable": (4, 5, 5), "sequence": (3, 6), "pooled": (2, 6, 6), "normed": (5,), "recurrent": (5, 4)}
+class TimeFirst(nn.Module):  # LSTM over [T, B, F]: two initial states from Shape of an intermediate (the transpose)
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = nn.LSTM(4, 5), nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x.transpose(0, 1))[0][-1])
+
+
+class Bidirectional(nn.Module):  # GRU both ways: initial state [2, batch, 5]
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = nn.GRU(4, 5, batch_first=True, bidirectional=True), nn.Linear(10, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x)[0][:, -1])
+
+
+class Stacked(nn.Module):  # LSTM of 2 layers (one ONNX LSTM per layer, each with its slice of the [2, B, 5] states)
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = nn.LSTM(4, 5, num_layers=2, batch_first=True), nn.Linear(5, 3)
+
+    def forward(self, x):
+        out, (h, c) = self.rnn(x)
+        return self.fc(out[:, -1] + h[0] * c[1])
+
+
+class Elman(nn.Module):  # RNN (tanh), 2 layers, both ways, time first: initial state [4, batch, 5]
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = nn.RNN(4, 5, num_layers=2, bidirectional=True), nn.Linear(10, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x.transpose(0, 1))[0][-1])
+
+
+class Shaped(nn.Module):  # sizes read from Shape(x) and materialised: expand_as, zeros_like, ones_like, new_zeros,
+    def __init__(self):   # full (of -0.0, kept as -0.0), view(x.size(0), -1)
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 4))
+
+    def forward(self, x):
+        y = self.w.expand_as(x) * x + torch.zeros_like(x) + torch.ones_like(x) * x
+        y = y + x.new_zeros(x.shape[0], 1, 4)
+        flat = torch.cat([y.view(y.size(0), -1), torch.full((x.size(0), 2), -0.0)], 1)
+        return flat * flat
+
+
+FEATURES = {"separable": (4, 5, 5), "sequence": (3, 6), "pooled": (2, 6, 6), "normed": (5,), "recurrent": (5, 4),
+            "time_first": (5, 4), "bidirectional": (5, 4), "stacked": (5, 4), "elman": (5, 4), "shaped": (5, 4)}
+#: the models whose training graph may be refused at another batch, and the reason it must name: batch_norm's
+#: running averages; frame-ops-sequence's scan (a recurrent layer's time loop) has no any_shape_gradient trait yet
+TRAINING_REFUSED = {"normed": "unused output of batch_norm",
+                    **{k: "the gradient of scan may hold the traced sizes"
+                       for k in ("recurrent", "time_first", "bidirectional", "stacked", "elman")}}
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +126,21 @@ def models(separable_block):  # noqa: ANN001, ANN201
     """Each model's class: the separable block (depthwise + pointwise conv, ConvTranspose2d, InstanceNorm2d) is
     conftest's, shared with test_import_torch_layers."""
     return {"separable": separable_block, "sequence": Sequence, "pooled": Pooled, "normed": Normed,
-            "recurrent": Recurrent}
+            "recurrent": Recurrent, "time_first": TimeFirst, "bidirectional": Bidirectional, "stacked": Stacked,
+            "elman": Elman, "shaped": Shaped}
 
 
-def _export(cls, features):
+def _module(cls):
     torch.manual_seed(1)
     module = cls().eval()
     with torch.no_grad():  # distinct values everywhere: torch.onnx merges equal initializers
         for t in [*module.parameters(), *(b for b in module.buffers() if b.is_floating_point())]:
             t.copy_(torch.rand_like(t) + 0.5 if t.dim() == 1 else torch.randn_like(t) * 0.5)
+    return module
+
+
+def _export(cls, features):
+    module = _module(cls)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -95,6 +160,7 @@ def test_an_imported_model_at_other_batches_is_bit_for_bit_or_refused_by_name(na
     cls, features = models[name], FEATURES[name]
     data = _export(cls, features)
     model = frame_onnx.load(data)
+    assert model.any_batch, f"{name}: a size read from Shape was baked in"
     forward = fc.compile(model.graph, dynamic_shapes=True)
     training = fc.compile(_training(model), dynamic_shapes=True)
     params = model.flat_params()
@@ -106,12 +172,50 @@ def test_an_imported_model_at_other_batches_is_bit_for_bit_or_refused_by_name(na
             try:
                 got = exe.run([x, *params])
             except fc.ShapeError as refused:
-                message = str(refused)
-                if not model.any_batch:  # the importer saw a size baked in: it says to import again
-                    assert "import it again with frame_onnx.load(..., dims=" in message, message
-                else:  # batch_norm's running averages (an inference BatchNorm imports as one): named
-                    assert kind == "training" and "unused output of batch_norm" in message, message
+                message = str(refused)  # a gradient that may hold traced sizes: named
+                assert kind == "training" and TRAINING_REFUSED.get(name, "(not refused)") in message, message
                 continue
-            assert model.any_batch, f"{name}: a model imported for one batch ran at batch {batch}"
+            assert len(got) == len(want)
             for a, b in zip(got, want):
                 assert a.shape == b.shape and a.tobytes() == b.tobytes(), f"{name} {kind} at batch {batch}"
+
+
+class Counted(nn.Module):  # torch.arange(x.size(0)): a Range over the batch, which frame_onnx does not follow
+    def forward(self, x):
+        return x.flatten(1) * torch.arange(x.size(0)).unsqueeze(1).float()
+
+
+class Scaled(nn.Module):  # a size read from Shape and then computed with (2 * batch rows): not followed
+    def forward(self, x):
+        return torch.cat([x, x], 0) + torch.zeros(2 * x.size(0), *x.shape[1:])
+
+
+@pytest.mark.parametrize("cls", [Counted, Scaled])
+def test_a_size_the_importer_cannot_follow_is_refused_at_other_batches(cls):
+    """Range over a size read from Shape, and arithmetic on such a size, are computed at the traced batch: the
+    probe sees the constants change, the model is not any_batch, and another batch is refused by name, never
+    run with the traced size (imported at that batch, it runs)."""
+    data = _export(cls, (3, 4))
+    model = frame_onnx.load(data)
+    assert not model.any_batch
+    x = np.random.default_rng(0).standard_normal((5, 3, 4)).astype(np.float32)
+    with pytest.raises(fc.ShapeError, match=r"cannot be re-specialised.*import it again with frame_onnx\.load"):
+        fc.compile(model.graph, dynamic_shapes=True).run([x, *model.flat_params()])
+    again = frame_onnx.load(data, dims={"batch": 5})
+    (got,) = again.run([x])
+    with torch.no_grad():
+        np.testing.assert_allclose(got, cls()(torch.from_numpy(x)).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_materialised_size_follows_the_batch_as_zeros_like_reads_it():
+    """The GRU's initial state is built from x's type (zeros_like, which reads no values), not a constant of the
+    traced batch: the imported graph holds no full() of the batch's size, and torch's answer at batch 7."""
+    data = _export(Recurrent, (5, 4))
+    model = frame_onnx.load(data)
+    fills = [n.attrs["shape"] for n in model.graph.nodes if n.op == "full"]
+    assert fills == [(1, 1, 5)] or fills == [[1, 1, 5]], fills
+    assert any(n.op == "zeros_like" and n.inputs[0] is model.graph.inputs[0] for n in model.graph.nodes)
+    x = np.random.default_rng(7).standard_normal((7, 5, 4)).astype(np.float32)
+    (got,) = fc.compile(model.graph, dynamic_shapes=True).run([x, *model.flat_params()])
+    with torch.no_grad():
+        np.testing.assert_allclose(got, _module(Recurrent)(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
