@@ -95,8 +95,8 @@ def _move(op_type: str, data: list[Any], values: list[Any], attrs: dict[str, Any
             return None
         return np.concatenate(data, axis=attrs.get("axis", 0))
     if op_type == "Slice":
-        known = [v if isinstance(v, np.ndarray) else None for v in values[1:]]
-        if len(known) < 2 or known[0] is None or known[1] is None or any(k is None for k in known[2:]):
+        known = [v for v in values[1:] if isinstance(v, np.ndarray)]
+        if len(known) < 2 or len(known) != len(values) - 1:  # every bound given and known
             return None
         starts, ends = known[0].reshape(-1).tolist(), known[1].reshape(-1).tolist()
         axes = known[2].reshape(-1).tolist() if len(known) > 2 else list(range(len(starts)))

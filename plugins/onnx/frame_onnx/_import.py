@@ -252,7 +252,7 @@ class _Scope:
         # its axes of a fixed size; ``follow``: whether sizes are tracked at all (the model has symbolic dims)
         self.sources: dict[str, np.ndarray] = {}
         self.fixed: dict[int, set[int]] = parent.fixed if parent is not None else {}
-        self.follow = parent.follow if parent is not None else False
+        self.follow: bool = parent.follow if parent is not None else False
         self._index = 0  # the position of the node being imported, for nodes without a name
 
     def lookup(self, name: str) -> Any:
