@@ -33,6 +33,7 @@ MOVERS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshap
 #: ops that materialise a shape (input position of the shape): with sources there, built to follow them
 CONSUMERS = {"ConstantOfShape": 0, "Expand": 1}
 _LIMIT = 64  # shape arrays longer than this are not tracked (a shape has a few elements)
+_CONSTANT_FILL = 1 << 16  # a followed fill's literal part up to this many elements is a constant
 
 
 def track(op_type: str, values: list[Any], sources: list[Any], attrs: dict[str, Any], output: Any,
@@ -160,7 +161,11 @@ def filled(shape: list[int], sources: np.ndarray, value: np.ndarray) -> Any:
     static = list(shape)
     for i, _ in follow:
         static[i] = 1
-    return _grow(ops.full(static, scalar.item(), dtype=dtype), follow, rank, dtype)
+    # a small fill is a constant (any value: frame's full refuses NaN and infinities, masks fill with -inf); a
+    # large one is computed when the graph runs, as ConstantOfShape's rule does (nothing large while importing)
+    fill = np.full(static, scalar, value.dtype) if math.prod(static) <= _CONSTANT_FILL else \
+        ops.full(static, scalar.item(), dtype=dtype)
+    return _grow(fill, follow, rank, dtype)
 
 
 def expanded(x: Any, out: tuple[int, ...], sources: np.ndarray, dtype: np.dtype) -> Any:
