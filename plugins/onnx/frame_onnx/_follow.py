@@ -10,8 +10,8 @@ So each known integer array computed from ``Shape`` carries, per element, its *s
 when the element is that traced tensor's size along ``axis``, ``None`` for a literal. ``track`` carries the
 sources through the ops that only move elements (``Gather``, ``Slice``, ``Concat``, ``Unsqueeze``, ``Squeeze``,
 ``Reshape``, ``Flatten``, ``Identity``, an integer ``Cast``); arithmetic on a size (``Mul``, ``Div``) drops them,
-and the probe judges the result as before. ``ConstantOfShape`` and ``Expand`` whose shape has sources are not
-folded: ``filled`` and ``expanded`` build them from the source tensors' types (``zeros_like``, which reads a type
+and the probe judges the result as before. ``ConstantOfShape`` and ``Expand`` whose shape has sources, and an
+integer ``Range(0, n, 1)`` whose ``n`` has one, are not folded (``counted``: an exclusive ``cumsum`` of ones): ``filled`` and ``expanded`` build them from the source tensors' types (``zeros_like``, which reads a type
 only, summed to the one axis: every size is the traced tensor's when the graph runs), so the result follows the
 batch at re-specialisation. Nothing is trusted blindly: a source is used only where its size equals the
 element's value while importing, and the any-batch probe still compares two imports.
@@ -26,12 +26,12 @@ import numpy as np
 
 from frame_core import Tensor, ops
 
-__all__ = ["track", "MOVERS", "CONSUMERS", "filled", "expanded"]
+__all__ = ["track", "MOVERS", "CONSUMERS", "filled", "expanded", "counted"]
 
 #: ops that move the elements of a shape array without computing new ones: their sources follow
 MOVERS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast"})
 #: ops that materialise a shape (input position of the shape): with sources there, built to follow them
-CONSUMERS = {"ConstantOfShape": 0, "Expand": 1}
+CONSUMERS = {"ConstantOfShape": 0, "Expand": 1, "Range": 1}
 _LIMIT = 64  # shape arrays longer than this are not tracked (a shape has a few elements)
 _CONSTANT_FILL = 1 << 16  # a followed fill's literal part up to this many elements is a constant
 
@@ -185,3 +185,15 @@ def expanded(x: Any, out: tuple[int, ...], sources: np.ndarray, dtype: np.dtype)
         # the literal sizes x lacks: broadcast against a fill of them (no traced size is written)
         base = ops.where(np.array(True), x, ops.full(static, 0, dtype=str(dtype)))
     return _grow(base, follow, rank, str(dtype))
+
+
+def counted(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, sources: np.ndarray | None) -> Any:
+    """``Range(0, n, 1)`` of integers with ``n`` a size read from a tensor (``torch.arange(x.size(1))``): the
+    exclusive running sum of ones along that axis, so it counts to the size the graph runs at; ``None`` for any
+    other range (a start or step other than 0 and 1, a floating range, a literal limit)."""
+    source = sources.reshape(-1)[0] if sources is not None and sources.size == 1 else None
+    if source is None or start.dtype.kind != "i" or int(start.reshape(())) != 0 or int(delta.reshape(())) != 1 \
+            or source[0].shape[source[1]] != int(limit.reshape(())):
+        return None
+    ones = ops.ones_like(_shaper(source, 0, 1, str(start.dtype)))
+    return ops.cumsum(ones, axis=0, exclusive=True)

@@ -14,7 +14,7 @@ import numpy as np
 from frame_core import ops
 from frame_core import Tensor
 
-from ._follow import expanded, filled
+from ._follow import counted, expanded, filled
 from ._import import NodeContext, Unsupported, rule
 from .errors import OnnxFormatError
 
@@ -1023,9 +1023,13 @@ def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -
 
 @rule("Range")
 def _range(cx: NodeContext) -> Any:
-    """Known bounds too long to compute while importing (``FOLD_OUTPUT_LIMIT``) become an ``arange`` node."""
+    """Known bounds too long to compute while importing (``FOLD_OUTPUT_LIMIT``) become an ``arange`` node; an
+    integer ``Range(0, n, 1)`` with ``n`` read from a tensor's shape counts to that size when the graph runs."""
     known = [k for k in (cx.known(i) for i in range(3)) if k is not None]
     if len(known) == 3:
+        followed = counted(known[0], known[1], known[2], cx.sources(1))  # arange(x.size(1)): counts at run time
+        if followed is not None:
+            return followed
         start, limit, delta = (k.reshape(()).item() for k in known)
         if delta == 0:
             raise invalid(cx, "delta is 0")

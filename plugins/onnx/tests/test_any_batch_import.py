@@ -113,8 +113,18 @@ class Shaped(nn.Module):  # sizes read from Shape(x) and materialised: expand_as
         return flat * flat
 
 
+class Counting(nn.Module):  # torch.arange(x.size(0)): an integer Range(0, batch, 1), cast to float
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(12, 3)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) * torch.arange(x.size(0)).unsqueeze(1).float()
+
+
 FEATURES = {"separable": (4, 5, 5), "sequence": (3, 6), "pooled": (2, 6, 6), "normed": (5,), "recurrent": (5, 4),
-            "time_first": (5, 4), "bidirectional": (5, 4), "stacked": (5, 4), "elman": (5, 4), "shaped": (5, 4)}
+            "time_first": (5, 4), "bidirectional": (5, 4), "stacked": (5, 4), "elman": (5, 4), "shaped": (5, 4),
+            "counting": (3, 4)}
 #: the models whose training graph may be refused at another batch, and the reason it must name: batch_norm's
 #: running averages; frame-ops-sequence's scan (a recurrent layer's time loop) has no any_shape_gradient trait yet
 TRAINING_REFUSED = {"normed": "unused output of batch_norm",
@@ -128,7 +138,7 @@ def models(separable_block):  # noqa: ANN001, ANN201
     conftest's, shared with test_import_torch_layers."""
     return {"separable": separable_block, "sequence": Sequence, "pooled": Pooled, "normed": Normed,
             "recurrent": Recurrent, "time_first": TimeFirst, "bidirectional": Bidirectional, "stacked": Stacked,
-            "elman": Elman, "shaped": Shaped}
+            "elman": Elman, "shaped": Shaped, "counting": Counting}
 
 
 def _module(cls):
@@ -181,9 +191,9 @@ def test_an_imported_model_at_other_batches_is_bit_for_bit_or_refused_by_name(na
                 assert a.shape == b.shape and a.tobytes() == b.tobytes(), f"{name} {kind} at batch {batch}"
 
 
-class Counted(nn.Module):  # torch.arange(x.size(0)): a Range over the batch, which frame_onnx does not follow
+class Counted(nn.Module):  # torch.arange(1, x.size(0) + 1): a Range over a size computed with, not followed
     def forward(self, x):
-        return x.flatten(1) * torch.arange(x.size(0)).unsqueeze(1).float()
+        return x.flatten(1) * torch.arange(1, x.size(0) + 1).unsqueeze(1).float()
 
 
 class Scaled(nn.Module):  # a size read from Shape and then computed with (2 * batch rows): not followed
@@ -193,9 +203,9 @@ class Scaled(nn.Module):  # a size read from Shape and then computed with (2 * b
 
 @pytest.mark.parametrize("cls", [Counted, Scaled])
 def test_a_size_the_importer_cannot_follow_is_refused_at_other_batches(cls):
-    """Range over a size read from Shape, and arithmetic on such a size, are computed at the traced batch: the
-    probe sees the constants change, the model is not any_batch, and another batch is refused by name, never
-    run with the traced size (imported at that batch, it runs)."""
+    """A size read from Shape and computed with (a Range to batch + 1, 2 * batch rows) is computed at the traced
+    batch: the probe sees the constants change, the model is not any_batch, and another batch is refused by name,
+    never run with the traced size (imported at that batch, it runs)."""
     data = _export(cls, (3, 4))
     model = frame_onnx.load(data)
     assert not model.any_batch
@@ -222,3 +232,39 @@ def test_a_materialised_size_follows_the_batch_as_zeros_like_reads_it():
     (got,) = fc.compile(model.graph, dynamic_shapes=True).run([x, *model.flat_params()])
     with torch.no_grad():
         np.testing.assert_allclose(got, _module(Recurrent)(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class Positions(nn.Module):  # a learned position table read at torch.arange(x.size(1)), the length symbolic
+    def __init__(self):
+        super().__init__()
+        self.table, self.fc = nn.Embedding(32, 4), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x + self.table(torch.arange(x.size(1))))
+
+
+def test_positions_counted_to_a_symbolic_length_follow_it():
+    """Range(0, Shape(x)[1], 1) follows the sequence length as it follows the batch: one import, forward and
+    training graphs compiled once, bit for bit the model imported at each (batch, length), torch's answer too."""
+    module = _module(Positions)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, 6, 4),), buffer, dynamo=False, input_names=["x"],
+                          output_names=["y"], opset_version=17,
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    data = buffer.getvalue()
+    model = frame_onnx.load(data)
+    assert model.any_batch and set(model.dims) == {"batch", "seq"}
+    forward = fc.compile(model.graph, dynamic_shapes=True)
+    training = fc.compile(_training(model), dynamic_shapes=True)
+    for batch, seq in ((2, 3), (5, 7), (0, 5), (3, 0)):
+        x = np.random.default_rng(batch + seq).standard_normal((batch, seq, 4)).astype(np.float32)
+        again = frame_onnx.load(data, dims={"batch": batch, "seq": seq})
+        for exe, fresh in ((forward, again.graph), (training, _training(again))):
+            want = fc.compile(fresh).run([x, *again.flat_params()])
+            got = exe.run([x, *model.flat_params()])
+            assert [a.tobytes() for a in got] == [b.tobytes() for b in want], (batch, seq)
+        with torch.no_grad():
+            np.testing.assert_allclose(forward.run([x, *model.flat_params()])[0],
+                                       module(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
