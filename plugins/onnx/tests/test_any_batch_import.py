@@ -268,3 +268,60 @@ def test_positions_counted_to_a_symbolic_length_follow_it():
         with torch.no_grad():
             np.testing.assert_allclose(forward.run([x, *model.flat_params()])[0],
                                        module(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _hand_built(nodes):
+    """A model of x[batch, 3] -> y[batch, 3] from ONNX nodes (opset 17)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _hand_built_cases():
+    from onnx import TensorProto, helper, numpy_helper
+
+    def constant(name, array):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(array), name))
+
+    def fill(name, array):
+        return numpy_helper.from_array(np.asarray(array), name)
+
+    branch = helper.make_graph(  # ConstantOfShape(Shape(x)) inside a sub-graph, x captured from outside
+        [helper.make_node("Shape", ["x"], ["s1"]), helper.make_node("ConstantOfShape", ["s1"], ["f"],
+                                                                    value=fill("v", np.array([2.5], np.float32))),
+         helper.make_node("Add", ["f", "x"], ["o1"])], "then", [],
+        [helper.make_tensor_value_info("o1", TensorProto.FLOAT, ["batch", 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["o2"])], "else", [],
+                              [helper.make_tensor_value_info("o2", TensorProto.FLOAT, ["batch", 3])])
+    return {
+        "a boolean mask expanded to Shape(x)": [
+            helper.make_node("Shape", ["x"], ["s"]), constant("t", np.array([True, False, True])),
+            helper.make_node("Expand", ["t", "s"], ["m"]), helper.make_node("Neg", ["x"], ["n"]),
+            helper.make_node("Where", ["m", "x", "n"], ["y"])],
+        "an int64 fill of Shape(x), cast": [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("ConstantOfShape", ["s"], ["k"], value=fill("v", np.array([7], np.int64))),
+            helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT), helper.make_node("Mul", ["kf", "x"], ["y"])],
+        "a fill inside an If branch": [
+            helper.make_node("ReduceSum", ["x"], ["r"], keepdims=0), constant("z", np.float32(0)),
+            helper.make_node("Greater", ["r", "z"], ["cond"]),
+            helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=other)],
+    }
+
+
+@pytest.mark.parametrize("case", ["a boolean mask expanded to Shape(x)", "an int64 fill of Shape(x), cast",
+                                  "a fill inside an If branch"])
+def test_followed_sizes_of_other_dtypes_and_in_sub_graphs(case):
+    """Fills and expansions of booleans and integers, and a fill in a sub-graph reading the outer x: any_batch,
+    and bit for bit the model imported at batches 2, 5 and 0 (x shifted so both If branches are taken)."""
+    data = _hand_built(_hand_built_cases()[case])
+    model = frame_onnx.load(data)
+    assert model.any_batch
+    exe = fc.compile(model.graph, dynamic_shapes=True)
+    for batch, shift in ((2, 0.5), (5, -2.0), (0, 0.0)):
+        x = (np.random.default_rng(batch).standard_normal((batch, 3)) + shift).astype(np.float32)
+        want = frame_onnx.load(data, dims={"batch": batch}).run([x])
+        got = exe.run([x])
+        assert [a.tobytes() for a in got] == [b.tobytes() for b in want] and got[0].shape == (batch, 3)
