@@ -9,12 +9,15 @@ GRU's zero initial state ``[1, batch, hidden]`` with ``ConstantOfShape``, ``expa
 So each known integer array computed from ``Shape`` carries, per element, its *source*: ``(tensor, axis)``
 when the element is that traced tensor's size along ``axis``, ``None`` for a literal. ``track`` carries the
 sources through the ops that only move elements (``Gather``, ``Slice``, ``Concat``, ``Unsqueeze``, ``Squeeze``,
-``Reshape``, ``Flatten``, ``Identity``, an integer ``Cast``); arithmetic on a size (``Mul``, ``Div``) drops them,
-and the probe judges the result as before. ``ConstantOfShape`` and ``Expand`` whose shape has sources, and an
-integer ``Range(0, n, 1)`` whose ``n`` has one, are not folded (``counted``: an exclusive ``cumsum`` of ones): ``filled`` and ``expanded`` build them from the source tensors' types (``zeros_like``, which reads a type
-only, summed to the one axis: every size is the traced tensor's when the graph runs), so the result follows the
-batch at re-specialisation. Nothing is trusted blindly: a source is used only where its size equals the
-element's value while importing, and the any-batch probe still compares two imports.
+``Reshape``, ``Flatten``, ``Identity``, an integer ``Cast``, and ``Where`` on a known mask, which torch writes
+for ``expand(-1, n, -1)``); arithmetic on a size (``Mul``, ``Add``) drops them, and the probe judges the
+result as before. Where the shape of a ``ConstantOfShape``, ``Expand`` or ``Tile`` (an axis of size 1
+repeated), or the limit of an integer ``Range(0, n, 1)``, has sources, the node is not folded: ``filled``,
+``expanded`` and ``counted`` (an exclusive ``cumsum`` of ones) build it from the source tensors' types
+(``zeros_like``, which reads a type only, summed to the one axis: every size is the tensor's when the graph
+runs), so the result follows the batch at re-specialisation. Nothing is trusted blindly: a source is used
+only where its size equals the element's value while importing, and the any-batch probe still compares two
+imports.
 """
 
 from __future__ import annotations
@@ -29,9 +32,13 @@ from frame_core import Tensor, ops
 __all__ = ["track", "MOVERS", "CONSUMERS", "filled", "expanded", "counted"]
 
 #: ops that move the elements of a shape array without computing new ones: their sources follow
-MOVERS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast"})
+MOVERS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast",
+                    "Where"})
+#: the inputs whose elements a mover moves (default: the first; Where selects from its two values by a known mask,
+#: as torch writes ``expand(-1, x.size(0), -1)``: the -1s replaced by 1)
+_MOVED = {"Concat": slice(None), "Where": slice(1, 3)}
 #: ops that materialise a shape (input position of the shape): with sources there, built to follow them
-CONSUMERS = {"ConstantOfShape": 0, "Expand": 1, "Range": 1}
+CONSUMERS = {"ConstantOfShape": 0, "Expand": 1, "Range": 1, "Tile": 1}
 _LIMIT = 64  # shape arrays longer than this are not tracked (a shape has a few elements)
 _CONSTANT_FILL = 1 << 16  # a followed fill's literal part up to this many elements is a constant
 
@@ -56,7 +63,7 @@ def track(op_type: str, values: list[Any], sources: list[Any], attrs: dict[str, 
         start, end = attrs.get("start", 0), attrs.get("end")
         picked = every[slice(start, end)]
         return picked if picked.shape == output.shape and any(s is not None for s in picked) else None
-    if op_type not in MOVERS or not any(s is not None for s in sources[:1 if op_type != "Concat" else None]):
+    if op_type not in MOVERS or not any(s is not None for s in sources[_MOVED.get(op_type, slice(1))]):
         return None
     data = [s if s is not None else _literal(v) for s, v in zip(sources, values)]
     try:
@@ -91,6 +98,11 @@ def _move(op_type: str, data: list[Any], values: list[Any], attrs: dict[str, Any
         size = src.shape[axis]
         picked = np.take(src, np.where(idx < 0, idx + size, idx).reshape(-1), axis=axis)  # (1-D: an array, even
         return picked.reshape(src.shape[:axis] + idx.shape + src.shape[axis + 1:])      # of one tuple)
+    if op_type == "Where":
+        cond = values[0]
+        if not isinstance(cond, np.ndarray) or cond.dtype != np.bool_ or data[1] is None or data[2] is None:
+            return None
+        return np.where(cond, data[1], data[2])
     if op_type == "Concat":
         if any(d is None for d in data):
             return None

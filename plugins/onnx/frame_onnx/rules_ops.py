@@ -821,6 +821,19 @@ def _tile(cx: NodeContext) -> Any:
     if len(repeats) != rank_of(x) or min(repeats, default=0) < 0:
         raise invalid(cx, f"repeats {repeats} must be one count of 0 or more per axis of the rank-{rank_of(x)} input")
     shape = list(shape_of(x))
+    sources = cx.sources(1)
+    if sources is not None and sources.size == len(repeats):  # x.repeat(x.size(0), 1): axes of size 1 repeated
+        moved = np.empty(len(repeats), object)  # (element by element: a list of tuples would become a matrix)
+        for i, (s, d) in enumerate(zip(sources.reshape(-1), shape)):
+            moved[i] = s if d == 1 else None
+        if any(s is not None for s in moved):  # a size read from a tensor follow it, as an Expand does
+            literal = [1 if s is not None else r for s, r in zip(moved, repeats)]
+            out = tuple(r * d for r, d in zip(repeats, shape))
+            return expanded(_tiled(x, literal, shape), out, moved, np_dtype(x))
+    return _tiled(x, repeats, shape)
+
+
+def _tiled(x: Any, repeats: list[int], shape: list[int]) -> Any:
     if all(r == 1 for r in repeats):
         return x
     # each axis gains a copies axis before it ([..., r, d, ...]), then the two merge: r copies of the axis in

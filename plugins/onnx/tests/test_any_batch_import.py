@@ -113,6 +113,24 @@ class Shaped(nn.Module):  # sizes read from Shape(x) and materialised: expand_as
         return flat * flat
 
 
+class LearnedState(nn.Module):  # GRU from a learned initial state, h0.expand(-1, x.size(0), -1): Where picks 1 for -1
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.h0, self.fc = nn.GRU(4, 5, batch_first=True), nn.Parameter(torch.randn(1, 1, 5)), nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x, self.h0.expand(-1, x.size(0), -1).contiguous())[0][:, -1])
+
+
+class ClassToken(nn.Module):  # a learned token per row: cls.expand(x.size(0), -1, -1) and cls.repeat(x.size(0), 1, 1)
+    def __init__(self):
+        super().__init__()
+        self.cls, self.sep = nn.Parameter(torch.randn(1, 1, 4)), nn.Parameter(torch.randn(1, 1, 4))
+
+    def forward(self, x):
+        return torch.cat([self.cls.expand(x.size(0), -1, -1), x, self.sep.repeat(x.size(0), 1, 1)], 1).tanh()
+
+
 class Counting(nn.Module):  # torch.arange(x.size(0)): an integer Range(0, batch, 1), cast to float
     def __init__(self):
         super().__init__()
@@ -124,12 +142,12 @@ class Counting(nn.Module):  # torch.arange(x.size(0)): an integer Range(0, batch
 
 FEATURES = {"separable": (4, 5, 5), "sequence": (3, 6), "pooled": (2, 6, 6), "normed": (5,), "recurrent": (5, 4),
             "time_first": (5, 4), "bidirectional": (5, 4), "stacked": (5, 4), "elman": (5, 4), "shaped": (5, 4),
-            "counting": (3, 4)}
+            "counting": (3, 4), "learned_state": (5, 4), "class_token": (5, 4)}
 #: the models whose training graph may be refused at another batch, and the reason it must name: batch_norm's
 #: running averages; frame-ops-sequence's scan (a recurrent layer's time loop) has no any_shape_gradient trait yet
 TRAINING_REFUSED = {"normed": "unused output of batch_norm",
                     **{k: "the gradient of scan may hold the traced sizes"
-                       for k in ("recurrent", "time_first", "bidirectional", "stacked", "elman")}}
+                       for k in ("recurrent", "time_first", "bidirectional", "stacked", "elman", "learned_state")}}
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +156,8 @@ def models(separable_block):  # noqa: ANN001, ANN201
     conftest's, shared with test_import_torch_layers."""
     return {"separable": separable_block, "sequence": Sequence, "pooled": Pooled, "normed": Normed,
             "recurrent": Recurrent, "time_first": TimeFirst, "bidirectional": Bidirectional, "stacked": Stacked,
-            "elman": Elman, "shaped": Shaped, "counting": Counting}
+            "elman": Elman, "shaped": Shaped, "counting": Counting, "learned_state": LearnedState,
+            "class_token": ClassToken}
 
 
 def _module(cls):
