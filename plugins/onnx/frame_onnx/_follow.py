@@ -29,7 +29,7 @@ import numpy as np
 
 from frame_core import Tensor, ops
 
-__all__ = ["track", "MOVERS", "CONSUMERS", "filled", "expanded", "counted"]
+__all__ = ["track", "followable", "MOVERS", "CONSUMERS", "filled", "expanded", "counted"]
 
 #: ops that move the elements of a shape array without computing new ones: their sources follow
 MOVERS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast",
@@ -41,6 +41,38 @@ _MOVED = {"Concat": slice(None), "Where": slice(1, 3)}
 CONSUMERS = {"ConstantOfShape": 0, "Expand": 1, "Range": 1, "Tile": 1}
 _LIMIT = 64  # shape arrays longer than this are not tracked (a shape has a few elements)
 _CONSTANT_FILL = 1 << 16  # a followed fill's literal part up to this many elements is a constant
+
+
+def followable(graph: Any) -> frozenset[str]:
+    """The names of the values whose sources can matter: those that reach a ``CONSUMERS`` shape input through
+    ``MOVERS`` only, in ``graph`` and its sub-graphs (ONNX names are unique across them). Nothing else is tracked,
+    so a model that materialises no size read from ``Shape`` pays nothing."""
+    producers: dict[str, Any] = {}
+    wanted_inputs: list[str] = []
+
+    def visit(g: Any) -> None:
+        for node in g.node:
+            for name in node.output:
+                if name:
+                    producers[name] = node
+            at = CONSUMERS.get(node.op_type)
+            if at is not None and len(node.input) > at and node.input[at]:
+                wanted_inputs.append(node.input[at])
+            for attr in node.attribute:
+                for body in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    visit(body)
+
+    visit(graph)
+    found: set[str] = set()
+    while wanted_inputs:
+        name = wanted_inputs.pop()
+        node = producers.get(name)
+        if name in found or node is None or node.op_type not in MOVERS | {"Shape"}:
+            continue
+        found.add(name)
+        if node.op_type != "Shape":
+            wanted_inputs.extend(n for n in list(node.input)[_MOVED.get(node.op_type, slice(1))] if n)
+    return frozenset(found)
 
 
 def track(op_type: str, values: list[Any], sources: list[Any], attrs: dict[str, Any], output: Any,

@@ -28,7 +28,7 @@ import frame_core as fc
 from frame_core import FrameError
 from frame_core import Tensor, current_graph
 
-from ._follow import CONSUMERS, track
+from ._follow import CONSUMERS, followable, track
 from ._read import read_model_bytes, run_checker
 from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
 
@@ -253,6 +253,7 @@ class _Scope:
         self.sources: dict[str, np.ndarray] = {}
         self.fixed: dict[int, set[int]] = parent.fixed if parent is not None else {}
         self.follow: bool = parent.follow if parent is not None else False
+        self.followable: frozenset[str] = parent.followable if parent is not None else frozenset()
         self._index = 0  # the position of the node being imported, for nodes without a name
 
     def lookup(self, name: str) -> Any:
@@ -347,7 +348,8 @@ class _Scope:
                     self.names[name] = POISON
             return
         outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        if self.follow and _domain(node.domain) == "" and len(outputs) == 1 and node.output and node.output[0]:
+        if self.follow and len(outputs) == 1 and node.output and node.output[0] in self.followable \
+                and _domain(node.domain) == "" and isinstance(outputs[0], np.ndarray):
             self._track(node, values, outputs[0])
         for k, name in enumerate(node.output):
             if not name:
@@ -680,7 +682,7 @@ def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
     param_names = _flat_names(tree)
     arrays = dict(params)
     param_types = [_type_of(arrays[n], n) for n in param_names]
-    return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts)
+    return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts, followable(graph))
 
 
 # inputs that must be known while importing and so cannot be parameters: (op type, input position)
@@ -718,6 +720,7 @@ class _Prepared:
     param_names: list[str]
     param_types: list[str]
     consts: dict[str, np.ndarray]
+    followable: frozenset[str] = frozenset()
 
     def trace(self, *, dims: Mapping[str, int] | None = None, default_dim: int = 1, name: str | None = None,
               records: list[dict[str, Any]] | None = None) -> ImportedModel:
@@ -735,7 +738,8 @@ class _Prepared:
         names = input_names + self.param_names
         report: list[UnsupportedNode] = []
         scope = _Scope(None, self.opsets, self.rules, report, records=records)
-        scope.follow = bool(used)  # sizes follow only where some can change
+        scope.follow = bool(used)  # sizes follow only where some can change, and only those a node materialises
+        scope.followable = self.followable
 
         def forward(*tensors: Tensor) -> list[Any]:
             scope.names.update(self.consts)
