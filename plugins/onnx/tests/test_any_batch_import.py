@@ -344,3 +344,22 @@ def test_followed_sizes_of_other_dtypes_and_in_sub_graphs(case):
         want = frame_onnx.load(data, dims={"batch": batch}).run([x])
         got = exe.run([x])
         assert [a.tobytes() for a in got] == [b.tobytes() for b in want] and got[0].shape == (batch, 3)
+
+
+@pytest.mark.parametrize("name", ["recurrent", "time_first", "bidirectional", "stacked", "elman", "learned_state"])
+def test_a_recurrent_training_graph_is_built_again_from_the_forward_specialised(name, models):
+    """Training through scan is refused at another batch, but one import still serves it: the forward graph
+    specialised to the new batch (fc.specialize) and differentiated again gives, bit for bit, the training graph
+    of the model imported at that batch."""
+    import dataclasses
+
+    data = _export(models[name], FEATURES[name])
+    model = frame_onnx.load(data)
+    for batch in (2, 5, 0):
+        x = np.random.default_rng(batch).standard_normal((batch, *FEATURES[name])).astype(np.float32)
+        types = [f"f32[{', '.join(map(str, x.shape))}]", *[v.type for v in model.graph.inputs[1:]]]
+        at_batch = dataclasses.replace(model, graph=fc.specialize(model.graph, types))
+        got = fc.compile(_training(at_batch)).run([x, *model.flat_params()])
+        again = frame_onnx.load(data, dims={"batch": batch})
+        want = fc.compile(_training(again)).run([x, *again.flat_params()])
+        assert [a.tobytes() for a in got] == [b.tobytes() for b in want], (name, batch)
