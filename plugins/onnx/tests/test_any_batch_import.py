@@ -220,10 +220,15 @@ class Scaled(nn.Module):  # a size read from Shape and then computed with (2 * b
         return torch.cat([x, x], 0) + torch.zeros(2 * x.size(0), *x.shape[1:])
 
 
-@pytest.mark.parametrize("cls", [Counted, Scaled])
+class Tiled(nn.Module):  # x.repeat(x.size(0), 1, 1): batch * batch rows, a Tile of an axis longer than 1
+    def forward(self, x):
+        return x.repeat(x.size(0), 1, 1) * 2
+
+
+@pytest.mark.parametrize("cls", [Counted, Scaled, Tiled])
 def test_a_size_the_importer_cannot_follow_is_refused_at_other_batches(cls):
-    """A size read from Shape and computed with (a Range to batch + 1, 2 * batch rows) is computed at the traced
-    batch: the probe sees the constants change, the model is not any_batch, and another batch is refused by name,
+    """A size read from Shape and computed with (a Range to batch + 1, 2 * batch rows, batch copies of the batch)
+    is computed at the traced batch: the probe sees the constants change, the model is not any_batch, and another batch is refused by name,
     never run with the traced size (imported at that batch, it runs)."""
     data = _export(cls, (3, 4))
     model = frame_onnx.load(data)
