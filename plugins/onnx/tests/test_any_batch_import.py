@@ -228,8 +228,8 @@ class Tiled(nn.Module):  # x.repeat(x.size(0), 1, 1): batch * batch rows, a Tile
 @pytest.mark.parametrize("cls", [Counted, Scaled, Tiled])
 def test_a_size_the_importer_cannot_follow_is_refused_at_other_batches(cls):
     """A size read from Shape and computed with (a Range to batch + 1, 2 * batch rows, batch copies of the batch)
-    is computed at the traced batch: the probe sees the constants change, the model is not any_batch, and another batch is refused by name,
-    never run with the traced size (imported at that batch, it runs)."""
+    is computed at the traced batch: the probe sees the graph change, the model is not any_batch, and another
+    batch is refused by name, never run with the traced size (imported at that batch, it runs)."""
     data = _export(cls, (3, 4))
     model = frame_onnx.load(data)
     assert not model.any_batch
