@@ -28,6 +28,7 @@ import frame_core as fc
 from frame_core import FrameError
 from frame_core import Tensor, current_graph
 
+from ._follow import CONSUMERS, followable, track
 from ._read import read_model_bytes, run_checker
 from .errors import OnnxError, OnnxFormatError, UnsupportedModelError, UnsupportedNode
 
@@ -199,6 +200,13 @@ class NodeContext:
         v = self.values[i] if self.has(i) else None
         return v if isinstance(v, np.ndarray) else None
 
+    def sources(self, i: int) -> np.ndarray | None:
+        """Where known input ``i``'s elements came from (``_follow``): per element ``(tensor, axis)`` for a size
+        read with ``Shape``, ``None`` for a literal; ``None`` when no element has a source."""
+        if not self.has(i) or self.known(i) is None:
+            return None
+        return self.scope.sources_of(self.node.input[i])
+
     def need_known(self, i: int, what: str) -> np.ndarray:
         v = self.known(i)
         if v is None:
@@ -240,6 +248,12 @@ class _Scope:
         self.report = report
         self.path = path
         self.names: dict[str, Any] = {}
+        # the sources of known shape arrays (``_follow``), by ONNX name; ``fixed``: per graph-input tensor (by id)
+        # its axes of a fixed size; ``follow``: whether sizes are tracked at all (the model has symbolic dims)
+        self.sources: dict[str, np.ndarray] = {}
+        self.fixed: dict[int, set[int]] = parent.fixed if parent is not None else {}
+        self.follow: bool = parent.follow if parent is not None else False
+        self.followable: frozenset[str] = parent.followable if parent is not None else frozenset()
         self._index = 0  # the position of the node being imported, for nodes without a name
 
     def lookup(self, name: str) -> Any:
@@ -250,6 +264,14 @@ class _Scope:
             scope = scope.parent
         raise OnnxFormatError(f"{self.where()}: value {name!r} is read before any node produces it (the graph "
                               "is not in topological order, or the name is undefined)")
+
+    def sources_of(self, name: str) -> np.ndarray | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.sources.get(name)
+            scope = scope.parent
+        return None
 
     def where(self) -> str:
         return f"sub-graph {self.path}" if self.path else "the main graph"
@@ -288,7 +310,8 @@ class _Scope:
         else:
             opset = self.opsets.get(node.domain or "", 0)
             fn = self.rules.get((_domain(node.domain), node.op_type))
-            if (node.op_type not in _NO_FOLD and values and all(v is None or isinstance(v, np.ndarray) for v in values)
+            if (node.op_type not in _NO_FOLD and not self._follows(node)
+                    and values and all(v is None or isinstance(v, np.ndarray) for v in values)
                     and sum(v.size for v in values if v is not None) <= FOLD_LIMIT and _domain(node.domain) == ""
                     and _folded_size(node, values) <= FOLD_OUTPUT_LIMIT
                     and (fn is not None or _reference_knows(node.op_type))):
@@ -325,6 +348,9 @@ class _Scope:
                     self.names[name] = POISON
             return
         outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        if self.follow and len(outputs) == 1 and node.output and node.output[0] in self.followable \
+                and _domain(node.domain) == "" and isinstance(outputs[0], np.ndarray):
+            self._track(node, values, outputs[0])
         for k, name in enumerate(node.output):
             if not name:
                 continue
@@ -333,6 +359,21 @@ class _Scope:
                 self.names[name] = POISON
             else:
                 self.names[name] = outputs[k]
+
+    def _track(self, node: onnx.NodeProto, values: list[Any], output: Any) -> None:
+        """Record where ``output``'s elements came from when it is a size read from ``Shape`` or moved from one."""
+        sources = [self.sources_of(n) if n else None for n in node.input]
+        if node.op_type != "Shape" and all(s is None for s in sources):
+            return
+        ints = {a.name: int(a.i) for a in node.attribute if a.type == onnx.AttributeProto.INT}
+        found = track(node.op_type, values, sources, ints, output, self.fixed)
+        if found is not None:
+            self.sources[node.output[0]] = found
+
+    def _follows(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` materialises a shape read from a tensor (``_follow``): built to follow it, not folded."""
+        at = CONSUMERS.get(node.op_type) if self.follow and _domain(node.domain) == "" else None
+        return at is not None and len(node.input) > at and self.sources_of(node.input[at]) is not None
 
     def _unsupported(self, node: onnx.NodeProto, opset: int, reason: str) -> None:
         self.report.append(UnsupportedNode(node.op_type, node.domain, opset, self.node_label(node), reason))
@@ -641,7 +682,7 @@ def _prepare(model: onnx.ModelProto, data: bytes | None = None) -> "_Prepared":
     param_names = _flat_names(tree)
     arrays = dict(params)
     param_types = [_type_of(arrays[n], n) for n in param_names]
-    return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts)
+    return _Prepared(model, opsets, import_rules(), tree, param_names, param_types, consts, followable(graph))
 
 
 # inputs that must be known while importing and so cannot be parameters: (op type, input position)
@@ -679,6 +720,7 @@ class _Prepared:
     param_names: list[str]
     param_types: list[str]
     consts: dict[str, np.ndarray]
+    followable: frozenset[str] = frozenset()
 
     def trace(self, *, dims: Mapping[str, int] | None = None, default_dim: int = 1, name: str | None = None,
               records: list[dict[str, Any]] | None = None) -> ImportedModel:
@@ -696,10 +738,15 @@ class _Prepared:
         names = input_names + self.param_names
         report: list[UnsupportedNode] = []
         scope = _Scope(None, self.opsets, self.rules, report, records=records)
+        scope.follow = bool(used)  # sizes follow only where some can change, and only those a node materialises
+        scope.followable = self.followable
 
         def forward(*tensors: Tensor) -> list[Any]:
             scope.names.update(self.consts)
             scope.names.update(zip(names, tensors))
+            for vi, tensor in zip(graph.input, tensors):
+                scope.fixed[id(tensor)] = {axis for axis, d in enumerate(vi.type.tensor_type.shape.dim)
+                                           if d.HasField("dim_value")}
             scope.run(graph)
             if report:
                 return []

@@ -14,6 +14,7 @@ import numpy as np
 from frame_core import ops
 from frame_core import Tensor
 
+from ._follow import counted, expanded, filled
 from ._import import NodeContext, Unsupported, rule
 from .errors import OnnxFormatError
 
@@ -489,9 +490,11 @@ def resolve_reshape(src: tuple[int, ...], target: list[int], allowzero: bool = F
     shape = [src[i] if d == 0 and not allowzero and i < len(src) else d for i, d in enumerate(target)]
     if shape.count(-1) > 1:
         raise Unsupported(f"a target shape {target} with more than one -1")
-    if -1 in shape:
-        known = math.prod(d for d in shape if d != -1)
-        shape[shape.index(-1)] = math.prod(src) // known if known else 0
+    if -1 in shape:  # the sizes copied with 0 cancel out: [5, 0, 2, 5] to [0, 0, -1] is [5, 0, 10] (an empty batch)
+        copied = {i for i, d in enumerate(target) if d == 0 and not allowzero and i < len(src)}
+        known = math.prod(d for i, d in enumerate(shape) if d != -1 and i not in copied)
+        rest = math.prod(d for i, d in enumerate(src) if i not in copied)
+        shape[shape.index(-1)] = rest // known if known else 0
     if math.prod(shape) != math.prod(src):
         raise Unsupported(f"reshape of {list(src)} to {target}: the sizes differ")
     return shape
@@ -761,19 +764,30 @@ def _expand(cx: NodeContext) -> Any:
         out = tuple(np.broadcast_shapes(shape_of(x), tuple(target)))
     except ValueError:
         raise invalid(cx, f"the input's shape {list(shape_of(x))} does not broadcast with the shape {target}") from None
+    sources = cx.sources(1)
+    if sources is not None and sources.size == len(target):  # expand_as: sizes read from a tensor follow it
+        followed = expanded(x, out, sources, np_dtype(x))
+        if followed is not None:
+            return followed
     return x if out == shape_of(x) else ops.broadcast_to(x, shape=out)
 
 
 @rule("ConstantOfShape")
 def _constant_of_shape(cx: NodeContext) -> Any:
     """Reached for a shape too large to compute while importing (``FOLD_OUTPUT_LIMIT``): a ``full`` node, computed
-    when the graph runs. Shapes are always known."""
+    when the graph runs; and for a shape with sizes read from a tensor (``zeros_like``, a recurrent layer's
+    initial state): built from that tensor's type, so it follows the batch. Shapes are always known."""
     from onnx import numpy_helper
 
     shape = [int(d) for d in cx.need_known(0, "the shape").reshape(-1)]
     if min(shape, default=0) < 0:
         raise invalid(cx, f"the shape {shape} has a negative dimension")
     value = next((numpy_helper.to_array(a.t) for a in cx.node.attribute if a.name == "value"), np.zeros(1, np.float32))
+    sources = cx.sources(0)
+    if sources is not None and sources.size == len(shape):
+        followed = filled(shape, sources, value)
+        if followed is not None:
+            return followed
     return ops.full(shape, value.reshape(-1)[0].item(), dtype=str(value.dtype))
 
 
@@ -807,6 +821,19 @@ def _tile(cx: NodeContext) -> Any:
     if len(repeats) != rank_of(x) or min(repeats, default=0) < 0:
         raise invalid(cx, f"repeats {repeats} must be one count of 0 or more per axis of the rank-{rank_of(x)} input")
     shape = list(shape_of(x))
+    sources = cx.sources(1)
+    if sources is not None and sources.size == len(repeats):  # x.repeat(x.size(0), 1): axes of size 1 repeated
+        moved = np.empty(len(repeats), object)  # (element by element: a list of tuples would become a matrix)
+        for i, (s, d) in enumerate(zip(sources.reshape(-1), shape)):
+            moved[i] = s if d == 1 else None
+        if any(s is not None for s in moved):  # a size read from a tensor follow it, as an Expand does
+            literal = [1 if s is not None else r for s, r in zip(moved, repeats)]
+            out = tuple(r * d for r, d in zip(repeats, shape))
+            return expanded(_tiled(x, literal, shape), out, moved, np_dtype(x))
+    return _tiled(x, repeats, shape)
+
+
+def _tiled(x: Any, repeats: list[int], shape: list[int]) -> Any:
     if all(r == 1 for r in repeats):
         return x
     # each axis gains a copies axis before it ([..., r, d, ...]), then the two merge: r copies of the axis in
@@ -1009,9 +1036,13 @@ def _nearest_rows(n: int, m: int, scale: float, transform: str, rounding: str) -
 
 @rule("Range")
 def _range(cx: NodeContext) -> Any:
-    """Known bounds too long to compute while importing (``FOLD_OUTPUT_LIMIT``) become an ``arange`` node."""
+    """Known bounds too long to compute while importing (``FOLD_OUTPUT_LIMIT``) become an ``arange`` node; an
+    integer ``Range(0, n, 1)`` with ``n`` read from a tensor's shape counts to that size when the graph runs."""
     known = [k for k in (cx.known(i) for i in range(3)) if k is not None]
     if len(known) == 3:
+        followed = counted(known[0], known[1], known[2], cx.sources(1))  # arange(x.size(1)): counts at run time
+        if followed is not None:
+            return followed
         start, limit, delta = (k.reshape(()).item() for k in known)
         if delta == 0:
             raise invalid(cx, "delta is 0")
