@@ -20,8 +20,8 @@ around the very same matrix product, one sample at a time:
   NN form, order ``"last_nn"``), which OpenBLAS multiplies 10-25% faster on the benchmark CNN's layers but
   need not sum in the same order: OpenBLAS 0.3.31's Haswell kernels on an AMD EPYC give other bits for some
   shapes (a stride-2 layer of 16 -> 36 channels on 20 x 19) and the same for others. So the install check
-  tries the NN form first and keeps it only where it finds frame-ops-nn's bits, else the NT form
-  (``_install``); BLAS chooses its kernels by shapes and form, not by values, so random data of the node's
+  tries the NN form first and keeps it only where it finds frame-ops-nn's bits, else compiles and checks the
+  NT form (``_install``); BLAS chooses its kernels by shapes and form, not by values, so random data of the node's
   own shapes shows whether the two forms sum alike there;
 * the 2 x 2 maximum (rows first, then columns, as frame-ops-nn's tiled pool; NaN spreads as in
   ``np.maximum``), the bias added on the side the graph adds it, and ReLU (``np.maximum(v, 0)``: NaN stays,
@@ -558,9 +558,11 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     order = ctx.attrs["layout"]
     bias_first = bool(ctx.attrs["bias_first"])
     numpy_kernel = _numpy_kernel(list(ctx.input_types), ctx.attrs)
-    plans = [_Plan("columns", geo, order), _Plan("pool", geo, "bias_first" if bias_first else "bias_second")]
-    if order == "last":  # the weights, and the NN form's columns (tried first: see _install)
-        plans += [_Plan("weights", geo, order), _Plan("columns", geo, "last_nn")]
+    # channels-last layers: the NN form's columns first, frame-ops-nn's NT form only where those disagree (_install)
+    plans = [_Plan("columns", geo, "last_nn" if order == "last" else order),
+             _Plan("pool", geo, "bias_first" if bias_first else "bias_second")]
+    if order == "last":
+        plans.append(_Plan("weights", geo, order))
     tier = Tier()
     after, count = calls_before_compile(), [0]
 
@@ -599,42 +601,58 @@ def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Ca
     """On the compiler thread: check the compiled layer against the numpy kernels, then put it in the slot. The
     check runs on at most ``PROBE_SAMPLES`` samples: both run the batch one sample at a time, each the same way.
 
-    Channels-last layers have two candidates, tried in turn: the NN form first (columns ``[K, oh * ow]``, faster
-    on OpenBLAS), taken only where the check shows it gives frame-ops-nn's bits, then frame-ops-nn's own NT form
-    (columns ``[oh * ow, K]`` passed transposed), the same BLAS call on the same operands. The installed
-    function's ``product`` attribute says which (``"nn"`` or ``"nt"``)."""
+    A channels-last layer is checked first with the NN form's columns (``[K, oh * ow]``, faster on OpenBLAS);
+    where they disagree, frame-ops-nn's own NT form (columns ``[oh * ow, K]`` passed transposed: the same BLAS
+    call on the same layouts) is compiled and checked in turn, and only a layer that disagrees in both stays on
+    numpy. The installed function's ``product`` attribute says which form it runs (``"nn"`` or ``"nt"``)."""
     pool, weights = done[1][0], done[2][0] if order == "last" else None
-    candidates = [("last_nn", "nn", done[3][0]), ("last", "nt", done[0][0])] if order == "last" \
-        else [(order, "nn", done[0][0])]
+    how = "compiled" if any(h == "compiled" for _, h in done.values()) else "cache"
     reference, probe_geo = numpy_kernel, geo.replace(batch=min(geo.batch, PROBE_SAMPLES))
     if geo.batch > PROBE_SAMPLES:
         x_t, *rest = ctx.input_types
         reference = _numpy_kernel([x_t.with_shape((PROBE_SAMPLES, *x_t.shape[1:])), *rest], ctx.attrs)
     probe = _probe(probe_geo)
     want = np.asarray(reference(*probe))
-    for columns_order, form, columns in candidates:
+
+    def install(columns_order: str, columns: Callable[..., Any], how: str) -> bool:
         got = _native(probe_geo, columns_order, columns, pool, weights)(*probe)
-        if got is not None and _same_bits_but_nan_signs(np.asarray(got), want):
-            break
-    else:
+        if got is None or not _same_bits_but_nan_signs(np.asarray(got), want):
+            return False
+        compiled = _native(geo, columns_order, columns, pool, weights)
+
+        def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
+            result = compiled(x, w, b)
+            if result is None:  # an argument the compiled code refuses (not C-contiguous, ...): numpy runs it
+                tier.fallbacks += 1
+                return numpy_kernel(x, w, b)
+            return result
+        native.product = "nt" if columns_order == "last" else "nn"  # type: ignore[attr-defined]
+        tier.slot[0] = native
+        tier.state, tier.how, tier.swapped_at = "native", how, time.perf_counter()
+        return True
+
+    def refuse() -> None:
         from . import jit
 
         jit.note(f"a compiled convolution layer ({order} columns) does not give the numpy kernels' bits here",
                  then="that layer runs on numpy")
         tier.state = "failed"
-        return
-    compiled = _native(geo, columns_order, columns, pool, weights)
 
-    def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
-        result = compiled(x, w, b)
-        if result is None:  # an argument the compiled code refuses (not C-contiguous, ...): numpy runs it
-            tier.fallbacks += 1
-            return numpy_kernel(x, w, b)
-        return result
-    native.product = form  # type: ignore[attr-defined]
-    tier.slot[0] = native
-    tier.state, tier.how = "native", "compiled" if any(h == "compiled" for _, h in done.values()) else "cache"
-    tier.swapped_at = time.perf_counter()
+    if install("last_nn" if order == "last" else order, done[0][0], how):
+        return
+    if order != "last":
+        refuse()
+        return
+    from . import jit
+
+    def then(_: Any, columns: Callable[..., Any] | None, how_nt: str) -> None:
+        if columns is None:
+            tier.state = how_nt if how_nt in ("failed", "off") else "failed"
+        elif not install("last", columns, "compiled" if "compiled" in (how, how_nt) else "cache"):
+            refuse()
+    nt_plan: Any = _Plan("columns", geo, "last")  # (what jit.submit takes: ir, n_args, chunks, shapes)
+    if not jit.submit(lambda: nt_plan, then):
+        tier.state = "off"  # (the compiler is stopping or switched off: as a plan the queue refuses)
 
 
 CONV_POOL_SCHEMA = OpSchema(
