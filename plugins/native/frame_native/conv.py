@@ -7,25 +7,31 @@ intermediate read by the next member only) into one ``native_conv_pool_internal`
 four original numpy kernels at first and, once the background compiler has built them, two compiled loops
 around the very same matrix product, one sample at a time:
 
-* the sample's columns (im2col) ``[K, oh * ow]``, through a zero-bordered copy of the sample, with K in the
-  order frame-ops-nn's conv2d sums for this geometry: ``(i, j, c)`` where it multiplies channels-last columns
+* the sample's columns (im2col), through a zero-bordered copy of the sample, with K in the order frame-ops-nn's
+  conv2d sums for this geometry: ``(i, j, c)`` where it multiplies channels-last columns
   (``_forward_channels_last``), ``(c, i, j)`` where it multiplies NCHW ones (``_forward_by_sample``); data
   movement only (runs of 32-byte vectors);
-* the product, ``np.matmul(wm, cols)`` with frame-ops-nn's weights (``w[co, (i, j, c)]``, a compiled
-  transpose, or ``w[co, (c, i, j)]``, a view), shapes and order of the terms. For channels-last columns
-  frame-ops-nn passes ``[oh * ow, K]`` transposed (BLAS's NT form) where this passes ``[K, oh * ow]`` (NN):
-  OpenBLAS packs B into the same panels from either layout and runs the same kernel on them, so the bits are
-  the same (the check below and tests/test_conv_pool.py hold it to that), and the NN form is 5-7% faster on
-  the benchmark CNN's layers (and its columns are copied in runs of ``ow`` values, with no transposing copy of
-  the sample first);
+* the product with frame-ops-nn's weights (``w[co, (i, j, c)]``, a compiled transpose, or ``w[co, (c, i, j)]``,
+  a view), shapes, order of the terms and BLAS call. For NCHW columns that is ``np.matmul(wm, cols)`` on
+  ``[K, oh * ow]`` columns, as frame-ops-nn's. For channels-last columns frame-ops-nn multiplies ``wm @
+  cols^T`` with ``cols`` ``[oh * ow, K]`` (BLAS's NT form: rows of ``kw * C`` contiguous values copied from a
+  channels-last copy of the sample); this layer can make the same call on the same layouts (order ``"last"``
+  of the columns piece), the same bits by construction, or ``wm @ cols`` on ``[K, oh * ow]`` columns (BLAS's
+  NN form, order ``"last_nn"``), which OpenBLAS multiplies 10-25% faster on the benchmark CNN's layers but
+  need not sum in the same order: OpenBLAS 0.3.31's Haswell kernels on an AMD EPYC give other bits for some
+  shapes (a stride-2 layer of 16 -> 36 channels on 20 x 19) and the same for others. So the install check
+  tries the NN form first and keeps it only where it finds frame-ops-nn's bits, else compiles and checks the
+  NT form (``_install``); BLAS chooses its kernels by shapes and form, not by values, so random data of the node's
+  own shapes shows whether the two forms sum alike there;
 * the 2 x 2 maximum (rows first, then columns, as frame-ops-nn's tiled pool; NaN spreads as in
   ``np.maximum``), the bias added on the side the graph adds it, and ReLU (``np.maximum(v, 0)``: NaN stays,
   -0.0 gives +0.0), written into the pooled output while the sample's product is still in cache.
 
 Same bits, checked: before the compiled kernel takes over, the compiler thread runs it against the numpy
 kernels (BLAS included) on random data of the node's shapes (at most two samples: both run the batch one
-sample at a time), with a NaN, infinities and -0.0 in x, a -0.0 and a NaN in b; it stays on numpy (state
-``failed``, one note) unless every bit agrees but a NaN's sign (where a NaN of the product meets a NaN
+sample at a time), with a NaN, infinities and -0.0 in x, a -0.0 and a NaN in b (for channels-last layers the
+NN form, then the NT form); it stays on numpy (state ``failed``, one note) unless every bit agrees but a NaN's
+sign (where a NaN of the product meets a NaN
 of ``b``, which one numpy's add keeps depends on its loop; the compiled add keeps the first term's). The sign
 of a zero maximum is the one
 thing numpy's own maximum leaves to its code path; ``+ b`` then ReLU makes every zero +0.0 or ``b`` itself, so
@@ -202,6 +208,8 @@ class _Plan(MutableRecord):
     def shapes(self) -> list[tuple[int, ...]]:
         g = self.geo
         (oh, ow), (hp, wp), (ph, pw) = g.out, g.padded, g.pooled
+        if self.piece == "columns" and self.order == "last":  # x[b], the columns, the channels-last copy
+            return [(g.c, g.h, g.w), (oh * ow, g.depth), (hp, wp, g.c)]
         if self.piece == "columns":  # x[b], then the columns and the zero-bordered copy of the sample
             return [(g.c, g.h, g.w), (g.depth, oh * ow), (g.c, hp, wp)]
         if self.piece == "weights":  # w, then frame-ops-nn's channels-last wm
@@ -232,7 +240,7 @@ def generate(plan: _Plan) -> str:
     code = _Code()
     {"columns": _columns, "pool": _pool, "weights": _weights}[plan.piece](code, plan, t)
     params = ", ".join(["ptr %p0"] + [f"ptr noalias %p{k}" for k in range(1, plan.n_args)])
-    head = [f"; frame-native conv kernels {CODEGEN_VERSION}-conv1 {plan.piece} {plan.order}",
+    head = [f"; frame-native conv kernels {CODEGEN_VERSION}-conv2 {plan.piece} {plan.order}",
             f"define internal void @chunk0({params}) #2 {{", "go:"]
     lines = head + code.lines + ["  ret void", "}"]
     lines += _entry(plan, plan.n_args, plan.shapes)  # type: ignore[arg-type]
@@ -258,9 +266,13 @@ def _run(code: _Code, t: str, src: str, src_at: str, dst: str, dst_at: str, n: i
 
 
 def _columns(code: _Code, plan: _Plan, t: str) -> None:
-    """x[b] (%p0) into the zero-bordered copy (%p2: its borders stay zero), then the columns ``[K, oh * ow]``
-    (%p1) from it, one output row of one tap at a time: row ``k = (c, i, j)`` for NCHW columns, ``(i, j, c)`` for
-    channels-last ones."""
+    """x[b] (%p0) into the zero-bordered copy (%p2: its borders stay zero), then the columns (%p1) from it:
+    frame-ops-nn's channels-last ``[oh * ow, K]`` for order ``"last"`` (``_columns_last``); otherwise ``[K, oh *
+    ow]``, one output row of one tap at a time, row ``k = (c, i, j)`` (``"sample"``: NCHW columns) or ``(i, j,
+    c)`` (``"last_nn"``: the channels-last product in BLAS's NN form)."""
+    if plan.order == "last":
+        _columns_last(code, plan, t)
+        return
     g = plan.geo
     top, _, left, _ = g.padding
     (oh, ow), (hp, wp), (sh, sw), (dh, dw) = g.out, g.padded, g.stride, g.dilation
@@ -273,7 +285,7 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
     code.loop(g.c, row_in)
 
     def tap_rows(c: str, i: str, j: str) -> None:  # cols[k, p_h, p_w] = padded[c, p_h sh + i dh, p_w sw + j dw]
-        k = (code.index((i, g.kw * g.c), (j, g.c), (c, 1)) if plan.order == "last"
+        k = (code.index((i, g.kw * g.c), (j, g.c), (c, 1)) if plan.order == "last_nn"
              else code.index((c, g.kh * g.kw), (i, g.kw), (j, 1)))
 
         def position(p_h: str) -> None:
@@ -288,10 +300,43 @@ def _columns(code: _Code, plan: _Plan, t: str) -> None:
                 code.store(t, "%p1", code.index((dst, 1), (p_w, 1)), v)
             code.loop(ow, item)
         code.loop(oh, position)
-    if plan.order == "last":
+    if plan.order == "last_nn":
         code.loop(g.kh, lambda i: code.loop(g.kw, lambda j: code.loop(g.c, lambda c: tap_rows(c, i, j))))
     else:
         code.loop(g.c, lambda c: code.loop(g.kh, lambda i: code.loop(g.kw, lambda j: tap_rows(c, i, j))))
+
+
+def _columns_last(code: _Code, plan: _Plan, t: str) -> None:
+    """frame-ops-nn's channels-last columns: x[b] (%p0, ``[C, h, w]``) into the zero-bordered channels-last copy
+    ``[hp, wp, C]`` (%p2: its borders stay zero), one position's ``C`` channels at a time; then the columns
+    ``[oh * ow, K]`` (%p1) from it, K in the order ``(i, j, c)``: for each output position and kernel row ``i``,
+    its ``kw`` taps are one contiguous run of ``kw * C`` values (no dilation along W)."""
+    g = plan.geo
+    top, _, left, _ = g.padding
+    (oh, ow), (hp, wp), (sh, sw), (dh, _) = g.out, g.padded, g.stride, g.dilation
+    run = g.kw * g.c
+
+    def row_in(h: str) -> None:  # padded[top + h, left + w, c] = x[c, h, w]
+        def position(w: str) -> None:
+            dst = code.index((h, wp * g.c), (w, g.c), const=(top * wp + left) * g.c)
+            src = code.index((h, g.w), (w, 1))
+
+            def channel(c: str) -> None:
+                v = code.load(t, "%p0", code.index((src, 1), (c, g.h * g.w)))
+                code.store(t, "%p2", code.index((dst, 1), (c, 1)), v)
+            code.loop(g.c, channel)
+        code.loop(g.w, position)
+    code.loop(g.h, row_in)
+
+    def out_row(p_h: str) -> None:  # cols[p_h, p_w, i, :] = padded[p_h sh + i dh, p_w sw:p_w sw + kw, :]
+        def out_position(p_w: str) -> None:
+            def kernel_row(i: str) -> None:
+                src = code.index((p_h, sh * wp * g.c), (i, dh * wp * g.c), (p_w, sw * g.c))
+                dst = code.index((p_h, ow * g.depth), (p_w, g.depth), (i, run))
+                _run(code, t, "%p2", src, "%p1", dst, run)
+            code.loop(g.kh, kernel_row)
+        code.loop(ow, out_position)
+    code.loop(oh, out_row)
 
 
 def _weights(code: _Code, plan: _Plan, t: str) -> None:
@@ -457,13 +502,14 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
     sample's product still in cache: one call over the whole batch, every sample's columns first, was slower);
     None when a compiled function refuses an argument (not C-contiguous, ...). The buffers are kept between
     calls (a call that finds them in use, from another thread, makes its own)."""
-    dtype, ty, matmul, batch = geo.dtype, np.ndarray, np.matmul, geo.batch
+    dtype, ty, matmul, batch, nt = geo.dtype, np.ndarray, np.matmul, geo.batch, order == "last"
     (oh, ow), (ph, pw) = geo.out, geo.pooled
     lock, kept = threading.Lock(), []  # type: tuple[threading.Lock, list[tuple[np.ndarray, ...]]]
 
+    shapes = _Plan("columns", geo, order).shapes
+
     def buffers() -> tuple:
-        return (np.empty((geo.depth, oh * ow), dtype), np.zeros((geo.c, *geo.padded), dtype),
-                np.empty((geo.co, oh * ow), dtype))
+        return np.empty(shapes[1], dtype), np.zeros(shapes[2], dtype), np.empty((geo.co, oh * ow), dtype)
 
     def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         if weights is not None:  # frame-ops-nn's channels-last wm: w[co, (i, j, c)]
@@ -479,10 +525,11 @@ def _native(geo: Geometry, order: str, columns: Callable[..., Any], pool: Callab
             if mine and not kept:
                 kept.append(buffers())
             cols, scratch, product = kept[0] if mine else buffers()
+            operand = cols.T if nt else cols  # frame-ops-nn's channels-last product: w @ columns^T (NT)
             for s in range(batch):
                 if columns(ty, dtype, x[s], cols, scratch):
                     return None
-                matmul(wm, cols, out=product)
+                matmul(wm, operand, out=product)
                 if pool(ty, dtype, product, bias, out[s]):
                     return None
             return out
@@ -511,7 +558,9 @@ def _build(ctx: NodeContext) -> Callable[..., Any]:
     order = ctx.attrs["layout"]
     bias_first = bool(ctx.attrs["bias_first"])
     numpy_kernel = _numpy_kernel(list(ctx.input_types), ctx.attrs)
-    plans = [_Plan("columns", geo, order), _Plan("pool", geo, "bias_first" if bias_first else "bias_second")]
+    # channels-last layers: the NN form's columns first, frame-ops-nn's NT form only where those disagree (_install)
+    plans = [_Plan("columns", geo, "last_nn" if order == "last" else order),
+             _Plan("pool", geo, "bias_first" if bias_first else "bias_second")]
     if order == "last":
         plans.append(_Plan("weights", geo, order))
     tier = Tier()
@@ -550,33 +599,60 @@ def _same_bits_but_nan_signs(got: np.ndarray, want: np.ndarray) -> bool:
 def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Callable[..., Any],
              ctx: NodeContext) -> None:
     """On the compiler thread: check the compiled layer against the numpy kernels, then put it in the slot. The
-    check runs on at most ``PROBE_SAMPLES`` samples: both run the batch one sample at a time, each the same way."""
-    functions = (done[0][0], done[1][0], done[2][0] if 2 in done else None)
-    compiled = _native(geo, order, *functions)
-    checked, reference = compiled, numpy_kernel
+    check runs on at most ``PROBE_SAMPLES`` samples: both run the batch one sample at a time, each the same way.
+
+    A channels-last layer is checked first with the NN form's columns (``[K, oh * ow]``, faster on OpenBLAS);
+    where they disagree, frame-ops-nn's own NT form (columns ``[oh * ow, K]`` passed transposed: the same BLAS
+    call on the same layouts) is compiled and checked in turn, and only a layer that disagrees in both stays on
+    numpy. The installed function's ``product`` attribute says which form it runs (``"nn"`` or ``"nt"``)."""
+    pool, weights = done[1][0], done[2][0] if order == "last" else None
+    how = "compiled" if any(h == "compiled" for _, h in done.values()) else "cache"
+    reference, probe_geo = numpy_kernel, geo.replace(batch=min(geo.batch, PROBE_SAMPLES))
     if geo.batch > PROBE_SAMPLES:
         x_t, *rest = ctx.input_types
-        checked = _native(geo.replace(batch=PROBE_SAMPLES), order, *functions)
         reference = _numpy_kernel([x_t.with_shape((PROBE_SAMPLES, *x_t.shape[1:])), *rest], ctx.attrs)
-    probe = _probe(geo.replace(batch=min(geo.batch, PROBE_SAMPLES)))
-    got, want = checked(*probe), reference(*probe)
-    if got is None or not _same_bits_but_nan_signs(np.asarray(got), np.asarray(want)):
+    probe = _probe(probe_geo)
+    want = np.asarray(reference(*probe))
+
+    def install(columns_order: str, columns: Callable[..., Any], how: str) -> bool:
+        got = _native(probe_geo, columns_order, columns, pool, weights)(*probe)
+        if got is None or not _same_bits_but_nan_signs(np.asarray(got), want):
+            return False
+        compiled = _native(geo, columns_order, columns, pool, weights)
+
+        def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
+            result = compiled(x, w, b)
+            if result is None:  # an argument the compiled code refuses (not C-contiguous, ...): numpy runs it
+                tier.fallbacks += 1
+                return numpy_kernel(x, w, b)
+            return result
+        native.product = "nt" if columns_order == "last" else "nn"  # type: ignore[attr-defined]
+        tier.slot[0] = native
+        tier.state, tier.how, tier.swapped_at = "native", how, time.perf_counter()
+        return True
+
+    def refuse() -> None:
         from . import jit
 
         jit.note(f"a compiled convolution layer ({order} columns) does not give the numpy kernels' bits here",
                  then="that layer runs on numpy")
         tier.state = "failed"
-        return
 
-    def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
-        result = compiled(x, w, b)
-        if result is None:  # an argument the compiled code refuses (not C-contiguous, ...): numpy runs it
-            tier.fallbacks += 1
-            return numpy_kernel(x, w, b)
-        return result
-    tier.slot[0] = native
-    tier.state, tier.how = "native", "compiled" if any(h == "compiled" for _, h in done.values()) else "cache"
-    tier.swapped_at = time.perf_counter()
+    if install("last_nn" if order == "last" else order, done[0][0], how):
+        return
+    if order != "last":
+        refuse()
+        return
+    from . import jit
+
+    def then(_: Any, columns: Callable[..., Any] | None, how_nt: str) -> None:
+        if columns is None:
+            tier.state = how_nt if how_nt in ("failed", "off") else "failed"
+        elif not install("last", columns, "compiled" if "compiled" in (how, how_nt) else "cache"):
+            refuse()
+    nt_plan: Any = _Plan("columns", geo, "last")  # (what jit.submit takes: ir, n_args, chunks, shapes)
+    if not jit.submit(lambda: nt_plan, then):
+        tier.state = "off"  # (the compiler is stopping or switched off: as a plan the queue refuses)
 
 
 CONV_POOL_SCHEMA = OpSchema(

@@ -56,6 +56,34 @@ CASES = {  # name: x shape, w shape, conv2d attributes, the columns frame-ops-nn
     ("by sample, 3 channels", np.float64), ("by sample, stride 2", np.float32), ("batch 1", np.float32),
     ("checked on fewer samples", np.float64)])
 def test_compiled_layers_give_the_numpy_kernels_bits(case, dtype, same_bits):
+    exe = _compiled_case(case, dtype, same_bits)
+    product = exe.instructions[0].kernel.native.slot[0].product
+    assert product == "nn" if CASES[case][3] == "sample" else product in ("nn", "nt")
+
+
+@pytest.mark.parametrize("case, dtype", [
+    ("channels last, padded", np.float32), ("channels last, odd output", np.float64),
+    ("channels last, stride 2", np.float32), ("channels last, dilated rows", np.float64),
+    ("checked on fewer samples", np.float32)])
+def test_the_nt_form_takes_over_where_the_nn_form_disagrees(case, dtype, same_bits, monkeypatch):
+    """Channels-last layers try the NN product (columns [K, oh * ow]) first and keep it only where the install
+    check finds frame-ops-nn's bits; here it is made to disagree (one ulp more), and frame-ops-nn's own NT form
+    (columns [oh * ow, K], transposed) takes over, not numpy."""
+    real = conv._native
+
+    def shifted_nn(geo, order, *functions):
+        native = real(geo, order, *functions)
+        if order != "last_nn":
+            return native
+        return lambda x, w, b: np.nextafter(native(x, w, b), np.inf)
+    monkeypatch.setattr(conv, "_native", shifted_nn)
+    exe = _compiled_case(case, dtype, same_bits)
+    assert exe.instructions[0].kernel.native.slot[0].product == "nt"
+
+
+def _compiled_case(case, dtype, same_bits) -> fc.Executable:
+    """CASES[case] compiled with and without the pass: the compiled layer takes over and gives the other's bits
+    (random data, then exact zeros and ties of +-0)."""
     x_shape, w_shape, attrs, order = CASES[case]
     graph = _layer(x_shape, w_shape, np.dtype(dtype).name, **attrs)
     exe, ref = fc.compile(graph, cache=False), fc.compile(graph, cache=False, disable=["compile_conv_pools"])
@@ -72,6 +100,7 @@ def test_compiled_layers_give_the_numpy_kernels_bits(case, dtype, same_bits):
     w[0] = 0.0
     b[1] = -0.0
     same_bits(exe.run([x, w, b])[0], ref.run([x, w, b])[0])
+    return exe
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -162,15 +191,17 @@ def test_arguments_the_compiled_code_refuses_run_on_numpy(same_bits):
     assert kernel.native.fallbacks == 1
 
 
-def test_a_layer_that_disagrees_with_numpy_is_never_swapped_in(monkeypatch):
+@pytest.mark.parametrize("x_shape, w_shape", [((1, 3, 16, 18), (8, 3, 3, 3)),  # NCHW columns: one candidate
+                                              ((1, 16, 8, 8), (40, 16, 3, 3))])  # channels last: NN, then NT
+def test_a_layer_that_disagrees_with_numpy_is_never_swapped_in(monkeypatch, x_shape, w_shape):
     real = conv._numpy_kernel
 
     def shifted(types, attrs):  # numpy kernels that add one ulp's worth more: other bits than the compiled layer
         kernel = real(types, attrs)
         return lambda x, w, b: np.nextafter(kernel(x, w, b), np.inf)
     monkeypatch.setattr(conv, "_numpy_kernel", shifted)
-    exe = fc.compile(_layer((1, 3, 16, 18), (8, 3, 3, 3), padding=1), cache=False)
-    x, w, b = _data((1, 3, 16, 18), (8, 3, 3, 3), np.float32, seed=6)
+    exe = fc.compile(_layer(x_shape, w_shape, padding=1), cache=False)
+    x, w, b = _data(x_shape, w_shape, np.float32, seed=6)
     exe.run([x, w, b])
     assert frame_native.wait(60)
     assert frame_native.tier_of(exe) == ["failed"]
