@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from itertools import compress, count
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -277,9 +275,6 @@ _LOWER["inverse_count_internal"] = _inverse_count
 SCHEMAS = [SUM_GRAD_LIKE, REDUCE_LIKE, BROADCAST_LIKE, RESHAPE_LIKE, MATMUL_GRAD_LHS_LIKE, MATMUL_GRAD_RHS_LIKE,
            SLICE_GRAD_LIKE, CONCAT_GRAD_LIKE, INVERSE_COUNT]
 _SCHEMA = {s.name: s for s in SCHEMAS}
-_DECOMPOSE = "decompose"  # (bind's mark for an op of _DECOMPOSED)
-_type = attrgetter("type")
-_op = attrgetter("op")
 _PLAIN: set[str] = set()  # ops seen to be neither like ops nor able to carry bodies (names are registry keys)
 #: other packs' ops that read a shape from an operand (trait shape_operand, a DecomposeFn): lowered through their
 #: DecomposeFn, which writes that shape down (conv2d_grad_input_like_internal -> conv_transpose2d, say)
@@ -297,43 +292,35 @@ def _carries_graph(node: Node) -> bool:
 
 def _bind(graph: Graph, ctx: Any) -> Graph:
     """``graph`` with every ``*_like_internal`` node (bodies included) replaced by its attribute form."""
-    # op -> its like schema, True for an op that may carry bodies, _DECOMPOSE for one lowered through its
-    # DecomposeFn, None otherwise
-    kinds: dict[str, Any] = {}
+    kinds: dict[str, Any] = {}  # op -> its like schema, True for an op that may carry bodies, None otherwise
     for op in (ctx.ops(graph) if ctx is not None else {n.op for n in graph.nodes}):
         schema = _SCHEMA.get(_short(op))
-        kinds[op] = schema if schema is not None else _DECOMPOSE if op in _DECOMPOSED else True if op not in _PLAIN \
-            else None
-    if not any(kinds.values()):
+        kinds[op] = schema if schema is not None else True if op not in _PLAIN and op not in _DECOMPOSED else None
+    if not any(kinds.values()) and not any(op in _DECOMPOSED for op in kinds):
         return graph
     rw = Rewriter(graph, ctx)
-    # (op, attrs, input types) -> its lowering: one per kind of node. A lowering to a node is (its op, the inputs
+    # (op, input types, attrs) -> its lowering: one per kind of node. A lowering to a node is (its op, the inputs
     # it reads, its attributes): every node made from it shares that one attribute dict (passes never edit a
     # node's attributes in place), so later stages meet one dict per kind, as they do fusion's
     lowered: dict[tuple, Any] = {}
-    alias, append, vmap_get = rw.alias, rw.new.nodes.append, rw.vmap.get
+    read, alias, append = rw.read, rw.alias, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing rewritten: kept as it is (what copy would do)
     # the input's nodes the result no longer holds (replaced, or copied onto new inputs): the pipeline then
     # releases just those, instead of comparing the node sets of both graphs (ctx.dropped)
     dropped = []
     decomposed = False
-    nodes = graph.nodes
-    # nothing changes before the first node of an op to look at: those nodes are kept in one step (the test per
-    # node runs in C; a training graph's forward half has no like node)
-    first = next(compress(count(), map(kinds.__getitem__, map(_op, nodes))))  # (some node's kind is not None)
-    rw.keep(nodes[:first])
-    for node in nodes[first:]:
+    for node in graph.nodes:
         schema = kinds[node.op]
         if schema is None:
+            if node.op in _DECOMPOSED:
+                _decompose(rw, node, lowered)
+                dropped.append(node)
+                decomposed = True
+                continue
             if unchanged(node.inputs):
                 append(node)
             elif rw.copy(node) is not node:
                 dropped.append(node)
-            continue
-        if schema is _DECOMPOSE:
-            _decompose(rw, node, lowered)
-            dropped.append(node)
-            decomposed = True
             continue
         if schema is True:
             if _carries_graph(node):
@@ -346,14 +333,11 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
                 dropped.append(node)
             continue
         dropped.append(node)
-        node_ins = node.inputs
-        ins = tuple(map(vmap_get, node_ins, node_ins))  # (rw.read: each input through the value map)
-        attrs = node.attrs
-        # one flat tuple: op, the attribute items when there are any (types are never tuples), input types
-        key = (node.op, tuple(attrs.items()), *map(_type, node_ins)) if attrs else (node.op, *map(_type, node_ins))
+        ins = read(node.inputs)
+        types = tuple([v.type for v in node.inputs])
+        key = (node.op, types, tuple(node.attrs.items()))
         low = lowered.get(key)
         if low is None:
-            types = tuple(map(_type, node_ins))
             low = _lowering(schema, types, schema.normalize_attrs(node.attrs))
             if isinstance(low, tuple):
                 target, used, low_attrs = low
@@ -385,7 +369,7 @@ def _bind(graph: Graph, ctx: Any) -> Graph:
 def _decompose(rw: Rewriter, node: Node, lowered: dict[tuple, Any]) -> None:
     """``node`` replaced by its op's DecomposeFn graph (one per kind of node), inlined on the mapped inputs."""
     types = tuple([v.type for v in node.inputs])
-    key = (node.op, types, tuple(node.attrs.items()))  # (a pair: never equal to a like node's flat key)
+    key = (node.op, types, tuple(node.attrs.items()))
     sub = lowered.get(key)
     if sub is None:
         schema = _DECOMPOSED[node.op]
