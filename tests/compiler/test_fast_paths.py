@@ -109,6 +109,20 @@ def test_a_type_mismatch_leaves_no_record_and_stage_2_words_it():
         infer_types(graph, ctx)
 
 
+
+def test_a_node_whose_inference_fails_leaves_no_record_and_stage_2_words_it():
+    # one output recorded, but inference gives no type at all (add of f32[3] and f32[4]): stage 1's memo holds
+    # no single expected type for the signature, so the graph is not recorded as typed
+    graph = Graph("bad")
+    x, y = graph.add_input("f32[3]", "x"), graph.add_input("f32[4]", "y")
+    graph.outputs.append(graph.add_node("add", [x, y], {}, ["f32[3]"]).outputs[0])
+    ctx = _ctx()
+    assert verify_structure(graph, ctx) is graph
+    assert ctx.types_checked is None
+    with pytest.raises(fc.VerifyError, match="V6"):
+        infer_types(graph, ctx)
+
+
 def _chain(n: int):
     def fn(x, w):
         h = x

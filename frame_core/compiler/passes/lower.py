@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import filterfalse
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -230,6 +231,7 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             f"the largest single intermediate is {human_bytes(max(plan.buffer_bytes))}. Use smaller shapes (a smaller "
             "batch), or split the computation") from None
     views: dict[tuple[int, Any], np.ndarray] = {}  # (buffer, type) -> its view: values of one type share it
+    views_get = views.get
     rows: list[tuple] = []
     append = rows.append
     buffer_of = plan.buffer_of
@@ -238,22 +240,16 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
     # order of ``last_use``; graph inputs and constants are the caller's or the program's and never released
     dies_after: dict[int, list[Value]] = {}
     dying_at = dies_after.get
-    for v, i in plan.last_use.items():
-        if v not in buffer_of:
-            producer = v.producer
-            if producer is not None and producer.op != "constant":
-                dying = dying_at(i)
-                if dying is None:
-                    dies_after[i] = [v]
-                else:
-                    dying.append(v)
-
-    def view(v: Value, buffer: int) -> np.ndarray:
-        key = (buffer, v.type)
-        array = views.get(key)
-        if array is None:
-            array = views[key] = _view(arenas, plan, v)
-        return array
+    last_use = plan.last_use
+    for v in filterfalse(buffer_of.__contains__, last_use):  # (most values are planned: the filter runs in C)
+        producer = v.producer
+        if producer is not None and producer.op != "constant":
+            i = last_use[v]
+            dying = dying_at(i)
+            if dying is None:
+                dies_after[i] = [v]
+            else:
+                dying.append(v)
 
     built: dict[tuple, tuple[Callable[..., Any], Any]] = {}  # signature -> (its kernel, the op's schema)
     # attribute keys by the values' identities (every node is alive meanwhile), as small ints: equal keys get
@@ -299,7 +295,9 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             n += 1
             planned = buffer_get(out)
             if planned is not None:
-                buffer = view(out, planned)
+                buffer = views_get((planned, out.type))
+                if buffer is None:
+                    buffer = views[planned, out.type] = _view(arenas, plan, out)
                 presets.append((n, buffer))
                 args += (n,)
                 n += 1
@@ -309,9 +307,20 @@ def lower(graph: Graph, plan: MemoryPlan, ctx: CompileContext) -> Program:
             for v in outs:
                 slot_of[v] = n
                 n += 1
-            planned_all = [buffer_get(v) for v in outs]
-            if planned_all.count(None) != len(planned_all):  # a fused node's several outputs: a tuple (None: unplanned)
-                buffer = tuple([None if b is None else view(v, b) for v, b in zip(outs, planned_all)])
+            several: list[Any] = []
+            any_planned = False
+            for v in outs:
+                planned = buffer_get(v)
+                if planned is not None:
+                    array = views_get((planned, v.type))
+                    if array is None:
+                        array = views[planned, v.type] = _view(arenas, plan, v)
+                    several.append(array)
+                    any_planned = True
+                else:
+                    several.append(None)
+            if any_planned:  # a fused node's several outputs: a tuple (None: unplanned)
+                buffer = tuple(several)
                 presets.append((n, buffer))
                 args += (n,)
                 n += 1

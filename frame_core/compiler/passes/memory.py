@@ -147,7 +147,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
     # each intermediate (every node output but constants and what escapes) is released after its last use;
     # the walk below files a node's outputs here before it looks up what dies at that node (a value never read
     # dies where it is made), so one walk both files and releases
-    releases: dict[int, list[Value]] = {}
+    releases: list[list[Value] | None] = [None] * end  # by position: what dies after that node
     unplanned = 0
 
     take, give = _pool(plan.buffer_bytes)
@@ -161,7 +161,6 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
         kinds[op] = (2 if "elementwise" in traits else 1) if "accepts_out" in traits and op != "constant" else 0
     buffer_of = plan.buffer_of
     buffer_get = buffer_of.get
-    releases_get = releases.get
     for i, node in enumerate(nodes):
         op = node.op
         outs = node.outputs
@@ -179,7 +178,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                 linked = out in links
                 if not linked:
                     unplanned += t.nbytes
-                found = releases_get(last)
+                found = releases[last]
                 if found is None:
                     releases[last] = [out]
                 else:
@@ -199,7 +198,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                     live_unplanned += t.nbytes
             if live_unplanned > peak_unplanned:
                 peak_unplanned = live_unplanned
-            released = releases_get(i)
+            released = releases[i]
             if released:
                 for v in released:
                     buffer = buffer_get(v)
@@ -216,7 +215,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                     continue
                 if v not in links:
                     unplanned += v.type.nbytes
-                found = releases_get(last)
+                found = releases[last]
                 if found is None:
                     releases[last] = [v]
                 else:
@@ -236,7 +235,7 @@ def plan_memory(graph: Graph, registry: Registry, reuse: bool = True) -> MemoryP
                     live_unplanned += v.type.nbytes
         if live_unplanned > peak_unplanned:
             peak_unplanned = live_unplanned
-        released = releases_get(i)
+        released = releases[i]
         if released:
             taken_here = {buffer_of[w] for w in outs if w in buffer_of}
             for v in released:

@@ -25,6 +25,7 @@ from ..context import CompileContext
 from .infer import canonical
 
 _type = attrgetter("type")
+_NOT_ONE = object()
 
 
 def verify_structure(graph: Graph, ctx: CompileContext) -> Graph:
@@ -62,7 +63,9 @@ def quick_check(graph: Graph, registry: Any, ops: set[str] | None = None) -> tup
     lookup = registry.lookup
     issuperset = defined.issuperset
     add = defined.add
-    memo: dict[tuple, Any] = {}  # signature -> the output types inference gives (None: inference rejects it)
+    # signature -> (the output types inference gives (None: inference rejects it), the one type a single-output
+    # node must record (_NOT_ONE when inference gives no single type: no recorded type is that object))
+    memo: dict[tuple, Any] = {}
     typed = True
     for node in graph.nodes:
         ins = node.inputs
@@ -72,8 +75,8 @@ def quick_check(graph: Graph, registry: Any, ops: set[str] | None = None) -> tup
         attrs = node.attrs
         # one flat tuple (types are never tuples, so the two forms cannot meet)
         key = (op, tuple(attrs), tuple(map(id, attrs.values())), *map(_type, ins)) if attrs else (op, *map(_type, ins))
-        inferred = memo.get(key, memo)
-        if inferred is memo:  # a signature not met before in this walk
+        known = memo.get(key)
+        if known is None:  # a signature not met before in this walk
             in_types = tuple(map(_type, ins))
             try:
                 schema = lookup(op)  # a stored key: no pack scope applies
@@ -97,16 +100,17 @@ def quick_check(graph: Graph, registry: Any, ops: set[str] | None = None) -> tup
                 inferred = tuple(schema.infer(in_types, normal))
             except FrameError:
                 inferred = None  # stage 2 words it (V6)
-            memo[key] = inferred
+            known = memo[key] = (inferred, inferred[0] if inferred is not None and len(inferred) == 1 else _NOT_ONE)
         outs = node.outputs
         if len(outs) == 1:  # most nodes: no loop
             v = outs[0]
             if v.producer is not node or v.index != 0 or v in defined:
                 return False, False
             add(v)
-            if typed and (inferred is None or len(inferred) != 1 or v.type is not inferred[0]):  # types are interned
+            if typed and v.type is not known[1]:  # types are interned
                 typed = False
             continue
+        inferred = known[0]
         for pos, v in enumerate(outs):
             if v.producer is not node or v.index != pos or v in defined:
                 return False, False
