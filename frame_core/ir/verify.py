@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Sequence
 
 from ..errors import FrameError, IRError, UnknownOpError, VerifyError
@@ -203,24 +204,18 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
                                               f"({graph.nodes[later].op}), which comes later; "
                                               "nodes must be in topological order", node.op, index, path))
         outputs = node.outputs
-        for pos, v in enumerate(outputs):
-            if v.producer is not node or v.index != pos or v in defined:  # (one test for the usual case)
-                if v.producer is not node or v.index != pos:
-                    owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
-                    problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its "
-                                                  f"producer at index {pos} (it records {owner})", node.op, index, path))
-                if v in defined:
-                    first = producer_index().get(v)
-                    by = ("as a graph input" if first is None or first == index
-                          else f"by node {first} ({graph.nodes[first].op})")
-                    problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has "
-                                                  "exactly one producer", node.op, index, path))
-            defined.add(v)
+        if len(outputs) == 1 and outputs[0].producer is node and not outputs[0].index and outputs[0] not in defined:
+            single = outputs[0]  # (most nodes: one output, recorded as it should be)
+            defined.add(single)
+        else:
+            single = None
+            _check_outputs(graph, node, index, outputs, defined, problems, name, producer_index, path)
         if clean is not None:
             attrs = node.attrs
             plain = plain_attrs_key(attrs) if attrs else ()  # None for a graph attribute (V8) or a large array
             if plain is not None:
-                key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in outputs]), plain)
+                key = (node.op, tuple(map(_type, node.inputs)),
+                       single.type if single is not None else tuple(map(_type, outputs)), plain)
                 if key in clean:
                     continue
                 found = _check_node_in_full(node, index, registry, path, types, unknown, within)
@@ -239,6 +234,27 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
                                           "mark values of this graph only", v.producer.op if v.producer else None,
                                     path=path))
     return problems
+
+
+_type = attrgetter("type")
+
+
+def _check_outputs(graph: Graph, node: Node, index: int, outputs: tuple[Value, ...], defined: set[Value], problems: list[Problem],
+                   name: Callable[[Value], str], producer_index: Callable[[], dict[Value, int]], path: str) -> None:
+    """Rule V1 for the outputs of ``node`` (several, or one not recorded as it should be), which become defined."""
+    for pos, v in enumerate(outputs):
+        if v.producer is not node or v.index != pos or v in defined:  # (one test for the usual case)
+            if v.producer is not node or v.index != pos:
+                owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its "
+                                              f"producer at index {pos} (it records {owner})", node.op, index, path))
+            if v in defined:
+                first = producer_index().get(v)
+                by = ("as a graph input" if first is None or first == index
+                      else f"by node {first} ({graph.nodes[first].op})")
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has "
+                                              "exactly one producer", node.op, index, path))
+        defined.add(v)
 
 
 def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, int]) -> bool:
