@@ -746,7 +746,12 @@ def apply(op: str, *inputs: Any, **attrs: Any) -> Any:
                 break
             values.append(x.value)
         else:
-            outs = append_node(graph, op, values, attrs).outputs
+            if attrs:
+                outs = graph.add_node(op, values, attrs).outputs
+            else:  # (append_node's memoised path, without its call: Tensor operators land here)
+                source = _registry_now() if _schemas._default is _package_source else default_source()
+                key, schema = source.resolve(op)
+                outs = _append_plain(graph, key, schema, values).outputs
             if len(outs) == 1:
                 return Tensor(outs[0], graph)
             return tuple(Tensor(v, graph) for v in outs)
@@ -924,7 +929,12 @@ def trace_gradient(fn: Callable[..., Any], ctx: Any) -> Graph:
     graph = Graph(f"{schema.name}_grad")
     types = ctx.gradient_input_types()
     m = (len(types) - n) // 2
-    args = [Tensor(graph.add_input(t, nm), graph) for t, nm in zip(types, _gradient_input_names(schema, n, m))]
+    inputs = graph.inputs  # (graph.add_input's values, without its call per input: the names are strings)
+    args = []
+    for t, nm in zip(types, _gradient_input_names(schema, n, m)):
+        value = Value(as_type(t), None, -1, nm)
+        inputs.append(value)
+        args.append(Tensor(value, graph))
     token = _current.set(graph)
     try:
         result = fn(*args)

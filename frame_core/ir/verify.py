@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Sequence
 
 from ..errors import FrameError, IRError, UnknownOpError, VerifyError
@@ -203,27 +204,31 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
                                               f"({graph.nodes[later].op}), which comes later; "
                                               "nodes must be in topological order", node.op, index, path))
         outputs = node.outputs
-        for pos, v in enumerate(outputs):
-            if v.producer is not node or v.index != pos or v in defined:  # (one test for the usual case)
-                if v.producer is not node or v.index != pos:
-                    owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
-                    problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its "
-                                                  f"producer at index {pos} (it records {owner})", node.op, index, path))
-                if v in defined:
-                    first = producer_index().get(v)
-                    by = ("as a graph input" if first is None or first == index
-                          else f"by node {first} ({graph.nodes[first].op})")
-                    problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has "
-                                                  "exactly one producer", node.op, index, path))
-            defined.add(v)
+        if len(outputs) == 1 and outputs[0].producer is node and not outputs[0].index and outputs[0] not in defined:
+            single = outputs[0]  # (most nodes: one output, recorded as it should be)
+            defined.add(single)
+        else:
+            single = None
+            _check_outputs(graph, node, index, outputs, defined, problems, name, producer_index, path)
         if clean is not None:
             attrs = node.attrs
             plain = plain_attrs_key(attrs) if attrs else ()  # None for a graph attribute (V8) or a large array
             if plain is not None:
-                key = (node.op, tuple([v.type for v in node.inputs]), tuple([v.type for v in outputs]), plain)
+                in_types = tuple(map(_type, node.inputs))
+                key = (node.op, in_types, single.type if single is not None else tuple(map(_type, outputs)), plain)
                 if key in clean:
                     continue
-                found = _check_node_in_full(node, index, registry, path, types, unknown, within)
+                schema = None
+                if not (unknown and node.op in unknown):
+                    try:
+                        schema = registry.lookup(node.op)  # (once for both checks below)
+                    except UnknownOpError as exc:
+                        problems.append(_unknown_op(exc, node, index, path, unknown))
+                        continue
+                    if _infers_as_recorded(schema, node, in_types):
+                        clean.add(key)
+                        continue
+                found = _check_node_in_full(node, index, registry, path, types, unknown, within, schema)
                 if found:
                     problems.extend(found)
                 else:
@@ -239,6 +244,47 @@ def _check_graph(graph: Graph, registry: SchemaSource, types: bool,
                                           "mark values of this graph only", v.producer.op if v.producer else None,
                                     path=path))
     return problems
+
+
+_type = attrgetter("type")
+
+
+def _infers_as_recorded(schema: Any, node: Node, in_types: tuple[TensorType, ...]) -> bool:
+    """Whether ``node`` (plain attributes: no sub-graph), an op of ``schema``, passes rules V4-V6, asked as one
+    question: ``schema.infer_node`` (the attributes normalised and the output types inferred, which the closure
+    audit's inference memo answers with one look-up for a node tracing has just built) gives the recorded output
+    types. ``False`` on any doubt: :func:`_check_node_in_full` then checks the node rule by rule and names what is
+    wrong."""
+    try:
+        _, inferred = schema.infer_node(in_types, node.attrs)
+    except (FrameError, AttributeError):  # (AttributeError: a schema source whose schemas lack infer_node)
+        return False
+    outputs = node.outputs
+    if len(inferred) != len(outputs):
+        return False
+    for v, t in zip(outputs, inferred):
+        if v.type != t:
+            return False
+    return True
+
+
+def _check_outputs(graph: Graph, node: Node, index: int, outputs: tuple[Value, ...], defined: set[Value],
+                   problems: list[Problem], name: Callable[[Value], str],
+                   producer_index: Callable[[], dict[Value, int]], path: str) -> None:
+    """Rule V1 for the outputs of ``node`` (several, or one not recorded as it should be), which become defined."""
+    for pos, v in enumerate(outputs):
+        if v.producer is not node or v.index != pos or v in defined:  # (one test for the usual case)
+            if v.producer is not node or v.index != pos:
+                owner = "none (a graph input)" if v.producer is None else f"a {v.producer.op} node, index {v.index}"
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) does not record this node as its "
+                                              f"producer at index {pos} (it records {owner})", node.op, index, path))
+            if v in defined:
+                first = producer_index().get(v)
+                by = ("as a graph input" if first is None or first == index
+                      else f"by node {first} ({graph.nodes[first].op})")
+                problems.append(Problem("V1", f"output {pos} ({name(v)}) is already defined {by}; a value has "
+                                              "exactly one producer", node.op, index, path))
+        defined.add(v)
 
 
 def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, int]) -> bool:
@@ -264,18 +310,28 @@ def _reaches(graph: Graph, start: int, target: int, producer_index: dict[Value, 
 SUGGESTED_NAMES = 20
 
 
+def _unknown_op(exc: UnknownOpError, node: Node, index: int, path: str, unknown: dict[str, str] | None) -> Problem:
+    """The V3 problem of ``node``, whose op the registry does not know (``exc`` says so); ``unknown`` remembers its
+    message for the graph's other nodes of that op."""
+    memo = {} if unknown is None else unknown
+    message = memo.get(node.op)
+    if message is None:
+        message = memo[node.op] = str(exc) if len(memo) < SUGGESTED_NAMES else exc.brief
+    return Problem("V3", message, node.op, index, path)
+
+
 def _check_node_in_full(node: Node, index: int, registry: SchemaSource, path: str, types: bool,
-                        unknown: dict[str, str] | None, enclosing: tuple[Graph, ...]) -> list[Problem]:
+                        unknown: dict[str, str] | None, enclosing: tuple[Graph, ...],
+                        schema: Any = None) -> list[Problem]:
+    """Rules V3-V6 (and V8 for sub-graph attributes) of one node; ``schema`` is its op's when the caller has just
+    looked it up."""
     if unknown and node.op in unknown:  # known to be unknown: no second lookup
         return [Problem("V3", unknown[node.op], node.op, index, path)]
-    try:
-        schema = registry.lookup(node.op)  # a stored key: no pack scope applies
-    except UnknownOpError as exc:
-        memo = {} if unknown is None else unknown
-        message = memo.get(node.op)
-        if message is None:
-            message = memo[node.op] = str(exc) if len(memo) < SUGGESTED_NAMES else exc.brief
-        return [Problem("V3", message, node.op, index, path)]
+    if schema is None:
+        try:
+            schema = registry.lookup(node.op)  # a stored key: no pack scope applies
+        except UnknownOpError as exc:
+            return [_unknown_op(exc, node, index, path, unknown)]
     problems = []
     try:
         attrs = schema.normalize_attrs(node.attrs)

@@ -168,6 +168,23 @@ def test_each_rule_has_a_failing_case_whose_message_says_rule_node_op(case, buil
     assert "V8: V" not in message  # nested sub-graphs name the innermost rule once
 
 
+
+@pytest.mark.parametrize("case, build, rule, index, op, fragments", CASES, ids=[c[0] for c in CASES])
+def test_each_failing_case_reports_the_same_inside_the_audits_memos(case, build, rule, index, op, fragments):
+    """The closure audit verifies inside clean_node_memo and inference_memo, where a plain node is first asked as
+    one infer_node question: a node that fails it is checked rule by rule, with the very problems verify gives
+    outside the memos, also when its twin was found clean just before and when it comes again."""
+    from frame_core.ir.verify import clean_node_memo
+    from frame_core.ops_registry.schema import inference_memo
+
+    expected = [str(p) for p in check_graph(build())]
+    assert any(p.startswith(rule) for p in expected)
+    with inference_memo(), clean_node_memo():
+        first = [str(p) for p in check_graph(build())]
+        again = [str(p) for p in check_graph(build())]
+    assert first == again == expected
+
+
 def test_verify_error_is_a_frame_error_holding_problem_objects():
     with pytest.raises(FrameError) as info:
         verify(recorded("neg1", ["f32[3]"], {}, ["f64[3]"]))
