@@ -118,9 +118,10 @@ def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first
     shape operands are inputs of the body stays: the reverse body has them anyway, and reading the shape at run
     time keeps the gradient right at any batch size (the compile pass of frame-ops-basic lowers it there, the
     same program); so does one whose shape operands are made from the ``invariant`` inputs and constants alone
-    (recomputed, never saved: ``_split``). Only nodes from position ``first`` on (the reverse walk's; the forward's stay as written) are
-    replaced; the graph is marked as holding traced sizes when a lowering wrote a node (a shape), not when it
-    handed its input on."""
+    (recomputed, never saved: ``_split``). Only nodes from position ``first`` on (the reverse walk's; the
+    forward's stay as written) are replaced; the graph is marked as holding traced sizes when a lowering wrote a
+    node (a shape), not when it handed its input on (a gradient of another type at new sizes is then refused by
+    the ops that read it: ``accumulate_internal``, the loop's check of its body, the training graph's ties)."""
     from ..ops_registry.schema import NodeContext
 
     inputs = {v for i, v in enumerate(graph.inputs) if i in invariant}
