@@ -687,6 +687,7 @@ class _Signature:
         if tuple(map(_type, node.outputs)) != inferred:  # checked before the GradientFn sees the node
             raise _recorded_types_differ(node, inferred, graph, label)
         micro = _micro_graph(schema, node, graph, label, norm)
+        _mark_sized_bodies(graph, node.op, micro)
         recipe = _Recipe.of(micro)
         nondiff = schema.nondiff_inputs
         carries = tuple(i for i, t in enumerate(in_types) if i not in nondiff and t.dtype.is_float)
@@ -722,6 +723,31 @@ def _mark_sized_gradients(graph: Graph, ops: set[str], reg: Registry) -> None:
                                  f"{' ...' if len(fixed) > 5 else ''} may hold the traced sizes (no "
                                  "any_shape_gradient trait); build the training graph again for the new shapes "
                                  "(value_and_grad and frame-train's TrainStep do)")
+
+
+def _mark_sized_bodies(graph: Graph, op: str, micro: Graph) -> None:
+    """Mark ``graph`` when the GradientFn micro-graph ``micro`` of a node of ``op`` may hold traced sizes: marked
+    itself, or through a body of one of its nodes (at any depth). A control-flow op's gradient runs its bodies'
+    gradients as bodies, which no inlining carries a mark out of; so its ``any_shape_gradient`` trait vouches for
+    what its GradientFn writes itself, and whether the gradient of one node holds sizes is decided here, per node,
+    by its bodies (docs/design-parameters-and-shapes.md, "Training graphs at any batch size")."""
+    reason = _sizes_held(micro)
+    if reason is not None:
+        mark_traced_sizes(graph, f"the gradient of {op} may hold the traced sizes: {reason}")
+
+
+def _sizes_held(graph: Graph) -> str | None:
+    """Why ``graph`` may hold traced sizes: its own mark, or the first found on a body of one of its nodes."""
+    reason = traced_sizes(graph)
+    if reason is None:
+        for node in graph.nodes:
+            if node.attrs:
+                for body in node.attrs.values():
+                    if type(body) is Graph:
+                        reason = _sizes_held(body)
+                        if reason is not None:
+                            return reason
+    return reason
 
 
 def _accumulate(graph: Graph, grads: dict[Value, Value], x: Value, gx: Value, reg: Registry) -> None:

@@ -34,7 +34,8 @@ import numpy as np
 from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import GradientError
-from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes, tie_types
+from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes, tie_types, \
+    traced_sizes
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .._args import refuse_unordered
 from ..ir.verify import check_graph
@@ -79,9 +80,11 @@ def _indices(value: Any, what: str, example: str, graph: Graph) -> list[int]:
     return [int(i) for i in items]
 
 
-def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> tuple[Graph, list[Value], list[Value]]:
+def _combined(graph: Graph, positions: list[int], label: str, reg: Registry,
+              split: set[int] | None = None) -> tuple[Graph, list[Value], list[Value]]:
     """A clone of ``graph`` plus one cotangent input per output, with the reverse walk appended; returns it,
-    its cotangent inputs and the gradient of each ``wrt`` input (a zero constant where there is none)."""
+    its cotangent inputs and the gradient of each ``wrt`` input (a zero constant where there is none). ``split``:
+    the invariant input positions of a body that ``split_vjp_graph`` cuts in two for a loop."""
     problems = check_graph(graph, reg, types=False)  # the caller's mistakes first: no GradientFn is blamed for them
     if problems:
         raise _not_the_packs_fault(problems)
@@ -101,25 +104,38 @@ def _combined(graph: Graph, positions: list[int], label: str, reg: Registry) -> 
         g = grads.get(x) if x.type.dtype.is_float else None
         result.append(g if g is not None else vjp.zeros_like(x))  # (x's shape, at any batch size)
     vjp.outputs = outputs  # the forward outputs, for the caller that splits
-    if label:  # a control-flow body: its forward would otherwise save, per step, values read for their shape only
-        result = _shapes_written_down(vjp, reg, result, first=len(graph.nodes))
+    if label and split is not None:  # a loop's body: its forward would otherwise save, per step, values read for
+        result = _shapes_written_down(vjp, reg, result, len(graph.nodes), split, set(cotangents))  # their shape only
     return vjp, cotangents, result
 
 
-def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first: int) -> list[Value]:
-    """Replace (in place, on a graph this module built) every node of an op with the ``shape_operand`` trait by its
-    DecomposeFn, which writes the shape it read from an operand down as an attribute; return ``values`` mapped.
-    Only nodes from position ``first`` on (the reverse walk's; the forward's stay as written) are replaced. A
-    body's shapes are fixed by its op's inputs, so nothing general is lost, and the graph is marked."""
+def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first: int, invariant: set[int],
+                         cotangents: set[Value]) -> list[Value]:
+    """Replace (in place, on a graph this module built) every node of an op with the ``shape_operand`` trait (and
+    every ``zeros_like_internal``) that reads the shape of a value made inside the body by its DecomposeFn, which
+    writes that shape down as an attribute (or, where the shapes already agree, hands its input on); return
+    ``values`` mapped. Saved per step, such a value would cost a row of memory for its shape only. A node whose
+    shape operands are inputs of the body stays: the reverse body has them anyway, and reading the shape at run
+    time keeps the gradient right at any batch size (the compile pass of frame-ops-basic lowers it there, the
+    same program); so does one whose shape operands are made from the ``invariant`` inputs and constants alone
+    (recomputed, never saved: ``_split``). Only nodes from position ``first`` on (the reverse walk's; the
+    forward's stay as written) are replaced; the graph is marked as holding traced sizes when a lowering wrote a
+    node (a shape), not when it handed its input on (a gradient of another type at new sizes is then refused by
+    the ops that read it: ``accumulate_internal``, the loop's check of its body, the training graph's ties)."""
     from ..ops_registry.schema import NodeContext
 
-    found = {n for n in graph.nodes[first:] if n.op == "zeros_like_internal"
-             or "shape_operand" in getattr(reg.schemas.get(n.op), "traits", ())}
+    inputs = {v for i, v in enumerate(graph.inputs) if i in invariant}
+    for node in graph.nodes:  # the values made from invariants and constants alone, as _split finds them
+        if all(v in inputs for v in node.inputs) and not any(v in cotangents for v in node.inputs):
+            inputs.update(node.outputs)
+    inputs.update(graph.inputs)
+    found = {n for n in graph.nodes[first:] if (n.op == "zeros_like_internal" or "shape_operand" in getattr(
+        reg.schemas.get(n.op), "traits", ())) and not inputs.issuperset(_shape_operands(n, reg))}
     if not found:
         return values
-    mark_traced_sizes(graph, "a control-flow body's gradient holds its traced shapes")
     lowered: dict[Value, Value] = {}
     nodes: list[Node] = []
+    wrote = []
     for node in graph.nodes:
         if lowered:
             node.inputs = tuple([lowered.get(v, v) for v in node.inputs])
@@ -128,13 +144,28 @@ def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first
             scratch = Graph("lowered")
             ctx = NodeContext(schema, [v.type for v in node.inputs], node.attrs, [v.type for v in node.outputs])
             outs = inline_graph(scratch, schema.decomposition(ctx), list(node.inputs))
+            if scratch.nodes:
+                wrote.append(node.op)
             nodes.extend(scratch.nodes)
             lowered.update(zip(node.outputs, outs))
             continue
         nodes.append(node)
     graph.nodes = nodes
     graph.outputs = [lowered.get(v, v) for v in graph.outputs]
+    if wrote:
+        mark_traced_sizes(graph, f"a control-flow body's gradient holds its traced shapes (its "
+                                 f"{', '.join(sorted(set(wrote))[:3])} read the shape of a value made inside the "
+                                 "body, written down so that the loop does not save that value for its shape only)")
     return [lowered.get(v, v) for v in values]
+
+
+def _shape_operands(node: Node, reg: Registry) -> tuple[Value, ...]:
+    """The inputs of ``node`` that it reads for their type only: a ``zeros_like_internal``'s one input; the last
+    input of an op with the ``shape_operand`` trait, or every input of its variadic last operand."""
+    if node.op == "zeros_like_internal":
+        return node.inputs
+    schema = reg.schemas[node.op]
+    return node.inputs[len(schema.inputs) - 1:] if schema.variadic else node.inputs[-1:]
 
 
 def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: str = "",
@@ -168,7 +199,7 @@ def build_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, label: st
         vjp.outputs = list(grads)
         # the forward's nodes stay, read or not: specialize re-infers them, so at new shapes the graph is refused
         # where the op itself refuses its inputs (compile drops the unread ones, from opt_level 1). A body's
-        # op checks its shapes, and its gradient holds them anyway (_shapes_written_down)
+        # op checks its shapes: its forward node stays in the graph that holds the body
         _drop_unneeded(vjp, reg, first=0 if label else len(graph.nodes))
     return vjp
 
@@ -207,8 +238,9 @@ def split_vjp_graph(graph: Graph, wrt: Sequence[int] | None = None, *, invariant
     positions = _positions(graph, wrt, label, registry, invariant)
     reg = registry if registry is not None else current_registry()
     with gc_paused(), use_registry(reg):
-        combined, cotangents, grads = _combined(graph, positions, label, reg)
-        return _split(graph, combined, cotangents, grads, set(_indices(invariant, "invariant", "[1]", graph)), reg)
+        fixed = set(_indices(invariant, "invariant", "[1]", graph))
+        combined, cotangents, grads = _combined(graph, positions, label, reg, split=fixed)
+        return _split(graph, combined, cotangents, grads, fixed, reg)
 
 
 def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[Value], invariant: set[int],
@@ -275,4 +307,8 @@ def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[V
         vmap[v] = backward.add_input(v.type, v.name)
     _copy_nodes([n for n in combined.nodes if n in in_backward], vmap, backward)
     backward.outputs = [vmap[g] for g in grads]
+    reason = traced_sizes(combined)
+    if reason is not None:  # (the two parts are new graphs: the mark goes with them)
+        mark_traced_sizes(forward, reason)
+        mark_traced_sizes(backward, reason)
     return VJPSplit(forward, backward, len(residuals))

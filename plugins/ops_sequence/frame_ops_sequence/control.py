@@ -489,8 +489,9 @@ def _reverse_body(body: Graph, lead: int, ns: int, nx: int,
     return saving, g, len(kept), residuals
 
 
-def _zeros_like(types: Sequence[TensorType]) -> list[Tensor]:
-    return [constant(np.zeros(t.shape, t.dtype.np)) for t in types]
+def _zeros_like(values: Sequence[Tensor]) -> list[Tensor]:
+    """Zeros of each value's type, read off the value (not written down): right at any batch size."""
+    return [apply("zeros_like_internal", v) for v in values]
 
 
 # loop gradient: a loop of the forward's T steps in the other direction over the stacked states and residuals,
@@ -514,7 +515,7 @@ def _loop_gradient(ctx: NodeContext) -> Graph:
         residuals, trajectory, steps = saved[ns + ny:ns + ny + nr], saved[ns + ny + nr:ns + ny + nr + ns], saved[-1]
         residuals = stacked_residuals(residuals, saved[ns:ns + ny])
         back = _as_list(apply(
-            "loop", steps, constant(np.array(True)), *gouts[:ns], *_zeros_like(in_types[2 + ns + nx:]), *trajectory,
+            "loop", steps, constant(np.array(True)), *gouts[:ns], *_zeros_like(invariants), *trajectory,
             *scanned, *gouts[ns:ns + ny], *residuals, *invariants, body=back_body, max_trip=m, n_states=ns + ni,
             n_scanned=ns + nx + ny + len(residuals), reverse=not reverse))
         gs0, gth, gx = back[:ns], back[ns:ns + ni], back[ns + ni:]
@@ -691,7 +692,7 @@ def _scan_gradient(ctx: NodeContext) -> Graph:
         residuals, trajectory = saved[nc + ny:nc + ny + nr], saved[nc + ny + nr:]
         residuals = stacked_residuals(residuals, saved[nc:nc + ny])
         back = _as_list(apply(
-            "scan", *gouts[:nc], *_zeros_like(in_types[nc + nx:]), *trajectory, *scanned, *gouts[nc:nc + ny],
+            "scan", *gouts[:nc], *_zeros_like(invariants), *trajectory, *scanned, *gouts[nc:nc + ny],
             *residuals, *invariants, body=back_body, length=length, n_carry=nc + ni,
             n_scanned=nc + nx + ny + len(residuals), reverse=not a["reverse"]))
         gc0, gth, gx = back[:nc], back[nc:nc + ni], back[nc + ni:]
@@ -864,6 +865,7 @@ IF_ELSE = OpSchema(
     kernels={"cpu": _if_kernel},
     gradient=_if_gradient,
     jvp=_if_jvp,
+    traits=("any_shape_gradient",),  # per node: unless its bodies' gradients hold sizes
     nondiff_inputs=(0,),
     frontend=if_else,
     doc="Runs then_branch(*xs) if cond else else_branch(*xs); both branches return the same types. "
@@ -893,6 +895,7 @@ LOOP = OpSchema(
     kernels={"cpu": _loop_kernel},
     gradient=_loop_gradient,
     jvp=_loop_jvp,
+    traits=("any_shape_gradient",),  # per node: unless its bodies' gradients hold sizes
     nondiff_inputs=(0, 1),
     frontend=loop,
     doc="ONNX Loop with scanned inputs: while cond and fewer than limit (<= max_trip) steps, "
@@ -926,6 +929,7 @@ SCAN = OpSchema(
     kernels={"cpu": _scan_kernel},
     gradient=_scan_gradient,
     jvp=_scan_jvp,
+    traits=("any_shape_gradient",),  # per node: unless its bodies' gradients hold sizes
     frontend=scan,
     doc="A fixed-length loop over the leading axis: (carry, y) = body(carry, xs[t], invariants); outputs the "
         "final carry and the stacked y. Front end: carry, ys = ops.scan(f, init, xs). Gradient: a reverse scan.",

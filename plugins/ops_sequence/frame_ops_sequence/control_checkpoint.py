@@ -75,7 +75,7 @@ def checkpointed_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: 
     blocks = []
     for x in scanned:
         padded = ops.pad(x, before=[0], after=[segments * k - max_trip], axes=[0]) if segments * k != max_trip else x
-        blocks.append(ops.reshape(padded, shape=(segments, k, *x.shape[1:])))
+        blocks.append(ops.reshape(padded, shape=(segments, k, *_free(x.shape[1:]))))
 
     flag = 1 if exits else 0  # the inner loop carries its last cond to the outer one
 
@@ -100,10 +100,16 @@ def checkpointed_loop(body_fn: Callable[..., Any] | Graph, max_trip: int, cond: 
     states, stacked = nested[:ns], nested[ns:]
     ys = []
     for y in stacked:
-        flat = ops.reshape(y, shape=(segments * k, *y.shape[2:]))
+        flat = ops.reshape(y, shape=(segments * k, *_free(y.shape[2:])))
         ys.append(ops.slice(flat, starts=[0], stops=[max_trip], axes=[0]) if segments * k != max_trip else flat)
     outs = [*states, *ys]
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _free(row: Sequence[int]) -> list[int]:
+    """A row's shape with its first axis (where a batch is, the usual place) as -1: the reshapes between steps
+    and segments then follow the batch when the graph is re-specialised (-1 is the row's own size)."""
+    return [-1, *row[1:]] if row and 0 not in row[1:] else list(row)  # (-1 among empty axes: no one size)
 
 
 def _regroup(outs: list[Tensor], nc: int, carry_struct: bool) -> tuple[Any, Any]:
