@@ -144,10 +144,10 @@ FEATURES = {"separable": (4, 5, 5), "sequence": (3, 6), "pooled": (2, 6, 6), "no
             "time_first": (5, 4), "bidirectional": (5, 4), "stacked": (5, 4), "elman": (5, 4), "shaped": (5, 4),
             "counting": (3, 4), "learned_state": (5, 4), "class_token": (5, 4)}
 #: the models whose training graph may be refused at another batch, and the reason it must name: batch_norm's
-#: running averages; frame-ops-sequence's scan (a recurrent layer's time loop) has no any_shape_gradient trait yet
+#: running averages; a recurrent layer whose time loop's gradient reads the shape of a value made inside the loop
+#: body (a slice of the step's input: torch's time-first and stacked GRUs); every other model must train at any batch
 TRAINING_REFUSED = {"normed": "unused output of batch_norm",
-                    **{k: "the gradient of scan may hold the traced sizes"
-                       for k in ("recurrent", "time_first", "bidirectional", "stacked", "elman", "learned_state")}}
+                    **{k: "the gradient of scan may hold the traced sizes" for k in ("time_first", "stacked")}}
 
 
 @pytest.fixture(scope="module")
@@ -353,7 +353,8 @@ def test_followed_sizes_of_other_dtypes_and_in_sub_graphs(case):
 
 @pytest.mark.parametrize("name", ["recurrent", "time_first", "bidirectional", "stacked", "elman", "learned_state"])
 def test_a_recurrent_training_graph_is_built_again_from_the_forward_specialised(name, models):
-    """Training through scan is refused at another batch, but one import still serves it: the forward graph
+    """Where training through scan is refused at another batch (time_first, stacked), one import still serves it,
+    and for every recurrent model the route gives the same bits: the forward graph
     specialised to the new batch (fc.specialize) and differentiated again gives, bit for bit, the training graph
     of the model imported at that batch."""
     import dataclasses
