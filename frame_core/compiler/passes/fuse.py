@@ -341,13 +341,14 @@ def _rewrite(graph: Graph, groups: list[list[int]], shared: Any, grouping: _Grou
     bodies: dict[tuple, dict[str, Any]] = {}  # structure -> the attributes (the body) of its fused nodes
     attr_keys: dict[tuple, tuple] = {}
     exported_at = exported.tolist()
-    for node, r in zip(nodes, role.tolist()):
-        if r == -1:
+    walked = np.flatnonzero(role >= -1)  # (the members after a group's first, and the constants, are placed)
+    for node, r in zip(map(nodes.__getitem__, walked.tolist()), role[walked].tolist()):
+        if r < 0:
             if unchanged(node.inputs):
                 append(node)
             else:
                 copy(node)
-        elif r >= 0:
+        else:
             _emit_fused(nodes, groups[r], rw, exported_at, bodies, attr_keys)
     ctx.dropped = dropped
     return rw.finish()
@@ -364,62 +365,57 @@ def _emit_fused(nodes: list[Node], positions: list[int], rw: Rewriter, exported:
     so sharing is safe, and the kernel builder and the keys then see each structure once). ``attr_keys``
     holds members' attribute keys by the identities of the values (every node is alive during the pass).
     """
-    members = list(map(nodes.__getitem__, positions))
     ref: dict[Value, Any] = {}  # value -> its place: a parameter index, -1 - member, or the constant's own value
     ref_get = ref.get
     external: list[Value] = []
     shape: list[tuple] = []
     exports = []
-    k = 0
-    for node, at in zip(members, positions):
-        ins = node.inputs
-        refs = tuple(map(ref_get, ins))
-        if None in refs:  # a value met first here: a parameter, or a constant the body binds
-            places = []
-            for v, r in zip(ins, refs):
-                if r is None:
-                    r = ref_get(v)  # (a value this node reads twice is placed once)
-                    if r is None:
-                        p = v.producer
-                        if p is not None and p.op == "constant":
-                            r = ref[v] = v  # (a value hashes and compares by identity, as its node's id would)
-                        else:
-                            r = ref[v] = len(external)
-                            external.append(v)
-                places.append(r)
-            refs = tuple(places)
+    k = -1  # (-1 - the member's index)
+    for at in positions:
+        node = nodes[at]
+        places = []
+        for v in node.inputs:
+            r = ref_get(v)
+            if r is None:  # a value met first here: a parameter, or a constant the body binds
+                p = v.producer
+                if p is not None and p.op == "constant":
+                    r = ref[v] = v  # (a value hashes and compares by identity, as its node's id would)
+                else:
+                    r = ref[v] = len(external)
+                    external.append(v)
+            places.append(r)
         out = node.outputs[0]
-        ref[out] = -1 - k
+        ref[out] = k
         if exported[at]:
-            exports.append(k)
+            exports.append(-1 - k)
         attrs = node.attrs
         if attrs:
             ident = (tuple(attrs), tuple(map(id, attrs.values())))
             akey = attr_keys.get(ident)
             if akey is None:
                 akey = attr_keys[ident] = attrs_key(attrs)
-            shape.append((node.op, refs, akey, out.type))
+            shape.append((node.op, tuple(places), akey, out.type))
         else:
-            shape.append((node.op, refs, out.type))
-        k += 1
+            shape.append((node.op, tuple(places), out.type))
+        k -= 1
     if not exports:  # a chain nothing reads (dead-node elimination disabled): the node still has an output
-        exports = [len(members) - 1]
+        exports = [len(positions) - 1]
     key = (tuple(shape), tuple(zip(map(_type, external), map(_name, external))), tuple(exports))
     fused_attrs = bodies.get(key)
     if fused_attrs is None:  # (nodes of one structure share their attribute dict too: attributes are never edited)
-        fused_attrs = bodies[key] = {"body": _body(members, external, exports)}
+        fused_attrs = bodies[key] = {"body": _body(list(map(nodes.__getitem__, positions)), external, exports)}
     fused = Node(FUSED_OP, rw.read(external), fused_attrs)
+    vmap = rw.vmap
     if len(exports) == 1:
-        old = members[exports[0]].outputs[0]
+        old = nodes[positions[exports[0]]].outputs[0]
         new = Value(old.type, fused, 0)
         fused.outputs = (new,)
         rw.new.nodes.append(fused)
-        rw.vmap[old] = new
+        vmap[old] = new
         return
-    outs = [members[k].outputs[0] for k in exports]
+    outs = [nodes[positions[k]].outputs[0] for k in exports]
     fused.outputs = tuple([Value(v.type, fused, i) for i, v in enumerate(outs)])
     rw.new.nodes.append(fused)
-    vmap = rw.vmap
     for old, new in zip(outs, fused.outputs):
         vmap[old] = new
 
