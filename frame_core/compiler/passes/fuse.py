@@ -19,7 +19,7 @@ them (ARCH-062).
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -33,7 +33,6 @@ from ..rewrite import Rewriter
 from .merge_fused import merge_fused_groups
 
 
-_UNDEFINED = repeat(-1)  # (position.get's default for every input: a graph input)
 _op = attrgetter("op")
 _inputs = attrgetter("inputs")
 _outputs = attrgetter("outputs")
@@ -68,7 +67,7 @@ class _Grouping:
     several outputs (never grouped) are kept apart, by value, in ``several`` as ``[end, fused end]``."""
 
     __slots__ = ("moving", "adjacent", "head", "shared", "adjacent_shared", "constants", "constant_readers",
-                 "ends", "fused_ends", "several", "outputs", "single", "position")
+                 "ends", "fused_ends", "several", "outputs", "single", "made", "maker")
 
     moving: list[list[int]]
     adjacent: list[list[int]]
@@ -82,7 +81,21 @@ class _Grouping:
     several: dict[Value, list[int]]
     outputs: list[tuple[Value, ...]]
     single: Any
-    position: dict[Value, int]
+    made: Any
+    maker: Any
+
+    def positions(self, values: Any) -> Any:
+        """The position of each value's producer (an array; -1 for a graph input, -2 for a constant)."""
+        return _find(self.made, self.maker, np.fromiter(map(id, values), np.int64, len(values)))
+
+
+def _find(made: Any, maker: Any, wanted: Any) -> Any:
+    """Where each of the ``wanted`` identities is made: ``maker`` at its place in the sorted ``made``, else -1."""
+    if not len(made):
+        return np.full(len(wanted), -1, np.intp)
+    k = np.searchsorted(made, wanted)
+    k[k == len(made)] = 0
+    return np.where(made[k] == wanted, maker[k], -1)
 
 
 def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
@@ -113,7 +126,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
     (``_raises_peak``) for the moving groups.
 
     Only the fusable nodes are walked one by one, each in a few list reads: a value is found by its producer's
-    position (one dictionary, filled and read in C before the walk), a group by its first member's position
+    position (found for every input at once before the walk), a group by its first member's position
     (``head``, ``adjacent``; a node's own position when it starts a group), and a group's type is any member's.
     In the adjacent grouping, a node can join only the group of the node just before it (constants aside),
     and every non-member between a group's first member and a node joining it is a constant, so each outside
@@ -129,15 +142,16 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
     n_in = np.fromiter(map(len, ins), np.intp, n)
     constant = np.fromiter(map(_is_constant, ops), bool, n)
     single = n_out == 1
-    if single.all():
-        position = dict(zip(map(_first, outs), range(n)))
-    else:
-        position = dict(zip(chain.from_iterable(outs), np.repeat(np.arange(n), n_out).tolist()))
+    # every input's producer position (-1: a graph input; -2: a constant, defined before everything), found
+    # by the values' identities on sorted arrays: a dictionary of the values took 1.5 times as long at 325k nodes
+    made = np.fromiter(map(id, chain.from_iterable(outs)), np.int64, int(n_out.sum()))
+    order = np.argsort(made, kind="stable")
+    made = made[order]
+    maker = np.repeat(np.arange(n), n_out)[order]
+    maker[constant[maker]] = -2
+    wanted = np.fromiter(map(id, chain.from_iterable(ins)), np.int64, int(n_in.sum()))
+    reads = _find(made, maker, wanted).tolist()
     constants = np.flatnonzero(constant).tolist()
-    for i in constants:  # constants count as defined before everything: -2 (a graph input reads as -1)
-        for v in outs[i]:
-            position[v] = -2
-    reads = list(map(position.get, chain.from_iterable(ins), _UNDEFINED))  # every input's producer position
     ends_at = np.cumsum(n_in)
     joins = np.fromiter(map(fusable.__getitem__, ops), bool, n) & single & (n_in > 0) & ~constant
     live = np.flatnonzero(~constant)
@@ -199,7 +213,7 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
     out.constants = constants
     out.outputs = outs
     out.single = single
-    out.position = position
+    out.made, out.maker = made, maker
     # every read at once: reader i, producer p (>= 0: a node; -1: a graph input; -2: a constant)
     p_all = np.array(reads, np.intp)
     i_all = np.repeat(np.arange(n), n_in)
@@ -268,11 +282,9 @@ def _raises_peak(graph: Graph, grouping: _Grouping) -> bool:
     outputs = set(graph.outputs)
     counted = single.copy()
     counted[grouping.constants] = False
-    position = grouping.position
-    for v in outputs:  # (a value of a node with several outputs is looked up by value below)
-        i = position.get(v, -1)
-        if i >= 0:
-            counted[i] = False
+    if outputs:  # (a value of a node with several outputs is looked up by value below)
+        at = grouping.positions(list(outputs))
+        counted[at[at >= 0]] = False
     at = np.flatnonzero(counted)
     nbytes = np.fromiter(map(_nbytes, map(_first, map(outs.__getitem__, at.tolist()))), np.int64, len(at))
     ends, fused_ends, heads = grouping.ends[at], grouping.fused_ends[at], grouping.head[at]
@@ -311,11 +323,9 @@ def _rewrite(graph: Graph, groups: list[list[int]], shared: Any, grouping: _Grou
     n = len(nodes)
     outputs = set(graph.outputs)
     exported = shared.copy()  # read outside the group, or by the caller
-    position = grouping.position
-    for v in outputs:
-        i = position.get(v, -1)
-        if i >= 0:
-            exported[i] = True
+    if outputs:
+        at = grouping.positions(list(outputs))
+        exported[at[at >= 0]] = True
     role = np.full(n, -1, np.intp)  # -1: kept; -2: a member after its group's first; -3: a constant; k: group k
     role[list(chain.from_iterable(groups))] = -2
     role[[g[0] for g in groups]] = np.arange(len(groups))
