@@ -170,7 +170,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
     nodes = graph.nodes
     kind = _kinds(fusable)
     taken: set[Node] = set()
-    merged: dict[Node, list[Node]] = {}  # the last node of a group -> the group, in order
+    merged: dict[int, list[int]] = {}  # the position of a group's last node -> its nodes' positions, in order
     readers: dict[Value, list[int]] | None = None  # made when the first candidate turns up: most graphs have none
     for i, node in enumerate(nodes):
         if node.op != FUSED_OP or node in taken:
@@ -178,6 +178,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         t = kind(node)
         flat = not _strided(node, t.shape)
         group = [node]
+        at = [i]
         made = set(node.outputs)
         seen = 0
         j = last = i  # (last: the position of the group's last node)
@@ -190,6 +191,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
             uses_group = not made.isdisjoint(other.inputs)
             if uses_group and other not in taken and kind(other) == t and not (flat and _strided(other, t.shape)):
                 group.append(other)
+                at.append(j)
                 made.update(other.outputs)
                 last = j
             elif uses_group:  # it needs the group's values before the group's last member: stop here
@@ -201,16 +203,14 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         moved = group[:-1]
         if _stretched([v for p in moved for v in p.inputs], readers, last, set(group)) <= \
                 sum(v.type.nbytes for p in moved for v in p.outputs):
-            merged[last] = group
+            merged[last] = at
             taken.update(group)
     if not merged:
         return graph
     assert readers is not None  # (a merge needs a candidate)
-    position = dict(zip(nodes, range(len(nodes))))
     ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
     ctx.dropped = list(taken)
-    return _rewrite(graph, ctx, {last: list(map(position.__getitem__, group)) for last, group in merged.items()},
-                    readers, keep_last=False)
+    return _rewrite(graph, ctx, merged, readers, keep_last=False)
 
 
 def _rewrite(graph: Graph, ctx: CompileContext, groups: dict[int, list[int]], readers: dict[Value, list[int]],
@@ -267,12 +267,12 @@ def _emit(nodes: list[Node], positions: list[int], rw: Rewriter, readers: dict[V
     for k, p in enumerate(parts):
         wires: list[Any] = []  # (part, output) for a value made inside, an input position for one from outside
         for v in p.inputs:
-            inside = made_get(v)
-            if inside is None:
-                inside = external.get(v)
-                if inside is None:
-                    inside = external[v] = len(external)
-            wires.append(inside)
+            wire: Any = made_get(v)
+            if wire is None:
+                wire = external.get(v)
+                if wire is None:
+                    wire = external[v] = len(external)
+            wires.append(wire)
         outs = p.outputs
         if p.op == FUSED_OP:
             structure.append((id(p.attrs["body"]), tuple(wires)))
