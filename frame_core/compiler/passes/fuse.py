@@ -19,7 +19,7 @@ them (ARCH-062).
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -38,7 +38,7 @@ _inputs = attrgetter("inputs")
 _outputs = attrgetter("outputs")
 _first = itemgetter(0)
 _nbytes = attrgetter("type.nbytes")
-_is_constant = "constant".__eq__
+_UNDEFINED = repeat(-1)  # (position.get's default for every input: a graph input)
 
 
 class _Group:
@@ -67,7 +67,7 @@ class _Grouping:
     several outputs (never grouped) are kept apart, by value, in ``several`` as ``[end, fused end]``."""
 
     __slots__ = ("moving", "adjacent", "head", "shared", "adjacent_shared", "constants", "constant_readers",
-                 "ends", "fused_ends", "several", "outputs", "single", "made", "maker")
+                 "ends", "fused_ends", "several", "nodes", "single", "position")
 
     moving: list[list[int]]
     adjacent: list[list[int]]
@@ -81,21 +81,8 @@ class _Grouping:
     several: dict[Value, list[int]]
     outputs: list[tuple[Value, ...]]
     single: Any
-    made: Any
-    maker: Any
-
-    def positions(self, values: Any) -> Any:
-        """The position of each value's producer (an array; -1 for a graph input, -2 for a constant)."""
-        return _find(self.made, self.maker, np.fromiter(map(id, values), np.int64, len(values)))
-
-
-def _find(made: Any, maker: Any, wanted: Any) -> Any:
-    """Where each of the ``wanted`` identities is made: ``maker`` at its place in the sorted ``made``, else -1."""
-    if not len(made):
-        return np.full(len(wanted), -1, np.intp)
-    k = np.searchsorted(made, wanted)
-    k[k == len(made)] = 0
-    return np.where(made[k] == wanted, maker[k], -1)
+    nodes: list[Node]
+    position: dict[Value, int]
 
 
 def _fusable_ops(graph: Graph, ctx: CompileContext) -> dict[str, bool]:
@@ -125,8 +112,8 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
     (``moving``) and with ``contiguous`` (``adjacent``). With ``track``, also what the peak comparison needs
     (``_raises_peak``) for the moving groups.
 
-    Only the fusable nodes are walked one by one, each in a few list reads: a value is found by its producer's
-    position (found for every input at once before the walk), a group by its first member's position
+    One walk over the nodes, each in a few list reads: a value is found by its producer's position (one
+    dictionary lookup per input, made in C), a group by its first member's position
     (``head``, ``adjacent``; a node's own position when it starts a group), and a group's type is any member's.
     In the adjacent grouping, a node can join only the group of the node just before it (constants aside),
     and every non-member between a group's first member and a node joining it is a constant, so each outside
@@ -135,47 +122,51 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
     """
     n = len(nodes)
     out = _Grouping()
-    outs = list(map(_outputs, nodes))
-    ins = list(map(_inputs, nodes))
-    ops = list(map(_op, nodes))
-    n_out = np.fromiter(map(len, outs), np.intp, n)
-    n_in = np.fromiter(map(len, ins), np.intp, n)
-    constant = np.fromiter(map(_is_constant, ops), bool, n)
-    single = n_out == 1
-    # every input's producer position (-1: a graph input; -2: a constant, defined before everything), found
-    # by the values' identities on sorted arrays: a dictionary of the values took 1.5 times as long at 325k nodes
-    made = np.fromiter(map(id, chain.from_iterable(outs)), np.int64, int(n_out.sum()))
-    order = np.argsort(made, kind="stable")
-    made = made[order]
-    maker = np.repeat(np.arange(n), n_out)[order]
-    maker[constant[maker]] = -2
-    wanted = np.fromiter(map(id, chain.from_iterable(ins)), np.int64, int(n_in.sum()))
-    reads = _find(made, maker, wanted).tolist()
-    constants = np.flatnonzero(constant).tolist()
-    ends_at = np.cumsum(n_in)
-    joins = np.fromiter(map(fusable.__getitem__, ops), bool, n) & single & (n_in > 0) & ~constant
-    live = np.flatnonzero(~constant)
-    prev = np.full(n, -1, np.intp)  # the node before each one, constants aside (-1: none)
-    prev[live[1:]] = live[:-1]
-    where = np.flatnonzero(joins)
+    position: dict[Value, int] = {}  # where each value is defined: -2 for constants (hoisted to the front)
+    where = position.get  # (-1 for a graph input)
+    reads: list[int] = []  # every input's producer position, in order
+    add_reads = reads.extend
+    counts = [0] * n  # inputs per node
+    one_output = [True] * n
+    constants: list[int] = []
     # lists of n + 2: positions -1 (graph inputs) and -2 (constants) read the last two entries, in no group
-    head, adjacent, type_at = [-1] * (n + 2), [-1] * (n + 2), [None] * (n + 2)
+    head, adjacent = [-1] * (n + 2), [-1] * (n + 2)
+    type_at: list[Any] = [None] * (n + 2)
     members: list[Any] = [None] * n  # a group's member positions, at its first member's (made at the second)
     adjacent_members: list[Any] = [None] * n
-    for i, b, count, before in zip(where.tolist(), ends_at[where].tolist(), n_in[where].tolist(),
-                                   prev[where].tolist()):
-        t = outs[i][0].type
+    before = -1  # the node before this one, constants aside
+    for i, node in enumerate(nodes):
+        outs = node.outputs
+        if node.op == "constant":
+            for v in outs:
+                position[v] = -2
+            constants.append(i)
+            continue
+        ins = node.inputs
+        ps = list(map(where, ins, _UNDEFINED))
+        add_reads(ps)
+        counts[i] = len(ps)
+        if len(outs) != 1 or not ps or not fusable[node.op]:
+            for v in outs:
+                position[v] = i
+            if len(outs) != 1:
+                one_output[i] = False
+            before = i
+            continue
+        value = outs[0]
+        position[value] = i
+        t = value.type
         type_at[i] = t
         near = adjacent[before]
         if near >= 0 and type_at[before] is not t:
             near = -1
-        if count == 1:  # its one input is the group's own value
-            p = reads[b - 1]
+        before = i
+        if len(ps) == 1:  # its one input is the group's own value
+            p = ps[0]
             chosen = head[p] if type_at[p] is t else i
             if near >= 0 and adjacent[p] != near:
                 near = i
         else:
-            ps = reads[b - count:b]
             chosen = i
             for p in ps:
                 if type_at[p] is t:
@@ -208,12 +199,13 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
                 group.append(i)
         else:
             adjacent[i] = i
+    n_in = np.array(counts, np.intp)
+    out.position = position
+    out.nodes = nodes
     out.moving = list(filter(None, members))
     out.adjacent = list(filter(None, adjacent_members))
     out.constants = constants
-    out.outputs = outs
-    out.single = single
-    out.made, out.maker = made, maker
+    out.single = single = np.array(one_output, bool)
     # every read at once: reader i, producer p (>= 0: a node; -1: a graph input; -2: a constant)
     p_all = np.array(reads, np.intp)
     i_all = np.repeat(np.arange(n), n_in)
@@ -234,9 +226,9 @@ def _group(nodes: list[Node], fusable: dict[str, bool], track: bool) -> _Groupin
         if several.any():
             records = out.several
             for i in np.flatnonzero(~single).tolist():
-                for v in outs[i]:
+                for v in nodes[i].outputs:
                     records[v] = [-1, -1]
-            values = list(chain.from_iterable(ins))
+            values = list(chain.from_iterable(map(_inputs, nodes)))
             for k, i in zip(np.flatnonzero(node_read)[several].tolist(), i_all[several].tolist()):
                 record = records[values[k]]
                 record[0] = i
@@ -277,16 +269,19 @@ def _raises_peak(graph: Graph, grouping: _Grouping) -> bool:
     read (values a group uses only inside itself count nothing when fused; graph outputs and constants are
     left out, as the memory plan leaves them). A group of one member is no group: it runs in place, and no
     reader shares its group, so it counts as unfused."""
-    outs, single = grouping.outputs, grouping.single
-    n = len(outs)
+    nodes, single = grouping.nodes, grouping.single
+    n = len(nodes)
     outputs = set(graph.outputs)
     counted = single.copy()
     counted[grouping.constants] = False
-    if outputs:  # (a value of a node with several outputs is looked up by value below)
-        at = grouping.positions(list(outputs))
-        counted[at[at >= 0]] = False
+    position = grouping.position
+    for v in outputs:  # (a value of a node with several outputs is looked up by value below)
+        i = position.get(v, -1)
+        if i >= 0:
+            counted[i] = False
     at = np.flatnonzero(counted)
-    nbytes = np.fromiter(map(_nbytes, map(_first, map(outs.__getitem__, at.tolist()))), np.int64, len(at))
+    nbytes = np.fromiter(map(_nbytes, map(_first, map(_outputs, map(nodes.__getitem__, at.tolist())))), np.int64,
+                         len(at))
     ends, fused_ends, heads = grouping.ends[at], grouping.fused_ends[at], grouping.head[at]
     delta = np.zeros(n + 2, np.int64)
     fused_delta = np.zeros(n + 2, np.int64)
@@ -299,7 +294,7 @@ def _raises_peak(graph: Graph, grouping: _Grouping) -> bool:
     np.add.at(fused_delta, np.maximum(fused_ends[stored], start) + 1, -nbytes)
     several = grouping.several
     for i in np.flatnonzero(~single).tolist():  # several outputs: never grouped, so made in place
-        for v in outs[i]:
+        for v in nodes[i].outputs:
             if v in outputs:
                 continue
             size = v.type.nbytes
@@ -323,9 +318,11 @@ def _rewrite(graph: Graph, groups: list[list[int]], shared: Any, grouping: _Grou
     n = len(nodes)
     outputs = set(graph.outputs)
     exported = shared.copy()  # read outside the group, or by the caller
-    if outputs:
-        at = grouping.positions(list(outputs))
-        exported[at[at >= 0]] = True
+    position = grouping.position
+    for v in outputs:
+        i = position.get(v, -1)
+        if i >= 0:
+            exported[i] = True
     role = np.full(n, -1, np.intp)  # -1: kept; -2: a member after its group's first; -3: a constant; k: group k
     role[list(chain.from_iterable(groups))] = -2
     role[[g[0] for g in groups]] = np.arange(len(groups))
