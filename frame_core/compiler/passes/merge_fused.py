@@ -16,7 +16,11 @@ before on the same inputs, so results keep their bits.
 
 from __future__ import annotations
 
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
 
 from ...ir.graph import Graph, Node, Value
 from ..context import CompileContext
@@ -38,15 +42,29 @@ def merge_fused_groups(graph: Graph, ctx: CompileContext, fusable: dict[str, boo
     return merge_followers(merge_into_consumers(graph, ctx, fusable), ctx, fusable)
 
 
+_op = attrgetter("op")
+_inputs = attrgetter("inputs")
+_outputs = attrgetter("outputs")
+
+
 def _readers(graph: Graph) -> dict[Value, list[int]]:
     """The positions of each value's readers; the caller's (a graph output) counts as ``len(graph.nodes)``."""
     readers: dict[Value, list[int]] = {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            readers.setdefault(v, []).append(i)
+    get = readers.get
+    for i, ins in enumerate(map(_inputs, graph.nodes)):
+        for v in ins:
+            at = get(v)
+            if at is None:
+                readers[v] = [i]
+            else:
+                at.append(i)
     end = len(graph.nodes)
     for v in graph.outputs:
-        readers.setdefault(v, []).append(end)
+        at = get(v)
+        if at is None:
+            readers[v] = [end]
+        else:
+            at.append(end)
     return readers
 
 
@@ -82,25 +100,35 @@ def _strided(node: Node, shape: tuple[int, ...]) -> bool:
 def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool]) -> Graph:
     """``graph`` with elementwise producers merged into the fused nodes that consume them."""
     nodes = graph.nodes
-    position = {node: i for i, node in enumerate(nodes)}
-    readers = _readers(graph)
-    kind = _kinds(fusable)
+    consumers = [i for i, op in enumerate(map(_op, nodes)) if op == FUSED_OP]
+    readers: dict[Value, list[int]] | None = None  # made when the first candidate turns up
     taken: set[Node] = set()
-    merged: dict[Node, list[Node]] = {}  # consumer -> the producers it absorbs, in graph order
-    for node in reversed(nodes):  # the latest consumer first: it takes whole trees of producers
-        if node.op != FUSED_OP or node in taken:
+    merged: dict[int, list[Node]] = {}  # consumer's position -> the producers it absorbs
+    for here in reversed(consumers):  # the latest consumer first: it takes whole trees of producers
+        node = nodes[here]
+        if node in taken:
             continue
-        t = kind(node)
-        flat = not _strided(node, t.shape)
-        here = position[node]
+        t = node.attrs["body"].outputs[0].type
+        shape = t.shape
+        flat = not _strided(node, shape)
         chosen: list[Node] = []
         inside = {node}
         frontier = [v.producer for v in node.inputs]
         waiting: list[Node] = []  # producers with a reader outside: they qualify if that reader joins
         while frontier:  # a producer qualifies once every reader of it is inside or after `node`
             p = frontier.pop()
-            if p is None or p in inside or p in taken or kind(p) != t or (flat and _strided(p, t.shape)):
+            if p is None:
                 continue
+            op = p.op
+            if op == FUSED_OP:
+                if p.attrs["body"].outputs[0].type is not t:
+                    continue
+            elif not fusable.get(op) or len(p.outputs) != 1 or not p.inputs or p.outputs[0].type is not t:
+                continue
+            if p in inside or p in taken or (flat and _strided(p, shape)):
+                continue
+            if readers is None:
+                readers = _readers(graph)
             if _read_from(p, readers, here, nodes, inside):
                 chosen.append(p)
                 inside.add(p)
@@ -110,15 +138,20 @@ def merge_into_consumers(graph: Graph, ctx: CompileContext, fusable: dict[str, b
             else:
                 waiting.append(p)
         if chosen:
-            chosen.sort(key=position.__getitem__)
-            merged[node] = chosen
+            merged[here] = chosen
             taken.update(chosen)
     if not merged:
         return graph
+    assert readers is not None  # (a merge needs a candidate)
     ctx.note("merge_into_consumers", f"merged {len(taken)} producers into {len(merged)} fused groups")
-    ctx.dropped = [*taken, *merged]
-    return _rewrite(graph, ctx, {node: [*group, node] for node, group in merged.items()}, taken, readers, position,
-                    keep_last=True)
+    ctx.dropped = [*taken, *map(nodes.__getitem__, merged)]
+    position = dict(zip(nodes, range(len(nodes))))
+    groups = {}
+    for here, chosen in merged.items():
+        at = sorted(map(position.__getitem__, chosen))
+        at.append(here)
+        groups[here] = at
+    return _rewrite(graph, ctx, groups, readers, keep_last=True)
 
 
 def _read_from(p: Node, readers: dict[Value, list[int]], here: int, nodes: list[Node], inside: set[Node]) -> bool:
@@ -137,7 +170,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
     nodes = graph.nodes
     kind = _kinds(fusable)
     taken: set[Node] = set()
-    merged: dict[Node, list[Node]] = {}  # the last node of a group -> the group, in order
+    merged: dict[int, list[int]] = {}  # the position of a group's last node -> its nodes' positions, in order
     readers: dict[Value, list[int]] | None = None  # made when the first candidate turns up: most graphs have none
     for i, node in enumerate(nodes):
         if node.op != FUSED_OP or node in taken:
@@ -145,6 +178,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         t = kind(node)
         flat = not _strided(node, t.shape)
         group = [node]
+        at = [i]
         made = set(node.outputs)
         seen = 0
         j = last = i  # (last: the position of the group's last node)
@@ -157,6 +191,7 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
             uses_group = not made.isdisjoint(other.inputs)
             if uses_group and other not in taken and kind(other) == t and not (flat and _strided(other, t.shape)):
                 group.append(other)
+                at.append(j)
                 made.update(other.outputs)
                 last = j
             elif uses_group:  # it needs the group's values before the group's last member: stop here
@@ -168,36 +203,37 @@ def merge_followers(graph: Graph, ctx: CompileContext, fusable: dict[str, bool])
         moved = group[:-1]
         if _stretched([v for p in moved for v in p.inputs], readers, last, set(group)) <= \
                 sum(v.type.nbytes for p in moved for v in p.outputs):
-            merged[group[-1]] = group
+            merged[last] = at
             taken.update(group)
     if not merged:
         return graph
     assert readers is not None  # (a merge needs a candidate)
-    position = {node: i for i, node in enumerate(nodes)}
     ctx.note("merge_followers", f"merged {len(taken) - len(merged)} nodes into {len(merged)} fused groups")
     ctx.dropped = list(taken)
-    return _rewrite(graph, ctx, merged, taken, readers, position, keep_last=False)
+    return _rewrite(graph, ctx, merged, readers, keep_last=False)
 
 
-def _rewrite(graph: Graph, ctx: CompileContext, groups: dict[Node, list[Node]], taken: set[Node],
-             readers: dict[Value, list[int]], position: dict[Node, int], keep_last: bool) -> Graph:
-    """``graph`` with each group (``groups``: the node at whose place it runs -> its parts, in order) emitted as
-    one fused node there, the other nodes of ``taken`` left out, and every other node kept. With
-    ``keep_last`` the merged node returns the place node's outputs first, in order."""
+def _rewrite(graph: Graph, ctx: CompileContext, groups: dict[int, list[int]], readers: dict[Value, list[int]],
+             keep_last: bool) -> Graph:
+    """``graph`` with each group (``groups``: the position of the node at whose place it runs, its last part ->
+    its parts' positions, in order) emitted as one fused node there, its other parts left out, and every other
+    node kept. With ``keep_last`` the merged node returns the place node's outputs first, in order."""
+    nodes = graph.nodes
+    role = np.full(len(nodes), -1, np.intp)  # -1: kept; -2: a part, left out; 0: the place of a group
+    role[list(chain.from_iterable(groups.values()))] = -2
+    role[list(groups)] = 0
     rw = Rewriter(graph, ctx)
     bodies: dict[tuple, Graph] = {}
     copy, append = rw.copy, rw.new.nodes.append
     unchanged = rw.vmap.keys().isdisjoint
-    for node in graph.nodes:
-        group = groups.get(node)
-        if group is not None:
-            _emit(group, rw, readers, {position[p] for p in group}, bodies, node.outputs if keep_last else ())
-        elif node in taken:
-            continue
-        elif unchanged(node.inputs):
-            append(node)
-        else:
-            copy(node)
+    for i, (node, r) in enumerate(zip(nodes, role.tolist())):
+        if r == -1:
+            if unchanged(node.inputs):
+                append(node)
+            else:
+                copy(node)
+        elif r == 0:
+            _emit(nodes, groups[i], rw, readers, bodies, node.outputs if keep_last else ())
     return rw.finish()
 
 
@@ -216,35 +252,42 @@ def _stretched(values: Any, readers: dict[Value, list[int]], to: int, group: set
     return total
 
 
-def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: set[int], bodies: dict,
+def _emit(nodes: list[Node], positions: list[int], rw: Rewriter, readers: dict[Value, list[int]], bodies: dict,
           keep: tuple[Value, ...] = ()) -> None:
-    """One fused node running ``parts`` (fused nodes or single elementwise nodes, in order; their graph positions
-    are ``at``). It returns the values of ``keep`` and every value a node outside ``parts`` (or the caller)
-    reads, in order. Merges of one structure (the layers of a network, the steps of an unrolled chain) share
-    one body (``bodies``, by structure), as ``fuse_elementwise``'s groups do: the kernel builder and the cache
-    key then see each structure once."""
+    """One fused node running the parts at ``positions`` (fused nodes or single elementwise nodes, in order). It
+    returns the values of ``keep`` and every value a node outside the parts (or the caller) reads, in order.
+    Merges of one structure (the layers of a network, the steps of an unrolled chain) share one body
+    (``bodies``, by structure), as ``fuse_elementwise``'s groups do: the kernel builder and the cache key then
+    see each structure once."""
+    parts = list(map(nodes.__getitem__, positions))
     made: dict[Value, tuple[int, int]] = {}  # a graph value made inside the merge -> (part, output)
+    made_get = made.get
     external: dict[Value, int] = {}  # a graph value read from outside -> its input position
     structure: list[Any] = []
     for k, p in enumerate(parts):
         wires: list[Any] = []  # (part, output) for a value made inside, an input position for one from outside
         for v in p.inputs:
-            inside = made.get(v)
-            if inside is not None:
-                wires.append(inside)
-                continue
-            at_input = external.get(v)
-            if at_input is None:
-                at_input = external[v] = len(external)
-            wires.append(at_input)
+            wire: Any = made_get(v)
+            if wire is None:
+                wire = external.get(v)
+                if wire is None:
+                    wire = external[v] = len(external)
+            wires.append(wire)
+        outs = p.outputs
         if p.op == FUSED_OP:
             structure.append((id(p.attrs["body"]), tuple(wires)))
         else:
-            structure.append((p.op, id(p.attrs) if p.attrs else None, p.outputs[0].type, tuple(wires)))
-        for j, v in enumerate(p.outputs):
-            made[v] = (k, j)
+            structure.append((p.op, id(p.attrs) if p.attrs else None, outs[0].type, tuple(wires)))
+        if len(outs) == 1:
+            made[outs[0]] = (k, 0)
+        else:
+            for j, v in enumerate(outs):
+                made[v] = (k, j)
     outer = list(external)
-    exports = [v for p in parts for v in p.outputs if v in keep or not at.issuperset(readers.get(v, ()))]
+    at = set(positions)
+    superset = at.issuperset
+    get = readers.get
+    exports = [v for p in parts for v in p.outputs if v in keep or not superset(get(v, ()))]
     key = (tuple(structure), tuple([v.type for v in outer]), tuple([made[v] for v in exports]))
     body = bodies.get(key)
     if body is None:
@@ -252,8 +295,9 @@ def _emit(parts: list[Node], rw: Rewriter, readers: dict[Value, list[int]], at: 
     fused = Node(FUSED_OP, rw.read(outer), {"body": body})
     fused.outputs = tuple([Value(v.type, fused, j) for j, v in enumerate(exports)])
     rw.new.nodes.append(fused)
+    vmap = rw.vmap
     for old, new in zip(exports, fused.outputs):
-        rw.alias(old, new)
+        vmap[old] = new
 
 
 def _body(parts: list[Node], outer: list[Value], exports: list[Value]) -> Graph:

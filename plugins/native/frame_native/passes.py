@@ -20,6 +20,7 @@ installed (a one-line note).
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from frame_core import FUSED_OP, Graph, Node, Rewriter, Value, env_flag
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # (split.py is loaded by the first compile that has fused gro
 __all__ = ["compile_fused_groups", "enabled", "switched_off"]
 
 _LLVMLITE: list[bool] = []  # found or not, looked up once per process
+_op = attrgetter("op")
 
 
 def switched_off() -> bool:
@@ -91,9 +93,11 @@ def _approximations(fused: list[Node], packs: dict[str, str | None], schemas: An
 
 
 def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
-    fused = [n for n in graph.nodes if n.op == FUSED_OP] if FUSED_OP in ctx.ops(graph) else []
-    if not fused or ctx.backend != "cpu":
+    if FUSED_OP not in ctx.ops(graph) or ctx.backend != "cpu":
         return graph
+    nodes = graph.nodes
+    at = [i for i, op in enumerate(map(_op, nodes)) if op == FUSED_OP]
+    fused = list(map(nodes.__getitem__, at))
     off = enabled()
     if off is not None:
         if "FRAME_NATIVE" not in off:
@@ -106,53 +110,65 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
     packs: dict[str, str | None] = {}
     approximated = _approximations(fused, packs, schemas) if getattr(ctx, "fast_math", False) else {}
     reasons: Counter = Counter()
-    chosen = set()
-    splits: dict[Node, Cut] = {}
     verdicts: dict[int, str | None] = {}  # fusion shares one body among groups of one structure
     cut: dict[int, Cut | None] = {}  # ... and its split, made once per body
-    for node in fused:
+    plans: dict[int, Any] = {}  # position -> its cut, or None to compile the whole group
+    for i, node in zip(at, fused):
         body = approximated.get(node) or node.attrs["body"]
-        reason = verdicts.get(id(body), "")
+        key = id(body)
+        reason = verdicts.get(key, "")
         if reason == "":
-            reason = verdicts[id(body)] = _verdict(body, packs, schemas)
+            reason = verdicts[key] = _verdict(body, packs, schemas)
         if reason is None:
-            chosen.add(node)
+            plans[i] = None
             continue
-        if reason.startswith("op ") and id(body) not in cut:  # a numpy-only op: compile the members around it
-            cut[id(body)] = _native_split(body, packs, schemas)
-        split = cut.get(id(body))
+        if reason.startswith("op ") and key not in cut:  # a numpy-only op: compile the members around it
+            cut[key] = _native_split(body, packs, schemas)
+        split = cut.get(key)
         if split is not None:
-            splits[node] = split
+            plans[i] = split
         else:
             reasons[reason.split(" (")[0]] += 1
-    if not chosen and not splits:
+    if not plans:
         ctx.note("compile_fused_groups", f"no group compiles ({dict(reasons)})")
         return graph
     rw = Rewriter(graph, ctx)
-    copy, append = rw.copy, rw.new.nodes.append
+    new_nodes = rw.new.nodes
+    copy, append, extend = rw.copy, new_nodes.append, new_nodes.extend
     unchanged = rw.vmap.keys().isdisjoint  # reads nothing replaced
-    for node in graph.nodes:
-        split = splits.get(node) if splits else None
+    vmap = rw.vmap
+    done = 0  # nodes before this position are placed
+    for i, split in plans.items():  # (in graph order)
+        if vmap:
+            for node in nodes[done:i]:
+                if unchanged(node.inputs):
+                    append(node)
+                else:
+                    copy(node)
+        else:  # nothing replaced yet: the nodes before the first rewritten one are kept as they are
+            extend(nodes[done:i])
+        done = i + 1
+        node = nodes[i]
         if split is not None:
             _emit_split(node, split, rw)
             continue
-        if node not in chosen:
-            if unchanged(node.inputs):
-                append(node)
-            else:
-                copy(node)
-            continue
         body = approximated.get(node)  # (fast_math: its float32 tanh approximated) or the same body, with its constants
         new = Node(NATIVE_OP, rw.read(node.inputs), node.attrs if body is None else {**node.attrs, "body": body})
-        new.outputs = tuple([Value(v.type, new, i) for i, v in enumerate(node.outputs)])
-        rw.new.nodes.append(new)
+        new.outputs = tuple([Value(v.type, new, j) for j, v in enumerate(node.outputs)])
+        append(new)
         for old, value in zip(node.outputs, new.outputs):
-            rw.alias(old, value)
-    note = f"{len(chosen)} of {len(fused)} fused groups tier up to native code"
-    if splits:
-        note += f", {len(splits)} more after their numpy-only members"
+            vmap[old] = value
+    for node in nodes[done:]:
+        if unchanged(node.inputs):
+            append(node)
+        else:
+            copy(node)
+    chosen = sum(1 for split in plans.values() if split is None)
+    note = f"{chosen} of {len(fused)} fused groups tier up to native code"
+    if chosen < len(plans):
+        note += f", {len(plans) - chosen} more after their numpy-only members"
     ctx.note("compile_fused_groups", note + (f"; the others: {dict(reasons)}" if reasons else ""))
-    ctx.dropped = [*chosen, *splits]  # (replaced; the pipeline releases them)
+    ctx.dropped = list(map(nodes.__getitem__, plans))  # (replaced; the pipeline releases them)
     return rw.finish()
 
 
