@@ -15,15 +15,7 @@ from frame_core.compiler.context import CompileContext
 from frame_core.compiler.passes.dce import eliminate_dead_nodes
 from frame_core.compiler.passes.verify import verify_structure
 from frame_core.compiler.passes.lower import argument_slots
-
-
-def _chain(n: int) -> fc.Graph:
-    def fn(x, w):
-        h = x
-        for i in range(n):
-            h = ops.tanh(h @ w) if i % 2 else ops.sin(h) + h
-        return ops.sum(h)
-    return fc.build_backward_graph(fc.trace(fn, "f32[4, 8]", "f32[8, 8]"), 0, [0, 1])
+from ._graphs import chain_training
 
 
 def _mean_mlp() -> fc.Graph:  # a mean's 1/N (a like op lowered to a constant) and broadcast gradients
@@ -35,7 +27,7 @@ def _mean_mlp() -> fc.Graph:  # a mean's 1/N (a like op lowered to a constant) a
 def test_the_ops_verify_bind_shapes_and_dce_hand_on_are_the_graphs_own():
     reg = fc.registry()
     bind = next(p.fn for p in reg.passes if p.name == "bind_shapes")
-    for graph in (_chain(6), _mean_mlp()):
+    for graph in (chain_training(6), _mean_mlp()):
         ctx = CompileContext(backend="cpu", registry=reg)
         ctx.protected = set(graph.nodes)
         assert verify_structure(graph, ctx) is graph
@@ -53,7 +45,7 @@ def test_the_ops_verify_bind_shapes_and_dce_hand_on_are_the_graphs_own():
 
 def test_a_lowered_program_calls_releases_and_steps_as_its_rules_say():
     x, w = np.full((4, 8), 0.1, np.float32), np.eye(8, dtype=np.float32) * 0.5
-    for graph, level in ((_chain(40), 0), (_chain(40), 2), (_mean_mlp(), 2)):
+    for graph, level in ((chain_training(40), 0), (chain_training(40), 2), (_mean_mlp(), 2)):
         exe = fc.compile(graph, opt_level=level, cache=False)
         prog, plan, g = exe.program, exe.plan, exe.graph
         # registers: inputs, then per node its outputs and its planned buffer (constants: one each)

@@ -22,6 +22,7 @@ import frame_core as fc
 from frame_core import ops
 from frame_core.compiler.context import CompileContext
 from frame_core.compiler.passes import fuse
+from ._graphs import chain_training
 
 FUSED = "fused_elementwise_internal"
 
@@ -122,15 +123,6 @@ def _plain_raises_peak(graph, plain):
     return max(0, *accumulate(fused_delta)) > max(0, *accumulate(delta))
 
 
-def _chain(n):
-    def fn(x, w):
-        h = x
-        for i in range(n):
-            h = ops.tanh(h @ w) if i % 2 else ops.sin(h) + h
-        return ops.sum(h)
-    return fc.build_backward_graph(fc.trace(fn, "f32[4, 8]", "f32[8, 8]"), 0, [0, 1])
-
-
 def _many_readers():  # values read by several nodes, inside and outside their chains, and by the caller
     def fn(a, b):
         s = ops.sin(a)
@@ -179,7 +171,7 @@ def _random(seed, size=80):
     return fc.trace(fn, "f32[4, 8]", "f32[4, 8]", "f32[8]", "f64[4, 8]", "f32[4, 1]")
 
 
-GRAPHS = {"chain": lambda: _chain(12), "many readers": _many_readers, "layer norm training": _layer_norm_training,
+GRAPHS = {"chain": lambda: chain_training(12), "many readers": _many_readers, "layer norm training": _layer_norm_training,
           "second order": _second_order, **{f"random {s}": (lambda s=s: _random(s)) for s in range(8)},
           "random training": lambda: fc.build_backward_graph(_random(11, 40), 0, [0, 1, 3])}
 
