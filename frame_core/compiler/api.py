@@ -14,7 +14,7 @@ from .._args import env_flag, name_list
 from .._gc import gc_paused, made
 from .._text import short_repr
 from ..errors import CompileError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, input_roles
 from ..ir.keys import graph_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -210,6 +210,7 @@ def compile(  # noqa: A001 - the name users expect
             program = lower(optimised, plan, ctx)
             exe = Executable(optimised, program, plan, backend, ctx.log, checks=checks)
             exe.output_names = graph.output_names  # the passes keep output positions
+            exe.input_roles = input_roles(graph)  # what a seed input is, for the messages of a wrong one
     finally:
         _active.reset(token)
     if cache:

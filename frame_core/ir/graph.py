@@ -31,7 +31,7 @@ from .tensors import shared_zeros, zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
-           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties",
+           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties", "input_roles",
            "carry_type_ties"]
 
 #: Constants above this many elements are not inspected for their values (zero tests, folding rules).
@@ -431,6 +431,16 @@ def type_ties(graph: Graph) -> tuple[TypeTie, ...]:
     """The type ties recorded on ``graph`` (``tie_types``), in the order recorded."""
     ties = _TYPE_TIES.get(graph) if _TYPE_TIES else None
     return tuple(ties) if ties else ()
+
+
+def input_roles(graph: Graph) -> dict[int, str]:
+    """What each tied input of ``graph`` is, by position (``{1: "the cotangent of output 0"}``); empty for a graph
+    the derivative transforms did not build."""
+    ties = _TYPE_TIES.get(graph) if _TYPE_TIES else None
+    if not ties:
+        return {}
+    position = {v: i for i, v in enumerate(graph.inputs)}
+    return {position[t.value]: t.role for t in ties if t.value in position}
 
 
 def carry_type_ties(source: Graph, target: Graph, vmap: Mapping[Value, Value]) -> None:

@@ -77,6 +77,7 @@ class Executable:
         self.input_types: list[TensorType] = list(program.input_types)
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self.output_names: list[str | None] = graph.output_names  # compile() gives the source graph's
+        self.input_roles: dict[int, str] = {}  # compile() gives the source graph's seed inputs (a VJP's cotangents)
         self._lock = threading.Lock()
         self._unchecked: dict[bool, Any] = {}
         self._made_steps: tuple[list[tuple[Any, ...]], list[Any]] | None = None
@@ -330,7 +331,8 @@ class Executable:
 
     def _input_label(self, i: int) -> str:
         name = self.graph.inputs[i].name
-        return f"input {i}" + (f" ({name!r})" if name else "")
+        role = self.input_roles.get(i)
+        return f"input {i}" + (f" ({name!r})" if name else "") + (f", {role}," if role else "")
 
     def _coerce(self, i: int, value: Any) -> np.ndarray:
         t = self.input_types[i]

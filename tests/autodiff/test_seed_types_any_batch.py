@@ -143,7 +143,7 @@ def test_at_the_traced_shapes_the_input_check_refuses_a_seed_of_another_shape():
         graph = build(B)
         args = _args(graph)
         args[2] = RNG.standard_normal((B, 5))  # not the batch: the last dimension
-        with pytest.raises(fc.InputError, match=r"input 2 .*must have shape \[4, "):
+        with pytest.raises(fc.InputError, match=r"input 2\b.*, the (cotangent|tangent) of .*, must have shape \[4, "):
             fc.compile(graph).run(args)
         with pytest.raises(fc.ShapeError, match=r"input 2 .*pass a"):  # dynamic, primals at the traced shapes
             fc.compile(graph, dynamic_shapes=True).run(args)
@@ -234,3 +234,12 @@ def test_taylor_and_laplacian_graphs_take_no_seed_inputs_to_tie():
     for built in (fc.build_taylor_graph(g, 0), fc.build_laplacian_graph(g, 0, batch_dims=1)):
         assert [v.type for v in built.inputs] == [v.type for v in g.inputs]
         assert type_ties(built) == ()
+
+
+def test_a_compiled_transform_says_what_each_seed_input_is():
+    vjp, jvp = TRANSFORMS["vjp"](B), TRANSFORMS["jvp"](B)
+    roles = fc.compile(vjp).input_roles
+    assert roles and all(role.startswith("the cotangent of output") for role in roles.values())
+    assert all(vjp.inputs[i] in {t.value for t in type_ties(vjp)} for i in roles)
+    assert all(role.startswith("the tangent of input") for role in fc.compile(jvp).input_roles.values())
+    assert fc.compile(fc.trace(lambda x: ops.tanh(x), "f32[4, 3]")).input_roles == {}  # a plain graph: no seeds
