@@ -49,7 +49,7 @@ from ..compiler.fused import FUSED_OP
 from ..frontend.trace import append_node
 from ..errors import FrameError, GradientError, IRError, MissingGradientError, NonScalarLossError
 from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
-    mark_traced_sizes, tie_types, traced_sizes
+    mark_traced_sizes, tie_label, tie_types, traced_sizes
 from .._args import refuse_unordered
 from ..ir.verify import Problem, check_graph
 from ..ir.keys import attrs_key
@@ -257,13 +257,6 @@ def build_backward_graph(
 def output_label(graph: Graph, position: int) -> str:
     """How generated names refer to output ``position``: its name, else ``output <position>``."""
     return graph.output_names[position] or f"output {position}"
-
-
-def tie_label(graph: Graph, position: int, output: bool = False) -> str:
-    """``input 0 ('x')`` or ``output 1 ('y')``: how a type tie (``ir.graph.tie_types``) names the value a seed or a
-    gradient belongs to."""
-    name = graph.output_names[position] if output else graph.inputs[position].name
-    return f"{'output' if output else 'input'} {position}" + (f" ({name!r})" if name else "")
 
 
 def _grad_names(forward: Graph, loss: int, wrt: list[int], names: Sequence[str] | None) -> list[str]:

@@ -44,13 +44,12 @@ import numpy as np
 from .._gc import gc_paused, made
 from ..errors import FrameError, GradientError, MissingGradientError, RegistrationError, TangentError
 from ..ir.graph import INSPECT_LIMIT, Graph, Node, Value, clone_graph, inline_graph, is_zero_constant, \
-    mark_traced_sizes, tie_types, traced_sizes
+    mark_traced_sizes, tie_label, tie_types, traced_sizes
 from ..ir.keys import attrs_key
 from ..ir.verify import Problem, check_graph
 from ..ops_registry.registry import Registry, op_scope, registry as current_registry, use_registry
 from ..ops_registry.schema import NodeContext, node_has_side_effect
-from .backward import _Recipe, _chain, _micro_graph, _not_the_packs_fault, _sizes_held, input_position, output_label, \
-    tie_label
+from .backward import _Recipe, _chain, _micro_graph, _not_the_packs_fault, _sizes_held, input_position, output_label
 
 __all__ = ["build_jvp_graph", "jvp_rule", "derived_jvp_graph", "direct_jvp_graph", "trace_jvp", "tangent_name",
            "jvp_inputs"]
@@ -230,8 +229,8 @@ def _sized_rule(schema: Any, rule: Graph) -> str | None:
         why = "its op has no any_shape_gradient trait"
     elif getattr(schema, "jvp", None) is None and traced_sizes(rule) is not None:
         why = f"it is derived from the op's gradient, and {traced_sizes(rule)}"
-    elif _sizes_held(rule) is not None:  # a control-flow op's rule runs its bodies' rules as bodies
-        why = f"a body of it does: {_sizes_held(rule)}"
+    elif (held := _sizes_held(rule)) is not None:  # a control-flow op's rule runs its bodies' rules as bodies
+        why = f"a body of it does: {held}"
     else:
         return None
     return (f"the forward-mode rule of {schema.name} may hold the traced sizes ({why}); build the JVP graph again "

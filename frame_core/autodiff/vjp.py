@@ -34,12 +34,12 @@ import numpy as np
 from .._gc import gc_paused
 from .._text import short_repr
 from ..errors import GradientError
-from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes, tie_types, \
-    traced_sizes
+from ..ir.graph import Graph, Node, Value, _copy_nodes, clone_graph, inline_graph, mark_traced_sizes, tie_label, \
+    tie_types, traced_sizes
 from ..ops_registry.registry import Registry, registry as current_registry, use_registry
 from .._args import refuse_unordered
 from ..ir.verify import check_graph
-from .backward import _accumulate, _backpropagate, _drop_unneeded, input_position, _not_the_packs_fault, tie_label
+from .backward import _accumulate, _backpropagate, _drop_unneeded, input_position, _not_the_packs_fault
 
 __all__ = ["build_vjp_graph", "split_vjp_graph", "VJPSplit"]
 
@@ -105,12 +105,12 @@ def _combined(graph: Graph, positions: list[int], label: str, reg: Registry,
         result.append(g if g is not None else vjp.zeros_like(x))  # (x's shape, at any batch size)
     vjp.outputs = outputs  # the forward outputs, for the caller that splits
     if label and split is not None:  # a loop's body: its forward would otherwise save, per step, values read for
-        result = _shapes_written_down(vjp, reg, result, len(graph.nodes), split, set(cotangents))  # their shape only
+        result = _shapes_written_down(vjp, reg, result, len(graph.nodes), split)  # their shape only
     return vjp, cotangents, result
 
 
-def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first: int, invariant: set[int],
-                         cotangents: set[Value]) -> list[Value]:
+def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first: int,
+                         invariant: set[int]) -> list[Value]:
     """Replace (in place, on a graph this module built) every node of an op with the ``shape_operand`` trait (and
     every ``zeros_like_internal``) that reads the shape of a value made inside the body by its DecomposeFn, which
     writes that shape down as an attribute (or, where the shapes already agree, hands its input on); return
@@ -124,10 +124,7 @@ def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first
     the ops that read it: ``accumulate_internal``, the loop's check of its body, the training graph's ties)."""
     from ..ops_registry.schema import NodeContext
 
-    inputs = {v for i, v in enumerate(graph.inputs) if i in invariant}
-    for node in graph.nodes:  # the values made from invariants and constants alone, as _split finds them
-        if all(v in inputs for v in node.inputs) and not any(v in cotangents for v in node.inputs):
-            inputs.update(node.outputs)
+    inputs = _fixed_values(graph, invariant)
     inputs.update(graph.inputs)
     found = {n for n in graph.nodes[first:] if (n.op == "zeros_like_internal" or "shape_operand" in getattr(
         reg.schemas.get(n.op), "traits", ())) and not inputs.issuperset(_shape_operands(n, reg))}
@@ -157,6 +154,17 @@ def _shapes_written_down(graph: Graph, reg: Registry, values: list[Value], first
                                  f"{', '.join(sorted(set(wrote))[:3])} read the shape of a value made inside the "
                                  "body, written down so that the loop does not save that value for its shape only)")
     return [lowered.get(v, v) for v in values]
+
+
+def _fixed_values(graph: Graph, invariant: set[int]) -> set[Value]:
+    """The ``invariant`` inputs of a loop body's ``graph`` and the values made from them and constants alone: the
+    same at every step, so recomputed in the reverse body rather than saved (a cotangent is never invariant, so
+    nothing that reads one is among them)."""
+    fixed = {v for i, v in enumerate(graph.inputs) if i in invariant}
+    for node in graph.nodes:
+        if all(v in fixed for v in node.inputs):  # constants too (no inputs)
+            fixed.update(node.outputs)
+    return fixed
 
 
 def _shape_operands(node: Node, reg: Registry) -> tuple[Value, ...]:
@@ -247,15 +255,13 @@ def _split(graph: Graph, combined: Graph, cotangents: list[Value], grads: list[V
            reg: Registry) -> VJPSplit:
     n_forward = len(graph.nodes)
     tangent: set[Value] = set(cotangents)
-    fixed = {v for i, v in enumerate(combined.inputs) if i in invariant}  # the same at every call
+    fixed = _fixed_values(combined, invariant)  # the same at every call
     producer: dict[Value, Node] = {}
     for node in combined.nodes:
         for v in node.outputs:
             producer[v] = node
         if any(v in tangent for v in node.inputs):
             tangent.update(node.outputs)
-        elif all(v in fixed for v in node.inputs):  # constants too (no inputs)
-            fixed.update(node.outputs)
 
     def recomputed(node: Node) -> bool:  # not worth saving: fixed values, zeros read off a type, a nested trajectory
         return node.outputs[0] in fixed or node.op == "zeros_like_internal" or \

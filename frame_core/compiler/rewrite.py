@@ -96,8 +96,12 @@ class Rewriter:
         """Append ``nodes`` unchanged, as ``copy`` would when none of them reads a remapped value: the prefix
         of the graph before a pass's first change, appended in one step instead of node by node."""
         if self.vmap:
+            unchanged, append, copy = self.vmap.keys().isdisjoint, self._append, self.copy
             for node in nodes:
-                self.copy(node)
+                if unchanged(node.inputs):  # (the common case, tested in C: shared as copy would share it)
+                    append(node)
+                else:
+                    copy(node)
         else:
             self.new.nodes.extend(nodes)
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import FrameError, ShapeError
-from ..ir.graph import Graph, Node, TypeTie, Value, carry_type_ties, type_ties
+from ..ir.graph import Graph, Node, TypeTie, Value, carry_type_ties, tie_label, type_ties
 from ..ir.types import TensorType, as_type
 
 __all__ = ["specialize"]
@@ -38,8 +38,7 @@ def _changed_dims(graph: Graph, types: Sequence[TensorType]) -> tuple[dict[int, 
     for i, (value, new) in enumerate(zip(graph.inputs, types)):
         for axis, (old, size) in enumerate(zip(value.type.shape, new.shape)):
             if old != size:
-                label = f"input {i}" + (f" ({value.name!r})" if value.name else "")
-                labels.append(f"{label} dimension {axis} is {size}, traced as {old}")
+                labels.append(f"{tie_label(graph, i)} dimension {axis} is {size}, traced as {old}")
                 sizes.setdefault(old, size)
     return sizes, labels
 
@@ -50,9 +49,8 @@ def _check_inputs(graph: Graph, types: Sequence[TensorType]) -> None:
     for i, (value, new) in enumerate(zip(graph.inputs, types)):
         old = value.type
         if old.dtype != new.dtype or old.rank != new.rank:
-            label = f"input {i}" + (f" ({value.name!r})" if value.name else "")
-            raise ShapeError(f"{label} was traced as {old}; a new shape may change its dimensions but not its dtype "
-                             f"or rank, got {new}; trace the function again for this kind of input")
+            raise ShapeError(f"{tie_label(graph, i)} was traced as {old}; a new shape may change its dimensions but "
+                             f"not its dtype or rank, got {new}; trace the function again for this kind of input")
 
 
 def _substituted(t: TensorType, sizes: Mapping[int, int]) -> TensorType:
@@ -69,12 +67,9 @@ def _retyped_attrs(node: Node, sizes: Mapping[int, int], reg: Any) -> dict[str, 
 
 def _value_label(graph: Graph, value: Value) -> str:
     if value.producer is None and value in graph.inputs:
-        i = graph.inputs.index(value)
-        return f"input {i}" + (f" ({value.name!r})" if value.name else "")
+        return tie_label(graph, graph.inputs.index(value))
     if value in graph.outputs:
-        k = graph.outputs.index(value)
-        name = graph.output_names[k]
-        return f"output {k}" + (f" ({name!r})" if name else "")
+        return tie_label(graph, graph.outputs.index(value), output=True)
     return f"value {value.name!r}" if value.name else "a value"
 
 

@@ -31,7 +31,7 @@ from .tensors import shared_zeros, zeros as zero_array
 from .types import TensorType, as_type
 
 __all__ = ["Value", "Node", "Graph", "MAX_NESTING", "clone_graph", "inline_graph", "constant_array", "is_zero_constant",
-           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties", "input_roles",
+           "mark_traced_sizes", "traced_sizes", "TypeTie", "tie_types", "type_ties", "tie_label", "input_roles",
            "carry_type_ties"]
 
 #: Constants above this many elements are not inspected for their values (zero tests, folding rules).
@@ -427,6 +427,13 @@ def tie_types(graph: Graph, value: Value, like: Value, role: str) -> None:
     _TYPE_TIES.setdefault(graph, []).append(TypeTie(value, like, role))
 
 
+def tie_label(graph: Graph, position: int, output: bool = False) -> str:
+    """``input 0 ('x')`` or ``output 1 ('y')``: how messages about ties (and re-specialisation) name an input or an
+    output of ``graph``."""
+    name = graph.output_names[position] if output else graph.inputs[position].name
+    return f"{'output' if output else 'input'} {position}" + (f" ({name!r})" if name else "")
+
+
 def type_ties(graph: Graph) -> tuple[TypeTie, ...]:
     """The type ties recorded on ``graph`` (``tie_types``), in the order recorded."""
     ties = _TYPE_TIES.get(graph) if _TYPE_TIES else None
@@ -436,7 +443,7 @@ def type_ties(graph: Graph) -> tuple[TypeTie, ...]:
 def input_roles(graph: Graph) -> dict[int, str]:
     """What each tied input of ``graph`` is, by position (``{1: "the cotangent of output 0"}``); empty for a graph
     the derivative transforms did not build."""
-    ties = _TYPE_TIES.get(graph) if _TYPE_TIES else None
+    ties = type_ties(graph)
     if not ties:
         return {}
     position = {v: i for i, v in enumerate(graph.inputs)}

@@ -33,7 +33,6 @@ from ..rewrite import Rewriter
 from .merge_fused import merge_fused_groups
 
 
-_op = attrgetter("op")
 _inputs = attrgetter("inputs")
 _outputs = attrgetter("outputs")
 _first = itemgetter(0)
@@ -79,7 +78,6 @@ class _Grouping:
     ends: Any
     fused_ends: Any
     several: dict[Value, list[int]]
-    outputs: list[tuple[Value, ...]]
     single: Any
     nodes: list[Node]
     position: dict[Value, int]

@@ -16,7 +16,7 @@ before on the same inputs, so results keep their bits.
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -44,7 +44,6 @@ def merge_fused_groups(graph: Graph, ctx: CompileContext, fusable: dict[str, boo
 
 _op = attrgetter("op")
 _inputs = attrgetter("inputs")
-_outputs = attrgetter("outputs")
 
 
 def _readers(graph: Graph) -> dict[Value, list[int]]:

@@ -614,11 +614,14 @@ def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Ca
     probe = _probe(probe_geo)
     want = np.asarray(reference(*probe))
 
+    from . import jit
+
     def install(columns_order: str, columns: Callable[..., Any], how: str) -> bool:
-        got = _native(probe_geo, columns_order, columns, pool, weights)(*probe)
+        checked = _native(probe_geo, columns_order, columns, pool, weights)
+        got = checked(*probe)
         if got is None or not _same_bits_but_nan_signs(np.asarray(got), want):
             return False
-        compiled = _native(geo, columns_order, columns, pool, weights)
+        compiled = checked if probe_geo == geo else _native(geo, columns_order, columns, pool, weights)
 
         def native(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
             result = compiled(x, w, b)
@@ -632,8 +635,6 @@ def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Ca
         return True
 
     def refuse() -> None:
-        from . import jit
-
         jit.note(f"a compiled convolution layer ({order} columns) does not give the numpy kernels' bits here",
                  then="that layer runs on numpy")
         tier.state = "failed"
@@ -643,11 +644,10 @@ def _install(tier: Tier, geo: Geometry, order: str, done: dict, numpy_kernel: Ca
     if order != "last":
         refuse()
         return
-    from . import jit
 
     def then(_: Any, columns: Callable[..., Any] | None, how_nt: str) -> None:
         if columns is None:
-            tier.state = how_nt if how_nt in ("failed", "off") else "failed"
+            tier.state = "off" if how_nt == "off" else "failed"
         elif not install("last", columns, "compiled" if "compiled" in (how, how_nt) else "cache"):
             refuse()
     nt_plan: Any = _Plan("columns", geo, "last")  # (what jit.submit takes: ir, n_args, chunks, shapes)

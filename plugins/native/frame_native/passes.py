@@ -133,20 +133,10 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         ctx.note("compile_fused_groups", f"no group compiles ({dict(reasons)})")
         return graph
     rw = Rewriter(graph, ctx)
-    new_nodes = rw.new.nodes
-    copy, append, extend = rw.copy, new_nodes.append, new_nodes.extend
-    unchanged = rw.vmap.keys().isdisjoint  # reads nothing replaced
-    vmap = rw.vmap
+    append, vmap = rw.new.nodes.append, rw.vmap
     done = 0  # nodes before this position are placed
     for i, split in plans.items():  # (in graph order)
-        if vmap:
-            for node in nodes[done:i]:
-                if unchanged(node.inputs):
-                    append(node)
-                else:
-                    copy(node)
-        else:  # nothing replaced yet: the nodes before the first rewritten one are kept as they are
-            extend(nodes[done:i])
+        rw.keep(nodes[done:i])
         done = i + 1
         node = nodes[i]
         if split is not None:
@@ -158,11 +148,7 @@ def compile_fused_groups(graph: Graph, ctx: Any) -> Graph:
         append(new)
         for old, value in zip(node.outputs, new.outputs):
             vmap[old] = value
-    for node in nodes[done:]:
-        if unchanged(node.inputs):
-            append(node)
-        else:
-            copy(node)
+    rw.keep(nodes[done:])
     chosen = sum(1 for split in plans.values() if split is None)
     note = f"{chosen} of {len(fused)} fused groups tier up to native code"
     if chosen < len(plans):

@@ -29,7 +29,7 @@ import numpy as np
 
 from frame_core import Tensor, ops
 
-__all__ = ["track", "followable", "MOVERS", "CONSUMERS", "filled", "expanded", "counted"]
+__all__ = ["track", "followable", "CONSUMERS", "filled", "expanded", "counted"]
 
 #: ops that move the elements of a shape array without computing new ones: their sources follow
 MOVERS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast",

@@ -829,7 +829,9 @@ def _tile(cx: NodeContext) -> Any:
         if any(s is not None for s in moved):  # a size read from a tensor follow it, as an Expand does
             literal = [1 if s is not None else r for s, r in zip(moved, repeats)]
             out = tuple(r * d for r, d in zip(repeats, shape))
-            return expanded(_tiled(x, literal, shape), out, moved, np_dtype(x))
+            followed = expanded(_tiled(x, literal, shape), out, moved, np_dtype(x))
+            if followed is not None:  # (None: no size matched the tensor it was read from; the literal repeats stand)
+                return followed
     return _tiled(x, repeats, shape)
 
 
